@@ -1,0 +1,83 @@
+# Expert Sniper - build, test, run.
+#   make          build build/sniperd, build/sniper, build/sniper-mkmodel
+#   make test     install missing packages, build, run every test (closing line: N passed, N failed)
+#   make check    the tests again under ASan+UBSan (build-check/)
+#   make run      install missing packages, build, generate the default model, serve it
+#   make bench    benchmarks (see docs/benchmarks.md)
+CC      ?= cc
+BUILD   ?= build
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_GNU_SOURCE \
+           -fno-math-errno -fno-trapping-math $(SAN) \
+           -Icommon -Iserver/engine -Iserver/experts -Itools -Itests $(EXTRA_CFLAGS)
+LDLIBS  := -lpcre2-8 -ljansson -lm -pthread
+LDFLAGS := $(SAN)
+
+AVX2_FLAGS   := -mavx2 -mfma -mf16c
+AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
+
+COMMON_SRC := $(wildcard common/*.c)
+ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c)
+LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC)
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC   := $(wildcard tests/test_*.c)
+TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BINS       := $(BUILD)/sniperd $(BUILD)/sniper $(BUILD)/sniper-mkmodel
+
+.PHONY: all test check run bench clean install deps
+all: $(BINS) $(TEST_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/common/quant_avx2.o: CFLAGS += $(AVX2_FLAGS)
+$(BUILD)/obj/common/quant_avx512.o: CFLAGS += $(AVX512_FLAGS)
+
+$(BUILD)/libsniper.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/sniperd: $(BUILD)/obj/server/main.o $(BUILD)/libsniper.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/sniper: $(BUILD)/obj/agent/main.o $(BUILD)/libsniper.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/sniper-mkmodel: $(BUILD)/obj/tools/mkmodel.o $(BUILD)/libsniper.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libsniper.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+deps:
+	@scripts/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) tests/run.sh
+
+check: deps
+	@$(MAKE) --no-print-directory BUILD=build-check OPT=-O1 \
+	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+	@BUILD=build-check SNIPER_CHECK=1 tests/run.sh
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/run.sh $(ARGS)
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/bench.sh
+
+PREFIX ?= /usr/local
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build build-check
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

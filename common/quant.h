@@ -1,0 +1,115 @@
+/* quant.h - ggml's block formats, their scalar reference dequantizers and quantizers (the spec),
+ * and the dot-product kernels the engine's matrix products are built from.
+ *
+ *     const struct quant_kernels *k = quant_kernels(QTYPE_Q4_K);  // best for this CPU
+ *     k->from_float(x, xq, n);          // x (f32, n elements) -> xq in k->vec_dot_type
+ *     k->vec_dot(n, &out, w_row, xq);   // out = dot(weight row, activation row)
+ *
+ * Block layouts are bit-identical to ggml's (pinned by tests against gguf-py's dequantization).
+ * Activations are quantized exactly as ggml's CPU decode path does: Q8_0 blocks (scale amax/127
+ * stored as fp16, codes x*(1/d) rounded half to even) for Q4_0/Q5_0/Q8_0 weights, Q8_1 for
+ * Q4_1/Q5_1, Q8_K (ggml's reference quantizer) for K-quants, fp16 for F16 weights, bf16 for BF16,
+ * plain f32 for F32. That is what makes our logits land where llama.cpp's do. */
+#ifndef SNIPER_QUANT_H
+#define SNIPER_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qtype.h"
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK8_0 32
+#define QK8_1 32
+#define QK_K 256
+#define K_SCALE_SIZE 12
+
+typedef uint16_t fp16_t; /* IEEE half, stored as bits */
+typedef uint16_t bf16_t; /* bfloat16, stored as bits */
+
+struct block_q4_0 { fp16_t d; uint8_t qs[QK4_0 / 2]; };
+struct block_q4_1 { fp16_t d; fp16_t m; uint8_t qs[QK4_1 / 2]; };
+struct block_q5_0 { fp16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; };
+struct block_q5_1 { fp16_t d; fp16_t m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; };
+struct block_q8_0 { fp16_t d; int8_t qs[QK8_0]; };
+struct block_q8_1 { fp16_t d; fp16_t s; int8_t qs[QK8_1]; }; /* s = d * sum(qs) */
+struct block_q4_K { fp16_t d; fp16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qs[QK_K / 2]; };
+struct block_q5_K {
+    fp16_t d; fp16_t dmin; uint8_t scales[K_SCALE_SIZE]; uint8_t qh[QK_K / 8]; uint8_t qs[QK_K / 2];
+};
+struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; fp16_t d; };
+struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+
+/* ---- scalar conversions ---------------------------------------------------------------------- */
+
+/* IEEE half <-> float. f32_to_fp16 rounds to nearest even (as F16C's _cvtss_sh does). */
+float fp16_to_f32(fp16_t h);
+fp16_t f32_to_fp16(float f);
+
+/* bfloat16 <-> float. f32_to_bf16 rounds to nearest even and keeps NaNs quiet, as ggml does. */
+float bf16_to_f32(bf16_t h);
+bf16_t f32_to_bf16(float f);
+
+/* ---- reference (scalar) functions: the spec ---------------------------------------------------- */
+
+/* True when t has a dequantizer here (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q4_K,
+ * q5_K, q6_K, q8_K). */
+bool quant_can_dequantize(enum qtype t);
+
+/* Dequantizes n elements (a multiple of t's block size) from src into dst. Returns 0, or -EINVAL for
+ * a type without a dequantizer or a bad n. */
+int quant_dequantize_row(enum qtype t, const void *src, float *dst, int64_t n);
+
+/* Quantizes n float elements into blocks of type t (a weight quantizer, used by sniper-mkmodel and
+ * tests; round-trips through quant_dequantize_row within the format's precision). Supports f32, f16,
+ * bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K. Returns 0 or -EINVAL. */
+int quant_quantize_row(enum qtype t, const float *src, void *dst, int64_t n);
+
+/* Activation quantizers, exactly as ggml's CPU decode path. n is a multiple of the block size. */
+void quant_q8_0_from_f32(const float *restrict x, void *restrict y, int64_t n);
+void quant_q8_1_from_f32(const float *restrict x, void *restrict y, int64_t n);
+void quant_q8_K_from_f32(const float *restrict x, void *restrict y, int64_t n);
+void quant_f16_from_f32(const float *restrict x, void *restrict y, int64_t n);
+void quant_bf16_from_f32(const float *restrict x, void *restrict y, int64_t n);
+void quant_f32_from_f32(const float *restrict x, void *restrict y, int64_t n); /* a copy */
+
+/* ---- kernels ----------------------------------------------------------------------------------- */
+
+/* *s = dot(w, a) over n elements: w is a row of the weight type, a the activation row already in the
+ * weight type's vec_dot_type. n is a multiple of the weight type's block size. */
+typedef void (*quant_vec_dot_fn)(int64_t n, float *restrict s, const void *restrict w,
+                                 const void *restrict a);
+/* Converts n floats into the activation format (see the quant_*_from_f32 functions above). */
+typedef void (*quant_from_float_fn)(const float *restrict x, void *restrict y, int64_t n);
+
+struct quant_kernels {
+    enum qtype type;               /* the weight type */
+    enum qtype vec_dot_type;       /* the activation format vec_dot expects */
+    quant_from_float_fn from_float; /* f32 -> vec_dot_type; bit-identical in every variant */
+    quant_vec_dot_fn vec_dot;
+    const char *isa;               /* "ref", "avx2", "avx512" */
+};
+
+/* The scalar reference kernels for weight type t, or NULL when t has none. Static storage. */
+const struct quant_kernels *quant_kernels_ref(enum qtype t);
+
+/* The fastest kernels for t on this CPU (chosen once, by CPUID, on first use; thread-safe), or NULL
+ * when t has none. SNIPER_ISA=ref|avx2|avx512 in the environment caps the choice (for tests and
+ * benchmarks). Static storage. */
+const struct quant_kernels *quant_kernels(enum qtype t);
+
+/* Bytes of the activation row of n elements in t's vec_dot_type (for sizing buffers), 0 when t has no
+ * kernels or n is not a multiple of the block size. */
+size_t quant_act_row_bytes(enum qtype t, int64_t n);
+
+/* SIMD twins, defined in quant_avx2.c / quant_avx512.c: each fills tab (indexed by qtype) with the
+ * kernels it implements for the given weight types, leaving other entries alone. Only called when the
+ * CPU supports the ISA. */
+void quant_register_avx2(struct quant_kernels *tab, int n_tab);
+void quant_register_avx512(struct quant_kernels *tab, int n_tab);
+
+#endif

@@ -1,0 +1,109 @@
+/* harness.c - runs a test binary's cases and prints "N passed, N failed, N skipped". */
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int case_failures;
+static bool case_skipped;
+static const char *case_name;
+
+void test_fail(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "FAIL %s: %s:%d: ", case_name ? case_name : "?", file, line);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    case_failures++;
+}
+
+void test_skip(const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "SKIP %s: ", case_name ? case_name : "?");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    case_skipped = true;
+}
+
+int test_failures(void) {
+    return case_failures;
+}
+
+const char *test_fixtures_dir(void) {
+    static char path[4096];
+    const char *env = getenv("SNIPER_FIXTURES");
+    snprintf(path, sizeof(path), "%s", env && *env ? env : "../shared/fixtures");
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? path : NULL;
+}
+
+const char *test_tmpdir(void) {
+    static char path[4096];
+    if (!path[0]) {
+        const char *base = getenv("TMPDIR");
+        snprintf(path, sizeof(path), "%s/sniper-test-XXXXXX", base && *base ? base : "/tmp");
+        if (!mkdtemp(path)) {
+            perror("test_tmpdir: mkdtemp");
+            abort();
+        }
+    }
+    return path;
+}
+
+void *test_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    if (fseek(f, 0, SEEK_END) != 0)
+        goto out;
+    long size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0)
+        goto out;
+    buf = malloc((size_t)size + 1);
+    if (!buf)
+        goto out;
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        free(buf);
+        buf = NULL;
+        goto out;
+    }
+    buf[size] = '\0';
+    if (n)
+        *n = (size_t)size;
+out:
+    fclose(f);
+    return buf;
+}
+
+int test_run(int argc, char **argv, const struct test_case *cases) {
+    int passed = 0, failed = 0, skipped = 0;
+    const char *filter = argc > 1 ? argv[1] : NULL;
+    for (const struct test_case *c = cases; c->name; c++) {
+        if (filter && !strstr(c->name, filter))
+            continue;
+        case_name = c->name;
+        case_failures = 0;
+        case_skipped = false;
+        c->fn();
+        if (case_failures) {
+            failed++;
+            fprintf(stderr, "not ok %s\n", c->name);
+        } else if (case_skipped) {
+            skipped++;
+            fprintf(stderr, "skip   %s\n", c->name);
+        } else {
+            passed++;
+            fprintf(stderr, "ok     %s\n", c->name);
+        }
+    }
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    return failed ? 1 : 0;
+}
