@@ -23,10 +23,12 @@ LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOL_SRC   := $(wildcard tools/bench_*.c)
+TOOL_BIN   := $(TOOL_SRC:tools/bench_%.c=$(BUILD)/bench-%)
 BINS       := $(BUILD)/sniperd $(BUILD)/sniper $(BUILD)/sniper-mkmodel
 
 .PHONY: all test check run bench clean install deps
-all: $(BINS) $(TEST_BIN)
+all: $(BINS) $(TEST_BIN) $(TOOL_BIN)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -46,6 +48,9 @@ $(BUILD)/sniper: $(BUILD)/obj/agent/main.o $(BUILD)/libsniper.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/sniper-mkmodel: $(BUILD)/obj/tools/mkmodel.o $(BUILD)/libsniper.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bench-%: $(BUILD)/obj/tools/bench_%.o $(BUILD)/libsniper.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libsniper.a
