@@ -1,6 +1,431 @@
-/* server/main.c - placeholder until the one-shot CLI lands. */
+/* server/main.c - `sniperd`. For now the one-shot mode: load a model, run a prompt, print the
+ * completion and a timing line (and, on request, the prompt's tokens, logits or the generated ids).
+ * The HTTP daemon comes with its own issue. Only this file may exit(). */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
-int main(void) {
-    fprintf(stderr, "sniperd: not built yet\n");
-    return 2;
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "gguf.h"
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+struct options {
+    const char *model;
+    const char *prompt;
+    const char *prompt_file;
+    int32_t n_predict;
+    struct sampler_params sp;
+    struct engine_params ep;
+    bool tokenize;
+    const char *dump_logits;
+    const char *dump_tokens;
+    const char *ram_budget;
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: sniperd -m MODEL (-p TEXT | -f FILE) [options]\n"
+            "\n"
+            "One-shot mode: run the prompt, print the completion and a timing line.\n"
+            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama)\n"
+            "  -p, --prompt TEXT         prompt text (special tokens such as <|im_start|> are "
+            "recognised)\n"
+            "  -f, --file PATH           read the prompt text from a file\n"
+            "  -n, --n-predict N         tokens to generate (default 64; 0: none)\n"
+            "  -t, --threads N           threads (default: the online CPUs)\n"
+            "  -c, --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
+            "  -b, --batch N             prompt tokens per forward step (default 32)\n"
+            "      --kv-type TYPE        f32 | f16 (default f16)\n"
+            "      --temp T              temperature (default 0.8; 0: greedy)\n"
+            "      --top-k N             (default 40; 0: off)\n"
+            "      --top-p P             (default 0.95; 1: off)\n"
+            "      --min-p P             (default 0.05; 0: off)\n"
+            "      --repeat-penalty R    (default 1: off)\n"
+            "      --repeat-last-n N     (default 64)\n"
+            "      --presence-penalty P  (default 0)\n"
+            "      --frequency-penalty P (default 0)\n"
+            "      --seed N              (default 0)\n"
+            "      --tokenize            print the prompt's token ids and exit (vocab-only GGUFs "
+            "work)\n"
+            "      --dump-logits FILE    write the logits after each prompt token (float32 "
+            "[n_prompt][n_vocab])\n"
+            "      --dump-tokens FILE    write {\"prompt_tokens\":[...],\"generated_tokens\":[...]}\n"
+            "  -h, --help                this text\n");
+}
+
+static int parse_int(const char *flag, const char *s, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "sniperd: %s wants an integer in [%ld, %ld], got \"%s\"\n", flag, min, max,
+                s);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *flag, const char *s, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || v != v) {
+        fprintf(stderr, "sniperd: %s wants a number, got \"%s\"\n", flag, s);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Parses argv into o. Returns 0, 1 for --help, or a negative error (message printed). */
+static int parse_args(int argc, char **argv, struct options *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+            return 1;
+        if (!strcmp(a, "--tokenize")) {
+            o->tokenize = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "sniperd: unknown option or missing value: \"%s\"\n", a);
+            return -EINVAL;
+        }
+        const char *v = argv[++i];
+        long n;
+        int rc = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            o->model = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            o->prompt = v;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            o->prompt_file = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            rc = parse_int(a, v, 0, 1 << 24, &n);
+            o->n_predict = (int32_t)n;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            rc = parse_int(a, v, 1, 1024, &n);
+            o->ep.n_threads = (int)n;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            rc = parse_int(a, v, 1, 1 << 24, &n);
+            o->ep.n_ctx = (int32_t)n;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
+            rc = parse_int(a, v, 1, 4096, &n);
+            o->ep.n_batch = (int32_t)n;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!strcmp(v, "f32")) {
+                o->ep.kv_type = QTYPE_F32;
+            } else if (!strcmp(v, "f16")) {
+                o->ep.kv_type = QTYPE_F16;
+            } else {
+                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported yet (f32, f16)\n", v);
+                rc = -EINVAL;
+            }
+        } else if (!strcmp(a, "--temp")) {
+            rc = parse_float(a, v, &o->sp.temp);
+        } else if (!strcmp(a, "--top-k")) {
+            rc = parse_int(a, v, 0, 1 << 24, &n);
+            o->sp.top_k = (int32_t)n;
+        } else if (!strcmp(a, "--top-p")) {
+            rc = parse_float(a, v, &o->sp.top_p);
+        } else if (!strcmp(a, "--min-p")) {
+            rc = parse_float(a, v, &o->sp.min_p);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            rc = parse_float(a, v, &o->sp.repeat_penalty);
+        } else if (!strcmp(a, "--repeat-last-n")) {
+            rc = parse_int(a, v, 0, 1 << 20, &n);
+            o->sp.repeat_last_n = (int32_t)n;
+        } else if (!strcmp(a, "--presence-penalty")) {
+            rc = parse_float(a, v, &o->sp.presence_penalty);
+        } else if (!strcmp(a, "--frequency-penalty")) {
+            rc = parse_float(a, v, &o->sp.frequency_penalty);
+        } else if (!strcmp(a, "--seed")) {
+            rc = parse_int(a, v, 0, __LONG_MAX__, &n);
+            o->sp.seed = (uint64_t)n;
+        } else if (!strcmp(a, "--dump-logits")) {
+            o->dump_logits = v;
+        } else if (!strcmp(a, "--dump-tokens")) {
+            o->dump_tokens = v;
+        } else if (!strcmp(a, "--ram-budget")) {
+            o->ram_budget = v;
+        } else {
+            fprintf(stderr, "sniperd: unknown option \"%s\" (see --help)\n", a);
+            return -EINVAL;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    if (!o->model) {
+        fprintf(stderr, "sniperd: no model: pass -m MODEL.gguf\n");
+        return -EINVAL;
+    }
+    if (!o->prompt == !o->prompt_file) {
+        fprintf(stderr, "sniperd: pass exactly one of -p TEXT and -f FILE\n");
+        return -EINVAL;
+    }
+    if (o->ram_budget) {
+        fprintf(stderr, "sniperd: --ram-budget: expert streaming is not built yet; "
+                        "run without it to hold the whole model in RAM\n");
+        return -ENOTSUP;
+    }
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Reads the prompt text (from -p or -f) into a malloc'd buffer. */
+static char *prompt_text(const struct options *o, size_t *len) {
+    if (o->prompt) {
+        *len = strlen(o->prompt);
+        return strdup(o->prompt);
+    }
+    FILE *f = fopen(o->prompt_file, "rb");
+    if (!f) {
+        fprintf(stderr, "sniperd: cannot open prompt file \"%s\": %s\n", o->prompt_file,
+                strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (buf && ferror(f)) {
+        fprintf(stderr, "sniperd: reading prompt file \"%s\" failed\n", o->prompt_file);
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+/* Tokenizes the prompt: BOS when the model asks for it, special tokens recognised. */
+static int32_t *prompt_tokens(const struct tokenizer *tk, const struct options *o, size_t *n) {
+    size_t len;
+    char *text = prompt_text(o, &len);
+    if (!text)
+        return NULL;
+    size_t n_text;
+    int32_t *ids = tokenizer_encode(tk, text, len, true, &n_text);
+    free(text);
+    if (!ids)
+        return NULL;
+    bool bos = tokenizer_add_bos(tk) && tokenizer_bos(tk) >= 0;
+    int32_t *all = malloc((n_text + 1) * sizeof(int32_t));
+    if (!all) {
+        free(ids);
+        return NULL;
+    }
+    if (bos)
+        all[0] = tokenizer_bos(tk);
+    memcpy(all + bos, ids, n_text * sizeof(int32_t));
+    free(ids);
+    *n = n_text + bos;
+    return all;
+}
+
+static int run_tokenize(const struct options *o) {
+    char err[512];
+    struct gguf *g = gguf_open(o->model, err, sizeof(err));
+    if (!g) {
+        fprintf(stderr, "sniperd: %s\n", err);
+        return 1;
+    }
+    struct tokenizer *tk = tokenizer_new(g, err, sizeof(err));
+    gguf_free(g);
+    if (!tk) {
+        fprintf(stderr, "sniperd: %s\n", err);
+        return 1;
+    }
+    size_t n;
+    int32_t *ids = prompt_tokens(tk, o, &n);
+    int rc = 1;
+    if (ids) {
+        for (size_t i = 0; i < n; i++)
+            printf(i ? " %d" : "%d", ids[i]);
+        printf("\n");
+        rc = 0;
+    }
+    free(ids);
+    tokenizer_free(tk);
+    return rc;
+}
+
+static int write_tokens_json(const char *path, const int32_t *p, size_t np, const int32_t *g,
+                             size_t ng) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "sniperd: cannot write \"%s\": %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\"prompt_tokens\":[");
+    for (size_t i = 0; i < np; i++)
+        fprintf(f, i ? ",%d" : "%d", p[i]);
+    fprintf(f, "],\"generated_tokens\":[");
+    for (size_t i = 0; i < ng; i++)
+        fprintf(f, i ? ",%d" : "%d", g[i]);
+    fprintf(f, "]}\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, "sniperd: writing \"%s\" failed\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Feeds the prompt; with dump, writes every row of logits to it. Leaves the last row in last. */
+static int run_prefill(struct engine *e, const int32_t *ids, size_t n, int32_t n_vocab, FILE *dump,
+                       float *rows, int32_t n_batch, float *last) {
+    for (size_t i = 0; i < n; i += (size_t)n_batch) {
+        int32_t nb = (int32_t)(n - i < (size_t)n_batch ? n - i : (size_t)n_batch);
+        int rc = engine_eval(e, ids + i, nb, dump ? rows : last, dump != NULL);
+        if (rc < 0)
+            return rc;
+        if (dump) {
+            if (fwrite(rows, sizeof(float) * (size_t)n_vocab, (size_t)nb, dump) != (size_t)nb)
+                return -EIO;
+            memcpy(last, rows + (size_t)(nb - 1) * n_vocab, sizeof(float) * (size_t)n_vocab);
+        }
+    }
+    return 0;
+}
+
+static int run_generate(const struct options *o) {
+    char err[512];
+    int rc = 1;
+    double t0 = now_s();
+    struct model *m = model_load(o->model, err, sizeof(err));
+    if (!m) {
+        fprintf(stderr, "sniperd: %s\n", err);
+        return 1;
+    }
+    struct tokenizer *tk = NULL;
+    struct engine *e = NULL;
+    struct sampler *s = NULL;
+    int32_t *ids = NULL, *gen = NULL;
+    float *rows = NULL, *logits = NULL;
+    FILE *dump = NULL;
+    size_t n_prompt = 0, n_gen = 0;
+    tk = tokenizer_new(m->gguf, err, sizeof(err));
+    if (!tk)
+        goto fail;
+    e = engine_new(m, &o->ep, err, sizeof(err));
+    if (!e)
+        goto fail;
+    double t_load = now_s() - t0;
+    ids = prompt_tokens(tk, o, &n_prompt);
+    const int32_t V = m->hp.n_vocab;
+    const int32_t n_batch = o->ep.n_batch > 0 ? o->ep.n_batch : 32;
+    rows = malloc(sizeof(float) * (size_t)V * (size_t)n_batch);
+    logits = malloc(sizeof(float) * (size_t)V);
+    gen = malloc(sizeof(int32_t) * ((size_t)o->n_predict + 1));
+    s = sampler_new(&o->sp, V);
+    if (!ids || !rows || !logits || !gen || !s) {
+        snprintf(err, sizeof(err), "out of memory or bad sampling parameters");
+        goto fail;
+    }
+    if (n_prompt == 0) {
+        snprintf(err, sizeof(err), "the prompt is empty");
+        goto fail;
+    }
+    if (n_prompt + (size_t)o->n_predict > (size_t)engine_n_ctx(e)) {
+        snprintf(err, sizeof(err), "prompt (%zu tokens) + -n %d exceed the context of %d",
+                 n_prompt, o->n_predict, engine_n_ctx(e));
+        goto fail;
+    }
+    if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {
+        snprintf(err, sizeof(err), "cannot write \"%s\": %s", o->dump_logits, strerror(errno));
+        goto fail;
+    }
+    double t1 = now_s();
+    int erc = run_prefill(e, ids, n_prompt, V, dump, rows, n_batch, logits);
+    if (erc < 0) {
+        snprintf(err, sizeof(err), "prefill failed: %s", strerror(-erc));
+        goto fail;
+    }
+    double t_prefill = now_s() - t1;
+    for (size_t i = 0; i < n_prompt; i++)
+        sampler_accept(s, ids[i]);
+    struct tokenizer_stream st = {0};
+    char piece[256];
+    double t2 = now_s();
+    while (n_gen < (size_t)o->n_predict) {
+        int32_t tok = sampler_sample(s, logits);
+        sampler_accept(s, tok);
+        gen[n_gen++] = tok;
+        if (tokenizer_is_eog(tk, tok))
+            break;
+        size_t len = tokenizer_decode_stream(tk, &st, tok, piece, sizeof(piece));
+        fwrite(piece, 1, len, stdout);
+        fflush(stdout);
+        if (n_gen == (size_t)o->n_predict)
+            break;
+        if ((erc = engine_eval(e, &tok, 1, logits, false)) < 0) {
+            snprintf(err, sizeof(err), "decode failed: %s", strerror(-erc));
+            goto fail;
+        }
+    }
+    size_t len = tokenizer_stream_flush(&st, piece, sizeof(piece));
+    fwrite(piece, 1, len, stdout);
+    printf("\n");
+    double t_decode = now_s() - t2;
+    fprintf(stderr,
+            "timing: load %.2f s, prompt %zu tokens in %.3f s (%.2f tok/s), "
+            "generated %zu tokens in %.3f s (%.2f tok/s), %d threads\n",
+            t_load, n_prompt, t_prefill, (double)n_prompt / t_prefill, n_gen, t_decode,
+            n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0, o->ep.n_threads);
+    if (o->dump_tokens && write_tokens_json(o->dump_tokens, ids, n_prompt, gen, n_gen) < 0)
+        goto out;
+    rc = 0;
+    goto out;
+fail:
+    fprintf(stderr, "sniperd: %s\n", err);
+out:
+    if (dump && fclose(dump) != 0 && rc == 0) {
+        fprintf(stderr, "sniperd: writing \"%s\" failed\n", o->dump_logits);
+        rc = 1;
+    }
+    free(ids);
+    free(gen);
+    free(rows);
+    free(logits);
+    sampler_free(s);
+    engine_free(e);
+    tokenizer_free(tk);
+    model_free(m);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    struct options o = {.n_predict = 64};
+    o.sp = sampler_params_default();
+    o.ep = engine_params_default();
+    int rc = parse_args(argc, argv, &o);
+    if (rc == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc < 0)
+        return 2;
+    return o.tokenize ? run_tokenize(&o) : run_generate(&o);
 }

@@ -1,0 +1,598 @@
+/* engine.c - the forward pass of qwen3moe, qwen3 and llama over a batch of tokens, with the KV
+ * cache of one sequence. Invariants: every buffer is sized in engine_new for n_batch tokens, so
+ * engine_eval never allocates; each output value is one vec_dot of a weight row and a quantized
+ * activation row, so a token's logits do not depend on how the prompt was split into batches; the
+ * order of float operations follows ggml's graph for these architectures (see ops.h). */
+#include "engine.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "ops.h"
+#include "quant.h"
+#include "threadpool.h"
+
+#define ENGINE_ACT_SLOTS 3
+
+struct engine {
+    const struct model *m;
+    struct engine_params p;
+    struct threadpool *tp;
+    struct matmul mm;
+    int32_t n_past;
+    int32_t q_dim, kv_dim, n_ff_max, k_used; /* k_used: experts per token (1 for dense) */
+
+    /* KV cache [n_layer][n_ctx][kv_dim] of p.kv_type */
+    size_t kv_elem_bytes;
+    uint8_t *k_cache, *v_cache;
+    size_t kv_bytes;
+
+    /* scratch, sized for n_batch tokens (rows) */
+    float *x;      /* [B][n_embd] residual stream */
+    float *xn;     /* [B][n_embd] normalised input of a block */
+    float *q;      /* [B][q_dim] */
+    float *k;      /* [B][kv_dim] */
+    float *v;      /* [B][kv_dim] */
+    float *attn;   /* [B][q_dim] attention output before wo */
+    float *tmp;    /* [B][n_embd] block output */
+    float *ffn_g;  /* [B*k_used][n_ff_max] */
+    float *ffn_u;  /* [B*k_used][n_ff_max] */
+    float *ffn_d;  /* [B*k_used][n_embd] */
+    uint8_t *act[ENGINE_ACT_SLOTS]; /* quantized activations, act_bytes each */
+    size_t act_bytes;
+    float *router;   /* [B][n_expert] */
+    int32_t *sel;    /* [B][k_used] chosen experts, best first */
+    float *sel_w;    /* [B][k_used] their renormalised weights */
+    int32_t *exp_n;  /* [n_expert] tokens routed to each expert in this batch */
+    int32_t *exp_tok;/* [n_expert][B] activation row (token) of each */
+    int32_t *exp_out;/* [n_expert][B] output row (token * k_used + slot) of each */
+    float *rope_cs;  /* [B][n_rot] */
+    float *scores;   /* [n_threads][n_ctx] attention scores per thread */
+    fp16_t *q16;     /* [n_threads][head_dim] query as fp16 (f16 KV) */
+    fp16_t *p16;     /* [n_threads][n_ctx] probabilities as fp16 (f16 KV) */
+    size_t scratch_bytes;
+
+    /* per-layer state for the attention tasks */
+    int attn_layer;
+    int32_t attn_n_tok;
+};
+
+static void set_err(char *err, size_t err_len, const char *fmt, ...) {
+    if (!err || !err_len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+struct engine_params engine_params_default(void) {
+    return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 32,
+                                  .kv_type = QTYPE_F16};
+}
+
+/* ---- creation -------------------------------------------------------------------------------- */
+
+static void *engine_alloc(struct engine *e, size_t n, size_t size) {
+    void *p = NULL;
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes))
+        return NULL;
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+        return NULL;
+    memset(p, 0, bytes);
+    e->scratch_bytes += bytes;
+    return p;
+}
+
+/* Checks that a weight's type has kernels. */
+static int engine_check_weight(const struct weight *w, const char *what, char *err, size_t err_len) {
+    if (!w->data)
+        return 0;
+    if (!quant_kernels(w->type)) {
+        set_err(err, err_len, "engine: tensor \"%s\" has type %s, which has no kernels yet",
+                w->tensor ? w->tensor->name : what, qtype_name(w->type));
+        return -ENOTSUP;
+    }
+    return 0;
+}
+
+static int engine_check_weights(const struct model *m, char *err, size_t err_len) {
+    if (!quant_can_dequantize(m->tok_embd.type)) {
+        set_err(err, err_len, "engine: token_embd has type %s, which cannot be read yet",
+                qtype_name(m->tok_embd.type));
+        return -ENOTSUP;
+    }
+    if (engine_check_weight(&m->output, "output", err, err_len) < 0)
+        return -ENOTSUP;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        const struct weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate_inp,
+                                     &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
+                                     &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
+            if (engine_check_weight(ws[i], "weight", err, err_len) < 0)
+                return -ENOTSUP;
+    }
+    return 0;
+}
+
+static int engine_alloc_all(struct engine *e) {
+    const struct model_hparams *hp = &e->m->hp;
+    size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, T = (size_t)e->p.n_threads;
+    size_t n_embd = (size_t)hp->n_embd;
+    size_t ne = (size_t)hp->n_expert > 0 ? (size_t)hp->n_expert : 1;
+    size_t max_in = n_embd;
+    if ((size_t)e->q_dim > max_in)
+        max_in = (size_t)e->q_dim;
+    if ((size_t)e->n_ff_max > max_in)
+        max_in = (size_t)e->n_ff_max;
+    /* the widest activation format is f32: 4 bytes an element, plus row alignment */
+    e->act_bytes = B * K * (max_in * 4 + 64);
+    e->x = engine_alloc(e, B * n_embd, sizeof(float));
+    e->xn = engine_alloc(e, B * n_embd, sizeof(float));
+    e->q = engine_alloc(e, B * (size_t)e->q_dim, sizeof(float));
+    e->k = engine_alloc(e, B * (size_t)e->kv_dim, sizeof(float));
+    e->v = engine_alloc(e, B * (size_t)e->kv_dim, sizeof(float));
+    e->attn = engine_alloc(e, B * (size_t)e->q_dim, sizeof(float));
+    e->tmp = engine_alloc(e, B * n_embd, sizeof(float));
+    e->ffn_g = engine_alloc(e, B * K * (size_t)e->n_ff_max, sizeof(float));
+    e->ffn_u = engine_alloc(e, B * K * (size_t)e->n_ff_max, sizeof(float));
+    e->ffn_d = engine_alloc(e, B * K * n_embd, sizeof(float));
+    for (int i = 0; i < ENGINE_ACT_SLOTS; i++)
+        if (!(e->act[i] = engine_alloc(e, e->act_bytes, 1)))
+            return -ENOMEM;
+    e->router = engine_alloc(e, B * ne, sizeof(float));
+    e->sel = engine_alloc(e, B * K, sizeof(int32_t));
+    e->sel_w = engine_alloc(e, B * K, sizeof(float));
+    e->exp_n = engine_alloc(e, ne, sizeof(int32_t));
+    e->exp_tok = engine_alloc(e, ne * B, sizeof(int32_t));
+    e->exp_out = engine_alloc(e, ne * B, sizeof(int32_t));
+    e->rope_cs = engine_alloc(e, B * (size_t)hp->n_rot, sizeof(float));
+    e->scores = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(float));
+    e->q16 = engine_alloc(e, T * (size_t)hp->head_dim, sizeof(fp16_t));
+    e->p16 = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(fp16_t));
+    if (!e->x || !e->xn || !e->q || !e->k || !e->v || !e->attn || !e->tmp || !e->ffn_g ||
+        !e->ffn_u || !e->ffn_d || !e->router || !e->sel || !e->sel_w || !e->exp_n || !e->exp_tok ||
+        !e->exp_out || !e->rope_cs || !e->scores || !e->q16 || !e->p16)
+        return -ENOMEM;
+    size_t cells = (size_t)hp->n_layer * (size_t)e->p.n_ctx * (size_t)e->kv_dim;
+    e->kv_elem_bytes = e->p.kv_type == QTYPE_F32 ? 4 : 2;
+    e->kv_bytes = 2 * cells * e->kv_elem_bytes;
+    if (posix_memalign((void **)&e->k_cache, 64, cells * e->kv_elem_bytes) != 0) {
+        e->k_cache = NULL;
+        return -ENOMEM;
+    }
+    if (posix_memalign((void **)&e->v_cache, 64, cells * e->kv_elem_bytes) != 0) {
+        e->v_cache = NULL;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+struct engine *engine_new(const struct model *m, const struct engine_params *p, char *err,
+                          size_t err_len) {
+    const struct model_hparams *hp = &m->hp;
+    struct engine *e = calloc(1, sizeof(*e));
+    if (!e) {
+        set_err(err, err_len, "engine: out of memory");
+        return NULL;
+    }
+    e->m = m;
+    e->p = p ? *p : engine_params_default();
+    if (e->p.kv_type != QTYPE_F32 && e->p.kv_type != QTYPE_F16) {
+        set_err(err, err_len, "engine: kv type %s is not supported (f32, f16)",
+                qtype_name(e->p.kv_type));
+        goto err;
+    }
+    if (e->p.n_ctx <= 0)
+        e->p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (e->p.n_batch <= 0)
+        e->p.n_batch = 32;
+    if (e->p.n_ctx > (1 << 24) || e->p.n_batch > 4096) {
+        set_err(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
+                e->p.n_batch);
+        goto err;
+    }
+    if (engine_check_weights(m, err, err_len) < 0)
+        goto err;
+    e->tp = threadpool_new(e->p.n_threads);
+    if (!e->tp) {
+        set_err(err, err_len, "engine: cannot start %d threads", e->p.n_threads);
+        goto err;
+    }
+    e->p.n_threads = threadpool_n_threads(e->tp);
+    e->q_dim = hp->n_head * hp->head_dim;
+    e->kv_dim = hp->n_head_kv * hp->head_dim;
+    e->k_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
+    e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
+    int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8;
+    if (matmul_init(&e->mm, e->tp, max_jobs) < 0 || engine_alloc_all(e) < 0) {
+        set_err(err, err_len, "engine: out of memory for buffers (context %d, batch %d)",
+                e->p.n_ctx, e->p.n_batch);
+        goto err;
+    }
+    return e;
+err:
+    engine_free(e);
+    return NULL;
+}
+
+void engine_free(struct engine *e) {
+    if (!e)
+        return;
+    threadpool_free(e->tp);
+    matmul_release(&e->mm);
+    void *bufs[] = {e->x, e->xn, e->q, e->k, e->v, e->attn, e->tmp, e->ffn_g, e->ffn_u, e->ffn_d,
+                    e->act[0], e->act[1], e->act[2], e->router, e->sel, e->sel_w, e->exp_n,
+                    e->exp_tok, e->exp_out, e->rope_cs, e->scores, e->q16, e->p16, e->k_cache,
+                    e->v_cache};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        free(bufs[i]);
+    free(e);
+}
+
+int32_t engine_n_past(const struct engine *e) { return e->n_past; }
+int32_t engine_n_ctx(const struct engine *e) { return e->p.n_ctx; }
+size_t engine_kv_bytes(const struct engine *e) { return e->kv_bytes; }
+size_t engine_scratch_bytes(const struct engine *e) { return e->scratch_bytes; }
+
+void engine_truncate(struct engine *e, int32_t n) {
+    if (n >= 0 && n < e->n_past)
+        e->n_past = n;
+}
+
+/* ---- matrix products ------------------------------------------------------------------------- */
+
+/* Quantizes n_tok rows of x (n wide, x_stride apart) for w's type into act slot; returns the rows'
+ * stride. */
+static size_t engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x,
+                              size_t x_stride, int32_t n_tok, int64_t n) {
+    size_t stride = 0;
+    matmul_quantize(wtype, x, x_stride, n_tok, n, e->act[slot], &stride);
+    return stride;
+}
+
+/* Queues out[t] = W(mat) * act[t] for n_tok rows. */
+static void engine_queue(struct engine *e, const struct weight *w, int64_t mat, const uint8_t *act,
+                         size_t act_stride, const int32_t *act_idx, float *out, size_t out_stride,
+                         const int32_t *out_idx, int32_t n_tok) {
+    struct matmul_job job = {
+        .k = quant_kernels(w->type),
+        .w = (const uint8_t *)w->data + (size_t)mat * w->mat_bytes,
+        .row_bytes = w->row_bytes,
+        .n_in = w->n_in,
+        .n_rows = w->n_out,
+        .act = act,
+        .act_stride = act_stride,
+        .act_idx = act_idx,
+        .out = out,
+        .out_stride = out_stride,
+        .out_idx = out_idx,
+        .n_tok = n_tok,
+    };
+    matmul_add(&e->mm, &job);
+}
+
+/* out[t] = W * x[t] for n_tok rows, in one dispatch. */
+static void engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
+                          float *out, size_t out_stride, int32_t n_tok) {
+    size_t as = engine_quantize(e, 0, w->type, x, x_stride, n_tok, w->n_in);
+    engine_queue(e, w, 0, e->act[0], as, NULL, out, out_stride, NULL, n_tok);
+    matmul_run(&e->mm);
+}
+
+/* ---- attention ------------------------------------------------------------------------------- */
+
+static uint8_t *kv_at(const struct engine *e, uint8_t *cache, int il, int32_t pos) {
+    size_t cell = ((size_t)il * (size_t)e->p.n_ctx + (size_t)pos) * (size_t)e->kv_dim;
+    return cache + cell * e->kv_elem_bytes;
+}
+
+static void kv_store(struct engine *e, uint8_t *dst, const float *src) {
+    if (e->p.kv_type == QTYPE_F32)
+        memcpy(dst, src, (size_t)e->kv_dim * sizeof(float));
+    else
+        quant_f16_from_f32(src, dst, e->kv_dim);
+}
+
+/* q/k head norms, RoPE, then the batch's k and v go into the cache. */
+static void engine_qk_rope_store(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const int32_t hd = hp->head_dim;
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float *cs = e->rope_cs + (size_t)t * hp->n_rot;
+        for (int32_t h = 0; h < hp->n_head; h++) {
+            float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
+            if (l->attn_q_norm)
+                ops_rms_norm(qh, qh, l->attn_q_norm, hd, hp->rms_eps);
+            if (hp->rope == MODEL_ROPE_NEOX)
+                ops_rope_neox(qh, cs, hp->n_rot);
+            else
+                ops_rope_norm(qh, cs, hp->n_rot);
+        }
+        for (int32_t h = 0; h < hp->n_head_kv; h++) {
+            float *kh = e->k + (size_t)t * e->kv_dim + (size_t)h * hd;
+            if (l->attn_k_norm)
+                ops_rms_norm(kh, kh, l->attn_k_norm, hd, hp->rms_eps);
+            if (hp->rope == MODEL_ROPE_NEOX)
+                ops_rope_neox(kh, cs, hp->n_rot);
+            else
+                ops_rope_norm(kh, cs, hp->n_rot);
+        }
+        int32_t pos = e->n_past + t;
+        kv_store(e, kv_at(e, e->k_cache, il, pos), e->k + (size_t)t * e->kv_dim);
+        kv_store(e, kv_at(e, e->v_cache, il, pos), e->v + (size_t)t * e->kv_dim);
+    }
+}
+
+/* One (token, head) of causal attention over the cache: task = t * n_head + h. */
+static void engine_attn_task(void *ctx, int64_t task, int thread) {
+    struct engine *e = ctx;
+    const struct model_hparams *hp = &e->m->hp;
+    const int32_t hd = hp->head_dim;
+    const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
+    const int32_t g = h / (hp->n_head / hp->n_head_kv);
+    const int32_t n_kv = e->n_past + t + 1;
+    const int il = e->attn_layer;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
+    float *s = e->scores + (size_t)thread * e->p.n_ctx;
+    float *out = e->attn + (size_t)t * e->q_dim + (size_t)h * hd;
+    const size_t head_off = (size_t)g * hd * e->kv_elem_bytes;
+    const size_t pos_bytes = (size_t)e->kv_dim * e->kv_elem_bytes;
+    const uint8_t *kc = kv_at(e, e->k_cache, il, 0) + head_off;
+    const uint8_t *vc = kv_at(e, e->v_cache, il, 0) + head_off;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    if (e->p.kv_type == QTYPE_F32) {
+        quant_vec_dot_fn dot = quant_kernels(QTYPE_F32)->vec_dot;
+        for (int32_t j = 0; j < n_kv; j++) {
+            dot(hd, &s[j], kc + (size_t)j * pos_bytes, qh);
+            s[j] *= scale;
+        }
+        ops_softmax(s, n_kv);
+        for (int32_t j = 0; j < n_kv; j++) {
+            const float *vj = (const float *)(vc + (size_t)j * pos_bytes);
+            const float pj = s[j];
+            for (int32_t d = 0; d < hd; d++)
+                out[d] += pj * vj[d];
+        }
+    } else {
+        quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
+        fp16_t *q16 = e->q16 + (size_t)thread * hd;
+        quant_f16_from_f32(qh, q16, hd);
+        for (int32_t j = 0; j < n_kv; j++) {
+            dot(hd, &s[j], kc + (size_t)j * pos_bytes, q16);
+            s[j] *= scale;
+        }
+        ops_softmax(s, n_kv);
+        for (int32_t j = 0; j < n_kv; j++) {
+            const fp16_t *vj = (const fp16_t *)(vc + (size_t)j * pos_bytes);
+            const float pj = fp16_to_f32(f32_to_fp16(s[j])); /* ggml rounds kq to f16 for V */
+            for (int32_t d = 0; d < hd; d++)
+                out[d] += pj * fp16_to_f32(vj[d]);
+        }
+    }
+}
+
+/* x += attention(x) for the batch's n_tok tokens in layer il. */
+static void engine_attention(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const size_t D = (size_t)hp->n_embd;
+    for (int32_t t = 0; t < n_tok; t++)
+        ops_rms_norm(e->xn + t * D, e->x + t * D, l->attn_norm, hp->n_embd, hp->rms_eps);
+    /* q, k and v in one dispatch; their activation formats may differ (e.g. q4_K vs q5_0) */
+    const struct weight *ws[3] = {&l->wq, &l->wk, &l->wv};
+    float *outs[3] = {e->q, e->k, e->v};
+    size_t out_strides[3] = {(size_t)e->q_dim, (size_t)e->kv_dim, (size_t)e->kv_dim};
+    size_t strides[3];
+    int slot_of[3];
+    for (int i = 0; i < 3; i++) {
+        slot_of[i] = i;
+        for (int j = 0; j < i; j++)
+            if (quant_kernels(ws[j]->type)->vec_dot_type == quant_kernels(ws[i]->type)->vec_dot_type) {
+                slot_of[i] = slot_of[j];
+                break;
+            }
+        if (slot_of[i] == i)
+            strides[i] = engine_quantize(e, i, ws[i]->type, e->xn, D, n_tok, hp->n_embd);
+        else
+            strides[i] = strides[slot_of[i]];
+        engine_queue(e, ws[i], 0, e->act[slot_of[i]], strides[i], NULL, outs[i], out_strides[i],
+                     NULL, n_tok);
+    }
+    matmul_run(&e->mm);
+    engine_qk_rope_store(e, il, n_tok);
+    e->attn_layer = il;
+    e->attn_n_tok = n_tok;
+    threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, engine_attn_task, e);
+    engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok);
+    for (size_t i = 0; i < (size_t)n_tok * D; i++)
+        e->x[i] = e->tmp[i] + e->x[i];
+}
+
+/* ---- feed-forward ---------------------------------------------------------------------------- */
+
+static void engine_ffn_dense(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    size_t sg = engine_quantize(e, 0, l->ffn_gate.type, e->xn, D, n_tok, hp->n_embd);
+    const uint8_t *au = e->act[0];
+    size_t su = sg;
+    if (quant_kernels(l->ffn_up.type)->vec_dot_type != quant_kernels(l->ffn_gate.type)->vec_dot_type) {
+        su = engine_quantize(e, 1, l->ffn_up.type, e->xn, D, n_tok, hp->n_embd);
+        au = e->act[1];
+    }
+    engine_queue(e, &l->ffn_gate, 0, e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
+    engine_queue(e, &l->ffn_up, 0, au, su, NULL, e->ffn_u, F, NULL, n_tok);
+    matmul_run(&e->mm);
+    ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)n_tok * F);
+    engine_matmul(e, &l->ffn_down, e->ffn_g, F, e->tmp, D, n_tok);
+}
+
+/* Routes each token: softmax over the router's logits, top-k, weights renormalised to sum 1. */
+static void engine_route(struct engine *e, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const int32_t ne = hp->n_expert, k = e->k_used;
+    memset(e->exp_n, 0, (size_t)ne * sizeof(int32_t));
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *p = e->router + (size_t)t * ne;
+        int32_t *sel = e->sel + (size_t)t * k;
+        float *w = e->sel_w + (size_t)t * k;
+        ops_softmax(p, ne);
+        for (int32_t i = 0; i < k; i++) { /* k is small: selection by repeated scans */
+            int32_t best = -1;
+            for (int32_t x = 0; x < ne; x++) {
+                bool taken = false;
+                for (int32_t j = 0; j < i; j++)
+                    taken |= sel[j] == x;
+                if (!taken && (best < 0 || p[x] > p[best]))
+                    best = x;
+            }
+            sel[i] = best;
+            w[i] = p[best];
+        }
+        double sum = 0.0;
+        for (int32_t i = 0; i < k; i++)
+            sum += (double)w[i];
+        float fsum = (float)sum;
+        if (fsum < 6.103515625e-5f)
+            fsum = 6.103515625e-5f;
+        for (int32_t i = 0; i < k; i++) {
+            w[i] = w[i] / fsum;
+            int32_t x = sel[i], n = e->exp_n[x]++;
+            e->exp_tok[(size_t)x * e->p.n_batch + n] = t;
+            e->exp_out[(size_t)x * e->p.n_batch + n] = t * k + i;
+        }
+    }
+}
+
+static void engine_ffn_moe(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, B = (size_t)e->p.n_batch;
+    const int32_t k = e->k_used;
+    engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
+    engine_route(e, n_tok);
+    size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
+    const uint8_t *au = e->act[0];
+    size_t su = sg;
+    if (quant_kernels(l->ffn_up_exps.type)->vec_dot_type !=
+        quant_kernels(l->ffn_gate_exps.type)->vec_dot_type) {
+        su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
+        au = e->act[1];
+    }
+    for (int32_t x = 0; x < hp->n_expert; x++) {
+        int32_t n = e->exp_n[x];
+        if (!n)
+            continue;
+        const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
+        engine_queue(e, &l->ffn_gate_exps, x, e->act[0], sg, tok, e->ffn_g, F, out, n);
+        engine_queue(e, &l->ffn_up_exps, x, au, su, tok, e->ffn_u, F, out, n);
+    }
+    matmul_run(&e->mm);
+    const int32_t rows = n_tok * k;
+    ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)rows * (int64_t)F);
+    size_t sd = engine_quantize(e, 2, l->ffn_down_exps.type, e->ffn_g, F, rows, hp->n_ff_exp);
+    for (int32_t x = 0; x < hp->n_expert; x++) {
+        int32_t n = e->exp_n[x];
+        if (!n)
+            continue;
+        const int32_t *out = e->exp_out + (size_t)x * B;
+        engine_queue(e, &l->ffn_down_exps, x, e->act[2], sd, out, e->ffn_d, D, out, n);
+    }
+    matmul_run(&e->mm);
+    /* weighted sum in selection order, as ggml adds the weighted experts one by one */
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *y = e->tmp + (size_t)t * D;
+        const float *w = e->sel_w + (size_t)t * k;
+        const float *d0 = e->ffn_d + (size_t)t * k * D;
+        for (size_t i = 0; i < D; i++)
+            y[i] = d0[i] * w[0];
+        for (int32_t s = 1; s < k; s++) {
+            const float *ds = d0 + (size_t)s * D;
+            for (size_t i = 0; i < D; i++)
+                y[i] = y[i] + ds[i] * w[s];
+        }
+    }
+}
+
+/* x += ffn(x) for the batch in layer il. */
+static void engine_ffn(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const size_t D = (size_t)hp->n_embd;
+    for (int32_t t = 0; t < n_tok; t++)
+        ops_rms_norm(e->xn + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
+    if (hp->n_expert > 0)
+        engine_ffn_moe(e, l, n_tok);
+    else
+        engine_ffn_dense(e, l, n_tok);
+    for (size_t i = 0; i < (size_t)n_tok * D; i++)
+        e->x[i] = e->tmp[i] + e->x[i];
+}
+
+/* ---- the pass -------------------------------------------------------------------------------- */
+
+static void engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) {
+    const struct weight *w = &e->m->tok_embd;
+    const size_t D = (size_t)e->m->hp.n_embd;
+    for (int32_t t = 0; t < n_tok; t++)
+        quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)tokens[t] * w->row_bytes,
+                             e->x + t * D, (int64_t)D);
+}
+
+/* Logits of batch rows [first, n_tok) into out (n_tok - first rows of n_vocab). */
+static void engine_output(struct engine *e, int32_t first, int32_t n_tok, float *out) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    for (int32_t t = first; t < n_tok; t++)
+        ops_rms_norm(e->xn + t * D, e->x + t * D, e->m->output_norm, hp->n_embd, hp->rms_eps);
+    engine_matmul(e, &e->m->output, e->xn + first * D, D, out, (size_t)hp->n_vocab, n_tok - first);
+}
+
+/* One forward step over n_tok <= n_batch tokens; logits as in engine_eval for this batch. */
+static void engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, float *logits,
+                        bool all_logits) {
+    const struct model_hparams *hp = &e->m->hp;
+    engine_embed(e, tokens, n_tok);
+    for (int32_t t = 0; t < n_tok; t++)
+        ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->n_past + t, hp->n_rot,
+                       hp->rope_freq_base);
+    for (int il = 0; il < hp->n_layer; il++) {
+        engine_attention(e, il, n_tok);
+        engine_ffn(e, il, n_tok);
+    }
+    if (logits)
+        engine_output(e, all_logits ? 0 : n_tok - 1, n_tok, logits);
+    e->n_past += n_tok;
+}
+
+int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logits, bool all_logits) {
+    if (n <= 0)
+        return 0;
+    if (n > e->p.n_ctx - e->n_past)
+        return -ENOSPC;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= e->m->hp.n_vocab)
+            return -EINVAL;
+    const size_t V = (size_t)e->m->hp.n_vocab;
+    for (int32_t i = 0; i < n; i += e->p.n_batch) {
+        int32_t nb = n - i < e->p.n_batch ? n - i : e->p.n_batch;
+        bool last = i + nb == n;
+        float *out = NULL;
+        if (logits && all_logits)
+            out = logits + (size_t)i * V;
+        else if (logits && last)
+            out = logits;
+        engine_step(e, tokens + i, nb, out, all_logits);
+    }
+    return 0;
+}

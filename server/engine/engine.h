@@ -1,0 +1,54 @@
+/* engine.h - runs a loaded model: the KV cache of one sequence, scratch buffers sized once at
+ * creation, the thread pool, and the forward pass of qwen3moe / qwen3 / llama.
+ *
+ *     struct engine_params ep = engine_params_default();
+ *     ep.n_ctx = 4096; ep.kv_type = QTYPE_F32;
+ *     struct engine *e = engine_new(m, &ep, err, sizeof(err));
+ *     engine_eval(e, prompt, n_prompt, logits_all, true);   // logits for every prompt token
+ *     engine_eval(e, &next, 1, logits, false);              // one decode step
+ *     engine_free(e);
+ *
+ * engine_eval does not allocate: every buffer is sized in engine_new for n_batch tokens. */
+#ifndef SNIPER_ENGINE_H
+#define SNIPER_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+struct engine_params {
+    int n_threads;      /* <= 0: the online CPUs */
+    int32_t n_ctx;      /* KV cache positions; <= 0: min(model's context, 4096) */
+    int32_t n_batch;    /* tokens per forward step in prefill (default 32) */
+    enum qtype kv_type; /* QTYPE_F32 or QTYPE_F16 (default) */
+};
+
+struct engine_params engine_params_default(void);
+
+/* Creates an engine for m (borrowed: it must outlive the engine). Returns it or NULL with a message
+ * in err (bad parameters, a weight type without kernels, out of memory). */
+struct engine *engine_new(const struct model *m, const struct engine_params *p, char *err,
+                          size_t err_len);
+
+void engine_free(struct engine *e);
+
+/* Feeds n tokens at positions n_past .. n_past+n-1 and appends them to the KV cache. With
+ * all_logits, logits receives [n][n_vocab] rows (one per token); otherwise [n_vocab] for the last
+ * token only; logits may be NULL when no row is wanted. Returns 0, -ENOSPC when the context would
+ * overflow (nothing is changed then), -EINVAL for a token id out of range. */
+int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logits, bool all_logits);
+
+/* Tokens in the KV cache. */
+int32_t engine_n_past(const struct engine *e);
+int32_t engine_n_ctx(const struct engine *e);
+
+/* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */
+void engine_truncate(struct engine *e, int32_t n);
+
+/* Bytes of the KV cache and of the scratch buffers (for the RAM budget report). */
+size_t engine_kv_bytes(const struct engine *e);
+size_t engine_scratch_bytes(const struct engine *e);
+
+#endif

@@ -1,0 +1,332 @@
+/* model.c - reads a GGUF's hyperparameters and weights for qwen3moe, qwen3 and llama. Every tensor's
+ * type and shape is checked against the hyperparameters before its bytes are read, so a file that
+ * disagrees with itself is refused with the tensor's name instead of being computed on. */
+#include "model.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant.h"
+
+static void set_err(char *err, size_t err_len, const char *fmt, ...) {
+    if (!err || !err_len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+const char *model_arch_name(enum model_arch a) {
+    switch (a) {
+    case MODEL_ARCH_QWEN3MOE: return "qwen3moe";
+    case MODEL_ARCH_QWEN3: return "qwen3";
+    case MODEL_ARCH_LLAMA: return "llama";
+    }
+    return "unknown";
+}
+
+/* ---- hyperparameters ------------------------------------------------------------------------- */
+
+/* Reads ARCH.suffix as a positive int32 into *out; when absent uses def (def < 0: required). */
+static int hp_get_i32(const struct gguf *g, const char *arch, const char *suffix, int32_t def,
+                      int32_t *out, char *err, size_t err_len) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    uint32_t v;
+    int rc = gguf_get_u32(g, key, &v);
+    if (rc == -ENOENT && def >= 0) {
+        *out = def;
+        return 0;
+    }
+    if (rc < 0 || v == 0 || v > (1u << 30)) {
+        set_err(err, err_len, "model: key \"%s\" %s", key,
+                rc == -ENOENT ? "is missing" : "is not a sane positive integer");
+        return -EINVAL;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+static int hp_get_f32(const struct gguf *g, const char *arch, const char *suffix, float def,
+                      float *out, char *err, size_t err_len) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    int rc = gguf_get_f32(g, key, out);
+    if (rc == -ENOENT) {
+        *out = def;
+        return 0;
+    }
+    if (rc < 0 || !(*out > 0.0f)) {
+        set_err(err, err_len, "model: key \"%s\" is not a positive number", key);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err, size_t err_len) {
+    memset(hp, 0, sizeof(*hp));
+    const char *arch = gguf_get_str(g, "general.architecture");
+    if (!arch) {
+        set_err(err, err_len, "model: key \"general.architecture\" is missing");
+        return -EINVAL;
+    }
+    if (strcmp(arch, "qwen3moe") == 0) {
+        hp->arch = MODEL_ARCH_QWEN3MOE;
+    } else if (strcmp(arch, "qwen3") == 0) {
+        hp->arch = MODEL_ARCH_QWEN3;
+    } else if (strcmp(arch, "llama") == 0) {
+        hp->arch = MODEL_ARCH_LLAMA;
+    } else {
+        set_err(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, llama)",
+                arch);
+        return -ENOTSUP;
+    }
+    hp->rope = hp->arch == MODEL_ARCH_LLAMA ? MODEL_ROPE_NORM : MODEL_ROPE_NEOX;
+    int rc = 0;
+    rc |= hp_get_i32(g, arch, "embedding_length", -1, &hp->n_embd, err, err_len);
+    rc |= hp_get_i32(g, arch, "block_count", -1, &hp->n_layer, err, err_len);
+    rc |= hp_get_i32(g, arch, "attention.head_count", -1, &hp->n_head, err, err_len);
+    if (rc)
+        return -EINVAL;
+    rc |= hp_get_i32(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err, err_len);
+    rc |= hp_get_i32(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err,
+                     err_len);
+    rc |= hp_get_i32(g, arch, "rope.dimension_count", hp->head_dim, &hp->n_rot, err, err_len);
+    rc |= hp_get_i32(g, arch, "context_length", 4096, &hp->n_ctx_train, err, err_len);
+    rc |= hp_get_f32(g, arch, "rope.freq_base", 10000.0f, &hp->rope_freq_base, err, err_len);
+    rc |= hp_get_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->rms_eps, err,
+                     err_len);
+    if (hp->arch == MODEL_ARCH_QWEN3MOE) {
+        rc |= hp_get_i32(g, arch, "expert_count", -1, &hp->n_expert, err, err_len);
+        rc |= hp_get_i32(g, arch, "expert_used_count", -1, &hp->n_expert_used, err, err_len);
+        rc |= hp_get_i32(g, arch, "expert_feed_forward_length", -1, &hp->n_ff_exp, err, err_len);
+    } else {
+        rc |= hp_get_i32(g, arch, "feed_forward_length", -1, &hp->n_ff, err, err_len);
+    }
+    if (rc)
+        return -EINVAL;
+    int32_t v_len;
+    if (hp_get_i32(g, arch, "attention.value_length", hp->head_dim, &v_len, err, err_len) < 0)
+        return -EINVAL;
+    if (v_len != hp->head_dim || hp->n_head % hp->n_head_kv != 0 || hp->n_rot > hp->head_dim ||
+        hp->n_rot % 2 != 0 || hp->n_expert_used > hp->n_expert) {
+        set_err(err, err_len,
+                "model: inconsistent hyperparameters (heads %d/%d, head_dim %d, value_length %d, "
+                "rope dims %d, experts %d/%d)",
+                hp->n_head, hp->n_head_kv, hp->head_dim, v_len, hp->n_rot, hp->n_expert_used,
+                hp->n_expert);
+        return -EINVAL;
+    }
+    const struct gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2 || emb->ne[0] != (uint64_t)hp->n_embd || emb->ne[1] > INT32_MAX) {
+        set_err(err, err_len, "model: tensor \"token_embd.weight\" is missing or not [%d, n_vocab]",
+                hp->n_embd);
+        return -EINVAL;
+    }
+    hp->n_vocab = (int32_t)emb->ne[1];
+    return 0;
+}
+
+/* ---- weights ----------------------------------------------------------------------------------- */
+
+/* Checks tensor name has shape [n_in, n_out, n_mat] (n_mat 1 = 2-D) and reads it. */
+static int weight_load(struct model *m, struct weight *w, const char *name, int64_t n_in,
+                       int64_t n_out, int64_t n_mat, char *err, size_t err_len) {
+    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        set_err(err, err_len, "model: tensor \"%s\" is missing", name);
+        return -EINVAL;
+    }
+    uint32_t want_dims = n_mat > 1 ? 3 : 2;
+    if ((t->n_dims != want_dims && !(want_dims == 2 && t->n_dims == 1 && n_out == 1)) ||
+        t->ne[0] != (uint64_t)n_in || t->ne[1] != (uint64_t)n_out || t->ne[2] != (uint64_t)n_mat) {
+        set_err(err, err_len,
+                "model: tensor \"%s\" has shape [%llu, %llu, %llu], expected [%lld, %lld, %lld]",
+                name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                (unsigned long long)t->ne[2], (long long)n_in, (long long)n_out, (long long)n_mat);
+        return -EINVAL;
+    }
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->n_mat = n_mat;
+    w->row_bytes = t->row_bytes;
+    w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
+    w->tensor = t;
+    if (posix_memalign(&w->data, 64, t->n_bytes ? t->n_bytes : 64) != 0) {
+        w->data = NULL;
+        set_err(err, err_len, "model: out of memory for tensor \"%s\" (%llu bytes)", name,
+                (unsigned long long)t->n_bytes);
+        return -ENOMEM;
+    }
+    int rc = gguf_read_tensor(m->gguf, t, w->data);
+    if (rc < 0) {
+        set_err(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
+        return rc;
+    }
+    m->resident_bytes += t->n_bytes;
+    return 0;
+}
+
+/* Reads a 1-D norm vector of n elements as f32 (any dequantizable type) into *out. */
+static int norm_load(struct model *m, float **out, const char *name, int64_t n, char *err,
+                     size_t err_len) {
+    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
+    if (!t || t->n_elems != (uint64_t)n || t->ne[0] != (uint64_t)n) {
+        set_err(err, err_len, "model: tensor \"%s\" is %s", name,
+                t ? "not a vector of the embedding or head size" : "missing");
+        return -EINVAL;
+    }
+    if (!quant_can_dequantize(t->type)) {
+        set_err(err, err_len, "model: tensor \"%s\" has type %s, which cannot be read", name,
+                qtype_name(t->type));
+        return -ENOTSUP;
+    }
+    void *raw = malloc(t->n_bytes);
+    *out = calloc((size_t)n, sizeof(float));
+    int rc = -ENOMEM;
+    if (!raw || !*out)
+        goto out;
+    rc = gguf_read_tensor(m->gguf, t, raw);
+    if (rc == 0)
+        rc = quant_dequantize_row(t->type, raw, *out, n);
+    if (rc < 0)
+        set_err(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
+    m->resident_bytes += (size_t)n * sizeof(float);
+out:
+    if (rc == -ENOMEM)
+        set_err(err, err_len, "model: out of memory reading \"%s\"", name);
+    free(raw);
+    return rc;
+}
+
+static int layer_load(struct model *m, int il, char *err, size_t err_len) {
+    const struct model_hparams *hp = &m->hp;
+    struct model_layer *l = &m->layers[il];
+    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    char name[96];
+    int rc;
+#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
+    if ((rc = norm_load(m, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, err, err_len)) ||
+        (rc = weight_load(m, &l->wq, NAME("attn_q.weight"), hp->n_embd, q_dim, 1, err, err_len)) ||
+        (rc = weight_load(m, &l->wk, NAME("attn_k.weight"), hp->n_embd, kv_dim, 1, err, err_len)) ||
+        (rc = weight_load(m, &l->wv, NAME("attn_v.weight"), hp->n_embd, kv_dim, 1, err, err_len)) ||
+        (rc = weight_load(m, &l->wo, NAME("attn_output.weight"), q_dim, hp->n_embd, 1, err,
+                          err_len)) ||
+        (rc = norm_load(m, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, err, err_len)))
+        return rc;
+    if (hp->arch != MODEL_ARCH_LLAMA &&
+        ((rc = norm_load(m, &l->attn_q_norm, NAME("attn_q_norm.weight"), hp->head_dim, err,
+                         err_len)) ||
+         (rc = norm_load(m, &l->attn_k_norm, NAME("attn_k_norm.weight"), hp->head_dim, err,
+                         err_len))))
+        return rc;
+    if (hp->arch == MODEL_ARCH_QWEN3MOE) {
+        if ((rc = weight_load(m, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), hp->n_embd,
+                              hp->n_expert, 1, err, err_len)) ||
+            (rc = weight_load(m, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), hp->n_embd,
+                              hp->n_ff_exp, hp->n_expert, err, err_len)) ||
+            (rc = weight_load(m, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), hp->n_embd,
+                              hp->n_ff_exp, hp->n_expert, err, err_len)) ||
+            (rc = weight_load(m, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), hp->n_ff_exp,
+                              hp->n_embd, hp->n_expert, err, err_len)))
+            return rc;
+    } else {
+        if ((rc = weight_load(m, &l->ffn_gate, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1,
+                              err, err_len)) ||
+            (rc = weight_load(m, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, 1, err,
+                              err_len)) ||
+            (rc = weight_load(m, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, 1,
+                              err, err_len)))
+            return rc;
+    }
+#undef NAME
+    return 0;
+}
+
+/* The base name of path without its extension, malloc'd. */
+static char *model_default_name(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char *name = strdup(base);
+    char *dot = name ? strrchr(name, '.') : NULL;
+    if (dot && dot != name)
+        *dot = '\0';
+    return name;
+}
+
+struct model *model_load(const char *path, char *err, size_t err_len) {
+    struct model *m = calloc(1, sizeof(*m));
+    if (!m) {
+        set_err(err, err_len, "model: out of memory");
+        return NULL;
+    }
+    m->gguf = gguf_open(path, err, err_len);
+    if (!m->gguf)
+        goto err;
+    if (model_read_hparams(m->gguf, &m->hp, err, err_len) < 0)
+        goto err;
+    const char *gname = gguf_get_str(m->gguf, "general.name");
+    m->path = strdup(path);
+    m->name = gname && *gname ? strdup(gname) : model_default_name(path);
+    m->layers = calloc((size_t)m->hp.n_layer, sizeof(*m->layers));
+    if (!m->path || !m->name || !m->layers) {
+        set_err(err, err_len, "model: out of memory");
+        goto err;
+    }
+    if (weight_load(m, &m->tok_embd, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
+                    err_len) < 0 ||
+        norm_load(m, &m->output_norm, "output_norm.weight", m->hp.n_embd, err, err_len) < 0)
+        goto err;
+    if (gguf_find_tensor(m->gguf, "output.weight")) {
+        if (weight_load(m, &m->output, "output.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
+                        err_len) < 0)
+            goto err;
+    } else {
+        m->output = m->tok_embd; /* tied: shares tok_embd's bytes (freed once, below) */
+    }
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (layer_load(m, il, err, err_len) < 0)
+            goto err;
+    return m;
+err:
+    model_free(m);
+    return NULL;
+}
+
+static void weight_release(struct weight *w) {
+    free(w->data);
+    w->data = NULL;
+}
+
+void model_free(struct model *m) {
+    if (!m)
+        return;
+    if (m->layers) {
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            struct model_layer *l = &m->layers[il];
+            free(l->attn_norm);
+            free(l->attn_q_norm);
+            free(l->attn_k_norm);
+            free(l->ffn_norm);
+            struct weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate_inp,
+                                   &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
+                                   &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+            for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
+                weight_release(ws[i]);
+        }
+        free(m->layers);
+    }
+    if (m->output.data != m->tok_embd.data)
+        weight_release(&m->output);
+    weight_release(&m->tok_embd);
+    free(m->output_norm);
+    free(m->path);
+    free(m->name);
+    gguf_free(m->gguf);
+    free(m);
+}

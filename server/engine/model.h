@@ -1,0 +1,98 @@
+/* model.h - a loaded GGUF model: hyperparameters and weights of the supported architectures
+ * (qwen3moe, qwen3, llama), resident in RAM.
+ *
+ *     struct model *m = model_load("model.gguf", err, sizeof(err));
+ *     ... engine_new(m, ...) ...
+ *     model_free(m);
+ *
+ * Every matrix is kept in its file type and layout (row-major, ne[0] = input features per row);
+ * norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
+ * expert e is the contiguous slice at e * expert_bytes. */
+#ifndef SNIPER_MODEL_H
+#define SNIPER_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gguf.h"
+#include "qtype.h"
+
+enum model_arch {
+    MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_QWEN3,
+    MODEL_ARCH_LLAMA,
+};
+
+enum model_rope {
+    MODEL_ROPE_NORM, /* rotate adjacent pairs (x[2i], x[2i+1]): llama */
+    MODEL_ROPE_NEOX, /* rotate halves (x[i], x[i + n_rot/2]): qwen3, qwen3moe */
+};
+
+struct model_hparams {
+    enum model_arch arch;
+    enum model_rope rope;
+    int32_t n_vocab;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;      /* key_length = value_length */
+    int32_t n_rot;         /* rotated dimensions per head (= head_dim unless the file says) */
+    int32_t n_ff;          /* dense FFN width (0 for moe) */
+    int32_t n_expert;      /* 0 for dense */
+    int32_t n_expert_used;
+    int32_t n_ff_exp;      /* expert FFN width */
+    int32_t n_ctx_train;
+    float rope_freq_base;
+    float rms_eps;
+};
+
+/* A weight matrix (or a stack of them) in its file type. */
+struct weight {
+    enum qtype type;
+    int64_t n_in;      /* ne[0]: elements per row */
+    int64_t n_out;     /* ne[1]: rows per matrix */
+    int64_t n_mat;     /* ne[2]: stacked matrices (experts), 1 otherwise */
+    size_t row_bytes;  /* bytes per row */
+    size_t mat_bytes;  /* bytes per matrix = n_out * row_bytes */
+    const struct gguf_tensor *tensor; /* where it lives in the file */
+    void *data;        /* resident bytes [n_mat][n_out][row_bytes], 64-byte aligned; NULL if not */
+};
+
+struct model_layer {
+    float *attn_norm;           /* [n_embd] */
+    struct weight wq, wk, wv, wo;
+    float *attn_q_norm;         /* [head_dim] (qwen3*), NULL for llama */
+    float *attn_k_norm;         /* [head_dim] */
+    float *ffn_norm;            /* [n_embd] */
+    struct weight ffn_gate_inp; /* router [n_embd -> n_expert] (moe) */
+    struct weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* moe: stacked experts */
+    struct weight ffn_gate, ffn_up, ffn_down;                 /* dense */
+};
+
+struct model {
+    struct gguf *gguf;           /* owned; open for reads of non-resident tensors */
+    char *path;
+    char *name;                  /* general.name or the file's base name */
+    struct model_hparams hp;
+    struct weight tok_embd;      /* [n_vocab][n_embd] */
+    float *output_norm;          /* [n_embd] */
+    struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
+    struct model_layer *layers;  /* [n_layer] */
+    size_t resident_bytes;       /* bytes of weights held in RAM */
+};
+
+/* Reads hyperparameters only (no weights). Returns 0 or a negative error with a message in err. */
+int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err, size_t err_len);
+
+/* Opens path and loads every weight into RAM. Returns the model (free with model_free) or NULL with
+ * a message in err naming the missing or malformed tensor or key. */
+struct model *model_load(const char *path, char *err, size_t err_len);
+
+void model_free(struct model *m);
+
+/* Name of an architecture as GGUF spells it. */
+const char *model_arch_name(enum model_arch a);
+
+#endif

@@ -1,0 +1,27 @@
+/* ops.h - the elementwise and row operations of the forward pass, written to round the way ggml's
+ * CPU backend does (sums of squares and softmax denominators accumulated in double, scales applied
+ * as float), so that our f32 logits land within 1e-3 of llama.cpp's. */
+#ifndef SNIPER_OPS_H
+#define SNIPER_OPS_H
+
+#include <stdint.h>
+
+/* y = x / rms(x) * w over n elements (w may be NULL: no weight). y may alias x. */
+void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps);
+
+/* In-place softmax of x[n]; returns nothing. Entries of -INFINITY get probability 0. */
+void ops_softmax(float *x, int64_t n);
+
+/* y[i] = silu(g[i]) * u[i]. y may alias g or u. */
+void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
+
+/* Precomputes the rotation table of position pos for n_rot dimensions: cs[2i] = cos, cs[2i+1] =
+ * sin of pos * base^(-2i/n_rot), as ggml computes them (theta multiplied step by step in float). */
+void ops_rope_cache(float *cs, int32_t pos, int32_t n_rot, float freq_base);
+
+/* Rotates one head x[head_dim] in place with the table cs: neox pairs (i, i + n_rot/2) or normal
+ * pairs (2i, 2i+1); dimensions from n_rot on are left alone. */
+void ops_rope_neox(float *x, const float *cs, int32_t n_rot);
+void ops_rope_norm(float *x, const float *cs, int32_t n_rot);
+
+#endif

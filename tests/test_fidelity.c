@@ -1,0 +1,186 @@
+/* test_fidelity.c - our engine against llama.cpp's goldens in ../shared/fixtures/golden (the metric
+ * of fixtures/README.md): prompt tokens identical; f32 models within 1e-3 at every position;
+ * quantized models >= 95% of positions within 0.25 and >= 95% with the same argmax; greedy
+ * continuations identical up to the first near-tie. Runs with an f32 KV cache, as the goldens were
+ * made. Skips loudly when the fixtures are absent. */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "harness.h"
+#include "model.h"
+#include "tokenizer.h"
+
+struct model_score {
+    int n_pos;
+    int n_close;  /* d_i <= 0.25 */
+    int n_argmax; /* same argmax */
+};
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t b = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+/* Reads a json int array into a malloc'd int32 array. */
+static int32_t *json_ids(json_t *arr, size_t *n) {
+    *n = json_array_size(arr);
+    int32_t *ids = calloc(*n + 1, sizeof(int32_t));
+    for (size_t i = 0; ids && i < *n; i++)
+        ids[i] = (int32_t)json_integer_value(json_array_get(arr, i));
+    return ids;
+}
+
+/* Checks one golden json against the loaded model. */
+static void check_golden(const char *dir, const char *json_name, struct model *m,
+                         struct tokenizer *tk, bool is_f32, struct model_score *sc) {
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/golden/%s", dir, json_name);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    CHECK_MSG(root != NULL, "%s: %s", path, jerr.text);
+    if (!root)
+        return;
+    const char *prompt = json_string_value(json_object_get(root, "prompt"));
+    size_t n_gold, n_greedy, n_ours;
+    int32_t *gold = json_ids(json_object_get(root, "tokens"), &n_gold);
+    int32_t *greedy = json_ids(json_object_get(root, "greedy_tokens"), &n_greedy);
+    json_t *margins = json_object_get(root, "greedy_top2_margin");
+    int32_t *ours = tokenizer_encode(tk, prompt, strlen(prompt), true, &n_ours);
+    CHECK_MSG(n_ours == n_gold && memcmp(ours, gold, n_gold * sizeof(int32_t)) == 0,
+              "%s: prompt tokens differ (%zu vs %zu)", json_name, n_ours, n_gold);
+
+    const int32_t V = m->hp.n_vocab;
+    snprintf(path, sizeof(path), "%s/golden/%s", dir,
+             json_string_value(json_object_get(root, "logits_file")));
+    size_t gl_bytes;
+    float *gl = test_read_file(path, &gl_bytes);
+    CHECK(gl && gl_bytes == n_gold * (size_t)V * sizeof(float));
+
+    struct engine_params ep = engine_params_default();
+    ep.kv_type = QTYPE_F32;
+    ep.n_ctx = 1024;
+    char err[256];
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    CHECK_MSG(e != NULL, "engine_new: %s", err);
+    float *logits = malloc(sizeof(float) * (size_t)V * n_gold);
+    if (!e || !gl || !logits)
+        goto out;
+    CHECK_EQ_INT(engine_eval(e, gold, (int32_t)n_gold, logits, true), 0);
+    double worst = 0;
+    for (size_t i = 0; i < n_gold; i++) {
+        const float *a = logits + i * (size_t)V, *b = gl + i * (size_t)V;
+        double d = 0;
+        for (int32_t j = 0; j < V; j++) {
+            double dj = fabs((double)a[j] - (double)b[j]);
+            if (!(dj <= d))
+                d = dj; /* NaN propagates as a failure */
+        }
+        if (d > worst || d != d)
+            worst = d;
+        sc->n_pos++;
+        sc->n_close += d <= 0.25;
+        sc->n_argmax += argmax(a, V) == argmax(b, V);
+        if (is_f32)
+            CHECK_MSG(d <= 1e-3, "%s: position %zu: max |dlogit| %.3g > 1e-3", json_name, i, d);
+    }
+    /* greedy continuation, up to the first near-tie */
+    const double tie = is_f32 ? 5e-3 : 0.5;
+    float *last = malloc(sizeof(float) * (size_t)V);
+    memcpy(last, logits + (n_gold - 1) * (size_t)V, sizeof(float) * (size_t)V);
+    size_t agreed = 0;
+    for (size_t s = 0; s < n_greedy; s++) {
+        if (json_real_value(json_array_get(margins, s)) < tie)
+            break;
+        int32_t tok = argmax(last, V);
+        CHECK_MSG(tok == greedy[s], "%s: greedy step %zu: %d != %d", json_name, s, tok, greedy[s]);
+        if (tok != greedy[s])
+            break;
+        agreed++;
+        if (engine_eval(e, &tok, 1, last, false) != 0)
+            break;
+    }
+    fprintf(stderr, "  %-40s %3zu tokens, max |d| %.2e, greedy %zu/%zu agreed before a tie\n",
+            json_name, n_gold, worst, agreed, n_greedy);
+    free(last);
+out:
+    free(logits);
+    engine_free(e);
+    free(gl);
+    free(ours);
+    free(gold);
+    free(greedy);
+    json_decref(root);
+}
+
+/* Runs every golden of model `name` and applies the per-model bar. */
+static void check_model(const char *name) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("../shared/fixtures is absent: fidelity against llama.cpp NOT checked");
+        return;
+    }
+    char path[1024], err[256];
+    snprintf(path, sizeof(path), "%s/models/%s.gguf", dir, name);
+    struct model *m = model_load(path, err, sizeof(err));
+    CHECK_MSG(m != NULL, "model_load: %s", err);
+    struct tokenizer *tk = m ? tokenizer_new(m->gguf, err, sizeof(err)) : NULL;
+    CHECK_MSG(!m || tk != NULL, "tokenizer_new: %s", err);
+    bool is_f32 = strstr(name, "f32") != NULL;
+    struct model_score sc = {0};
+    snprintf(path, sizeof(path), "%s/golden", dir);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    size_t prefix = strlen(name);
+    int n_prompts = 0;
+    while (m && tk && d && (de = readdir(d))) {
+        const char *f = de->d_name;
+        size_t len = strlen(f);
+        if (strncmp(f, name, prefix) != 0 || strncmp(f + prefix, "__", 2) != 0 || len < 5 ||
+            strcmp(f + len - 5, ".json") != 0)
+            continue;
+        check_golden(dir, f, m, tk, is_f32, &sc);
+        n_prompts++;
+    }
+    if (d)
+        closedir(d);
+    CHECK_MSG(n_prompts == 5, "%s: %d golden prompts found, expected 5", name, n_prompts);
+    if (sc.n_pos) {
+        double close = (double)sc.n_close / sc.n_pos, same = (double)sc.n_argmax / sc.n_pos;
+        fprintf(stderr, "  %s: %d positions, %.1f%% within 0.25, %.1f%% same argmax\n", name,
+                sc.n_pos, 100 * close, 100 * same);
+        CHECK_MSG(close >= 0.95, "%s: only %.1f%% of positions within 0.25", name, 100 * close);
+        CHECK_MSG(same >= 0.95, "%s: only %.1f%% of positions with the same argmax", name,
+                  100 * same);
+    }
+    tokenizer_free(tk);
+    model_free(m);
+}
+
+static void test_moe_f32(void) { check_model("tiny-qwen3moe-f32"); }
+static void test_moe_q8_0(void) { check_model("tiny-qwen3moe-q8_0"); }
+static void test_moe_q4_k_m(void) { check_model("tiny-qwen3moe-q4_k_m"); }
+static void test_dense_f32(void) { check_model("dense-qwen3-f32"); }
+static void test_dense_q8_0(void) { check_model("dense-qwen3-q8_0"); }
+static void test_dense_q4_k_m(void) { check_model("dense-qwen3-q4_k_m"); }
+
+static const struct test_case cases[] = {
+    {"dense_f32", test_dense_f32},
+    {"dense_q8_0", test_dense_q8_0},
+    {"dense_q4_k_m", test_dense_q4_k_m},
+    {"moe_f32", test_moe_f32},
+    {"moe_q8_0", test_moe_q8_0},
+    {"moe_q4_k_m", test_moe_q4_k_m},
+    {0},
+};
+
+int main(int argc, char **argv) {
+    return test_run(argc, argv, cases);
+}
