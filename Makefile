@@ -71,7 +71,7 @@ check: deps
 
 run: deps
 	@$(MAKE) --no-print-directory all
-	@scripts/run.sh $(ARGS)
+	@MODEL=$(MODEL) scripts/run.sh $(ARGS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all

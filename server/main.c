@@ -393,7 +393,7 @@ static int run_generate(const struct options *o) {
             "timing: load %.2f s, prompt %zu tokens in %.3f s (%.2f tok/s), "
             "generated %zu tokens in %.3f s (%.2f tok/s), %d threads\n",
             t_load, n_prompt, t_prefill, (double)n_prompt / t_prefill, n_gen, t_decode,
-            n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0, o->ep.n_threads);
+            n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0, engine_n_threads(e));
     if (o->dump_tokens && write_tokens_json(o->dump_tokens, ids, n_prompt, gen, n_gen) < 0)
         goto out;
     rc = 0;

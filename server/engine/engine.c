@@ -240,6 +240,7 @@ void engine_free(struct engine *e) {
 
 int32_t engine_n_past(const struct engine *e) { return e->n_past; }
 int32_t engine_n_ctx(const struct engine *e) { return e->p.n_ctx; }
+int engine_n_threads(const struct engine *e) { return e->p.n_threads; }
 size_t engine_kv_bytes(const struct engine *e) { return e->kv_bytes; }
 size_t engine_scratch_bytes(const struct engine *e) { return e->scratch_bytes; }
 

@@ -43,6 +43,7 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logit
 /* Tokens in the KV cache. */
 int32_t engine_n_past(const struct engine *e);
 int32_t engine_n_ctx(const struct engine *e);
+int engine_n_threads(const struct engine *e);
 
 /* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */
 void engine_truncate(struct engine *e, int32_t n);

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The one-shot CLI contract of sniperd (checks outside the test suite depend on it): --tokenize,
+# -p/-f, --dump-logits, --dump-tokens, greedy output, and clear errors for bad input.
+# Ends with "N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+SNIPERD=$BUILD/sniperd
+FIX=${SNIPER_FIXTURES:-../shared/fixtures}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0 fail=0 skip=0
+ok() { pass=$((pass + 1)); echo "ok     $1"; }
+bad() { fail=$((fail + 1)); echo "not ok $1: $2"; }
+
+# check NAME CMD...: the command must succeed
+check() {
+    local name=$1; shift
+    if out=$("$@" 2>&1); then ok "$name"; else bad "$name" "$out"; fi
+}
+
+if [ ! -d "$FIX" ]; then
+    echo "SKIP: $FIX is absent: the CLI is NOT checked against llama.cpp's goldens"
+    skip=$((skip + 1))
+else
+    # --tokenize on a vocab-only GGUF and on a model, against llama.cpp's ids
+    for g in "$FIX"/golden/tiny-qwen3moe-q8_0__p*.json; do
+        want=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["tokens"])))' "$g")
+        python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["prompt"])' "$g" >"$TMP/prompt.txt"
+        got=$("$SNIPERD" -m "$FIX/models/tiny-qwen3moe-q8_0.gguf" -f "$TMP/prompt.txt" --tokenize 2>&1)
+        [ "$got" = "$want" ] && ok "tokenize $(basename "$g")" || bad "tokenize $(basename "$g")" "got [$got] want [$want]"
+    done
+    got=$("$SNIPERD" -m "$FIX/tokenizer/ggml-vocab-qwen3.gguf" -p "Hello world" --tokenize 2>&1)
+    [ "$got" = "9707 1879" ] && ok "tokenize vocab-only qwen3" || bad "tokenize vocab-only qwen3" "$got"
+
+    # --dump-logits and --dump-tokens on the f32 MoE fixture, greedy
+    g=$FIX/golden/tiny-qwen3moe-f32__p2-fox.json
+    python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["prompt"])' "$g" >"$TMP/fox.txt"
+    if "$SNIPERD" -m "$FIX/models/tiny-qwen3moe-f32.gguf" -f "$TMP/fox.txt" -n 8 --temp 0 \
+        --kv-type f32 --dump-logits "$TMP/fox.f32" --dump-tokens "$TMP/fox.json" \
+        >"$TMP/fox.out" 2>"$TMP/fox.err"; then
+        check "dump-logits within 1e-3 of llama.cpp" python3 - "$g" "$TMP/fox.f32" "$FIX/golden" <<'PY'
+import array, json, sys
+g = json.load(open(sys.argv[1]))
+ours = array.array('f'); ours.frombytes(open(sys.argv[2], 'rb').read())
+gold = array.array('f'); gold.frombytes(open(sys.argv[3] + '/' + g['logits_file'], 'rb').read())
+assert len(ours) == len(gold), (len(ours), len(gold))
+d = max(abs(a - b) for a, b in zip(ours, gold))
+assert d <= 1e-3, d
+PY
+        check "dump-tokens matches the greedy goldens" python3 - "$g" "$TMP/fox.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1])); o = json.load(open(sys.argv[2]))
+assert o['prompt_tokens'] == g['tokens'], o['prompt_tokens']
+assert o['generated_tokens'] == g['greedy_tokens'][:8], (o['generated_tokens'], g['greedy_tokens'][:8])
+PY
+        grep -q 'timing: .*prompt 47 tokens' "$TMP/fox.err" && ok "timing line" || bad "timing line" "$(cat "$TMP/fox.err")"
+    else
+        bad "one-shot run" "$(cat "$TMP/fox.err")"
+    fi
+fi
+
+# errors: clear message, non-zero exit, no crash
+expect_fail() {
+    local name=$1 pattern=$2; shift 2
+    out=$("$@" 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 128 ] && echo "$out" | grep -q -- "$pattern"; then ok "$name"
+    else bad "$name" "rc=$rc out=$out"; fi
+}
+expect_fail "no model" "no model" "$SNIPERD" -p hi
+expect_fail "unknown flag" "unknown option" "$SNIPERD" -m x.gguf -p hi --frobnicate 1
+expect_fail "bad number" "wants an integer" "$SNIPERD" -m x.gguf -p hi -n lots
+expect_fail "missing file" "x.gguf" "$SNIPERD" -m "$TMP/x.gguf" -p hi
+printf 'GGUF\003\000\000\000garbage' >"$TMP/bad.gguf"
+expect_fail "malformed gguf" "bad.gguf\|truncated\|tensor\|count" "$SNIPERD" -m "$TMP/bad.gguf" -p hi
+head -c 100 /dev/urandom >"$TMP/rand.gguf"
+expect_fail "not a gguf" "magic" "$SNIPERD" -m "$TMP/rand.gguf" -p hi
+expect_fail "unsupported kv type" "not supported" "$SNIPERD" -m x.gguf -p hi --kv-type q2_k
+
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
