@@ -7,7 +7,7 @@
  *
  * Block layouts are bit-identical to ggml's (pinned by tests against gguf-py's dequantization).
  * Activations are quantized exactly as ggml's CPU decode path does: Q8_0 blocks (scale amax/127
- * stored as fp16, codes x*(1/d) rounded half to even) for Q4_0/Q5_0/Q8_0 weights, Q8_1 for
+ * stored as fp16, codes x*(127/amax) rounded half to even) for Q4_0/Q5_0/Q8_0 weights, Q8_1 for
  * Q4_1/Q5_1, Q8_K (ggml's reference quantizer) for K-quants, fp16 for F16 weights, bf16 for BF16,
  * plain f32 for F32. That is what makes our logits land where llama.cpp's do. */
 #ifndef SNIPER_QUANT_H

@@ -1,0 +1,162 @@
+/* test_ops.c - the row operations (ops.c), the thread pool and the batched matmul dispatcher. */
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "matmul.h"
+#include "ops.h"
+#include "quant.h"
+#include "threadpool.h"
+
+static void test_rms_norm(void) {
+    float x[4] = {1, -2, 3, -4}, w[4] = {1, 2, 0.5f, 1}, y[4];
+    ops_rms_norm(y, x, w, 4, 0.0f);
+    double rms = sqrt((1 + 4 + 9 + 16) / 4.0);
+    CHECK_NEAR(y[0], 1 / rms, 1e-6);
+    CHECK_NEAR(y[1], -4 / rms, 1e-6);
+    CHECK_NEAR(y[2], 1.5 / rms, 1e-6);
+    CHECK_NEAR(y[3], -4 / rms, 1e-6);
+    ops_rms_norm(x, x, NULL, 4, 1e6f); /* eps dominates: tiny outputs, in place */
+    CHECK_NEAR(x[3], -4 / sqrt(7.5 + 1e6), 1e-6);
+}
+
+static void test_softmax(void) {
+    float x[5] = {1, 2, 3, -INFINITY, 3};
+    ops_softmax(x, 5);
+    double z = exp(-2) + exp(-1) + 1 + 1;
+    CHECK_NEAR(x[0], exp(-2) / z, 1e-7);
+    CHECK_NEAR(x[2], 1 / z, 1e-7);
+    CHECK(x[3] == 0.0f);
+    float big[3] = {1000, 1000, -1000};
+    ops_softmax(big, 3);
+    CHECK_NEAR(big[0], 0.5, 1e-7);
+    CHECK(big[2] == 0.0f);
+}
+
+static void test_swiglu(void) {
+    float g[3] = {0, 1, -2}, u[3] = {5, 2, 3}, y[3];
+    ops_swiglu(y, g, u, 3);
+    CHECK_NEAR(y[0], 0, 1e-7);
+    CHECK_NEAR(y[1], 2 / (1 + exp(-1)), 1e-6);
+    CHECK_NEAR(y[2], 3 * -2 / (1 + exp(2)), 1e-6);
+}
+
+/* RoPE against the closed form: neox rotates (i, i + d/2) by pos * base^(-2i/d). */
+static void test_rope(void) {
+    enum { D = 8 };
+    float cs[D], x[D], y[D];
+    for (int i = 0; i < D; i++)
+        x[i] = y[i] = (float)(i + 1);
+    ops_rope_cache(cs, 7, D, 10000.0f);
+    ops_rope_neox(x, cs, D);
+    for (int i = 0; i < D / 2; i++) {
+        double th = 7 * pow(10000.0, -2.0 * i / D);
+        CHECK_NEAR(x[i], y[i] * cos(th) - y[i + D / 2] * sin(th), 1e-4);
+        CHECK_NEAR(x[i + D / 2], y[i] * sin(th) + y[i + D / 2] * cos(th), 1e-4);
+    }
+    for (int i = 0; i < D; i++)
+        x[i] = (float)(i + 1);
+    ops_rope_norm(x, cs, D);
+    for (int i = 0; i < D / 2; i++) {
+        double th = 7 * pow(10000.0, -2.0 * i / D);
+        CHECK_NEAR(x[2 * i], y[2 * i] * cos(th) - y[2 * i + 1] * sin(th), 1e-4);
+        CHECK_NEAR(x[2 * i + 1], y[2 * i] * sin(th) + y[2 * i + 1] * cos(th), 1e-4);
+    }
+    ops_rope_cache(cs, 0, D, 10000.0f); /* position 0 is the identity */
+    for (int i = 0; i < D; i++)
+        x[i] = y[i];
+    ops_rope_neox(x, cs, D);
+    CHECK(memcmp(x, y, sizeof(x)) == 0);
+}
+
+struct count_ctx {
+    atomic_int hits[1000];
+    atomic_int threads_seen;
+};
+
+static void count_task(void *ctx, int64_t task, int thread) {
+    struct count_ctx *c = ctx;
+    atomic_fetch_add(&c->hits[task], 1);
+    atomic_fetch_or(&c->threads_seen, 1 << thread);
+}
+
+static void test_threadpool(void) {
+    struct threadpool *tp = threadpool_new(3);
+    CHECK(tp != NULL);
+    if (!tp)
+        return;
+    CHECK_EQ_INT(threadpool_n_threads(tp), 3);
+    static struct count_ctx c;
+    for (int round = 0; round < 200; round++) {
+        int n = 1 + round * 5 % 1000;
+        memset(&c, 0, sizeof(c));
+        threadpool_run(tp, n, count_task, &c);
+        for (int i = 0; i < n; i++)
+            CHECK_MSG(c.hits[i] == 1, "round %d: task %d ran %d times", round, i, (int)c.hits[i]);
+        for (int i = n; i < 1000; i++)
+            CHECK(c.hits[i] == 0);
+    }
+    threadpool_free(tp);
+    threadpool_free(NULL);
+}
+
+/* The dispatcher gathers, scatters and runs several jobs at once; each output equals vec_dot. */
+static void test_matmul_jobs(void) {
+    enum { N = 64, ROWS = 37, TOK = 5 };
+    struct threadpool *tp = threadpool_new(2);
+    struct matmul mm;
+    CHECK(tp && matmul_init(&mm, tp, 4) == 0);
+    float *w = malloc(sizeof(float) * N * ROWS), *x = malloc(sizeof(float) * N * TOK);
+    for (int i = 0; i < N * ROWS; i++)
+        w[i] = sinf((float)i);
+    for (int i = 0; i < N * TOK; i++)
+        x[i] = cosf((float)i * 0.3f);
+    uint8_t wq[ROWS * 34 * (N / 32)];
+    for (int r = 0; r < ROWS; r++)
+        CHECK(quant_quantize_row(QTYPE_Q8_0, w + r * N, wq + r * 34 * (N / 32), N) == 0);
+    uint8_t act[TOK * 128];
+    size_t stride;
+    CHECK(matmul_quantize(QTYPE_Q8_0, x, N, TOK, N, act, &stride) == 0);
+    float out1[TOK][ROWS], out2[2 * TOK][ROWS];
+    memset(out2, 0, sizeof(out2));
+    int32_t gather[TOK] = {4, 3, 2, 1, 0}, scatter[TOK] = {9, 7, 5, 3, 1};
+    const struct quant_kernels *k = quant_kernels(QTYPE_Q8_0);
+    struct matmul_job j1 = {k, wq, 34 * (N / 32), N, ROWS, act, stride, NULL, &out1[0][0], ROWS,
+                            NULL, TOK};
+    struct matmul_job j2 = j1;
+    j2.act_idx = gather;
+    j2.out = &out2[0][0];
+    j2.out_idx = scatter;
+    CHECK(matmul_add(&mm, &j1) == 0 && matmul_add(&mm, &j2) == 0);
+    matmul_run(&mm);
+    for (int t = 0; t < TOK; t++)
+        for (int r = 0; r < ROWS; r++) {
+            float want;
+            k->vec_dot(N, &want, wq + r * 34 * (N / 32), act + t * stride);
+            CHECK(out1[t][r] == want);
+            CHECK(out2[scatter[TOK - 1 - t]][r] == want); /* token t was gathered into slot 4-t */
+        }
+    for (int i = 0; i < 5; i++)
+        CHECK(matmul_add(&mm, &j1) == (i < 4 ? 0 : -ENOSPC));
+    free(w);
+    free(x);
+    matmul_release(&mm);
+    threadpool_free(tp);
+}
+
+static const struct test_case cases[] = {
+    {"rms_norm", test_rms_norm},
+    {"softmax", test_softmax},
+    {"swiglu", test_swiglu},
+    {"rope", test_rope},
+    {"threadpool", test_threadpool},
+    {"matmul_jobs", test_matmul_jobs},
+    {0},
+};
+
+int main(int argc, char **argv) {
+    return test_run(argc, argv, cases);
+}
