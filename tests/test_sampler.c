@@ -371,34 +371,6 @@ static void test_bad_params_rejected(void) {
     sampler_free(NULL);
 }
 
-/* Not a pass/fail case: prints the cost of one sample at n_vocab 152064 for a few chains. */
-static void test_timing_big_vocab(void) {
-    float *l = malloc(BIG_VOCAB * sizeof(*l));
-    CHECK(l != NULL);
-    if (!l) return;
-    struct { const char *name; int32_t k; float p, m, temp; } cfg[] = {
-        {"greedy", 0, 1.0f, 0.0f, 0.0f},      {"default", 40, 0.95f, 0.05f, 0.8f},
-        {"top_p 0.95", 0, 0.95f, 0.0f, 0.8f}, {"min_p 0.05", 0, 1.0f, 0.05f, 0.8f},
-        {"plain", 0, 1.0f, 0.0f, 1.0f},
-    };
-    for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
-        struct sampler_params p = params_plain(cfg[c].temp);
-        p.top_k = cfg[c].k, p.top_p = cfg[c].p, p.min_p = cfg[c].m;
-        struct sampler *s = sampler_for(&p, BIG_VOCAB);
-        if (!s) break;
-        fill_logits(l, BIG_VOCAB, 3, 10.0f);
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (int i = 0; i < 20; i++) sampler_accept(s, sampler_sample(s, l));
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
-        double us = ns / 20e3;
-        printf("sample %-10s n_vocab %d: %.0f us\n", cfg[c].name, BIG_VOCAB, us);
-        sampler_free(s);
-    }
-    free(l);
-}
-
 static const struct test_case cases[] = {
     {"greedy_argmax", test_greedy_argmax},
     {"greedy_ties_lowest_id", test_greedy_ties_lowest_id},
@@ -417,7 +389,6 @@ static const struct test_case cases[] = {
     {"temp_2_flattens", test_temp_2_flattens},
     {"nan_inf_logits", test_nan_inf_logits},
     {"bad_params_rejected", test_bad_params_rejected},
-    {"timing_big_vocab", test_timing_big_vocab},
     {0},
 };
 

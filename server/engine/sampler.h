@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 struct sampler_params {
-    float temp;              /* <= 0: greedy (argmax, lowest id on ties) */
+    float temp;              /* <= 0: greedy (penalties first, then argmax, lowest id on ties) */
     int32_t top_k;           /* <= 0: off */
     float top_p;             /* >= 1: off */
     float min_p;             /* <= 0: off */
