@@ -63,17 +63,25 @@ struct tokenizer {
 };
 
 /* ---------------------------------------------------------------------------------------------
- * Pre-tokenizers: the regexes of llama.cpp's llm_tokenizer_bpe, by tokenizer.ggml.pre.
+ * Pre-tokenizers: the regexes of llama.cpp's llm_tokenizer_bpe, by tokenizer.ggml.pre, with \s
+ * spelled out as llama.cpp's whitespace set (Unicode White_Space: PCRE2's \s adds U+180E).
  * gpt-2's gets llama.cpp's implicit trailing "\s+" (its hand-written splitter has it). */
 
+#define WS "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}" \
+           "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+#define SP "[" WS "]"
+#define NOT_SP "[^" WS "]"
+#define CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+
+/* \s+(?!\S)|\s+, and the alternatives llama3 and qwen2 share after letters and digits. */
+#define SPACES SP "+(?!" NOT_SP ")|" SP "+"
+#define PUNCT_WS_TAIL " ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|" SP "*[\\r\\n]+|" SPACES
+
 static const char PAT_GPT2[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+|" SPACES;
 static const char PAT_LLAMA3[] =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char PAT_QWEN2[] =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" PUNCT_WS_TAIL;
+static const char PAT_QWEN2[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|" PUNCT_WS_TAIL;
 
 struct pre_spec {
     const char *name;
@@ -332,9 +340,7 @@ static void load_specials(struct tokenizer *tk, const struct gguf *g) {
         int32_t id = vocab_lookup(tk, eog_texts[i], strlen(eog_texts[i]));
         if (id < 0)
             continue;
-        tk->attr[id] |= TOK_ATTR_EOG;
-        if (!(tk->attr[id] & TOK_ATTR_CONTROL))
-            tk->attr[id] |= TOK_ATTR_CONTROL;
+        tk->attr[id] |= TOK_ATTR_EOG | TOK_ATTR_CONTROL;
     }
     if (tk->eos >= 0)
         tk->attr[tk->eos] |= TOK_ATTR_EOG;
@@ -524,6 +530,8 @@ static int load_pre(struct tokenizer *tk, const struct gguf *g, char *err, size_
     return 0;
 }
 
+/* Returns a tokenizer owning copies of everything it needs from g (g may be freed), or NULL with
+ * err naming the missing or bad key. Free with tokenizer_free. */
 struct tokenizer *tokenizer_new(const struct gguf *g, char *err, size_t err_len) {
     struct tokenizer *tk = calloc(1, sizeof(*tk));
     if (!tk) {
@@ -555,6 +563,7 @@ fail:
     return NULL;
 }
 
+/* Frees tk and all it owns. Accepts NULL (and a half-built tokenizer). */
 void tokenizer_free(struct tokenizer *tk) {
     if (!tk)
         return;
@@ -588,10 +597,12 @@ struct bpe_sym {
     bool alive;
 };
 
-/* A candidate merge of the adjacent symbols left and right; lower rank, then lower left, first. */
+/* A candidate merge of the adjacent symbols left and right while they hold left_id and right_id;
+ * lower rank, then lower left, first. */
 struct bpe_pair {
     int32_t rank;
     int32_t left, right;
+    int32_t left_id, right_id;
     int32_t result;
 };
 
@@ -666,9 +677,10 @@ static struct bpe_pair heap_pop(struct encoder *e) {
 static void bpe_try_pair(struct encoder *e, int32_t left, int32_t right) {
     if (left < 0 || right < 0 || e->sym[left].id < 0 || e->sym[right].id < 0)
         return;
-    const struct merge_slot *m = merge_lookup(e->tk, e->sym[left].id, e->sym[right].id);
+    int32_t left_id = e->sym[left].id, right_id = e->sym[right].id;
+    const struct merge_slot *m = merge_lookup(e->tk, left_id, right_id);
     if (m)
-        heap_push(e, (struct bpe_pair){m->rank, left, right, m->result});
+        heap_push(e, (struct bpe_pair){m->rank, left, right, left_id, right_id, m->result});
 }
 
 /* Whole-token shortcut of ignore_merges: true when the pre-token is itself a token (emitted). */
@@ -700,8 +712,8 @@ static int bpe_word(struct encoder *e, const unsigned char *w, size_t n) {
     while (e->n_heap > 0) {
         struct bpe_pair p = heap_pop(e);
         struct bpe_sym *l = &e->sym[p.left], *r = &e->sym[p.right];
-        if (!l->alive || !r->alive || l->next != p.right)
-            continue; /* stale: one side was merged away since */
+        if (!l->alive || !r->alive || l->id != p.left_id || r->id != p.right_id)
+            continue; /* stale: a side was merged away, or grew, since the pair was queued */
         l->id = p.result;
         r->alive = false;
         l->next = r->next;
@@ -777,6 +789,9 @@ static size_t split_special(const struct tokenizer *tk, const char *text, size_t
     return n;
 }
 
+/* Returns a malloc'd array of *n_out ids (at most max(len, 1) of them: every id consumes at least
+ * one byte), or NULL when out of memory. text is borrowed for the call; tk is only read, so
+ * threads may share it. */
 int32_t *tokenizer_encode(const struct tokenizer *tk, const char *text, size_t len,
                           bool parse_special, size_t *n_out) {
     size_t cap = len ? len : 1;
@@ -809,7 +824,7 @@ out:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Queries. */
+ * Queries (contracts in tokenizer.h): constant time, tk only read. */
 
 int32_t tokenizer_n_vocab(const struct tokenizer *tk) {
     return tk->n_vocab;
@@ -831,10 +846,12 @@ bool tokenizer_is_eog(const struct tokenizer *tk, int32_t id) {
     return id >= 0 && id < tk->n_vocab && (tk->attr[id] & TOK_ATTR_EOG);
 }
 
+/* The id whose text (in the GGUF's spelling, e.g. "\xc4\xa0the") is s, or -1. */
 int32_t tokenizer_find(const struct tokenizer *tk, const char *s) {
     return vocab_lookup(tk, s, strlen(s));
 }
 
+/* The token's bytes, borrowed from tk until tokenizer_free; NULL and *len 0 out of range. */
 const char *tokenizer_piece(const struct tokenizer *tk, int32_t id, size_t *len) {
     if (id < 0 || id >= tk->n_vocab) {
         *len = 0;
@@ -908,6 +925,8 @@ static void stream_feed(struct tokenizer_stream *st, unsigned char byte, char *o
     }
 }
 
+/* Writes at most cap bytes of whole characters; what does not fit is dropped, not held. An id out
+ * of range writes nothing. Returns the bytes written. */
 size_t tokenizer_decode_stream(const struct tokenizer *tk, struct tokenizer_stream *st, int32_t id,
                                char *out, size_t cap) {
     size_t len, n_out = 0;
@@ -920,6 +939,7 @@ size_t tokenizer_decode_stream(const struct tokenizer *tk, struct tokenizer_stre
     return n_out;
 }
 
+/* Writes one U+FFFD when a character was held back (nothing when cap < 3) and empties st. */
 size_t tokenizer_stream_flush(struct tokenizer_stream *st, char *out, size_t cap) {
     size_t n_out = 0;
     bool full = false;

@@ -1,0 +1,698 @@
+/* test_tokenizer.c - tokenizer tests: llama.cpp's vocabulary test vectors (qwen2, llama-bpe,
+ * gpt-2), the golden prompts' tokens, special tokens and streaming decode on the fixtures; merge
+ * ranks, pre-token boundaries, ignore_merges, invalid UTF-8 and rejected metadata on small
+ * vocabularies written here with gguf_writer (no fixtures needed). The GPT-2 byte alphabet is
+ * re-derived below from its definition so the tokenizer's table is checked
+ * against a second copy. */
+#include <dirent.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf.h"
+#include "gguf_write.h"
+#include "harness.h"
+#include "tokenizer.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers. */
+
+static struct tokenizer *open_tokenizer(const char *path) {
+    char err[256];
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    if (!g) {
+        test_fail(__FILE__, __LINE__, "gguf_open '%s': %s", path, err);
+        return NULL;
+    }
+    struct tokenizer *tk = tokenizer_new(g, err, sizeof(err));
+    gguf_free(g); /* the tokenizer must not borrow from g */
+    if (!tk)
+        test_fail(__FILE__, __LINE__, "tokenizer_new '%s': %s", path, err);
+    return tk;
+}
+
+/* s as a C literal body (escaped), cut to fit dst. */
+static const char *escaped(const char *s, size_t n, char *dst, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 8 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            dst[o++] = (char)c;
+        else
+            o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
+    }
+    dst[o] = '\0';
+    return dst;
+}
+
+static const char *ids_str(const int32_t *ids, size_t n, char *dst, size_t cap) {
+    size_t o = 0;
+    dst[0] = '\0';
+    for (size_t i = 0; i < n && o + 16 < cap; i++)
+        o += (size_t)snprintf(dst + o, cap - o, "%s%d", i ? " " : "", ids[i]);
+    return dst;
+}
+
+/* Compares ids[n] with want[n_want]; on a mismatch fails naming the text and both lists. */
+static void check_ids(const char *what, const char *text, size_t len, const int32_t *ids,
+                      size_t n, const int32_t *want, size_t n_want) {
+    if (n == n_want && (n == 0 || memcmp(ids, want, n * sizeof(*ids)) == 0))
+        return;
+    char t[512], a[2048], b[2048];
+    test_fail(__FILE__, __LINE__, "%s: \"%s\"\n    got  [%s]\n    want [%s]", what,
+              escaped(text, len, t, sizeof(t)), ids_str(ids, n, a, sizeof(a)),
+              ids_str(want, n_want, b, sizeof(b)));
+}
+
+/* Concatenated pieces of ids equal text (byte-level BPE loses nothing). */
+static void check_round_trip(const struct tokenizer *tk, const char *text, size_t len,
+                             const int32_t *ids, size_t n) {
+    char *buf = malloc(len + 1);
+    size_t o = 0;
+    bool ok = buf != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        size_t pl;
+        const char *p = tokenizer_piece(tk, ids[i], &pl);
+        ok = p && o + pl <= len;
+        if (ok) {
+            memcpy(buf + o, p, pl);
+            o += pl;
+        }
+    }
+    char t[512];
+    CHECK_MSG(ok && o == len && memcmp(buf, text, len) == 0, "pieces do not give back \"%s\"",
+              escaped(text, len, t, sizeof(t)));
+    free(buf);
+}
+
+/* Encodes text with the given flag and checks it against want (and the round trip). */
+static void check_encode(const struct tokenizer *tk, const char *text, size_t len,
+                         bool parse_special, const int32_t *want, size_t n_want) {
+    size_t n = 0;
+    int32_t *ids = tokenizer_encode(tk, text, len, parse_special, &n);
+    CHECK(ids != NULL);
+    if (!ids)
+        return;
+    check_ids(parse_special ? "encode(special)" : "encode(plain)", text, len, ids, n, want,
+              n_want);
+    free(ids);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * llama.cpp's vocabulary test vectors: NAME.inp holds strings, each followed by
+ * "\n__ggml_vocab_test__\n"; NAME.out one line of ids per string. */
+
+static const char VOCAB_SEP[] = "\n__ggml_vocab_test__\n";
+
+/* Parses the next line of ids at *p into want[] (capacity cap); returns the count. */
+static size_t parse_ids_line(char **p, int32_t *want, size_t cap) {
+    size_t n = 0;
+    char *s = *p, *nl = strchr(s, '\n');
+    if (nl)
+        *nl = '\0';
+    for (char *end; n < cap; s = end) {
+        long v = strtol(s, &end, 10);
+        if (end == s)
+            break;
+        want[n++] = (int32_t)v;
+    }
+    *p = nl ? nl + 1 : s + strlen(s);
+    return n;
+}
+
+static void run_vocab_vectors(const char *name) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent (../shared/fixtures, $SNIPER_FIXTURES): '%s' NOT TESTED", name);
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tokenizer/%s", dir, name);
+    struct tokenizer *tk = open_tokenizer(path);
+    snprintf(path, sizeof(path), "%s/tokenizer/%s.inp", dir, name);
+    char *inp = test_read_file(path, NULL);
+    snprintf(path, sizeof(path), "%s/tokenizer/%s.out", dir, name);
+    char *out = test_read_file(path, NULL);
+    int32_t *want = calloc(65536, sizeof(*want));
+    CHECK_MSG(inp && out, "cannot read the vectors of '%s'", name);
+    if (!tk || !inp || !out || !want)
+        goto cleanup;
+    int n_strings = 0;
+    char *line = out;
+    for (char *s = inp, *sep; (sep = strstr(s, VOCAB_SEP)); s = sep + strlen(VOCAB_SEP)) {
+        size_t len = (size_t)(sep - s), n_want = parse_ids_line(&line, want, 65536);
+        for (int special = 0; special < 2; special++)
+            check_encode(tk, s, len, special, want, n_want);
+        check_round_trip(tk, s, len, want, n_want);
+        n_strings++;
+    }
+    CHECK_MSG(n_strings >= 40, "only %d strings in '%s'", n_strings, name);
+    CHECK_MSG(*line == '\0', "more id lines than strings in '%s'", name);
+    fprintf(stderr, "  %s: %d strings\n", name, n_strings);
+cleanup:
+    free(want);
+    free(out);
+    free(inp);
+    tokenizer_free(tk);
+}
+
+static void test_vocab_qwen3(void) {
+    run_vocab_vectors("ggml-vocab-qwen3.gguf");
+}
+
+static void test_vocab_llama3(void) {
+    run_vocab_vectors("ggml-vocab-llama3.gguf");
+}
+
+static void test_vocab_gpt2(void) {
+    run_vocab_vectors("ggml-vocab-gpt-2.gguf");
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Golden prompts: tokenizer_encode(prompt) equals the "tokens" llama.cpp recorded. */
+
+struct model_cache {
+    char name[256];
+    struct tokenizer *tk;
+};
+
+static struct tokenizer *cached_tokenizer(struct model_cache *c, size_t cap, const char *dir,
+                                          const char *model) {
+    for (size_t i = 0; i < cap; i++) {
+        if (c[i].name[0] && strcmp(c[i].name, model) == 0)
+            return c[i].tk;
+        if (!c[i].name[0]) {
+            char path[1024];
+            snprintf(path, sizeof(path), "%s/models/%s", dir, model);
+            snprintf(c[i].name, sizeof(c[i].name), "%s", model);
+            c[i].tk = open_tokenizer(path);
+            return c[i].tk;
+        }
+    }
+    return NULL;
+}
+
+static void check_golden_json(struct model_cache *cache, size_t cap, const char *dir,
+                              const char *file) {
+    char path[1024];
+    json_error_t jerr;
+    snprintf(path, sizeof(path), "%s/golden/%s", dir, file);
+    json_t *root = json_load_file(path, 0, &jerr);
+    const char *model = json_string_value(json_object_get(root, "model"));
+    json_t *prompt = json_object_get(root, "prompt"), *tokens = json_object_get(root, "tokens");
+    json_t *ps = json_object_get(root, "parse_special");
+    CHECK_MSG(model && json_is_string(prompt) && json_is_array(tokens), "bad golden '%s'", file);
+    struct tokenizer *tk = model ? cached_tokenizer(cache, cap, dir, model) : NULL;
+    size_t n_want = json_array_size(tokens);
+    int32_t *want = calloc(n_want + 1, sizeof(*want));
+    if (tk && want && json_is_string(prompt)) {
+        for (size_t i = 0; i < n_want; i++)
+            want[i] = (int32_t)json_integer_value(json_array_get(tokens, i));
+        check_encode(tk, json_string_value(prompt), json_string_length(prompt),
+                     ps ? json_is_true(ps) : true, want, n_want);
+    }
+    free(want);
+    json_decref(root);
+}
+
+static void test_golden_prompts(void) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: golden prompt tokens NOT TESTED");
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/golden", dir);
+    DIR *d = opendir(path);
+    CHECK_MSG(d != NULL, "cannot open '%s'", path);
+    if (!d)
+        return;
+    struct model_cache cache[16] = {{{0}, NULL}};
+    int n_files = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t n = strlen(de->d_name);
+        if (n < 5 || strcmp(de->d_name + n - 5, ".json") != 0)
+            continue;
+        check_golden_json(cache, 16, dir, de->d_name);
+        n_files++;
+    }
+    closedir(d);
+    CHECK_MSG(n_files >= 5, "only %d golden json files", n_files);
+    fprintf(stderr, "  %d golden prompts\n", n_files);
+    for (size_t i = 0; i < 16; i++)
+        tokenizer_free(cache[i].tk);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Special tokens, EOG and pieces on the real Qwen3 vocabulary. */
+
+static struct tokenizer *open_fixture_vocab(const char *name) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: '%s' NOT TESTED", name);
+        return NULL;
+    }
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/tokenizer/%s", dir, name);
+    return open_tokenizer(path);
+}
+
+static void test_special_tokens(void) {
+    struct tokenizer *tk = open_fixture_vocab("ggml-vocab-qwen3.gguf");
+    if (!tk)
+        return;
+    static const char text[] = "<|im_start|>user";
+    int32_t im_start = tokenizer_find(tk, "<|im_start|>"), user = tokenizer_find(tk, "user");
+    CHECK_EQ_INT(im_start, 151644);
+    CHECK(user >= 0);
+    check_encode(tk, text, strlen(text), true, (int32_t[]){im_start, user}, 2);
+    size_t n = 0;
+    int32_t *ids = tokenizer_encode(tk, text, strlen(text), false, &n);
+    CHECK(ids && n > 2);
+    for (size_t i = 0; ids && i < n; i++)
+        CHECK(ids[i] != im_start);
+    if (ids)
+        check_round_trip(tk, text, strlen(text), ids, n);
+    free(ids);
+    /* user-defined tokens ("<think>") are cut out even without parse_special, as llama.cpp does */
+    static const char think[] = "<think>";
+    int32_t think_id = tokenizer_find(tk, think);
+    CHECK_EQ_INT(think_id, 151667);
+    check_encode(tk, think, strlen(think), false, &think_id, 1);
+    check_encode(tk, think, strlen(think), true, &think_id, 1);
+    /* two specials back to back, and text between them */
+    static const char chat[] = "<|im_start|>user\nhi<|im_end|><|im_end|>";
+    ids = tokenizer_encode(tk, chat, strlen(chat), true, &n);
+    CHECK(ids && n >= 5 && ids[0] == im_start && ids[n - 1] == tokenizer_find(tk, "<|im_end|>") &&
+          ids[n - 2] == ids[n - 1]);
+    free(ids);
+    tokenizer_free(tk);
+}
+
+static void test_eog_and_pieces(void) {
+    struct tokenizer *tk = open_fixture_vocab("ggml-vocab-qwen3.gguf");
+    if (!tk)
+        return;
+    CHECK_EQ_INT(tokenizer_n_vocab(tk), 151936);
+    CHECK(tokenizer_is_eog(tk, tokenizer_find(tk, "<|im_end|>")));
+    CHECK(tokenizer_is_eog(tk, tokenizer_find(tk, "<|endoftext|>")));
+    CHECK(tokenizer_eos(tk) < 0 || tokenizer_is_eog(tk, tokenizer_eos(tk)));
+    CHECK(!tokenizer_is_eog(tk, tokenizer_find(tk, "<|im_start|>")));
+    CHECK(!tokenizer_is_eog(tk, -1));
+    CHECK(!tokenizer_is_eog(tk, 151936));
+    size_t len = 99;
+    CHECK(tokenizer_piece(tk, 151936, &len) == NULL && len == 0);
+    CHECK(tokenizer_piece(tk, -5, &len) == NULL && len == 0);
+    const char *p = tokenizer_piece(tk, tokenizer_find(tk, "\xc4\xa0Hello"), &len); /* "ĠHello" */
+    CHECK(p && len == 6 && memcmp(p, " Hello", 6) == 0);
+    p = tokenizer_piece(tk, tokenizer_find(tk, "<|im_end|>"), &len);
+    CHECK(p && len == 10 && memcmp(p, "<|im_end|>", 10) == 0);
+    CHECK_EQ_INT(tokenizer_find(tk, "no such token, surely"), -1);
+    tokenizer_free(tk);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Streaming decode. */
+
+static bool valid_utf8(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        size_t len = u[i] < 0x80 ? 1 : u[i] < 0xc2 ? 0 : u[i] < 0xe0 ? 2 : u[i] < 0xf0 ? 3
+                     : u[i] < 0xf5 ? 4 : 0;
+        if (len == 0 || i + len > n)
+            return false;
+        for (size_t k = 1; k < len; k++)
+            if ((u[i + k] & 0xc0) != 0x80)
+                return false;
+        i += len;
+    }
+    return true;
+}
+
+/* Decodes ids one by one; the concatenation must equal want[want_len], every chunk whole
+ * characters. Returns how many ids gave 0 bytes (held back). */
+static int check_stream(const struct tokenizer *tk, const int32_t *ids, size_t n,
+                        const char *want, size_t want_len) {
+    struct tokenizer_stream st = {0};
+    char *all = malloc(want_len + 64);
+    size_t o = 0;
+    int held = 0;
+    for (size_t i = 0; all && i < n; i++) {
+        char chunk[256];
+        size_t k = tokenizer_decode_stream(tk, &st, ids[i], chunk, sizeof(chunk));
+        CHECK_MSG(valid_utf8(chunk, k), "token %zu (id %d) emitted a partial character", i,
+                  ids[i]);
+        held += k == 0;
+        if (o + k <= want_len + 32)
+            memcpy(all + o, chunk, k);
+        o += k;
+    }
+    char tail[16];
+    CHECK_EQ_INT(tokenizer_stream_flush(&st, tail, sizeof(tail)), 0);
+    char t[512];
+    CHECK_MSG(all && o == want_len && memcmp(all, want, want_len) == 0,
+              "streamed text differs from \"%s\"", escaped(want, want_len, t, sizeof(t)));
+    free(all);
+    return held;
+}
+
+static void test_stream_unicode_golden(void) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: unicode streaming NOT TESTED");
+        return;
+    }
+    char path[1024];
+    json_error_t jerr;
+    snprintf(path, sizeof(path), "%s/golden/tiny-qwen3moe-f32__p4-unicode.json", dir);
+    json_t *root = json_load_file(path, 0, &jerr);
+    json_t *prompt = json_object_get(root, "prompt");
+    CHECK_MSG(json_is_string(prompt), "cannot read '%s'", path);
+    snprintf(path, sizeof(path), "%s/models/tiny-qwen3moe-f32.gguf", dir);
+    struct tokenizer *tk = json_is_string(prompt) ? open_tokenizer(path) : NULL;
+    if (tk) {
+        const char *text = json_string_value(prompt);
+        size_t len = json_string_length(prompt), n = 0;
+        int32_t *ids = tokenizer_encode(tk, text, len, true, &n);
+        CHECK(ids != NULL);
+        /* the tiny vocabulary spells "ï", "東", the emoji ... with one token per byte */
+        if (ids)
+            CHECK_MSG(check_stream(tk, ids, n, text, len) > 0, "no character was split");
+        free(ids);
+    }
+    tokenizer_free(tk);
+    json_decref(root);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Small vocabularies written here: the 256 byte tokens (id = byte) then extra tokens, ids 256.. */
+
+/* GPT-2's bytes_to_unicode(), from its definition: printable Latin-1 stays, the rest maps to
+ * U+0100.. in byte order. Writes the UTF-8 of byte b's character (NUL-terminated). */
+static void alphabet_utf8(int b, char out[3]) {
+    int n = 0;
+    for (int c = 0; c < b; c++)
+        n += !((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || c >= 0xae);
+    bool printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+    unsigned cpt = printable ? (unsigned)b : 0x100u + (unsigned)n;
+    if (cpt < 0x80) {
+        out[0] = (char)cpt;
+        out[1] = '\0';
+    } else {
+        out[0] = (char)(0xc0 | (cpt >> 6));
+        out[1] = (char)(0x80 | (cpt & 0x3f));
+        out[2] = '\0';
+    }
+}
+
+struct mini_spec {
+    const char *model;              /* tokenizer.ggml.model, NULL to leave out */
+    const char *pre;                /* NULL to leave out */
+    const char *const *extra;       /* tokens after the 256 byte tokens; "<|...|>" are control */
+    size_t n_extra;
+    const char *const *merges;      /* NULL to leave the key out */
+    size_t n_merges;
+    bool no_tokens, short_types, dup_token;
+    int bos;                        /* tokenizer.ggml.bos_token_id, -1 to leave out */
+};
+
+/* Writes the spec as a GGUF in the temp dir and builds a tokenizer; err gets the failure. */
+static struct tokenizer *mini_new(const struct mini_spec *s, char *err, size_t err_len) {
+    static int serial;
+    size_t n = 256 + s->n_extra;
+    char (*bytes)[3] = calloc(256, sizeof(*bytes));
+    const char **tokens = calloc(n, sizeof(*tokens));
+    int32_t *types = calloc(n, sizeof(*types));
+    struct gguf_writer *w = gguf_writer_new();
+    struct tokenizer *tk = NULL;
+    struct gguf *g = NULL;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/mini-%d.gguf", test_tmpdir(), serial++);
+    if (!bytes || !tokens || !types || !w)
+        goto cleanup;
+    for (size_t i = 0; i < n; i++) {
+        if (i < 256)
+            alphabet_utf8((int)i, bytes[i]);
+        tokens[i] = i < 256 ? bytes[i] : s->extra[i - 256];
+        types[i] = strncmp(tokens[i], "<|", 2) == 0 ? 3 : 1;
+    }
+    if (s->dup_token)
+        tokens[n - 1] = tokens[0];
+    int rc = 0;
+    if (s->model)
+        rc |= gguf_writer_add_str(w, "tokenizer.ggml.model", s->model);
+    if (s->pre)
+        rc |= gguf_writer_add_str(w, "tokenizer.ggml.pre", s->pre);
+    if (!s->no_tokens)
+        rc |= gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", tokens, n);
+    rc |= gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", types, s->short_types ? 3 : n);
+    if (s->merges)
+        rc |= gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", s->merges, s->n_merges);
+    if (s->bos >= 0)
+        rc |= gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)s->bos);
+    rc |= gguf_writer_save(w, path);
+    CHECK_MSG(rc == 0, "cannot write '%s'", path);
+    g = rc == 0 ? gguf_open(path, err, err_len) : NULL;
+    CHECK_MSG(g != NULL, "gguf_open '%s': %s", path, err);
+    tk = g ? tokenizer_new(g, err, err_len) : NULL;
+cleanup:
+    gguf_free(g);
+    gguf_writer_free(w);
+    free(types);
+    free(tokens);
+    free(bytes);
+    return tk;
+}
+
+static void test_mini_merge_ranks(void) {
+    static const char *const extra[] = {"ab", "bc", "abc", "aa"};
+    static const char *const bc_first[] = {"b c", "a b", "ab c", "a a"};
+    static const char *const ab_first[] = {"a b", "b c", "ab c", "a a"};
+    char err[256];
+    struct mini_spec s = {"gpt2", "qwen2", extra, 4, bc_first, 4, false, false, false, -1};
+    struct tokenizer *tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (tk) {
+        check_encode(tk, "abc", 3, true, (int32_t[]){'a', 257}, 2);
+        check_encode(tk, "aaa", 3, true, (int32_t[]){259, 'a'}, 2);  /* a tie merges leftmost */
+        check_encode(tk, "aaaa", 4, true, (int32_t[]){259, 259}, 2);
+        check_encode(tk, "", 0, true, NULL, 0);
+    }
+    tokenizer_free(tk);
+    s.merges = ab_first;
+    tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (tk)
+        check_encode(tk, "abc", 3, true, (int32_t[]){258}, 1);
+    tokenizer_free(tk);
+}
+
+static void test_mini_pretokens(void) {
+    /* "bĠ" = "b ", "!á" = "!\xe1", "!Â" = "!\xc2" */
+    static const char *const extra[] = {"ab", "b\xc4\xa0", "<|im_start|>", "!\xc3\xa1",
+                                        "!\xc3\x82"};
+    static const char *const merges[] = {"b \xc4\xa0", "a b", "! \xc3\xa1", "! \xc3\x82"};
+    char err[256];
+    struct mini_spec s = {"gpt2", "qwen2", extra, 5, merges, 4, false, false, false, -1};
+    struct tokenizer *tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (!tk)
+        return;
+    /* "ab" and " ab" are separate pre-tokens: "b " never merges across them */
+    check_encode(tk, "ab ab", 5, true, (int32_t[]){256, ' ', 256}, 3);
+    /* whitespace is Unicode White_Space, as llama.cpp has it: U+00A0 is, U+180E is not */
+    check_encode(tk, "!\xc2\xa0", 3, true, (int32_t[]){'!', 0xc2, 0xa0}, 3);
+    check_encode(tk, "!\xe1\xa0\x8e", 4, true, (int32_t[]){259, 0xa0, 0x8e}, 3);
+    /* the regex splits digits one by one for qwen2 */
+    check_encode(tk, "12", 2, true, (int32_t[]){'1', '2'}, 2);
+    /* a special token with text around it, parsed or not */
+    static const char sp[] = "x<|im_start|>y";
+    check_encode(tk, sp, strlen(sp), true, (int32_t[]){'x', 258, 'y'}, 3);
+    size_t n = 0;
+    int32_t *ids = tokenizer_encode(tk, sp, strlen(sp), false, &n);
+    CHECK(ids && n == strlen(sp)); /* no merge applies: one token per byte */
+    if (ids)
+        check_round_trip(tk, sp, strlen(sp), ids, n);
+    free(ids);
+    /* non-ASCII and invalid UTF-8 go byte by byte and come back intact */
+    check_encode(tk, "\xc3\xa9", 2, true, (int32_t[]){0xc3, 0xa9}, 2);
+    static const char bad[] = "a\xff\xfe b\xe6\x9d";
+    ids = tokenizer_encode(tk, bad, strlen(bad), true, &n);
+    CHECK(ids != NULL);
+    if (ids)
+        check_round_trip(tk, bad, strlen(bad), ids, n);
+    free(ids);
+    tokenizer_free(tk);
+}
+
+static void test_mini_ignore_merges(void) {
+    static const char *const extra[] = {"abc", "ab"};
+    static const char *const merges[] = {"a b"};
+    char err[256];
+    struct mini_spec s = {"gpt2", "llama-bpe", extra, 2, merges, 1, false, false, false, 7};
+    struct tokenizer *tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (tk) {
+        check_encode(tk, "abc", 3, true, (int32_t[]){256}, 1); /* whole token, no merges */
+        check_encode(tk, "abcc", 4, true, (int32_t[]){257, 'c', 'c'}, 3);
+        CHECK_EQ_INT(tokenizer_bos(tk), 7);
+        CHECK_EQ_INT(tokenizer_eos(tk), -1);
+        CHECK(!tokenizer_add_bos(tk));
+    }
+    tokenizer_free(tk);
+    s.pre = "qwen2";
+    tk = mini_new(&s, err, sizeof(err));
+    if (tk)
+        check_encode(tk, "abc", 3, true, (int32_t[]){257, 'c'}, 2);
+    tokenizer_free(tk);
+    s.pre = "no-such-pre"; /* falls back to gpt-2's regex with a warning */
+    tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (tk)
+        check_encode(tk, "ab 12", 5, true, (int32_t[]){257, ' ', '1', '2'}, 4);
+    tokenizer_free(tk);
+}
+
+static void test_mini_rejects(void) {
+    static const char *const merges[] = {"a b"};
+    struct {
+        struct mini_spec s;
+        const char *in_err;
+    } cases[] = {
+        {{NULL, "qwen2", NULL, 0, merges, 1, false, false, false, -1}, "tokenizer.ggml.model"},
+        {{"llama", "qwen2", NULL, 0, merges, 1, false, false, false, -1}, "tokenizer.ggml.model"},
+        {{"gpt2", "qwen2", NULL, 0, merges, 1, true, false, false, -1}, "tokenizer.ggml.tokens"},
+        {{"gpt2", "qwen2", NULL, 0, NULL, 0, false, false, false, -1}, "tokenizer.ggml.merges"},
+        {{"gpt2", "qwen2", NULL, 0, merges, 1, false, true, false, -1},
+         "tokenizer.ggml.token_type"},
+        {{"gpt2", "qwen2", (const char *const[]){"x"}, 1, merges, 1, false, false, true, -1},
+         "duplicate"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[256] = "";
+        struct tokenizer *tk = mini_new(&cases[i].s, err, sizeof(err));
+        CHECK_MSG(tk == NULL, "case %zu accepted", i);
+        CHECK_MSG(strstr(err, cases[i].in_err) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, err,
+                  cases[i].in_err);
+        tokenizer_free(tk);
+    }
+    /* an out-of-range special id is ignored, not fatal */
+    char err[256];
+    struct mini_spec s = {"gpt2", "qwen2", NULL, 0, merges, 1, false, false, false, 100000};
+    struct tokenizer *tk = mini_new(&s, err, sizeof(err));
+    CHECK(tk && tokenizer_bos(tk) == -1);
+    tokenizer_free(tk);
+    tokenizer_free(NULL);
+}
+
+static void test_mini_stream(void) {
+    char err[256];
+    static const char *const extra[] = {"ab"};
+    static const char *const merges[] = {"a b"};
+    struct mini_spec s = {"gpt2", "qwen2", extra, 1, merges, 1, false, false, false, -1};
+    struct tokenizer *tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (!tk)
+        return;
+    struct tokenizer_stream st = {0};
+    char out[64];
+    /* "東" = e6 9d b1, one byte token each: nothing until the last byte */
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0xe6, out, sizeof(out)), 0);
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0x9d, out, sizeof(out)), 0);
+    CHECK(tokenizer_decode_stream(tk, &st, 0xb1, out, sizeof(out)) == 3 &&
+          memcmp(out, "\xe6\x9d\xb1", 3) == 0);
+    /* bytes that can never form a character become U+FFFD */
+    CHECK(tokenizer_decode_stream(tk, &st, 0xff, out, sizeof(out)) == 3 &&
+          memcmp(out, "\xef\xbf\xbd", 3) == 0);
+    CHECK(tokenizer_decode_stream(tk, &st, 0x80, out, sizeof(out)) == 3 &&
+          memcmp(out, "\xef\xbf\xbd", 3) == 0);
+    /* an unfinished character cut off by ASCII: U+FFFD, then the ASCII */
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0xe6, out, sizeof(out)), 0);
+    CHECK(tokenizer_decode_stream(tk, &st, 'A', out, sizeof(out)) == 4 &&
+          memcmp(out, "\xef\xbf\xbd" "A", 4) == 0);
+    /* an overlong form and a surrogate: one U+FFFD per byte */
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0xc0, out, sizeof(out)), 3);
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0xed, out, sizeof(out)), 0);
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0xa0, out, sizeof(out)), 6);
+    /* flush emits what is held back as U+FFFD, once */
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 0xf0, out, sizeof(out)), 0);
+    CHECK(tokenizer_stream_flush(&st, out, sizeof(out)) == 3 &&
+          memcmp(out, "\xef\xbf\xbd", 3) == 0);
+    CHECK_EQ_INT(tokenizer_stream_flush(&st, out, sizeof(out)), 0);
+    /* out of range ids write nothing; a small cap cuts at a character boundary */
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, -1, out, sizeof(out)), 0);
+    CHECK_EQ_INT(tokenizer_decode_stream(tk, &st, 256, out, 1), 1); /* "ab" into 1 byte */
+    CHECK(out[0] == 'a');
+    tokenizer_free(tk);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * A large input (1 MB of the vector strings) encodes and its pieces give the input back. Speed is
+ * measured by benchmarks, never asserted here. */
+
+static void test_large_input_round_trip(void) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: large input NOT TESTED");
+        return;
+    }
+    char path[1024], err[256];
+    snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-qwen3.gguf", dir);
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    CHECK_MSG(g != NULL, "%s", err);
+    if (!g)
+        return;
+    struct tokenizer *tk = tokenizer_new(g, err, sizeof(err));
+    gguf_free(g);
+    CHECK_MSG(tk != NULL, "%s", err);
+    snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
+    size_t len = 0;
+    char *inp = test_read_file(path, &len);
+    size_t reps = inp && len ? (1u << 20) / len + 1 : 0, total = reps * len, n = 0;
+    char *big = reps ? malloc(total) : NULL;
+    char *back = reps ? malloc(total) : NULL;
+    for (size_t i = 0; big && i < reps; i++)
+        memcpy(big + i * len, inp, len);
+    int32_t *ids = tk && big ? tokenizer_encode(tk, big, total, true, &n) : NULL;
+    CHECK(ids != NULL && n > 0 && n < total);
+    size_t off = 0;
+    bool fits = true;
+    for (size_t i = 0; ids && back && i < n; i++) {
+        size_t plen;
+        const char *p = tokenizer_piece(tk, ids[i], &plen);
+        fits = fits && off + plen <= total;
+        if (!fits)
+            break;
+        memcpy(back + off, p, plen);
+        off += plen;
+    }
+    CHECK(fits && off == total && memcmp(back, big, total) == 0);
+    free(ids);
+    free(big);
+    free(back);
+    free(inp);
+    tokenizer_free(tk);
+}
+
+static const struct test_case cases[] = {
+    {"vocab_qwen3", test_vocab_qwen3},
+    {"vocab_llama3", test_vocab_llama3},
+    {"vocab_gpt2", test_vocab_gpt2},
+    {"golden_prompts", test_golden_prompts},
+    {"special_tokens", test_special_tokens},
+    {"eog_and_pieces", test_eog_and_pieces},
+    {"stream_unicode_golden", test_stream_unicode_golden},
+    {"mini_merge_ranks", test_mini_merge_ranks},
+    {"mini_pretokens", test_mini_pretokens},
+    {"mini_ignore_merges", test_mini_ignore_merges},
+    {"mini_rejects", test_mini_rejects},
+    {"mini_stream", test_mini_stream},
+    {"large_input_round_trip", test_large_input_round_trip},
+    {0},
+};
+
+int main(int argc, char **argv) {
+    return test_run(argc, argv, cases);
+}
