@@ -1,0 +1,356 @@
+/* quant_avx512.c - AVX-512 (F/BW/VL/DQ/VNNI) twins of the reference vec_dot kernels in quant.c.
+ * Same contract as quant_avx2.c: exact integer sums per block, one float scale per block. The
+ * K-quant kernels multiply unsigned codes by signed activations (vpmaddubsw, no saturation for
+ * codes <= 63) and fold the per-sub-block scales in with vpdpwssd, so each 64 weights cost two
+ * multiplies. Signed-by-signed kernels (q4_0, q5_0, q8_0) need activations in [-127, 127], as
+ * Q8_0's are. */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "quant.h"
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+static inline float h2f(fp16_t h) {
+    return _cvtsh_ss(h);
+}
+
+static inline float hsum256_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* 8 int32 lanes of acc plus the sums x[i]*y[i] over 32 signed bytes; y must not hold -128. */
+static inline __m256i dot_s8(__m256i acc, __m256i x, __m256i y) {
+    return _mm256_dpbusd_epi32(acc, _mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
+}
+
+/* 32 nibbles of 16 bytes: low nibbles in bytes 0..15, high nibbles in bytes 16..31. */
+static inline __m256i nibbles32(const uint8_t *q) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)q);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
+}
+
+static inline uint32_t load_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+#ifndef PF_DIST
+#define PF_DIST 2048
+#endif
+/* Weight rows of a matrix lie back to back and are read once: asking for the lines PF_DIST bytes
+ * ahead (past the row's end means the next row) keeps more misses in flight than the hardware
+ * prefetcher alone does. Prefetches never fault, so running off the matrix is harmless. */
+static inline void prefetch_ahead(const void *p, size_t bytes) {
+    const char *c = (const char *)p + PF_DIST;
+    for (size_t off = 0; off < bytes; off += 64)
+        _mm_prefetch(c + off, _MM_HINT_T0);
+}
+
+/* ---- float kernels --------------------------------------------------------------------------- */
+
+static void vec_dot_f32(int64_t n, float *restrict s, const void *restrict w,
+                        const void *restrict a) {
+    const float *x = w, *y = a;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), acc1);
+        acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), _mm512_loadu_ps(y + i + 32), acc2);
+        acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), _mm512_loadu_ps(y + i + 48), acc3);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        acc0 =
+            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), acc0);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+static inline __m512 load_f16(__mmask16 m, const fp16_t *p) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
+}
+
+static void vec_dot_f16(int64_t n, float *restrict s, const void *restrict w,
+                        const void *restrict a) {
+    const fp16_t *x = w, *y = a;
+    const __mmask16 all = 0xFFFF;
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        acc0 = _mm512_fmadd_ps(load_f16(all, x + i), load_f16(all, y + i), acc0);
+        acc1 = _mm512_fmadd_ps(load_f16(all, x + i + 16), load_f16(all, y + i + 16), acc1);
+        acc2 = _mm512_fmadd_ps(load_f16(all, x + i + 32), load_f16(all, y + i + 32), acc2);
+        acc3 = _mm512_fmadd_ps(load_f16(all, x + i + 48), load_f16(all, y + i + 48), acc3);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? all : (__mmask16)((1u << (n - i)) - 1);
+        acc0 = _mm512_fmadd_ps(load_f16(m, x + i), load_f16(m, y + i), acc0);
+    }
+    *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
+}
+
+/* ---- 32-element block kernels ---------------------------------------------------------------- */
+
+/* Two blocks per iteration, each with its own accumulator, so the FMA chains overlap. */
+static void vec_dot_q8_0(int64_t n, float *restrict s, const void *restrict w,
+                         const void *restrict a) {
+    const struct block_q8_0 *x = w, *y = a;
+    const int64_t nb = n / QK8_0;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        prefetch_ahead(&x[i], 2 * sizeof(x[i]));
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
+        const __m256i p0 = dot_s8(_mm256_setzero_si256(), x0, y0);
+        const __m256i p1 = dot_s8(_mm256_setzero_si256(), x1, y1);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0),
+                               acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
+                               _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; i < nb; i++) {
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i p0 = dot_s8(_mm256_setzero_si256(), x0, y0);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0),
+                               acc0);
+    }
+    *s = hsum256_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* sum (nib - 8) * y = sum nib * y - sum 8 * y: two VNNI dots instead of a signed-byte dance. */
+static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict w,
+                         const void *restrict a) {
+    const struct block_q4_0 *x = w;
+    const struct block_q8_0 *y = a;
+    const int64_t nb = n / QK4_0;
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_ahead(&x[i], sizeof(x[i]));
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles32(x[i].qs), qy);
+        const __m256i c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, qy);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),
+                              _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c)), acc);
+    }
+    *s = hsum256_ps(acc);
+}
+
+static void vec_dot_q5_0(int64_t n, float *restrict s, const void *restrict w,
+                         const void *restrict a) {
+    const struct block_q5_0 *x = w;
+    const struct block_q8_0 *y = a;
+    const int64_t nb = n / QK5_0;
+    const __m256i f0 = _mm256_set1_epi8((char)0xF0);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_ahead(&x[i], sizeof(x[i]));
+        /* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
+        const __m256i hbits = _mm256_movm_epi8((__mmask32)load_u32(x[i].qh));
+        const __m256i qx = _mm256_ternarylogic_epi32(nibbles32(x[i].qs), hbits, f0, 0xF2);
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),
+                              _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), qx, qy)), acc);
+    }
+    *s = hsum256_ps(acc);
+}
+
+_Static_assert(offsetof(struct block_q4_K, dmin) == offsetof(struct block_q4_K, d) + 2,
+               "k4_dd reads d and dmin as one 32-bit word");
+_Static_assert(offsetof(struct block_q5_K, dmin) == offsetof(struct block_q5_K, d) + 2,
+               "k4_dd reads d and dmin as one 32-bit word");
+
+/* ---- K-quants -------------------------------------------------------------------------------- */
+
+/* Unpacks the 12 bytes of 6-bit scales and mins of a q4_K/q5_K block into 16 bytes:
+ * bytes 0..7 the scales of the 8 sub-blocks, bytes 8..15 their mins. Reads 16 bytes at p (the
+ * 4 past the scales are the block's own codes), all in vector registers. With the 32-bit words
+ * u0 u1 u2: scales 0-3 = u0 & 0x3f.., 4-7 = (u2 & 0x0f..) | (u0 >> 2 & 0x30..); mins 0-3 = u1 &
+ * 0x3f.., 4-7 = (u2 >> 4 & 0x0f..) | (u1 >> 2 & 0x30..). */
+static inline __m128i k4_scales_mins(const uint8_t *p) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)p);
+    const __m128i a = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
+                                     _mm_setr_epi32(0, 0, 0, 4)); /* u0 u2 u1 u2>>4 */
+    const __m128i b = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2);
+    const __m128i ma = _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f);
+    const __m128i mb = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
+    return _mm_or_si128(_mm_and_si128(a, ma), _mm_and_si128(b, mb));
+}
+
+/* [d * dy, dmin * dy, 0, 0] from a block's adjacent fp16 pair and the activation's float scale. */
+static inline __m128 k4_dd(const fp16_t *d_dmin, float dy) {
+    uint32_t u;
+    memcpy(&u, d_dmin, sizeof(u));
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)u)), _mm_set1_ps(dy));
+}
+
+/* 8 int32 lanes summing min[j] * (bsums[2j] + bsums[2j+1]) given the bytes of k4_scales_mins. */
+static inline __m256i k4_mins_dot(__m128i scm, const int16_t *bsums) {
+    const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mdup);
+}
+
+/* vpermw indices picking int16 scale j for words 0..15 and scale j+1 for words 16..31. */
+static inline __m512i idx_pair16(int j) {
+    return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)j),
+                                   _mm512_set1_epi16((short)(j + 1)));
+}
+
+/* vpermw indices picking int16 scale j + (word / 8): one scale per 16 weights. */
+static inline __m512i idx_quad8(int j) {
+    const __m512i lane = _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22,
+                                                            21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                                            11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           3);
+    return _mm512_add_epi16(lane, _mm512_set1_epi16((short)j));
+}
+
+/* The 64 weights of chunk k of a q4_K block (32 bytes): low nibbles in bytes 0..31 (sub-block 2k),
+ * high nibbles in bytes 32..63 (sub-block 2k+1), matching 64 consecutive activations. */
+static inline __m512i q4k_chunk(const uint8_t *q) {
+    const __m512i b = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)q));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(b, 0xFFFF0000u, b, 4), _mm512_set1_epi8(0x0F));
+}
+
+static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict w,
+                         const void *restrict a) {
+    const struct block_q4_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m512i i0 = idx_pair16(0), i1 = idx_pair16(2), i2 = idx_pair16(4), i3 = idx_pair16(6);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_ahead(&x[i], sizeof(x[i]));
+        const __m128 dd = k4_dd(&x[i].d, y[i].d);
+        const __m128i scm = k4_scales_mins(x[i].scales);
+        accm = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                               _mm256_cvtepi32_ps(k4_mins_dot(scm, y[i].bsums)), accm);
+        const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
+        const uint8_t *q = x[i].qs;
+        const int8_t *q8 = y[i].qs;
+        const __m512i p0 = _mm512_maddubs_epi16(q4k_chunk(q), _mm512_loadu_si512(q8));
+        const __m512i p1 = _mm512_maddubs_epi16(q4k_chunk(q + 32), _mm512_loadu_si512(q8 + 64));
+        const __m512i p2 = _mm512_maddubs_epi16(q4k_chunk(q + 64), _mm512_loadu_si512(q8 + 128));
+        const __m512i p3 = _mm512_maddubs_epi16(q4k_chunk(q + 96), _mm512_loadu_si512(q8 + 192));
+        __m512i s0 =
+            _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, _mm512_permutexvar_epi16(i0, sc16));
+        __m512i s1 =
+            _mm512_dpwssd_epi32(_mm512_setzero_si512(), p1, _mm512_permutexvar_epi16(i1, sc16));
+        s0 = _mm512_dpwssd_epi32(s0, p2, _mm512_permutexvar_epi16(i2, sc16));
+        s1 = _mm512_dpwssd_epi32(s1, p3, _mm512_permutexvar_epi16(i3, sc16));
+        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd),
+                              _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+}
+
+static void vec_dot_q5_K(int64_t n, float *restrict s, const void *restrict w,
+                         const void *restrict a) {
+    const struct block_q5_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m512i b4 = _mm512_set1_epi8(0x10);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_ahead(&x[i], sizeof(x[i]));
+        const float d = y[i].d * h2f(x[i].d), dmin = y[i].d * h2f(x[i].dmin);
+        const __m128i scm = k4_scales_mins(x[i].scales);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
+                               _mm256_cvtepi32_ps(k4_mins_dot(scm, y[i].bsums)), accm);
+        const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
+        /* chunk k needs bit 2k of qh[l] in its low half and bit 2k+1 in its high half: shift the
+         * high copy by one, then both by 2 per chunk (16-bit shifts by <= 7 keep bit 0 in-byte) */
+        __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[i].qh));
+        hb = _mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 1);
+        __m512i sumi = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const __m512i hi = _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4);
+            const __m512i q = _mm512_or_si512(q4k_chunk(x[i].qs + 32 * k), hi);
+            const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[i].qs + 64 * k));
+            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_permutexvar_epi16(idx_pair16(2 * k), sc16));
+            hb = _mm512_srli_epi16(hb, 2);
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+}
+
+static void vec_dot_q6_K(int64_t n, float *restrict s, const void *restrict w,
+                         const void *restrict a) {
+    const struct block_q6_K *x = w;
+    const struct block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x30);
+    const __m512i i0 = idx_quad8(0), i1 = idx_quad8(4), i2 = idx_quad8(8), i3 = idx_quad8(12);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_ahead(&x[i], sizeof(x[i]));
+        const float d = y[i].d * h2f(x[i].d);
+        const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
+        const __m512i sc16 = _mm512_zextsi256_si512(sc16y);
+        /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
+        const __m256i corr =
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), sc16y);
+        __m512i sumi[2];
+        for (int h = 0; h < 2; h++) {
+            const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
+            const __m512i hb =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
+            /* weights 0..63 of the half: bits 0-1 of qh[l] (first 32), bits 2-3 (next 32) */
+            __m512i ha = _mm512_slli_epi16(hb, 2);
+            ha = _mm512_and_si512(_mm512_mask_slli_epi16(ha, 0x0000FFFFu, ha, 2), m6);
+            /* weights 64..127: bits 4-5, then bits 6-7 */
+            const __m512i hc = _mm512_and_si512(_mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 2), m6);
+            const __m512i e0 = _mm512_ternarylogic_epi32(l, m4, ha, 0xEA);
+            const __m512i e1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, hc, 0xEA);
+            const int8_t *q8 = y[i].qs + 128 * h;
+            const __m512i p0 = _mm512_maddubs_epi16(e0, _mm512_loadu_si512(q8));
+            const __m512i p1 = _mm512_maddubs_epi16(e1, _mm512_loadu_si512(q8 + 64));
+            sumi[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0,
+                                          _mm512_permutexvar_epi16(h ? i2 : i0, sc16));
+            sumi[h] = _mm512_dpwssd_epi32(sumi[h], p1, _mm512_permutexvar_epi16(h ? i3 : i1, sc16));
+        }
+        __m512i tot = _mm512_add_epi32(sumi[0], sumi[1]);
+        tot = _mm512_sub_epi32(tot, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(tot), acc);
+    }
+    *s = _mm512_reduce_add_ps(acc);
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+static void set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t, quant_vec_dot_fn fn) {
+    if ((int)t >= n_tab)
+        return;
+    tab[t].vec_dot = fn;
+    tab[t].isa = "avx512";
+}
+
+/* Registers the AVX2 kernels first (an AVX-512 CPU has AVX2, so tab is a superset of what
+ * quant_register_avx2 gives), then overrides f32, f16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K with
+ * isa "avx512". type, vec_dot_type and from_float stay as they are. Call only on a CPU with
+ * AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ/VNNI. */
+void quant_register_avx512(struct quant_kernels *tab, int n_tab) {
+    quant_register_avx2(tab, n_tab);
+    set_kernel(tab, n_tab, QTYPE_F32, vec_dot_f32);
+    set_kernel(tab, n_tab, QTYPE_F16, vec_dot_f16);
+    set_kernel(tab, n_tab, QTYPE_Q8_0, vec_dot_q8_0);
+    set_kernel(tab, n_tab, QTYPE_Q4_0, vec_dot_q4_0);
+    set_kernel(tab, n_tab, QTYPE_Q5_0, vec_dot_q5_0);
+    set_kernel(tab, n_tab, QTYPE_Q4_K, vec_dot_q4_K);
+    set_kernel(tab, n_tab, QTYPE_Q5_K, vec_dot_q5_K);
+    set_kernel(tab, n_tab, QTYPE_Q6_K, vec_dot_q6_K);
+}

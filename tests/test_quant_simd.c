@@ -1,0 +1,284 @@
+/* test_quant_simd.c - the AVX2 and AVX-512 vec_dot kernels against the scalar reference.
+ * For every weight type and each ISA this CPU has: random rows (quantized floats, and raw random
+ * codes with random fp16 scales incl. negative and zero) at 1, 2, 3, 7, 8 blocks and 768/2048
+ * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
+ * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "quant.h"
+
+/* Float-summation slack: SIMD and reference differ only in the order of float additions. */
+#define SIMD_REL_TOL 1e-5
+#define SIMD_ABS_TOL 1e-6
+
+static const enum qtype all_types[] = {
+    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q5_0,
+    QTYPE_Q4_1, QTYPE_Q5_1, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
+};
+#define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+/* ---- random data ----------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Uniform in [-1, 1). */
+static float rng_unit(void) {
+    return (float)((double)(rng_next() >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* A block scale: mostly random magnitudes over several decades and both signs, sometimes 0. */
+static fp16_t rng_scale(void) {
+    uint64_t r = rng_next() % 16;
+    if (r == 0)
+        return f32_to_fp16(0.0f);
+    float mag = powf(10.0f, -4.0f + 4.0f * (rng_unit() + 1.0f) / 2.0f);
+    return f32_to_fp16(r < 5 ? -mag : mag);
+}
+
+/* Random floats with a few outliers, like activations and weights. */
+static void fill_floats(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = scale * rng_unit();
+        if (rng_next() % 64 == 0)
+            x[i] *= 20.0f;
+    }
+}
+
+/* Overwrites every block's fp16 scale fields (the codes stay random) with rng_scale(). */
+static void randomize_scales(enum qtype t, void *row, int64_t nb) {
+    for (int64_t i = 0; i < nb; i++) {
+        switch (t) {
+        case QTYPE_Q4_0: ((struct block_q4_0 *)row)[i].d = rng_scale(); break;
+        case QTYPE_Q5_0: ((struct block_q5_0 *)row)[i].d = rng_scale(); break;
+        case QTYPE_Q8_0: ((struct block_q8_0 *)row)[i].d = rng_scale(); break;
+        case QTYPE_Q4_1:
+            ((struct block_q4_1 *)row)[i].d = rng_scale();
+            ((struct block_q4_1 *)row)[i].m = rng_scale();
+            break;
+        case QTYPE_Q5_1:
+            ((struct block_q5_1 *)row)[i].d = rng_scale();
+            ((struct block_q5_1 *)row)[i].m = rng_scale();
+            break;
+        case QTYPE_Q4_K:
+            ((struct block_q4_K *)row)[i].d = rng_scale();
+            ((struct block_q4_K *)row)[i].dmin = rng_scale();
+            break;
+        case QTYPE_Q5_K:
+            ((struct block_q5_K *)row)[i].d = rng_scale();
+            ((struct block_q5_K *)row)[i].dmin = rng_scale();
+            break;
+        case QTYPE_Q6_K: ((struct block_q6_K *)row)[i].d = rng_scale(); break;
+        default: break;
+        }
+    }
+}
+
+static bool is_float_type(enum qtype t) {
+    return t == QTYPE_F32 || t == QTYPE_F16 || t == QTYPE_BF16;
+}
+
+/* ---- one comparison -------------------------------------------------------------------------- */
+
+/* The test's tolerance for a row pair: sum |w_i * a_i| over the dequantized rows. */
+static double abs_terms(enum qtype t, const void *w, const void *a, int64_t n) {
+    const struct quant_kernels *ref = quant_kernels_ref(t);
+    float *wf = calloc((size_t)n, sizeof(*wf)), *af = calloc((size_t)n, sizeof(*af));
+    double sum = 0.0;
+    if (!wf || !af || quant_dequantize_row(t, w, wf, n) < 0 ||
+        quant_dequantize_row(ref->vec_dot_type, a, af, n) < 0) {
+        test_fail(__FILE__, __LINE__, "abs_terms: cannot dequantize %s", qtype_name(t));
+        sum = NAN;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            sum += fabs((double)wf[i] * (double)af[i]);
+    }
+    free(wf);
+    free(af);
+    return sum;
+}
+
+/* Builds a random weight row (mode 0: quantized floats; mode 1: random codes and scales) and
+ * activation row of n elements and checks k->vec_dot against the reference. */
+static void compare_one(const struct quant_kernels *k, enum qtype t, int64_t n, int mode) {
+    const struct quant_kernels *ref = quant_kernels_ref(t);
+    uint64_t w_bytes = 0;
+    size_t a_bytes = quant_act_row_bytes(t, n);
+    CHECK_EQ_INT(qtype_row_bytes(t, (uint64_t)n, &w_bytes), 0);
+    float *xf = calloc((size_t)n, sizeof(*xf));
+    uint8_t *w = calloc(w_bytes + 64, 1), *a = calloc(a_bytes + 64, 1);
+    if (!xf || !w || !a || !a_bytes) {
+        CHECK_MSG(false, "alloc/size failed for %s n=%lld", qtype_name(t), (long long)n);
+        goto out;
+    }
+    if (mode == 1 && !is_float_type(t)) {
+        for (uint64_t i = 0; i < w_bytes; i++)
+            w[i] = (uint8_t)rng_next();
+        randomize_scales(t, w, n / qtype_block_elems(t));
+    } else {
+        fill_floats(xf, n, mode ? 4.0f : 0.5f);
+        CHECK_EQ_INT(quant_quantize_row(t, xf, w, n), 0);
+    }
+    fill_floats(xf, n, mode ? 30.0f : 1.0f);
+    ref->from_float(xf, a, n);
+
+    float got = NAN, want = NAN;
+    ref->vec_dot(n, &want, w, a);
+    k->vec_dot(n, &got, w, a);
+    double tol = SIMD_REL_TOL * abs_terms(t, w, a, n) + SIMD_ABS_TOL;
+    CHECK_MSG(fabs((double)got - (double)want) <= tol,
+              "%s %s n=%lld mode=%d: simd %.9g ref %.9g (tol %.3g)", k->isa, qtype_name(t),
+              (long long)n, mode, got, want, tol);
+out:
+    free(xf);
+    free(w);
+    free(a);
+}
+
+/* ---- ISA selection --------------------------------------------------------------------------- */
+
+static bool cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+static bool cpu_has_avx512(void) {
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* A table holding the reference kernels, then whatever register() put over them. */
+static void table_for(struct quant_kernels tab[QTYPE_COUNT],
+                      void (*reg)(struct quant_kernels *, int)) {
+    memset(tab, 0, sizeof(*tab) * QTYPE_COUNT);
+    for (int t = 0; t < QTYPE_COUNT; t++) {
+        const struct quant_kernels *ref = quant_kernels_ref((enum qtype)t);
+        if (ref)
+            tab[t] = *ref;
+    }
+    reg(tab, QTYPE_COUNT);
+}
+
+static void check_isa(const char *isa, void (*reg)(struct quant_kernels *, int),
+                      const enum qtype *required, int n_required) {
+    struct quant_kernels tab[QTYPE_COUNT];
+    table_for(tab, reg);
+    for (int r = 0; r < n_required; r++)
+        CHECK_MSG(strcmp(tab[required[r]].isa, isa) == 0, "%s: %s not registered (isa %s)", isa,
+                  qtype_name(required[r]), tab[required[r]].isa);
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        enum qtype t = all_types[ti];
+        const struct quant_kernels *ref = quant_kernels_ref(t);
+        CHECK_MSG(ref != NULL, "no reference kernels for %s", qtype_name(t));
+        if (!ref)
+            continue;
+        /* registration must leave the activation format alone */
+        CHECK(tab[t].type == ref->type);
+        CHECK(tab[t].vec_dot_type == ref->vec_dot_type);
+        CHECK(tab[t].from_float == ref->from_float);
+        int64_t be = qtype_block_elems(t);
+        const int64_t blocks[] = {1, 2, 3, 7, 8};
+        for (int mode = 0; mode < 2; mode++) {
+            for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+                for (int rep = 0; rep < 4; rep++)
+                    compare_one(&tab[t], t, blocks[b] * be, mode);
+            if (be == 1) {
+                compare_one(&tab[t], t, 17, mode);
+                compare_one(&tab[t], t, 33, mode);
+                compare_one(&tab[t], t, 100, mode);
+            }
+            for (int rep = 0; rep < 4; rep++) {
+                compare_one(&tab[t], t, 768, mode);
+                compare_one(&tab[t], t, 2048, mode);
+            }
+        }
+    }
+}
+
+/* ---- cases ----------------------------------------------------------------------------------- */
+
+static void test_avx2_vs_ref(void) {
+    if (!cpu_has_avx2()) {
+        test_skip("cpu lacks avx2/fma/f16c");
+        return;
+    }
+    static const enum qtype req[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_Q8_0, QTYPE_Q4_0,
+                                     QTYPE_Q5_0, QTYPE_Q4_1, QTYPE_Q5_1, QTYPE_Q4_K,
+                                     QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_BF16};
+    check_isa("avx2", quant_register_avx2, req, (int)(sizeof(req) / sizeof(req[0])));
+}
+
+static void test_avx512_vs_ref(void) {
+    if (!cpu_has_avx512()) {
+        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni");
+        return;
+    }
+    static const enum qtype req[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_Q8_0, QTYPE_Q4_0,
+                                     QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
+    check_isa("avx512", quant_register_avx512, req, (int)(sizeof(req) / sizeof(req[0])));
+}
+
+/* The tolerance must be tight enough to notice one wrong code: changing one weight byte of a q4_K
+ * row (whose block has a non-zero scale) moves the reference by more than the tolerance. */
+static void test_tolerance_catches_one_code(void) {
+    const int64_t n = 2048;
+    float *xf = calloc((size_t)n, sizeof(*xf));
+    struct block_q4_K *w = calloc((size_t)(n / QK_K), sizeof(*w));
+    struct block_q8_K *a = calloc((size_t)(n / QK_K), sizeof(*a));
+    if (!xf || !w || !a) {
+        CHECK(false);
+        goto out;
+    }
+    fill_floats(xf, n, 1.0f);
+    CHECK_EQ_INT(quant_quantize_row(QTYPE_Q4_K, xf, w, n), 0);
+    quant_q8_K_from_f32(xf, a, n);
+    float before, after;
+    quant_kernels_ref(QTYPE_Q4_K)->vec_dot(n, &before, w, a);
+    w[3].qs[17] ^= 0x0F;
+    quant_kernels_ref(QTYPE_Q4_K)->vec_dot(n, &after, w, a);
+    double tol = SIMD_REL_TOL * abs_terms(QTYPE_Q4_K, w, a, n) + SIMD_ABS_TOL;
+    CHECK_MSG(fabs((double)after - (double)before) > tol, "one code moved %g, tol %g",
+              fabs((double)after - (double)before), tol);
+out:
+    free(xf);
+    free(w);
+    free(a);
+}
+
+/* quant_kernels() must hand out one of our SIMD tables on a CPU that has the ISA. */
+static void test_dispatch_picks_simd(void) {
+    const struct quant_kernels *k = quant_kernels(QTYPE_Q4_K);
+    const char *env = getenv("SNIPER_ISA");
+    CHECK(k != NULL);
+    if (!k || (env && *env))
+        return;
+    if (cpu_has_avx512())
+        CHECK_STR(k->isa, "avx512");
+    else if (cpu_has_avx2())
+        CHECK_STR(k->isa, "avx2");
+}
+
+static const struct test_case cases[] = {
+    {"avx2_vs_ref", test_avx2_vs_ref},
+    {"avx512_vs_ref", test_avx512_vs_ref},
+    {"tolerance_catches_one_code", test_tolerance_catches_one_code},
+    {"dispatch_picks_simd", test_dispatch_picks_simd},
+    {0},
+};
+
+int main(int argc, char **argv) {
+    return test_run(argc, argv, cases);
+}

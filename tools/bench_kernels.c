@@ -1,0 +1,233 @@
+/* bench_kernels.c - single-thread matrix x vector throughput of the vec_dot kernels, per ISA.
+ *
+ *     build/bench-kernels [type ...] [--rows N] [--cols N] [--big-mb N] [--secs S]
+ *
+ * For each weight type (default q4_K q6_K q8_0) and ISA (ref, then avx2/avx512 when the CPU has
+ * them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
+ * 768 x 2048) and over one of --big-mb MB (default 256, beyond the L2/LLC a core sees), and prints
+ * ns per row and GB/s of weight bytes streamed (best of several passes). */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "quant.h"
+
+struct bench_opts {
+    int64_t rows;   /* rows of the in-cache matrix */
+    int64_t cols;   /* elements per row */
+    int64_t big_mb; /* MiB of weights in the out-of-cache matrix */
+    double secs;    /* minimum seconds per measurement */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 88172645463325252ULL;
+
+static float rng_unit(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* A matrix of rows x cols in type t, made by quantizing 64 random rows and repeating them. NULL on
+ * failure. The caller frees. */
+static uint8_t *matrix_new(enum qtype t, int64_t rows, int64_t cols, size_t *row_bytes) {
+    uint64_t rb;
+    if (qtype_row_bytes(t, (uint64_t)cols, &rb) < 0)
+        return NULL;
+    const int64_t n_seed = rows < 64 ? rows : 64;
+    uint8_t *m = malloc((size_t)rb * (size_t)rows);
+    float *x = calloc((size_t)cols, sizeof(*x));
+    if (!m || !x)
+        goto err;
+    for (int64_t r = 0; r < n_seed; r++) {
+        for (int64_t i = 0; i < cols; i++)
+            x[i] = rng_unit();
+        if (quant_quantize_row(t, x, m + (size_t)r * rb, cols) < 0)
+            goto err;
+    }
+    for (int64_t r = n_seed; r < rows; r++)
+        memcpy(m + (size_t)r * rb, m + (size_t)(r % n_seed) * rb, (size_t)rb);
+    free(x);
+    *row_bytes = (size_t)rb;
+    return m;
+err:
+    free(x);
+    free(m);
+    return NULL;
+}
+
+static void matvec(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes, int64_t rows,
+                   int64_t cols, const void *act, float *out) {
+    for (int64_t r = 0; r < rows; r++)
+        k->vec_dot(cols, &out[r], m + (size_t)r * row_bytes, act);
+}
+
+/* Best seconds per pass over at least secs of passes (at least 3). */
+static double time_matvec(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
+                          int64_t rows, int64_t cols, const void *act, float *out, double secs) {
+    double best = INFINITY, start = now_s();
+    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
+        double t0 = now_s();
+        matvec(k, m, row_bytes, rows, cols, act, out);
+        double dt = now_s() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+/* Reads every 64-byte line of m once (summing the first byte of each) as the bandwidth ceiling. */
+static volatile unsigned read_sink; /* keeps time_read's loads alive */
+
+static double time_read(const uint8_t *m, size_t bytes, double secs) {
+    double best = INFINITY, start = now_s();
+    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
+        double t0 = now_s();
+        unsigned acc = 0;
+        for (size_t i = 0; i < bytes; i += 64)
+            acc += *(const volatile uint8_t *)(m + i);
+        read_sink += acc;
+        double dt = now_s() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+static bool cpu_has(const char *isa) {
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("f16c");
+    if (strcmp(isa, "avx2") == 0)
+        return avx2;
+    return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
+static struct quant_kernels tab_avx2[QTYPE_COUNT], tab_avx512[QTYPE_COUNT];
+
+static void tables_init(void) {
+    for (int t = 0; t < QTYPE_COUNT; t++) {
+        const struct quant_kernels *ref = quant_kernels_ref((enum qtype)t);
+        if (ref)
+            tab_avx2[t] = tab_avx512[t] = *ref;
+    }
+    if (cpu_has("avx2"))
+        quant_register_avx2(tab_avx2, QTYPE_COUNT);
+    if (cpu_has("avx512"))
+        quant_register_avx512(tab_avx512, QTYPE_COUNT);
+}
+
+/* Benchmarks one type at one matrix size over every ISA; returns 0 or -1. */
+static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label,
+                     const struct bench_opts *o) {
+    const struct quant_kernels *ks[3] = {quant_kernels_ref(t), &tab_avx2[t], &tab_avx512[t]};
+    const bool have[3] = {true, cpu_has("avx2"), cpu_has("avx512")};
+    size_t row_bytes = 0, a_bytes = quant_act_row_bytes(t, cols);
+    uint8_t *m = matrix_new(t, rows, cols, &row_bytes);
+    float *x = calloc((size_t)cols, sizeof(*x)), *out = calloc((size_t)rows, sizeof(*out));
+    float *out_ref = calloc((size_t)rows, sizeof(*out_ref));
+    void *act = a_bytes ? malloc(a_bytes) : NULL;
+    int rc = -1;
+    if (!ks[0] || !m || !x || !out || !out_ref || !act) {
+        fprintf(stderr, "%s: cannot set up \"%s\" %lldx%lld\n", __func__, qtype_name(t),
+                (long long)rows, (long long)cols);
+        goto out;
+    }
+    for (int64_t i = 0; i < cols; i++)
+        x[i] = rng_unit();
+    ks[0]->from_float(x, act, cols);
+    matvec(ks[0], m, row_bytes, rows < 64 ? rows : 64, cols, act, out_ref);
+    double mb = (double)row_bytes * (double)rows / 1e6;
+    double rd = time_read(m, row_bytes * (size_t)rows, o->secs);
+    printf("%-5s %-6s %-9s %6lldx%-5lld %8.1f MB %9.1f ns/row %7.2f GB/s  (one load per line)\n",
+           qtype_name(t), "read", label, (long long)rows, (long long)cols, mb,
+           rd * 1e9 / (double)rows, mb / 1e3 / rd);
+    for (int i = 0; i < 3; i++) {
+        if (!have[i] || (i > 0 && strcmp(ks[i]->isa, "ref") == 0))
+            continue;
+        double secs = i == 0 && mb > 32 ? 0.0 : o->secs;
+        double dt = time_matvec(ks[i], m, row_bytes, rows, cols, act, out, secs);
+        double maxdiff = 0.0;
+        for (int64_t r = 0; r < rows && r < 64; r++)
+            maxdiff = fmax(maxdiff, fabs((double)out[r] - out_ref[r]) / (fabs(out_ref[r]) + 1e-3));
+        printf("%-5s %-6s %-9s %6lldx%-5lld %8.1f MB %9.1f ns/row %7.2f GB/s  (rel diff %.1e)\n",
+               qtype_name(t), ks[i]->isa, label, (long long)rows, (long long)cols, mb,
+               dt * 1e9 / (double)rows, mb / 1e3 / dt, maxdiff);
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    free(act);
+    free(out_ref);
+    free(out);
+    free(x);
+    free(m);
+    return rc;
+}
+
+static int parse_type(const char *s, enum qtype *t) {
+    for (int i = 0; i < QTYPE_COUNT; i++) {
+        if (quant_kernels_ref((enum qtype)i) && strcmp(qtype_name((enum qtype)i), s) == 0) {
+            *t = (enum qtype)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    struct bench_opts o = {768, 2048, 256, 0.3};
+    enum qtype types[QTYPE_COUNT];
+    int n_types = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc)
+            o.rows = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--cols") == 0 && i + 1 < argc)
+            o.cols = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--big-mb") == 0 && i + 1 < argc)
+            o.big_mb = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--secs") == 0 && i + 1 < argc)
+            o.secs = atof(argv[++i]);
+        else if (n_types < QTYPE_COUNT && parse_type(argv[i], &types[n_types]) == 0)
+            n_types++;
+        else {
+            fprintf(stderr, "bench-kernels: unknown argument \"%s\"\n", argv[i]);
+            return 2;
+        }
+    }
+    if (n_types == 0) {
+        types[n_types++] = QTYPE_Q4_K;
+        types[n_types++] = QTYPE_Q6_K;
+        types[n_types++] = QTYPE_Q8_0;
+    }
+    if (o.rows <= 0 || o.cols <= 0 || o.big_mb < 0 || o.secs < 0) {
+        fprintf(stderr, "bench-kernels: bad sizes\n");
+        return 2;
+    }
+    tables_init();
+    int rc = 0;
+    for (int i = 0; i < n_types; i++) {
+        uint64_t rb = 0;
+        if (qtype_row_bytes(types[i], (uint64_t)o.cols, &rb) < 0 || rb == 0) {
+            fprintf(stderr, "bench-kernels: %lld columns do not fit \"%s\" blocks\n",
+                    (long long)o.cols, qtype_name(types[i]));
+            rc = 1;
+            continue;
+        }
+        if (bench_one(types[i], o.rows, o.cols, "in-cache", &o) < 0)
+            rc = 1;
+        int64_t big_rows = (int64_t)((uint64_t)o.big_mb * 1000000 / rb);
+        if (big_rows > 0 && bench_one(types[i], big_rows, o.cols, "in-memory", &o) < 0)
+            rc = 1;
+    }
+    return rc;
+}
