@@ -876,7 +876,7 @@ static void best_table_init(void) {
                     __builtin_cpu_supports("f16c");
     bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-                      __builtin_cpu_supports("avx512vnni");
+                      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq");
     if (has_avx2 && cap >= QUANT_ISA_AVX2)
         quant_register_avx2(best_table, QTYPE_COUNT);
     if (has_avx512 && cap >= QUANT_ISA_AVX512)

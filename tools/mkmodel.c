@@ -1,6 +1,1225 @@
-/* tools/mkmodel.c - placeholder until sniper-mkmodel lands. */
+/* tools/mkmodel.c - sniper-mkmodel: writes valid qwen3moe / qwen3 / llama GGUFs with deterministic
+ * random but well-scaled weights, llama.cpp's tensor names, metadata and type mixes, and a
+ * byte-level BPE tokenizer (built in, or imported from a Hugging Face tokenizer.json).
+ * Invariants: a tensor's bytes depend only on (seed, its name, its type and shape), so two models
+ * that share a tensor share its bytes; quantized tensors are written as random codes plus chosen
+ * scales, block by block in chunks, so a 17 GB model streams at disk speed in constant memory.
+ * Reading order: options and presets, PRNG, block generators, tokenizer, model plan, output. */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
-int main(void) {
-    fprintf(stderr, "sniper-mkmodel: not built yet\n");
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gguf_write.h"
+#include "quant.h"
+
+#define MK_MAX_NAME 64
+#define MK_MAX_VOCAB (1u << 24)
+#define MK_CHUNK_BYTES ((size_t)8 << 20)
+
+/* ==== options and presets ===================================================================== */
+
+enum mk_arch { MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA };
+enum mk_types { MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M };
+
+struct mk_opts {
+    const char *out;            /* output path */
+    const char *preset;         /* tiny | tiny-dense | qwen3-30b-a3b */
+    const char *tok_json;       /* tokenizer.json to import, or NULL */
+    const char *template_path;  /* chat template file, or NULL for the built-in ChatML one */
+    int arch;                   /* enum mk_arch, -1 until set */
+    int types;                  /* enum mk_types, -1 until set */
+    uint64_t seed;
+    bool upcycle, quiet;
+    /* hyper-parameters; 0 = take the preset's */
+    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    uint32_t n_expert, n_expert_used, n_ff_exp, ctx, n_vocab;
+    float rope_base, eps;
+};
+
+struct mk_preset {
+    const char *name;
+    enum mk_arch arch;
+    enum mk_types types;
+    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    uint32_t n_expert, n_expert_used, n_ff_exp, ctx, n_vocab; /* n_vocab 0: the tokenizer's */
+};
+
+static const struct mk_preset mk_presets[] = {
+    {"tiny", MK_ARCH_QWEN3MOE, MK_TYPES_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128, 4096, 0},
+    {"tiny-dense", MK_ARCH_QWEN3, MK_TYPES_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128, 4096, 0},
+    {"qwen3-30b-a3b", MK_ARCH_QWEN3MOE, MK_TYPES_Q4_K_M, 48, 2048, 32, 4, 128, 6144, 128, 8, 768,
+     40960, 151936},
+};
+
+static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama"};
+static const char *const mk_types_names[] = {"f32", "q8_0", "q4_k_m"};
+
+static void mk_usage(FILE *f) {
+    fprintf(f,
+        "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b]\n"
+        "         [--arch qwen3moe|qwen3|llama] [--types f32|q8_0|q4_k_m] [--seed N]\n"
+        "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
+        "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
+        "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
+        "         [--chat-template PATH] [--upcycle] [--quiet]\n"
+        "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
+        "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
+        "--arch qwen3 with the same seed writes; expert width = --n-ff.\n");
+}
+
+static int parse_name(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* Parses a positive decimal integer that fits in max into *out. Returns 0 or -EINVAL. */
+static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
+    char *end = NULL;
+    if (!s || !*s || *s == '-')
+        return -EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_u32_pos(const char *s, uint32_t *out) {
+    uint64_t v;
+    if (parse_u64(s, UINT32_MAX, &v) || v == 0)
+        return -EINVAL;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int parse_f32_pos(const char *s, float *out) {
+    char *end = NULL;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || !*s || *end || !(v > 0.0f) || !isfinite(v))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+enum { /* long-only options */
+    OPT_ARCH = 256, OPT_TYPES, OPT_NLAYER, OPT_NEMBD, OPT_NHEAD, OPT_NHEADKV, OPT_HEADDIM, OPT_NFF,
+    OPT_NEXPERT, OPT_NEXPUSED, OPT_NFFEXP, OPT_CTX, OPT_NVOCAB, OPT_ROPE, OPT_EPS, OPT_TOKJSON,
+    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET,
+};
+
+static const struct option mk_long_opts[] = {
+    {"out", required_argument, 0, 'o'}, {"preset", required_argument, 0, 'p'},
+    {"seed", required_argument, 0, 's'}, {"help", no_argument, 0, 'h'},
+    {"arch", required_argument, 0, OPT_ARCH}, {"types", required_argument, 0, OPT_TYPES},
+    {"n-layer", required_argument, 0, OPT_NLAYER}, {"n-embd", required_argument, 0, OPT_NEMBD},
+    {"n-head", required_argument, 0, OPT_NHEAD}, {"n-head-kv", required_argument, 0, OPT_NHEADKV},
+    {"head-dim", required_argument, 0, OPT_HEADDIM}, {"n-ff", required_argument, 0, OPT_NFF},
+    {"n-expert", required_argument, 0, OPT_NEXPERT},
+    {"n-expert-used", required_argument, 0, OPT_NEXPUSED},
+    {"n-ff-exp", required_argument, 0, OPT_NFFEXP}, {"ctx", required_argument, 0, OPT_CTX},
+    {"n-vocab", required_argument, 0, OPT_NVOCAB}, {"rope-base", required_argument, 0, OPT_ROPE},
+    {"eps", required_argument, 0, OPT_EPS}, {"tokenizer-json", required_argument, 0, OPT_TOKJSON},
+    {"chat-template", required_argument, 0, OPT_TEMPLATE},
+    {"upcycle", no_argument, 0, OPT_UPCYCLE}, {"quiet", no_argument, 0, OPT_QUIET},
+    {0, 0, 0, 0},
+};
+
+/* The uint32 field an option number sets, or NULL. */
+static uint32_t *opt_u32_field(struct mk_opts *o, int c) {
+    switch (c) {
+    case OPT_NLAYER: return &o->n_layer;
+    case OPT_NEMBD: return &o->n_embd;
+    case OPT_NHEAD: return &o->n_head;
+    case OPT_NHEADKV: return &o->n_head_kv;
+    case OPT_HEADDIM: return &o->head_dim;
+    case OPT_NFF: return &o->n_ff;
+    case OPT_NEXPERT: return &o->n_expert;
+    case OPT_NEXPUSED: return &o->n_expert_used;
+    case OPT_NFFEXP: return &o->n_ff_exp;
+    case OPT_CTX: return &o->ctx;
+    case OPT_NVOCAB: return &o->n_vocab;
+    default: return NULL;
+    }
+}
+
+/* Applies one parsed option. Returns 0, 1 for --help, or -EINVAL with a message printed. */
+static int opt_apply(struct mk_opts *o, int c, const char *arg) {
+    uint32_t *u = opt_u32_field(o, c);
+    int rc = 0;
+    if (u)
+        rc = parse_u32_pos(arg, u);
+    else if (c == 'o')
+        o->out = arg;
+    else if (c == 'p')
+        o->preset = arg;
+    else if (c == 's')
+        rc = parse_u64(arg, UINT64_MAX, &o->seed);
+    else if (c == 'h')
+        return 1;
+    else if (c == OPT_ARCH)
+        rc = (o->arch = parse_name(arg, mk_arch_names, 3)) < 0 ? -EINVAL : 0;
+    else if (c == OPT_TYPES)
+        rc = (o->types = parse_name(arg, mk_types_names, 3)) < 0 ? -EINVAL : 0;
+    else if (c == OPT_ROPE)
+        rc = parse_f32_pos(arg, &o->rope_base);
+    else if (c == OPT_EPS)
+        rc = parse_f32_pos(arg, &o->eps);
+    else if (c == OPT_TOKJSON)
+        o->tok_json = arg;
+    else if (c == OPT_TEMPLATE)
+        o->template_path = arg;
+    else if (c == OPT_UPCYCLE)
+        o->upcycle = true;
+    else if (c == OPT_QUIET)
+        o->quiet = true;
+    else
+        rc = -EINVAL;
+    if (rc)
+        fprintf(stderr, "sniper-mkmodel: bad value \"%s\" for an option\n", arg ? arg : "");
+    return rc;
+}
+
+static void set_default(uint32_t *v, uint32_t preset_value) {
+    if (*v == 0)
+        *v = preset_value;
+}
+
+/* Fills every unset field from the preset. Returns 0 or -EINVAL for an unknown preset. */
+static int opts_apply_preset(struct mk_opts *o) {
+    const struct mk_preset *p = NULL;
+    for (size_t i = 0; i < sizeof(mk_presets) / sizeof(mk_presets[0]); i++)
+        if (strcmp(o->preset, mk_presets[i].name) == 0)
+            p = &mk_presets[i];
+    if (!p) {
+        fprintf(stderr, "sniper-mkmodel: unknown preset \"%s\"\n", o->preset);
+        return -EINVAL;
+    }
+    if (o->arch < 0)
+        o->arch = (int)p->arch;
+    if (o->types < 0)
+        o->types = (int)p->types;
+    set_default(&o->n_layer, p->n_layer);
+    set_default(&o->n_embd, p->n_embd);
+    set_default(&o->n_head, p->n_head);
+    set_default(&o->n_head_kv, p->n_head_kv);
+    set_default(&o->head_dim, p->head_dim);
+    set_default(&o->n_ff, p->n_ff);
+    set_default(&o->n_expert, p->n_expert);
+    set_default(&o->n_expert_used, p->n_expert_used);
+    if (o->upcycle && o->n_ff_exp && o->n_ff_exp != o->n_ff) {
+        fprintf(stderr, "sniper-mkmodel: --upcycle needs --n-ff-exp equal to --n-ff\n");
+        return -EINVAL;
+    }
+    set_default(&o->n_ff_exp, o->upcycle ? o->n_ff : p->n_ff_exp);
+    set_default(&o->ctx, p->ctx);
+    set_default(&o->n_vocab, p->n_vocab);
+    if (o->rope_base == 0.0f)
+        o->rope_base = 1e6f;
+    if (o->eps == 0.0f)
+        o->eps = 1e-6f;
+    return 0;
+}
+
+/* Row lengths that quantized types must divide. Returns 0 or -EINVAL with a message. */
+static int opts_check(const struct mk_opts *o) {
+    const char *why = NULL;
+    uint64_t q_dim = (uint64_t)o->n_head * o->head_dim;
+    if (!o->out)
+        why = "-o OUT.gguf is required";
+    else if (o->n_head % o->n_head_kv != 0)
+        why = "--n-head must be a multiple of --n-head-kv";
+    else if (o->arch == MK_ARCH_QWEN3MOE && o->n_expert_used > o->n_expert)
+        why = "--n-expert-used exceeds --n-expert";
+    else if (o->upcycle && o->arch != MK_ARCH_QWEN3MOE)
+        why = "--upcycle needs --arch qwen3moe";
+    else if (q_dim > UINT32_MAX)
+        why = "--n-head * --head-dim is too large";
+    else if (o->types != MK_TYPES_F32 &&
+             (o->n_embd % 32 || q_dim % 32 || o->n_ff % 32 || o->n_ff_exp % 32))
+        why = "quantized types need n-embd, n-head*head-dim, n-ff and n-ff-exp multiples of 32";
+    if (why)
+        fprintf(stderr, "sniper-mkmodel: %s\n", why);
+    return why ? -EINVAL : 0;
+}
+
+/* Parses argv into o. Returns 0, 1 when help was asked for, or -EINVAL. */
+static int opts_parse(struct mk_opts *o, int argc, char **argv) {
+    memset(o, 0, sizeof(*o));
+    o->arch = o->types = -1;
+    o->seed = 42;
+    o->preset = "tiny";
+    int c, rc = 0;
+    opterr = 1;
+    while (rc == 0 && (c = getopt_long(argc, argv, "o:p:s:h", mk_long_opts, NULL)) != -1)
+        rc = c == '?' ? -EINVAL : opt_apply(o, c, optarg);
+    if (rc == 0 && optind < argc) {
+        fprintf(stderr, "sniper-mkmodel: unexpected argument \"%s\"\n", argv[optind]);
+        rc = -EINVAL;
+    }
+    if (rc == 0)
+        rc = opts_apply_preset(o);
+    return rc == 0 ? opts_check(o) : rc;
+}
+
+/* ==== PRNG: xoshiro256** seeded per tensor by splitmix64(seed, FNV-1a(name)) ================= */
+
+struct mk_rng {
+    uint64_t s[4];
+};
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a64(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static void rng_seed(struct mk_rng *r, uint64_t seed, const char *name) {
+    uint64_t x = seed;
+    x = splitmix64(&x) ^ fnv1a64(name);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl64(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
+
+static inline uint64_t rng_next(struct mk_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return out;
+}
+
+/* Uniform in [0, 1). */
+static inline float rng_unit(struct mk_rng *r) {
+    return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Roughly standard normal (Irwin-Hall of four 16-bit uniforms, rescaled to unit variance). */
+static inline float rng_gauss(struct mk_rng *r) {
+    uint64_t v = rng_next(r);
+    uint32_t sum = (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) +
+                   (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
+    return ((float)sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+}
+
+/* n random bytes; consumes ceil(n/8) outputs. */
+static void rng_bytes(struct mk_rng *r, void *dst, size_t n) {
+    uint8_t *d = dst;
+    for (; n >= 8; n -= 8, d += 8) {
+        uint64_t v = rng_next(r);
+        memcpy(d, &v, 8);
+    }
+    if (n) {
+        uint64_t v = rng_next(r);
+        memcpy(d, &v, n);
+    }
+}
+
+/* ==== block generators: random codes + scales giving values of mean ~0 and std ~std ========= */
+
+_Static_assert(sizeof(struct block_q8_0) == 34, "q8_0 layout");
+_Static_assert(sizeof(struct block_q5_0) == 22, "q5_0 layout");
+_Static_assert(sizeof(struct block_q4_K) == 144, "q4_K layout");
+_Static_assert(sizeof(struct block_q6_K) == 210, "q6_K layout");
+
+/* Standard deviations of the uniform codes each format decodes to (times its scales). */
+#define MK_Q8_0_CODE_STD 73.60f  /* q in -127..127 */
+#define MK_Q5_0_CODE_STD 9.233f  /* q - 16, q in 0..31 */
+#define MK_Q4_K_CODE_STD 4.610f  /* q in 0..15, sub-block scales 32..63 (rms 48.4) */
+#define MK_Q4_K_SC_RMS 48.4f
+#define MK_Q6_K_CODE_STD 18.47f  /* q - 32, q in 0..63, sub-block scales 64..127 (rms 97.1) */
+#define MK_Q6_K_SC_RMS 97.1f
+
+/* A per-block scale factor in [0.85, 1.15) so blocks differ as real ones do. */
+static inline float rng_jitter(struct mk_rng *r) {
+    return 0.85f + 0.3f * rng_unit(r);
+}
+
+static void gen_q8_0(struct mk_rng *r, float std, struct block_q8_0 *b) {
+    b->d = f32_to_fp16(std / MK_Q8_0_CODE_STD * rng_jitter(r));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+    for (int i = 0; i < QK8_0; i++) /* ggml's quantizer never writes -128 */
+        b->qs[i] = b->qs[i] == -128 ? -127 : b->qs[i];
+}
+
+static void gen_q5_0(struct mk_rng *r, float std, struct block_q5_0 *b) {
+    b->d = f32_to_fp16(std / MK_Q5_0_CODE_STD * rng_jitter(r));
+    rng_bytes(r, b->qh, sizeof(b->qh));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+/* Packs the 8 six-bit sub-block scales and mins of a Q4_K block as ggml's get_scale_min_k4
+ * unpacks them: j < 4 in the low 6 bits of bytes j / j+4; j >= 4 split over nibbles of byte
+ * j+4 and the top 2 bits of bytes j-4 / j. */
+static void q4_K_pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t out[K_SCALE_SIZE]) {
+    memset(out, 0, K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            out[j] |= sc[j] & 63;
+            out[j + 4] |= mn[j] & 63;
+        } else {
+            out[j + 4] = (uint8_t)((sc[j] & 0xF) | ((mn[j] & 0xF) << 4));
+            out[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+            out[j] |= (uint8_t)((mn[j] >> 4) << 6);
+        }
+    }
+}
+
+/* value = d*sc*q - dmin*m with dmin = 8d and m = round(7.5 sc / 8): each sub-block centred. */
+static void gen_q4_K(struct mk_rng *r, float std, struct block_q4_K *b) {
+    float d = std / (MK_Q4_K_CODE_STD * MK_Q4_K_SC_RMS) * rng_jitter(r);
+    uint8_t sc[8], mn[8], raw[8];
+    b->d = f32_to_fp16(d);
+    b->dmin = f32_to_fp16(8.0f * d);
+    rng_bytes(r, raw, sizeof(raw));
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(32 + (raw[j] & 31));
+        mn[j] = (uint8_t)((sc[j] * 15 + 8) / 16);
+    }
+    q4_K_pack_scales(sc, mn, b->scales);
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+static void gen_q6_K(struct mk_rng *r, float std, struct block_q6_K *b) {
+    float d = std / (MK_Q6_K_CODE_STD * MK_Q6_K_SC_RMS) * rng_jitter(r);
+    uint8_t raw[QK_K / 16];
+    b->d = f32_to_fp16(d);
+    rng_bytes(r, raw, sizeof(raw));
+    for (int j = 0; j < QK_K / 16; j++)
+        b->scales[j] = (int8_t)(64 + (raw[j] & 63));
+    rng_bytes(r, b->ql, sizeof(b->ql));
+    rng_bytes(r, b->qh, sizeof(b->qh));
+}
+
+/* One tensor's deterministic stream of blocks. */
+struct mk_stream {
+    struct mk_rng rng;
+    enum qtype type;
+    float mean, std;   /* of the decoded values (mean only for F32 tensors) */
+};
+
+static void stream_init(struct mk_stream *s, uint64_t seed, const char *name, enum qtype type,
+                        float mean, float std) {
+    rng_seed(&s->rng, seed, name);
+    s->type = type;
+    s->mean = mean;
+    s->std = std;
+}
+
+/* Writes the next n_blocks blocks of s->type (elements for F32) into dst. */
+static void stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
+    uint32_t bb = qtype_block_bytes(s->type);
+    for (uint64_t i = 0; i < n_blocks; i++, dst += bb) {
+        switch (s->type) {
+        case QTYPE_Q8_0: gen_q8_0(&s->rng, s->std, (struct block_q8_0 *)(void *)dst); break;
+        case QTYPE_Q5_0: gen_q5_0(&s->rng, s->std, (struct block_q5_0 *)(void *)dst); break;
+        case QTYPE_Q4_K: gen_q4_K(&s->rng, s->std, (struct block_q4_K *)(void *)dst); break;
+        case QTYPE_Q6_K: gen_q6_K(&s->rng, s->std, (struct block_q6_K *)(void *)dst); break;
+        default: {
+            float v = s->mean + s->std * rng_gauss(&s->rng);
+            memcpy(dst, &v, sizeof(v));
+        }
+        }
+    }
+}
+
+/* ==== tokenizer ================================================================================ */
+
+enum { /* llama.cpp's token types */
+    MK_TOK_NORMAL = 1, MK_TOK_CONTROL = 3, MK_TOK_USER_DEFINED = 4, MK_TOK_UNUSED = 5,
+};
+
+struct mk_vocab {
+    char **tokens;        /* [n_tokens] UTF-8, owned */
+    int32_t *types;       /* [n_tokens] MK_TOK_* */
+    uint32_t n_tokens, cap;
+    char **merges;        /* [n_merges] "left right", owned */
+    uint32_t n_merges, merges_cap;
+    int32_t eos_id, pad_id, bos_id; /* -1 when absent */
+};
+
+static void vocab_release(struct mk_vocab *v) {
+    for (uint32_t i = 0; i < v->n_tokens; i++)
+        free(v->tokens[i]);
+    for (uint32_t i = 0; i < v->n_merges; i++)
+        free(v->merges[i]);
+    free(v->tokens);
+    free(v->types);
+    free(v->merges);
+    memset(v, 0, sizeof(*v));
+}
+
+static char *mk_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Sets token id (growing the table, gaps NULL) to a copy of text. Returns 0 or -ENOMEM/-EINVAL. */
+static int vocab_set(struct mk_vocab *v, uint32_t id, const char *text, int32_t type) {
+    if (id >= MK_MAX_VOCAB)
+        return -EINVAL;
+    if (id >= v->cap) {
+        uint32_t cap = v->cap ? v->cap : 1024;
+        while (cap <= id)
+            cap *= 2;
+        char **t = realloc(v->tokens, cap * sizeof(*t));
+        if (t)
+            v->tokens = t;
+        int32_t *ty = t ? realloc(v->types, cap * sizeof(*ty)) : NULL;
+        if (!ty)
+            return -ENOMEM;
+        v->types = ty;
+        memset(v->tokens + v->cap, 0, (cap - v->cap) * sizeof(*t));
+        v->cap = cap;
+    }
+    char *copy = mk_strdup(text);
+    if (!copy)
+        return -ENOMEM;
+    free(v->tokens[id]);
+    v->tokens[id] = copy;
+    v->types[id] = type;
+    if (id >= v->n_tokens)
+        v->n_tokens = id + 1;
+    return 0;
+}
+
+static int vocab_add_merge(struct mk_vocab *v, const char *left, const char *right) {
+    if (v->n_merges == v->merges_cap) {
+        uint32_t cap = v->merges_cap ? v->merges_cap * 2 : 512;
+        char **m = realloc(v->merges, cap * sizeof(*m));
+        if (!m)
+            return -ENOMEM;
+        v->merges = m;
+        v->merges_cap = cap;
+    }
+    size_t a = strlen(left), b = strlen(right);
+    char *s = malloc(a + b + 2);
+    if (!s)
+        return -ENOMEM;
+    memcpy(s, left, a);
+    s[a] = ' ';
+    memcpy(s + a + 1, right, b + 1);
+    v->merges[v->n_merges++] = s;
+    return 0;
+}
+
+static int32_t vocab_find(const struct mk_vocab *v, const char *text) {
+    for (uint32_t i = 0; i < v->n_tokens; i++)
+        if (v->tokens[i] && strcmp(v->tokens[i], text) == 0)
+            return (int32_t)i;
+    return -1;
+}
+
+/* Fills gaps and pads up to n_total with "[PAD<id>]" tokens of type UNUSED, as llama.cpp's
+ * converter pads Qwen vocabularies. Returns 0, -EINVAL (n_total below the size) or -ENOMEM. */
+static int vocab_pad(struct mk_vocab *v, uint32_t n_total) {
+    char name[32];
+    if (n_total && n_total < v->n_tokens)
+        return -EINVAL;
+    uint32_t n = n_total ? n_total : v->n_tokens;
+    for (uint32_t id = 0; id < n; id++) {
+        if (id < v->n_tokens && v->tokens[id])
+            continue;
+        snprintf(name, sizeof(name), "[PAD%u]", id);
+        int rc = vocab_set(v, id, name, MK_TOK_UNUSED);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- GPT-2 byte alphabet ---- */
+
+/* The code point GPT-2's bytes_to_unicode gives byte b, and the byte's token id (its rank in
+ * that table: the printable bytes first in order, then the others mapped to U+0100...). */
+static void gpt2_byte_table(uint32_t cp[256], uint32_t rank[256]) {
+    uint32_t n = 0, next = 0;
+    for (uint32_t b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        if (printable) {
+            cp[b] = b;
+            rank[b] = n++;
+        }
+    }
+    for (uint32_t b = 0; b < 256; b++) {
+        bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        if (!printable) {
+            cp[b] = 256 + next++;
+            rank[b] = n++;
+        }
+    }
+}
+
+static size_t utf8_put(uint32_t cp, char *out) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | (cp >> 6)); /* all code points here are below U+0800 */
+    out[1] = (char)(0x80 | (cp & 0x3F));
     return 2;
+}
+
+/* ---- built-in BPE: merges learned from a short English text ---- */
+
+static const char mk_train_text[] =
+    "The engine reads a model file from the disk and keeps only the experts it needs in memory. "
+    "When a token arrives, the router of each layer picks a few experts out of many, and the "
+    "engine loads those experts before it computes the next layer. A good cache holds the experts "
+    "that were used recently, because the same experts are often chosen again for the following "
+    "tokens. The rest of the weights, the attention and the embeddings, stay in memory the whole "
+    "time. This is how a large mixture of experts can run on a small computer with a fast solid "
+    "state drive. We measured the speed of the drive, the number of bytes read for each token and "
+    "the time to the first token, and we wrote the results into a table with the commands that "
+    "produced them.\n"
+    "Hello world. The quick brown fox jumps over the lazy dog, and then it runs into the forest "
+    "where the other animals are sleeping. In the morning the birds sing, the sun rises over the "
+    "hills and the people of the village go to work in the fields. Some of them are farmers, "
+    "some are teachers, and some are writing programs for the computers in the town hall. They "
+    "talk about the weather, the prices of bread and the news from the city.\n"
+    "Tests are written for every module: the parser, the tokenizer, the kernels and the server. "
+    "Each test creates its own files in a temporary directory, checks the results against known "
+    "values, and removes nothing that it did not create. When a test fails, it prints the name "
+    "of the case, the file and the line, and the values that were expected and found. The "
+    "server answers requests over HTTP and streams the generated text back to the client, one "
+    "piece at a time, so that the user can read the answer while the model is still thinking.\n"
+    "Please write a short story about a robot who learns to paint. The robot lived in a small "
+    "house near the sea. Every day it watched the waves and the light on the water, and every "
+    "evening it tried to paint what it had seen. At first the paintings were grey and flat, but "
+    "the robot kept working, and after many months its colors became bright and its lines became "
+    "free. People came from other towns to see the paintings, and the robot was happy.\n"
+    "def main(): return 0 if the program ran without errors, otherwise print the error and "
+    "return 1. The function takes a list of numbers and returns their sum, their mean and their "
+    "largest value. for i in range(10): print(i) while the value is less than the limit.\n";
+
+#define MK_BPE_MAX_MERGES 480
+#define MK_BPE_MIN_COUNT 2
+
+struct bpe_word {
+    int32_t *sym;   /* token ids */
+    uint32_t n;
+};
+
+/* Splits the text as the qwen2 pre-tokenizer would for ASCII: an optional space or punctuation
+ * mark followed by letters, single digits, punctuation runs, and whitespace; each piece becomes
+ * a word of byte token ids. Returns the number of words or -ENOMEM. */
+static int bpe_split(const char *text, const uint32_t rank[256], struct bpe_word *words,
+                     uint32_t max_words) {
+    uint32_t n = 0;
+    for (const char *p = text; *p && n < max_words;) {
+        const char *s = p;
+        if (*p == ' ' && ((p[1] >= 'a' && p[1] <= 'z') || (p[1] >= 'A' && p[1] <= 'Z')))
+            p++;
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
+            while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))
+                p++;
+        else
+            p++; /* one digit, space, newline or punctuation mark: never merged */
+        words[n].n = (uint32_t)(p - s);
+        words[n].sym = malloc(words[n].n * sizeof(int32_t));
+        if (!words[n].sym)
+            return -ENOMEM;
+        for (uint32_t i = 0; i < words[n].n; i++)
+            words[n].sym[i] = (int32_t)rank[(uint8_t)s[i]];
+        n++;
+    }
+    return (int)n;
+}
+
+/* The most frequent adjacent pair (ties to the smallest ids) with count >= MK_BPE_MIN_COUNT.
+ * counts is a scratch [n_tok * n_tok] array of zeros, left zeroed. Returns false when none. */
+static bool bpe_best_pair(const struct bpe_word *words, uint32_t n_words, uint32_t n_tok,
+                          uint32_t *counts, int32_t *best_a, int32_t *best_b) {
+    uint32_t best = MK_BPE_MIN_COUNT - 1;
+    for (uint32_t w = 0; w < n_words; w++)
+        for (uint32_t i = 0; i + 1 < words[w].n; i++)
+            counts[(uint32_t)words[w].sym[i] * n_tok + (uint32_t)words[w].sym[i + 1]]++;
+    for (uint32_t w = 0; w < n_words; w++) {
+        for (uint32_t i = 0; i + 1 < words[w].n; i++) {
+            uint32_t a = (uint32_t)words[w].sym[i], b = (uint32_t)words[w].sym[i + 1];
+            uint32_t c = counts[a * n_tok + b];
+            bool tie_lower = c == best && best >= MK_BPE_MIN_COUNT &&
+                             (a < (uint32_t)*best_a || (a == (uint32_t)*best_a &&
+                                                        b < (uint32_t)*best_b));
+            if (c > best || tie_lower) {
+                best = c;
+                *best_a = (int32_t)a;
+                *best_b = (int32_t)b;
+            }
+        }
+    }
+    for (uint32_t w = 0; w < n_words; w++)
+        for (uint32_t i = 0; i + 1 < words[w].n; i++)
+            counts[(uint32_t)words[w].sym[i] * n_tok + (uint32_t)words[w].sym[i + 1]] = 0;
+    return best >= MK_BPE_MIN_COUNT;
+}
+
+static void bpe_apply(struct bpe_word *words, uint32_t n_words, int32_t a, int32_t b, int32_t ab) {
+    for (uint32_t w = 0; w < n_words; w++) {
+        uint32_t o = 0;
+        for (uint32_t i = 0; i < words[w].n; i++) {
+            if (i + 1 < words[w].n && words[w].sym[i] == a && words[w].sym[i + 1] == b) {
+                words[w].sym[o++] = ab;
+                i++;
+            } else {
+                words[w].sym[o++] = words[w].sym[i];
+            }
+        }
+        words[w].n = o;
+    }
+}
+
+/* One merge step: records "a b", adds the joined token unless that text exists already. */
+static int bpe_merge(struct mk_vocab *v, int32_t a, int32_t b, int32_t *ab) {
+    size_t la = strlen(v->tokens[a]), lb = strlen(v->tokens[b]);
+    char *joined = malloc(la + lb + 1);
+    if (!joined)
+        return -ENOMEM;
+    memcpy(joined, v->tokens[a], la);
+    memcpy(joined + la, v->tokens[b], lb + 1);
+    int rc = vocab_add_merge(v, v->tokens[a], v->tokens[b]);
+    *ab = vocab_find(v, joined);
+    if (rc == 0 && *ab < 0) {
+        *ab = (int32_t)v->n_tokens;
+        rc = vocab_set(v, v->n_tokens, joined, MK_TOK_NORMAL);
+    }
+    free(joined);
+    return rc;
+}
+
+/* Learns up to MK_BPE_MAX_MERGES merges over the 256 byte tokens already in v. */
+static int bpe_train(struct mk_vocab *v, const uint32_t rank[256]) {
+    const uint32_t n_tok = 256 + MK_BPE_MAX_MERGES, max_words = sizeof(mk_train_text);
+    struct bpe_word *words = calloc(max_words, sizeof(*words));
+    uint32_t *counts = calloc((size_t)n_tok * n_tok, sizeof(*counts));
+    int rc = words && counts ? 0 : -ENOMEM;
+    int n_words = rc ? 0 : bpe_split(mk_train_text, rank, words, max_words);
+    if (n_words < 0)
+        rc = n_words;
+    int32_t a = 0, b = 0, ab = 0;
+    for (uint32_t m = 0; rc == 0 && m < MK_BPE_MAX_MERGES; m++) {
+        if (!bpe_best_pair(words, (uint32_t)n_words, n_tok, counts, &a, &b))
+            break;
+        rc = bpe_merge(v, a, b, &ab);
+        if (rc == 0)
+            bpe_apply(words, (uint32_t)n_words, a, b, ab);
+    }
+    for (uint32_t w = 0; words && w < max_words; w++)
+        free(words[w].sym);
+    free(words);
+    free(counts);
+    return rc;
+}
+
+/* Qwen3's added tokens in their order; special=false ones are USER_DEFINED, as in its GGUFs. */
+static const struct { const char *text; bool special; } mk_qwen3_added[] = {
+    {"<|endoftext|>", true}, {"<|im_start|>", true}, {"<|im_end|>", true},
+    {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+    {"<|box_end|>", true}, {"<|quad_start|>", true}, {"<|quad_end|>", true},
+    {"<|vision_start|>", true}, {"<|vision_end|>", true}, {"<|vision_pad|>", true},
+    {"<|image_pad|>", true}, {"<|video_pad|>", true}, {"<tool_call>", false},
+    {"</tool_call>", false}, {"<|fim_prefix|>", false}, {"<|fim_middle|>", false},
+    {"<|fim_suffix|>", false}, {"<|fim_pad|>", false}, {"<|repo_name|>", false},
+    {"<|file_sep|>", false}, {"<tool_response>", false}, {"</tool_response>", false},
+    {"<think>", false}, {"</think>", false},
+};
+
+/* Picks eos/pad/bos among the special tokens present (Qwen's choices first). */
+static void vocab_pick_specials(struct mk_vocab *v) {
+    static const char *const eos[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"};
+    static const char *const pad[] = {"<|endoftext|>", "<|end_of_text|>", "<pad>"};
+    static const char *const bos[] = {"<|endoftext|>", "<|begin_of_text|>", "<s>"};
+    v->eos_id = v->pad_id = v->bos_id = -1;
+    for (size_t i = 0; i < 4 && v->eos_id < 0; i++)
+        v->eos_id = vocab_find(v, eos[i]);
+    for (size_t i = 0; i < 3 && v->pad_id < 0; i++)
+        v->pad_id = vocab_find(v, pad[i]);
+    for (size_t i = 0; i < 3 && v->bos_id < 0; i++)
+        v->bos_id = vocab_find(v, bos[i]);
+}
+
+/* The built-in vocabulary: 256 byte tokens, learned merges, Qwen3's 26 added tokens. */
+static int vocab_builtin(struct mk_vocab *v) {
+    uint32_t cp[256], rank[256];
+    char text[4];
+    int rc = 0;
+    gpt2_byte_table(cp, rank);
+    for (uint32_t b = 0; rc == 0 && b < 256; b++) {
+        text[utf8_put(cp[b], text)] = '\0';
+        rc = vocab_set(v, rank[b], text, MK_TOK_NORMAL);
+    }
+    if (rc == 0)
+        rc = bpe_train(v, rank);
+    for (size_t i = 0; rc == 0 && i < sizeof(mk_qwen3_added) / sizeof(mk_qwen3_added[0]); i++)
+        rc = vocab_set(v, v->n_tokens, mk_qwen3_added[i].text,
+                       mk_qwen3_added[i].special ? MK_TOK_CONTROL : MK_TOK_USER_DEFINED);
+    return rc;
+}
+
+/* ---- tokenizer.json import ---- */
+
+static int json_import_vocab(struct mk_vocab *v, json_t *vocab) {
+    const char *key;
+    json_t *val;
+    int rc = json_is_object(vocab) ? 0 : -EINVAL;
+    json_object_foreach(vocab, key, val) {
+        json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
+        if (rc == 0 && (id < 0 || id >= (json_int_t)MK_MAX_VOCAB))
+            rc = -EINVAL;
+        if (rc == 0)
+            rc = vocab_set(v, (uint32_t)id, key, MK_TOK_NORMAL);
+    }
+    return rc;
+}
+
+/* Merges as "a b" strings or ["a", "b"] pairs. */
+static int json_import_merges(struct mk_vocab *v, json_t *merges) {
+    size_t i;
+    json_t *m;
+    int rc = json_is_array(merges) ? 0 : -EINVAL;
+    json_array_foreach(merges, i, m) {
+        if (rc)
+            break;
+        const char *s = json_string_value(m);
+        const char *sp = s ? strchr(s + (s[0] != '\0'), ' ') : NULL;
+        if (s && sp) {
+            char *left = mk_strdup(s);
+            rc = left ? 0 : -ENOMEM;
+            if (left)
+                left[sp - s] = '\0';
+            if (rc == 0)
+                rc = vocab_add_merge(v, left, sp + 1);
+            free(left);
+        } else if (json_is_array(m) && json_array_size(m) == 2 &&
+                   json_is_string(json_array_get(m, 0)) && json_is_string(json_array_get(m, 1))) {
+            rc = vocab_add_merge(v, json_string_value(json_array_get(m, 0)),
+                                 json_string_value(json_array_get(m, 1)));
+        } else {
+            rc = -EINVAL;
+        }
+    }
+    return rc;
+}
+
+static int json_import_added(struct mk_vocab *v, json_t *added) {
+    size_t i;
+    json_t *a;
+    int rc = 0;
+    if (!added)
+        return 0;
+    if (!json_is_array(added))
+        return -EINVAL;
+    json_array_foreach(added, i, a) {
+        json_t *id = json_object_get(a, "id");
+        const char *content = json_string_value(json_object_get(a, "content"));
+        if (rc == 0 && (!json_is_integer(id) || !content || json_integer_value(id) < 0 ||
+                        json_integer_value(id) >= (json_int_t)MK_MAX_VOCAB))
+            rc = -EINVAL;
+        if (rc == 0)
+            rc = vocab_set(v, (uint32_t)json_integer_value(id), content,
+                           json_is_true(json_object_get(a, "special")) ? MK_TOK_CONTROL
+                                                                        : MK_TOK_USER_DEFINED);
+    }
+    return rc;
+}
+
+/* Reads a Hugging Face BPE tokenizer.json (untrusted): model.vocab, model.merges, added_tokens. */
+static int vocab_from_json(struct mk_vocab *v, const char *path) {
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        fprintf(stderr, "vocab_from_json: cannot parse \"%s\": %s (line %d)\n", path, jerr.text,
+                jerr.line);
+        return -EINVAL;
+    }
+    json_t *model = json_object_get(root, "model");
+    int rc = json_import_vocab(v, json_object_get(model, "vocab"));
+    if (rc == 0)
+        rc = json_import_merges(v, json_object_get(model, "merges"));
+    if (rc == 0)
+        rc = json_import_added(v, json_object_get(root, "added_tokens"));
+    if (rc == 0 && v->n_tokens == 0)
+        rc = -EINVAL;
+    if (rc)
+        fprintf(stderr, "vocab_from_json: bad BPE tokenizer \"%s\" (model.vocab, model.merges, "
+                        "added_tokens)\n", path);
+    json_decref(root);
+    return rc;
+}
+
+/* The tokenizer for o: imported or built in, padded to o->n_vocab when set. */
+static int vocab_build(struct mk_vocab *v, const struct mk_opts *o) {
+    int rc = o->tok_json ? vocab_from_json(v, o->tok_json) : vocab_builtin(v);
+    if (rc == 0) {
+        rc = vocab_pad(v, o->n_vocab);
+        if (rc == -EINVAL)
+            fprintf(stderr, "vocab_build: tokenizer has %u tokens, more than --n-vocab %u\n",
+                    v->n_tokens, o->n_vocab);
+    }
+    if (rc == 0)
+        vocab_pick_specials(v);
+    return rc;
+}
+
+/* A compact ChatML template (Qwen-style roles, tool results, and the enable_thinking switch). */
+static const char mk_chat_template[] =
+    "{%- for message in messages %}\n"
+    "{%- if message.role == 'tool' %}\n"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + message.content + "
+    "'\\n</tool_response><|im_end|>\\n' }}\n"
+    "{%- else %}\n"
+    "{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}\n"
+    "{%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "{{- '<|im_start|>assistant\\n' }}\n"
+    "{%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "{{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "{%- endif %}\n"
+    "{%- endif %}\n";
+
+/* ==== model plan: names, shapes, types ======================================================== */
+
+enum mk_role {
+    MK_ROLE_EMBD, MK_ROLE_OUTPUT, MK_ROLE_NORM, MK_ROLE_ROUTER, MK_ROLE_ATTN_Q, MK_ROLE_ATTN_K,
+    MK_ROLE_ATTN_V, MK_ROLE_ATTN_O, MK_ROLE_FFN_GATE, MK_ROLE_FFN_UP, MK_ROLE_FFN_DOWN,
+};
+
+struct mk_tensor {
+    char name[MK_MAX_NAME];
+    char src[MK_MAX_NAME];     /* --upcycle: the dense tensor each expert slice copies, or "" */
+    enum qtype type;
+    enum mk_role role;
+    uint32_t n_dims;
+    uint64_t ne[3];            /* ne[0] = input dimension (row length) */
+    float mean, std;           /* of the values */
+};
+
+struct mk_model {
+    struct mk_tensor *t;       /* [n] in file order */
+    uint32_t n;
+};
+
+/* llama-quantize's use_more_bits: which layers' attn_v / ffn_down get Q6_K under Q4_K_M. */
+static bool use_more_bits(uint32_t i, uint32_t n) {
+    return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/* The type llama-quantize would give a tensor of this role, layer and row length. */
+static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t il, uint64_t ne0) {
+    if (o->types == MK_TYPES_F32 || role == MK_ROLE_NORM || role == MK_ROLE_ROUTER)
+        return QTYPE_F32;
+    if (o->types == MK_TYPES_Q8_0)
+        return QTYPE_Q8_0;
+    bool more = (role == MK_ROLE_ATTN_V || role == MK_ROLE_FFN_DOWN) &&
+                use_more_bits(il, o->n_layer);
+    enum qtype t = role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
+    if (ne0 % QK_K != 0) /* llama-quantize's fallbacks for rows that are not whole super-blocks */
+        t = t == QTYPE_Q6_K ? QTYPE_Q8_0 : QTYPE_Q5_0;
+    return t;
+}
+
+/* Appends one tensor; n_dims from how many of ne1/ne2 are nonzero. */
+static void plan_add(struct mk_model *m, const struct mk_opts *o, const char *name, int il,
+                     enum mk_role role, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
+    struct mk_tensor *t = &m->t[m->n++];
+    memset(t, 0, sizeof(*t));
+    if (il >= 0)
+        snprintf(t->name, sizeof(t->name), "blk.%d.%s.weight", il, name);
+    else
+        snprintf(t->name, sizeof(t->name), "%s.weight", name);
+    t->role = role;
+    t->type = mk_type(o, role, il < 0 ? 0 : (uint32_t)il, ne0);
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    t->mean = role == MK_ROLE_NORM ? 1.0f : 0.0f;
+    t->std = role == MK_ROLE_NORM ? 0.05f
+           : role == MK_ROLE_EMBD ? 1.0f
+           : 1.0f / sqrtf((float)ne0);
+}
+
+/* The FFN of layer il: dense, or experts (copies of the dense ones with --upcycle). */
+static void plan_ffn(struct mk_model *m, const struct mk_opts *o, int il) {
+    uint64_t e = o->n_embd;
+    if (o->arch != MK_ARCH_QWEN3MOE) {
+        plan_add(m, o, "ffn_gate", il, MK_ROLE_FFN_GATE, e, o->n_ff, 0);
+        plan_add(m, o, "ffn_up", il, MK_ROLE_FFN_UP, e, o->n_ff, 0);
+        plan_add(m, o, "ffn_down", il, MK_ROLE_FFN_DOWN, o->n_ff, e, 0);
+        return;
+    }
+    static const char *const exps[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    static const char *const dense[3] = {"ffn_gate", "ffn_up", "ffn_down"};
+    plan_add(m, o, "ffn_gate_inp", il, MK_ROLE_ROUTER, e, o->n_expert, 0);
+    for (int k = 0; k < 3; k++) {
+        bool down = k == 2;
+        plan_add(m, o, exps[k], il, down ? MK_ROLE_FFN_DOWN : k ? MK_ROLE_FFN_UP
+                                                                  : MK_ROLE_FFN_GATE,
+                 down ? o->n_ff_exp : e, down ? e : o->n_ff_exp, o->n_expert);
+        if (o->upcycle)
+            snprintf(m->t[m->n - 1].src, MK_MAX_NAME, "blk.%d.%s.weight", il, dense[k]);
+    }
+}
+
+/* All tensors in convert_hf_to_gguf's order. Returns 0 or -ENOMEM. */
+static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vocab) {
+    uint64_t e = o->n_embd, qd = (uint64_t)o->n_head * o->head_dim;
+    uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim;
+    bool qk_norm = o->arch != MK_ARCH_LLAMA;
+    m->n = 0;
+    m->t = calloc(3 + (size_t)o->n_layer * 13, sizeof(*m->t));
+    if (!m->t)
+        return -ENOMEM;
+    plan_add(m, o, "token_embd", -1, MK_ROLE_EMBD, e, n_vocab, 0);
+    for (int il = 0; il < (int)o->n_layer; il++) {
+        plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
+        plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
+        plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
+        plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
+        plan_add(m, o, "attn_output", il, MK_ROLE_ATTN_O, qd, e, 0);
+        if (qk_norm) {
+            plan_add(m, o, "attn_q_norm", il, MK_ROLE_NORM, o->head_dim, 0, 0);
+            plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, o->head_dim, 0, 0);
+        }
+        plan_add(m, o, "ffn_norm", il, MK_ROLE_NORM, e, 0, 0);
+        plan_ffn(m, o, il);
+    }
+    plan_add(m, o, "output_norm", -1, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "output", -1, MK_ROLE_OUTPUT, e, n_vocab, 0);
+    return 0;
+}
+
+/* ==== output: metadata, tensor table, streamed data ========================================== */
+
+/* Adds "ARCH.suffix" = v (u32). */
+static int meta_u32(struct gguf_writer *w, const char *arch, const char *suffix, uint32_t v) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    return gguf_writer_add_u32(w, key, v);
+}
+
+static int meta_f32(struct gguf_writer *w, const char *arch, const char *suffix, float v) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    return gguf_writer_add_f32(w, key, v);
+}
+
+/* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
+static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
+    static const uint32_t file_types[] = {0, 7, 15}; /* ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_M */
+    const char *a = mk_arch_names[o->arch];
+    bool moe = o->arch == MK_ARCH_QWEN3MOE;
+    char name[128], desc[160];
+    snprintf(name, sizeof(name), "sniper-mkmodel-%s-%s%s", o->preset, a,
+             o->upcycle ? "-upcycled" : "");
+    snprintf(desc, sizeof(desc), "synthetic random-weight model (seed %llu); not a trained model",
+             (unsigned long long)o->seed);
+    int rc = gguf_writer_add_str(w, "general.architecture", a);
+    rc = rc ? rc : gguf_writer_add_str(w, "general.name", name);
+    rc = rc ? rc : gguf_writer_add_str(w, "general.description", desc);
+    rc = rc ? rc : meta_u32(w, a, "block_count", o->n_layer);
+    rc = rc ? rc : meta_u32(w, a, "context_length", o->ctx);
+    rc = rc ? rc : meta_u32(w, a, "embedding_length", o->n_embd);
+    rc = rc ? rc : meta_u32(w, a, "feed_forward_length", o->n_ff);
+    rc = rc || !moe ? rc : meta_u32(w, a, "expert_feed_forward_length", o->n_ff_exp);
+    rc = rc ? rc : meta_u32(w, a, "attention.head_count", o->n_head);
+    rc = rc ? rc : meta_u32(w, a, "attention.head_count_kv", o->n_head_kv);
+    rc = rc ? rc : meta_u32(w, a, "attention.key_length", o->head_dim);
+    rc = rc ? rc : meta_u32(w, a, "attention.value_length", o->head_dim);
+    rc = rc || o->arch != MK_ARCH_LLAMA ? rc : meta_u32(w, a, "rope.dimension_count", o->head_dim);
+    rc = rc ? rc : meta_f32(w, a, "rope.freq_base", o->rope_base);
+    rc = rc ? rc : meta_f32(w, a, "attention.layer_norm_rms_epsilon", o->eps);
+    rc = rc || !moe ? rc : meta_u32(w, a, "expert_count", o->n_expert);
+    rc = rc || !moe ? rc : meta_u32(w, a, "expert_used_count", o->n_expert_used);
+    rc = rc ? rc : gguf_writer_add_u32(w, "general.file_type", file_types[o->types]);
+    rc = rc ? rc : gguf_writer_add_u32(w, "general.quantization_version", 2);
+    return rc;
+}
+
+static int meta_tokenizer(struct gguf_writer *w, const struct mk_vocab *v, const char *tmpl) {
+    int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
+    rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.ggml.pre", "qwen2");
+    rc = rc ? rc : gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens",
+                                           (const char *const *)v->tokens, v->n_tokens);
+    rc = rc ? rc : gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", v->types, v->n_tokens);
+    rc = rc ? rc : gguf_writer_add_arr_str(w, "tokenizer.ggml.merges",
+                                           (const char *const *)v->merges, v->n_merges);
+    if (rc == 0 && v->eos_id >= 0)
+        rc = gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos_id);
+    if (rc == 0 && v->pad_id >= 0)
+        rc = gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad_id);
+    if (rc == 0 && v->bos_id >= 0)
+        rc = gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos_id);
+    rc = rc ? rc : gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false);
+    rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.chat_template", tmpl);
+    return rc;
+}
+
+/* Streams n_bytes of the tensor called name (type, mean, std) through buf. */
+static int write_stream(struct gguf_writer *w, uint64_t seed, const char *name,
+                        const struct mk_tensor *t, uint64_t n_bytes, uint8_t *buf) {
+    struct mk_stream s;
+    uint32_t bb = qtype_block_bytes(t->type);
+    uint64_t per_chunk = MK_CHUNK_BYTES / bb, left = n_bytes / bb;
+    int rc = 0;
+    stream_init(&s, seed, name, t->type, t->mean, t->std);
+    while (rc == 0 && left > 0) {
+        uint64_t n = left < per_chunk ? left : per_chunk;
+        stream_fill(&s, buf, n);
+        rc = gguf_writer_write(w, buf, (size_t)(n * bb));
+        left -= n;
+    }
+    return rc;
+}
+
+/* A tensor's data: its own stream, or with --upcycle one copy of the dense stream per expert. */
+static int write_tensor(struct gguf_writer *w, uint64_t seed, const struct mk_tensor *t,
+                        uint64_t n_bytes, uint8_t *buf) {
+    if (!t->src[0])
+        return write_stream(w, seed, t->name, t, n_bytes, buf);
+    int rc = 0;
+    for (uint64_t e = 0; rc == 0 && e < t->ne[2]; e++)
+        rc = write_stream(w, seed, t->src, t, n_bytes / t->ne[2], buf);
+    return rc;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Declares everything, then writes the header and every tensor's data. */
+static int model_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
+                       const struct mk_vocab *v, const char *tmpl) {
+    int rc = meta_model(w, o);
+    rc = rc ? rc : meta_tokenizer(w, v, tmpl);
+    for (uint32_t i = 0; rc == 0 && i < m->n; i++)
+        rc = gguf_writer_add_tensor(w, m->t[i].name, m->t[i].type, m->t[i].n_dims, m->t[i].ne);
+    uint8_t *buf = rc ? NULL : malloc(MK_CHUNK_BYTES);
+    if (rc == 0 && !buf)
+        rc = -ENOMEM;
+    rc = rc ? rc : gguf_writer_open(w, o->out);
+    uint64_t total = gguf_writer_file_bytes(w), done = 0, next_report = 1ull << 30;
+    double t0 = now_s();
+    for (uint32_t i = 0; rc == 0 && i < m->n; i++) {
+        uint64_t n_bytes = gguf_writer_tensor_bytes(w, i);
+        rc = write_tensor(w, o->seed, &m->t[i], n_bytes, buf);
+        done += n_bytes;
+        if (!o->quiet && done >= next_report) {
+            fprintf(stderr, "sniper-mkmodel: %.1f / %.1f GiB\n", done / 1073741824.0,
+                    total / 1073741824.0);
+            next_report += 1ull << 30;
+        }
+    }
+    rc = rc ? rc : gguf_writer_finish(w);
+    double dt = now_s() - t0;
+    if (rc == 0 && !o->quiet)
+        fprintf(stderr, "sniper-mkmodel: wrote \"%s\": %u tensors, %u tokens, %llu bytes in %.2f s "
+                "(%.0f MB/s)\n", o->out, m->n, v->n_tokens, (unsigned long long)total, dt,
+                dt > 0 ? total / dt / 1e6 : 0.0);
+    free(buf);
+    return rc;
+}
+
+/* The chat template text: the file's contents (malloc'd into *owned) or the built-in one. */
+static const char *load_template(const char *path, char **owned) {
+    *owned = NULL;
+    if (!path)
+        return mk_chat_template;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *s = malloc(cap);
+    while (s) {
+        n += fread(s + n, 1, cap - 1 - n, f);
+        if (n < cap - 1 || cap >= (1u << 24))
+            break;
+        char *g = realloc(s, cap * 2);
+        if (!g) {
+            free(s);
+            s = NULL;
+        } else {
+            s = g;
+            cap *= 2;
+        }
+    }
+    if (s && (ferror(f) || n == cap - 1)) { /* read error or over 16 MiB */
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    if (s)
+        s[n] = '\0';
+    *owned = s;
+    return s;
+}
+
+int main(int argc, char **argv) {
+    struct mk_opts o;
+    struct mk_vocab v = {0};
+    struct mk_model m = {0};
+    struct gguf_writer *w = NULL;
+    char *tmpl_owned = NULL;
+    const char *tmpl = NULL;
+    int rc = opts_parse(&o, argc, argv);
+    if (rc > 0)
+        mk_usage(stdout);
+    else if (rc < 0)
+        fprintf(stderr, "sniper-mkmodel: see --help\n");
+    if (rc)
+        return rc > 0 ? 0 : 2;
+    rc = vocab_build(&v, &o);
+    if (rc)
+        goto out;
+    tmpl = load_template(o.template_path, &tmpl_owned);
+    if (!tmpl) {
+        fprintf(stderr, "sniper-mkmodel: cannot read chat template \"%s\"\n", o.template_path);
+        rc = -EINVAL;
+        goto out;
+    }
+    rc = plan_build(&m, &o, v.n_tokens);
+    if (rc)
+        goto out;
+    w = gguf_writer_new();
+    rc = w ? model_write(w, &o, &m, &v, tmpl) : -ENOMEM;
+out:
+    if (rc)
+        fprintf(stderr, "sniper-mkmodel: failed to write \"%s\": %s\n", o.out, strerror(-rc));
+    gguf_writer_free(w);
+    free(m.t);
+    free(tmpl_owned);
+    vocab_release(&v);
+    return rc ? 1 : 0;
 }
