@@ -25,6 +25,7 @@ struct options {
     const char *dump_logits;
     const char *dump_tokens;
     const char *ram_budget;
+    int32_t bench_prompt; /* > 0: a prompt of this many pseudo-random ids instead of text */
 };
 
 static void usage(FILE *f) {
@@ -50,6 +51,7 @@ static void usage(FILE *f) {
             "      --presence-penalty P  (default 0)\n"
             "      --frequency-penalty P (default 0)\n"
             "      --seed N              (default 0)\n"
+            "      --bench-prompt N      benchmark: use N pseudo-random token ids as the prompt\n"
             "      --tokenize            print the prompt's token ids and exit (vocab-only GGUFs "
             "work)\n"
             "      --dump-logits FILE    write the logits after each prompt token (float32 "
@@ -152,6 +154,9 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->dump_logits = v;
         } else if (!strcmp(a, "--dump-tokens")) {
             o->dump_tokens = v;
+        } else if (!strcmp(a, "--bench-prompt")) {
+            rc = parse_int(a, v, 1, 1 << 24, &n);
+            o->bench_prompt = (int32_t)n;
         } else if (!strcmp(a, "--ram-budget")) {
             o->ram_budget = v;
         } else {
@@ -165,8 +170,8 @@ static int parse_args(int argc, char **argv, struct options *o) {
         fprintf(stderr, "sniperd: no model: pass -m MODEL.gguf\n");
         return -EINVAL;
     }
-    if (!o->prompt == !o->prompt_file) {
-        fprintf(stderr, "sniperd: pass exactly one of -p TEXT and -f FILE\n");
+    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->bench_prompt > 0) != 1) {
+        fprintf(stderr, "sniperd: pass exactly one of -p TEXT, -f FILE and --bench-prompt N\n");
         return -EINVAL;
     }
     if (o->ram_budget) {
@@ -220,8 +225,23 @@ static char *prompt_text(const struct options *o, size_t *len) {
     return buf;
 }
 
+/* A benchmark prompt: n ids spread over the vocabulary by a fixed LCG (reproducible). */
+static int32_t *bench_tokens(int32_t n, int32_t n_vocab) {
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    uint32_t x = 12345;
+    for (int32_t i = 0; ids && i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)n_vocab);
+    }
+    return ids;
+}
+
 /* Tokenizes the prompt: BOS when the model asks for it, special tokens recognised. */
 static int32_t *prompt_tokens(const struct tokenizer *tk, const struct options *o, size_t *n) {
+    if (o->bench_prompt > 0) {
+        *n = (size_t)o->bench_prompt;
+        return bench_tokens(o->bench_prompt, tokenizer_n_vocab(tk));
+    }
     size_t len;
     char *text = prompt_text(o, &len);
     if (!text)
