@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fault.h"
+
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads little-endian GGUF values in place: port it before using a big-endian host"
 #endif
@@ -869,6 +871,8 @@ int gguf_read_tensor_range(const struct gguf *g, const struct gguf_tensor *t, ui
         return -EINVAL;
     if (__builtin_add_overflow(rel_off, n_bytes, &end) || end > t->n_bytes)
         return -EINVAL;
+    if (fault_hit(FAULT_READ))
+        return -EIO;
     return pread_full(g->fd, dst, n_bytes, t->data_off + rel_off);
 }
 

@@ -19,7 +19,7 @@ static const char *make_model(const char *name, const char *args) {
     char cmd[2048];
     const char *build = getenv("BUILD");
     snprintf(path, sizeof(path), "%s/%s", test_tmpdir(), name);
-    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel -o %s %s >/dev/null", build ? build : "build",
+    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel --quiet -o %s %s", build ? build : "build",
              path, args);
     int rc = system(cmd);
     CHECK_MSG(rc == 0, "sniper-mkmodel failed: %s", cmd);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "matmul.h"
 #include "ops.h"
 #include "quant.h"
@@ -84,7 +85,7 @@ static void *engine_alloc(struct engine *e, size_t n, size_t size) {
     if (__builtin_mul_overflow(n, size, &bytes))
         return NULL;
     bytes = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
+    if (fault_hit(FAULT_ALLOC) || posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
         return NULL;
     memset(p, 0, bytes);
     e->scratch_bytes += bytes;
@@ -165,11 +166,13 @@ static int engine_alloc_all(struct engine *e) {
     size_t cells = (size_t)hp->n_layer * (size_t)e->p.n_ctx * (size_t)e->kv_dim;
     e->kv_elem_bytes = e->p.kv_type == QTYPE_F32 ? 4 : 2;
     e->kv_bytes = 2 * cells * e->kv_elem_bytes;
-    if (posix_memalign((void **)&e->k_cache, 64, cells * e->kv_elem_bytes) != 0) {
+    if (fault_hit(FAULT_ALLOC) ||
+        posix_memalign((void **)&e->k_cache, 64, cells * e->kv_elem_bytes) != 0) {
         e->k_cache = NULL;
         return -ENOMEM;
     }
-    if (posix_memalign((void **)&e->v_cache, 64, cells * e->kv_elem_bytes) != 0) {
+    if (fault_hit(FAULT_ALLOC) ||
+        posix_memalign((void **)&e->v_cache, 64, cells * e->kv_elem_bytes) != 0) {
         e->v_cache = NULL;
         return -ENOMEM;
     }

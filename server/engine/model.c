@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
 #include "quant.h"
 
 static void set_err(char *err, size_t err_len, const char *fmt, ...) {
@@ -157,7 +158,8 @@ static int weight_load(struct model *m, struct weight *w, const char *name, int6
     w->row_bytes = t->row_bytes;
     w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
     w->tensor = t;
-    if (posix_memalign(&w->data, 64, t->n_bytes ? t->n_bytes : 64) != 0) {
+    size_t bytes = t->n_bytes ? t->n_bytes : 64;
+    if (fault_hit(FAULT_ALLOC) || posix_memalign(&w->data, 64, bytes) != 0) {
         w->data = NULL;
         set_err(err, err_len, "model: out of memory for tensor \"%s\" (%llu bytes)", name,
                 (unsigned long long)t->n_bytes);
