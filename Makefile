@@ -53,7 +53,7 @@ $(BUILD)/sniper-mkmodel: $(BUILD)/obj/tools/mkmodel.o $(BUILD)/libsniper.a
 $(BUILD)/bench-%: $(BUILD)/obj/tools/bench_%.o $(BUILD)/libsniper.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libsniper.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(BUILD)/libsniper.a | $(BUILD)/sniper-mkmodel
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

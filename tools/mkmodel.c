@@ -449,7 +449,7 @@ static void stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
     }
 }
 
-/* ==== tokenizer ================================================================================ */
+/* ==== tokenizer =============================================================================== */
 
 enum { /* llama.cpp's token types */
     MK_TOK_NORMAL = 1, MK_TOK_CONTROL = 3, MK_TOK_USER_DEFINED = 4, MK_TOK_UNUSED = 5,
@@ -619,7 +619,19 @@ static const char mk_train_text[] =
     "free. People came from other towns to see the paintings, and the robot was happy.\n"
     "def main(): return 0 if the program ran without errors, otherwise print the error and "
     "return 1. The function takes a list of numbers and returns their sum, their mean and their "
-    "largest value. for i in range(10): print(i) while the value is less than the limit.\n";
+    "largest value. for i in range(10): print(i) while the value is less than the limit.\n"
+    "The history of the region is long and interesting. Many years ago, travelers crossed the "
+    "mountains on foot, carrying salt, cloth and books between the northern and southern "
+    "valleys. They stopped at small inns along the river, where they exchanged stories, "
+    "traded their goods and learned the languages of the people they met. Some of those stories "
+    "were written down by the monks who lived in the old monastery above the lake, and their "
+    "books are still kept in the library of the university today. Students and researchers "
+    "from different countries visit the library every summer to study them.\n"
+    "Question: what is the capital of France? Answer: the capital of France is Paris. Question: "
+    "how many minutes are there in an hour? Answer: there are sixty minutes in an hour. The "
+    "assistant should answer clearly and briefly, explain its reasoning when the user asks for "
+    "it, and say so when it does not know something. It should not invent information, and it "
+    "should respect the instructions given by the system and the user.\n";
 
 #define MK_BPE_MAX_MERGES 480
 #define MK_BPE_MIN_COUNT 2

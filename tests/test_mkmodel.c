@@ -1,0 +1,797 @@
+/* test_mkmodel.c - the GGUF writer (common/gguf_write.c) and sniper-mkmodel ($BUILD/sniper-mkmodel,
+ * run as a child process): metadata, tensor names/shapes/types against llama.cpp's layout, complete
+ * data, sane dequantized values, determinism, --upcycle copies, tokenizer import, and failures
+ * (full disk via RLIMIT_FSIZE, missing directories) that must leave no file behind. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gguf.h"
+#include "gguf_write.h"
+#include "harness.h"
+#include "quant.h"
+
+/* ==== helpers ================================================================================= */
+
+static const char *tmp_path(const char *name) {
+    static char bufs[8][4096];
+    static int next;
+    char *p = bufs[next++ % 8];
+    snprintf(p, sizeof(bufs[0]), "%s/%s", test_tmpdir(), name);
+    return p;
+}
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Number of entries of dir whose name starts with prefix (temp files included). */
+static int count_prefixed(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Runs sniper-mkmodel with args (NULL-terminated) plus --quiet; fsize_limit > 0 caps the file
+ * size the child may write (RLIMIT_FSIZE, SIGXFSZ ignored: writes fail with EFBIG). Returns the
+ * exit status, or -1 when it could not run. */
+static int mkmodel(long fsize_limit, const char *const *args) {
+    char bin[4096];
+    const char *build = getenv("BUILD");
+    snprintf(bin, sizeof(bin), "%s/sniper-mkmodel", build && *build ? build : "build");
+    if (access(bin, X_OK) != 0) {
+        test_fail(__FILE__, __LINE__, "\"%s\" is missing: build it first", bin);
+        return -1;
+    }
+    const char *argv[48] = {bin};
+    int n = 1;
+    for (; args[n - 1] && n < 46; n++)
+        argv[n] = args[n - 1];
+    argv[n++] = "--quiet";
+    argv[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (fsize_limit > 0) {
+            struct rlimit rl = {(rlim_t)fsize_limit, (rlim_t)fsize_limit};
+            signal(SIGXFSZ, SIG_IGN);
+            setrlimit(RLIMIT_FSIZE, &rl);
+        }
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define MKMODEL(...) mkmodel(0, (const char *const[]){__VA_ARGS__, NULL})
+
+static struct gguf *open_ok(const char *path) {
+    char err[256] = "";
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    CHECK_MSG(g != NULL, "gguf_open(\"%s\"): %s", path, err);
+    return g;
+}
+
+static uint32_t get_u32(const struct gguf *g, const char *key) {
+    uint32_t v = 0;
+    CHECK_MSG(gguf_get_u32(g, key, &v) == 0, "missing u32 \"%s\"", key);
+    return v;
+}
+
+/* Whole tensor data (malloc'd) or NULL. */
+static void *read_tensor(const struct gguf *g, const char *name) {
+    const struct gguf_tensor *t = gguf_find_tensor(g, name);
+    CHECK_MSG(t != NULL, "missing tensor \"%s\"", name);
+    void *buf = t ? malloc(t->n_bytes) : NULL;
+    if (buf && gguf_read_tensor(g, t, buf) != 0) {
+        test_fail(__FILE__, __LINE__, "cannot read \"%s\"", name);
+        free(buf);
+        buf = NULL;
+    }
+    return buf;
+}
+
+/* ==== the writer ============================================================================== */
+
+static void test_writer_roundtrip(void) {
+    const char *path = tmp_path("w-roundtrip.gguf");
+    static const char *const strs[] = {"a", "", "\xc4\xa0the"};
+    static const int32_t ints[] = {1, -2, 3};
+    static const float flts[] = {0.5f, -1.0f};
+    float f32[3 * 5];
+    uint8_t q8[2 * 34] = {0};
+    for (int i = 0; i < 15; i++)
+        f32[i] = (float)i - 7.0f;
+    for (int i = 0; i < 68; i++)
+        q8[i] = (uint8_t)(i * 7);
+    struct gguf_writer *w = gguf_writer_new();
+    CHECK(w != NULL);
+    CHECK_EQ_INT(gguf_writer_add_u32(w, "k.u32", 7), 0);
+    CHECK_EQ_INT(gguf_writer_add_i32(w, "k.i32", -9), 0);
+    CHECK_EQ_INT(gguf_writer_add_u64(w, "k.u64", 1ull << 40), 0);
+    CHECK_EQ_INT(gguf_writer_add_f32(w, "k.f32", 1e-6f), 0);
+    CHECK_EQ_INT(gguf_writer_add_bool(w, "k.bool", true), 0);
+    CHECK_EQ_INT(gguf_writer_add_str(w, "k.str", "qwen3moe"), 0);
+    CHECK_EQ_INT(gguf_writer_add_arr_str(w, "k.astr", strs, 3), 0);
+    CHECK_EQ_INT(gguf_writer_add_arr_i32(w, "k.ai32", ints, 3), 0);
+    CHECK_EQ_INT(gguf_writer_add_arr_f32(w, "k.af32", flts, 2), 0);
+    CHECK_EQ_INT(gguf_writer_add_u32(w, "k.u32", 8), -EINVAL); /* duplicate */
+    CHECK_EQ_INT(gguf_writer_add_tensor_data(w, "a", QTYPE_F32, 2, (uint64_t[]){3, 5}, f32), 0);
+    CHECK_EQ_INT(gguf_writer_add_tensor_data(w, "b", QTYPE_Q8_0, 1, (uint64_t[]){64}, q8), 0);
+    CHECK_EQ_INT(gguf_writer_add_tensor_data(w, "c", QTYPE_F32, 1, (uint64_t[]){1}, f32), 0);
+    uint64_t expect_bytes = gguf_writer_file_bytes(w);
+    CHECK_EQ_INT(gguf_writer_save(w, path), 0);
+    gguf_writer_free(w);
+
+    size_t n = 0;
+    uint8_t *raw = test_read_file(path, &n);
+    CHECK(raw && n == expect_bytes && n % 32 == 0 && memcmp(raw, "GGUF\3\0\0\0", 8) == 0);
+    free(raw);
+    struct gguf *g = open_ok(path);
+    if (!g)
+        return;
+    CHECK_EQ_INT(g->version, 3);
+    CHECK_EQ_INT(g->n_kv, 9);
+    CHECK_EQ_INT(g->n_tensors, 3);
+    CHECK_EQ_INT(get_u32(g, "k.u32"), 7);
+    int32_t i32 = 0;
+    uint64_t u64 = 0, na = 0;
+    float f = 0;
+    bool b = false;
+    CHECK(gguf_get_i32(g, "k.i32", &i32) == 0 && i32 == -9);
+    CHECK(gguf_get_u64(g, "k.u64", &u64) == 0 && u64 == 1ull << 40);
+    CHECK(gguf_get_f32(g, "k.f32", &f) == 0 && f == 1e-6f);
+    CHECK(gguf_get_bool(g, "k.bool", &b) == 0 && b);
+    CHECK_STR(gguf_get_str(g, "k.str"), "qwen3moe");
+    const struct gguf_str *as = gguf_get_arr(g, "k.astr", GGUF_VTYPE_STRING, &na);
+    CHECK(as && na == 3 && strcmp(as[2].data, strs[2]) == 0 && as[1].len == 0);
+    const int32_t *ai = gguf_get_arr(g, "k.ai32", GGUF_VTYPE_INT32, &na);
+    CHECK(ai && na == 3 && ai[1] == -2);
+    const float *af = gguf_get_arr(g, "k.af32", GGUF_VTYPE_FLOAT32, &na);
+    CHECK(af && na == 2 && af[1] == -1.0f);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        CHECK_EQ_INT(g->tensors[i].data_off % 32, 0);
+    float *ra = read_tensor(g, "a");
+    uint8_t *rb = read_tensor(g, "b");
+    CHECK(ra && memcmp(ra, f32, sizeof(f32)) == 0);
+    CHECK(rb && memcmp(rb, q8, sizeof(q8)) == 0);
+    free(ra);
+    free(rb);
+    gguf_free(g);
+}
+
+static void test_writer_rejects(void) {
+    struct gguf_writer *w = gguf_writer_new();
+    char long_name[80];
+    memset(long_name, 'x', sizeof(long_name) - 1);
+    long_name[sizeof(long_name) - 1] = '\0';
+    CHECK_EQ_INT(gguf_writer_add_str(w, "", "x"), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_add_str(w, "k", NULL), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "q", QTYPE_Q4_K, 1, (uint64_t[]){128}), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "z", QTYPE_F32, 2, (uint64_t[]){4, 0}), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "d", QTYPE_F32, 5, (uint64_t[]){1, 1, 1, 1, 1}),
+                 -EINVAL);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, long_name, QTYPE_F32, 1, (uint64_t[]){4}), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "t", QTYPE_F32, 1, (uint64_t[]){4}), 0);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "t", QTYPE_F32, 1, (uint64_t[]){4}), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_set_alignment(w, 64), -EINVAL); /* after a tensor */
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "h", QTYPE_F32, 2,
+                                        (uint64_t[]){1ull << 62, 1ull << 62}), -EOVERFLOW);
+    CHECK_EQ_INT(gguf_writer_save(w, tmp_path("w-rejects.gguf")), -EINVAL); /* no data */
+    CHECK(!file_exists(tmp_path("w-rejects.gguf")));
+    gguf_writer_free(w);
+}
+
+/* Streaming: chunks, too much data, missing data, and free before finish leave nothing. */
+static void test_writer_stream_errors(void) {
+    float x[100] = {0};
+    const char *path = tmp_path("w-stream.gguf");
+    struct gguf_writer *w = gguf_writer_new();
+    CHECK_EQ_INT(gguf_writer_set_alignment(w, 64), 0);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "a", QTYPE_F32, 1, (uint64_t[]){10}), 0);
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "b", QTYPE_F32, 1, (uint64_t[]){20}), 0);
+    CHECK_EQ_INT(gguf_writer_write(w, x, 4), -EINVAL); /* not open */
+    CHECK_EQ_INT(gguf_writer_open(w, path), 0);
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "w-stream.gguf.tmp."), 1);
+    CHECK_STR(gguf_writer_current(w), "a");
+    CHECK_EQ_INT(gguf_writer_write(w, x, 12), 0);
+    CHECK_EQ_INT(gguf_writer_write(w, x, 40), -EINVAL); /* runs past "a" */
+    CHECK_EQ_INT(gguf_writer_write(w, x, 28), 0);
+    CHECK_STR(gguf_writer_current(w), "b");
+    CHECK_EQ_INT(gguf_writer_write(w, x, 40), 0);
+    CHECK(gguf_writer_finish(w) != 0); /* "b" incomplete */
+    CHECK(!file_exists(path));
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "w-stream.gguf"), 0);
+    gguf_writer_free(w);
+
+    w = gguf_writer_new();
+    CHECK_EQ_INT(gguf_writer_add_tensor(w, "a", QTYPE_F32, 1, (uint64_t[]){10}), 0);
+    CHECK_EQ_INT(gguf_writer_open(w, path), 0);
+    gguf_writer_free(w); /* abandoned */
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "w-stream.gguf"), 0);
+}
+
+static void test_writer_unwritable(void) {
+    struct gguf_writer *w = gguf_writer_new();
+    CHECK_EQ_INT(gguf_writer_add_u32(w, "k", 1), 0);
+    CHECK_EQ_INT(gguf_writer_open(w, tmp_path("no-such-dir/x.gguf")), -ENOENT);
+    gguf_writer_free(w);
+    const char *file = tmp_path("w-plain-file");
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    char under[4200];
+    snprintf(under, sizeof(under), "%s/x.gguf", file);
+    w = gguf_writer_new();
+    CHECK_EQ_INT(gguf_writer_add_u32(w, "k", 1), 0);
+    CHECK_EQ_INT(gguf_writer_open(w, under), -ENOTDIR);
+    CHECK_EQ_INT(gguf_writer_finish(w), -ENOTDIR); /* the first error sticks */
+    gguf_writer_free(w);
+    CHECK(MKMODEL("-o", tmp_path("no-such-dir/m.gguf")) == 1);
+    CHECK(!file_exists(tmp_path("no-such-dir")));
+}
+
+/* A disk that fills up mid-file: RLIMIT_FSIZE makes write() fail with EFBIG. */
+static void test_full_disk(void) {
+    const char *path = tmp_path("full.gguf");
+    int rc = mkmodel(1 << 20, (const char *const[]){"-o", path, "--types", "f32", NULL});
+    CHECK_EQ_INT(rc, 1);
+    CHECK(!file_exists(path));
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "full.gguf"), 0);
+    rc = mkmodel(64 << 10, (const char *const[]){"-o", path, "--types", "q4_k_m", NULL});
+    CHECK_EQ_INT(rc, 1);
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "full.gguf"), 0);
+}
+
+/* ==== sniper-mkmodel: layout ================================================================== */
+
+enum { T_F32, T_Q8_0, T_Q4_K_M };
+
+struct shape {
+    const char *arch;
+    int types;
+    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_expert, n_used, n_ff_exp, ctx;
+    uint32_t n_vocab; /* 0: don't check */
+};
+
+static const struct shape tiny_moe = {"qwen3moe", T_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128,
+                                      4096, 0};
+
+/* The type llama-quantize's recipe gives (independent restatement of the tool's rule). */
+static enum qtype expect_type(int types, const char *suffix, uint32_t il, uint32_t n_layer,
+                              uint64_t ne0) {
+    bool norm = strstr(suffix, "norm") || strcmp(suffix, "ffn_gate_inp") == 0;
+    if (types == T_F32 || norm)
+        return QTYPE_F32;
+    if (types == T_Q8_0)
+        return QTYPE_Q8_0;
+    bool more_bits = il < n_layer / 8 || il >= 7 * n_layer / 8 || (il - n_layer / 8) % 3 == 2;
+    bool six = strcmp(suffix, "output") == 0 ||
+               ((strcmp(suffix, "attn_v") == 0 || strncmp(suffix, "ffn_down", 8) == 0) &&
+                more_bits);
+    if (ne0 % 256)
+        return six ? QTYPE_Q8_0 : QTYPE_Q5_0;
+    return six ? QTYPE_Q6_K : QTYPE_Q4_K;
+}
+
+static void check_tensor(const struct gguf *g, const struct shape *s, const char *suffix, int il,
+                         uint64_t ne0, uint64_t ne1, uint64_t ne2) {
+    char name[96];
+    if (il >= 0)
+        snprintf(name, sizeof(name), "blk.%d.%s.weight", il, suffix);
+    else
+        snprintf(name, sizeof(name), "%s.weight", suffix);
+    const struct gguf_tensor *t = gguf_find_tensor(g, name);
+    CHECK_MSG(t != NULL, "missing tensor \"%s\"", name);
+    if (!t)
+        return;
+    uint32_t n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    enum qtype want = expect_type(s->types, suffix, il < 0 ? 0 : (uint32_t)il, s->n_layer, ne0);
+    CHECK_MSG(t->n_dims == n_dims && t->ne[0] == ne0 && t->ne[1] == (ne1 ? ne1 : 1) &&
+              t->ne[2] == (ne2 ? ne2 : 1), "\"%s\": wrong shape", name);
+    CHECK_MSG(t->type == want, "\"%s\": type %s, expected %s", name, qtype_name(t->type),
+              qtype_name(want));
+}
+
+static void check_layer(const struct gguf *g, const struct shape *s, int il) {
+    uint64_t e = s->n_embd, q = (uint64_t)s->n_head * s->head_dim;
+    uint64_t kv = (uint64_t)s->n_head_kv * s->head_dim;
+    bool moe = strcmp(s->arch, "qwen3moe") == 0;
+    check_tensor(g, s, "attn_norm", il, e, 0, 0);
+    check_tensor(g, s, "attn_q", il, e, q, 0);
+    check_tensor(g, s, "attn_k", il, e, kv, 0);
+    check_tensor(g, s, "attn_v", il, e, kv, 0);
+    check_tensor(g, s, "attn_output", il, q, e, 0);
+    check_tensor(g, s, "ffn_norm", il, e, 0, 0);
+    if (strcmp(s->arch, "llama") != 0) {
+        check_tensor(g, s, "attn_q_norm", il, s->head_dim, 0, 0);
+        check_tensor(g, s, "attn_k_norm", il, s->head_dim, 0, 0);
+    }
+    if (moe) {
+        check_tensor(g, s, "ffn_gate_inp", il, e, s->n_expert, 0);
+        check_tensor(g, s, "ffn_gate_exps", il, e, s->n_ff_exp, s->n_expert);
+        check_tensor(g, s, "ffn_up_exps", il, e, s->n_ff_exp, s->n_expert);
+        check_tensor(g, s, "ffn_down_exps", il, s->n_ff_exp, e, s->n_expert);
+    } else {
+        check_tensor(g, s, "ffn_gate", il, e, s->n_ff, 0);
+        check_tensor(g, s, "ffn_up", il, e, s->n_ff, 0);
+        check_tensor(g, s, "ffn_down", il, s->n_ff, e, 0);
+    }
+}
+
+static void check_hparams(const struct gguf *g, const struct shape *s) {
+    char key[128];
+    float f = 0;
+    bool moe = strcmp(s->arch, "qwen3moe") == 0;
+    CHECK_STR(gguf_get_str(g, "general.architecture"), s->arch);
+#define ARCH_U32(suffix, want) \
+    do { snprintf(key, sizeof(key), "%s.%s", s->arch, suffix); \
+         CHECK_EQ_INT(get_u32(g, key), want); } while (0)
+    ARCH_U32("block_count", s->n_layer);
+    ARCH_U32("context_length", s->ctx);
+    ARCH_U32("embedding_length", s->n_embd);
+    ARCH_U32("feed_forward_length", s->n_ff);
+    ARCH_U32("attention.head_count", s->n_head);
+    ARCH_U32("attention.head_count_kv", s->n_head_kv);
+    ARCH_U32("attention.key_length", s->head_dim);
+    ARCH_U32("attention.value_length", s->head_dim);
+    if (moe) {
+        ARCH_U32("expert_count", s->n_expert);
+        ARCH_U32("expert_used_count", s->n_used);
+        ARCH_U32("expert_feed_forward_length", s->n_ff_exp);
+    }
+#undef ARCH_U32
+    snprintf(key, sizeof(key), "%s.expert_count", s->arch);
+    CHECK(moe || gguf_find_kv(g, key) == NULL);
+    snprintf(key, sizeof(key), "%s.rope.freq_base", s->arch);
+    CHECK(gguf_get_f32(g, key, &f) == 0 && f == 1e6f);
+    snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", s->arch);
+    CHECK(gguf_get_f32(g, key, &f) == 0 && f == 1e-6f);
+    static const uint32_t ftype[] = {0, 7, 15};
+    CHECK_EQ_INT(get_u32(g, "general.file_type"), ftype[s->types]);
+}
+
+/* Vocabulary invariants: Qwen3 special tokens, types, merges made of tokens. */
+static void check_tokenizer(const struct gguf *g, uint32_t n_vocab) {
+    uint64_t n = 0, nt = 0, nm = 0;
+    bool add_bos = true;
+    const struct gguf_str *tok = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, &n);
+    const int32_t *ty = gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VTYPE_INT32, &nt);
+    const struct gguf_str *mg = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_VTYPE_STRING, &nm);
+    CHECK(tok && ty && mg && n == nt && nm >= 200);
+    CHECK_STR(gguf_get_str(g, "tokenizer.ggml.model"), "gpt2");
+    CHECK_STR(gguf_get_str(g, "tokenizer.ggml.pre"), "qwen2");
+    CHECK(gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos) == 0 && !add_bos);
+    const char *tmpl = gguf_get_str(g, "tokenizer.chat_template");
+    CHECK(tmpl && strstr(tmpl, "<|im_start|>") && strstr(tmpl, "add_generation_prompt"));
+    if (!tok || !ty || !mg || n != nt)
+        return;
+    if (n_vocab)
+        CHECK_EQ_INT(n, n_vocab);
+    CHECK_STR(tok[0].data, "!");              /* GPT-2 byte order */
+    CHECK_STR(tok[188].data, "\xc4\x80");     /* byte 0x00 -> U+0100 */
+    CHECK_STR(tok[187].data, "\xc3\xbf"); /* last printable: byte 0xFF */
+    uint32_t eos = get_u32(g, "tokenizer.ggml.eos_token_id");
+    uint32_t pad = get_u32(g, "tokenizer.ggml.padding_token_id");
+    CHECK(eos < n && strcmp(tok[eos].data, "<|im_end|>") == 0 && ty[eos] == 3);
+    CHECK(pad < n && strcmp(tok[pad].data, "<|endoftext|>") == 0 && ty[pad] == 3);
+    CHECK(eos == pad + 2 && ty[pad + 1] == 3);   /* <|im_start|> */
+    CHECK(pad + 25 < n && strcmp(tok[pad + 24].data, "<think>") == 0 && ty[pad + 24] == 4);
+    for (uint64_t i = 0; i < 256; i++)
+        CHECK_EQ_INT(ty[i], 1);
+    for (uint64_t i = pad + 26; i < n; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "[PAD%llu]", (unsigned long long)i);
+        CHECK_MSG(strcmp(tok[i].data, want) == 0 && ty[i] == 5, "token %llu",
+                  (unsigned long long)i);
+    }
+}
+
+/* Every merge "a b" names two tokens and their concatenation is a token (first 600 checked). */
+static void check_merges(const struct gguf *g) {
+    uint64_t n = 0, nm = 0;
+    const struct gguf_str *tok = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, &n);
+    const struct gguf_str *mg = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_VTYPE_STRING, &nm);
+    uint64_t limit = n < 2000 ? n : 2000;
+    for (uint64_t m = 0; tok && mg && m < nm && m < 600; m++) {
+        char joined[256], left[256];
+        const char *sp = strchr(mg[m].data + 1, ' ');
+        CHECK_MSG(sp && mg[m].len < sizeof(joined), "merge %llu", (unsigned long long)m);
+        if (!sp || mg[m].len >= sizeof(joined))
+            return;
+        snprintf(left, sizeof(left), "%.*s", (int)(sp - mg[m].data), mg[m].data);
+        snprintf(joined, sizeof(joined), "%s%s", left, sp + 1);
+        bool found_l = false, found_r = false, found_j = false;
+        for (uint64_t i = 0; i < limit; i++) {
+            found_l |= strcmp(tok[i].data, left) == 0;
+            found_r |= strcmp(tok[i].data, sp + 1) == 0;
+            found_j |= strcmp(tok[i].data, joined) == 0;
+        }
+        CHECK_MSG(found_l && found_r && found_j, "merge \"%s\" not made of tokens", mg[m].data);
+    }
+}
+
+/* Generates path with the given extra args and checks layout, metadata and tokenizer. */
+static struct gguf *make_and_check(const char *path, const struct shape *s,
+                                   const char *const *extra) {
+    static const char *const tnames[] = {"f32", "q8_0", "q4_k_m"};
+    const char *args[40] = {"-o", path, "--arch", s->arch, "--types", tnames[s->types]};
+    int n = 6;
+    for (; extra && *extra && n < 38; extra++)
+        args[n++] = *extra;
+    args[n] = NULL;
+    CHECK_EQ_INT(mkmodel(0, args), 0);
+    struct gguf *g = open_ok(path);
+    if (!g)
+        return NULL;
+    uint64_t n_vocab = 0;
+    const void *tok = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, &n_vocab);
+    CHECK(tok != NULL);
+    check_hparams(g, s);
+    check_tokenizer(g, s->n_vocab);
+    check_tensor(g, s, "token_embd", -1, s->n_embd, n_vocab, 0);
+    check_tensor(g, s, "output_norm", -1, s->n_embd, 0, 0);
+    check_tensor(g, s, "output", -1, s->n_embd, n_vocab, 0);
+    for (int il = 0; il < (int)s->n_layer; il++)
+        check_layer(g, s, il);
+    bool moe = strcmp(s->arch, "qwen3moe") == 0, llama = strcmp(s->arch, "llama") == 0;
+    CHECK_EQ_INT(g->n_tensors, 3 + s->n_layer * (moe ? 12 : 11) - (llama ? 2 * s->n_layer : 0));
+    const struct gguf_tensor *last = &g->tensors[g->n_tensors - 1];
+    CHECK_MSG(g->file_bytes >= last->data_off + last->n_bytes &&
+              g->file_bytes - (last->data_off + last->n_bytes) < 32, "data section incomplete");
+    return g;
+}
+
+/* ==== sniper-mkmodel: values ================================================================== */
+
+struct stats {
+    double sum, sumsq, max_abs;
+    uint64_t n, n_bad;
+};
+
+static void stats_add(struct stats *st, const float *x, uint64_t n) {
+    for (uint64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            st->n_bad++;
+            continue;
+        }
+        st->sum += x[i];
+        st->sumsq += (double)x[i] * x[i];
+        st->max_abs = fabs(x[i]) > st->max_abs ? fabs(x[i]) : st->max_abs;
+        st->n++;
+    }
+}
+
+/* Dequantizes all of t and gathers statistics. Returns 0 or -1. */
+static int tensor_stats(const struct gguf *g, const struct gguf_tensor *t, struct stats *st) {
+    uint8_t *raw = malloc(t->n_bytes);
+    float *row = malloc(t->ne[0] * sizeof(float));
+    int rc = raw && row && gguf_read_tensor(g, t, raw) == 0 ? 0 : -1;
+    uint64_t n_rows = t->n_elems / t->ne[0];
+    memset(st, 0, sizeof(*st));
+    for (uint64_t r = 0; rc == 0 && r < n_rows; r++) {
+        rc = quant_dequantize_row(t->type, raw + r * t->row_bytes, row, (int64_t)t->ne[0]);
+        stats_add(st, row, t->ne[0]);
+    }
+    free(raw);
+    free(row);
+    return rc;
+}
+
+/* Every value finite; norms ~1, embeddings std ~1, matrices std ~1/sqrt(row length). */
+static void check_values(const struct gguf *g) {
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        struct stats st;
+        CHECK_MSG(tensor_stats(g, t, &st) == 0, "cannot dequantize \"%s\"", t->name);
+        double mean = st.sum / (double)st.n;
+        double std = sqrt(st.sumsq / (double)st.n - mean * mean);
+        bool norm = t->n_dims == 1;
+        double want = norm ? 0.05 : strcmp(t->name, "token_embd.weight") == 0
+                                        ? 1.0 : 1.0 / sqrt((double)t->ne[0]);
+        CHECK_MSG(st.n_bad == 0, "\"%s\": %llu non-finite values", t->name,
+                  (unsigned long long)st.n_bad);
+        CHECK_MSG(std > 0.75 * want && std < 1.25 * want, "\"%s\" (%s): std %g, want ~%g",
+                  t->name, qtype_name(t->type), std, want);
+        /* 0.08 std: tight enough to catch a mis-packed Q4_K min (an offset of 0.11 std) */
+        double mean_tol = norm ? 0.03 : 0.08 * want;
+        CHECK_MSG(fabs(mean - (norm ? 1.0 : 0.0)) < mean_tol, "\"%s\" (%s): mean %g", t->name,
+                  qtype_name(t->type), mean);
+        CHECK_MSG(st.max_abs < (norm ? 1.5 : 8.0 * want), "\"%s\": max |x| %g", t->name,
+                  st.max_abs);
+    }
+}
+
+static void test_tiny_moe_types(void) {
+    static const char *const out[] = {"moe-f32.gguf", "moe-q8_0.gguf", "moe-q4_k_m.gguf"};
+    for (int ty = T_F32; ty <= T_Q4_K_M; ty++) {
+        struct shape s = tiny_moe;
+        s.types = ty;
+        struct gguf *g = make_and_check(tmp_path(out[ty]), &s, NULL);
+        if (g) {
+            check_merges(g);
+            check_values(g);
+        }
+        gguf_free(g);
+    }
+}
+
+static void test_tiny_dense_and_llama(void) {
+    struct shape s = tiny_moe;
+    s.arch = "qwen3";
+    for (int ty = T_F32; ty <= T_Q4_K_M; ty++) {
+        s.types = ty;
+        struct gguf *g = make_and_check(tmp_path("dense.gguf"), &s,
+                                        (const char *const[]){"--preset", "tiny-dense", NULL});
+        if (g)
+            check_values(g);
+        gguf_free(g);
+    }
+    s.arch = "llama";
+    for (int ty = T_F32; ty <= T_Q4_K_M; ty++) {
+        s.types = ty;
+        struct gguf *g = make_and_check(tmp_path("llama.gguf"), &s, NULL);
+        uint32_t rot = 0;
+        CHECK(g && gguf_get_u32(g, "llama.rope.dimension_count", &rot) == 0 && rot == 64);
+        if (g)
+            check_values(g);
+        gguf_free(g);
+    }
+}
+
+/* The fixture models (llama.cpp's own quantization) have exactly our names, shapes and types. */
+static void test_matches_fixture_layout(void) {
+    static const char *const fx[] = {"tiny-qwen3moe-q4_k_m.gguf", "dense-qwen3-q4_k_m.gguf",
+                                     "tiny-qwen3moe-q8_0.gguf"};
+    static const char *const ours[] = {"moe-q4_k_m.gguf", "dense-q4.gguf", "moe-q8_0.gguf"};
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: cannot compare with llama.cpp's layout");
+        return;
+    }
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("dense-q4.gguf"), "--preset", "tiny-dense", "--types",
+                         "q4_k_m"), 0);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("moe-q4_k_m.gguf"), "--types", "q4_k_m"), 0);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("moe-q8_0.gguf"), "--types", "q8_0"), 0);
+    for (int i = 0; i < 3; i++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/models/%s", dir, fx[i]);
+        struct gguf *ref = open_ok(path), *g = open_ok(tmp_path(ours[i]));
+        CHECK(!ref || !g || ref->n_tensors == g->n_tensors);
+        for (uint64_t k = 0; ref && g && k < ref->n_tensors; k++) {
+            const struct gguf_tensor *a = &ref->tensors[k], *b = gguf_find_tensor(g, a->name);
+            bool vocab_dim = strcmp(a->name, "output.weight") == 0 ||
+                             strcmp(a->name, "token_embd.weight") == 0;
+            CHECK_MSG(b && b->type == a->type && b->n_dims == a->n_dims && b->ne[0] == a->ne[0] &&
+                      (vocab_dim || (b->ne[1] == a->ne[1] && b->ne[2] == a->ne[2])),
+                      "%s: \"%s\" differs from llama.cpp's", fx[i], a->name);
+        }
+        for (uint64_t k = 0; ref && g && k < ref->n_kv; k++) {
+            const char *key = ref->kv[k].key;
+            if (strncmp(key, "tokenizer.", 10) != 0 && strncmp(key, "general.", 8) != 0)
+                CHECK_MSG(gguf_find_kv(g, key) != NULL, "%s: key \"%s\" missing", fx[i], key);
+        }
+        gguf_free(ref);
+        gguf_free(g);
+    }
+}
+
+/* ==== sniper-mkmodel: determinism and --upcycle =============================================== */
+
+static bool files_equal(const char *a, const char *b, bool *same_size) {
+    size_t na = 0, nb = 0;
+    char *x = test_read_file(a, &na), *y = test_read_file(b, &nb);
+    bool eq = x && y && na == nb && memcmp(x, y, na) == 0;
+    *same_size = x && y && na == nb;
+    free(x);
+    free(y);
+    return eq;
+}
+
+static void test_seeds(void) {
+    const char *a = tmp_path("seed-a.gguf"), *b = tmp_path("seed-b.gguf");
+    const char *c = tmp_path("seed-c.gguf");
+    bool same_size = false;
+    CHECK_EQ_INT(MKMODEL("-o", a, "--types", "q4_k_m", "--seed", "7"), 0);
+    CHECK_EQ_INT(MKMODEL("-o", b, "--types", "q4_k_m", "--seed", "7"), 0);
+    CHECK_EQ_INT(MKMODEL("-o", c, "--types", "q4_k_m", "--seed", "8"), 0);
+    CHECK(files_equal(a, b, &same_size));
+    CHECK(!files_equal(a, c, &same_size) && same_size);
+    /* same name, seed and shape in another architecture: same bytes; another name: different */
+    CHECK_EQ_INT(MKMODEL("-o", b, "--arch", "llama", "--types", "q4_k_m", "--seed", "7"), 0);
+    struct gguf *ga = open_ok(a), *gb = open_ok(b);
+    const struct gguf_tensor *ta = ga ? gguf_find_tensor(ga, "blk.1.attn_q.weight") : NULL;
+    void *x = ga ? read_tensor(ga, "blk.1.attn_q.weight") : NULL;
+    void *y = gb ? read_tensor(gb, "blk.1.attn_q.weight") : NULL;
+    void *z = ga ? read_tensor(ga, "blk.2.attn_q.weight") : NULL;
+    CHECK(ta && x && y && z && memcmp(x, y, ta->n_bytes) == 0 && memcmp(x, z, ta->n_bytes) != 0);
+    free(x);
+    free(y);
+    free(z);
+    gguf_free(ga);
+    gguf_free(gb);
+}
+
+/* Each expert slice of an upcycled MoE equals the dense model's FFN tensor; the rest is equal. */
+static void check_upcycled(const struct gguf *moe, const struct gguf *dense) {
+    static const char *const exps[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    static const char *const ffn[] = {"ffn_gate", "ffn_up", "ffn_down"};
+    for (uint64_t i = 0; i < dense->n_tensors; i++) {
+        const struct gguf_tensor *d = &dense->tensors[i];
+        if (strstr(d->name, ".ffn_gate.") || strstr(d->name, ".ffn_up.") ||
+            strstr(d->name, ".ffn_down."))
+            continue;
+        uint8_t *x = read_tensor(dense, d->name), *y = read_tensor(moe, d->name);
+        CHECK_MSG(x && y && memcmp(x, y, d->n_bytes) == 0, "\"%s\" differs", d->name);
+        free(x);
+        free(y);
+    }
+    for (uint32_t il = 0; il < 4; il++) {
+        for (int k = 0; k < 3; k++) {
+            char en[64], dn[64];
+            snprintf(en, sizeof(en), "blk.%u.%s.weight", il, exps[k]);
+            snprintf(dn, sizeof(dn), "blk.%u.%s.weight", il, ffn[k]);
+            const struct gguf_tensor *et = gguf_find_tensor(moe, en);
+            const struct gguf_tensor *dt = gguf_find_tensor(dense, dn);
+            uint8_t *e = read_tensor(moe, en), *d = read_tensor(dense, dn);
+            CHECK(et && dt && et->type == dt->type && et->n_bytes == 16 * dt->n_bytes);
+            for (int x = 0; e && d && et && dt && et->n_bytes == 16 * dt->n_bytes && x < 16; x++)
+                CHECK_MSG(memcmp(e + x * dt->n_bytes, d, dt->n_bytes) == 0,
+                          "expert %d of \"%s\" is not \"%s\"", x, en, dn);
+            free(e);
+            free(d);
+        }
+    }
+}
+
+static void test_upcycle(void) {
+    static const char *const types[] = {"f32", "q4_k_m"};
+    for (int i = 0; i < 2; i++) {
+        const char *m = tmp_path("up-moe.gguf"), *d = tmp_path("up-dense.gguf");
+        CHECK_EQ_INT(MKMODEL("-o", m, "--upcycle", "--types", types[i], "--seed", "5"), 0);
+        CHECK_EQ_INT(MKMODEL("-o", d, "--arch", "qwen3", "--types", types[i], "--seed", "5"), 0);
+        struct gguf *gm = open_ok(m), *gd = open_ok(d);
+        if (gm && gd) {
+            CHECK_EQ_INT(get_u32(gm, "qwen3moe.expert_feed_forward_length"), 512);
+            check_upcycled(gm, gd);
+        }
+        gguf_free(gm);
+        gguf_free(gd);
+    }
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("bad.gguf"), "--upcycle", "--arch", "qwen3"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("bad.gguf"), "--upcycle", "--n-ff-exp", "128"), 2);
+    CHECK(!file_exists(tmp_path("bad.gguf")));
+}
+
+/* ==== sniper-mkmodel: presets, tokenizer import, bad options ================================= */
+
+/* The 30B preset's metadata and vocabulary with small matrices (the full one is ~17 GiB). */
+static void test_preset_30b_reduced(void) {
+    struct shape s = {"qwen3moe", T_Q4_K_M, 2, 256, 32, 4, 128, 6144, 8, 8, 768, 40960, 151936};
+    struct gguf *g = make_and_check(tmp_path("30b-small.gguf"), &s,
+        (const char *const[]){"--preset", "qwen3-30b-a3b", "--n-layer", "2", "--n-embd", "256",
+                              "--n-expert", "8", NULL});
+    gguf_free(g);
+}
+
+static const char tok_json[] =
+    "{\"version\":\"1.0\",\"added_tokens\":["
+    "{\"id\":8,\"content\":\"<|endoftext|>\",\"special\":true},"
+    "{\"id\":9,\"content\":\"<|im_start|>\",\"special\":true},"
+    "{\"id\":10,\"content\":\"<|im_end|>\",\"special\":true},"
+    "{\"id\":12,\"content\":\"<think>\",\"special\":false}],"
+    "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"c\":2,\"\\u0120\":3,\"ab\":4,"
+    "\"\\u0120a\":5,\"abc\":6,\"\\u0120ab\":7},"
+    "\"merges\":[\"a b\",[\"\\u0120\",\"a\"],\"ab c\",[\"\\u0120a\",\"b\"]]}}";
+
+static void test_tokenizer_json(void) {
+    const char *jp = tmp_path("tokenizer.json"), *out = tmp_path("tok.gguf");
+    FILE *f = fopen(jp, "w");
+    CHECK(f && fputs(tok_json, f) >= 0);
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(MKMODEL("-o", out, "--tokenizer-json", jp, "--n-vocab", "20", "--n-layer", "1"),
+                 0);
+    struct gguf *g = open_ok(out);
+    uint64_t n = 0, nm = 0, nt = 0;
+    const struct gguf_str *tok = g ? gguf_get_arr(g, "tokenizer.ggml.tokens",
+                                                  GGUF_VTYPE_STRING, &n) : NULL;
+    const int32_t *ty = g ? gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VTYPE_INT32, &nt)
+                          : NULL;
+    const struct gguf_str *mg = g ? gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_VTYPE_STRING,
+                                                 &nm) : NULL;
+    CHECK(tok && ty && mg && n == 20 && nt == 20 && nm == 4);
+    if (tok && ty && mg && n == 20 && nm == 4) {
+        CHECK_STR(tok[5].data, "\xc4\xa0" "a");
+        CHECK_STR(mg[1].data, "\xc4\xa0 a");
+        CHECK_STR(mg[3].data, "\xc4\xa0" "a b");
+        CHECK(strcmp(tok[10].data, "<|im_end|>") == 0 && ty[10] == 3 && ty[12] == 4);
+        CHECK(strcmp(tok[11].data, "[PAD11]") == 0 && ty[11] == 5 && ty[0] == 1);
+        CHECK_STR(tok[19].data, "[PAD19]");
+        CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.eos_token_id"), 10);
+        CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.padding_token_id"), 8);
+        const struct gguf_tensor *t = gguf_find_tensor(g, "token_embd.weight");
+        CHECK(t && t->ne[1] == 20);
+    }
+    gguf_free(g);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("tok-small.gguf"), "--tokenizer-json", jp,
+                         "--n-vocab", "5"), 1);
+    f = fopen(jp, "w");
+    CHECK(f && fputs("{\"model\":{\"vocab\":[1,2]}}", f) >= 0);
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("tok-bad.gguf"), "--tokenizer-json", jp), 1);
+    CHECK(!file_exists(tmp_path("tok-bad.gguf")) && !file_exists(tmp_path("tok-small.gguf")));
+}
+
+static void test_bad_options(void) {
+    const char *p = tmp_path("opt.gguf");
+    CHECK_EQ_INT(MKMODEL("-o", p, "--preset", "huge"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--arch", "gpt2"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--types", "q3_k"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--n-head", "7"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--n-layer", "0"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--n-embd", "-5"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--n-expert-used", "17"), 2);
+    CHECK_EQ_INT(MKMODEL("-o", p, "--types", "q8_0", "--n-embd", "100"), 2);
+    CHECK_EQ_INT(MKMODEL("--types", "q8_0"), 2);
+    CHECK(!file_exists(p));
+    CHECK_EQ_INT(MKMODEL("--help"), 0);
+}
+
+static const struct test_case cases[] = {
+    {"writer_roundtrip", test_writer_roundtrip},
+    {"writer_rejects", test_writer_rejects},
+    {"writer_stream_errors", test_writer_stream_errors},
+    {"writer_unwritable", test_writer_unwritable},
+    {"full_disk", test_full_disk},
+    {"tiny_moe_types", test_tiny_moe_types},
+    {"tiny_dense_and_llama", test_tiny_dense_and_llama},
+    {"matches_fixture_layout", test_matches_fixture_layout},
+    {"seeds", test_seeds},
+    {"upcycle", test_upcycle},
+    {"preset_30b_reduced", test_preset_30b_reduced},
+    {"tokenizer_json", test_tokenizer_json},
+    {"bad_options", test_bad_options},
+    {0, 0},
+};
+
+/* The models written here total ~150 MB: remove this binary's own temp directory at exit. */
+static void remove_tmpdir(void) {
+    const char *dir = test_tmpdir();
+    DIR *d = opendir(dir);
+    char path[4400];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+    if (!getenv("SNIPER_KEEP_TMP"))
+        atexit(remove_tmpdir);
+    return test_run(argc, argv, cases);
+}
