@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "fault.h"
 #include "quant.h"
@@ -158,18 +159,7 @@ static int weight_load(struct model *m, struct weight *w, const char *name, int6
     w->row_bytes = t->row_bytes;
     w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
     w->tensor = t;
-    size_t bytes = t->n_bytes ? t->n_bytes : 64;
-    if (fault_hit(FAULT_ALLOC) || posix_memalign(&w->data, 64, bytes) != 0) {
-        w->data = NULL;
-        set_err(err, err_len, "model: out of memory for tensor \"%s\" (%llu bytes)", name,
-                (unsigned long long)t->n_bytes);
-        return -ENOMEM;
-    }
-    int rc = gguf_read_tensor(m->gguf, t, w->data);
-    if (rc < 0) {
-        set_err(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
-        return rc;
-    }
+    w->data = (const uint8_t *)m->map + t->data_off;
     m->resident_bytes += t->n_bytes;
     return 0;
 }
@@ -250,6 +240,22 @@ static int layer_load(struct model *m, int il, char *err, size_t err_len) {
     return 0;
 }
 
+/* Maps the whole file read-only and faults it in (MAP_POPULATE), as llama.cpp's default mmap does;
+ * the pages live in the page cache, shared with other processes and kept across restarts. */
+static int model_map(struct model *m, char *err, size_t err_len) {
+    m->map_bytes = m->gguf->file_bytes;
+    void *p = MAP_FAILED;
+    if (!fault_hit(FAULT_ALLOC))
+        p = mmap(NULL, m->map_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, m->gguf->fd, 0);
+    if (p == MAP_FAILED) {
+        set_err(err, err_len, "model: out of memory mapping \"%s\" (%zu bytes): %s", m->path,
+                m->map_bytes, strerror(errno));
+        return -ENOMEM;
+    }
+    m->map = p;
+    return 0;
+}
+
 /* The base name of path without its extension, malloc'd. */
 static char *model_default_name(const char *path) {
     const char *base = strrchr(path, '/');
@@ -280,6 +286,8 @@ struct model *model_load(const char *path, char *err, size_t err_len) {
         set_err(err, err_len, "model: out of memory");
         goto err;
     }
+    if (model_map(m, err, err_len) < 0)
+        goto err;
     if (weight_load(m, &m->tok_embd, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
                     err_len) < 0 ||
         norm_load(m, &m->output_norm, "output_norm.weight", m->hp.n_embd, err, err_len) < 0)
@@ -289,7 +297,7 @@ struct model *model_load(const char *path, char *err, size_t err_len) {
                         err_len) < 0)
             goto err;
     } else {
-        m->output = m->tok_embd; /* tied: shares tok_embd's bytes (freed once, below) */
+        m->output = m->tok_embd; /* tied: shares tok_embd's bytes */
     }
     for (int il = 0; il < m->hp.n_layer; il++)
         if (layer_load(m, il, err, err_len) < 0)
@@ -298,11 +306,6 @@ struct model *model_load(const char *path, char *err, size_t err_len) {
 err:
     model_free(m);
     return NULL;
-}
-
-static void weight_release(struct weight *w) {
-    free(w->data);
-    w->data = NULL;
 }
 
 void model_free(struct model *m) {
@@ -315,17 +318,11 @@ void model_free(struct model *m) {
             free(l->attn_q_norm);
             free(l->attn_k_norm);
             free(l->ffn_norm);
-            struct weight *ws[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate_inp,
-                                   &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
-                                   &l->ffn_gate, &l->ffn_up, &l->ffn_down};
-            for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
-                weight_release(ws[i]);
         }
         free(m->layers);
     }
-    if (m->output.data != m->tok_embd.data)
-        weight_release(&m->output);
-    weight_release(&m->tok_embd);
+    if (m->map)
+        munmap(m->map, m->map_bytes);
     free(m->output_norm);
     free(m->path);
     free(m->name);

@@ -5,8 +5,9 @@
  *     ... engine_new(m, ...) ...
  *     model_free(m);
  *
- * Every matrix is kept in its file type and layout (row-major, ne[0] = input features per row);
- * norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
+ * Every matrix is kept in its file type and layout (row-major, ne[0] = input features per row),
+ * read in place from a read-only mapping of the file that is populated at load, so a second
+ * process or a restart shares the page cache instead of copying; norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
  * expert e is the contiguous slice at e * expert_bytes. */
 #ifndef SNIPER_MODEL_H
 #define SNIPER_MODEL_H
@@ -57,7 +58,7 @@ struct weight {
     size_t row_bytes;  /* bytes per row */
     size_t mat_bytes;  /* bytes per matrix = n_out * row_bytes */
     const struct gguf_tensor *tensor; /* where it lives in the file */
-    void *data;        /* resident bytes [n_mat][n_out][row_bytes], 64-byte aligned; NULL if not */
+    const void *data;  /* resident bytes [n_mat][n_out][row_bytes] in the model's mapping */
 };
 
 struct model_layer {
@@ -81,6 +82,8 @@ struct model {
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
     size_t resident_bytes;       /* bytes of weights held in RAM */
+    void *map;                   /* read-only mapping of the whole file */
+    size_t map_bytes;
 };
 
 /* Reads hyperparameters only (no weights). Returns 0 or a negative error with a message in err. */
