@@ -18,6 +18,7 @@
 
 #include "gguf_write.h"
 #include "quant.h"
+#include "rng.h"
 
 #define MK_MAX_NAME 64
 #define MK_MAX_VOCAB (1u << 24)
@@ -274,17 +275,6 @@ static int opts_parse(struct mk_opts *o, int argc, char **argv) {
 
 /* ==== PRNG: xoshiro256** seeded per tensor by splitmix64(seed, FNV-1a(name)) ================= */
 
-struct mk_rng {
-    uint64_t s[4];
-};
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t fnv1a64(const char *s) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (; *s; s++)
@@ -292,36 +282,20 @@ static uint64_t fnv1a64(const char *s) {
     return h;
 }
 
-static void rng_seed(struct mk_rng *r, uint64_t seed, const char *name) {
+/* The stream of tensor `name`: seeded from the model seed and the name, so the same name gets the
+ * same values in two models with the same seed. */
+static void mk_rng_seed(struct rng *r, uint64_t seed, const char *name) {
     uint64_t x = seed;
-    x = splitmix64(&x) ^ fnv1a64(name);
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
-}
-
-static inline uint64_t rotl64(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static inline uint64_t rng_next(struct mk_rng *r) {
-    uint64_t *s = r->s;
-    uint64_t out = rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return out;
+    rng_seed(r, rng_splitmix64(&x) ^ fnv1a64(name));
 }
 
 /* Uniform in [0, 1). */
-static inline float rng_unit(struct mk_rng *r) {
+static inline float rng_unit(struct rng *r) {
     return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f);
 }
 
 /* Roughly standard normal (Irwin-Hall of four 16-bit uniforms, rescaled to unit variance). */
-static inline float rng_gauss(struct mk_rng *r) {
+static inline float rng_gauss(struct rng *r) {
     uint64_t v = rng_next(r);
     uint32_t sum = (uint32_t)(v & 0xffff) + (uint32_t)((v >> 16) & 0xffff) +
                    (uint32_t)((v >> 32) & 0xffff) + (uint32_t)(v >> 48);
@@ -329,7 +303,7 @@ static inline float rng_gauss(struct mk_rng *r) {
 }
 
 /* n random bytes; consumes ceil(n/8) outputs. */
-static void rng_bytes(struct mk_rng *r, void *dst, size_t n) {
+static void rng_bytes(struct rng *r, void *dst, size_t n) {
     uint8_t *d = dst;
     for (; n >= 8; n -= 8, d += 8) {
         uint64_t v = rng_next(r);
@@ -357,18 +331,18 @@ _Static_assert(sizeof(struct block_q6_K) == 210, "q6_K layout");
 #define MK_Q6_K_SC_RMS 97.1f
 
 /* A per-block scale factor in [0.85, 1.15) so blocks differ as real ones do. */
-static inline float rng_jitter(struct mk_rng *r) {
+static inline float rng_jitter(struct rng *r) {
     return 0.85f + 0.3f * rng_unit(r);
 }
 
-static void gen_q8_0(struct mk_rng *r, float std, struct block_q8_0 *b) {
+static void gen_q8_0(struct rng *r, float std, struct block_q8_0 *b) {
     b->d = f32_to_fp16(std / MK_Q8_0_CODE_STD * rng_jitter(r));
     rng_bytes(r, b->qs, sizeof(b->qs));
     for (int i = 0; i < QK8_0; i++) /* ggml's quantizer never writes -128 */
         b->qs[i] = b->qs[i] == -128 ? -127 : b->qs[i];
 }
 
-static void gen_q5_0(struct mk_rng *r, float std, struct block_q5_0 *b) {
+static void gen_q5_0(struct rng *r, float std, struct block_q5_0 *b) {
     b->d = f32_to_fp16(std / MK_Q5_0_CODE_STD * rng_jitter(r));
     rng_bytes(r, b->qh, sizeof(b->qh));
     rng_bytes(r, b->qs, sizeof(b->qs));
@@ -392,7 +366,7 @@ static void q4_K_pack_scales(const uint8_t sc[8], const uint8_t mn[8], uint8_t o
 }
 
 /* value = d*sc*q - dmin*m with dmin = 8d and m = round(7.5 sc / 8): each sub-block centred. */
-static void gen_q4_K(struct mk_rng *r, float std, struct block_q4_K *b) {
+static void gen_q4_K(struct rng *r, float std, struct block_q4_K *b) {
     float d = std / (MK_Q4_K_CODE_STD * MK_Q4_K_SC_RMS) * rng_jitter(r);
     uint8_t sc[8], mn[8], raw[8];
     b->d = f32_to_fp16(d);
@@ -406,7 +380,7 @@ static void gen_q4_K(struct mk_rng *r, float std, struct block_q4_K *b) {
     rng_bytes(r, b->qs, sizeof(b->qs));
 }
 
-static void gen_q6_K(struct mk_rng *r, float std, struct block_q6_K *b) {
+static void gen_q6_K(struct rng *r, float std, struct block_q6_K *b) {
     float d = std / (MK_Q6_K_CODE_STD * MK_Q6_K_SC_RMS) * rng_jitter(r);
     uint8_t raw[QK_K / 16];
     b->d = f32_to_fp16(d);
@@ -419,14 +393,14 @@ static void gen_q6_K(struct mk_rng *r, float std, struct block_q6_K *b) {
 
 /* One tensor's deterministic stream of blocks. */
 struct mk_stream {
-    struct mk_rng rng;
+    struct rng rng;
     enum qtype type;
     float mean, std;   /* of the decoded values (mean only for F32 tensors) */
 };
 
 static void stream_init(struct mk_stream *s, uint64_t seed, const char *name, enum qtype type,
                         float mean, float std) {
-    rng_seed(&s->rng, seed, name);
+    mk_rng_seed(&s->rng, seed, name);
     s->type = type;
     s->mean = mean;
     s->std = std;

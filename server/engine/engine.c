@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
 #include "fault.h"
 #include "matmul.h"
 #include "ops.h"
@@ -63,15 +64,6 @@ struct engine {
     int32_t attn_n_tok;
 };
 
-static void set_err(char *err, size_t err_len, const char *fmt, ...) {
-    if (!err || !err_len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
 struct engine_params engine_params_default(void) {
     return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 32,
                                   .kv_type = QTYPE_F16};
@@ -97,7 +89,7 @@ static int engine_check_weight(const struct weight *w, const char *what, char *e
     if (!w->data)
         return 0;
     if (!quant_kernels(w->type)) {
-        set_err(err, err_len, "engine: tensor \"%s\" has type %s, which has no kernels yet",
+        err_set(err, err_len, "engine: tensor \"%s\" has type %s, which has no kernels yet",
                 w->tensor ? w->tensor->name : what, qtype_name(w->type));
         return -ENOTSUP;
     }
@@ -106,7 +98,7 @@ static int engine_check_weight(const struct weight *w, const char *what, char *e
 
 static int engine_check_weights(const struct model *m, char *err, size_t err_len) {
     if (!quant_can_dequantize(m->tok_embd.type)) {
-        set_err(err, err_len, "engine: token_embd has type %s, which cannot be read yet",
+        err_set(err, err_len, "engine: token_embd has type %s, which cannot be read yet",
                 qtype_name(m->tok_embd.type));
         return -ENOTSUP;
     }
@@ -184,13 +176,13 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     const struct model_hparams *hp = &m->hp;
     struct engine *e = calloc(1, sizeof(*e));
     if (!e) {
-        set_err(err, err_len, "engine: out of memory");
+        err_set(err, err_len, "engine: out of memory");
         return NULL;
     }
     e->m = m;
     e->p = p ? *p : engine_params_default();
     if (e->p.kv_type != QTYPE_F32 && e->p.kv_type != QTYPE_F16) {
-        set_err(err, err_len, "engine: kv type %s is not supported (f32, f16)",
+        err_set(err, err_len, "engine: kv type %s is not supported (f32, f16)",
                 qtype_name(e->p.kv_type));
         goto err;
     }
@@ -199,7 +191,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     if (e->p.n_batch <= 0)
         e->p.n_batch = 32;
     if (e->p.n_ctx > (1 << 24) || e->p.n_batch > 4096) {
-        set_err(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
+        err_set(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
                 e->p.n_batch);
         goto err;
     }
@@ -207,7 +199,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
         goto err;
     e->tp = threadpool_new(e->p.n_threads);
     if (!e->tp) {
-        set_err(err, err_len, "engine: cannot start %d threads", e->p.n_threads);
+        err_set(err, err_len, "engine: cannot start %d threads", e->p.n_threads);
         goto err;
     }
     e->p.n_threads = threadpool_n_threads(e->tp);
@@ -217,7 +209,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
     int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8;
     if (matmul_init(&e->mm, e->tp, max_jobs) < 0 || engine_alloc_all(e) < 0) {
-        set_err(err, err_len, "engine: out of memory for buffers (context %d, batch %d)",
+        err_set(err, err_len, "engine: out of memory for buffers (context %d, batch %d)",
                 e->p.n_ctx, e->p.n_batch);
         goto err;
     }

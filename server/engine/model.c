@@ -10,17 +10,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "err.h"
 #include "fault.h"
 #include "quant.h"
-
-static void set_err(char *err, size_t err_len, const char *fmt, ...) {
-    if (!err || !err_len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
 
 const char *model_arch_name(enum model_arch a) {
     switch (a) {
@@ -45,7 +37,7 @@ static int hp_get_i32(const struct gguf *g, const char *arch, const char *suffix
         return 0;
     }
     if (rc < 0 || v == 0 || v > (1u << 30)) {
-        set_err(err, err_len, "model: key \"%s\" %s", key,
+        err_set(err, err_len, "model: key \"%s\" %s", key,
                 rc == -ENOENT ? "is missing" : "is not a sane positive integer");
         return -EINVAL;
     }
@@ -63,7 +55,7 @@ static int hp_get_f32(const struct gguf *g, const char *arch, const char *suffix
         return 0;
     }
     if (rc < 0 || !(*out > 0.0f)) {
-        set_err(err, err_len, "model: key \"%s\" is not a positive number", key);
+        err_set(err, err_len, "model: key \"%s\" is not a positive number", key);
         return -EINVAL;
     }
     return 0;
@@ -73,7 +65,7 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
     memset(hp, 0, sizeof(*hp));
     const char *arch = gguf_get_str(g, "general.architecture");
     if (!arch) {
-        set_err(err, err_len, "model: key \"general.architecture\" is missing");
+        err_set(err, err_len, "model: key \"general.architecture\" is missing");
         return -EINVAL;
     }
     if (strcmp(arch, "qwen3moe") == 0) {
@@ -83,7 +75,7 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
     } else if (strcmp(arch, "llama") == 0) {
         hp->arch = MODEL_ARCH_LLAMA;
     } else {
-        set_err(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, llama)",
+        err_set(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, llama)",
                 arch);
         return -ENOTSUP;
     }
@@ -116,7 +108,7 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
         return -EINVAL;
     if (v_len != hp->head_dim || hp->n_head % hp->n_head_kv != 0 || hp->n_rot > hp->head_dim ||
         hp->n_rot % 2 != 0 || hp->n_expert_used > hp->n_expert) {
-        set_err(err, err_len,
+        err_set(err, err_len,
                 "model: inconsistent hyperparameters (heads %d/%d, head_dim %d, value_length %d, "
                 "rope dims %d, experts %d/%d)",
                 hp->n_head, hp->n_head_kv, hp->head_dim, v_len, hp->n_rot, hp->n_expert_used,
@@ -125,7 +117,7 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
     }
     const struct gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
     if (!emb || emb->n_dims != 2 || emb->ne[0] != (uint64_t)hp->n_embd || emb->ne[1] > INT32_MAX) {
-        set_err(err, err_len, "model: tensor \"token_embd.weight\" is missing or not [%d, n_vocab]",
+        err_set(err, err_len, "model: tensor \"token_embd.weight\" is missing or not [%d, n_vocab]",
                 hp->n_embd);
         return -EINVAL;
     }
@@ -140,13 +132,13 @@ static int weight_load(struct model *m, struct weight *w, const char *name, int6
                        int64_t n_out, int64_t n_mat, char *err, size_t err_len) {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
-        set_err(err, err_len, "model: tensor \"%s\" is missing", name);
+        err_set(err, err_len, "model: tensor \"%s\" is missing", name);
         return -EINVAL;
     }
     uint32_t want_dims = n_mat > 1 ? 3 : 2;
     if ((t->n_dims != want_dims && !(want_dims == 2 && t->n_dims == 1 && n_out == 1)) ||
         t->ne[0] != (uint64_t)n_in || t->ne[1] != (uint64_t)n_out || t->ne[2] != (uint64_t)n_mat) {
-        set_err(err, err_len,
+        err_set(err, err_len,
                 "model: tensor \"%s\" has shape [%llu, %llu, %llu], expected [%lld, %lld, %lld]",
                 name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
                 (unsigned long long)t->ne[2], (long long)n_in, (long long)n_out, (long long)n_mat);
@@ -169,12 +161,12 @@ static int norm_load(struct model *m, float **out, const char *name, int64_t n, 
                      size_t err_len) {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t || t->n_elems != (uint64_t)n || t->ne[0] != (uint64_t)n) {
-        set_err(err, err_len, "model: tensor \"%s\" is %s", name,
+        err_set(err, err_len, "model: tensor \"%s\" is %s", name,
                 t ? "not a vector of the embedding or head size" : "missing");
         return -EINVAL;
     }
     if (!quant_can_dequantize(t->type)) {
-        set_err(err, err_len, "model: tensor \"%s\" has type %s, which cannot be read", name,
+        err_set(err, err_len, "model: tensor \"%s\" has type %s, which cannot be read", name,
                 qtype_name(t->type));
         return -ENOTSUP;
     }
@@ -187,11 +179,11 @@ static int norm_load(struct model *m, float **out, const char *name, int64_t n, 
     if (rc == 0)
         rc = quant_dequantize_row(t->type, raw, *out, n);
     if (rc < 0)
-        set_err(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
+        err_set(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
     m->resident_bytes += (size_t)n * sizeof(float);
 out:
     if (rc == -ENOMEM)
-        set_err(err, err_len, "model: out of memory reading \"%s\"", name);
+        err_set(err, err_len, "model: out of memory reading \"%s\"", name);
     free(raw);
     return rc;
 }
@@ -248,7 +240,7 @@ static int model_map(struct model *m, char *err, size_t err_len) {
     if (!fault_hit(FAULT_ALLOC))
         p = mmap(NULL, m->map_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, m->gguf->fd, 0);
     if (p == MAP_FAILED) {
-        set_err(err, err_len, "model: out of memory mapping \"%s\" (%zu bytes): %s", m->path,
+        err_set(err, err_len, "model: out of memory mapping \"%s\" (%zu bytes): %s", m->path,
                 m->map_bytes, strerror(errno));
         return -ENOMEM;
     }
@@ -270,7 +262,7 @@ static char *model_default_name(const char *path) {
 struct model *model_load(const char *path, char *err, size_t err_len) {
     struct model *m = calloc(1, sizeof(*m));
     if (!m) {
-        set_err(err, err_len, "model: out of memory");
+        err_set(err, err_len, "model: out of memory");
         return NULL;
     }
     m->gguf = gguf_open(path, err, err_len);
@@ -283,7 +275,7 @@ struct model *model_load(const char *path, char *err, size_t err_len) {
     m->name = gname && *gname ? strdup(gname) : model_default_name(path);
     m->layers = calloc((size_t)m->hp.n_layer, sizeof(*m->layers));
     if (!m->path || !m->name || !m->layers) {
-        set_err(err, err_len, "model: out of memory");
+        err_set(err, err_len, "model: out of memory");
         goto err;
     }
     if (model_map(m, err, err_len) < 0)

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "rng.h"
+
 /* A candidate token: its id, its (penalized) logit, and exp(logit - max) once top-p set it. */
 struct cand {
     int32_t id;
@@ -27,45 +29,9 @@ struct sampler {
     int32_t n_hist;    /* tokens in the ring, <= repeat_last_n */
     int32_t hist_head; /* index of the oldest token once the ring is full */
     int32_t *counts;   /* (n_vocab) occurrences of each token in the ring */
-    uint64_t rng[4];   /* xoshiro256** state, never all zero */
+    struct rng rng;    /* xoshiro256** state */
 };
 
-/* ---------------------------------------------------------------------------------------------
- * Random numbers: xoshiro256** seeded by splitmix64, so a seed gives the same stream everywhere. */
-
-static uint64_t splitmix64_next(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl64(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static void rng_seed(uint64_t s[4], uint64_t seed) {
-    for (int i = 0; i < 4; i++) {
-        s[i] = splitmix64_next(&seed); /* splitmix64 never yields four zeros in a row */
-    }
-}
-
-static uint64_t rng_next(uint64_t s[4]) {
-    uint64_t result = rotl64(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl64(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double rng_uniform(uint64_t s[4]) {
-    return (double)(rng_next(s) >> 11) * 0x1.0p-53;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Lifetime and history. */
@@ -111,7 +77,7 @@ struct sampler *sampler_new(const struct sampler_params *p, int32_t n_vocab) {
     if (!s->cand || !s->counts || !s->hist) {
         goto err;
     }
-    rng_seed(s->rng, p->seed);
+    rng_seed(&s->rng, p->seed);
     return s;
 err:
     sampler_free(s);
@@ -157,7 +123,7 @@ void sampler_reset(struct sampler *s, uint64_t seed) {
     s->n_hist = 0;
     s->hist_head = 0;
     s->p.seed = seed;
-    rng_seed(s->rng, seed);
+    rng_seed(&s->rng, seed);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -348,7 +314,7 @@ static int32_t cand_min_p(struct cand *c, int32_t n, float min_p) {
 
 /* Softmax at temperature temp and one draw; (l - max) / temp rather than l / temp keeps
  * FLT_MAX logits finite (the -inf a -FLT_MAX - FLT_MAX gives weighs 0). Returns the drawn id. */
-static int32_t cand_draw(struct cand *c, int32_t n, float temp, uint64_t rng[4]) {
+static int32_t cand_draw(struct cand *c, int32_t n, float temp, struct rng *rng) {
     float max = c[cand_argmax(c, n)].logit;
     double sum = 0.0;
     for (int32_t i = 0; i < n; i++) {
@@ -392,5 +358,5 @@ int32_t sampler_sample(struct sampler *s, const float *logits) {
     if (p->min_p > 0.0f) {
         n = cand_min_p(s->cand, n, p->min_p);
     }
-    return cand_draw(s->cand, n, p->temp, s->rng);
+    return cand_draw(s->cand, n, p->temp, &s->rng);
 }

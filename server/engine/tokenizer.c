@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "err.h"
+
 /* Token attributes: tokenizer.ggml.token_type values 1..6 become one bit each. */
 enum tok_attr {
     TOK_ATTR_NORMAL = 1 << 0,
@@ -191,15 +193,6 @@ static void merge_insert(struct tokenizer *tk, int32_t left, int32_t right, int3
 /* ---------------------------------------------------------------------------------------------
  * Building from the GGUF. */
 
-__attribute__((format(printf, 3, 4)))
-static void set_err(char *err, size_t err_len, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && err_len > 0)
-        vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
 static size_t utf8_put(char *dst, uint32_t cpt) {
     if (cpt < 0x80) {
         dst[0] = (char)cpt;
@@ -244,18 +237,18 @@ static int load_tokens(struct tokenizer *tk, const struct gguf *g, char *err, si
     uint64_t n;
     const struct gguf_str *strs = gguf_get_arr(g, key, GGUF_VTYPE_STRING, &n);
     if (!strs) {
-        set_err(err, err_len, "tokenizer_new: missing or bad key '%s'", key);
+        err_set(err, err_len, "tokenizer_new: missing or bad key '%s'", key);
         return -1;
     }
     if (n == 0 || n > INT32_MAX / 2) {
-        set_err(err, err_len, "tokenizer_new: bad token count in '%s'", key);
+        err_set(err, err_len, "tokenizer_new: bad token count in '%s'", key);
         return -1;
     }
     uint64_t pool = 0;
     for (uint64_t i = 0; i < n; i++)
         pool += (strs[i].len ? strs[i].len : 32) + 1; /* each len is below the file size */
     if (pool > UINT32_MAX) {
-        set_err(err, err_len, "tokenizer_new: token texts too large in '%s'", key);
+        err_set(err, err_len, "tokenizer_new: token texts too large in '%s'", key);
         return -1;
     }
     tk->n_vocab = (int32_t)n;
@@ -265,7 +258,7 @@ static int load_tokens(struct tokenizer *tk, const struct gguf *g, char *err, si
     tk->vocab_mask = table_size(n) - 1;
     tk->vocab_slot = malloc((tk->vocab_mask + 1) * sizeof(*tk->vocab_slot));
     if (!tk->text || !tk->text_off || !tk->text_len || !tk->vocab_slot) {
-        set_err(err, err_len, "tokenizer_new: out of memory for '%s'", key);
+        err_set(err, err_len, "tokenizer_new: out of memory for '%s'", key);
         return -1;
     }
     memset(tk->vocab_slot, 0xff, (tk->vocab_mask + 1) * sizeof(*tk->vocab_slot));
@@ -282,7 +275,7 @@ static int load_tokens(struct tokenizer *tk, const struct gguf *g, char *err, si
         tk->text_len[i] = (uint32_t)len;
         off += (uint32_t)len + 1;
         if (!vocab_insert(tk, (int32_t)i)) {
-            set_err(err, err_len, "tokenizer_new: duplicate token text '%s'", dst);
+            err_set(err, err_len, "tokenizer_new: duplicate token text '%s'", dst);
             return -1;
         }
     }
@@ -295,7 +288,7 @@ static int load_types(struct tokenizer *tk, const struct gguf *g, char *err, siz
     static const char key[] = "tokenizer.ggml.token_type";
     tk->attr = calloc((size_t)tk->n_vocab, 1);
     if (!tk->attr) {
-        set_err(err, err_len, "tokenizer_new: out of memory for '%s'", key);
+        err_set(err, err_len, "tokenizer_new: out of memory for '%s'", key);
         return -1;
     }
     if (!gguf_find_kv(g, key)) {
@@ -305,7 +298,7 @@ static int load_types(struct tokenizer *tk, const struct gguf *g, char *err, siz
     uint64_t n;
     const unsigned char *types = gguf_get_arr(g, key, GGUF_VTYPE_INT32, &n);
     if (!types || n < (uint64_t)tk->n_vocab) {
-        set_err(err, err_len, "tokenizer_new: bad key '%s' (want INT32[n_tokens])", key);
+        err_set(err, err_len, "tokenizer_new: bad key '%s' (want INT32[n_tokens])", key);
         return -1;
     }
     for (int32_t i = 0; i < tk->n_vocab; i++) {
@@ -358,7 +351,7 @@ static int load_merges(struct tokenizer *tk, const struct gguf *g, char *err, si
     char *buf = NULL;
     int ret = -1;
     if (!strs || n > INT32_MAX) {
-        set_err(err, err_len, "tokenizer_new: missing or bad key '%s'", key);
+        err_set(err, err_len, "tokenizer_new: missing or bad key '%s'", key);
         goto out;
     }
     tk->merge_mask = table_size(n) - 1;
@@ -368,7 +361,7 @@ static int load_merges(struct tokenizer *tk, const struct gguf *g, char *err, si
         max_len = strs[i].len > max_len ? strs[i].len : max_len;
     buf = malloc(max_len + 1);
     if (!tk->merge_slot || !buf) {
-        set_err(err, err_len, "tokenizer_new: out of memory for '%s'", key);
+        err_set(err, err_len, "tokenizer_new: out of memory for '%s'", key);
         goto out;
     }
     for (uint64_t i = 0; i <= tk->merge_mask; i++)
@@ -523,7 +516,7 @@ static int load_pre(struct tokenizer *tk, const struct gguf *g, char *err, size_
     tk->re = pcre2_compile((PCRE2_SPTR)spec->pattern, PCRE2_ZERO_TERMINATED, opts, &errcode,
                            &erroff, NULL);
     if (!tk->re) {
-        set_err(err, err_len, "tokenizer_new: cannot compile the regex of '%s'", spec->name);
+        err_set(err, err_len, "tokenizer_new: cannot compile the regex of '%s'", spec->name);
         return -1;
     }
     pcre2_jit_compile(tk->re, PCRE2_JIT_COMPLETE); /* failure leaves the interpreter: fine */
@@ -535,12 +528,12 @@ static int load_pre(struct tokenizer *tk, const struct gguf *g, char *err, size_
 struct tokenizer *tokenizer_new(const struct gguf *g, char *err, size_t err_len) {
     struct tokenizer *tk = calloc(1, sizeof(*tk));
     if (!tk) {
-        set_err(err, err_len, "tokenizer_new: out of memory");
+        err_set(err, err_len, "tokenizer_new: out of memory");
         goto fail;
     }
     const char *model = gguf_get_str(g, "tokenizer.ggml.model");
     if (!model || strcmp(model, "gpt2") != 0) {
-        set_err(err, err_len, "tokenizer_new: unsupported 'tokenizer.ggml.model' '%s'",
+        err_set(err, err_len, "tokenizer_new: unsupported 'tokenizer.ggml.model' '%s'",
                 model ? model : "(missing)");
         goto fail;
     }
@@ -552,7 +545,7 @@ struct tokenizer *tokenizer_new(const struct gguf *g, char *err, size_t err_len)
         goto fail;
     load_byte_ids(tk);
     if (load_pieces(tk) < 0 || load_special_list(tk) < 0) {
-        set_err(err, err_len, "tokenizer_new: out of memory");
+        err_set(err, err_len, "tokenizer_new: out of memory");
         goto fail;
     }
     if (load_pre(tk, g, err, err_len) < 0)
