@@ -408,6 +408,7 @@ static int run_generate(const struct options *o) {
     size_t len = tokenizer_stream_flush(&st, piece, sizeof(piece));
     fwrite(piece, 1, len, stdout);
     printf("\n");
+    fflush(stdout);
     double t_decode = now_s() - t2;
     fprintf(stderr,
             "timing: load %.2f s, prompt %zu tokens in %.3f s (%.2f tok/s), "
