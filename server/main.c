@@ -40,7 +40,7 @@ static void usage(FILE *f) {
             "  -n, --n-predict N         tokens to generate (default 64; 0: none)\n"
             "  -t, --threads N           threads (default: the online CPUs)\n"
             "  -c, --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
-            "  -b, --batch N             prompt tokens per forward step (default 32)\n"
+            "  -b, --batch N             prompt tokens per forward step (default 64)\n"
             "      --kv-type TYPE        f32 | f16 (default f16)\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k N             (default 40; 0: off)\n"
@@ -355,7 +355,7 @@ static int run_generate(const struct options *o) {
     double t_load = now_s() - t0;
     ids = prompt_tokens(tk, o, &n_prompt);
     const int32_t V = m->hp.n_vocab;
-    const int32_t n_batch = o->ep.n_batch > 0 ? o->ep.n_batch : 32;
+    const int32_t n_batch = engine_n_batch(e);
     rows = malloc(sizeof(float) * (size_t)V * (size_t)n_batch);
     logits = malloc(sizeof(float) * (size_t)V);
     gen = malloc(sizeof(int32_t) * ((size_t)o->n_predict + 1));

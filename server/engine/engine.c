@@ -45,8 +45,7 @@ struct engine {
     float *ffn_g;  /* [B*k_used][n_ff_max] */
     float *ffn_u;  /* [B*k_used][n_ff_max] */
     float *ffn_d;  /* [B*k_used][n_embd] */
-    uint8_t *act[ENGINE_ACT_SLOTS]; /* quantized activations, act_bytes each */
-    size_t act_bytes;
+    uint8_t *act[ENGINE_ACT_SLOTS]; /* quantized activation rows (see engine_alloc_all) */
     float *router;   /* [B][n_expert] */
     int32_t *sel;    /* [B][k_used] chosen experts, best first */
     float *sel_w;    /* [B][k_used] their renormalised weights */
@@ -65,7 +64,7 @@ struct engine {
 };
 
 struct engine_params engine_params_default(void) {
-    return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 32,
+    return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 64,
                                   .kv_type = QTYPE_F16};
 }
 
@@ -121,13 +120,16 @@ static int engine_alloc_all(struct engine *e) {
     size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, T = (size_t)e->p.n_threads;
     size_t n_embd = (size_t)hp->n_embd;
     size_t ne = (size_t)hp->n_expert > 0 ? (size_t)hp->n_expert : 1;
-    size_t max_in = n_embd;
-    if ((size_t)e->q_dim > max_in)
-        max_in = (size_t)e->q_dim;
-    if ((size_t)e->n_ff_max > max_in)
-        max_in = (size_t)e->n_ff_max;
-    /* the widest activation format is f32: 4 bytes an element, plus row alignment */
-    e->act_bytes = B * K * (max_in * 4 + 64);
+    /* activation rows in their widest format (f32: 4 bytes an element) plus row alignment:
+     * slot 0 holds x, the attention output or the dense FFN's hidden rows; slot 1 x; slot 2 x or
+     * the experts' hidden rows (B * K of them) */
+    size_t wide = n_embd > (size_t)e->q_dim ? n_embd : (size_t)e->q_dim;
+    if (hp->n_expert == 0 && (size_t)hp->n_ff > wide)
+        wide = (size_t)hp->n_ff;
+    size_t slot_bytes[ENGINE_ACT_SLOTS] = {B * (wide * 4 + 64), B * (n_embd * 4 + 64),
+                                           B * (n_embd * 4 + 64)};
+    if (hp->n_expert > 0 && B * K * ((size_t)hp->n_ff_exp * 4 + 64) > slot_bytes[2])
+        slot_bytes[2] = B * K * ((size_t)hp->n_ff_exp * 4 + 64);
     e->x = engine_alloc(e, B * n_embd, sizeof(float));
     e->xn = engine_alloc(e, B * n_embd, sizeof(float));
     e->q = engine_alloc(e, B * (size_t)e->q_dim, sizeof(float));
@@ -139,7 +141,7 @@ static int engine_alloc_all(struct engine *e) {
     e->ffn_u = engine_alloc(e, B * K * (size_t)e->n_ff_max, sizeof(float));
     e->ffn_d = engine_alloc(e, B * K * n_embd, sizeof(float));
     for (int i = 0; i < ENGINE_ACT_SLOTS; i++)
-        if (!(e->act[i] = engine_alloc(e, e->act_bytes, 1)))
+        if (!(e->act[i] = engine_alloc(e, slot_bytes[i], 1)))
             return -ENOMEM;
     e->router = engine_alloc(e, B * ne, sizeof(float));
     e->sel = engine_alloc(e, B * K, sizeof(int32_t));
@@ -189,7 +191,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     if (e->p.n_ctx <= 0)
         e->p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (e->p.n_batch <= 0)
-        e->p.n_batch = 32;
+        e->p.n_batch = 64;
     if (e->p.n_ctx > (1 << 24) || e->p.n_batch > 4096) {
         err_set(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
                 e->p.n_batch);
@@ -236,6 +238,7 @@ void engine_free(struct engine *e) {
 int32_t engine_n_past(const struct engine *e) { return e->n_past; }
 int32_t engine_n_ctx(const struct engine *e) { return e->p.n_ctx; }
 int engine_n_threads(const struct engine *e) { return e->p.n_threads; }
+int32_t engine_n_batch(const struct engine *e) { return e->p.n_batch; }
 size_t engine_kv_bytes(const struct engine *e) { return e->kv_bytes; }
 size_t engine_scratch_bytes(const struct engine *e) { return e->scratch_bytes; }
 

@@ -21,7 +21,7 @@
 struct engine_params {
     int n_threads;      /* <= 0: the online CPUs */
     int32_t n_ctx;      /* KV cache positions; <= 0: min(model's context, 4096) */
-    int32_t n_batch;    /* tokens per forward step in prefill (default 32) */
+    int32_t n_batch;    /* tokens per forward step in prefill (default 64) */
     enum qtype kv_type; /* QTYPE_F32 or QTYPE_F16 (default) */
 };
 
@@ -44,6 +44,7 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logit
 int32_t engine_n_past(const struct engine *e);
 int32_t engine_n_ctx(const struct engine *e);
 int engine_n_threads(const struct engine *e);
+int32_t engine_n_batch(const struct engine *e);
 
 /* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */
 void engine_truncate(struct engine *e, int32_t n);
