@@ -830,9 +830,32 @@ static void vec_dot_q6_K_q8_K_ref(int64_t n, float *restrict s, const void *rest
     *s = (float)sum;
 }
 
+/* ==== four-column reference dot products ====================================================== */
+/* The scalar kernels share nothing between columns: vec_dot4 is vec_dot four times, which makes it
+ * bit-identical to vec_dot by construction. */
+
+#define VEC_DOT4_GENERIC(dot)                                                                     \
+    static void dot##_x4(int64_t n, float *restrict s, const void *restrict w,                    \
+                         const void *const a[4]) {                                                \
+        for (int j = 0; j < 4; j++)                                                               \
+            dot(n, &s[j], w, a[j]);                                                               \
+    }
+
+VEC_DOT4_GENERIC(vec_dot_f32_ref)
+VEC_DOT4_GENERIC(vec_dot_f16_ref)
+VEC_DOT4_GENERIC(vec_dot_bf16_ref)
+VEC_DOT4_GENERIC(vec_dot_q4_0_q8_0_ref)
+VEC_DOT4_GENERIC(vec_dot_q4_1_q8_1_ref)
+VEC_DOT4_GENERIC(vec_dot_q5_0_q8_0_ref)
+VEC_DOT4_GENERIC(vec_dot_q5_1_q8_1_ref)
+VEC_DOT4_GENERIC(vec_dot_q8_0_q8_0_ref)
+VEC_DOT4_GENERIC(vec_dot_q4_K_q8_K_ref)
+VEC_DOT4_GENERIC(vec_dot_q5_K_q8_K_ref)
+VEC_DOT4_GENERIC(vec_dot_q6_K_q8_K_ref)
+
 /* ==== dispatch ================================================================================ */
 
-#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, "ref"}
+#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, "ref"}
 
 static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_F32, QTYPE_F32, quant_f32_from_f32, vec_dot_f32_ref),

@@ -83,6 +83,12 @@ void quant_f32_from_f32(const float *restrict x, void *restrict y, int64_t n); /
  * weight type's vec_dot_type. n is a multiple of the weight type's block size. */
 typedef void (*quant_vec_dot_fn)(int64_t n, float *restrict s, const void *restrict w,
                                  const void *restrict a);
+/* s[j] = dot(w, a[j]) for j < 4: one weight row against four activation rows, sharing the weight
+ * loads and unpacking. Each s[j] is bit-identical to vec_dot(n, &s[j], w, a[j]) of the same table
+ * (same float operations in the same order), so a token's result does not depend on whether it was
+ * computed in a group of four or alone. a[j] may repeat. */
+typedef void (*quant_vec_dot4_fn)(int64_t n, float *restrict s, const void *restrict w,
+                                  const void *const a[4]);
 /* Converts n floats into the activation format (see the quant_*_from_f32 functions above). */
 typedef void (*quant_from_float_fn)(const float *restrict x, void *restrict y, int64_t n);
 
@@ -91,6 +97,7 @@ struct quant_kernels {
     enum qtype vec_dot_type;       /* the activation format vec_dot expects */
     quant_from_float_fn from_float; /* f32 -> vec_dot_type; bit-identical in every variant */
     quant_vec_dot_fn vec_dot;
+    quant_vec_dot4_fn vec_dot4;    /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
     const char *isa;               /* "ref", "avx2", "avx512" */
 };
 

@@ -23,11 +23,6 @@ static inline float hsum256_ps(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* 8 int32 lanes of acc plus the sums x[i]*y[i] over 32 signed bytes; y must not hold -128. */
-static inline __m256i dot_s8(__m256i acc, __m256i x, __m256i y) {
-    return _mm256_dpbusd_epi32(acc, _mm256_abs_epi8(x), _mm256_sign_epi8(y, x));
-}
-
 /* 32 nibbles of 16 bytes: low nibbles in bytes 0..15, high nibbles in bytes 16..31. */
 static inline __m256i nibbles32(const uint8_t *q) {
     const __m128i v = _mm_loadu_si128((const __m128i *)q);
@@ -96,80 +91,152 @@ static void vec_dot_f16(int64_t n, float *restrict s, const void *restrict w,
     *s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc0, acc1), _mm512_add_ps(acc2, acc3)));
 }
 
+/* ---- column-parameterised kernels ------------------------------------------------------------ */
+/* Each quantized kernel below is one always-inline body, *_cols(n, s, w, a, nc), instantiated with
+ * nc = 1 (vec_dot) and nc = 4 (vec_dot4). Work that depends only on the weights (loads, unpacking,
+ * scale shuffles) is done once per block; each column has its own accumulators and runs the float
+ * operations of the one-column kernel in the same order, so s[c] of vec_dot4 is bit-identical to
+ * vec_dot's. Only integer work (exact, so its order is free) is arranged differently. */
+
+#define NC_MAX 4
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+/* Column loops are unrolled so that per-column accumulators live in registers. */
+#define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
+
+/* vec_dot4 as four calls of vec_dot, for kernels without a shared-unpacking body. */
+#define VEC_DOT4_GENERIC(dot)                                                                     \
+    static void dot##_x4(int64_t n, float *restrict s, const void *restrict w,                    \
+                         const void *const a[4]) {                                                \
+        for (int j = 0; j < 4; j++)                                                               \
+            dot(n, &s[j], w, a[j]);                                                               \
+    }
+
+/* Instantiates vec_dot_<t> and vec_dot4_<t> from <t>_cols. */
+#define VEC_DOT_COLS(t)                                                                           \
+    static void vec_dot_##t(int64_t n, float *restrict s, const void *restrict w,                 \
+                            const void *restrict a) {                                             \
+        const void *const a1[1] = {a};                                                            \
+        t##_cols(n, s, w, a1, 1);                                                                 \
+    }                                                                                             \
+    static void vec_dot4_##t(int64_t n, float *restrict s, const void *restrict w,                \
+                             const void *const a[4]) {                                            \
+        t##_cols(n, s, w, a, 4);                                                                  \
+    }
+
+VEC_DOT4_GENERIC(vec_dot_f32)
+VEC_DOT4_GENERIC(vec_dot_f16)
+
 /* ---- 32-element block kernels ---------------------------------------------------------------- */
 
 /* Two blocks per iteration, each with its own accumulator, so the FMA chains overlap. */
-static void vec_dot_q8_0(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q8_0 *x = w, *y = a;
+static ALWAYS_INLINE void q8_0_cols(int64_t n, float *restrict s, const void *restrict w,
+                                    const void *const *a, const int nc) {
+    const struct block_q8_0 *x = w, *y[NC_MAX];
     const int64_t nb = n / QK8_0;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc0[NC_MAX], acc1[NC_MAX];
+    FOR_COLS(c, nc) {
+        y[c] = a[c];
+        acc0[c] = _mm256_setzero_ps();
+        acc1[c] = _mm256_setzero_ps();
+    }
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
         prefetch_ahead(&x[i], 2 * sizeof(x[i]));
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)x[i + 1].qs);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[i + 1].qs);
-        const __m256i p0 = dot_s8(_mm256_setzero_si256(), x0, y0);
-        const __m256i p1 = dot_s8(_mm256_setzero_si256(), x1, y1);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0),
-                               acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i + 1].d) * h2f(y[i + 1].d)),
-                               _mm256_cvtepi32_ps(p1), acc1);
+        const __m256i ax0 = _mm256_abs_epi8(x0), ax1 = _mm256_abs_epi8(x1);
+        const float dx0 = h2f(x[i].d), dx1 = h2f(x[i + 1].d);
+        FOR_COLS(c, nc) {
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[c][i].qs);
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)y[c][i + 1].qs);
+            const __m256i p0 =
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax0, _mm256_sign_epi8(y0, x0));
+            const __m256i p1 =
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax1, _mm256_sign_epi8(y1, x1));
+            acc0[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx0 * h2f(y[c][i].d)),
+                                      _mm256_cvtepi32_ps(p0), acc0[c]);
+            acc1[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx1 * h2f(y[c][i + 1].d)),
+                                      _mm256_cvtepi32_ps(p1), acc1[c]);
+        }
     }
     for (; i < nb; i++) {
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i p0 = dot_s8(_mm256_setzero_si256(), x0, y0);
-        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)), _mm256_cvtepi32_ps(p0),
-                               acc0);
+        const __m256i ax0 = _mm256_abs_epi8(x0);
+        const float dx0 = h2f(x[i].d);
+        FOR_COLS(c, nc) {
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)y[c][i].qs);
+            const __m256i p0 =
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax0, _mm256_sign_epi8(y0, x0));
+            acc0[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx0 * h2f(y[c][i].d)),
+                                      _mm256_cvtepi32_ps(p0), acc0[c]);
+        }
     }
-    *s = hsum256_ps(_mm256_add_ps(acc0, acc1));
+    FOR_COLS(c, nc) s[c] = hsum256_ps(_mm256_add_ps(acc0[c], acc1[c]));
 }
+VEC_DOT_COLS(q8_0)
 
 /* sum (nib - 8) * y = sum nib * y - sum 8 * y: two VNNI dots instead of a signed-byte dance. */
-static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
+static ALWAYS_INLINE void q4_0_cols(int64_t n, float *restrict s, const void *restrict w,
+                                    const void *const *a, const int nc) {
     const struct block_q4_0 *x = w;
-    const struct block_q8_0 *y = a;
+    const struct block_q8_0 *y[NC_MAX];
     const int64_t nb = n / QK4_0;
     const __m256i eight = _mm256_set1_epi8(8);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[NC_MAX];
+    FOR_COLS(c, nc) {
+        y[c] = a[c];
+        acc[c] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles32(x[i].qs), qy);
-        const __m256i c = _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, qy);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),
-                              _mm256_cvtepi32_ps(_mm256_sub_epi32(p, c)), acc);
+        const __m256i qx = nibbles32(x[i].qs);
+        const float dx = h2f(x[i].d);
+        FOR_COLS(c, nc) {
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)y[c][i].qs);
+            const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qx, qy);
+            const __m256i m = _mm256_dpbusd_epi32(_mm256_setzero_si256(), eight, qy);
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y[c][i].d)),
+                                     _mm256_cvtepi32_ps(_mm256_sub_epi32(p, m)), acc[c]);
+        }
     }
-    *s = hsum256_ps(acc);
+    FOR_COLS(c, nc) s[c] = hsum256_ps(acc[c]);
 }
+VEC_DOT_COLS(q4_0)
 
-static void vec_dot_q5_0(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
+static ALWAYS_INLINE void q5_0_cols(int64_t n, float *restrict s, const void *restrict w,
+                                    const void *const *a, const int nc) {
     const struct block_q5_0 *x = w;
-    const struct block_q8_0 *y = a;
+    const struct block_q8_0 *y[NC_MAX];
     const int64_t nb = n / QK5_0;
     const __m256i f0 = _mm256_set1_epi8((char)0xF0);
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[NC_MAX];
+    FOR_COLS(c, nc) {
+        y[c] = a[c];
+        acc[c] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
         /* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
         const __m256i hbits = _mm256_movm_epi8((__mmask32)load_u32(x[i].qh));
         const __m256i qx = _mm256_ternarylogic_epi32(nibbles32(x[i].qs), hbits, f0, 0xF2);
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d)),
-                              _mm256_cvtepi32_ps(dot_s8(_mm256_setzero_si256(), qx, qy)), acc);
+        const __m256i ax = _mm256_abs_epi8(qx);
+        const float dx = h2f(x[i].d);
+        FOR_COLS(c, nc) {
+            const __m256i qy = _mm256_loadu_si256((const __m256i *)y[c][i].qs);
+            const __m256i p =
+                _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, _mm256_sign_epi8(qy, qx));
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y[c][i].d)), _mm256_cvtepi32_ps(p),
+                                     acc[c]);
+        }
     }
-    *s = hsum256_ps(acc);
+    FOR_COLS(c, nc) s[c] = hsum256_ps(acc[c]);
 }
+VEC_DOT_COLS(q5_0)
 
 _Static_assert(offsetof(struct block_q4_K, dmin) == offsetof(struct block_q4_K, d) + 2,
-               "k4_dd reads d and dmin as one 32-bit word");
+               "k4_d_dmin reads d and dmin as one 32-bit word");
 _Static_assert(offsetof(struct block_q5_K, dmin) == offsetof(struct block_q5_K, d) + 2,
-               "k4_dd reads d and dmin as one 32-bit word");
+               "k4_d_dmin reads d and dmin as one 32-bit word");
 
 /* ---- K-quants -------------------------------------------------------------------------------- */
 
@@ -188,11 +255,11 @@ static inline __m128i k4_scales_mins(const uint8_t *p) {
     return _mm_or_si128(_mm_and_si128(a, ma), _mm_and_si128(b, mb));
 }
 
-/* [d * dy, dmin * dy, 0, 0] from a block's adjacent fp16 pair and the activation's float scale. */
-static inline __m128 k4_dd(const fp16_t *d_dmin, float dy) {
+/* [d, dmin, 0, 0] as floats from a block's adjacent fp16 pair (times dy: the column's scales). */
+static inline __m128 k4_d_dmin(const fp16_t *d_dmin) {
     uint32_t u;
     memcpy(&u, d_dmin, sizeof(u));
-    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)u)), _mm_set1_ps(dy));
+    return _mm_cvtph_ps(_mm_cvtsi32_si128((int)u));
 }
 
 /* 8 int32 lanes summing min[j] * (bsums[2j] + bsums[2j+1]) given the bytes of k4_scales_mins. */
@@ -223,88 +290,120 @@ static inline __m512i q4k_chunk(const uint8_t *q) {
     return _mm512_and_si512(_mm512_mask_srli_epi16(b, 0xFFFF0000u, b, 4), _mm512_set1_epi8(0x0F));
 }
 
-static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
+static ALWAYS_INLINE void q4_K_cols(int64_t n, float *restrict s, const void *restrict w,
+                                    const void *const *a, const int nc) {
     const struct block_q4_K *x = w;
-    const struct block_q8_K *y = a;
+    const struct block_q8_K *y[NC_MAX];
     const int64_t nb = n / QK_K;
     const __m512i i0 = idx_pair16(0), i1 = idx_pair16(2), i2 = idx_pair16(4), i3 = idx_pair16(6);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    __m512 acc[NC_MAX];
+    __m256 accm[NC_MAX];
+    FOR_COLS(c, nc) {
+        y[c] = a[c];
+        acc[c] = _mm512_setzero_ps();
+        accm[c] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m128 dd = k4_dd(&x[i].d, y[i].d);
+        const __m128 dx = k4_d_dmin(&x[i].d);
         const __m128i scm = k4_scales_mins(x[i].scales);
-        accm = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                               _mm256_cvtepi32_ps(k4_mins_dot(scm, y[i].bsums)), accm);
+        const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
         const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
-        const uint8_t *q = x[i].qs;
-        const int8_t *q8 = y[i].qs;
-        const __m512i p0 = _mm512_maddubs_epi16(q4k_chunk(q), _mm512_loadu_si512(q8));
-        const __m512i p1 = _mm512_maddubs_epi16(q4k_chunk(q + 32), _mm512_loadu_si512(q8 + 64));
-        const __m512i p2 = _mm512_maddubs_epi16(q4k_chunk(q + 64), _mm512_loadu_si512(q8 + 128));
-        const __m512i p3 = _mm512_maddubs_epi16(q4k_chunk(q + 96), _mm512_loadu_si512(q8 + 192));
-        __m512i s0 =
-            _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, _mm512_permutexvar_epi16(i0, sc16));
-        __m512i s1 =
-            _mm512_dpwssd_epi32(_mm512_setzero_si512(), p1, _mm512_permutexvar_epi16(i1, sc16));
-        s0 = _mm512_dpwssd_epi32(s0, p2, _mm512_permutexvar_epi16(i2, sc16));
-        s1 = _mm512_dpwssd_epi32(s1, p3, _mm512_permutexvar_epi16(i3, sc16));
-        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd),
-                              _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc);
+        const __m512i q0 = q4k_chunk(x[i].qs), q1 = q4k_chunk(x[i].qs + 32);
+        const __m512i q2 = q4k_chunk(x[i].qs + 64), q3 = q4k_chunk(x[i].qs + 96);
+        const __m512i k0 = _mm512_permutexvar_epi16(i0, sc16);
+        const __m512i k1 = _mm512_permutexvar_epi16(i1, sc16);
+        const __m512i k2 = _mm512_permutexvar_epi16(i2, sc16);
+        const __m512i k3 = _mm512_permutexvar_epi16(i3, sc16);
+        FOR_COLS(c, nc) {
+            const int8_t *q8 = y[c][i].qs;
+            const __m128 dd = _mm_mul_ps(dx, _mm_set1_ps(y[c][i].d)); /* d*dy, dmin*dy */
+            const __m256i md =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), mdup);
+            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
+                                      _mm256_cvtepi32_ps(md), accm[c]);
+            const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(q8));
+            const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(q8 + 64));
+            const __m512i p2 = _mm512_maddubs_epi16(q2, _mm512_loadu_si512(q8 + 128));
+            const __m512i p3 = _mm512_maddubs_epi16(q3, _mm512_loadu_si512(q8 + 192));
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, k0);
+            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p1, k1);
+            s0 = _mm512_dpwssd_epi32(s0, p2, k2);
+            s1 = _mm512_dpwssd_epi32(s1, p3, k3);
+            acc[c] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd),
+                                     _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[c]);
+        }
     }
-    *s = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+    FOR_COLS(c, nc) s[c] = _mm512_reduce_add_ps(acc[c]) - hsum256_ps(accm[c]);
 }
+VEC_DOT_COLS(q4_K)
 
-static void vec_dot_q5_K(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
+static ALWAYS_INLINE void q5_K_cols(int64_t n, float *restrict s, const void *restrict w,
+                                    const void *const *a, const int nc) {
     const struct block_q5_K *x = w;
-    const struct block_q8_K *y = a;
+    const struct block_q8_K *y[NC_MAX];
     const int64_t nb = n / QK_K;
     const __m512i b4 = _mm512_set1_epi8(0x10);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    __m512 acc[NC_MAX];
+    __m256 accm[NC_MAX];
+    FOR_COLS(c, nc) {
+        y[c] = a[c];
+        acc[c] = _mm512_setzero_ps();
+        accm[c] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
-        const float d = y[i].d * h2f(x[i].d), dmin = y[i].d * h2f(x[i].dmin);
+        const float dx = h2f(x[i].d), dmx = h2f(x[i].dmin);
         const __m128i scm = k4_scales_mins(x[i].scales);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
-                               _mm256_cvtepi32_ps(k4_mins_dot(scm, y[i].bsums)), accm);
+        const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
         const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
         /* chunk k needs bit 2k of qh[l] in its low half and bit 2k+1 in its high half: shift the
          * high copy by one, then both by 2 per chunk (16-bit shifts by <= 7 keep bit 0 in-byte) */
         __m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)x[i].qh));
         hb = _mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 1);
-        __m512i sumi = _mm512_setzero_si512();
-        for (int k = 0; k < 4; k++) {
+        __m512i q[4], k[4];
+        for (int j = 0; j < 4; j++) {
             const __m512i hi = _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4);
-            const __m512i q = _mm512_or_si512(q4k_chunk(x[i].qs + 32 * k), hi);
-            const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[i].qs + 64 * k));
-            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_permutexvar_epi16(idx_pair16(2 * k), sc16));
+            q[j] = _mm512_or_si512(q4k_chunk(x[i].qs + 32 * j), hi);
+            k[j] = _mm512_permutexvar_epi16(idx_pair16(2 * j), sc16);
             hb = _mm512_srli_epi16(hb, 2);
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        FOR_COLS(c, nc) {
+            const float d = y[c][i].d * dx, dmin = y[c][i].d * dmx;
+            const __m256i md =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), mdup);
+            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
+            __m512i sumi = _mm512_setzero_si512();
+            for (int j = 0; j < 4; j++) {
+                const __m512i yq = _mm512_loadu_si512(y[c][i].qs + 64 * j);
+                sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[j], yq), k[j]);
+            }
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
     }
-    *s = _mm512_reduce_add_ps(acc) - hsum256_ps(accm);
+    FOR_COLS(c, nc) s[c] = _mm512_reduce_add_ps(acc[c]) - hsum256_ps(accm[c]);
 }
+VEC_DOT_COLS(q5_K)
 
-static void vec_dot_q6_K(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
+static ALWAYS_INLINE void q6_K_cols(int64_t n, float *restrict s, const void *restrict w,
+                                    const void *const *a, const int nc) {
     const struct block_q6_K *x = w;
-    const struct block_q8_K *y = a;
+    const struct block_q8_K *y[NC_MAX];
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x30);
     const __m512i i0 = idx_quad8(0), i1 = idx_quad8(4), i2 = idx_quad8(8), i3 = idx_quad8(12);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[NC_MAX];
+    FOR_COLS(c, nc) {
+        y[c] = a[c];
+        acc[c] = _mm512_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
-        const float d = y[i].d * h2f(x[i].d);
+        const float dx = h2f(x[i].d);
         const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
         const __m512i sc16 = _mm512_zextsi256_si512(sc16y);
-        /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
-        const __m256i corr =
-            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums), sc16y);
-        __m512i sumi[2];
+        /* e[2h], e[2h+1]: the 6-bit codes (+32) of weights 0..63 and 64..127 of half h */
+        __m512i e[4];
         for (int h = 0; h < 2; h++) {
             const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
             const __m512i hb =
@@ -314,43 +413,60 @@ static void vec_dot_q6_K(int64_t n, float *restrict s, const void *restrict w,
             ha = _mm512_and_si512(_mm512_mask_slli_epi16(ha, 0x0000FFFFu, ha, 2), m6);
             /* weights 64..127: bits 4-5, then bits 6-7 */
             const __m512i hc = _mm512_and_si512(_mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 2), m6);
-            const __m512i e0 = _mm512_ternarylogic_epi32(l, m4, ha, 0xEA);
-            const __m512i e1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, hc, 0xEA);
-            const int8_t *q8 = y[i].qs + 128 * h;
-            const __m512i p0 = _mm512_maddubs_epi16(e0, _mm512_loadu_si512(q8));
-            const __m512i p1 = _mm512_maddubs_epi16(e1, _mm512_loadu_si512(q8 + 64));
-            sumi[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0,
-                                          _mm512_permutexvar_epi16(h ? i2 : i0, sc16));
-            sumi[h] = _mm512_dpwssd_epi32(sumi[h], p1, _mm512_permutexvar_epi16(h ? i3 : i1, sc16));
+            e[2 * h] = _mm512_ternarylogic_epi32(l, m4, ha, 0xEA);
+            e[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, hc, 0xEA);
         }
-        __m512i tot = _mm512_add_epi32(sumi[0], sumi[1]);
-        tot = _mm512_sub_epi32(tot, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(tot), acc);
+        const __m512i k0 = _mm512_permutexvar_epi16(i0, sc16);
+        const __m512i k1 = _mm512_permutexvar_epi16(i1, sc16);
+        const __m512i k2 = _mm512_permutexvar_epi16(i2, sc16);
+        const __m512i k3 = _mm512_permutexvar_epi16(i3, sc16);
+        FOR_COLS(c, nc) {
+            const float d = y[c][i].d * dx;
+            const int8_t *q8 = y[c][i].qs;
+            /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
+            const __m256i corr =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), sc16y);
+            const __m512i p0 = _mm512_maddubs_epi16(e[0], _mm512_loadu_si512(q8));
+            const __m512i p1 = _mm512_maddubs_epi16(e[1], _mm512_loadu_si512(q8 + 64));
+            const __m512i p2 = _mm512_maddubs_epi16(e[2], _mm512_loadu_si512(q8 + 128));
+            const __m512i p3 = _mm512_maddubs_epi16(e[3], _mm512_loadu_si512(q8 + 192));
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, k0);
+            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p2, k2);
+            s0 = _mm512_dpwssd_epi32(s0, p1, k1);
+            s1 = _mm512_dpwssd_epi32(s1, p3, k3);
+            __m512i tot = _mm512_add_epi32(s0, s1);
+            tot = _mm512_sub_epi32(tot, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(tot), acc[c]);
+        }
     }
-    *s = _mm512_reduce_add_ps(acc);
+    FOR_COLS(c, nc) s[c] = _mm512_reduce_add_ps(acc[c]);
 }
+VEC_DOT_COLS(q6_K)
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-static void set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t, quant_vec_dot_fn fn) {
+static void set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t, quant_vec_dot_fn fn,
+                       quant_vec_dot4_fn fn4) {
     if ((int)t >= n_tab)
         return;
     tab[t].vec_dot = fn;
+    tab[t].vec_dot4 = fn4;
     tab[t].isa = "avx512";
 }
 
 /* Registers the AVX2 kernels first (an AVX-512 CPU has AVX2, so tab is a superset of what
  * quant_register_avx2 gives), then overrides f32, f16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K with
- * isa "avx512". type, vec_dot_type and from_float stay as they are. Call only on a CPU with
- * AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ/VNNI. */
+ * isa "avx512", vec_dot and vec_dot4 together (four-column kernels with shared unpacking for the
+ * quantized types, four calls of vec_dot for f32/f16). type, vec_dot_type and from_float stay as
+ * they are. Call only on a CPU with AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ/VNNI. */
 void quant_register_avx512(struct quant_kernels *tab, int n_tab) {
     quant_register_avx2(tab, n_tab);
-    set_kernel(tab, n_tab, QTYPE_F32, vec_dot_f32);
-    set_kernel(tab, n_tab, QTYPE_F16, vec_dot_f16);
-    set_kernel(tab, n_tab, QTYPE_Q8_0, vec_dot_q8_0);
-    set_kernel(tab, n_tab, QTYPE_Q4_0, vec_dot_q4_0);
-    set_kernel(tab, n_tab, QTYPE_Q5_0, vec_dot_q5_0);
-    set_kernel(tab, n_tab, QTYPE_Q4_K, vec_dot_q4_K);
-    set_kernel(tab, n_tab, QTYPE_Q5_K, vec_dot_q5_K);
-    set_kernel(tab, n_tab, QTYPE_Q6_K, vec_dot_q6_K);
+    set_kernel(tab, n_tab, QTYPE_F32, vec_dot_f32, vec_dot_f32_x4);
+    set_kernel(tab, n_tab, QTYPE_F16, vec_dot_f16, vec_dot_f16_x4);
+    set_kernel(tab, n_tab, QTYPE_Q8_0, vec_dot_q8_0, vec_dot4_q8_0);
+    set_kernel(tab, n_tab, QTYPE_Q4_0, vec_dot_q4_0, vec_dot4_q4_0);
+    set_kernel(tab, n_tab, QTYPE_Q5_0, vec_dot_q5_0, vec_dot4_q5_0);
+    set_kernel(tab, n_tab, QTYPE_Q4_K, vec_dot_q4_K, vec_dot4_q4_K);
+    set_kernel(tab, n_tab, QTYPE_Q5_K, vec_dot_q5_K, vec_dot4_q5_K);
+    set_kernel(tab, n_tab, QTYPE_Q6_K, vec_dot_q6_K, vec_dot4_q6_K);
 }

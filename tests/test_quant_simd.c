@@ -2,7 +2,9 @@
  * For every weight type and each ISA this CPU has: random rows (quantized floats, and raw random
  * codes with random fp16 scales incl. negative and zero) at 1, 2, 3, 7, 8 blocks and 768/2048
  * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
- * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows. */
+ * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows.
+ * vec_dot4 (one weight row, four activation rows) must equal the same table's vec_dot for every
+ * column bit for bit (memcmp of the floats), in the reference table and in every ISA's. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -109,6 +111,20 @@ static double abs_terms(enum qtype t, const void *w, const void *a, int64_t n) {
     return sum;
 }
 
+/* Fills w (w_bytes) with a random weight row of n elements of type t: mode 0 quantizes random
+ * floats, mode 1 writes random codes and random scales. xf is scratch for n floats. */
+static void fill_weight_row(enum qtype t, uint8_t *w, uint64_t w_bytes, int64_t n, int mode,
+                            float *xf) {
+    if (mode == 1 && !is_float_type(t)) {
+        for (uint64_t i = 0; i < w_bytes; i++)
+            w[i] = (uint8_t)rng_next();
+        randomize_scales(t, w, n / qtype_block_elems(t));
+    } else {
+        fill_floats(xf, n, mode ? 4.0f : 0.5f);
+        CHECK_EQ_INT(quant_quantize_row(t, xf, w, n), 0);
+    }
+}
+
 /* Builds a random weight row (mode 0: quantized floats; mode 1: random codes and scales) and
  * activation row of n elements and checks k->vec_dot against the reference. */
 static void compare_one(const struct quant_kernels *k, enum qtype t, int64_t n, int mode) {
@@ -122,14 +138,7 @@ static void compare_one(const struct quant_kernels *k, enum qtype t, int64_t n, 
         CHECK_MSG(false, "alloc/size failed for %s n=%lld", qtype_name(t), (long long)n);
         goto out;
     }
-    if (mode == 1 && !is_float_type(t)) {
-        for (uint64_t i = 0; i < w_bytes; i++)
-            w[i] = (uint8_t)rng_next();
-        randomize_scales(t, w, n / qtype_block_elems(t));
-    } else {
-        fill_floats(xf, n, mode ? 4.0f : 0.5f);
-        CHECK_EQ_INT(quant_quantize_row(t, xf, w, n), 0);
-    }
+    fill_weight_row(t, w, w_bytes, n, mode, xf);
     fill_floats(xf, n, mode ? 30.0f : 1.0f);
     ref->from_float(xf, a, n);
 
@@ -144,6 +153,67 @@ out:
     free(xf);
     free(w);
     free(a);
+}
+
+/* One random weight row against four random activation rows (the last one twice when dup): each
+ * k->vec_dot4 column must be bit-identical to k->vec_dot of that column. Activation rows sit at
+ * odd offsets of one buffer so no kernel may rely on alignment. */
+static void compare_four(const struct quant_kernels *k, enum qtype t, int64_t n, int mode,
+                         bool dup) {
+    uint64_t w_bytes = 0;
+    size_t a_bytes = quant_act_row_bytes(t, n);
+    CHECK_EQ_INT(qtype_row_bytes(t, (uint64_t)n, &w_bytes), 0);
+    float *xf = calloc((size_t)n, sizeof(*xf));
+    uint8_t *w = calloc(w_bytes + 64, 1), *abuf = calloc(4 * (a_bytes + 64), 1);
+    if (!xf || !w || !abuf || !a_bytes) {
+        CHECK_MSG(false, "alloc/size failed for %s n=%lld", qtype_name(t), (long long)n);
+        goto out;
+    }
+    fill_weight_row(t, w, w_bytes, n, mode, xf);
+    const void *a[4];
+    for (int j = 0; j < 4; j++) {
+        uint8_t *aj = abuf + (size_t)j * (a_bytes + 64) + 1 + (size_t)j * 4;
+        fill_floats(xf, n, mode ? 30.0f : (float)(j + 1));
+        k->from_float(xf, aj, n);
+        a[j] = dup && j == 3 ? a[2] : aj;
+    }
+    float got[4], want[4];
+    memset(got, 0xA5, sizeof(got));
+    k->vec_dot4(n, got, w, a);
+    for (int j = 0; j < 4; j++)
+        k->vec_dot(n, &want[j], w, a[j]);
+    for (int j = 0; j < 4; j++)
+        CHECK_MSG(memcmp(&got[j], &want[j], sizeof(float)) == 0,
+                  "%s %s n=%lld mode=%d col %d: vec_dot4 %.9g vec_dot %.9g (not bitwise equal)",
+                  k->isa, qtype_name(t), (long long)n, mode, j, got[j], want[j]);
+out:
+    free(xf);
+    free(w);
+    free(abuf);
+}
+
+/* vec_dot4 against vec_dot for type t in table k over the block counts and row sizes that
+ * check_isa uses. */
+static void check_four(const struct quant_kernels *k, enum qtype t) {
+    CHECK_MSG(k->vec_dot4 != NULL, "%s %s: vec_dot4 is NULL", k->isa, qtype_name(t));
+    if (!k->vec_dot4)
+        return;
+    int64_t be = qtype_block_elems(t);
+    const int64_t blocks[] = {1, 2, 3, 5, 7, 8};
+    for (int mode = 0; mode < 2; mode++) {
+        for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+            for (int rep = 0; rep < 3; rep++)
+                compare_four(k, t, blocks[b] * be, mode, rep == 2);
+        if (be == 1) {
+            compare_four(k, t, 17, mode, false);
+            compare_four(k, t, 33, mode, false);
+            compare_four(k, t, 100, mode, true);
+        }
+        for (int rep = 0; rep < 3; rep++) {
+            compare_four(k, t, 768, mode, rep == 2);
+            compare_four(k, t, 2048, mode, rep == 2);
+        }
+    }
 }
 
 /* ---- ISA selection --------------------------------------------------------------------------- */
@@ -205,6 +275,7 @@ static void check_isa(const char *isa, void (*reg)(struct quant_kernels *, int),
                 compare_one(&tab[t], t, 2048, mode);
             }
         }
+        check_four(&tab[t], t);
     }
 }
 
@@ -271,11 +342,44 @@ static void test_dispatch_picks_simd(void) {
         CHECK_STR(k->isa, "avx2");
 }
 
+/* The reference table's vec_dot4 (four calls of vec_dot) and the dispatched table's, per type. */
+static void test_vec_dot4_ref_and_best(void) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const struct quant_kernels *ref = quant_kernels_ref(all_types[ti]);
+        const struct quant_kernels *best = quant_kernels(all_types[ti]);
+        CHECK(ref != NULL && best != NULL);
+        if (!ref || !best)
+            continue;
+        check_four(ref, all_types[ti]);
+        check_four(best, all_types[ti]);
+    }
+}
+
+/* The AVX-512 tables replace vec_dot and vec_dot4 together: the four-column kernel of a type must
+ * differ from AVX2's (a real kernel, not the AVX2 one left behind) where AVX-512 has one. */
+static void test_vec_dot4_registered_with_vec_dot(void) {
+    if (!cpu_has_avx512()) {
+        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni");
+        return;
+    }
+    struct quant_kernels t2[QTYPE_COUNT], t5[QTYPE_COUNT];
+    table_for(t2, quant_register_avx2);
+    table_for(t5, quant_register_avx512);
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        enum qtype t = all_types[ti];
+        bool replaced = t5[t].vec_dot != t2[t].vec_dot;
+        CHECK_MSG(replaced == (t5[t].vec_dot4 != t2[t].vec_dot4),
+                  "%s: avx512 did not replace vec_dot and vec_dot4 together", qtype_name(t));
+    }
+}
+
 static const struct test_case cases[] = {
     {"avx2_vs_ref", test_avx2_vs_ref},
     {"avx512_vs_ref", test_avx512_vs_ref},
     {"tolerance_catches_one_code", test_tolerance_catches_one_code},
     {"dispatch_picks_simd", test_dispatch_picks_simd},
+    {"vec_dot4_ref_and_best", test_vec_dot4_ref_and_best},
+    {"vec_dot4_registered_with_vec_dot", test_vec_dot4_registered_with_vec_dot},
     {0},
 };
 

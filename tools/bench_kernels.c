@@ -5,7 +5,9 @@
  * For each weight type (default q4_K q6_K q8_0) and ISA (ref, then avx2/avx512 when the CPU has
  * them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
  * 768 x 2048) and over one of --big-mb MB (default 256, beyond the L2/LLC a core sees), and prints
- * ns per row and GB/s of weight bytes streamed (best of several passes). */
+ * ns per row and GB/s of weight bytes streamed (best of several passes). In cache it also times
+ * vec_dot4 (one row against four activation rows) and prints its ns per row per column next to
+ * vec_dot's ns per row, with the speed-up and a bitwise check of its columns against vec_dot. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,6 +71,67 @@ static void matvec(const struct quant_kernels *k, const uint8_t *m, size_t row_b
                    int64_t cols, const void *act, float *out) {
     for (int64_t r = 0; r < rows; r++)
         k->vec_dot(cols, &out[r], m + (size_t)r * row_bytes, act);
+}
+
+static void matvec4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes, int64_t rows,
+                    int64_t cols, const void *const act[4], float *out4) {
+    for (int64_t r = 0; r < rows; r++)
+        k->vec_dot4(cols, &out4[4 * r], m + (size_t)r * row_bytes, act);
+}
+
+/* Best seconds per pass of matvec4 over at least secs of passes (at least 3). */
+static double time_matvec4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
+                           int64_t rows, int64_t cols, const void *const act[4], float *out4,
+                           double secs) {
+    double best = INFINITY, start = now_s();
+    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
+        double t0 = now_s();
+        matvec4(k, m, row_bytes, rows, cols, act, out4);
+        double dt = now_s() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
+}
+
+/* Times vec_dot4 of k over the matrix against four activation rows made from x (perturbed per
+ * column), prints ns per row per column, the speed-up over dot_ns (vec_dot's ns per row) and
+ * whether every column is bitwise vec_dot's. Returns 0 or -1. */
+static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
+                      int64_t rows, int64_t cols, const float *x, double dot_ns,
+                      const struct bench_opts *o) {
+    size_t a_bytes = quant_act_row_bytes(k->type, cols);
+    uint8_t *acts = malloc(4 * a_bytes);
+    float *xs = calloc((size_t)cols, sizeof(*xs)), *out4 = calloc((size_t)rows * 4, sizeof(*out4));
+    int rc = -1;
+    if (!acts || !xs || !out4)
+        goto out;
+    const void *act[4];
+    for (int j = 0; j < 4; j++) {
+        for (int64_t i = 0; i < cols; i++)
+            xs[i] = x[i] * (float)(j + 1) + 0.25f * rng_unit();
+        k->from_float(xs, acts + (size_t)j * a_bytes, cols);
+        act[j] = acts + (size_t)j * a_bytes;
+    }
+    double dt = time_matvec4(k, m, row_bytes, rows, cols, act, out4, o->secs);
+    int64_t n_diff = 0;
+    for (int64_t r = 0; r < rows && r < 64; r++) {
+        for (int j = 0; j < 4; j++) {
+            float one;
+            k->vec_dot(cols, &one, m + (size_t)r * row_bytes, act[j]);
+            n_diff += memcmp(&one, &out4[4 * r + j], sizeof(one)) != 0;
+        }
+    }
+    double ns = dt * 1e9 / (double)rows / 4.0;
+    printf("%-5s %-6s %-9s %6lldx%-5lld vec_dot4 %9.1f ns/row/col  vs vec_dot %7.1f: %.2fx  (%s)\n",
+           qtype_name(k->type), k->isa, "in-cache", (long long)rows, (long long)cols, ns, dot_ns,
+           dot_ns / ns, n_diff ? "NOT BITWISE" : "bitwise = vec_dot");
+    fflush(stdout);
+    rc = n_diff ? -1 : 0;
+out:
+    free(out4);
+    free(xs);
+    free(acts);
+    return rc;
 }
 
 /* Best seconds per pass over at least secs of passes (at least 3). */
@@ -163,6 +226,9 @@ static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label
                qtype_name(t), ks[i]->isa, label, (long long)rows, (long long)cols, mb,
                dt * 1e9 / (double)rows, mb / 1e3 / dt, maxdiff);
         fflush(stdout);
+        if (strcmp(label, "in-cache") == 0 &&
+            bench_four(ks[i], m, row_bytes, rows, cols, x, dt * 1e9 / (double)rows, o) < 0)
+            goto out;
     }
     rc = 0;
 out:
