@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "fault.h"
@@ -232,20 +234,81 @@ static int layer_load(struct model *m, int il, char *err, size_t err_len) {
     return 0;
 }
 
-/* Maps the whole file read-only and faults it in (MAP_POPULATE), as llama.cpp's default mmap does;
- * the pages live in the page cache, shared with other processes and kept across restarts. */
-static int model_map(struct model *m, char *err, size_t err_len) {
-    m->map_bytes = m->gguf->file_bytes;
-    void *p = MAP_FAILED;
+/* ---- the weight image ------------------------------------------------------------------------ */
+
+#define MODEL_HUGE_PAGE (2u << 20)
+#define MODEL_READ_CHUNK (64u << 20)
+#define MODEL_DIO_ALIGN 4096u
+
+/* Reads [off, off + n) of the file into dst: direct I/O when dio_fd >= 0 (dst, off and n aligned;
+ * the file's end may cut the last read short), else buffered. Returns 0 or a negative errno. */
+static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n, uint64_t file_bytes) {
+    while (n > 0) {
+        if (fault_hit(FAULT_READ))
+            return -EIO;
+        ssize_t got = pread(dio_fd >= 0 ? dio_fd : fd, dst, n, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -errno;
+        if (got == 0)
+            return off >= file_bytes ? 0 : -EIO; /* past the end: done; before it: the file shrank */
+        dst += got;
+        off += (uint64_t)got;
+        n -= (uint64_t)got;
+        if (dio_fd >= 0 && ((uint64_t)got % MODEL_DIO_ALIGN) != 0)
+            return off >= file_bytes ? 0 : -EIO;
+    }
+    return 0;
+}
+
+/* Reads the whole file into anonymous memory backed by transparent huge pages, with direct I/O so
+ * the page cache does not hold a second copy. Huge pages matter: under virtualisation a TLB miss on
+ * a 4 KiB page costs a two-level page walk, and streaming weights through 4 KiB pages measured
+ * 5.4 GB/s against 9.5 GB/s on huge pages for the same q4_K kernel (docs/benchmarks.md). The image
+ * is then made read-only. */
+static int model_read_image(struct model *m, char *err, size_t err_len) {
+    const uint64_t file_bytes = m->gguf->file_bytes;
+    m->map_bytes = ((size_t)file_bytes + MODEL_HUGE_PAGE - 1) & ~(size_t)(MODEL_HUGE_PAGE - 1);
+    if (m->map_bytes == 0)
+        m->map_bytes = MODEL_HUGE_PAGE;
+    /* over-allocate one huge page to align the start, then trim */
+    size_t span = m->map_bytes + MODEL_HUGE_PAGE;
+    uint8_t *p = MAP_FAILED;
     if (!fault_hit(FAULT_ALLOC))
-        p = mmap(NULL, m->map_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, m->gguf->fd, 0);
+        p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
     if (p == MAP_FAILED) {
-        err_set(err, err_len, "model: out of memory mapping \"%s\" (%zu bytes): %s", m->path,
-                m->map_bytes, strerror(errno));
+        err_set(err, err_len, "model: out of memory for the weights of \"%s\" (%zu bytes)", m->path,
+                m->map_bytes);
         return -ENOMEM;
     }
-    m->map = p;
-    return 0;
+    uint8_t *base = (uint8_t *)(((uintptr_t)p + MODEL_HUGE_PAGE - 1) & ~(uintptr_t)(MODEL_HUGE_PAGE - 1));
+    if (base > p)
+        munmap(p, (size_t)(base - p));
+    munmap(base + m->map_bytes, (size_t)(p + span - (base + m->map_bytes)));
+    m->map = base;
+    madvise(base, m->map_bytes, MADV_HUGEPAGE);
+    int dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    int rc = 0;
+    for (uint64_t off = 0; off < file_bytes && rc == 0; off += MODEL_READ_CHUNK) {
+        uint64_t n = file_bytes - off < MODEL_READ_CHUNK ? file_bytes - off : MODEL_READ_CHUNK;
+        uint64_t n_dio = (n + MODEL_DIO_ALIGN - 1) & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
+        rc = image_read(m->gguf->fd, dio_fd, base + off, off, dio_fd >= 0 ? n_dio : n, file_bytes);
+        if (rc == -EINVAL && dio_fd >= 0) { /* the filesystem refuses direct I/O: buffered */
+            close(dio_fd);
+            dio_fd = -1;
+            rc = image_read(m->gguf->fd, -1, base + off, off, n, file_bytes);
+        }
+        if (rc < 0)
+            err_set(err, err_len, "model: reading \"%s\" failed at byte %llu: %s", m->path,
+                    (unsigned long long)off, strerror(-rc));
+    }
+    if (dio_fd >= 0)
+        close(dio_fd);
+    if (rc == 0)
+        mprotect(base, m->map_bytes, PROT_READ);
+    return rc;
 }
 
 /* The base name of path without its extension, malloc'd. */
@@ -278,7 +341,7 @@ struct model *model_load(const char *path, char *err, size_t err_len) {
         err_set(err, err_len, "model: out of memory");
         goto err;
     }
-    if (model_map(m, err, err_len) < 0)
+    if (model_read_image(m, err, err_len) < 0)
         goto err;
     if (weight_load(m, &m->tok_embd, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
                     err_len) < 0 ||

@@ -6,8 +6,8 @@
  *     model_free(m);
  *
  * Every matrix is kept in its file type and layout (row-major, ne[0] = input features per row),
- * read in place from a read-only mapping of the file that is populated at load, so a second
- * process or a restart shares the page cache instead of copying; norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
+ * in one read-only image of the file in anonymous memory on transparent huge pages, read once at
+ * load with direct I/O (see model_read_image for why); norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
  * expert e is the contiguous slice at e * expert_bytes. */
 #ifndef SNIPER_MODEL_H
 #define SNIPER_MODEL_H
@@ -58,7 +58,7 @@ struct weight {
     size_t row_bytes;  /* bytes per row */
     size_t mat_bytes;  /* bytes per matrix = n_out * row_bytes */
     const struct gguf_tensor *tensor; /* where it lives in the file */
-    const void *data;  /* resident bytes [n_mat][n_out][row_bytes] in the model's mapping */
+    const void *data;  /* resident bytes [n_mat][n_out][row_bytes] in the model's image */
 };
 
 struct model_layer {
@@ -82,7 +82,7 @@ struct model {
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
     size_t resident_bytes;       /* bytes of weights held in RAM */
-    void *map;                   /* read-only mapping of the whole file */
+    void *map;                   /* read-only image of the whole file, 2 MiB aligned */
     size_t map_bytes;
 };
 
