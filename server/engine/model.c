@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -153,7 +155,7 @@ static int weight_load(struct model *m, struct weight *w, const char *name, int6
     w->row_bytes = t->row_bytes;
     w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
     w->tensor = t;
-    w->data = (const uint8_t *)m->map + t->data_off;
+    w->data = (const uint8_t *)m->image + t->data_off;
     m->resident_bytes += t->n_bytes;
     return 0;
 }
@@ -239,10 +241,12 @@ static int layer_load(struct model *m, int il, char *err, size_t err_len) {
 #define MODEL_HUGE_PAGE (2u << 20)
 #define MODEL_READ_CHUNK (64u << 20)
 #define MODEL_DIO_ALIGN 4096u
+#define MODEL_READ_THREADS 4
 
 /* Reads [off, off + n) of the file into dst: direct I/O when dio_fd >= 0 (dst, off and n aligned;
  * the file's end may cut the last read short), else buffered. Returns 0 or a negative errno. */
-static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n, uint64_t file_bytes) {
+static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n,
+                      uint64_t file_bytes) {
     while (n > 0) {
         if (fault_hit(FAULT_READ))
             return -EIO;
@@ -262,6 +266,52 @@ static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n
     return 0;
 }
 
+/* The shared state of the threads that read the image: chunks are handed out in file order. */
+struct image_job {
+    struct model *m;
+    uint8_t *base;
+    uint64_t file_bytes;
+    int dio_fd;             /* O_DIRECT descriptor, or -1 (the filesystem refuses direct I/O) */
+    pthread_mutex_t lock;   /* guards next_off, rc and err */
+    uint64_t next_off;
+    int rc;                 /* first failure */
+    char *err;
+    size_t err_len;
+};
+
+/* Reads chunks until none is left or one fails; the first failure is reported in job->err. Page
+ * faults on fresh huge pages (zeroing) and the reads themselves proceed in parallel. */
+static void *image_reader(void *arg) {
+    struct image_job *job = arg;
+    for (;;) {
+        pthread_mutex_lock(&job->lock);
+        uint64_t off = job->next_off;
+        bool done = job->rc < 0 || off >= job->file_bytes;
+        job->next_off += MODEL_READ_CHUNK;
+        pthread_mutex_unlock(&job->lock);
+        if (done)
+            break;
+        uint64_t n = job->file_bytes - off < MODEL_READ_CHUNK ? job->file_bytes - off
+                                                               : MODEL_READ_CHUNK;
+        uint64_t n_dio = (n + MODEL_DIO_ALIGN - 1) & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
+        int fd = job->m->gguf->fd;
+        int rc = image_read(fd, job->dio_fd, job->base + off, off,
+                            job->dio_fd >= 0 ? n_dio : n, job->file_bytes);
+        if (rc == -EINVAL && job->dio_fd >= 0) /* this filesystem refuses direct I/O */
+            rc = image_read(fd, -1, job->base + off, off, n, job->file_bytes);
+        if (rc < 0) {
+            pthread_mutex_lock(&job->lock);
+            if (job->rc == 0) {
+                job->rc = rc;
+                err_set(job->err, job->err_len, "model: reading \"%s\" failed at byte %llu: %s",
+                        job->m->path, (unsigned long long)off, strerror(-rc));
+            }
+            pthread_mutex_unlock(&job->lock);
+        }
+    }
+    return NULL;
+}
+
 /* Reads the whole file into anonymous memory backed by transparent huge pages, with direct I/O so
  * the page cache does not hold a second copy. Huge pages matter: under virtualisation a TLB miss on
  * a 4 KiB page costs a two-level page walk, and streaming weights through 4 KiB pages measured
@@ -269,45 +319,46 @@ static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n
  * is then made read-only. */
 static int model_read_image(struct model *m, char *err, size_t err_len) {
     const uint64_t file_bytes = m->gguf->file_bytes;
-    m->map_bytes = ((size_t)file_bytes + MODEL_HUGE_PAGE - 1) & ~(size_t)(MODEL_HUGE_PAGE - 1);
-    if (m->map_bytes == 0)
-        m->map_bytes = MODEL_HUGE_PAGE;
+    m->image_bytes = ((size_t)file_bytes + MODEL_HUGE_PAGE - 1) & ~(size_t)(MODEL_HUGE_PAGE - 1);
+    if (m->image_bytes == 0)
+        m->image_bytes = MODEL_HUGE_PAGE;
     /* over-allocate one huge page to align the start, then trim */
-    size_t span = m->map_bytes + MODEL_HUGE_PAGE;
+    size_t span = m->image_bytes + MODEL_HUGE_PAGE;
     uint8_t *p = MAP_FAILED;
     if (!fault_hit(FAULT_ALLOC))
         p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
     if (p == MAP_FAILED) {
         err_set(err, err_len, "model: out of memory for the weights of \"%s\" (%zu bytes)", m->path,
-                m->map_bytes);
+                m->image_bytes);
         return -ENOMEM;
     }
-    uint8_t *base = (uint8_t *)(((uintptr_t)p + MODEL_HUGE_PAGE - 1) & ~(uintptr_t)(MODEL_HUGE_PAGE - 1));
+    uintptr_t huge_mask = MODEL_HUGE_PAGE - 1;
+    uint8_t *base = (uint8_t *)(((uintptr_t)p + huge_mask) & ~huge_mask);
     if (base > p)
         munmap(p, (size_t)(base - p));
-    munmap(base + m->map_bytes, (size_t)(p + span - (base + m->map_bytes)));
-    m->map = base;
-    madvise(base, m->map_bytes, MADV_HUGEPAGE);
-    int dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-    int rc = 0;
-    for (uint64_t off = 0; off < file_bytes && rc == 0; off += MODEL_READ_CHUNK) {
-        uint64_t n = file_bytes - off < MODEL_READ_CHUNK ? file_bytes - off : MODEL_READ_CHUNK;
-        uint64_t n_dio = (n + MODEL_DIO_ALIGN - 1) & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
-        rc = image_read(m->gguf->fd, dio_fd, base + off, off, dio_fd >= 0 ? n_dio : n, file_bytes);
-        if (rc == -EINVAL && dio_fd >= 0) { /* the filesystem refuses direct I/O: buffered */
-            close(dio_fd);
-            dio_fd = -1;
-            rc = image_read(m->gguf->fd, -1, base + off, off, n, file_bytes);
-        }
-        if (rc < 0)
-            err_set(err, err_len, "model: reading \"%s\" failed at byte %llu: %s", m->path,
-                    (unsigned long long)off, strerror(-rc));
-    }
-    if (dio_fd >= 0)
-        close(dio_fd);
+    munmap(base + m->image_bytes, (size_t)(p + span - (base + m->image_bytes)));
+    m->image = base;
+    madvise(base, m->image_bytes, MADV_HUGEPAGE);
+    struct image_job job = {.m = m, .base = base, .file_bytes = file_bytes, .err = err,
+                            .err_len = err_len};
+    job.dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    pthread_mutex_init(&job.lock, NULL);
+    pthread_t threads[MODEL_READ_THREADS];
+    int n_started = 0;
+    for (; n_started < MODEL_READ_THREADS; n_started++)
+        if (pthread_create(&threads[n_started], NULL, image_reader, &job) != 0)
+            break;
+    if (n_started == 0)
+        image_reader(&job);
+    for (int i = 0; i < n_started; i++)
+        pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&job.lock);
+    if (job.dio_fd >= 0)
+        close(job.dio_fd);
+    int rc = job.rc;
     if (rc == 0)
-        mprotect(base, m->map_bytes, PROT_READ);
+        mprotect(base, m->image_bytes, PROT_READ);
     return rc;
 }
 
@@ -376,8 +427,8 @@ void model_free(struct model *m) {
         }
         free(m->layers);
     }
-    if (m->map)
-        munmap(m->map, m->map_bytes);
+    if (m->image)
+        munmap(m->image, m->image_bytes);
     free(m->output_norm);
     free(m->path);
     free(m->name);

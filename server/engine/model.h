@@ -82,8 +82,8 @@ struct model {
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
     size_t resident_bytes;       /* bytes of weights held in RAM */
-    void *map;                   /* read-only image of the whole file, 2 MiB aligned */
-    size_t map_bytes;
+    void *image;                 /* read-only copy of the whole file, 2 MiB aligned */
+    size_t image_bytes;
 };
 
 /* Reads hyperparameters only (no weights). Returns 0 or a negative error with a message in err. */
