@@ -72,6 +72,28 @@ static void test_rope(void) {
     CHECK(memcmp(x, y, sizeof(x)) == 0);
 }
 
+/* axpy: the SIMD path gives exactly the scalar multiply-then-add per element, tails included. */
+static void test_axpy(void) {
+    enum { N = 67 };
+    float y32[N], y16[N], x[N], want32[N], want16[N];
+    uint16_t h[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = sinf((float)i * 0.7f) * 3.0f;
+        h[i] = f32_to_fp16(x[i]);
+        y32[i] = y16[i] = want32[i] = want16[i] = cosf((float)i);
+    }
+    const float a = 0.3779f;
+    for (int i = 0; i < N; i++) {
+        float p32 = a * x[i], p16 = a * fp16_to_f32(h[i]);
+        want32[i] = want32[i] + p32;
+        want16[i] = want16[i] + p16;
+    }
+    ops_axpy_f32(y32, a, x, N);
+    ops_axpy_f16(y16, a, h, N);
+    CHECK(memcmp(y32, want32, sizeof(y32)) == 0);
+    CHECK(memcmp(y16, want16, sizeof(y16)) == 0);
+}
+
 struct count_ctx {
     atomic_int hits[1000];
     atomic_int threads_seen;
@@ -152,6 +174,7 @@ static const struct test_case cases[] = {
     {"softmax", test_softmax},
     {"swiglu", test_swiglu},
     {"rope", test_rope},
+    {"axpy", test_axpy},
     {"threadpool", test_threadpool},
     {"matmul_jobs", test_matmul_jobs},
     {0},

@@ -357,12 +357,8 @@ static void engine_attn_task(void *ctx, int64_t task, int thread) {
             s[j] *= scale;
         }
         ops_softmax(s, n_kv);
-        for (int32_t j = 0; j < n_kv; j++) {
-            const float *vj = (const float *)(vc + (size_t)j * pos_bytes);
-            const float pj = s[j];
-            for (int32_t d = 0; d < hd; d++)
-                out[d] += pj * vj[d];
-        }
+        for (int32_t j = 0; j < n_kv; j++)
+            ops_axpy_f32(out, s[j], (const float *)(vc + (size_t)j * pos_bytes), hd);
     } else {
         quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
         fp16_t *q16 = e->q16 + (size_t)thread * hd;
@@ -373,10 +369,8 @@ static void engine_attn_task(void *ctx, int64_t task, int thread) {
         }
         ops_softmax(s, n_kv);
         for (int32_t j = 0; j < n_kv; j++) {
-            const fp16_t *vj = (const fp16_t *)(vc + (size_t)j * pos_bytes);
             const float pj = fp16_to_f32(f32_to_fp16(s[j])); /* ggml rounds kq to f16 for V */
-            for (int32_t d = 0; d < hd; d++)
-                out[d] += pj * fp16_to_f32(vj[d]);
+            ops_axpy_f16(out, pj, (const fp16_t *)(vc + (size_t)j * pos_bytes), hd);
         }
     }
 }

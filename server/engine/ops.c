@@ -1,7 +1,11 @@
 /* ops.c - row operations of the forward pass, rounding like ggml's CPU backend (see ops.h). */
 #include "ops.h"
 
+#include <immintrin.h>
 #include <math.h>
+#include <stdbool.h>
+
+#include "quant.h"
 
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
@@ -68,4 +72,56 @@ void ops_rope_norm(float *x, const float *cs, int32_t n_rot) {
         x[2 * i] = x0 * c - x1 * s;
         x[2 * i + 1] = x0 * s + x1 * c;
     }
+}
+
+/* ---- axpy: the attention's weighted sum of V rows ----------------------------------------------- */
+
+__attribute__((target("avx2,f16c"))) static void axpy_f16_avx2(float *restrict y, float a,
+                                                              const uint16_t *restrict x,
+                                                              int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, xv)));
+    }
+    for (; i < n; i++)
+        y[i] += a * fp16_to_f32(x[i]);
+}
+
+__attribute__((target("avx2"))) static void axpy_f32_avx2(float *restrict y, float a,
+                                                         const float *restrict x, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xv = _mm256_loadu_ps(x + i);
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, xv)));
+    }
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+static bool ops_has_avx2(void) {
+    static _Atomic int has = -1; /* racing first calls store the same value */
+    if (has < 0)
+        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    return has;
+}
+
+void ops_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n) {
+    if (ops_has_avx2()) {
+        axpy_f32_avx2(y, a, x, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+
+void ops_axpy_f16(float *restrict y, float a, const uint16_t *restrict x, int64_t n) {
+    if (ops_has_avx2()) {
+        axpy_f16_avx2(y, a, x, n);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * fp16_to_f32(x[i]);
 }

@@ -24,4 +24,9 @@ void ops_rope_cache(float *cs, int32_t pos, int32_t n_rot, float freq_base);
 void ops_rope_neox(float *x, const float *cs, int32_t n_rot);
 void ops_rope_norm(float *x, const float *cs, int32_t n_rot);
 
+/* y[i] += a * x[i] over n elements, x in f32 or IEEE half (bits); a multiply then an add per
+ * element (no fused multiply-add), so every ISA gives the same bits. */
+void ops_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n);
+void ops_axpy_f16(float *restrict y, float a, const uint16_t *restrict x, int64_t n);
+
 #endif
