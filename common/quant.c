@@ -853,9 +853,29 @@ VEC_DOT4_GENERIC(vec_dot_q4_K_q8_K_ref)
 VEC_DOT4_GENERIC(vec_dot_q5_K_q8_K_ref)
 VEC_DOT4_GENERIC(vec_dot_q6_K_q8_K_ref)
 
+/* vec_dot_rows4 as four calls of vec_dot, one per row: bit-identical by construction. */
+#define VEC_DOT_ROWS4_GENERIC(dot)                                                                \
+    static void dot##_r4(int64_t n, float *restrict s, const void *restrict w, size_t row_bytes, \
+                         const void *restrict a) {                                                \
+        for (int i = 0; i < 4; i++)                                                               \
+            dot(n, &s[i], (const uint8_t *)w + (size_t)i * row_bytes, a);                         \
+    }
+
+VEC_DOT_ROWS4_GENERIC(vec_dot_f32_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_f16_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_bf16_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q4_0_q8_0_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q4_1_q8_1_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q5_0_q8_0_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q5_1_q8_1_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q8_0_q8_0_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q4_K_q8_K_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q5_K_q8_K_ref)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q6_K_q8_K_ref)
+
 /* ==== dispatch ================================================================================ */
 
-#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, "ref"}
+#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref"}
 
 static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_F32, QTYPE_F32, quant_f32_from_f32, vec_dot_f32_ref),

@@ -89,6 +89,12 @@ typedef void (*quant_vec_dot_fn)(int64_t n, float *restrict s, const void *restr
  * computed in a group of four or alone. a[j] may repeat. */
 typedef void (*quant_vec_dot4_fn)(int64_t n, float *restrict s, const void *restrict w,
                                   const void *const a[4]);
+/* s[i] = dot(row i, a) for i < 4: four weight rows, row_bytes apart starting at w, against one
+ * activation row, sharing the activation loads and keeping four weight streams in flight. Each s[i]
+ * is bit-identical to vec_dot(n, &s[i], w + i * row_bytes, a) of the same table (same float
+ * operations in the same order), so a row's result does not depend on how rows were grouped. */
+typedef void (*quant_vec_dot_rows4_fn)(int64_t n, float *restrict s, const void *restrict w,
+                                       size_t row_bytes, const void *restrict a);
 /* Converts n floats into the activation format (see the quant_*_from_f32 functions above). */
 typedef void (*quant_from_float_fn)(const float *restrict x, void *restrict y, int64_t n);
 
@@ -98,6 +104,7 @@ struct quant_kernels {
     quant_from_float_fn from_float; /* f32 -> vec_dot_type; bit-identical in every variant */
     quant_vec_dot_fn vec_dot;
     quant_vec_dot4_fn vec_dot4;    /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
+    quant_vec_dot_rows4_fn vec_dot_rows4; /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
     const char *isa;               /* "ref", "avx2", "avx512" */
 };
 

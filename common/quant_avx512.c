@@ -36,13 +36,38 @@ static inline uint32_t load_u32(const uint8_t *p) {
 #ifndef PF_DIST
 #define PF_DIST 2048
 #endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 /* Weight rows of a matrix lie back to back and are read once: asking for the lines PF_DIST bytes
  * ahead (past the row's end means the next row) keeps more misses in flight than the hardware
  * prefetcher alone does. Prefetches never fault, so running off the matrix is harmless. */
 static inline void prefetch_ahead(const void *p, size_t bytes) {
     const char *c = (const char *)p + PF_DIST;
     for (size_t off = 0; off < bytes; off += 64)
-        _mm_prefetch(c + off, _MM_HINT_T0);
+        _mm_prefetch(c + off, PF_HINT);
+}
+
+#ifndef PF_R4_ROWS
+#define PF_R4_ROWS 4
+#endif
+#ifndef PF_R4_HINT
+#define PF_R4_HINT _MM_HINT_T1
+#endif
+#ifndef PF_R4_BYTES
+#define PF_R4_BYTES 0
+#endif
+/* prefetch_ahead for a vec_dot_rows4 kernel at block i (block_bytes each) of its four rows, which
+ * start at w, row_bytes apart. The group's rows are read interleaved, so per-row prefetches would
+ * mostly hit lines of the group itself; instead the prefetch pointer walks the bytes that follow
+ * the group sequentially, 4 * block_bytes per block, PF_R4_ROWS * row_bytes + PF_R4_BYTES past w,
+ * into L2 only (T1): measured out of cache on huge pages, per-row T0 prefetches 2048 bytes ahead
+ * gave 9.0 GB/s for AVX-512 q4_K, this 10.3-10.8 GB/s (tools/bench_kernels.c). */
+static inline void prefetch_rows4(const void *w, int64_t i, size_t row_bytes, size_t block_bytes) {
+    const char *c =
+        (const char *)w + PF_R4_ROWS * row_bytes + PF_R4_BYTES + 4 * (size_t)i * block_bytes;
+    for (size_t off = 0; off < 4 * block_bytes; off += 64)
+        _mm_prefetch(c + off, PF_R4_HINT);
 }
 
 /* ---- float kernels --------------------------------------------------------------------------- */
@@ -102,6 +127,7 @@ static void vec_dot_f16(int64_t n, float *restrict s, const void *restrict w,
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 /* Column loops are unrolled so that per-column accumulators live in registers. */
 #define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
+#define FOR_ROWS4(r) _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
 
 /* vec_dot4 as four calls of vec_dot, for kernels without a shared-unpacking body. */
 #define VEC_DOT4_GENERIC(dot)                                                                     \
@@ -123,8 +149,18 @@ static void vec_dot_f16(int64_t n, float *restrict s, const void *restrict w,
         t##_cols(n, s, w, a, 4);                                                                  \
     }
 
+/* vec_dot_rows4 as four calls of vec_dot (bit-identical by construction). */
+#define VEC_DOT_ROWS4_GENERIC(dot)                                                                \
+    static void dot##_r4(int64_t n, float *restrict s, const void *restrict w, size_t row_bytes, \
+                         const void *restrict a) {                                                \
+        for (int r = 0; r < 4; r++)                                                               \
+            dot(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);                         \
+    }
+
 VEC_DOT4_GENERIC(vec_dot_f32)
 VEC_DOT4_GENERIC(vec_dot_f16)
+VEC_DOT_ROWS4_GENERIC(vec_dot_f32)
+VEC_DOT_ROWS4_GENERIC(vec_dot_f16)
 
 /* ---- 32-element block kernels ---------------------------------------------------------------- */
 
@@ -290,12 +326,54 @@ static inline __m512i q4k_chunk(const uint8_t *q) {
     return _mm512_and_si512(_mm512_mask_srli_epi16(b, 0xFFFF0000u, b, 4), _mm512_set1_epi8(0x0F));
 }
 
+/* One q4_K block of one weight row against one Q8_K activation block: the float operations of
+ * every q4_K kernel here (vec_dot, vec_dot4, vec_dot_rows4), which is what keeps them bitwise
+ * equal. dx = [d, dmin] of the weights; mdup, q, k their unpacked mins, codes and scales; y the
+ * activation block, yq its 256 codes. */
+static ALWAYS_INLINE void q4k_block(__m128 dx, __m256i mdup, const __m512i q[4], const __m512i k[4],
+                                    const struct block_q8_K *y, const __m512i yq[4],
+                                    __m512 *acc, __m256 *accm) {
+    const __m128 dd = _mm_mul_ps(dx, _mm_set1_ps(y->d)); /* d*dy, dmin*dy */
+    const __m256i md = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), mdup);
+    *accm = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), _mm256_cvtepi32_ps(md),
+                            *accm);
+    const __m512i p0 = _mm512_maddubs_epi16(q[0], yq[0]);
+    const __m512i p1 = _mm512_maddubs_epi16(q[1], yq[1]);
+    const __m512i p2 = _mm512_maddubs_epi16(q[2], yq[2]);
+    const __m512i p3 = _mm512_maddubs_epi16(q[3], yq[3]);
+    __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, k[0]);
+    __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p1, k[1]);
+    s0 = _mm512_dpwssd_epi32(s0, p2, k[2]);
+    s1 = _mm512_dpwssd_epi32(s1, p3, k[3]);
+    *acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
+                           *acc);
+}
+
+/* Unpacks q4_K block x: [d, dmin], the mins widened for k4 bsums, the four 64-weight chunks and
+ * their scale vectors (idx: idx_pair16(0, 2, 4, 6)). */
+static ALWAYS_INLINE void q4k_unpack(const struct block_q4_K *x, const __m512i idx[4], __m128 *dx,
+                                     __m256i *mdup, __m512i q[4], __m512i k[4]) {
+    *dx = k4_d_dmin(&x->d);
+    const __m128i scm = k4_scales_mins(x->scales);
+    *mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
+    const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+        q[j] = q4k_chunk(x->qs + 32 * j);
+        k[j] = _mm512_permutexvar_epi16(idx[j], sc16);
+    }
+}
+
+static ALWAYS_INLINE void q8k_load(const struct block_q8_K *y, __m512i yq[4]) {
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+        yq[j] = _mm512_loadu_si512(y->qs + 64 * j);
+}
+
 static ALWAYS_INLINE void q4_K_cols(int64_t n, float *restrict s, const void *restrict w,
                                     const void *const *a, const int nc) {
     const struct block_q4_K *x = w;
     const struct block_q8_K *y[NC_MAX];
     const int64_t nb = n / QK_K;
-    const __m512i i0 = idx_pair16(0), i1 = idx_pair16(2), i2 = idx_pair16(4), i3 = idx_pair16(6);
+    const __m512i idx[4] = {idx_pair16(0), idx_pair16(2), idx_pair16(4), idx_pair16(6)};
     __m512 acc[NC_MAX];
     __m256 accm[NC_MAX];
     FOR_COLS(c, nc) {
@@ -305,38 +383,49 @@ static ALWAYS_INLINE void q4_K_cols(int64_t n, float *restrict s, const void *re
     }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m128 dx = k4_d_dmin(&x[i].d);
-        const __m128i scm = k4_scales_mins(x[i].scales);
-        const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-        const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
-        const __m512i q0 = q4k_chunk(x[i].qs), q1 = q4k_chunk(x[i].qs + 32);
-        const __m512i q2 = q4k_chunk(x[i].qs + 64), q3 = q4k_chunk(x[i].qs + 96);
-        const __m512i k0 = _mm512_permutexvar_epi16(i0, sc16);
-        const __m512i k1 = _mm512_permutexvar_epi16(i1, sc16);
-        const __m512i k2 = _mm512_permutexvar_epi16(i2, sc16);
-        const __m512i k3 = _mm512_permutexvar_epi16(i3, sc16);
+        __m128 dx;
+        __m256i mdup;
+        __m512i q[4], k[4];
+        q4k_unpack(&x[i], idx, &dx, &mdup, q, k);
         FOR_COLS(c, nc) {
-            const int8_t *q8 = y[c][i].qs;
-            const __m128 dd = _mm_mul_ps(dx, _mm_set1_ps(y[c][i].d)); /* d*dy, dmin*dy */
-            const __m256i md =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), mdup);
-            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)),
-                                      _mm256_cvtepi32_ps(md), accm[c]);
-            const __m512i p0 = _mm512_maddubs_epi16(q0, _mm512_loadu_si512(q8));
-            const __m512i p1 = _mm512_maddubs_epi16(q1, _mm512_loadu_si512(q8 + 64));
-            const __m512i p2 = _mm512_maddubs_epi16(q2, _mm512_loadu_si512(q8 + 128));
-            const __m512i p3 = _mm512_maddubs_epi16(q3, _mm512_loadu_si512(q8 + 192));
-            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, k0);
-            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p1, k1);
-            s0 = _mm512_dpwssd_epi32(s0, p2, k2);
-            s1 = _mm512_dpwssd_epi32(s1, p3, k3);
-            acc[c] = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd),
-                                     _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[c]);
+            __m512i yq[4];
+            q8k_load(&y[c][i], yq);
+            q4k_block(dx, mdup, q, k, &y[c][i], yq, &acc[c], &accm[c]);
         }
     }
     FOR_COLS(c, nc) s[c] = _mm512_reduce_add_ps(acc[c]) - hsum256_ps(accm[c]);
 }
 VEC_DOT_COLS(q4_K)
+
+/* Four rows, one activation row: the activation block is loaded once for the four rows, and each
+ * row runs vec_dot_q4_K's float operations (q4k_block) on its own accumulators. */
+static void vec_dot_rows4_q4_K(int64_t n, float *restrict s, const void *restrict w,
+                               size_t row_bytes, const void *restrict a) {
+    const struct block_q4_K *x[4];
+    const struct block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m512i idx[4] = {idx_pair16(0), idx_pair16(2), idx_pair16(4), idx_pair16(6)};
+    __m512 acc[4];
+    __m256 accm[4];
+    FOR_ROWS4(r) {
+        x[r] = (const void *)((const uint8_t *)w + (size_t)r * row_bytes);
+        acc[r] = _mm512_setzero_ps();
+        accm[r] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_rows4(w, i, row_bytes, sizeof(x[0][i]));
+        __m512i yq[4];
+        q8k_load(&y[i], yq);
+        FOR_ROWS4(r) {
+            __m128 dx;
+            __m256i mdup;
+            __m512i q[4], k[4];
+            q4k_unpack(&x[r][i], idx, &dx, &mdup, q, k);
+            q4k_block(dx, mdup, q, k, &y[i], yq, &acc[r], &accm[r]);
+        }
+    }
+    FOR_ROWS4(r) s[r] = _mm512_reduce_add_ps(acc[r]) - hsum256_ps(accm[r]);
+}
 
 static ALWAYS_INLINE void q5_K_cols(int64_t n, float *restrict s, const void *restrict w,
                                     const void *const *a, const int nc) {
@@ -385,13 +474,58 @@ static ALWAYS_INLINE void q5_K_cols(int64_t n, float *restrict s, const void *re
 }
 VEC_DOT_COLS(q5_K)
 
+/* One q6_K block of one weight row against one Q8_K activation block: the float operations of
+ * every q6_K kernel here, shared so that they stay bitwise equal. dx: the block's d; sc16y: its 16
+ * scales as int16; e, k: its codes (+32) and scale vectors (q6k_unpack); y, yq: the activations. */
+static ALWAYS_INLINE void q6k_block(float dx, __m256i sc16y, const __m512i e[4], const __m512i k[4],
+                                    const struct block_q8_K *y, const __m512i yq[4], __m512 *acc) {
+    const float d = y->d * dx;
+    /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
+    const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), sc16y);
+    const __m512i p0 = _mm512_maddubs_epi16(e[0], yq[0]);
+    const __m512i p1 = _mm512_maddubs_epi16(e[1], yq[1]);
+    const __m512i p2 = _mm512_maddubs_epi16(e[2], yq[2]);
+    const __m512i p3 = _mm512_maddubs_epi16(e[3], yq[3]);
+    __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, k[0]);
+    __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p2, k[2]);
+    s0 = _mm512_dpwssd_epi32(s0, p1, k[1]);
+    s1 = _mm512_dpwssd_epi32(s1, p3, k[3]);
+    __m512i tot = _mm512_add_epi32(s0, s1);
+    tot = _mm512_sub_epi32(tot, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+    *acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(tot), *acc);
+}
+
+/* Unpacks q6_K block x: d, the 16 scales as int16, the 6-bit codes (+32) of weights 64j..64j+63
+ * in e[j] and their scale vectors in k[j] (idx: idx_quad8(0, 4, 8, 12)). */
+static ALWAYS_INLINE void q6k_unpack(const struct block_q6_K *x, const __m512i idx[4], float *dx,
+                                     __m256i *sc16y, __m512i e[4], __m512i k[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x30);
+    *dx = h2f(x->d);
+    *sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    const __m512i sc16 = _mm512_zextsi256_si512(*sc16y);
+    /* e[2h], e[2h+1]: the 6-bit codes (+32) of weights 0..63 and 64..127 of half h */
+    _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+        const __m512i l = _mm512_loadu_si512(x->ql + 64 * h);
+        const __m512i hb =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x->qh + 32 * h)));
+        /* weights 0..63 of the half: bits 0-1 of qh[l] (first 32), bits 2-3 (next 32) */
+        __m512i ha = _mm512_slli_epi16(hb, 2);
+        ha = _mm512_and_si512(_mm512_mask_slli_epi16(ha, 0x0000FFFFu, ha, 2), m6);
+        /* weights 64..127: bits 4-5, then bits 6-7 */
+        const __m512i hc = _mm512_and_si512(_mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 2), m6);
+        e[2 * h] = _mm512_ternarylogic_epi32(l, m4, ha, 0xEA);
+        e[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, hc, 0xEA);
+    }
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+        k[j] = _mm512_permutexvar_epi16(idx[j], sc16);
+}
+
 static ALWAYS_INLINE void q6_K_cols(int64_t n, float *restrict s, const void *restrict w,
                                     const void *const *a, const int nc) {
     const struct block_q6_K *x = w;
     const struct block_q8_K *y[NC_MAX];
     const int64_t nb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x30);
-    const __m512i i0 = idx_quad8(0), i1 = idx_quad8(4), i2 = idx_quad8(8), i3 = idx_quad8(12);
+    const __m512i idx[4] = {idx_quad8(0), idx_quad8(4), idx_quad8(8), idx_quad8(12)};
     __m512 acc[NC_MAX];
     FOR_COLS(c, nc) {
         y[c] = a[c];
@@ -399,74 +533,91 @@ static ALWAYS_INLINE void q6_K_cols(int64_t n, float *restrict s, const void *re
     }
     for (int64_t i = 0; i < nb; i++) {
         prefetch_ahead(&x[i], sizeof(x[i]));
-        const float dx = h2f(x[i].d);
-        const __m256i sc16y = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[i].scales));
-        const __m512i sc16 = _mm512_zextsi256_si512(sc16y);
-        /* e[2h], e[2h+1]: the 6-bit codes (+32) of weights 0..63 and 64..127 of half h */
-        __m512i e[4];
-        for (int h = 0; h < 2; h++) {
-            const __m512i l = _mm512_loadu_si512(x[i].ql + 64 * h);
-            const __m512i hb =
-                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h)));
-            /* weights 0..63 of the half: bits 0-1 of qh[l] (first 32), bits 2-3 (next 32) */
-            __m512i ha = _mm512_slli_epi16(hb, 2);
-            ha = _mm512_and_si512(_mm512_mask_slli_epi16(ha, 0x0000FFFFu, ha, 2), m6);
-            /* weights 64..127: bits 4-5, then bits 6-7 */
-            const __m512i hc = _mm512_and_si512(_mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 2), m6);
-            e[2 * h] = _mm512_ternarylogic_epi32(l, m4, ha, 0xEA);
-            e[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, hc, 0xEA);
-        }
-        const __m512i k0 = _mm512_permutexvar_epi16(i0, sc16);
-        const __m512i k1 = _mm512_permutexvar_epi16(i1, sc16);
-        const __m512i k2 = _mm512_permutexvar_epi16(i2, sc16);
-        const __m512i k3 = _mm512_permutexvar_epi16(i3, sc16);
+        float dx;
+        __m256i sc16y;
+        __m512i e[4], k[4];
+        q6k_unpack(&x[i], idx, &dx, &sc16y, e, k);
         FOR_COLS(c, nc) {
-            const float d = y[c][i].d * dx;
-            const int8_t *q8 = y[c][i].qs;
-            /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
-            const __m256i corr =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), sc16y);
-            const __m512i p0 = _mm512_maddubs_epi16(e[0], _mm512_loadu_si512(q8));
-            const __m512i p1 = _mm512_maddubs_epi16(e[1], _mm512_loadu_si512(q8 + 64));
-            const __m512i p2 = _mm512_maddubs_epi16(e[2], _mm512_loadu_si512(q8 + 128));
-            const __m512i p3 = _mm512_maddubs_epi16(e[3], _mm512_loadu_si512(q8 + 192));
-            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, k0);
-            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p2, k2);
-            s0 = _mm512_dpwssd_epi32(s0, p1, k1);
-            s1 = _mm512_dpwssd_epi32(s1, p3, k3);
-            __m512i tot = _mm512_add_epi32(s0, s1);
-            tot = _mm512_sub_epi32(tot, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(tot), acc[c]);
+            __m512i yq[4];
+            q8k_load(&y[c][i], yq);
+            q6k_block(dx, sc16y, e, k, &y[c][i], yq, &acc[c]);
         }
     }
     FOR_COLS(c, nc) s[c] = _mm512_reduce_add_ps(acc[c]);
 }
 VEC_DOT_COLS(q6_K)
 
+/* Four rows, one activation row, as vec_dot_rows4_q4_K (float operations: q6k_block). */
+static void vec_dot_rows4_q6_K(int64_t n, float *restrict s, const void *restrict w,
+                               size_t row_bytes, const void *restrict a) {
+    const struct block_q6_K *x[4];
+    const struct block_q8_K *y = a;
+    const int64_t nb = n / QK_K;
+    const __m512i idx[4] = {idx_quad8(0), idx_quad8(4), idx_quad8(8), idx_quad8(12)};
+    __m512 acc[4];
+    FOR_ROWS4(r) {
+        x[r] = (const void *)((const uint8_t *)w + (size_t)r * row_bytes);
+        acc[r] = _mm512_setzero_ps();
+    }
+    for (int64_t i = 0; i < nb; i++) {
+        prefetch_rows4(w, i, row_bytes, sizeof(x[0][i]));
+        __m512i yq[4];
+        q8k_load(&y[i], yq);
+        FOR_ROWS4(r) {
+            float dx;
+            __m256i sc16y;
+            __m512i e[4], k[4];
+            q6k_unpack(&x[r][i], idx, &dx, &sc16y, e, k);
+            q6k_block(dx, sc16y, e, k, &y[i], yq, &acc[r]);
+        }
+    }
+    FOR_ROWS4(r) s[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
+/* vec_dot_rows4 as four vec_dot calls for the types without a four-row body yet. */
+VEC_DOT_ROWS4_GENERIC(vec_dot_q8_0)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q4_0)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q5_0)
+VEC_DOT_ROWS4_GENERIC(vec_dot_q5_K)
+#define vec_dot_rows4_f32 vec_dot_f32_r4
+#define vec_dot_rows4_f16 vec_dot_f16_r4
+#define vec_dot_rows4_q8_0 vec_dot_q8_0_r4
+#define vec_dot_rows4_q4_0 vec_dot_q4_0_r4
+#define vec_dot_rows4_q5_0 vec_dot_q5_0_r4
+#define vec_dot_rows4_q5_K vec_dot_q5_K_r4
+#define vec_dot4_f32 vec_dot_f32_x4
+#define vec_dot4_f16 vec_dot_f16_x4
+
+/* Sets a type's three kernels together, so a table never mixes ISAs within one type. */
+#define SET_KERNEL(tab, n_tab, t, sfx)                                                            \
+    set_kernel(tab, n_tab, QTYPE_##t, vec_dot_##sfx, vec_dot4_##sfx, vec_dot_rows4_##sfx)
+
 static void set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t, quant_vec_dot_fn fn,
-                       quant_vec_dot4_fn fn4) {
+                       quant_vec_dot4_fn fn4, quant_vec_dot_rows4_fn fnr4) {
     if ((int)t >= n_tab)
         return;
     tab[t].vec_dot = fn;
     tab[t].vec_dot4 = fn4;
+    tab[t].vec_dot_rows4 = fnr4;
     tab[t].isa = "avx512";
 }
 
 /* Registers the AVX2 kernels first (an AVX-512 CPU has AVX2, so tab is a superset of what
  * quant_register_avx2 gives), then overrides f32, f16, q4_0, q5_0, q8_0, q4_K, q5_K, q6_K with
- * isa "avx512", vec_dot and vec_dot4 together (four-column kernels with shared unpacking for the
- * quantized types, four calls of vec_dot for f32/f16). type, vec_dot_type and from_float stay as
- * they are. Call only on a CPU with AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ/VNNI. */
+ * isa "avx512", vec_dot, vec_dot4 and vec_dot_rows4 together (four-column kernels with shared
+ * unpacking for the quantized types, four-row kernels with shared activation loads for q4_K and
+ * q6_K, four calls of vec_dot elsewhere). type, vec_dot_type and from_float stay as they are. Call
+ * only on a CPU with AVX2, FMA, F16C and AVX-512 F/BW/VL/DQ/VNNI. */
 void quant_register_avx512(struct quant_kernels *tab, int n_tab) {
     quant_register_avx2(tab, n_tab);
-    set_kernel(tab, n_tab, QTYPE_F32, vec_dot_f32, vec_dot_f32_x4);
-    set_kernel(tab, n_tab, QTYPE_F16, vec_dot_f16, vec_dot_f16_x4);
-    set_kernel(tab, n_tab, QTYPE_Q8_0, vec_dot_q8_0, vec_dot4_q8_0);
-    set_kernel(tab, n_tab, QTYPE_Q4_0, vec_dot_q4_0, vec_dot4_q4_0);
-    set_kernel(tab, n_tab, QTYPE_Q5_0, vec_dot_q5_0, vec_dot4_q5_0);
-    set_kernel(tab, n_tab, QTYPE_Q4_K, vec_dot_q4_K, vec_dot4_q4_K);
-    set_kernel(tab, n_tab, QTYPE_Q5_K, vec_dot_q5_K, vec_dot4_q5_K);
-    set_kernel(tab, n_tab, QTYPE_Q6_K, vec_dot_q6_K, vec_dot4_q6_K);
+    SET_KERNEL(tab, n_tab, F32, f32);
+    SET_KERNEL(tab, n_tab, F16, f16);
+    SET_KERNEL(tab, n_tab, Q8_0, q8_0);
+    SET_KERNEL(tab, n_tab, Q4_0, q4_0);
+    SET_KERNEL(tab, n_tab, Q5_0, q5_0);
+    SET_KERNEL(tab, n_tab, Q4_K, q4_K);
+    SET_KERNEL(tab, n_tab, Q5_K, q5_K);
+    SET_KERNEL(tab, n_tab, Q6_K, q6_K);
 }

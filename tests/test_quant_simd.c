@@ -4,7 +4,8 @@
  * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
  * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows.
  * vec_dot4 (one weight row, four activation rows) must equal the same table's vec_dot for every
- * column bit for bit (memcmp of the floats), in the reference table and in every ISA's. */
+ * column bit for bit (memcmp of the floats), in the reference table and in every ISA's; so must
+ * vec_dot_rows4 (four weight rows, row_bytes apart, one activation row) for every row. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -216,6 +217,75 @@ static void check_four(const struct quant_kernels *k, enum qtype t) {
     }
 }
 
+/* Four random weight rows of n elements, row_bytes = their size plus pad bytes apart (pad = 0 is a
+ * real matrix's layout), against one random activation row at an odd offset: each output of
+ * k->vec_dot_rows4 must be bit-identical to k->vec_dot of that row. */
+static void compare_rows4(const struct quant_kernels *k, enum qtype t, int64_t n, int mode,
+                          size_t pad) {
+    uint64_t w_bytes = 0;
+    size_t a_bytes = quant_act_row_bytes(t, n);
+    CHECK_EQ_INT(qtype_row_bytes(t, (uint64_t)n, &w_bytes), 0);
+    const size_t rb = (size_t)w_bytes + pad;
+    float *xf = calloc((size_t)n, sizeof(*xf));
+    uint8_t *w = calloc(4 * rb + 64, 1), *abuf = calloc(a_bytes + 64, 1);
+    if (!xf || !w || !abuf || !a_bytes) {
+        CHECK_MSG(false, "alloc/size failed for %s n=%lld", qtype_name(t), (long long)n);
+        goto out;
+    }
+    for (int r = 0; r < 4; r++) {
+        fill_weight_row(t, w + (size_t)r * rb, w_bytes, n, mode, xf);
+        for (size_t b = 0; b < pad; b++) /* garbage between rows must not matter */
+            w[(size_t)r * rb + (size_t)w_bytes + b] = (uint8_t)rng_next();
+    }
+    uint8_t *a = abuf + 3;
+    fill_floats(xf, n, mode ? 30.0f : 1.0f);
+    k->from_float(xf, a, n);
+    float got[4], want[4];
+    memset(got, 0xA5, sizeof(got));
+    k->vec_dot_rows4(n, got, w, rb, a);
+    for (int r = 0; r < 4; r++)
+        k->vec_dot(n, &want[r], w + (size_t)r * rb, a);
+    for (int r = 0; r < 4; r++)
+        CHECK_MSG(memcmp(&got[r], &want[r], sizeof(float)) == 0,
+                  "%s %s n=%lld mode=%d pad=%zu row %d: vec_dot_rows4 %.9g vec_dot %.9g (not "
+                  "bitwise equal)",
+                  k->isa, qtype_name(t), (long long)n, mode, pad, r, got[r], want[r]);
+out:
+    free(xf);
+    free(w);
+    free(abuf);
+}
+
+/* A random row padding: 0 (contiguous rows) half the time, else a multiple of 4 below 256 (keeps
+ * every format's fields naturally aligned). */
+static size_t rng_pad(void) {
+    return rng_next() % 2 ? 0 : 4 * (size_t)(rng_next() % 64);
+}
+
+/* vec_dot_rows4 against vec_dot for type t in table k: odd and even block counts, 768- and
+ * 2048-element rows, contiguous and padded row spacing. */
+static void check_rows4(const struct quant_kernels *k, enum qtype t) {
+    CHECK_MSG(k->vec_dot_rows4 != NULL, "%s %s: vec_dot_rows4 is NULL", k->isa, qtype_name(t));
+    if (!k->vec_dot_rows4)
+        return;
+    int64_t be = qtype_block_elems(t);
+    const int64_t blocks[] = {1, 2, 3, 5, 7, 8};
+    for (int mode = 0; mode < 2; mode++) {
+        for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+            for (int rep = 0; rep < 3; rep++)
+                compare_rows4(k, t, blocks[b] * be, mode, rep == 0 ? 0 : rng_pad());
+        if (be == 1) {
+            compare_rows4(k, t, 17, mode, 0);
+            compare_rows4(k, t, 33, mode, rng_pad());
+            compare_rows4(k, t, 100, mode, rng_pad());
+        }
+        for (int rep = 0; rep < 3; rep++) {
+            compare_rows4(k, t, 768, mode, rep == 0 ? 0 : rng_pad());
+            compare_rows4(k, t, 2048, mode, rep == 0 ? 0 : rng_pad());
+        }
+    }
+}
+
 /* ---- ISA selection --------------------------------------------------------------------------- */
 
 static bool cpu_has_avx2(void) {
@@ -276,6 +346,7 @@ static void check_isa(const char *isa, void (*reg)(struct quant_kernels *, int),
             }
         }
         check_four(&tab[t], t);
+        check_rows4(&tab[t], t);
     }
 }
 
@@ -352,11 +423,15 @@ static void test_vec_dot4_ref_and_best(void) {
             continue;
         check_four(ref, all_types[ti]);
         check_four(best, all_types[ti]);
+        check_rows4(ref, all_types[ti]);
+        check_rows4(best, all_types[ti]);
     }
 }
 
-/* The AVX-512 tables replace vec_dot and vec_dot4 together: the four-column kernel of a type must
- * differ from AVX2's (a real kernel, not the AVX2 one left behind) where AVX-512 has one. */
+/* The AVX-512 tables replace vec_dot, vec_dot4 and vec_dot_rows4 together: the four-column and
+ * four-row kernels of a type must differ from AVX2's (real kernels, not the AVX2 ones left behind)
+ * where AVX-512 has one; and every SIMD table must have its own vec_dot_rows4 (never the
+ * reference's) where its vec_dot is not the reference's. */
 static void test_vec_dot4_registered_with_vec_dot(void) {
     if (!cpu_has_avx512()) {
         test_skip("cpu lacks avx512 f/bw/vl/dq/vnni");
@@ -370,6 +445,11 @@ static void test_vec_dot4_registered_with_vec_dot(void) {
         bool replaced = t5[t].vec_dot != t2[t].vec_dot;
         CHECK_MSG(replaced == (t5[t].vec_dot4 != t2[t].vec_dot4),
                   "%s: avx512 did not replace vec_dot and vec_dot4 together", qtype_name(t));
+        CHECK_MSG(replaced == (t5[t].vec_dot_rows4 != t2[t].vec_dot_rows4),
+                  "%s: avx512 did not replace vec_dot and vec_dot_rows4 together", qtype_name(t));
+        const struct quant_kernels *ref = quant_kernels_ref(t);
+        CHECK_MSG(t2[t].vec_dot == ref->vec_dot || t2[t].vec_dot_rows4 != ref->vec_dot_rows4,
+                  "%s: avx2 left the reference vec_dot_rows4 beside its vec_dot", qtype_name(t));
     }
 }
 

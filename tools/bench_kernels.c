@@ -7,12 +7,16 @@
  * 768 x 2048) and over one of --big-mb MB (default 256, beyond the L2/LLC a core sees), and prints
  * ns per row and GB/s of weight bytes streamed (best of several passes). In cache it also times
  * vec_dot4 (one row against four activation rows) and prints its ns per row per column next to
- * vec_dot's ns per row, with the speed-up and a bitwise check of its columns against vec_dot. */
+ * vec_dot's ns per row, with the speed-up and a bitwise check of its columns against vec_dot. In
+ * and out of cache it times vec_dot_rows4 (four rows against one activation row, the decode path)
+ * and checks each of its outputs bitwise against vec_dot's. Matrices live on transparent huge pages
+ * (2 MiB-aligned anonymous memory with MADV_HUGEPAGE), as the engine's weights do. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "quant.h"
@@ -39,14 +43,40 @@ static float rng_unit(void) {
     return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
 }
 
-/* A matrix of rows x cols in type t, made by quantizing 64 random rows and repeating them. NULL on
- * failure. The caller frees. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static size_t huge_round(size_t bytes) {
+    return (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+}
+
+/* bytes of anonymous memory starting on a 2 MiB boundary and advised onto transparent huge pages
+ * (as the engine loads weights), or NULL. Free with huge_free(p, bytes). */
+static void *huge_alloc(size_t bytes) {
+    const size_t len = huge_round(bytes), span = len + HUGE_PAGE;
+    uint8_t *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    uint8_t *base = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    if (base > p)
+        munmap(p, (size_t)(base - p));
+    munmap(base + len, (size_t)(p + span - (base + len)));
+    madvise(base, len, MADV_HUGEPAGE);
+    return base;
+}
+
+static void huge_free(void *p, size_t bytes) {
+    if (p)
+        munmap(p, huge_round(bytes));
+}
+
+/* A matrix of rows x cols in type t on huge pages (free with huge_free(m, rows * *row_bytes)),
+ * made by quantizing 64 random rows and repeating them. NULL on failure. */
 static uint8_t *matrix_new(enum qtype t, int64_t rows, int64_t cols, size_t *row_bytes) {
     uint64_t rb;
     if (qtype_row_bytes(t, (uint64_t)cols, &rb) < 0)
         return NULL;
     const int64_t n_seed = rows < 64 ? rows : 64;
-    uint8_t *m = malloc((size_t)rb * (size_t)rows);
+    uint8_t *m = huge_alloc((size_t)rb * (size_t)rows);
     float *x = calloc((size_t)cols, sizeof(*x));
     if (!m || !x)
         goto err;
@@ -63,7 +93,7 @@ static uint8_t *matrix_new(enum qtype t, int64_t rows, int64_t cols, size_t *row
     return m;
 err:
     free(x);
-    free(m);
+    huge_free(m, (size_t)rb * (size_t)rows);
     return NULL;
 }
 
@@ -77,6 +107,31 @@ static void matvec4(const struct quant_kernels *k, const uint8_t *m, size_t row_
                     int64_t cols, const void *const act[4], float *out4) {
     for (int64_t r = 0; r < rows; r++)
         k->vec_dot4(cols, &out4[4 * r], m + (size_t)r * row_bytes, act);
+}
+
+/* out[r] for every row: four at a time through vec_dot_rows4, the last rows % 4 through vec_dot
+ * (as matmul does). */
+static void matvec_rows4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
+                         int64_t rows, int64_t cols, const void *act, float *out) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+        k->vec_dot_rows4(cols, &out[r], m + (size_t)r * row_bytes, row_bytes, act);
+    for (; r < rows; r++)
+        k->vec_dot(cols, &out[r], m + (size_t)r * row_bytes, act);
+}
+
+/* Best seconds per pass of matvec_rows4 over at least secs of passes (at least 3). */
+static double time_matvec_rows4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
+                                int64_t rows, int64_t cols, const void *act, float *out,
+                                double secs) {
+    double best = INFINITY, start = now_s();
+    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
+        double t0 = now_s();
+        matvec_rows4(k, m, row_bytes, rows, cols, act, out);
+        double dt = now_s() - t0;
+        best = dt < best ? dt : best;
+    }
+    return best;
 }
 
 /* Best seconds per pass of matvec4 over at least secs of passes (at least 3). */
@@ -226,6 +281,23 @@ static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label
                qtype_name(t), ks[i]->isa, label, (long long)rows, (long long)cols, mb,
                dt * 1e9 / (double)rows, mb / 1e3 / dt, maxdiff);
         fflush(stdout);
+        if (i > 0) {
+            float *out4 = calloc((size_t)rows, sizeof(*out4));
+            if (!out4)
+                goto out;
+            double dt4 = time_matvec_rows4(ks[i], m, row_bytes, rows, cols, act, out4, secs);
+            int64_t n_diff = 0;
+            for (int64_t r = 0; r < rows; r++)
+                n_diff += memcmp(&out4[r], &out[r], sizeof(float)) != 0;
+            free(out4);
+            printf("%-5s %-6s %-9s %6lldx%-5lld rows4    %9.1f ns/row %7.2f GB/s  %.2fx  (%s)\n",
+                   qtype_name(t), ks[i]->isa, label, (long long)rows, (long long)cols,
+                   dt4 * 1e9 / (double)rows, mb / 1e3 / dt4, dt / dt4,
+                   n_diff ? "NOT BITWISE" : "bitwise = vec_dot");
+            fflush(stdout);
+            if (n_diff)
+                goto out;
+        }
         if (strcmp(label, "in-cache") == 0 &&
             bench_four(ks[i], m, row_bytes, rows, cols, x, dt * 1e9 / (double)rows, o) < 0)
             goto out;
@@ -236,7 +308,7 @@ out:
     free(out_ref);
     free(out);
     free(x);
-    free(m);
+    huge_free(m, row_bytes * (size_t)rows);
     return rc;
 }
 

@@ -1,7 +1,9 @@
 /* matmul.c - row-chunked, multi-job matrix products over the thread pool. Tasks are (job, chunk of
  * rows); inside a task the chunk's rows stay hot in cache while every token of the batch passes,
- * four tokens at a time through vec_dot4 (which unpacks each weight row once for the four). Every
- * output is bit-identical to a lone vec_dot, so grouping never changes a token's result. */
+ * four tokens at a time through vec_dot4 (which unpacks each weight row once for the four). One
+ * or two tokens (decode) go through vec_dot_rows4 instead, four rows at a time against one token,
+ * which shares the activation loads. Every output is bit-identical to a lone vec_dot, so grouping
+ * never changes a token's result. */
 #include "matmul.h"
 
 #include <assert.h>
@@ -69,12 +71,16 @@ static void matmul_rows4(const struct matmul_job *job, int64_t r0, int64_t r1, i
     }
 }
 
-/* Rows [r0, r1) for token t through vec_dot. */
+/* Rows [r0, r1) for token t: four at a time through vec_dot_rows4, the rest through vec_dot. */
 static void matmul_rows1(const struct matmul_job *job, int64_t r0, int64_t r1, int32_t t) {
     const uint8_t *a = matmul_act_row(job, t);
     float *out = matmul_out_row(job, t);
-    const uint8_t *w = job->w + (size_t)r0 * job->row_bytes;
-    for (int64_t r = r0; r < r1; r++, w += job->row_bytes)
+    const size_t rb = job->row_bytes;
+    const uint8_t *w = job->w + (size_t)r0 * rb;
+    int64_t r = r0;
+    for (; r + 4 <= r1; r += 4, w += 4 * rb)
+        job->k->vec_dot_rows4(job->n_in, &out[r], w, rb, a);
+    for (; r < r1; r++, w += rb)
         job->k->vec_dot(job->n_in, &out[r], w, a);
 }
 
@@ -88,7 +94,7 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     int64_t chunk = task - (j ? mm->task_end[j - 1] : 0);
     int64_t r0 = chunk * mm->rows_per_task;
     int64_t r1 = r0 + mm->rows_per_task < job->n_rows ? r0 + mm->rows_per_task : job->n_rows;
-    assert(job->k->vec_dot4 != NULL);
+    assert(job->k->vec_dot4 != NULL && job->k->vec_dot_rows4 != NULL);
     int32_t t = 0;
     for (; t + 4 <= job->n_tok; t += 4)
         matmul_rows4(job, r0, r1, t, 4);
