@@ -158,7 +158,8 @@ out:
 
 /* One random weight row against four random activation rows (the last one twice when dup): each
  * k->vec_dot4 column must be bit-identical to k->vec_dot of that column. Activation rows sit at
- * odd offsets of one buffer so no kernel may rely on alignment. */
+ * offsets of one buffer that keep 4-byte alignment (what C requires of the formats' fields) but
+ * nothing wider, so no kernel may rely on vector alignment. */
 static void compare_four(const struct quant_kernels *k, enum qtype t, int64_t n, int mode,
                          bool dup) {
     uint64_t w_bytes = 0;
@@ -173,7 +174,7 @@ static void compare_four(const struct quant_kernels *k, enum qtype t, int64_t n,
     fill_weight_row(t, w, w_bytes, n, mode, xf);
     const void *a[4];
     for (int j = 0; j < 4; j++) {
-        uint8_t *aj = abuf + (size_t)j * (a_bytes + 64) + 1 + (size_t)j * 4;
+        uint8_t *aj = abuf + (size_t)j * (a_bytes + 64) + 4 + (size_t)j * 4;
         fill_floats(xf, n, mode ? 30.0f : (float)(j + 1));
         k->from_float(xf, aj, n);
         a[j] = dup && j == 3 ? a[2] : aj;
@@ -218,8 +219,8 @@ static void check_four(const struct quant_kernels *k, enum qtype t) {
 }
 
 /* Four random weight rows of n elements, row_bytes = their size plus pad bytes apart (pad = 0 is a
- * real matrix's layout), against one random activation row at an odd offset: each output of
- * k->vec_dot_rows4 must be bit-identical to k->vec_dot of that row. */
+ * real matrix's layout), against one random activation row 4 bytes off vector alignment: the
+ * four outputs of k->vec_dot_rows4 must be bit-identical to k->vec_dot of that row. */
 static void compare_rows4(const struct quant_kernels *k, enum qtype t, int64_t n, int mode,
                           size_t pad) {
     uint64_t w_bytes = 0;
@@ -237,7 +238,7 @@ static void compare_rows4(const struct quant_kernels *k, enum qtype t, int64_t n
         for (size_t b = 0; b < pad; b++) /* garbage between rows must not matter */
             w[(size_t)r * rb + (size_t)w_bytes + b] = (uint8_t)rng_next();
     }
-    uint8_t *a = abuf + 3;
+    uint8_t *a = abuf + 4;
     fill_floats(xf, n, mode ? 30.0f : 1.0f);
     k->from_float(xf, a, n);
     float got[4], want[4];
