@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MATMUL_ROWS_PER_TASK 16
+#define MATMUL_BATCH_ROWS 16          /* rows per task when four or more tokens pass */
+#define MATMUL_STREAM_BYTES (1u << 20) /* at most this many weight bytes per decode task */
 
 int matmul_init(struct matmul *mm, struct threadpool *tp, int max_jobs) {
     memset(mm, 0, sizeof(*mm));
@@ -19,8 +20,8 @@ int matmul_init(struct matmul *mm, struct threadpool *tp, int max_jobs) {
     mm->max_jobs = max_jobs;
     mm->jobs = calloc((size_t)max_jobs, sizeof(*mm->jobs));
     mm->task_end = calloc((size_t)max_jobs, sizeof(*mm->task_end));
-    mm->rows_per_task = MATMUL_ROWS_PER_TASK;
-    if (!mm->jobs || !mm->task_end) {
+    mm->chunk_rows = calloc((size_t)max_jobs, sizeof(*mm->chunk_rows));
+    if (!mm->jobs || !mm->task_end || !mm->chunk_rows) {
         matmul_release(mm);
         return -ENOMEM;
     }
@@ -30,8 +31,10 @@ int matmul_init(struct matmul *mm, struct threadpool *tp, int max_jobs) {
 void matmul_release(struct matmul *mm) {
     free(mm->jobs);
     free(mm->task_end);
+    free(mm->chunk_rows);
     mm->jobs = NULL;
     mm->task_end = NULL;
+    mm->chunk_rows = NULL;
 }
 
 int matmul_add(struct matmul *mm, const struct matmul_job *job) {
@@ -92,8 +95,8 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
         j++;
     const struct matmul_job *job = &mm->jobs[j];
     int64_t chunk = task - (j ? mm->task_end[j - 1] : 0);
-    int64_t r0 = chunk * mm->rows_per_task;
-    int64_t r1 = r0 + mm->rows_per_task < job->n_rows ? r0 + mm->rows_per_task : job->n_rows;
+    int64_t r0 = chunk * mm->chunk_rows[j];
+    int64_t r1 = r0 + mm->chunk_rows[j] < job->n_rows ? r0 + mm->chunk_rows[j] : job->n_rows;
     assert(job->k->vec_dot4 != NULL && job->k->vec_dot_rows4 != NULL);
     int32_t t = 0;
     for (; t + 4 <= job->n_tok; t += 4)
@@ -106,10 +109,27 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
             matmul_rows1(job, r0, r1, t);
 }
 
+/* Rows per task of a job. With four or more tokens the work per weight byte is high: 16-row
+ * chunks keep the rows in L1 while the tokens pass. With one to three (decode) every weight byte
+ * is read once: long contiguous chunks, up to a thread's share and MATMUL_STREAM_BYTES, keep each
+ * thread's reads one stream for the prefetchers; 16-row chunks dealt out alternately cost a fifth
+ * of decode speed (docs/benchmarks.md). */
+static int64_t matmul_chunk_rows(const struct matmul_job *job, int n_threads) {
+    if (job->n_tok >= 4)
+        return MATMUL_BATCH_ROWS;
+    int64_t share = (job->n_rows + n_threads - 1) / n_threads;
+    int64_t cap = (int64_t)(MATMUL_STREAM_BYTES / (job->row_bytes ? job->row_bytes : 1));
+    int64_t rows = share < cap ? share : cap;
+    rows = (rows + 3) & ~(int64_t)3; /* whole groups for vec_dot_rows4 */
+    return rows > MATMUL_BATCH_ROWS ? rows : MATMUL_BATCH_ROWS;
+}
+
 void matmul_run(struct matmul *mm) {
     int64_t total = 0;
+    const int n_threads = threadpool_n_threads(mm->tp);
     for (int j = 0; j < mm->n_jobs; j++) {
-        total += (mm->jobs[j].n_rows + mm->rows_per_task - 1) / mm->rows_per_task;
+        mm->chunk_rows[j] = matmul_chunk_rows(&mm->jobs[j], n_threads);
+        total += (mm->jobs[j].n_rows + mm->chunk_rows[j] - 1) / mm->chunk_rows[j];
         mm->task_end[j] = total;
     }
     threadpool_run(mm->tp, total, matmul_task, mm);

@@ -38,7 +38,7 @@ struct matmul {
     int n_jobs;
     struct matmul_job *jobs; /* [max_jobs] */
     int64_t *task_end;       /* [max_jobs]: cumulative task counts */
-    int64_t rows_per_task;
+    int64_t *chunk_rows;     /* [max_jobs]: rows per task of each job (see matmul_chunk_rows) */
 };
 
 /* Returns 0 or -ENOMEM. */
