@@ -4,6 +4,7 @@
  * block, applies one float scale per block and sums blocks in double; from_float is the same
  * function in every ISA variant, so activations never depend on the CPU. */
 #include "quant.h"
+#include "quant_impl.h"
 
 #include <errno.h>
 #include <math.h>
@@ -834,13 +835,6 @@ static void vec_dot_q6_K_q8_K_ref(int64_t n, float *restrict s, const void *rest
 /* The scalar kernels share nothing between columns: vec_dot4 is vec_dot four times, which makes it
  * bit-identical to vec_dot by construction. */
 
-#define VEC_DOT4_GENERIC(dot)                                                                     \
-    static void dot##_x4(int64_t n, float *restrict s, const void *restrict w,                    \
-                         const void *const a[4]) {                                                \
-        for (int j = 0; j < 4; j++)                                                               \
-            dot(n, &s[j], w, a[j]);                                                               \
-    }
-
 VEC_DOT4_GENERIC(vec_dot_f32_ref)
 VEC_DOT4_GENERIC(vec_dot_f16_ref)
 VEC_DOT4_GENERIC(vec_dot_bf16_ref)
@@ -852,14 +846,6 @@ VEC_DOT4_GENERIC(vec_dot_q8_0_q8_0_ref)
 VEC_DOT4_GENERIC(vec_dot_q4_K_q8_K_ref)
 VEC_DOT4_GENERIC(vec_dot_q5_K_q8_K_ref)
 VEC_DOT4_GENERIC(vec_dot_q6_K_q8_K_ref)
-
-/* vec_dot_rows4 as four calls of vec_dot, one per row: bit-identical by construction. */
-#define VEC_DOT_ROWS4_GENERIC(dot)                                                                \
-    static void dot##_r4(int64_t n, float *restrict s, const void *restrict w, size_t row_bytes, \
-                         const void *restrict a) {                                                \
-        for (int i = 0; i < 4; i++)                                                               \
-            dot(n, &s[i], (const uint8_t *)w + (size_t)i * row_bytes, a);                         \
-    }
 
 VEC_DOT_ROWS4_GENERIC(vec_dot_f32_ref)
 VEC_DOT_ROWS4_GENERIC(vec_dot_f16_ref)
