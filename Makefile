@@ -28,6 +28,7 @@ TOOL_BIN   := $(TOOL_SRC:tools/bench_%.c=$(BUILD)/bench-%)
 BINS       := $(BUILD)/sniperd $(BUILD)/sniper $(BUILD)/sniper-mkmodel
 
 .PHONY: all test check run bench clean install deps
+.SECONDARY:
 all: $(BINS) $(TEST_BIN) $(TOOL_BIN)
 
 $(BUILD)/obj/%.o: %.c
