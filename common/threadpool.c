@@ -20,6 +20,7 @@ struct threadpool {
     atomic_int n_active;             /* workers still inside the current run */
     atomic_int_fast64_t next_task;
     atomic_bool stop;
+    atomic_int spin; /* polls before a worker sleeps (THREADPOOL_SPIN unless set) */
     int64_t n_tasks; /* of the current run */
     threadpool_fn fn;
     void *ctx;
@@ -47,7 +48,8 @@ static void threadpool_work(struct threadpool *tp, int thread) {
 
 /* Waits for a generation other than seen (or stop); returns false on stop. */
 static bool threadpool_wait_run(struct threadpool *tp, uint64_t seen) {
-    for (int i = 0; i < THREADPOOL_SPIN; i++) {
+    const int spin = atomic_load_explicit(&tp->spin, memory_order_relaxed);
+    for (int i = 0; i < spin; i++) {
         if (atomic_load_explicit(&tp->generation, memory_order_acquire) != seen)
             return true;
         if (atomic_load_explicit(&tp->stop, memory_order_relaxed))
@@ -84,6 +86,7 @@ struct threadpool *threadpool_new(int n_threads) {
     if (!tp)
         return NULL;
     tp->n_threads = n_threads;
+    tp->spin = THREADPOOL_SPIN;
     pthread_mutex_init(&tp->lock, NULL);
     pthread_cond_init(&tp->wake, NULL);
     tp->threads = calloc((size_t)n_threads, sizeof(*tp->threads));
@@ -125,6 +128,10 @@ void threadpool_free(struct threadpool *tp) {
     pthread_mutex_destroy(&tp->lock);
     free(tp->threads);
     free(tp);
+}
+
+void threadpool_set_spin(struct threadpool *tp, int polls) {
+    atomic_store(&tp->spin, polls > 0 ? polls : 0);
 }
 
 int threadpool_n_threads(const struct threadpool *tp) {

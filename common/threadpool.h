@@ -26,6 +26,10 @@ void threadpool_free(struct threadpool *tp);
 
 int threadpool_n_threads(const struct threadpool *tp);
 
+/* How long idle workers poll before they sleep; 0 for pools whose tasks block (I/O), so that
+ * waiting workers never take a core from the compute threads. Call before the first run. */
+void threadpool_set_spin(struct threadpool *tp, int polls);
+
 /* Runs fn for every task in [0, n_tasks) across the pool, the caller taking part, and returns when
  * all are done. Not reentrant: one run at a time, from one thread. */
 void threadpool_run(struct threadpool *tp, int64_t n_tasks, threadpool_fn fn, void *ctx);

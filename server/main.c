@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "engine.h"
+#include "expert_cache.h"
 #include "gguf.h"
 #include "model.h"
 #include "sampler.h"
@@ -24,7 +27,7 @@ struct options {
     bool tokenize;
     const char *dump_logits;
     const char *dump_tokens;
-    const char *ram_budget;
+    uint64_t ram_budget; /* bytes; 0: the whole model in RAM */
     int32_t bench_prompt; /* > 0: a prompt of this many pseudo-random ids instead of text */
 };
 
@@ -42,6 +45,8 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
             "  -b, --batch N             prompt tokens per forward step (default 64)\n"
             "      --kv-type TYPE        f32 | f16 (default f16)\n"
+            "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
+            "                            disk and are read into a cache of what is left\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k N             (default 40; 0: off)\n"
             "      --top-p P             (default 0.95; 1: off)\n"
@@ -70,6 +75,28 @@ static int parse_int(const char *flag, const char *s, long min, long max, long *
         return -EINVAL;
     }
     *out = v;
+    return 0;
+}
+
+/* A size: a number with an optional K, M, G or T suffix (powers of 1024). */
+static int parse_bytes(const char *flag, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mul = 1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+    if (errno || end == s || *end || !(v > 0) || v * mul > 1e18) {
+        fprintf(stderr, "sniperd: %s wants a size such as 4G or 512M, got \"%s\"\n", flag, s);
+        return -EINVAL;
+    }
+    *out = (uint64_t)(v * mul);
     return 0;
 }
 
@@ -158,7 +185,7 @@ static int parse_args(int argc, char **argv, struct options *o) {
             rc = parse_int(a, v, 1, 1 << 24, &n);
             o->bench_prompt = (int32_t)n;
         } else if (!strcmp(a, "--ram-budget")) {
-            o->ram_budget = v;
+            rc = parse_bytes(a, v, &o->ram_budget);
         } else {
             fprintf(stderr, "sniperd: unknown option \"%s\" (see --help)\n", a);
             return -EINVAL;
@@ -173,11 +200,6 @@ static int parse_args(int argc, char **argv, struct options *o) {
     if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->bench_prompt > 0) != 1) {
         fprintf(stderr, "sniperd: pass exactly one of -p TEXT, -f FILE and --bench-prompt N\n");
         return -EINVAL;
-    }
-    if (o->ram_budget) {
-        fprintf(stderr, "sniperd: --ram-budget: expert streaming is not built yet; "
-                        "run without it to hold the whole model in RAM\n");
-        return -ENOTSUP;
     }
     return 0;
 }
@@ -330,17 +352,100 @@ static int run_prefill(struct engine *e, const int32_t *ids, size_t n, int32_t n
     return 0;
 }
 
+/* Resident set size of this process now, in bytes (0 if unknown). */
+static uint64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+#define BUDGET_MARGIN (32u << 20) /* headroom for the sampler, stdio and allocator slack */
+
+/* With --ram-budget: gives the expert cache what the budget leaves after everything already
+ * resident (weights read, KV cache, buffers) and prints the split. Returns the cache, or NULL with
+ * a message in err when the budget cannot hold one layer's experts (naming the minimum). */
+static struct expert_cache *budget_setup(const struct options *o, const struct model *m,
+                                         struct engine *e, char *err, size_t err_len) {
+    const uint64_t mib = 1u << 20, rss = rss_bytes();
+    if (m->hp.n_expert == 0) {
+        if (rss + BUDGET_MARGIN > o->ram_budget)
+            snprintf(err, err_len, "--ram-budget %llu MiB: this dense model needs %llu MiB "
+                     "(streaming dense layers is not built yet)",
+                     (unsigned long long)(o->ram_budget / mib),
+                     (unsigned long long)((rss + BUDGET_MARGIN) / mib));
+        return NULL;
+    }
+    size_t slot = expert_cache_slot_bytes(m);
+    uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)m->hp.n_expert;
+    if (o->ram_budget < need) {
+        snprintf(err, err_len, "--ram-budget %llu MiB is too small: the resident weights, KV cache "
+                 "and buffers take %llu MiB, one layer's experts %llu MiB and headroom %u MiB; the "
+                 "minimum is %llu MiB", (unsigned long long)(o->ram_budget / mib),
+                 (unsigned long long)(rss / mib),
+                 (unsigned long long)((uint64_t)slot * (uint64_t)m->hp.n_expert / mib),
+                 BUDGET_MARGIN >> 20, (unsigned long long)((need + mib - 1) / mib));
+        return NULL;
+    }
+    uint64_t cache_bytes = o->ram_budget - rss - BUDGET_MARGIN;
+    struct expert_cache *c = expert_cache_new(m, cache_bytes, 8, err, err_len);
+    if (!c)
+        return NULL;
+    struct expert_cache_stats st;
+    expert_cache_get_stats(c, &st);
+    fprintf(stderr,
+            "budget: %llu MiB = resident weights %llu + KV cache %llu + buffers %llu + other %llu "
+            "+ expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d experts)\n",
+            (unsigned long long)(o->ram_budget / mib),
+            (unsigned long long)(m->resident_file_bytes / mib),
+            (unsigned long long)(engine_kv_bytes(e) / mib),
+            (unsigned long long)(engine_scratch_bytes(e) / mib),
+            (unsigned long long)((rss > m->resident_file_bytes + engine_kv_bytes(e) +
+                                          engine_scratch_bytes(e)
+                                      ? rss - m->resident_file_bytes - engine_kv_bytes(e) -
+                                            engine_scratch_bytes(e)
+                                      : 0) / mib + BUDGET_MARGIN / mib),
+            (unsigned long long)((uint64_t)st.n_slots * st.slot_bytes / mib), st.n_slots,
+            (double)st.slot_bytes / (double)mib,
+            100.0 * st.n_slots / ((double)m->hp.n_layer * m->hp.n_expert),
+            m->hp.n_layer * m->hp.n_expert);
+    engine_set_experts(e, c);
+    return c;
+}
+
+/* The line checks outside the tests read: cache figures and the peak RSS. */
+static void print_expert_stats(const struct expert_cache *c) {
+    struct expert_cache_stats st = {0};
+    if (c)
+        expert_cache_get_stats(c, &st);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t lookups = st.hits + st.misses;
+    fprintf(stderr,
+            "experts: hits=%llu misses=%llu hit_rate=%.3f bytes_read=%llu read_MBps=%.1f "
+            "prefetch_used=0/0 peak_rss_MB=%.0f\n",
+            (unsigned long long)st.hits, (unsigned long long)st.misses,
+            lookups ? (double)st.hits / (double)lookups : 0.0, (unsigned long long)st.bytes_read,
+            st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e6 : 0.0,
+            (double)ru.ru_maxrss / 1024.0);
+}
+
 static int run_generate(const struct options *o) {
     char err[512];
     int rc = 1;
     double t0 = now_s();
-    struct model *m = model_load(o->model, err, sizeof(err));
+    struct model *m = model_open(o->model, o->ram_budget > 0, err, sizeof(err));
     if (!m) {
         fprintf(stderr, "sniperd: %s\n", err);
         return 1;
     }
     struct tokenizer *tk = NULL;
     struct engine *e = NULL;
+    struct expert_cache *cache = NULL;
     struct sampler *s = NULL;
     int32_t *ids = NULL, *gen = NULL;
     float *rows = NULL, *logits = NULL;
@@ -351,6 +456,9 @@ static int run_generate(const struct options *o) {
         goto fail;
     e = engine_new(m, &o->ep, err, sizeof(err));
     if (!e)
+        goto fail;
+    err[0] = '\0';
+    if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
         goto fail;
     double t_load = now_s() - t0;
     ids = prompt_tokens(tk, o, &n_prompt);
@@ -415,6 +523,8 @@ static int run_generate(const struct options *o) {
             "generated %zu tokens in %.3f s (%.2f tok/s), %d threads\n",
             t_load, n_prompt, t_prefill, (double)n_prompt / t_prefill, n_gen, t_decode,
             n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0, engine_n_threads(e));
+    if (cache)
+        print_expert_stats(cache);
     if (o->dump_tokens && write_tokens_json(o->dump_tokens, ids, n_prompt, gen, n_gen) < 0)
         goto out;
     rc = 0;
@@ -432,6 +542,7 @@ out:
     free(logits);
     sampler_free(s);
     engine_free(e);
+    expert_cache_free(cache);
     tokenizer_free(tk);
     model_free(m);
     return rc;

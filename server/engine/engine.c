@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "err.h"
+#include "expert_cache.h"
 #include "fault.h"
 #include "matmul.h"
 #include "ops.h"
@@ -52,6 +53,10 @@ struct engine {
     int32_t *exp_n;  /* [n_expert] tokens routed to each expert in this batch */
     int32_t *exp_tok;/* [n_expert][B] activation row (token) of each */
     int32_t *exp_out;/* [n_expert][B] output row (token * k_used + slot) of each */
+    int32_t *fetch_ids;             /* [n_expert] experts routed to in this batch */
+    const uint8_t *(*fetch_mats)[3];/* [n_expert] their gate, up, down matrices */
+    const uint8_t **exp_mat;        /* [n_expert * 3] the same, indexed by expert */
+    struct expert_cache *experts;   /* borrowed; NULL: experts resident in the model image */
     float *rope_cs;  /* [B][n_rot] */
     float *scores;   /* [n_threads][n_ctx] attention scores per thread */
     fp16_t *q16;     /* [n_threads][head_dim] query as fp16 (f16 KV) */
@@ -149,13 +154,16 @@ static int engine_alloc_all(struct engine *e) {
     e->exp_n = engine_alloc(e, ne, sizeof(int32_t));
     e->exp_tok = engine_alloc(e, ne * B, sizeof(int32_t));
     e->exp_out = engine_alloc(e, ne * B, sizeof(int32_t));
+    e->fetch_ids = engine_alloc(e, ne, sizeof(int32_t));
+    e->fetch_mats = engine_alloc(e, ne, sizeof(*e->fetch_mats));
+    e->exp_mat = engine_alloc(e, ne * 3, sizeof(*e->exp_mat));
     e->rope_cs = engine_alloc(e, B * (size_t)hp->n_rot, sizeof(float));
     e->scores = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(float));
     e->q16 = engine_alloc(e, T * (size_t)hp->head_dim, sizeof(fp16_t));
     e->p16 = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(fp16_t));
     if (!e->x || !e->xn || !e->q || !e->k || !e->v || !e->attn || !e->tmp || !e->ffn_g ||
         !e->ffn_u || !e->ffn_d || !e->router || !e->sel || !e->sel_w || !e->exp_n || !e->exp_tok ||
-        !e->exp_out || !e->rope_cs || !e->scores || !e->q16 || !e->p16)
+        !e->exp_out || !e->fetch_ids || !e->fetch_mats || !e->exp_mat || !e->rope_cs || !e->scores || !e->q16 || !e->p16)
         return -ENOMEM;
     size_t cells = (size_t)hp->n_layer * (size_t)e->p.n_ctx * (size_t)e->kv_dim;
     e->kv_elem_bytes = e->p.kv_type == QTYPE_F32 ? 4 : 2;
@@ -228,7 +236,8 @@ void engine_free(struct engine *e) {
     matmul_release(&e->mm);
     void *bufs[] = {e->x, e->xn, e->q, e->k, e->v, e->attn, e->tmp, e->ffn_g, e->ffn_u, e->ffn_d,
                     e->act[0], e->act[1], e->act[2], e->router, e->sel, e->sel_w, e->exp_n,
-                    e->exp_tok, e->exp_out, e->rope_cs, e->scores, e->q16, e->p16, e->k_cache,
+                    e->exp_tok, e->exp_out, (void *)e->fetch_ids, (void *)e->fetch_mats,
+                    (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16, e->k_cache,
                     e->v_cache};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
@@ -258,13 +267,13 @@ static size_t engine_quantize(struct engine *e, int slot, enum qtype wtype, cons
     return stride;
 }
 
-/* Queues out[t] = W(mat) * act[t] for n_tok rows. */
-static void engine_queue(struct engine *e, const struct weight *w, int64_t mat, const uint8_t *act,
-                         size_t act_stride, const int32_t *act_idx, float *out, size_t out_stride,
-                         const int32_t *out_idx, int32_t n_tok) {
+/* Queues out[t] = M * act[t] for n_tok rows, M being one matrix of w's shape and type at data. */
+static void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
+                         const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
+                         size_t out_stride, const int32_t *out_idx, int32_t n_tok) {
     struct matmul_job job = {
         .k = quant_kernels(w->type),
-        .w = (const uint8_t *)w->data + (size_t)mat * w->mat_bytes,
+        .w = data,
         .row_bytes = w->row_bytes,
         .n_in = w->n_in,
         .n_rows = w->n_out,
@@ -283,7 +292,7 @@ static void engine_queue(struct engine *e, const struct weight *w, int64_t mat, 
 static void engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
                           float *out, size_t out_stride, int32_t n_tok) {
     size_t as = engine_quantize(e, 0, w->type, x, x_stride, n_tok, w->n_in);
-    engine_queue(e, w, 0, e->act[0], as, NULL, out, out_stride, NULL, n_tok);
+    engine_queue(e, w, w->data, e->act[0], as, NULL, out, out_stride, NULL, n_tok);
     matmul_run(&e->mm);
 }
 
@@ -399,7 +408,7 @@ static void engine_attention(struct engine *e, int il, int32_t n_tok) {
             strides[i] = engine_quantize(e, i, ws[i]->type, e->xn, D, n_tok, hp->n_embd);
         else
             strides[i] = strides[slot_of[i]];
-        engine_queue(e, ws[i], 0, e->act[slot_of[i]], strides[i], NULL, outs[i], out_strides[i],
+        engine_queue(e, ws[i], ws[i]->data, e->act[slot_of[i]], strides[i], NULL, outs[i], out_strides[i],
                      NULL, n_tok);
     }
     matmul_run(&e->mm);
@@ -424,8 +433,8 @@ static void engine_ffn_dense(struct engine *e, const struct model_layer *l, int3
         su = engine_quantize(e, 1, l->ffn_up.type, e->xn, D, n_tok, hp->n_embd);
         au = e->act[1];
     }
-    engine_queue(e, &l->ffn_gate, 0, e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
-    engine_queue(e, &l->ffn_up, 0, au, su, NULL, e->ffn_u, F, NULL, n_tok);
+    engine_queue(e, &l->ffn_gate, l->ffn_gate.data, e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
+    engine_queue(e, &l->ffn_up, l->ffn_up.data, au, su, NULL, e->ffn_u, F, NULL, n_tok);
     matmul_run(&e->mm);
     ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)n_tok * F);
     engine_matmul(e, &l->ffn_down, e->ffn_g, F, e->tmp, D, n_tok);
@@ -468,12 +477,42 @@ static void engine_route(struct engine *e, int32_t n_tok) {
     }
 }
 
-static void engine_ffn_moe(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+/* Sets e->exp_mat[x] to the gate, up and down matrices of every expert x routed to in this batch:
+ * in the resident image, or fetched into the expert cache (the union of the batch's experts is read
+ * once). Returns 0 or the cache's read error. */
+static int engine_experts(struct engine *e, int il) {
+    const struct model_layer *l = &e->m->layers[il];
+    int32_t n = 0;
+    for (int32_t x = 0; x < e->m->hp.n_expert; x++)
+        if (e->exp_n[x])
+            e->fetch_ids[n++] = x;
+    if (e->experts) {
+        int rc = expert_cache_fetch(e->experts, il, e->fetch_ids, n, e->fetch_mats);
+        if (rc < 0)
+            return rc;
+    } else {
+        const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+        for (int32_t i = 0; i < n; i++)
+            for (int k = 0; k < 3; k++)
+                e->fetch_mats[i][k] =
+                    (const uint8_t *)w[k]->data + (size_t)e->fetch_ids[i] * w[k]->mat_bytes;
+    }
+    for (int32_t i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++)
+            e->exp_mat[(size_t)e->fetch_ids[i] * 3 + (size_t)k] = e->fetch_mats[i][k];
+    return 0;
+}
+
+static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, B = (size_t)e->p.n_batch;
     const int32_t k = e->k_used;
     engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
     engine_route(e, n_tok);
+    int rc = engine_experts(e, il);
+    if (rc < 0)
+        return rc;
     size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
     const uint8_t *au = e->act[0];
     size_t su = sg;
@@ -487,8 +526,9 @@ static void engine_ffn_moe(struct engine *e, const struct model_layer *l, int32_
         if (!n)
             continue;
         const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
-        engine_queue(e, &l->ffn_gate_exps, x, e->act[0], sg, tok, e->ffn_g, F, out, n);
-        engine_queue(e, &l->ffn_up_exps, x, au, su, tok, e->ffn_u, F, out, n);
+        const uint8_t *const *mat = e->exp_mat + (size_t)x * 3;
+        engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out, n);
+        engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out, n);
     }
     matmul_run(&e->mm);
     const int32_t rows = n_tok * k;
@@ -499,7 +539,8 @@ static void engine_ffn_moe(struct engine *e, const struct model_layer *l, int32_
         if (!n)
             continue;
         const int32_t *out = e->exp_out + (size_t)x * B;
-        engine_queue(e, &l->ffn_down_exps, x, e->act[2], sd, out, e->ffn_d, D, out, n);
+        const uint8_t *down = e->exp_mat[(size_t)x * 3 + 2];
+        engine_queue(e, &l->ffn_down_exps, down, e->act[2], sd, out, e->ffn_d, D, out, n);
     }
     matmul_run(&e->mm);
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
@@ -515,21 +556,26 @@ static void engine_ffn_moe(struct engine *e, const struct model_layer *l, int32_
                 y[i] = y[i] + ds[i] * w[s];
         }
     }
+    return 0;
 }
 
-/* x += ffn(x) for the batch in layer il. */
-static void engine_ffn(struct engine *e, int il, int32_t n_tok) {
+/* x += ffn(x) for the batch in layer il. Returns 0 or an expert read error. */
+static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const size_t D = (size_t)hp->n_embd;
     for (int32_t t = 0; t < n_tok; t++)
         ops_rms_norm(e->xn + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
-    if (hp->n_expert > 0)
-        engine_ffn_moe(e, l, n_tok);
-    else
+    if (hp->n_expert > 0) {
+        int rc = engine_ffn_moe(e, il, n_tok);
+        if (rc < 0)
+            return rc;
+    } else {
         engine_ffn_dense(e, l, n_tok);
+    }
     for (size_t i = 0; i < (size_t)n_tok * D; i++)
         e->x[i] = e->tmp[i] + e->x[i];
+    return 0;
 }
 
 /* ---- the pass -------------------------------------------------------------------------------- */
@@ -551,9 +597,10 @@ static void engine_output(struct engine *e, int32_t first, int32_t n_tok, float 
     engine_matmul(e, &e->m->output, e->xn + first * D, D, out, (size_t)hp->n_vocab, n_tok - first);
 }
 
-/* One forward step over n_tok <= n_batch tokens; logits as in engine_eval for this batch. */
-static void engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, float *logits,
-                        bool all_logits) {
+/* One forward step over n_tok <= n_batch tokens; logits as in engine_eval for this batch. On an
+ * error n_past stays: the positions written are overwritten by the next step. */
+static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, float *logits,
+                       bool all_logits) {
     const struct model_hparams *hp = &e->m->hp;
     engine_embed(e, tokens, n_tok);
     for (int32_t t = 0; t < n_tok; t++)
@@ -561,11 +608,14 @@ static void engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, 
                        hp->rope_freq_base);
     for (int il = 0; il < hp->n_layer; il++) {
         engine_attention(e, il, n_tok);
-        engine_ffn(e, il, n_tok);
+        int rc = engine_ffn(e, il, n_tok);
+        if (rc < 0)
+            return rc;
     }
     if (logits)
         engine_output(e, all_logits ? 0 : n_tok - 1, n_tok, logits);
     e->n_past += n_tok;
+    return 0;
 }
 
 int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logits, bool all_logits) {
@@ -585,7 +635,13 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logit
             out = logits + (size_t)i * V;
         else if (logits && last)
             out = logits;
-        engine_step(e, tokens + i, nb, out, all_logits);
+        int rc = engine_step(e, tokens + i, nb, out, all_logits);
+        if (rc < 0)
+            return rc;
     }
     return 0;
+}
+
+void engine_set_experts(struct engine *e, struct expert_cache *c) {
+    e->experts = c;
 }

@@ -37,7 +37,8 @@ void engine_free(struct engine *e);
 /* Feeds n tokens at positions n_past .. n_past+n-1 and appends them to the KV cache. With
  * all_logits, logits receives [n][n_vocab] rows (one per token); otherwise [n_vocab] for the last
  * token only; logits may be NULL when no row is wanted. Returns 0, -ENOSPC when the context would
- * overflow (nothing is changed then), -EINVAL for a token id out of range. */
+ * overflow (nothing is changed then), -EINVAL for a token id out of range, or an expert read error
+ * (-EIO ...; the cache keeps n_past, the request fails, the engine stays usable). */
 int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logits, bool all_logits);
 
 /* Tokens in the KV cache. */
@@ -45,6 +46,12 @@ int32_t engine_n_past(const struct engine *e);
 int32_t engine_n_ctx(const struct engine *e);
 int engine_n_threads(const struct engine *e);
 int32_t engine_n_batch(const struct engine *e);
+
+struct expert_cache;
+
+/* Routed experts come from cache c from now on (borrowed; NULL: from the model's image). The model
+ * must have been opened with experts on disk for a cache to save RAM. */
+void engine_set_experts(struct engine *e, struct expert_cache *c);
 
 /* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */
 void engine_truncate(struct engine *e, int32_t n);

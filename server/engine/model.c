@@ -266,39 +266,62 @@ static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n
     return 0;
 }
 
-/* The shared state of the threads that read the image: chunks are handed out in file order. */
+/* A byte range of the file that must be in the image, aligned for direct I/O. */
+struct image_range {
+    uint64_t off, end;
+};
+
+/* The shared state of the threads that read the image: pieces of at most MODEL_READ_CHUNK bytes
+ * of the ranges are handed out in file order. */
 struct image_job {
     struct model *m;
     uint8_t *base;
     uint64_t file_bytes;
-    int dio_fd;             /* O_DIRECT descriptor, or -1 (the filesystem refuses direct I/O) */
-    pthread_mutex_t lock;   /* guards next_off, rc and err */
-    uint64_t next_off;
-    int rc;                 /* first failure */
+    int dio_fd;                 /* O_DIRECT descriptor, or -1 (the filesystem refuses it) */
+    const struct image_range *ranges;
+    size_t n_ranges;
+    pthread_mutex_t lock;       /* guards the cursor, rc and err */
+    size_t cur_range;           /* cursor: range and offset of the next piece */
+    uint64_t cur_off;
+    int rc;                     /* first failure */
     char *err;
     size_t err_len;
 };
 
-/* Reads chunks until none is left or one fails; the first failure is reported in job->err. Page
+/* Takes the next piece [*off, *off + *n) under the lock; false when none is left or one failed. */
+static bool image_next_piece(struct image_job *job, uint64_t *off, uint64_t *n) {
+    bool ok = false;
+    pthread_mutex_lock(&job->lock);
+    while (job->rc == 0 && job->cur_range < job->n_ranges) {
+        const struct image_range *r = &job->ranges[job->cur_range];
+        if (job->cur_off < r->off)
+            job->cur_off = r->off;
+        if (job->cur_off >= r->end || job->cur_off >= job->file_bytes) {
+            job->cur_range++;
+            continue;
+        }
+        *off = job->cur_off;
+        *n = r->end - *off < MODEL_READ_CHUNK ? r->end - *off : MODEL_READ_CHUNK;
+        job->cur_off += *n;
+        ok = true;
+        break;
+    }
+    pthread_mutex_unlock(&job->lock);
+    return ok;
+}
+
+/* Reads pieces until none is left or one fails; the first failure is reported in job->err. Page
  * faults on fresh huge pages (zeroing) and the reads themselves proceed in parallel. */
 static void *image_reader(void *arg) {
     struct image_job *job = arg;
-    for (;;) {
-        pthread_mutex_lock(&job->lock);
-        uint64_t off = job->next_off;
-        bool done = job->rc < 0 || off >= job->file_bytes;
-        job->next_off += MODEL_READ_CHUNK;
-        pthread_mutex_unlock(&job->lock);
-        if (done)
-            break;
-        uint64_t n = job->file_bytes - off < MODEL_READ_CHUNK ? job->file_bytes - off
-                                                               : MODEL_READ_CHUNK;
-        uint64_t n_dio = (n + MODEL_DIO_ALIGN - 1) & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
+    uint64_t off, n;
+    while (image_next_piece(job, &off, &n)) {
         int fd = job->m->gguf->fd;
-        int rc = image_read(fd, job->dio_fd, job->base + off, off,
-                            job->dio_fd >= 0 ? n_dio : n, job->file_bytes);
+        uint64_t n_file = job->file_bytes - off < n ? job->file_bytes - off : n;
+        int rc = image_read(fd, job->dio_fd, job->base + off, off, job->dio_fd >= 0 ? n : n_file,
+                            job->file_bytes);
         if (rc == -EINVAL && job->dio_fd >= 0) /* this filesystem refuses direct I/O */
-            rc = image_read(fd, -1, job->base + off, off, n, job->file_bytes);
+            rc = image_read(fd, -1, job->base + off, off, n_file, job->file_bytes);
         if (rc < 0) {
             pthread_mutex_lock(&job->lock);
             if (job->rc == 0) {
@@ -312,8 +335,59 @@ static void *image_reader(void *arg) {
     return NULL;
 }
 
-/* Reads the whole file into anonymous memory backed by transparent huge pages, with direct I/O so
- * the page cache does not hold a second copy. Huge pages matter: under virtualisation a TLB miss on
+static int range_cmp(const void *a, const void *b) {
+    const struct image_range *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* True for the routed expert tensors that may stay on disk (blk.N.ffn_{gate,up,down}_exps). */
+bool model_tensor_is_expert(const char *name) {
+    size_t len = strlen(name);
+    const char *suffix = "_exps.weight";
+    return strncmp(name, "blk.", 4) == 0 && len > strlen(suffix) &&
+           strcmp(name + len - strlen(suffix), suffix) == 0;
+}
+
+/* The ranges to read: the whole file, or with experts on disk every other tensor's bytes (aligned
+ * outwards to MODEL_DIO_ALIGN, sorted, merged). Returns a malloc'd array or NULL. */
+static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
+    const struct gguf *g = m->gguf;
+    struct image_range *r = calloc(g->n_tensors + 1, sizeof(*r));
+    if (!r)
+        return NULL;
+    size_t n = 0;
+    if (!m->experts_on_disk) {
+        r[n++] = (struct image_range){0, (g->file_bytes + MODEL_DIO_ALIGN - 1) &
+                                             ~(uint64_t)(MODEL_DIO_ALIGN - 1)};
+    } else {
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const struct gguf_tensor *t = &g->tensors[i];
+            if (model_tensor_is_expert(t->name) || t->n_bytes == 0)
+                continue;
+            r[n].off = t->data_off & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
+            r[n].end = (t->data_off + t->n_bytes + MODEL_DIO_ALIGN - 1) &
+                       ~(uint64_t)(MODEL_DIO_ALIGN - 1);
+            n++;
+        }
+        qsort(r, n, sizeof(*r), range_cmp);
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (k && r[i].off <= r[k - 1].end) {
+                if (r[i].end > r[k - 1].end)
+                    r[k - 1].end = r[i].end;
+            } else {
+                r[k++] = r[i];
+            }
+        }
+        n = k;
+    }
+    *n_out = n;
+    return r;
+}
+
+/* Reads the file into anonymous memory backed by transparent huge pages, with direct I/O so the
+ * page cache does not hold a second copy; with experts on disk only the other tensors are read
+ * (the experts' part of the image stays unbacked address space, costing no RAM). Huge pages matter: under virtualisation a TLB miss on
  * a 4 KiB page costs a two-level page walk, and streaming weights through 4 KiB pages measured
  * 5.4 GB/s against 9.5 GB/s on huge pages for the same q4_K kernel (docs/benchmarks.md). The image
  * is then made read-only. */
@@ -340,8 +414,16 @@ static int model_read_image(struct model *m, char *err, size_t err_len) {
     munmap(base + m->image_bytes, (size_t)(p + span - (base + m->image_bytes)));
     m->image = base;
     madvise(base, m->image_bytes, MADV_HUGEPAGE);
-    struct image_job job = {.m = m, .base = base, .file_bytes = file_bytes, .err = err,
-                            .err_len = err_len};
+    size_t n_ranges = 0;
+    struct image_range *ranges = image_ranges(m, &n_ranges);
+    if (!ranges) {
+        err_set(err, err_len, "model: out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n_ranges; i++)
+        m->resident_file_bytes += ranges[i].end - ranges[i].off;
+    struct image_job job = {.m = m, .base = base, .file_bytes = file_bytes, .ranges = ranges,
+                            .n_ranges = n_ranges, .err = err, .err_len = err_len};
     job.dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     pthread_mutex_init(&job.lock, NULL);
     pthread_t threads[MODEL_READ_THREADS];
@@ -354,6 +436,7 @@ static int model_read_image(struct model *m, char *err, size_t err_len) {
     for (int i = 0; i < n_started; i++)
         pthread_join(threads[i], NULL);
     pthread_mutex_destroy(&job.lock);
+    free(ranges);
     if (job.dio_fd >= 0)
         close(job.dio_fd);
     int rc = job.rc;
@@ -374,11 +457,16 @@ static char *model_default_name(const char *path) {
 }
 
 struct model *model_load(const char *path, char *err, size_t err_len) {
+    return model_open(path, false, err, err_len);
+}
+
+struct model *model_open(const char *path, bool experts_on_disk, char *err, size_t err_len) {
     struct model *m = calloc(1, sizeof(*m));
     if (!m) {
         err_set(err, err_len, "model: out of memory");
         return NULL;
     }
+    m->experts_on_disk = experts_on_disk;
     m->gguf = gguf_open(path, err, err_len);
     if (!m->gguf)
         goto err;

@@ -82,8 +82,10 @@ struct model {
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
     size_t resident_bytes;       /* bytes of weights held in RAM */
-    void *image;                 /* read-only copy of the whole file, 2 MiB aligned */
+    void *image;                 /* read-only copy of the file, 2 MiB aligned (address space) */
     size_t image_bytes;
+    bool experts_on_disk;        /* routed experts were not read: see server/experts */
+    uint64_t resident_file_bytes;/* bytes of the file read into the image */
 };
 
 /* Reads hyperparameters only (no weights). Returns 0 or a negative error with a message in err. */
@@ -92,6 +94,14 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
 /* Opens path and loads every weight into RAM. Returns the model (free with model_free) or NULL with
  * a message in err naming the missing or malformed tensor or key. */
 struct model *model_load(const char *path, char *err, size_t err_len);
+
+/* model_load, or with experts_on_disk every tensor but the routed experts (blk.N.ffn_*_exps):
+ * their part of the image is left unread (no RAM), their weights' data pointers must not be
+ * dereferenced, and an expert cache (server/experts) reads them from the file on demand. */
+struct model *model_open(const char *path, bool experts_on_disk, char *err, size_t err_len);
+
+/* True for the names of routed expert tensors (blk.N.ffn_{gate,up,down}_exps.weight). */
+bool model_tensor_is_expert(const char *name);
 
 void model_free(struct model *m);
 
