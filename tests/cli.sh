@@ -60,13 +60,32 @@ PY
     fi
 fi
 
-# errors: clear message, non-zero exit, no crash
+# --ram-budget: experts streamed from disk give the same greedy tokens as all in RAM, the
+# experts line reports the misses, and a budget below one layer's experts is refused
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/moe.gguf" --preset tiny --types q4_k_m --seed 3
+"$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/ram.json" \
+    >/dev/null 2>&1
+if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget 46M \
+    --dump-tokens "$TMP/budget.json" >/dev/null 2>"$TMP/budget.err"; then
+    cmp -s "$TMP/ram.json" "$TMP/budget.json" && ok "ram-budget: same tokens" \
+        || bad "ram-budget: same tokens" "$(cat "$TMP/ram.json" "$TMP/budget.json")"
+    grep -qE '^experts: hits=[0-9]+ misses=[1-9][0-9]* hit_rate=' "$TMP/budget.err" \
+        && ok "ram-budget: experts line" || bad "ram-budget: experts line" "$(cat "$TMP/budget.err")"
+    grep -q '^budget: 46 MiB = resident weights' "$TMP/budget.err" \
+        && ok "ram-budget: split printed" || bad "ram-budget: split printed" "$(cat "$TMP/budget.err")"
+else
+    bad "ram-budget run" "$(cat "$TMP/budget.err")"
+fi
 expect_fail() {
     local name=$1 pattern=$2; shift 2
     out=$("$@" 2>&1); rc=$?
     if [ $rc -ne 0 ] && [ $rc -lt 128 ] && echo "$out" | grep -q -- "$pattern"; then ok "$name"
     else bad "$name" "rc=$rc out=$out"; fi
 }
+expect_fail "ram-budget too small" "the minimum is" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget 8M
+expect_fail "ram-budget not a size" "wants a size" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget lots
+
+# errors: clear message, non-zero exit, no crash
 expect_fail "no model" "no model" "$SNIPERD" -p hi
 expect_fail "unknown flag" "unknown option" "$SNIPERD" -m x.gguf -p hi --frobnicate 1
 expect_fail "bad number" "wants an integer" "$SNIPERD" -m x.gguf -p hi -n lots
