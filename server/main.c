@@ -457,18 +457,20 @@ static int run_generate(const struct options *o) {
     e = engine_new(m, &o->ep, err, sizeof(err));
     if (!e)
         goto fail;
-    err[0] = '\0';
-    if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
-        goto fail;
-    double t_load = now_s() - t0;
     ids = prompt_tokens(tk, o, &n_prompt);
     const int32_t V = m->hp.n_vocab;
     const int32_t n_batch = engine_n_batch(e);
-    rows = malloc(sizeof(float) * (size_t)V * (size_t)n_batch);
+    /* rows of logits only for --dump-logits; everything touched before the budget is measured */
+    size_t rows_bytes = o->dump_logits ? sizeof(float) * (size_t)V * (size_t)n_batch : 0;
+    rows = o->dump_logits ? malloc(rows_bytes) : NULL;
     logits = malloc(sizeof(float) * (size_t)V);
-    gen = malloc(sizeof(int32_t) * ((size_t)o->n_predict + 1));
+    if (rows)
+        memset(rows, 0, rows_bytes); /* calloc would leave fresh pages untouched */
+    if (logits)
+        memset(logits, 0, sizeof(float) * (size_t)V);
+    gen = calloc((size_t)o->n_predict + 1, sizeof(int32_t));
     s = sampler_new(&o->sp, V);
-    if (!ids || !rows || !logits || !gen || !s) {
+    if (!ids || (o->dump_logits && !rows) || !logits || !gen || !s) {
         snprintf(err, sizeof(err), "out of memory or bad sampling parameters");
         goto fail;
     }
@@ -481,6 +483,10 @@ static int run_generate(const struct options *o) {
                  n_prompt, o->n_predict, engine_n_ctx(e));
         goto fail;
     }
+    err[0] = '\0';
+    if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
+        goto fail;
+    double t_load = now_s() - t0;
     if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {
         snprintf(err, sizeof(err), "cannot write \"%s\": %s", o->dump_logits, strerror(errno));
         goto fail;
