@@ -57,6 +57,19 @@ const char *test_tmpdir(void) {
     return path;
 }
 
+int test_make_model(char *path, size_t path_len, const char *name, const char *args) {
+    char cmd[4096];
+    const char *build = getenv("BUILD");
+    snprintf(path, path_len, "%s/%s", test_tmpdir(), name);
+    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel --quiet -o %s %s", build && *build ? build : "build",
+             path, args);
+    if (system(cmd) != 0) {
+        test_fail(__FILE__, __LINE__, "sniper-mkmodel failed: %s", cmd);
+        return -1;
+    }
+    return 0;
+}
+
 void *test_read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -38,6 +38,10 @@ const char *test_fixtures_dir(void);
 /* A fresh temporary directory for this test binary (removed by nobody: under $TMPDIR). Static. */
 const char *test_tmpdir(void);
 
+/* Runs $BUILD/sniper-mkmodel --quiet -o <tmpdir>/name ARGS and puts the path in path. Returns 0, or
+ * -1 after recording a failure of the current case. */
+int test_make_model(char *path, size_t path_len, const char *name, const char *args);
+
 /* Reads a whole file into a malloc'd buffer (NUL-terminated; size in *n). NULL on error. */
 void *test_read_file(const char *path, size_t *n);
 

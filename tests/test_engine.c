@@ -13,17 +13,10 @@
 #include "harness.h"
 #include "model.h"
 
-/* Runs sniper-mkmodel with args into tmpdir/name; returns the path (static buffer) or NULL. */
+/* Makes a model with sniper-mkmodel; returns its path (static buffer) or NULL. */
 static const char *make_model(const char *name, const char *args) {
     static char path[1024];
-    char cmd[2048];
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof(path), "%s/%s", test_tmpdir(), name);
-    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel --quiet -o %s %s", build ? build : "build",
-             path, args);
-    int rc = system(cmd);
-    CHECK_MSG(rc == 0, "sniper-mkmodel failed: %s", cmd);
-    return rc == 0 ? path : NULL;
+    return test_make_model(path, sizeof(path), name, args) == 0 ? path : NULL;
 }
 
 static struct model *load(const char *path) {

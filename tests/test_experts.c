@@ -15,19 +15,9 @@
 
 static const char *moe_model(void) {
     static char path[1024];
-    if (path[0])
-        return path;
-    char cmd[2048];
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof(path), "%s/experts.gguf", test_tmpdir());
-    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel --quiet -o %s --preset tiny --types q4_k_m "
-             "--seed 17", build ? build : "build", path);
-    if (system(cmd) != 0) {
-        test_fail(__FILE__, __LINE__, "sniper-mkmodel failed: %s", cmd);
+    if (!path[0] && test_make_model(path, sizeof(path), "experts.gguf", "--preset tiny --types q4_k_m --seed 17") < 0)
         path[0] = '\0';
-        return NULL;
-    }
-    return path;
+    return path[0] ? path : NULL;
 }
 
 enum { N_PROMPT = 40, N_GEN = 8 };

@@ -12,19 +12,9 @@
 
 static const char *fault_model(void) {
     static char path[1024];
-    if (path[0])
-        return path;
-    char cmd[2048];
-    const char *build = getenv("BUILD");
-    snprintf(path, sizeof(path), "%s/fault.gguf", test_tmpdir());
-    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel -o %s --preset tiny --types q8_0 --n-layer 2 "
-             "--seed 3 --quiet", build ? build : "build", path);
-    if (system(cmd) != 0) {
-        test_fail(__FILE__, __LINE__, "sniper-mkmodel failed: %s", cmd);
+    if (!path[0] && test_make_model(path, sizeof(path), "fault.gguf", "--preset tiny --types q8_0 --n-layer 2 --seed 3") < 0)
         path[0] = '\0';
-        return NULL;
-    }
-    return path;
+    return path[0] ? path : NULL;
 }
 
 /* Fails the nth call at site for n = 1, 2, ... until a load goes through untouched. */
