@@ -61,8 +61,8 @@ int test_make_model(char *path, size_t path_len, const char *name, const char *a
     char cmd[4096];
     const char *build = getenv("BUILD");
     snprintf(path, path_len, "%s/%s", test_tmpdir(), name);
-    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel --quiet -o %s %s", build && *build ? build : "build",
-             path, args);
+    snprintf(cmd, sizeof(cmd), "%s/sniper-mkmodel --quiet -o %s %s",
+             build && *build ? build : "build", path, args);
     if (system(cmd) != 0) {
         test_fail(__FILE__, __LINE__, "sniper-mkmodel failed: %s", cmd);
         return -1;
