@@ -43,7 +43,7 @@ static void usage(FILE *f) {
             "  -n, --n-predict N         tokens to generate (default 64; 0: none)\n"
             "  -t, --threads N           threads (default: the online CPUs)\n"
             "  -c, --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
-            "  -b, --batch N             prompt tokens per forward step (default 64)\n"
+            "  -b, --batch N             prompt tokens per forward step (default 512)\n"
             "      --kv-type TYPE        f32 | f16 (default f16)\n"
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
             "                            disk and are read into a cache of what is left\n"

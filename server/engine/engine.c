@@ -69,7 +69,7 @@ struct engine {
 };
 
 struct engine_params engine_params_default(void) {
-    return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 64,
+    return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 512,
                                   .kv_type = QTYPE_F16};
 }
 
@@ -202,7 +202,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     if (e->p.n_ctx <= 0)
         e->p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (e->p.n_batch <= 0)
-        e->p.n_batch = 64;
+        e->p.n_batch = 512;
     if (e->p.n_ctx > (1 << 24) || e->p.n_batch > 4096) {
         err_set(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
                 e->p.n_batch);

@@ -21,7 +21,8 @@
 struct engine_params {
     int n_threads;      /* <= 0: the online CPUs */
     int32_t n_ctx;      /* KV cache positions; <= 0: min(model's context, 4096) */
-    int32_t n_batch;    /* tokens per forward step in prefill (default 64) */
+    int32_t n_batch;    /* tokens per forward step in prefill (default 512: more tokens share each
+                         * routed expert, and under a RAM budget an expert is read once a step) */
     enum qtype kv_type; /* QTYPE_F32 or QTYPE_F16 (default) */
 };
 
