@@ -60,7 +60,7 @@ static void test_streaming_is_exact(void) {
     CHECK_MSG(ram && disk, "%s", err);
     if (!ram || !disk)
         goto out;
-    CHECK(disk->resident_file_bytes < ram->resident_file_bytes / 2);
+    CHECK(disk->resident_bytes < ram->resident_bytes / 2);
     const size_t V = (size_t)ram->hp.n_vocab, rows = N_PROMPT + N_GEN;
     float *want = malloc(rows * V * sizeof(float)), *got = malloc(rows * V * sizeof(float));
     CHECK_EQ_INT(run(ram, NULL, want), 0);

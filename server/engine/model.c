@@ -156,7 +156,6 @@ static int weight_load(struct model *m, struct weight *w, const char *name, int6
     w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
     w->tensor = t;
     w->data = (const uint8_t *)m->image + t->data_off;
-    m->resident_bytes += t->n_bytes;
     return 0;
 }
 
@@ -184,7 +183,6 @@ static int norm_load(struct model *m, float **out, const char *name, int64_t n, 
         rc = quant_dequantize_row(t->type, raw, *out, n);
     if (rc < 0)
         err_set(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
-    m->resident_bytes += (size_t)n * sizeof(float);
 out:
     if (rc == -ENOMEM)
         err_set(err, err_len, "model: out of memory reading \"%s\"", name);
@@ -421,7 +419,7 @@ static int model_read_image(struct model *m, char *err, size_t err_len) {
         return -ENOMEM;
     }
     for (size_t i = 0; i < n_ranges; i++)
-        m->resident_file_bytes += ranges[i].end - ranges[i].off;
+        m->resident_bytes += ranges[i].end - ranges[i].off;
     struct image_job job = {.m = m, .base = base, .file_bytes = file_bytes, .ranges = ranges,
                             .n_ranges = n_ranges, .err = err, .err_len = err_len};
     job.dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);

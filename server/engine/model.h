@@ -81,11 +81,10 @@ struct model {
     float *output_norm;          /* [n_embd] */
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
-    size_t resident_bytes;       /* bytes of weights held in RAM */
     void *image;                 /* read-only copy of the file, 2 MiB aligned (address space) */
     size_t image_bytes;
     bool experts_on_disk;        /* routed experts were not read: see server/experts */
-    uint64_t resident_file_bytes;/* bytes of the file read into the image */
+    uint64_t resident_bytes;     /* bytes of the file read into the image: the weights in RAM */
 };
 
 /* Reads hyperparameters only (no weights). Returns 0 or a negative error with a message in err. */
