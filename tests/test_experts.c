@@ -3,6 +3,7 @@
  * fault fails the step cleanly and the next run is exact again; a budget below one layer's experts
  * is refused with the minimum. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,20 +51,46 @@ static int run(struct model *m, struct expert_cache *c, float *out) {
     return rc;
 }
 
-static void test_streaming_is_exact(void) {
+/* The model opened twice, all in RAM and with experts on disk, and the all-in-RAM logits. */
+struct pair {
+    struct model *ram, *disk;
+    float *want, *got; /* [N_PROMPT + N_GEN][n_vocab] */
+    size_t bytes;      /* of want and of got */
+};
+
+static bool pair_open(struct pair *p) {
+    memset(p, 0, sizeof(*p));
     const char *path = moe_model();
+    char err[256] = "";
     if (!path)
-        return;
-    char err[256];
-    struct model *ram = model_load(path, err, sizeof(err));
-    struct model *disk = model_open(path, true, err, sizeof(err));
-    CHECK_MSG(ram && disk, "%s", err);
-    if (!ram || !disk)
+        return false;
+    p->ram = model_load(path, err, sizeof(err));
+    p->disk = model_open(path, true, err, sizeof(err));
+    CHECK_MSG(p->ram && p->disk, "%s", err);
+    if (!p->ram || !p->disk)
+        return false;
+    p->bytes = (size_t)(N_PROMPT + N_GEN) * (size_t)p->ram->hp.n_vocab * sizeof(float);
+    p->want = malloc(p->bytes);
+    p->got = malloc(p->bytes);
+    CHECK(p->want && p->got);
+    CHECK_EQ_INT(run(p->ram, NULL, p->want), 0);
+    return p->want && p->got && test_failures() == 0;
+}
+
+static void pair_close(struct pair *p) {
+    free(p->want);
+    free(p->got);
+    model_free(p->ram);
+    model_free(p->disk);
+}
+
+static void test_streaming_is_exact(void) {
+    struct pair p;
+    if (!pair_open(&p))
         goto out;
-    CHECK(disk->resident_bytes < ram->resident_bytes / 2);
-    const size_t V = (size_t)ram->hp.n_vocab, rows = N_PROMPT + N_GEN;
-    float *want = malloc(rows * V * sizeof(float)), *got = malloc(rows * V * sizeof(float));
-    CHECK_EQ_INT(run(ram, NULL, want), 0);
+    struct model *disk = p.disk;
+    char err[256];
+    CHECK(disk->resident_bytes < p.ram->resident_bytes / 2);
     size_t slot = expert_cache_slot_bytes(disk);
     /* the minimum (one layer's experts: every layer evicts) and a cache for half the experts */
     size_t sizes[2] = {slot * (size_t)disk->hp.n_expert,
@@ -73,9 +100,9 @@ static void test_streaming_is_exact(void) {
         CHECK_MSG(c != NULL, "%s", err);
         if (!c)
             continue;
-        memset(got, 0, rows * V * sizeof(float));
-        CHECK_EQ_INT(run(disk, c, got), 0);
-        CHECK_MSG(memcmp(want, got, rows * V * sizeof(float)) == 0,
+        memset(p.got, 0, p.bytes);
+        CHECK_EQ_INT(run(disk, c, p.got), 0);
+        CHECK_MSG(memcmp(p.want, p.got, p.bytes) == 0,
                   "cache of %zu bytes: logits differ from the all-in-RAM run", sizes[i]);
         struct expert_cache_stats st;
         expert_cache_get_stats(c, &st);
@@ -88,43 +115,30 @@ static void test_streaming_is_exact(void) {
             CHECK(st.hits > 0);
         expert_cache_free(c);
     }
-    free(want);
-    free(got);
 out:
-    model_free(ram);
-    model_free(disk);
+    pair_close(&p);
 }
 
 /* A failed read fails the step with -EIO and leaves nothing cached that was not read. */
 static void test_read_fault(void) {
-    const char *path = moe_model();
-    if (!path)
-        return;
+    struct pair p;
     char err[256];
-    struct model *ram = model_load(path, err, sizeof(err));
-    struct model *disk = model_open(path, true, err, sizeof(err));
-    CHECK_MSG(ram && disk, "%s", err);
-    if (!ram || !disk)
+    if (!pair_open(&p))
         goto out;
-    const size_t V = (size_t)ram->hp.n_vocab, rows = N_PROMPT + N_GEN;
-    float *want = malloc(rows * V * sizeof(float)), *got = malloc(rows * V * sizeof(float));
-    CHECK_EQ_INT(run(ram, NULL, want), 0);
     struct expert_cache *c = expert_cache_new(
-        disk, expert_cache_slot_bytes(disk) * (size_t)disk->hp.n_expert * 2, 4, err, sizeof(err));
+        p.disk, expert_cache_slot_bytes(p.disk) * (size_t)p.disk->hp.n_expert * 2, 4, err,
+        sizeof(err));
     CHECK_MSG(c != NULL, "%s", err);
     if (c) {
         fault_arm(FAULT_READ, 5);
-        CHECK_EQ_INT(run(disk, c, got), -EIO);
+        CHECK_EQ_INT(run(p.disk, c, p.got), -EIO);
         fault_arm(FAULT_READ, 0);
-        CHECK_EQ_INT(run(disk, c, got), 0);
-        CHECK(memcmp(want, got, rows * V * sizeof(float)) == 0);
+        CHECK_EQ_INT(run(p.disk, c, p.got), 0);
+        CHECK(memcmp(p.want, p.got, p.bytes) == 0);
     }
     expert_cache_free(c);
-    free(want);
-    free(got);
 out:
-    model_free(ram);
-    model_free(disk);
+    pair_close(&p);
 }
 
 static void test_too_small(void) {
