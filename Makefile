@@ -11,7 +11,7 @@ SAN     ?=
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_GNU_SOURCE \
            -fno-math-errno -fno-trapping-math $(SAN) \
            -Icommon -Iserver/engine -Iserver/experts -Itools -Itests $(EXTRA_CFLAGS)
-LDLIBS  := -lpcre2-8 -ljansson -lm -pthread
+LDLIBS  := -lpcre2-8 -ljansson -luring -lm -pthread
 LDFLAGS := $(SAN)
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c

@@ -29,6 +29,7 @@ struct options {
     const char *dump_tokens;
     uint64_t ram_budget; /* bytes; 0: the whole model in RAM */
     int32_t bench_prompt; /* > 0: a prompt of this many pseudo-random ids instead of text */
+    struct expert_cache_options cache; /* with ram_budget: how experts are read */
 };
 
 static void usage(FILE *f) {
@@ -46,7 +47,12 @@ static void usage(FILE *f) {
             "  -b, --batch N             prompt tokens per forward step (default 512)\n"
             "      --kv-type TYPE        f32 | f16 (default f16)\n"
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
-            "                            disk and are read into a cache of what is left\n"
+            "                            disk and are read into a cache of what is left (a dense\n"
+            "                            model's FFN matrices likewise)\n"
+            "      --prefetch            with --ram-budget: read the next layer's guessed experts\n"
+            "                            ahead (off by default: see docs/benchmarks.md)\n"
+            "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
+            "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k N             (default 40; 0: off)\n"
             "      --top-p P             (default 0.95; 1: off)\n"
@@ -122,6 +128,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->tokenize = true;
             continue;
         }
+        if (!strcmp(a, "--prefetch")) {
+            o->ep.prefetch_experts = true;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "sniperd: unknown option or missing value: \"%s\"\n", a);
             return -EINVAL;
@@ -186,6 +196,18 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->bench_prompt = (int32_t)n;
         } else if (!strcmp(a, "--ram-budget")) {
             rc = parse_bytes(a, v, &o->ram_budget);
+        } else if (!strcmp(a, "--io")) {
+            if (!strcmp(v, "io_uring")) {
+                o->cache.io = EXPERT_IO_URING;
+            } else if (!strcmp(v, "threads")) {
+                o->cache.io = EXPERT_IO_THREADS;
+            } else {
+                fprintf(stderr, "sniperd: --io wants io_uring or threads, got \"%s\"\n", v);
+                rc = -EINVAL;
+            }
+        } else if (!strcmp(a, "--io-depth")) {
+            rc = parse_int(a, v, 1, 1024, &n);
+            o->cache.io_depth = (int)n;
         } else {
             fprintf(stderr, "sniperd: unknown option \"%s\" (see --help)\n", a);
             return -EINVAL;
@@ -372,27 +394,20 @@ static uint64_t rss_bytes(void) {
 static struct expert_cache *budget_setup(const struct options *o, const struct model *m,
                                          struct engine *e, char *err, size_t err_len) {
     const uint64_t mib = 1u << 20, rss = rss_bytes();
-    if (m->hp.n_expert == 0) {
-        if (rss + BUDGET_MARGIN > o->ram_budget)
-            snprintf(err, err_len, "--ram-budget %llu MiB: this dense model needs %llu MiB "
-                     "(streaming dense layers is not built yet)",
-                     (unsigned long long)(o->ram_budget / mib),
-                     (unsigned long long)((rss + BUDGET_MARGIN) / mib));
-        return NULL;
-    }
     size_t slot = expert_cache_slot_bytes(m);
-    uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)m->hp.n_expert;
+    const int per_layer = expert_cache_experts_per_layer(m);
+    uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)per_layer;
     if (o->ram_budget < need) {
         snprintf(err, err_len, "--ram-budget %llu MiB is too small: the resident weights, KV cache "
-                 "and buffers take %llu MiB, one layer's experts %llu MiB and headroom %u MiB; the "
+                 "and buffers take %llu MiB, one layer's %s %llu MiB and headroom %u MiB; the "
                  "minimum is %llu MiB", (unsigned long long)(o->ram_budget / mib),
-                 (unsigned long long)(rss / mib),
-                 (unsigned long long)((uint64_t)slot * (uint64_t)m->hp.n_expert / mib),
+                 (unsigned long long)(rss / mib), m->hp.n_expert > 0 ? "experts" : "FFN",
+                 (unsigned long long)((uint64_t)slot * (uint64_t)per_layer / mib),
                  BUDGET_MARGIN >> 20, (unsigned long long)((need + mib - 1) / mib));
         return NULL;
     }
     uint64_t cache_bytes = o->ram_budget - rss - BUDGET_MARGIN;
-    struct expert_cache *c = expert_cache_new(m, cache_bytes, 8, err, err_len);
+    struct expert_cache *c = expert_cache_new(m, cache_bytes, &o->cache, err, err_len);
     if (!c)
         return NULL;
     struct expert_cache_stats st;
@@ -401,14 +416,14 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
     const uint64_t other = (rss > known ? rss - known : 0) + BUDGET_MARGIN;
     fprintf(stderr,
             "budget: %llu MiB = resident weights %llu + KV cache %llu + buffers %llu + other %llu "
-            "+ expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d experts)\n",
+            "+ expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d experts; %s reads)\n",
             (unsigned long long)(o->ram_budget / mib), (unsigned long long)(m->resident_bytes / mib),
             (unsigned long long)(engine_kv_bytes(e) / mib),
             (unsigned long long)(engine_scratch_bytes(e) / mib), (unsigned long long)(other / mib),
             (unsigned long long)((uint64_t)st.n_slots * st.slot_bytes / mib), st.n_slots,
             (double)st.slot_bytes / (double)mib,
-            100.0 * st.n_slots / ((double)m->hp.n_layer * m->hp.n_expert),
-            m->hp.n_layer * m->hp.n_expert);
+            100.0 * st.n_slots / ((double)m->hp.n_layer * per_layer), m->hp.n_layer * per_layer,
+            st.backend);
     engine_set_experts(e, c);
     return c;
 }
@@ -423,11 +438,28 @@ static void print_expert_stats(const struct expert_cache *c) {
     uint64_t lookups = st.hits + st.misses;
     fprintf(stderr,
             "experts: hits=%llu misses=%llu hit_rate=%.3f bytes_read=%llu read_MBps=%.1f "
-            "prefetch_used=0/0 peak_rss_MB=%.0f\n",
+            "prefetch_used=%llu/%llu peak_rss_MB=%.0f\n",
             (unsigned long long)st.hits, (unsigned long long)st.misses,
             lookups ? (double)st.hits / (double)lookups : 0.0, (unsigned long long)st.bytes_read,
-            st.read_s > 0 ? (double)st.bytes_read / st.read_s / 1e6 : 0.0,
+            st.io_busy_s > 0 ? (double)st.bytes_read / st.io_busy_s / 1e6 : 0.0,
+            (unsigned long long)st.prefetch_used, (unsigned long long)st.prefetch_issued,
             (double)ru.ru_maxrss / 1024.0);
+}
+
+/* The decode phase's share of the cache figures (after minus before), per generated token. */
+static void print_decode_stats(const struct expert_cache_stats *a,
+                               const struct expert_cache_stats *b, size_t n_tokens) {
+    fprintf(stderr,
+            "experts-decode: tokens=%zu hits=%llu misses=%llu bytes_read=%llu io_wait_s=%.3f "
+            "io_busy_s=%.3f bytes_per_token=%.0f io_wait_ms_per_token=%.1f prefetch_used=%llu/%llu\n",
+            n_tokens, (unsigned long long)(b->hits - a->hits),
+            (unsigned long long)(b->misses - a->misses),
+            (unsigned long long)(b->bytes_read - a->bytes_read), b->io_wait_s - a->io_wait_s,
+            b->io_busy_s - a->io_busy_s,
+            n_tokens ? (double)(b->bytes_read - a->bytes_read) / (double)n_tokens : 0.0,
+            n_tokens ? 1e3 * (b->io_wait_s - a->io_wait_s) / (double)n_tokens : 0.0,
+            (unsigned long long)(b->prefetch_used - a->prefetch_used),
+            (unsigned long long)(b->prefetch_issued - a->prefetch_issued));
 }
 
 static int run_generate(const struct options *o) {
@@ -498,6 +530,9 @@ static int run_generate(const struct options *o) {
         sampler_accept(s, ids[i]);
     struct tokenizer_stream st = {0};
     char piece[256];
+    struct expert_cache_stats before = {0}, after = {0};
+    if (cache)
+        expert_cache_get_stats(cache, &before);
     double t2 = now_s();
     while (n_gen < (size_t)o->n_predict) {
         int32_t tok = sampler_sample(s, logits);
@@ -525,8 +560,11 @@ static int run_generate(const struct options *o) {
             "generated %zu tokens in %.3f s (%.2f tok/s), %d threads\n",
             t_load, n_prompt, t_prefill, (double)n_prompt / t_prefill, n_gen, t_decode,
             n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0, engine_n_threads(e));
-    if (cache)
+    if (cache) {
+        expert_cache_get_stats(cache, &after);
+        print_decode_stats(&before, &after, n_gen > 1 ? n_gen - 1 : 0);
         print_expert_stats(cache);
+    }
     if (o->dump_tokens && write_tokens_json(o->dump_tokens, ids, n_prompt, gen, n_gen) < 0)
         goto out;
     rc = 0;
@@ -551,7 +589,7 @@ out:
 }
 
 int main(int argc, char **argv) {
-    struct options o = {.n_predict = 64};
+    struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}};
     o.sp = sampler_params_default();
     o.ep = engine_params_default();
     int rc = parse_args(argc, argv, &o);

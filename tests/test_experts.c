@@ -1,12 +1,14 @@
-/* test_experts.c - the expert cache: with experts on disk and a cache so small that every layer
- * misses and evicts, logits are bit-identical to the all-in-RAM run (prefill and decode); a read
- * fault fails the step cleanly and the next run is exact again; a budget below one layer's experts
- * is refused with the minimum. */
+/* test_experts.c - the Expert Sniper: with experts (or a dense model's FFN) on disk and caches so
+ * small that every layer misses and evicts, with prefetch on and off, through io_uring and through
+ * the pread threads, logits are bit-identical to the all-in-RAM run (prefill and decode); a read
+ * fault or a file that shrank fails the step cleanly and the next run is exact again; a budget
+ * below one layer's experts is refused with the minimum. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "expert_cache.h"
@@ -21,15 +23,24 @@ static const char *moe_model(void) {
     return path[0] ? path : NULL;
 }
 
+static const char *dense_model(void) {
+    static char path[1024];
+    if (!path[0] && test_make_model(path, sizeof(path), "experts-dense.gguf",
+                                    "--preset tiny-dense --types q4_k_m --seed 5") < 0)
+        path[0] = '\0';
+    return path[0] ? path : NULL;
+}
+
 enum { N_PROMPT = 40, N_GEN = 8 };
 
 /* Prompt logits (all rows) then N_GEN greedy decode steps' logits, into out. */
-static int run(struct model *m, struct expert_cache *c, float *out) {
+static int run_with(struct model *m, struct expert_cache *c, bool prefetch, float *out) {
     char err[256];
     struct engine_params ep = engine_params_default();
     ep.n_ctx = 128;
     ep.n_batch = 16;
     ep.n_threads = 2;
+    ep.prefetch_experts = prefetch;
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     if (!e)
         return -ENOMEM;
@@ -51,6 +62,10 @@ static int run(struct model *m, struct expert_cache *c, float *out) {
     return rc;
 }
 
+static int run(struct model *m, struct expert_cache *c, float *out) {
+    return run_with(m, c, true, out);
+}
+
 /* The model opened twice, all in RAM and with experts on disk, and the all-in-RAM logits. */
 struct pair {
     struct model *ram, *disk;
@@ -58,9 +73,8 @@ struct pair {
     size_t bytes;      /* of want and of got */
 };
 
-static bool pair_open(struct pair *p) {
+static bool pair_open_path(struct pair *p, const char *path) {
     memset(p, 0, sizeof(*p));
-    const char *path = moe_model();
     char err[256] = "";
     if (!path)
         return false;
@@ -77,6 +91,10 @@ static bool pair_open(struct pair *p) {
     return p->want && p->got && test_failures() == 0;
 }
 
+static bool pair_open(struct pair *p) {
+    return pair_open_path(p, moe_model());
+}
+
 static void pair_close(struct pair *p) {
     free(p->want);
     free(p->got);
@@ -84,36 +102,85 @@ static void pair_close(struct pair *p) {
     model_free(p->disk);
 }
 
+static struct expert_cache *cache_new(struct model *m, size_t bytes, enum expert_io_kind io) {
+    char err[256] = "";
+    struct expert_cache_options o = {io, 4};
+    struct expert_cache *c = expert_cache_new(m, bytes, &o, err, sizeof(err));
+    CHECK_MSG(c != NULL, "%s", err);
+    return c;
+}
+
+/* Runs the pair's disk model through a cache of the given bytes and compares every logit. */
+static void check_exact(struct pair *p, size_t bytes, enum expert_io_kind io, bool prefetch,
+                        struct expert_cache_stats *st) {
+    struct expert_cache *c = cache_new(p->disk, bytes, io);
+    memset(st, 0, sizeof(*st));
+    if (!c)
+        return;
+    memset(p->got, 0, p->bytes);
+    CHECK_EQ_INT(run_with(p->disk, c, prefetch, p->got), 0);
+    expert_cache_get_stats(c, st);
+    CHECK_MSG(memcmp(p->want, p->got, p->bytes) == 0,
+              "%d slots, %s, prefetch %s: logits differ from the all-in-RAM run", st->n_slots,
+              st->backend, prefetch ? "on" : "off");
+    uint64_t hits = 0, misses = 0;
+    for (int il = 0; il < p->disk->hp.n_layer; il++) {
+        uint64_t h, m;
+        expert_cache_layer_stats(c, il, &h, &m);
+        hits += h;
+        misses += m;
+    }
+    CHECK(hits == st->hits && misses == st->misses);
+    CHECK(st->bytes_read >= (st->misses + st->prefetch_issued) * 3);
+    CHECK(st->prefetch_used <= st->prefetch_issued);
+    if (!prefetch && p->disk->hp.n_expert > 0)
+        CHECK(st->prefetch_issued == 0);
+    fprintf(stderr, "  %3d slots %-8s prefetch %-3s: hits %4llu misses %4llu prefetch %llu/%llu\n",
+            st->n_slots, st->backend, prefetch ? "on" : "off", (unsigned long long)st->hits,
+            (unsigned long long)st->misses, (unsigned long long)st->prefetch_used,
+            (unsigned long long)st->prefetch_issued);
+    expert_cache_free(c);
+}
+
 static void test_streaming_is_exact(void) {
     struct pair p;
     if (!pair_open(&p))
         goto out;
     struct model *disk = p.disk;
-    char err[256];
     CHECK(disk->resident_bytes < p.ram->resident_bytes / 2);
-    size_t slot = expert_cache_slot_bytes(disk);
-    /* the minimum (one layer's experts: every layer evicts) and a cache for half the experts */
-    size_t sizes[2] = {slot * (size_t)disk->hp.n_expert,
-                       slot * (size_t)disk->hp.n_expert * (size_t)disk->hp.n_layer / 2};
-    for (int i = 0; i < 2; i++) {
-        struct expert_cache *c = expert_cache_new(disk, sizes[i], 4, err, sizeof(err));
-        CHECK_MSG(c != NULL, "%s", err);
-        if (!c)
-            continue;
-        memset(p.got, 0, p.bytes);
-        CHECK_EQ_INT(run(disk, c, p.got), 0);
-        CHECK_MSG(memcmp(p.want, p.got, p.bytes) == 0,
-                  "cache of %zu bytes: logits differ from the all-in-RAM run", sizes[i]);
+    const size_t slot = expert_cache_slot_bytes(disk), ne = (size_t)disk->hp.n_expert;
+    /* the minimum (one layer's experts: every layer evicts, nothing left for prefetch), a few
+     * slots more, and half the experts */
+    const size_t sizes[3] = {slot * ne, slot * (ne + 3), slot * ne * (size_t)disk->hp.n_layer / 2};
+    for (int i = 0; i < 3; i++)
+        for (int io = 0; io < 2; io++)
+            for (int pf = 0; pf < 2; pf++) {
+                struct expert_cache_stats st;
+                check_exact(&p, sizes[i], io ? EXPERT_IO_THREADS : EXPERT_IO_URING, pf, &st);
+                CHECK(st.misses > (uint64_t)st.n_slots); /* evictions happened */
+                if (i == 2)
+                    CHECK(st.hits > 0);
+                if (i > 0 && pf)
+                    CHECK(st.prefetch_issued > 0 && st.prefetch_used > 0);
+            }
+out:
+    pair_close(&p);
+}
+
+/* A dense model's FFN streams as one expert per layer, exactly; the next layer's FFN (after the
+ * last, the first's for the next step) is always the right guess. */
+static void test_dense_streaming_is_exact(void) {
+    struct pair p;
+    if (!pair_open_path(&p, dense_model()))
+        goto out;
+    CHECK(p.disk->resident_bytes < p.ram->resident_bytes);
+    const size_t slot = expert_cache_slot_bytes(p.disk);
+    for (size_t n_slots = 1; n_slots <= 3; n_slots++) {
         struct expert_cache_stats st;
-        expert_cache_get_stats(c, &st);
-        fprintf(stderr, "  %d slots: hits %llu misses %llu read %llu bytes\n", st.n_slots,
-                (unsigned long long)st.hits, (unsigned long long)st.misses,
-                (unsigned long long)st.bytes_read);
-        CHECK(st.misses > (uint64_t)st.n_slots); /* evictions happened */
-        CHECK(st.bytes_read >= st.misses * 3);
-        if (i == 1)
-            CHECK(st.hits > 0);
-        expert_cache_free(c);
+        check_exact(&p, slot * n_slots, EXPERT_IO_URING, true, &st);
+        CHECK_EQ_INT(st.n_slots, (int64_t)n_slots);
+        if (n_slots > 1) /* only the first layer of the first step misses */
+            CHECK(st.misses == 1 && st.prefetch_used + 1 >= st.prefetch_issued);
     }
 out:
     pair_close(&p);
@@ -122,21 +189,77 @@ out:
 /* A failed read fails the step with -EIO and leaves nothing cached that was not read. */
 static void test_read_fault(void) {
     struct pair p;
-    char err[256];
     if (!pair_open(&p))
         goto out;
-    struct expert_cache *c = expert_cache_new(
-        p.disk, expert_cache_slot_bytes(p.disk) * (size_t)p.disk->hp.n_expert * 2, 4, err,
-        sizeof(err));
-    CHECK_MSG(c != NULL, "%s", err);
-    if (c) {
-        fault_arm(FAULT_READ, 5);
-        CHECK_EQ_INT(run(p.disk, c, p.got), -EIO);
+    const size_t bytes = expert_cache_slot_bytes(p.disk) * (size_t)p.disk->hp.n_expert * 2;
+    for (int io = 0; io < 2; io++) {
+        struct expert_cache *c = cache_new(p.disk, bytes, io ? EXPERT_IO_THREADS : EXPERT_IO_URING);
+        if (!c)
+            continue;
+        fault_arm(FAULT_READ, 5); /* without prefetch every read is needed: the step fails */
+        CHECK_EQ_INT(run_with(p.disk, c, false, p.got), -EIO);
         fault_arm(FAULT_READ, 0);
         CHECK_EQ_INT(run(p.disk, c, p.got), 0);
         CHECK(memcmp(p.want, p.got, p.bytes) == 0);
+        /* with prefetch the failed read may be a guess nobody needs: then the run succeeds, and
+         * either way nothing is computed on a slot that was not read */
+        for (long nth = 1; nth < 40; nth += 7) {
+            fault_arm(FAULT_READ, nth);
+            memset(p.got, 0, p.bytes);
+            int rc = run(p.disk, c, p.got);
+            fault_arm(FAULT_READ, 0);
+            CHECK_MSG(rc == -EIO || (rc == 0 && memcmp(p.want, p.got, p.bytes) == 0),
+                      "fault at read %ld: rc %d", nth, rc);
+        }
+        CHECK_EQ_INT(run(p.disk, c, p.got), 0);
+        CHECK(memcmp(p.want, p.got, p.bytes) == 0);
+        expert_cache_free(c);
     }
-    expert_cache_free(c);
+out:
+    pair_close(&p);
+}
+
+static int copy_file(const char *from, const char *to) {
+    size_t n;
+    void *bytes = test_read_file(from, &n);
+    FILE *f = bytes ? fopen(to, "wb") : NULL;
+    int rc = f && fwrite(bytes, 1, n, f) == n ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    free(bytes);
+    return rc;
+}
+
+/* The model file shrinks under a running engine: the step that needs a vanished expert fails with
+ * -EIO (never computes on what was not read), and once the file is whole again runs are exact. */
+static void test_file_shrinks(void) {
+    struct pair p;
+    if (!pair_open(&p))
+        goto out;
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/shrinking.gguf", test_tmpdir());
+    CHECK(copy_file(p.disk->path, path) == 0);
+    char err[256] = "";
+    struct model *m = model_open(path, true, err, sizeof(err));
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m)
+        goto out;
+    const struct weight *w = &m->layers[0].ffn_gate_exps; /* the first stacked experts */
+    const size_t min = expert_cache_slot_bytes(m) * (size_t)m->hp.n_expert;
+    for (int io = 0; io < 2; io++) {
+        struct expert_cache *c = cache_new(m, min, io ? EXPERT_IO_THREADS : EXPERT_IO_URING);
+        if (!c)
+            continue;
+        CHECK(truncate(path, (off_t)(w->tensor->data_off + w->mat_bytes / 2)) == 0);
+        memset(p.got, 0, p.bytes);
+        CHECK_EQ_INT(run(m, c, p.got), -EIO);
+        CHECK(copy_file(p.disk->path, path) == 0); /* whole again (same bytes) */
+        CHECK_EQ_INT(run(m, c, p.got), 0);
+        CHECK(memcmp(p.want, p.got, p.bytes) == 0);
+        expert_cache_free(c);
+    }
+    model_free(m);
+    unlink(path);
 out:
     pair_close(&p);
 }
@@ -152,7 +275,7 @@ static void test_too_small(void) {
         return;
     size_t slot = expert_cache_slot_bytes(disk);
     struct expert_cache *c =
-        expert_cache_new(disk, slot * (size_t)(disk->hp.n_expert - 1), 4, err, sizeof(err));
+        expert_cache_new(disk, slot * (size_t)(disk->hp.n_expert - 1), NULL, err, sizeof(err));
     CHECK(c == NULL);
     CHECK_MSG(strstr(err, "at least") != NULL, "message: %s", err);
     expert_cache_free(c);
@@ -161,7 +284,9 @@ static void test_too_small(void) {
 
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
+    {"dense_streaming_is_exact", test_dense_streaming_is_exact},
     {"read_fault", test_read_fault},
+    {"file_shrinks", test_file_shrinks},
     {"too_small", test_too_small},
     {0},
 };

@@ -54,8 +54,9 @@ struct engine {
     int32_t *exp_tok;/* [n_expert][B] activation row (token) of each */
     int32_t *exp_out;/* [n_expert][B] output row (token * k_used + slot) of each */
     int32_t *fetch_ids;             /* [n_expert] experts routed to in this batch */
-    const uint8_t *(*fetch_mats)[3];/* [n_expert] their gate, up, down matrices */
-    const uint8_t **exp_mat;        /* [n_expert * 3] the same, indexed by expert */
+    const uint8_t **exp_mat;        /* [n_expert * 3] their gate, up, down matrices, by expert */
+    int32_t *guess_n;   /* [n_expert] prefetch votes, then the experts still to compute */
+    int32_t *guess_ids; /* [n_expert] prefetch guesses, then the experts ready to compute */
     struct expert_cache *experts;   /* borrowed; NULL: experts resident in the model image */
     float *rope_cs;  /* [B][n_rot] */
     float *scores;   /* [n_threads][n_ctx] attention scores per thread */
@@ -70,7 +71,7 @@ struct engine {
 
 struct engine_params engine_params_default(void) {
     return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 512,
-                                  .kv_type = QTYPE_F16};
+                                  .kv_type = QTYPE_F16, .prefetch_experts = false};
 }
 
 /* ---- creation -------------------------------------------------------------------------------- */
@@ -155,7 +156,8 @@ static int engine_alloc_all(struct engine *e) {
     e->exp_tok = engine_alloc(e, ne * B, sizeof(int32_t));
     e->exp_out = engine_alloc(e, ne * B, sizeof(int32_t));
     e->fetch_ids = engine_alloc(e, ne, sizeof(int32_t));
-    e->fetch_mats = engine_alloc(e, ne, sizeof(*e->fetch_mats));
+    e->guess_n = engine_alloc(e, ne, sizeof(int32_t));
+    e->guess_ids = engine_alloc(e, ne, sizeof(int32_t));
     e->exp_mat = engine_alloc(e, ne * 3, sizeof(*e->exp_mat));
     e->rope_cs = engine_alloc(e, B * (size_t)hp->n_rot, sizeof(float));
     e->scores = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(float));
@@ -163,7 +165,8 @@ static int engine_alloc_all(struct engine *e) {
     e->p16 = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(fp16_t));
     if (!e->x || !e->xn || !e->q || !e->k || !e->v || !e->attn || !e->tmp || !e->ffn_g ||
         !e->ffn_u || !e->ffn_d || !e->router || !e->sel || !e->sel_w || !e->exp_n || !e->exp_tok ||
-        !e->exp_out || !e->fetch_ids || !e->fetch_mats || !e->exp_mat || !e->rope_cs || !e->scores || !e->q16 || !e->p16)
+        !e->exp_out || !e->fetch_ids || !e->exp_mat || !e->guess_n || !e->guess_ids || !e->rope_cs ||
+        !e->scores || !e->q16 || !e->p16)
         return -ENOMEM;
     size_t cells = (size_t)hp->n_layer * (size_t)e->p.n_ctx * (size_t)e->kv_dim;
     e->kv_elem_bytes = e->p.kv_type == QTYPE_F32 ? 4 : 2;
@@ -239,7 +242,7 @@ void engine_free(struct engine *e) {
     matmul_release(&e->mm);
     void *bufs[] = {e->x, e->xn, e->q, e->k, e->v, e->attn, e->tmp, e->ffn_g, e->ffn_u, e->ffn_d,
                     e->act[0], e->act[1], e->act[2], e->router, e->sel, e->sel_w, e->exp_n,
-                    e->exp_tok, e->exp_out, (void *)e->fetch_ids, (void *)e->fetch_mats,
+                    e->exp_tok, e->exp_out, (void *)e->fetch_ids, e->guess_n, e->guess_ids,
                     (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16, e->k_cache,
                     e->v_cache};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -426,9 +429,22 @@ static void engine_attention(struct engine *e, int il, int32_t n_tok) {
 
 /* ---- feed-forward ---------------------------------------------------------------------------- */
 
-static void engine_ffn_dense(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+/* The dense FFN of layer il: resident, or streamed through the expert cache as the layer's one
+ * expert. The next layer's is prefetched, after the last layer the first's for the next step: a
+ * guess that is always right but for the last step. */
+static int engine_ffn_dense(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    const uint8_t *mat[3] = {l->ffn_gate.data, l->ffn_up.data, l->ffn_down.data};
+    if (e->experts) {
+        const int32_t only = 0;
+        int rc = expert_cache_begin(e->experts, il, &only, 1);
+        if (rc == 0)
+            expert_cache_prefetch(e->experts, (il + 1) % hp->n_layer, &only, 1);
+        if (rc < 0 || (rc = expert_cache_get(e->experts, 0, mat, true)) < 0)
+            return rc;
+    }
     size_t sg = engine_quantize(e, 0, l->ffn_gate.type, e->xn, D, n_tok, hp->n_embd);
     const uint8_t *au = e->act[0];
     size_t su = sg;
@@ -436,11 +452,29 @@ static void engine_ffn_dense(struct engine *e, const struct model_layer *l, int3
         su = engine_quantize(e, 1, l->ffn_up.type, e->xn, D, n_tok, hp->n_embd);
         au = e->act[1];
     }
-    engine_queue(e, &l->ffn_gate, l->ffn_gate.data, e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
-    engine_queue(e, &l->ffn_up, l->ffn_up.data, au, su, NULL, e->ffn_u, F, NULL, n_tok);
+    engine_queue(e, &l->ffn_gate, mat[0], e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
+    engine_queue(e, &l->ffn_up, mat[1], au, su, NULL, e->ffn_u, F, NULL, n_tok);
     matmul_run(&e->mm);
     ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)n_tok * F);
-    engine_matmul(e, &l->ffn_down, e->ffn_g, F, e->tmp, D, n_tok);
+    size_t sd = engine_quantize(e, 0, l->ffn_down.type, e->ffn_g, F, n_tok, hp->n_ff);
+    engine_queue(e, &l->ffn_down, mat[2], e->act[0], sd, NULL, e->tmp, D, NULL, n_tok);
+    matmul_run(&e->mm);
+    return 0;
+}
+
+/* Top k of n logits into sel (best first; ties to the lower index, as the routing does). */
+static void engine_top_k(const float *p, int32_t n, int32_t k, int32_t *sel) {
+    for (int32_t i = 0; i < k; i++) { /* k is small: selection by repeated scans */
+        int32_t best = -1;
+        for (int32_t x = 0; x < n; x++) {
+            bool taken = false;
+            for (int32_t j = 0; j < i; j++)
+                taken |= sel[j] == x;
+            if (!taken && (best < 0 || p[x] > p[best]))
+                best = x;
+        }
+        sel[i] = best;
+    }
 }
 
 /* Routes each token: softmax over the router's logits, top-k, weights renormalised to sum 1. */
@@ -453,21 +487,10 @@ static void engine_route(struct engine *e, int32_t n_tok) {
         int32_t *sel = e->sel + (size_t)t * k;
         float *w = e->sel_w + (size_t)t * k;
         ops_softmax(p, ne);
-        for (int32_t i = 0; i < k; i++) { /* k is small: selection by repeated scans */
-            int32_t best = -1;
-            for (int32_t x = 0; x < ne; x++) {
-                bool taken = false;
-                for (int32_t j = 0; j < i; j++)
-                    taken |= sel[j] == x;
-                if (!taken && (best < 0 || p[x] > p[best]))
-                    best = x;
-            }
-            sel[i] = best;
-            w[i] = p[best];
-        }
+        engine_top_k(p, ne, k, sel);
         double sum = 0.0;
         for (int32_t i = 0; i < k; i++)
-            sum += (double)w[i];
+            sum += (double)(w[i] = p[sel[i]]);
         float fsum = (float)sum;
         if (fsum < 6.103515625e-5f)
             fsum = 6.103515625e-5f;
@@ -480,42 +503,92 @@ static void engine_route(struct engine *e, int32_t n_tok) {
     }
 }
 
-/* Sets e->exp_mat[x] to the gate, up and down matrices of every expert x routed to in this batch:
- * in the resident image, or fetched into the expert cache (the union of the batch's experts is read
- * once). Returns 0 or the cache's read error. */
-static int engine_experts(struct engine *e, int il) {
+/* Next-layer lookahead: layer il's router applied to the residual stream as it enters layer
+ * il - 1's FFN guesses which experts il will want; those the cache lacks start reading now, most
+ * wanted first, and arrive while this layer computes and il's attention runs. Uses tmp, router and
+ * act slot 0, so it runs before this layer's activations are quantized. */
+static void engine_prefetch(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    if (il >= hp->n_layer)
+        return;
     const struct model_layer *l = &e->m->layers[il];
-    int32_t n = 0;
-    for (int32_t x = 0; x < e->m->hp.n_expert; x++)
-        if (e->exp_n[x])
-            e->fetch_ids[n++] = x;
-    if (e->experts) {
-        int rc = expert_cache_fetch(e->experts, il, e->fetch_ids, n, e->fetch_mats);
-        if (rc < 0)
-            return rc;
-    } else {
-        const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
-        for (int32_t i = 0; i < n; i++)
-            for (int k = 0; k < 3; k++)
-                e->fetch_mats[i][k] =
-                    (const uint8_t *)w[k]->data + (size_t)e->fetch_ids[i] * w[k]->mat_bytes;
+    const size_t D = (size_t)hp->n_embd;
+    const int32_t ne = hp->n_expert, k = e->k_used;
+    for (int32_t t = 0; t < n_tok; t++)
+        ops_rms_norm(e->tmp + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
+    engine_matmul(e, &l->ffn_gate_inp, e->tmp, D, e->router, (size_t)ne, n_tok);
+    memset(e->guess_n, 0, (size_t)ne * sizeof(int32_t));
+    int32_t sel[64];
+    for (int32_t t = 0; t < n_tok; t++) {
+        engine_top_k(e->router + (size_t)t * ne, ne, k < 64 ? k : 64, sel);
+        for (int32_t i = 0; i < k && i < 64; i++)
+            e->guess_n[sel[i]]++;
     }
-    for (int32_t i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++)
-            e->exp_mat[(size_t)e->fetch_ids[i] * 3 + (size_t)k] = e->fetch_mats[i][k];
-    return 0;
+    int32_t n = 0;
+    for (int32_t x = 0; x < ne; x++) { /* insertion by votes, most first */
+        if (!e->guess_n[x])
+            continue;
+        int32_t j = n++;
+        for (; j > 0 && e->guess_n[e->guess_ids[j - 1]] < e->guess_n[x]; j--)
+            e->guess_ids[j] = e->guess_ids[j - 1];
+        e->guess_ids[j] = x;
+    }
+    expert_cache_prefetch(e->experts, il, e->guess_ids, n);
 }
 
-static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
+/* Computes the experts fetch_ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up
+ * for their tokens, SwiGLU, down, into ffn_d's rows. Only those experts' rows are touched, so the
+ * experts of a layer may be computed in several groups. */
+static void engine_experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
+                               const uint8_t *au, size_t su) {
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, B = (size_t)e->p.n_batch;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t x = e->fetch_ids[list[j]];
+        const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
+        const uint8_t *const *mat = e->exp_mat + (size_t)x * 3;
+        engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out, e->exp_n[x]);
+        engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out, e->exp_n[x]);
+    }
+    matmul_run(&e->mm);
+    const struct quant_kernels *qk = quant_kernels(l->ffn_down_exps.type);
+    const size_t sd = (quant_act_row_bytes(l->ffn_down_exps.type, (int64_t)F) + 63) & ~(size_t)63;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t x = e->fetch_ids[list[j]];
+        const int32_t *out = e->exp_out + (size_t)x * B;
+        for (int32_t r = 0; r < e->exp_n[x]; r++) {
+            float *g = e->ffn_g + (size_t)out[r] * F;
+            ops_swiglu(g, g, e->ffn_u + (size_t)out[r] * F, (int64_t)F);
+            qk->from_float(g, e->act[2] + (size_t)out[r] * sd, (int64_t)F);
+        }
+        engine_queue(e, &l->ffn_down_exps, e->exp_mat[(size_t)x * 3 + 2], e->act[2], sd, out,
+                     e->ffn_d, D, out, e->exp_n[x]);
+    }
+    matmul_run(&e->mm);
+}
+
+/* The routed experts of layer il for the batch. With an expert cache the union of the batch's
+ * experts is looked up once, the next layer's are guessed and prefetched, the experts already
+ * resident are computed while the rest arrive, then the rest. Returns 0 or a read error. */
+static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
     engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
     engine_route(e, n_tok);
-    int rc = engine_experts(e, il);
-    if (rc < 0)
-        return rc;
+    int32_t n = 0;
+    for (int32_t x = 0; x < hp->n_expert; x++)
+        if (e->exp_n[x])
+            e->fetch_ids[n++] = x;
+    if (e->experts) {
+        int rc = expert_cache_begin(e->experts, il, e->fetch_ids, n);
+        if (rc < 0)
+            return rc;
+        if (e->p.prefetch_experts)
+            engine_prefetch(e, il + 1, n_tok);
+    }
     size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
     const uint8_t *au = e->act[0];
     size_t su = sg;
@@ -524,28 +597,34 @@ static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
         su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
         au = e->act[1];
     }
-    for (int32_t x = 0; x < hp->n_expert; x++) {
-        int32_t n = e->exp_n[x];
-        if (!n)
-            continue;
-        const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
-        const uint8_t *const *mat = e->exp_mat + (size_t)x * 3;
-        engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out, n);
-        engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out, n);
+    /* pass 0: what is resident now; pass 1: the rest, waiting for each */
+    int32_t *todo = e->guess_n, n_todo = n; /* guess_n is free again once prefetch ran */
+    for (int32_t i = 0; i < n; i++)
+        todo[i] = i;
+    for (int pass = 0; pass < 2 && n_todo > 0; pass++) {
+        int32_t *ready = e->guess_ids, n_ready = 0, n_left = 0;
+        for (int32_t j = 0; j < n_todo; j++) {
+            int32_t i = todo[j], x = e->fetch_ids[i];
+            const uint8_t **mat = e->exp_mat + (size_t)x * 3;
+            int rc = 1;
+            if (e->experts) {
+                rc = expert_cache_get(e->experts, i, mat, pass == 1);
+            } else {
+                const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+                for (int m = 0; m < 3; m++)
+                    mat[m] = (const uint8_t *)w[m]->data + (size_t)x * w[m]->mat_bytes;
+            }
+            if (rc < 0)
+                return rc;
+            if (rc == 1)
+                ready[n_ready++] = i;
+            else
+                todo[n_left++] = i;
+        }
+        n_todo = n_left;
+        if (n_ready > 0)
+            engine_experts_run(e, il, ready, n_ready, sg, au, su);
     }
-    matmul_run(&e->mm);
-    const int32_t rows = n_tok * k;
-    ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)rows * (int64_t)F);
-    size_t sd = engine_quantize(e, 2, l->ffn_down_exps.type, e->ffn_g, F, rows, hp->n_ff_exp);
-    for (int32_t x = 0; x < hp->n_expert; x++) {
-        int32_t n = e->exp_n[x];
-        if (!n)
-            continue;
-        const int32_t *out = e->exp_out + (size_t)x * B;
-        const uint8_t *down = e->exp_mat[(size_t)x * 3 + 2];
-        engine_queue(e, &l->ffn_down_exps, down, e->act[2], sd, out, e->ffn_d, D, out, n);
-    }
-    matmul_run(&e->mm);
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
     for (int32_t t = 0; t < n_tok; t++) {
         float *y = e->tmp + (size_t)t * D;
@@ -574,7 +653,9 @@ static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
         if (rc < 0)
             return rc;
     } else {
-        engine_ffn_dense(e, l, n_tok);
+        int rc = engine_ffn_dense(e, il, n_tok);
+        if (rc < 0)
+            return rc;
     }
     for (size_t i = 0; i < (size_t)n_tok * D; i++)
         e->x[i] = e->tmp[i] + e->x[i];

@@ -24,6 +24,11 @@ struct engine_params {
     int32_t n_batch;    /* tokens per forward step in prefill (default 512: more tokens share each
                          * routed expert, and under a RAM budget an expert is read once a step) */
     enum qtype kv_type; /* QTYPE_F32 or QTYPE_F16 (default) */
+    bool prefetch_experts; /* with an expert cache: read the next layer's guessed experts ahead
+                            * (moe; the outputs are the same either way). Default off: on the
+                            * generated 30B model half the guesses are wrong and the extra reads
+                            * cost more than the overlap gains (docs/benchmarks.md). A dense
+                            * model's next FFN, a sure guess, is always read ahead. */
 };
 
 struct engine_params engine_params_default(void);
@@ -50,8 +55,9 @@ int32_t engine_n_batch(const struct engine *e);
 
 struct expert_cache;
 
-/* Routed experts come from cache c from now on (borrowed; NULL: from the model's image). The model
- * must have been opened with experts on disk for a cache to save RAM. */
+/* Routed experts (a dense model's FFN matrices) come from cache c from now on (borrowed; NULL: from
+ * the model's image). The model must have been opened with experts on disk for a cache to save
+ * RAM. */
 void engine_set_experts(struct engine *e, struct expert_cache *c);
 
 /* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */

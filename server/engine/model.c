@@ -338,12 +338,22 @@ static int range_cmp(const void *a, const void *b) {
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* True for the routed expert tensors that may stay on disk (blk.N.ffn_{gate,up,down}_exps). */
-bool model_tensor_is_expert(const char *name) {
-    size_t len = strlen(name);
-    const char *suffix = "_exps.weight";
-    return strncmp(name, "blk.", 4) == 0 && len > strlen(suffix) &&
-           strcmp(name + len - strlen(suffix), suffix) == 0;
+/* True for the tensors that may stay on disk: the routed experts (blk.N.ffn_{gate,up,down}_exps)
+ * of a moe model, the FFN matrices (blk.N.ffn_{gate,up,down}) of a dense one. */
+bool model_tensor_streamed(const struct model_hparams *hp, const char *name) {
+    static const char *const moe[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight",
+                                      "ffn_down_exps.weight"};
+    static const char *const dense[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    const char *const *suffixes = hp->n_expert > 0 ? moe : dense;
+    if (strncmp(name, "blk.", 4) != 0)
+        return false;
+    const char *dot = strchr(name + 4, '.'); /* after the layer number */
+    if (!dot)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(dot + 1, suffixes[i]) == 0)
+            return true;
+    return false;
 }
 
 /* The ranges to read: the whole file, or with experts on disk every other tensor's bytes (aligned
@@ -360,7 +370,7 @@ static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
     } else {
         for (uint64_t i = 0; i < g->n_tensors; i++) {
             const struct gguf_tensor *t = &g->tensors[i];
-            if (model_tensor_is_expert(t->name) || t->n_bytes == 0)
+            if (model_tensor_streamed(&m->hp, t->name) || t->n_bytes == 0)
                 continue;
             r[n].off = t->data_off & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
             r[n].end = (t->data_off + t->n_bytes + MODEL_DIO_ALIGN - 1) &

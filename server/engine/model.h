@@ -94,13 +94,15 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
  * a message in err naming the missing or malformed tensor or key. */
 struct model *model_load(const char *path, char *err, size_t err_len);
 
-/* model_load, or with experts_on_disk every tensor but the routed experts (blk.N.ffn_*_exps):
- * their part of the image is left unread (no RAM), their weights' data pointers must not be
- * dereferenced, and an expert cache (server/experts) reads them from the file on demand. */
+/* model_load, or with experts_on_disk every tensor but the streamed ones (model_tensor_streamed:
+ * a moe model's routed experts, a dense model's FFN matrices): their part of the image is left
+ * unread (no RAM), their weights' data pointers must not be dereferenced, and an expert cache
+ * (server/experts) reads them from the file on demand. */
 struct model *model_open(const char *path, bool experts_on_disk, char *err, size_t err_len);
 
-/* True for the names of routed expert tensors (blk.N.ffn_{gate,up,down}_exps.weight). */
-bool model_tensor_is_expert(const char *name);
+/* True for the tensors a model opened with experts on disk leaves there: blk.N.ffn_{gate,up,down}_exps
+ * of a moe model (hp->n_expert > 0), blk.N.ffn_{gate,up,down} of a dense one. */
+bool model_tensor_streamed(const struct model_hparams *hp, const char *name);
 
 void model_free(struct model *m);
 

@@ -1,51 +1,49 @@
 /* expert_cache.c - slots of (layer, expert) experts read from the model file with direct I/O.
- * Invariants: where[key] is the slot holding key or -1, and slot_key[s] the key slot s holds or -1,
- * always in agreement; a slot is published only after all three of its reads succeeded; the slots
- * of the current fetch are pinned (pin == epoch) and never chosen as victims by it. */
+ * Invariants: where[key] is the slot holding or reading key, or -1, and slot.key names it back;
+ * a slot is READY only after all three of its reads succeeded, and a failed one goes back to FREE
+ * (its key forgotten); slots pinned by the current lookup (pin == epoch) and slots still being read
+ * are never chosen as victims; the LRU list holds every slot, least recently used first. */
 #include "expert_cache.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "err.h"
 #include "fault.h"
-#include "threadpool.h"
 
-#define EC_ALIGN 4096u             /* direct I/O alignment of offsets, lengths and buffers */
-#define EC_MAX_FETCH 1024          /* experts one fetch may ask for */
+#define EC_MAX_LOOKUP 1024 /* experts one lookup may ask for */
 
-/* One slice to read: matrix m (0 gate, 1 up, 2 down) of the expert landing in slot. */
-struct ec_read {
-    int32_t slot;
-    int32_t mat;
-    uint64_t off;       /* file offset of the slice */
-    uint64_t bytes;     /* slice bytes */
-    size_t region;      /* offset of its region inside the slot */
-    int rc;
+enum ec_state { EC_FREE, EC_READING, EC_READY };
+
+struct ec_slot {
+    int32_t key;        /* il * n_expert + e, or -1 */
+    int8_t state;       /* enum ec_state */
+    int8_t reading;     /* reads still in flight */
+    bool prefetched;    /* read ahead on a guess and not looked up since */
+    int rc;             /* first error of its last reads */
+    uint64_t pin;       /* epoch of the lookup that pinned it */
+    int32_t prev, next; /* LRU list; index n_slots is the list's head */
+    const uint8_t *mat[3];
 };
 
 struct expert_cache {
     const struct model *m;
-    int fd, dio_fd;
     int32_t n_layer, n_expert, n_slots;
     size_t slot_bytes;
-    uint8_t *mem;         /* [n_slots][slot_bytes] */
+    uint8_t *mem; /* [n_slots][slot_bytes] */
     size_t mem_bytes;
-    int32_t *where;       /* [n_layer * n_expert] slot or -1 */
-    int32_t *slot_key;    /* [n_slots] key or -1 */
-    uint64_t *slot_used;  /* [n_slots] tick of last use (LRU) */
-    uint64_t *slot_pin;   /* [n_slots] epoch of the fetch that pinned it */
-    const uint8_t **slot_mat; /* [n_slots][3] where each matrix starts inside the slot */
-    uint64_t tick, epoch;
-    struct ec_read *reads; /* [3 * EC_MAX_FETCH] */
-    int32_t n_reads;
-    struct threadpool *io;
+    int32_t *where;        /* [n_layer * n_expert] */
+    struct ec_slot *slots; /* [n_slots + 1]: the last is the LRU list's head */
+    uint64_t epoch;
+    int32_t lookup[EC_MAX_LOOKUP]; /* slots of the current lookup's ids */
+    int32_t lookup_n;
+    int32_t guessed[EC_MAX_LOOKUP]; /* slots the last prefetch filled, for layer guessed_layer */
+    int32_t guessed_n, guessed_layer;
+    struct expert_io *io;
+    uint64_t *layer_hits, *layer_misses;
     struct expert_cache_stats stats;
 };
 
@@ -53,15 +51,28 @@ static size_t align_up(size_t x, size_t a) {
     return (x + a - 1) & ~(a - 1);
 }
 
-static const struct weight *ec_weight(const struct model *m, int il, int mat) {
-    const struct model_layer *l = &m->layers[il];
-    return mat == 0 ? &l->ffn_gate_exps : mat == 1 ? &l->ffn_up_exps : &l->ffn_down_exps;
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* A region holds a slice read as an aligned superset: up to EC_ALIGN - 1 bytes before it and the
- * tail rounded up. */
+int expert_cache_experts_per_layer(const struct model *m) {
+    return m->hp.n_expert > 0 ? m->hp.n_expert : 1;
+}
+
+/* Matrix k (0 gate, 1 up, 2 down) of layer il: the stacked experts, or the dense FFN's. */
+static const struct weight *ec_weight(const struct model *m, int il, int k) {
+    const struct model_layer *l = &m->layers[il];
+    if (m->hp.n_expert > 0)
+        return k == 0 ? &l->ffn_gate_exps : k == 1 ? &l->ffn_up_exps : &l->ffn_down_exps;
+    return k == 0 ? &l->ffn_gate : k == 1 ? &l->ffn_up : &l->ffn_down;
+}
+
+/* A region holds a matrix read as an aligned superset: up to EXPERT_IO_ALIGN - 1 bytes before it
+ * and the tail rounded up. */
 static size_t ec_region_bytes(size_t mat_bytes) {
-    return align_up(mat_bytes + EC_ALIGN, EC_ALIGN);
+    return align_up(mat_bytes + EXPERT_IO_ALIGN, EXPERT_IO_ALIGN);
 }
 
 size_t expert_cache_slot_bytes(const struct model *m) {
@@ -75,32 +86,49 @@ size_t expert_cache_slot_bytes(const struct model *m) {
     return best;
 }
 
-struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes, int n_io_threads,
-                                      char *err, size_t err_len) {
-    if (m->hp.n_expert <= 0) {
-        err_set(err, err_len, "expert_cache: model \"%s\" has no routed experts", m->name);
-        return NULL;
-    }
+/* ---- the LRU list ---------------------------------------------------------------------------- */
+
+static void lru_unlink(struct expert_cache *c, int32_t s) {
+    struct ec_slot *x = &c->slots[s];
+    c->slots[x->prev].next = x->next;
+    c->slots[x->next].prev = x->prev;
+}
+
+/* Moves slot s to the most recently used end (front: false) or the least (front: true). */
+static void lru_move(struct expert_cache *c, int32_t s, bool front) {
+    const int32_t h = c->n_slots;
+    lru_unlink(c, s);
+    int32_t before = front ? c->slots[h].next : h; /* insert s before this one */
+    c->slots[s].next = before;
+    c->slots[s].prev = c->slots[before].prev;
+    c->slots[c->slots[before].prev].next = s;
+    c->slots[before].prev = s;
+}
+
+/* ---- creation -------------------------------------------------------------------------------- */
+
+struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
+                                      const struct expert_cache_options *opt, char *err,
+                                      size_t err_len) {
+    const int32_t per_layer = expert_cache_experts_per_layer(m);
     size_t slot = expert_cache_slot_bytes(m);
     size_t n_slots = cache_bytes / slot;
-    if (n_slots < (size_t)m->hp.n_expert) {
+    if (n_slots < (size_t)per_layer) {
         err_set(err, err_len,
                 "expert_cache: %zu MiB hold %zu experts, fewer than one layer's %d: the cache needs "
                 "at least %zu MiB",
-                cache_bytes >> 20, n_slots, m->hp.n_expert,
-                ((size_t)m->hp.n_expert * slot + (1u << 20) - 1) >> 20);
+                cache_bytes >> 20, n_slots, per_layer,
+                ((size_t)per_layer * slot + (1u << 20) - 1) >> 20);
         return NULL;
     }
-    if (n_slots > (size_t)m->hp.n_layer * (size_t)m->hp.n_expert)
-        n_slots = (size_t)m->hp.n_layer * (size_t)m->hp.n_expert;
+    if (n_slots > (size_t)m->hp.n_layer * (size_t)per_layer)
+        n_slots = (size_t)m->hp.n_layer * (size_t)per_layer;
     struct expert_cache *c = calloc(1, sizeof(*c));
     if (!c)
         goto oom;
     c->m = m;
-    c->fd = m->gguf->fd;
-    c->dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     c->n_layer = m->hp.n_layer;
-    c->n_expert = m->hp.n_expert;
+    c->n_expert = per_layer;
     c->n_slots = (int32_t)n_slots;
     c->slot_bytes = slot;
     c->mem_bytes = n_slots * slot;
@@ -114,23 +142,34 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     madvise(c->mem, c->mem_bytes, MADV_HUGEPAGE);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
-    c->slot_key = malloc(n_slots * sizeof(*c->slot_key));
-    c->slot_used = calloc(n_slots, sizeof(*c->slot_used));
-    c->slot_pin = calloc(n_slots, sizeof(*c->slot_pin));
-    c->slot_mat = calloc(n_slots * 3, sizeof(*c->slot_mat));
-    c->reads = calloc(3 * EC_MAX_FETCH, sizeof(*c->reads));
-    c->io = threadpool_new(n_io_threads > 0 ? n_io_threads : 8);
-    if (!c->where || !c->slot_key || !c->slot_used || !c->slot_pin || !c->slot_mat || !c->reads ||
-        !c->io)
+    c->slots = calloc(n_slots + 1, sizeof(*c->slots));
+    c->layer_hits = calloc((size_t)c->n_layer, sizeof(*c->layer_hits));
+    c->layer_misses = calloc((size_t)c->n_layer, sizeof(*c->layer_misses));
+    if (!c->where || !c->slots || !c->layer_hits || !c->layer_misses)
         goto oom;
-    threadpool_set_spin(c->io, 0);
+    struct expert_cache_options o = {EXPERT_IO_URING, 32};
+    if (opt)
+        o = *opt;
+    /* room for every read one lookup and one prefetch can queue */
+    int max_queued = 3 * 2 * (c->n_expert < EC_MAX_LOOKUP ? c->n_expert : EC_MAX_LOOKUP);
+    c->io = expert_io_new(m->path, o.io, o.io_depth > 0 ? o.io_depth : 32, max_queued, err,
+                          err_len);
+    if (!c->io) {
+        expert_cache_free(c);
+        return NULL;
+    }
     for (size_t i = 0; i < n_keys; i++)
         c->where[i] = -1;
-    for (size_t s = 0; s < n_slots; s++)
-        c->slot_key[s] = -1;
+    const int32_t h = c->n_slots;
+    for (int32_t s = 0; s <= h; s++) {
+        c->slots[s].key = -1;
+        c->slots[s].prev = s == 0 ? h : s - 1;
+        c->slots[s].next = s == h ? 0 : s + 1;
+    }
     c->epoch = 1;
     c->stats.n_slots = c->n_slots;
     c->stats.slot_bytes = slot;
+    c->stats.backend = expert_io_backend(c->io);
     return c;
 oom:
     err_set(err, err_len, "expert_cache: out of memory for %zu slots of %zu bytes", n_slots, slot);
@@ -141,166 +180,221 @@ oom:
 void expert_cache_free(struct expert_cache *c) {
     if (!c)
         return;
-    threadpool_free(c->io);
+    expert_io_free(c->io); /* first: it waits for reads into mem */
     if (c->mem)
         munmap(c->mem, c->mem_bytes);
-    if (c->dio_fd >= 0)
-        close(c->dio_fd);
     free(c->where);
-    free(c->slot_key);
-    free(c->slot_used);
-    free(c->slot_pin);
-    free(c->slot_mat);
-    free(c->reads);
+    free(c->slots);
+    free(c->layer_hits);
+    free(c->layer_misses);
     free(c);
 }
 
-/* Reads [off, off + n) of the file into dst exactly (buffered), retrying short reads. */
-static int ec_pread_all(int fd, uint8_t *dst, uint64_t off, uint64_t n) {
-    while (n > 0) {
-        ssize_t got = pread(fd, dst, n, (off_t)off);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0)
-            return -errno;
-        if (got == 0)
-            return -EIO; /* the file ended early: it shrank since it was opened */
-        dst += got;
-        off += (uint64_t)got;
-        n -= (uint64_t)got;
-    }
-    return 0;
-}
+/* ---- reads ----------------------------------------------------------------------------------- */
 
-/* One slice: a direct read of its aligned superset into the slot's region (the slice then starts
- * off % EC_ALIGN bytes in), or a buffered read when direct I/O is refused. */
-static void ec_read_task(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    struct expert_cache *c = ctx;
-    struct ec_read *r = &c->reads[task];
-    uint8_t *region = c->mem + (size_t)r->slot * c->slot_bytes + r->region;
-    uint64_t start = r->off & ~(uint64_t)(EC_ALIGN - 1);
-    uint64_t end = align_up(r->off + r->bytes, EC_ALIGN);
-    if (fault_hit(FAULT_READ)) {
-        r->rc = -EIO;
+/* A read finished: tag = slot * 3 + matrix. The slot is READY after its third success; after a
+ * failure it is FREE again (first in line for reuse) and remembers the error. */
+static void ec_complete(struct expert_cache *c, uint64_t tag, int rc) {
+    int32_t s = (int32_t)(tag / 3);
+    struct ec_slot *x = &c->slots[s];
+    if (rc < 0 && x->rc == 0)
+        x->rc = rc;
+    if (--x->reading > 0)
+        return;
+    if (x->rc == 0) {
+        x->state = EC_READY;
         return;
     }
-    r->rc = -EINVAL;
-    if (c->dio_fd >= 0) {
-        uint64_t done = 0;
-        r->rc = 0;
-        while (start + done < end) {
-            ssize_t got = pread(c->dio_fd, region + done, end - start - done, (off_t)(start + done));
-            if (got < 0 && errno == EINTR)
-                continue;
-            if (got <= 0 || (got % EC_ALIGN) != 0) {
-                done += got > 0 ? (uint64_t)got : 0;
-                r->rc = got < 0 ? -errno : 0;
-                break;
-            }
-            done += (uint64_t)got;
-        }
-        if (r->rc == 0 && start + done < r->off + r->bytes)
-            r->rc = -EIO; /* short: the file shrank */
+    c->where[x->key] = -1;
+    x->key = -1;
+    x->state = EC_FREE;
+    x->prefetched = false;
+    lru_move(c, s, true);
+}
+
+/* Waits for one read to finish (or only takes finished ones when !wait). Returns 1 if one did. */
+static int ec_reap(struct expert_cache *c, bool wait) {
+    uint64_t tag;
+    int rc;
+    double t0 = wait ? now_s() : 0.0;
+    int got = expert_io_reap(c->io, wait, &tag, &rc);
+    if (wait)
+        c->stats.io_wait_s += now_s() - t0;
+    if (got == 1)
+        ec_complete(c, tag, rc);
+    return got;
+}
+
+static void ec_reap_finished(struct expert_cache *c) {
+    while (ec_reap(c, false) == 1)
+        ;
+}
+
+/* The least recently used slot that is neither pinned by the current lookup nor being read; waits
+ * for reads when all such slots are busy. Returns -1 when every slot is pinned. */
+static int32_t ec_victim(struct expert_cache *c) {
+    const int32_t h = c->n_slots;
+    for (;;) {
+        for (int32_t s = c->slots[h].next; s != h; s = c->slots[s].next)
+            if (c->slots[s].pin != c->epoch && c->slots[s].state != EC_READING)
+                return s;
+        if (expert_io_outstanding(c->io) == 0 || ec_reap(c, true) != 1)
+            return -1;
     }
-    if (r->rc == -EINVAL) /* no direct I/O here: read exactly the slice */
-        r->rc = ec_pread_all(c->fd, region + (r->off - start), r->off, r->bytes);
 }
 
-/* The least recently used slot not pinned by the current fetch. */
-static int32_t ec_victim(const struct expert_cache *c) {
-    int32_t best = -1;
-    for (int32_t s = 0; s < c->n_slots; s++) {
-        if (c->slot_pin[s] == c->epoch)
-            continue;
-        if (c->slot_key[s] < 0)
-            return s;
-        if (best < 0 || c->slot_used[s] < c->slot_used[best])
-            best = s;
+/* Submits one read, reaping finished ones while the queue is full. */
+static int ec_submit(struct expert_cache *c, uint64_t tag, uint8_t *dst, uint64_t off,
+                     uint64_t len, uint64_t need, bool urgent) {
+    int rc;
+    while ((rc = expert_io_submit(c->io, tag, dst, off, len, need, urgent)) == -EAGAIN)
+        if (ec_reap(c, true) != 1)
+            return -EAGAIN;
+    return rc;
+}
+
+/* Claims a victim slot for expert e of layer il and submits its three reads. Returns the slot, or
+ * -1 when no slot can be had. */
+static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch) {
+    int32_t s = prefetch ? -1 : ec_victim(c);
+    if (prefetch) { /* a guess never waits: only a slot that is free to take right now */
+        const int32_t h = c->n_slots;
+        for (int32_t t = c->slots[h].next; t != h && s < 0; t = c->slots[t].next)
+            if (c->slots[t].pin != c->epoch && c->slots[t].state != EC_READING)
+                s = t;
     }
-    return best;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* Claims a victim slot (unpublished until its reads succeed) and queues the three reads of expert
- * e of layer il into it. Returns the slot or -1 when every slot is pinned. */
-static int32_t ec_queue_miss(struct expert_cache *c, int il, int32_t e) {
-    int32_t s = ec_victim(c);
     if (s < 0)
         return -1;
-    if (c->slot_key[s] >= 0)
-        c->where[c->slot_key[s]] = -1;
-    c->slot_key[s] = -1;
-    c->slot_pin[s] = c->epoch;
+    struct ec_slot *x = &c->slots[s];
+    if (x->key >= 0)
+        c->where[x->key] = -1;
+    const int32_t key = il * c->n_expert + e;
+    x->key = key;
+    x->state = EC_READING;
+    x->reading = 3;
+    x->rc = 0;
+    x->prefetched = prefetch;
+    c->where[key] = s;
+    lru_move(c, s, false);
+    uint8_t *base = c->mem + (size_t)s * c->slot_bytes;
     size_t region = 0;
     for (int k = 0; k < 3; k++) {
         const struct weight *w = ec_weight(c->m, il, k);
         uint64_t off = w->tensor->data_off + (uint64_t)e * w->mat_bytes;
-        c->reads[c->n_reads++] = (struct ec_read){s, k, off, w->mat_bytes, region, 0};
-        c->slot_mat[(size_t)s * 3 + k] =
-            c->mem + (size_t)s * c->slot_bytes + region + (off & (EC_ALIGN - 1));
+        uint64_t start = off & ~(uint64_t)(EXPERT_IO_ALIGN - 1);
+        uint64_t end = align_up(off + w->mat_bytes, EXPERT_IO_ALIGN);
+        x->mat[k] = base + region + (off - start);
+        c->stats.bytes_read += end - start;
+        int rc = ec_submit(c, (uint64_t)s * 3 + (uint64_t)k, base + region, start, end - start,
+                           off + w->mat_bytes - start, !prefetch);
+        if (rc < 0) /* cannot happen with the queue sized for a lookup and a prefetch */
+            ec_complete(c, (uint64_t)s * 3 + (uint64_t)k, rc);
         region += ec_region_bytes(w->mat_bytes);
     }
     return s;
 }
 
-int expert_cache_fetch(struct expert_cache *c, int il, const int32_t *ids, int n,
-                       const uint8_t *mats[][3]) {
-    if (il < 0 || il >= c->n_layer || n < 0 || n > EC_MAX_FETCH || n > c->n_slots)
+/* ---- lookups --------------------------------------------------------------------------------- */
+
+int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n) {
+    if (il < 0 || il >= c->n_layer || n < 0 || n > EC_MAX_LOOKUP || n > c->n_slots)
         return -EINVAL;
-    c->epoch++;
-    c->n_reads = 0;
-    int32_t slots[EC_MAX_FETCH];
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->n_expert)
             return -EINVAL;
-        int32_t key = il * c->n_expert + ids[i];
-        int32_t s = c->where[key];
-        if (s >= 0 || s <= -2) { /* cached, or already queued by this fetch */
-            s = s >= 0 ? s : -2 - s;
+    c->epoch++;
+    c->lookup_n = 0;
+    ec_reap_finished(c);
+    for (int i = 0; i < n; i++) {
+        int32_t s = c->where[il * c->n_expert + ids[i]];
+        if (s >= 0) {
+            struct ec_slot *x = &c->slots[s];
             c->stats.hits++;
+            c->layer_hits[il]++;
+            if (x->prefetched) {
+                x->prefetched = false;
+                c->stats.prefetch_used++;
+            }
+            lru_move(c, s, false);
         } else {
-            s = ec_queue_miss(c, il, ids[i]);
+            s = ec_load(c, il, ids[i], false);
             if (s < 0)
-                return -ENOSPC;
-            c->where[key] = -2 - s; /* pending: published after the reads */
+                return -ENOSPC; /* n <= n_slots and pins are this lookup's: cannot happen */
             c->stats.misses++;
+            c->layer_misses[il]++;
         }
-        c->slot_pin[s] = c->epoch;
-        c->slot_used[s] = ++c->tick;
-        slots[i] = s;
+        c->slots[s].pin = c->epoch;
+        c->lookup[c->lookup_n++] = s;
     }
-    int rc = 0;
-    if (c->n_reads > 0) {
-        double t0 = now_s();
-        threadpool_run(c->io, c->n_reads, ec_read_task, c);
-        c->stats.read_s += now_s() - t0;
-        for (int32_t r = 0; r < c->n_reads; r++) {
-            const struct ec_read *rd = &c->reads[r];
-            if (rd->rc < 0 && rc == 0)
-                rc = rd->rc;
-            c->stats.bytes_read += align_up(rd->off + rd->bytes, EC_ALIGN) -
-                                   (rd->off & ~(uint64_t)(EC_ALIGN - 1));
+    /* guesses for this layer that it did not want are the first to go: a wrong guess must not
+     * push out experts that were looked up */
+    for (int32_t j = 0; il == c->guessed_layer && j < c->guessed_n; j++) {
+        struct ec_slot *x = &c->slots[c->guessed[j]];
+        if (x->prefetched && x->key / c->n_expert == il) {
+            x->prefetched = false;
+            lru_move(c, c->guessed[j], true);
         }
     }
-    for (int i = 0; i < n; i++) { /* publish the new slots, or forget them on failure */
-        int32_t key = il * c->n_expert + ids[i];
-        if (c->where[key] <= -2) {
-            int32_t s = -2 - c->where[key];
-            c->where[key] = rc == 0 ? s : -1;
-            c->slot_key[s] = rc == 0 ? key : -1;
-        }
-        for (int k = 0; k < 3; k++)
-            mats[i][k] = c->slot_mat[(size_t)slots[i] * 3 + k];
-    }
+    c->guessed_n = 0;
+    return 0;
+}
+
+int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait) {
+    if (i < 0 || i >= c->lookup_n)
+        return -EINVAL;
+    struct ec_slot *x = &c->slots[c->lookup[i]];
+    if (x->state == EC_READING)
+        ec_reap_finished(c);
+    while (x->state == EC_READING && wait)
+        if (ec_reap(c, true) != 1)
+            return -EIO;
+    if (x->state == EC_READING)
+        return 0;
+    if (x->state != EC_READY)
+        return x->rc < 0 ? x->rc : -EIO;
+    for (int k = 0; k < 3; k++)
+        mats[k] = x->mat[k];
+    return 1;
+}
+
+int expert_cache_fetch(struct expert_cache *c, int il, const int32_t *ids, int n,
+                       const uint8_t *mats[][3]) {
+    int rc = expert_cache_begin(c, il, ids, n);
+    for (int i = 0; rc == 0 && i < n; i++)
+        if ((rc = expert_cache_get(c, i, mats[i], true)) == 1)
+            rc = 0;
     return rc;
+}
+
+int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n) {
+    if (il < 0 || il >= c->n_layer)
+        return 0;
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= c->n_expert || c->where[il * c->n_expert + ids[i]] >= 0)
+            continue;
+        int32_t s = ec_load(c, il, ids[i], true);
+        if (s < 0)
+            break;
+        if (c->guessed_layer != il)
+            c->guessed_n = 0;
+        c->guessed_layer = il;
+        if (c->guessed_n < EC_MAX_LOOKUP)
+            c->guessed[c->guessed_n++] = s;
+        started++;
+    }
+    c->stats.prefetch_issued += (uint64_t)started;
+    return started;
 }
 
 void expert_cache_get_stats(const struct expert_cache *c, struct expert_cache_stats *out) {
     *out = c->stats;
+    out->io_busy_s = expert_io_busy_s(c->io);
+}
+
+void expert_cache_layer_stats(const struct expert_cache *c, int il, uint64_t *hits,
+                              uint64_t *misses) {
+    bool ok = il >= 0 && il < c->n_layer;
+    *hits = ok ? c->layer_hits[il] : 0;
+    *misses = ok ? c->layer_misses[il] : 0;
 }

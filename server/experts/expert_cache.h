@@ -1,51 +1,87 @@
 /* expert_cache.h - the Expert Sniper: routed experts read from the model file on demand into a
  * bounded RAM cache of fixed-size slots keyed (layer, expert), evicting the least recently used.
+ * For a dense model each layer's FFN (gate, up, down) is the layer's one "expert", so files larger
+ * than the budget stream the same way.
  *
  *     struct model *m = model_open(path, true, err, n);            // experts stay on disk
- *     struct expert_cache *c = expert_cache_new(m, cache_bytes, 8, err, n);
- *     const uint8_t *mats[8][3];
- *     expert_cache_fetch(c, layer, ids, 8, mats);                  // gate, up, down of each id
+ *     struct expert_cache *c = expert_cache_new(m, cache_bytes, NULL, err, n);
+ *     expert_cache_begin(c, layer, ids, n_ids);                    // misses start reading
+ *     expert_cache_prefetch(c, layer + 1, guess, n_guess);         // next layer's likely experts
+ *     const uint8_t *mats[3];
+ *     expert_cache_get(c, i, mats, false);                         // 1: ids[i] is here
+ *     expert_cache_get(c, j, mats, true);                          // waits for ids[j]
  *
  * Slots hold the file's bytes unchanged (direct I/O, aligned superset reads), so computing on a
- * cached expert gives exactly what the all-in-RAM run gives. */
+ * cached expert gives exactly what the all-in-RAM run gives, whatever was prefetched or evicted. */
 #ifndef SNIPER_EXPERT_CACHE_H
 #define SNIPER_EXPERT_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "expert_io.h"
 #include "model.h"
 
 struct expert_cache;
 
+struct expert_cache_options {
+    enum expert_io_kind io; /* default io_uring */
+    int io_depth;           /* reads in flight (default 32) */
+};
+
 struct expert_cache_stats {
-    uint64_t hits;       /* (layer, expert) lookups found in the cache */
-    uint64_t misses;     /* lookups that read from the file */
-    uint64_t bytes_read; /* bytes read from the file (aligned supersets) */
-    double read_s;       /* seconds the engine waited for reads */
+    uint64_t hits;            /* lookups found in the cache (or already on their way: prefetched) */
+    uint64_t misses;          /* lookups that had to be read on demand */
+    uint64_t bytes_read;      /* bytes read from the file (aligned supersets), prefetches included */
+    uint64_t prefetch_issued; /* experts read ahead on a guess */
+    uint64_t prefetch_used;   /* of those, looked up before they were evicted */
+    double io_wait_s;         /* seconds the engine blocked waiting for reads */
+    double io_busy_s;         /* seconds with at least one read in flight */
     int32_t n_slots;
     size_t slot_bytes;
+    const char *backend;      /* "io_uring" or "threads" */
 };
 
 /* Bytes of one slot for model m: the largest (gate + up + down) of any layer, each padded for
  * aligned direct reads. */
 size_t expert_cache_slot_bytes(const struct model *m);
 
-/* A cache of cache_bytes / slot_bytes slots for m (opened with experts on disk; borrowed, must
- * outlive the cache), reading with n_io_threads threads. Returns NULL with a message in err when
- * fewer slots than one layer's experts would fit (the message names the minimum) or on no memory. */
-struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes, int n_io_threads,
-                                      char *err, size_t err_len);
+/* Experts per layer as the cache counts them: the model's routed experts, or 1 (dense FFN). */
+int expert_cache_experts_per_layer(const struct model *m);
 
+/* A cache of cache_bytes / slot_bytes slots for m (opened with experts on disk; borrowed, must
+ * outlive the cache). opt may be NULL (defaults). Returns NULL with a message in err when fewer
+ * slots than one layer's experts would fit (the message names the minimum) or on no memory. */
+struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
+                                      const struct expert_cache_options *opt, char *err,
+                                      size_t err_len);
+
+/* Waits for reads in flight, then frees. Accepts NULL. */
 void expert_cache_free(struct expert_cache *c);
 
-/* Makes experts ids[0..n) of layer il resident, reading every miss at once, and sets mats[i] to
- * the gate, up and down matrices of ids[i]. The pointers stay valid until the next call (this
- * call's slots are pinned until then). Returns 0, -EINVAL for a bad layer, id or n, or the read
- * error (-EIO for a short read: the file shrank); a failed read leaves no slot claiming the expert. */
+/* Starts a lookup of experts ids[0..n) (distinct) of layer il: hits are pinned, every miss gets a
+ * slot and its reads are submitted at once. The pins hold until the next begin. Returns 0,
+ * -EINVAL for a bad layer, id or n. */
+int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n);
+
+/* The gate, up and down matrices of ids[i] of the current lookup: returns 1 with mats set when
+ * resident, 0 when still being read and !wait, or the read error (-EIO for a short read: the file
+ * shrank). A failed read leaves no slot claiming the expert. */
+int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait);
+
+/* begin, then get(wait) of every id into mats[i]. Returns 0 or the first error. */
 int expert_cache_fetch(struct expert_cache *c, int il, const int32_t *ids, int n,
                        const uint8_t *mats[][3]);
 
+/* Best effort: starts reading those of ids[0..n) of layer il that are neither resident nor on their
+ * way, into slots not pinned by the current lookup. Returns how many reads it started. */
+int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n);
+
 void expert_cache_get_stats(const struct expert_cache *c, struct expert_cache_stats *out);
+
+/* Lookups of layer il that hit and missed. */
+void expert_cache_layer_stats(const struct expert_cache *c, int il, uint64_t *hits,
+                              uint64_t *misses);
 
 #endif

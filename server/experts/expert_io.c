@@ -1,0 +1,340 @@
+/* expert_io.c - reads in flight through io_uring or a pread thread pool.
+ * Invariants: a request is in exactly one of: the free list, the backlog (submitted, not yet given
+ * to the kernel or a worker), in flight, the done queue (finished, not reaped); `outstanding`
+ * counts all but the free ones; only the submitting thread touches the free list and the ring. */
+#include "expert_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "fault.h"
+
+struct io_req {
+    uint64_t tag;
+    uint8_t *dst;
+    uint64_t off, len, need;
+    uint64_t done; /* bytes arrived so far */
+    int rc;
+    int32_t next_free;
+};
+
+/* A fixed-capacity FIFO of request indices. */
+struct io_fifo {
+    int32_t *ids;
+    int cap, head, n;
+};
+
+struct expert_io {
+    enum expert_io_kind kind;
+    int fd;
+    bool direct;
+    int depth;
+    struct io_req *reqs; /* [max_queued] */
+    int max_queued;
+    int32_t free_head;
+    int outstanding;
+    double busy_since, busy_s;
+    struct io_fifo backlog; /* submitted, not yet started: urgent reads */
+    struct io_fifo later;   /* submitted, not yet started: reads that wait for urgent ones */
+    struct io_fifo done;    /* finished, not yet reaped (threads; injected faults) */
+
+    /* io_uring */
+    struct io_uring ring;
+    bool ring_ok;
+    int in_ring;
+    int unsubmitted; /* sqes prepared since the last io_uring_submit */
+
+    /* threads: workers take from backlog, put on done; mu guards both and stop */
+    pthread_t *threads;
+    int n_threads;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    bool stop;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int fifo_init(struct io_fifo *f, int cap) {
+    f->ids = malloc(sizeof(*f->ids) * (size_t)cap);
+    f->cap = cap;
+    f->head = f->n = 0;
+    return f->ids ? 0 : -ENOMEM;
+}
+
+static void fifo_push(struct io_fifo *f, int32_t id) {
+    f->ids[(f->head + f->n++) % f->cap] = id;
+}
+
+static int32_t fifo_pop(struct io_fifo *f) {
+    int32_t id = f->ids[f->head];
+    f->head = (f->head + 1) % f->cap;
+    f->n--;
+    return id;
+}
+
+/* Accounts bytes that arrived for r; returns true when r is finished (r->rc set). A direct read
+ * that ends off a block boundary, or any zero-byte read, has hit the end of the file. */
+static bool req_advance(struct io_req *r, long got, bool direct) {
+    if (got < 0) {
+        r->rc = (int)got;
+        return true;
+    }
+    r->done += (uint64_t)got;
+    if (r->done >= r->len || got == 0 || (direct && r->done % EXPERT_IO_ALIGN != 0)) {
+        r->rc = r->done >= r->need ? 0 : -EIO; /* short: the file shrank */
+        return true;
+    }
+    return false;
+}
+
+/* ---- threads --------------------------------------------------------------------------------- */
+
+static void *io_worker(void *arg) {
+    struct expert_io *io = arg;
+    pthread_mutex_lock(&io->mu);
+    for (;;) {
+        while (!io->stop && io->backlog.n + io->later.n == 0)
+            pthread_cond_wait(&io->work_cv, &io->mu);
+        if (io->stop)
+            break;
+        int32_t id = fifo_pop(io->backlog.n > 0 ? &io->backlog : &io->later);
+        pthread_mutex_unlock(&io->mu);
+        struct io_req *r = &io->reqs[id];
+        for (;;) {
+            ssize_t got = pread(io->fd, r->dst + r->done, r->len - r->done, (off_t)(r->off + r->done));
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (req_advance(r, got < 0 ? -errno : got, io->direct))
+                break;
+        }
+        pthread_mutex_lock(&io->mu);
+        fifo_push(&io->done, id);
+        pthread_cond_signal(&io->done_cv);
+    }
+    pthread_mutex_unlock(&io->mu);
+    return NULL;
+}
+
+static int threads_start(struct expert_io *io) {
+    io->threads = calloc((size_t)io->depth, sizeof(*io->threads));
+    if (!io->threads)
+        return -ENOMEM;
+    for (int i = 0; i < io->depth; i++) {
+        if (pthread_create(&io->threads[i], NULL, io_worker, io) != 0)
+            return -EAGAIN;
+        io->n_threads++;
+    }
+    return 0;
+}
+
+/* ---- io_uring -------------------------------------------------------------------------------- */
+
+/* Gives request id to the ring (the caller checked in_ring < depth). */
+static void ring_queue(struct expert_io *io, int32_t id) {
+    struct io_req *r = &io->reqs[id];
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+    io_uring_prep_read(sqe, io->fd, r->dst + r->done, (unsigned)(r->len - r->done),
+                       r->off + r->done);
+    io_uring_sqe_set_data(sqe, (void *)(uintptr_t)id);
+    io->in_ring++;
+    io->unsubmitted++;
+}
+
+/* Moves backlog into the ring while it has room, urgent reads first, and tells the kernel. */
+static void ring_fill(struct expert_io *io) {
+    while (io->backlog.n > 0 && io->in_ring < io->depth)
+        ring_queue(io, fifo_pop(&io->backlog));
+    while (io->later.n > 0 && io->in_ring < io->depth)
+        ring_queue(io, fifo_pop(&io->later));
+    if (io->unsubmitted > 0) {
+        int rc = io_uring_submit(&io->ring);
+        if (rc >= 0)
+            io->unsubmitted = 0;
+    }
+}
+
+/* Takes one completion from the ring (waiting for one when wait); returns the finished request or
+ * -1 (nothing finished yet, or a read went back to the ring for its rest). */
+static int32_t ring_take(struct expert_io *io, bool wait) {
+    struct io_uring_cqe *cqe = NULL;
+    int rc = wait ? io_uring_wait_cqe(&io->ring, &cqe) : io_uring_peek_cqe(&io->ring, &cqe);
+    if (rc < 0 || !cqe)
+        return -1;
+    int32_t id = (int32_t)(uintptr_t)io_uring_cqe_get_data(cqe);
+    int res = cqe->res;
+    io_uring_cqe_seen(&io->ring, cqe);
+    io->in_ring--;
+    struct io_req *r = &io->reqs[id];
+    if (res == -EINTR || res == -EAGAIN || !req_advance(r, res, io->direct)) {
+        ring_queue(io, id); /* the rest of a partial read, or a retry */
+        ring_fill(io);
+        return -1;
+    }
+    ring_fill(io);
+    return id;
+}
+
+/* ---- interface ------------------------------------------------------------------------------- */
+
+struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int depth,
+                                int max_queued, char *err, size_t err_len) {
+    struct expert_io *io = calloc(1, sizeof(*io));
+    if (!io) {
+        err_set(err, err_len, "expert_io: out of memory");
+        return NULL;
+    }
+    io->depth = depth > 0 ? depth : 1;
+    io->max_queued = max_queued > io->depth ? max_queued : io->depth;
+    pthread_mutex_init(&io->mu, NULL);
+    pthread_cond_init(&io->work_cv, NULL);
+    pthread_cond_init(&io->done_cv, NULL);
+    io->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    io->direct = io->fd >= 0;
+    if (io->fd < 0)
+        io->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (io->fd < 0) {
+        err_set(err, err_len, "expert_io: cannot open \"%s\": %s", path, strerror(errno));
+        goto fail;
+    }
+    io->reqs = calloc((size_t)io->max_queued, sizeof(*io->reqs));
+    if (!io->reqs || fifo_init(&io->backlog, io->max_queued) < 0 ||
+        fifo_init(&io->later, io->max_queued) < 0 ||
+        fifo_init(&io->done, io->max_queued) < 0) {
+        err_set(err, err_len, "expert_io: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < io->max_queued; i++)
+        io->reqs[i].next_free = i + 1 < io->max_queued ? i + 1 : -1;
+    io->kind = kind;
+    if (kind == EXPERT_IO_URING) {
+        io->ring_ok = io_uring_queue_init((unsigned)io->depth, &io->ring, 0) == 0;
+        if (!io->ring_ok)
+            io->kind = EXPERT_IO_THREADS; /* kernel without io_uring, or forbidden here */
+    }
+    if (io->kind == EXPERT_IO_THREADS && threads_start(io) < 0) {
+        err_set(err, err_len, "expert_io: cannot start %d reader threads", io->depth);
+        goto fail;
+    }
+    return io;
+fail:
+    expert_io_free(io);
+    return NULL;
+}
+
+void expert_io_free(struct expert_io *io) {
+    if (!io)
+        return;
+    uint64_t tag;
+    int rc;
+    while (io->outstanding > 0 && expert_io_reap(io, true, &tag, &rc) == 1)
+        ;
+    pthread_mutex_lock(&io->mu);
+    io->stop = true;
+    pthread_cond_broadcast(&io->work_cv);
+    pthread_mutex_unlock(&io->mu);
+    for (int i = 0; i < io->n_threads; i++)
+        pthread_join(io->threads[i], NULL);
+    if (io->ring_ok)
+        io_uring_queue_exit(&io->ring);
+    if (io->fd >= 0)
+        close(io->fd);
+    pthread_mutex_destroy(&io->mu);
+    pthread_cond_destroy(&io->work_cv);
+    pthread_cond_destroy(&io->done_cv);
+    free(io->threads);
+    free(io->reqs);
+    free(io->backlog.ids);
+    free(io->later.ids);
+    free(io->done.ids);
+    free(io);
+}
+
+const char *expert_io_backend(const struct expert_io *io) {
+    return io->kind == EXPERT_IO_URING ? "io_uring" : "threads";
+}
+
+bool expert_io_direct(const struct expert_io *io) {
+    return io->direct;
+}
+
+int expert_io_outstanding(const struct expert_io *io) {
+    return io->outstanding;
+}
+
+double expert_io_busy_s(const struct expert_io *io) {
+    return io->busy_s + (io->outstanding > 0 ? now_s() - io->busy_since : 0.0);
+}
+
+int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, uint64_t off, uint64_t len,
+                     uint64_t need, bool urgent) {
+    if (io->free_head < 0)
+        return -EAGAIN;
+    int32_t id = io->free_head;
+    struct io_req *r = &io->reqs[id];
+    io->free_head = r->next_free;
+    *r = (struct io_req){.tag = tag, .dst = dst, .off = off, .len = len, .need = need};
+    if (io->outstanding++ == 0)
+        io->busy_since = now_s();
+    bool fail = fault_hit(FAULT_READ);
+    if (fail)
+        r->rc = -EIO;
+    if (io->kind == EXPERT_IO_URING) {
+        if (fail) {
+            fifo_push(&io->done, id);
+        } else {
+            fifo_push(urgent ? &io->backlog : &io->later, id);
+            ring_fill(io);
+        }
+        return 0;
+    }
+    pthread_mutex_lock(&io->mu);
+    fifo_push(fail ? &io->done : urgent ? &io->backlog : &io->later, id);
+    pthread_cond_signal(fail ? &io->done_cv : &io->work_cv);
+    pthread_mutex_unlock(&io->mu);
+    return 0;
+}
+
+int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc) {
+    int32_t id = -1;
+    if (io->outstanding == 0)
+        return 0;
+    if (io->kind == EXPERT_IO_URING) {
+        if (io->unsubmitted > 0)
+            ring_fill(io); /* an earlier io_uring_submit failed: try again before waiting */
+        if (io->done.n > 0)
+            id = fifo_pop(&io->done);
+        while (id < 0) {
+            id = ring_take(io, wait && io->in_ring > 0);
+            if (id < 0 && (!wait || io->in_ring == 0))
+                break;
+        }
+    } else {
+        pthread_mutex_lock(&io->mu);
+        while (wait && io->done.n == 0)
+            pthread_cond_wait(&io->done_cv, &io->mu);
+        if (io->done.n > 0)
+            id = fifo_pop(&io->done);
+        pthread_mutex_unlock(&io->mu);
+    }
+    if (id < 0)
+        return 0;
+    struct io_req *r = &io->reqs[id];
+    *tag = r->tag;
+    *rc = r->rc;
+    r->next_free = io->free_head;
+    io->free_head = id;
+    if (--io->outstanding == 0)
+        io->busy_s += now_s() - io->busy_since;
+    return 1;
+}

@@ -1,0 +1,58 @@
+/* expert_io.h - many positional reads of one file in flight at once: submit them, then reap their
+ * completions in any order. Two backends behind one interface, measured against each other in
+ * docs/benchmarks.md: io_uring (liburing; one ring, no threads) and a pool of threads calling pread.
+ *
+ *     struct expert_io *io = expert_io_new(path, EXPERT_IO_URING, 32, err, sizeof(err));
+ *     expert_io_submit(io, tag, buf, off, len, need, true); // buf, off, len aligned for direct I/O
+ *     uint64_t tag; int rc;
+ *     while (expert_io_reap(io, true, &tag, &rc) == 1) ...  // rc: 0 or -errno for that read
+ *     expert_io_free(io);                                  // waits for reads still in flight
+ *
+ * The file is opened with O_DIRECT when the filesystem allows it (buffered otherwise). A read
+ * succeeds when its first `need` bytes arrived (a read past the end of the file comes back short);
+ * fewer is -EIO: the file shrank. Not thread-safe: one thread submits and reaps. */
+#ifndef SNIPER_EXPERT_IO_H
+#define SNIPER_EXPERT_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXPERT_IO_ALIGN 4096u /* alignment of offsets, lengths and buffers for direct reads */
+
+enum expert_io_kind {
+    EXPERT_IO_URING,   /* io_uring; falls back to threads where the kernel refuses it */
+    EXPERT_IO_THREADS, /* depth threads blocking in pread */
+};
+
+struct expert_io;
+
+/* Opens path for reads with up to depth (>= 1) of them in flight and room for max_queued
+ * submitted but not yet reaped. Returns NULL with a message in err. */
+struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int depth,
+                                int max_queued, char *err, size_t err_len);
+
+/* Waits for every read in flight, then closes. Accepts NULL. */
+void expert_io_free(struct expert_io *io);
+
+/* The backend in use ("io_uring" or "threads") and whether reads bypass the page cache. */
+const char *expert_io_backend(const struct expert_io *io);
+bool expert_io_direct(const struct expert_io *io);
+
+/* Queues a read of [off, off + len) into dst; tag comes back from expert_io_reap. Reads not yet
+ * started go urgent ones first (someone waits for them), the others (guesses) after. Returns 0, or
+ * -EAGAIN when max_queued reads are outstanding (reap first). */
+int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, uint64_t off, uint64_t len,
+                     uint64_t need, bool urgent);
+
+/* Takes one finished read: returns 1 and sets *tag and *rc; 0 when none is finished (wait false)
+ * or none is outstanding. With wait, blocks until one finishes. */
+int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc);
+
+/* Reads submitted and not yet reaped. */
+int expert_io_outstanding(const struct expert_io *io);
+
+/* Seconds during which at least one read was outstanding (the device was busy for us). */
+double expert_io_busy_s(const struct expert_io *io);
+
+#endif
