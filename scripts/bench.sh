@@ -224,7 +224,7 @@ run_budget() {
     fi
     local load np tp pps ng dps
     read -r load np tp pps ng dps < <(sed -E 's/^timing: load ([0-9.]+) s, prompt ([0-9]+) tokens in ([0-9.]+) s \(([0-9.]+) tok\/s\), generated ([0-9]+) tokens in [0-9.]+ s \(([0-9.]+) tok\/s\).*/\1 \2 \3 \4 \5 \6/' <<<"$timing")
-    local ex dec rss=- hit=- bpt=0 est= mbps=- limit=- ratio=- mbt=- ttft
+    local ex dec rss=- hit=- bpt=0 est= mbps=- limit=- ratio=- mbt=- wait= ttft
     ex=$(grep '^experts:' "$err" | tail -1 || true)
     dec=$(grep '^experts-decode:' "$err" | tail -1 || true)
     [ -f "$WORK/time" ] && rss=$(($(tail -1 "$WORK/time" | tr -dc 0-9) >> 10))
@@ -237,9 +237,12 @@ run_budget() {
             dt=$(field "$dec" tokens) dh=$(field "$dec" hits) dm=$(field "$dec" misses)
             bpt=$(calc 'print (t > 0 ? b / t : 0)' b="$(field "$dec" bytes_read)" t="$dt")
             hit=$(calc 'printf "%.3f", (h + m > 0 ? h / (h + m) : 0)' h="$dh" m="$dm")
+            # the device's rate while busy when sniperd says (io_busy_s), else per second waited
             local w
-            w=$(field "$dec" io_wait_s)
+            w=$(field "$dec" io_busy_s)
+            [ -n "$w" ] || w=$(field "$dec" io_wait_s)
             mbps=$(calc 'printf "%.1f", (w > 0 ? b / w / 1e6 : 0)' b="$(field "$dec" bytes_read)" w="$w")
+            wait=$(calc 'printf "%.0f", (t > 0 ? 1e3 * w / t : 0)' w="$(field "$dec" io_wait_s)" t="$dt")
         else
             bpt=$(calc 'print b / (p + g)' b="$(field "$ex" bytes_read)" p="$np" g="$ng")
             est=" (estimated)"
@@ -254,11 +257,15 @@ run_budget() {
     [ -n "$ex" ] && mbt=$(calc 'printf "%.1f", b / 1e6' b="$bpt")
     echo "result: decode $dps tok/s, prefill $pps tok/s, first token ${ttft} s, load $load s," \
         "peak RSS $rss MiB, cgroup peak $cg_peak MiB, hit rate $hit," \
-        "decode read $mbt MB/token$est at $mbps MB/s, disk-bound limit $limit tok/s," \
-        "achieved $ratio of it"
-    [ -z "$dec" ] && [ -n "$ex" ] && echo "   (no experts-decode line: decode bytes per token" \
-        "estimated as all bytes read / (prompt + generated tokens), which undercounts decode)"
-    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt${est:+ est.} | $mbps | $limit | $ratio |")
+        "decode read $mbt MB/token$est at $mbps MB/s${wait:+ (I/O wait $wait ms/token)}," \
+        "disk-bound limit $limit tok/s$est, achieved $ratio of it$est"
+    if [ -z "$dec" ] && [ -n "$ex" ]; then
+        echo "   (no experts-decode line: decode bytes per token estimated as all bytes read /" \
+            "(prompt + generated tokens); prefill shares each expert read among a batch's tokens," \
+            "so this can undercount decode several times over and overstate the limit)"
+    fi
+    local e=${est:+ est.}
+    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt$e | $mbps | $limit$e | $ratio$e |")
 }
 
 for budget in $BUDGETS; do
