@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# `make bench`: kernel throughput, then end-to-end prefill and decode of the qwen3-30b-a3b preset
-# (generated once into models/, ~18.5 GB) with the model in RAM. Prints the raw timing lines; the
-# results and the commands that made them go to docs/benchmarks.md. Benchmarks are not tests.
-#   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 make bench
+# `make bench`: kernel throughput; end-to-end prefill and decode of the qwen3-30b-a3b preset
+# (generated once into models/, ~18.5 GB) with the model in RAM, warm; the device's direct-read
+# bandwidth on the model file (build/bench-disk); then one cold run per RAM budget: page cache
+# dropped, sniperd inside a cgroup v1 memory cgroup capped at the budget (page cache counted), its
+# stderr parsed into decode/prefill tok/s, time to first token, peak RSS, hit rate, bytes read per
+# decoded token and the disk-bound limit (best direct-read MB/s / decode bytes read per token).
+# Ends with a Markdown table for docs/benchmarks.md. Benchmarks are not tests: nothing is asserted.
+#   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 BUDGETS="2G 4G 8G unlimited" make bench
+#   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
+#   DROP_CACHES=0 leaves the page cache alone (for trial runs on a machine someone else measures on).
+# Without root there is no cgroup and no page-cache drop: the budget is sniperd's alone (said so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -11,6 +18,59 @@ THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-64}
 GEN=${GEN:-32}
 RUNS=${RUNS:-3}
+BUDGETS=${BUDGETS:-2G 4G 8G unlimited}
+WARM=${WARM:-1}
+DISK_SECS=${DISK_SECS:-2}
+DROP_CACHES=${DROP_CACHES:-1}
+CG_ROOT=/sys/fs/cgroup/memory
+
+WORK=$(mktemp -d /tmp/sniper-bench.XXXXXX)
+CGROUPS=()
+
+# Removes this script's cgroups (ending what is still inside them: only sniperd runs there) and
+# its temporary files. Runs once, at exit.
+cleanup() {
+    local cg pid
+    for cg in "${CGROUPS[@]}"; do
+        [ -d "$cg" ] || continue
+        for pid in $(cat "$cg/cgroup.procs" 2>/dev/null); do
+            kill "$pid" 2>/dev/null || true
+        done
+        for _ in 1 2 3 4 5; do
+            rmdir "$cg" 2>/dev/null && break
+            sleep 0.2
+        done
+        if [ -d "$cg" ]; then echo "bench: could not remove cgroup $cg" >&2; fi
+    done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Bytes of a size such as 512M or 4G (powers of 1024, as sniperd reads --ram-budget).
+to_bytes() {
+    local n=${1%%[KkMmGgTt]*} u=${1##*[0-9]} mul=1
+    case ${u%iB} in
+    '') mul=1 ;; [Kk]) mul=1024 ;; [Mm]) mul=$((1 << 20)) ;; [Gg]) mul=$((1 << 30)) ;;
+    [Tt]) mul=$((1 << 40)) ;; *) return 1 ;;
+    esac
+    [[ $n =~ ^[0-9]+$ ]] || return 1
+    echo $((n * mul))
+}
+
+# The value of key=value in a line of sniperd's stderr, or nothing.
+field() {
+    sed -nE "s/^(.* )?$2=([^ ]*).*$/\2/p" <<<"$1"
+}
+
+# Floating-point arithmetic: calc 'expr' with awk variables passed as name=value after it.
+calc() {
+    local expr=$1
+    shift
+    local vars=()
+    for v in "$@"; do vars+=(-v "$v"); done
+    awk "${vars[@]}" "BEGIN { $expr }"
+}
 
 echo "== kernels: one thread, weights in cache and streamed from memory"
 "$BUILD/bench-kernels" --secs 0.2
@@ -24,11 +84,204 @@ if [ ! -f "$MODEL" ]; then
     mkdir -p "$(dirname "$MODEL")"
     "$BUILD/sniper-mkmodel" --preset qwen3-30b-a3b -o "$MODEL"
 fi
+SNIPERD=("$BUILD/sniperd" -m "$MODEL" --bench-prompt "$PROMPT" -n "$GEN" --temp 0
+    --threads "$THREADS")
 
-echo "== end to end: $MODEL, $THREADS threads, prompt $PROMPT tokens, $GEN generated"
-echo "   (the first run pulls the file into the page cache and is not counted)"
-for i in $(seq 0 "$RUNS"); do
-    line=$("$BUILD/sniperd" -m "$MODEL" --bench-prompt "$PROMPT" -n "$GEN" --temp 0 \
-        --threads "$THREADS" 2>&1 >/dev/null | grep '^timing')
-    [ "$i" -eq 0 ] && echo "warm-up: $line" || echo "run $i: $line"
+# ------------------------------------------------------------------------------------------------
+# Warm, in RAM
+
+if [ "$WARM" != 0 ]; then
+    echo "== end to end in RAM: $MODEL, $THREADS threads, prompt $PROMPT tokens, $GEN generated"
+    echo "   (the first run pulls the file into memory and is not counted)"
+    for i in $(seq 0 "$RUNS"); do
+        label="run $i"
+        [ "$i" -eq 0 ] && label=warm-up
+        if "${SNIPERD[@]}" >/dev/null 2>"$WORK/warm.err" && grep -q '^timing' "$WORK/warm.err"; then
+            echo "$label: $(grep '^timing' "$WORK/warm.err")"
+        else
+            echo "$label: failed: $(tail -1 "$WORK/warm.err")"
+        fi
+    done
+fi
+
+# ------------------------------------------------------------------------------------------------
+# The device
+
+echo "== disk: random direct reads of one expert's size from $MODEL, $DISK_SECS s per queue depth"
+disk_best=
+if "$BUILD/bench-disk" "$MODEL" --secs "$DISK_SECS" >"$WORK/disk.out" 2>"$WORK/disk.err"; then
+    disk_best=$(sed -n 's/^disk: best_MBps=//p' "$WORK/disk.out")
+fi
+cat "$WORK/disk.out" "$WORK/disk.err"
+[ -n "$disk_best" ] || echo "bench: no direct-read bandwidth: the disk-bound limits are left out"
+
+# ------------------------------------------------------------------------------------------------
+# Cold, under budgets
+
+use_cgroup=0
+if [ "$(id -u)" -ne 0 ]; then
+    echo "bench: not root: no memory cgroup and no page-cache drop; each budget is sniperd's alone"
+elif [ ! -w "$CG_ROOT/cgroup.procs" ] || [ ! -f "$CG_ROOT/memory.limit_in_bytes" ]; then
+    echo "bench: no cgroup v1 memory controller at $CG_ROOT: each budget is sniperd's alone"
+else
+    use_cgroup=1
+fi
+have_time=0
+[ -x /usr/bin/time ] && have_time=1
+
+drop_caches() {
+    [ "$(id -u)" -eq 0 ] && [ "$DROP_CACHES" != 0 ] || return 0
+    sync
+    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "bench: could not drop the page cache"
+}
+
+# Creates the cgroup for budget $1 (capped at $2 bytes, or uncapped when empty) and sets CG to its
+# path. Returns 1 with a message when it cannot.
+cg_make() {
+    local cg=$CG_ROOT/sniper-bench-$1
+    if [ -d "$cg" ] && ! rmdir "$cg" 2>/dev/null; then
+        echo "bench: cgroup $cg exists and is busy" >&2
+        return 1
+    fi
+    mkdir "$cg" || return 1
+    CGROUPS+=("$cg")
+    CG=$cg
+    if [ -n "$2" ]; then
+        echo "$2" >"$cg/memory.limit_in_bytes" || return 1
+        if [ -f "$cg/memory.memsw.limit_in_bytes" ]; then
+            echo "$2" >"$cg/memory.memsw.limit_in_bytes" 2>/dev/null ||
+                echo "bench: could not cap memory+swap of $cg" >&2
+        fi
+    fi
+}
+
+cg_remove() {
+    rmdir "$1" 2>/dev/null || true
+}
+
+ROWS=()
+
+# A table row for a run that gave no figures: budget, run, what happened, empty cells.
+row_note() {
+    ROWS+=("| $1 | $2 | $3 |$(printf ' |%.0s' {1..10})")
+}
+
+# One cold run under budget $1 (run $2; $3 = nocg: without a cgroup): prints sniperd's lines and a
+# result line, adds a table row. A run the cgroup's OOM killer ends is run again without the cgroup,
+# to tell a budget sniperd refuses (it loads its resident weights before checking) from one it
+# accepts but overruns.
+run_budget() {
+    local budget=$1 run=$2 nocg=${3:-} cg= cap= rc=0 cmd=() args=()
+    local err=$WORK/run.err
+    [ "$budget" = unlimited ] || args=(--ram-budget "$budget")
+    if [ "$budget" != unlimited ] && ! cap=$(to_bytes "$budget"); then
+        echo "bench: budget \"$budget\" is not a size such as 4G or 512M"
+        row_note "$budget" "$run" "not a size"
+        return 0
+    fi
+    echo "== budget $budget, run $run: ${SNIPERD[*]} ${args[*]}"
+    drop_caches
+    [ "$have_time" = 1 ] && cmd=(/usr/bin/time -o "$WORK/time" -f %M)
+    rm -f "$WORK/time"
+    if [ "$use_cgroup" = 1 ] && [ -z "$nocg" ] && cg_make "$budget" "$cap"; then
+        cg=$CG
+        echo "   in cgroup $cg, cap ${cap:-none} bytes"
+        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" \
+            "${cmd[@]}" "${SNIPERD[@]}" "${args[@]}" >/dev/null 2>"$err" || rc=$?
+    else
+        [ "$use_cgroup" = 1 ] && echo "   no cgroup for this run: the budget is sniperd's alone"
+        "${cmd[@]}" "${SNIPERD[@]}" "${args[@]}" >/dev/null 2>"$err" || rc=$?
+    fi
+    local cg_peak=- oom=
+    if [ -n "$cg" ]; then
+        cg_peak=$(($(cat "$cg/memory.max_usage_in_bytes") >> 20))
+        oom=$(sed -n 's/^oom_kill //p' "$cg/memory.oom_control" 2>/dev/null || true)
+        oom="failcnt=$(cat "$cg/memory.failcnt") oom_kill=${oom:-?}"
+        cg_remove "$cg"
+    fi
+    grep -E '^(budget|timing|experts|experts-decode):' "$err" || true
+    local label=$budget timing
+    [ -n "$nocg" ] && label="$budget, no cgroup"
+    timing=$(grep '^timing:' "$err" | tail -1 || true)
+    if [ "$rc" -ne 0 ] || [ -z "$timing" ]; then
+        local why
+        why=$(grep -m1 'is too small' "$err" || true)
+        if [ -n "$why" ]; then
+            echo "refused: $why"
+            row_note "$label" "$run" \
+                "refused: minimum $(sed -nE 's/.*minimum is ([0-9]+ MiB).*/\1/p' <<<"$why")"
+        elif [ -n "$cg" ] && [ "$rc" -ge 128 ]; then
+            echo "killed by signal $((rc - 128)) under the cgroup's cap ($oom, peak $cg_peak MiB);" \
+                "running it again without the cgroup"
+            row_note "$label" "$run" "killed under the cap ($oom, peak $cg_peak MiB)"
+            run_budget "$budget" "$run" nocg
+        else
+            why=$(grep -v '^Command \(exited\|terminated\)' "$err" | tail -1 || true)
+            echo "failed (exit $rc): ${why:-no output}"
+            row_note "$label" "$run" "failed (exit $rc)"
+        fi
+        return 0
+    fi
+    local load np tp pps ng dps
+    read -r load np tp pps ng dps < <(sed -E 's/^timing: load ([0-9.]+) s, prompt ([0-9]+) tokens in ([0-9.]+) s \(([0-9.]+) tok\/s\), generated ([0-9]+) tokens in [0-9.]+ s \(([0-9.]+) tok\/s\).*/\1 \2 \3 \4 \5 \6/' <<<"$timing")
+    local ex dec rss=- hit=- bpt=0 est= mbps=- limit=- ratio=- mbt=- wait= ttft
+    ex=$(grep '^experts:' "$err" | tail -1 || true)
+    dec=$(grep '^experts-decode:' "$err" | tail -1 || true)
+    [ -f "$WORK/time" ] && rss=$(($(tail -1 "$WORK/time" | tr -dc 0-9) >> 10))
+    if [ -n "$ex" ]; then
+        rss=$(field "$ex" peak_rss_MB)
+        hit=$(field "$ex" hit_rate)
+        mbps=$(field "$ex" read_MBps)
+        if [ -n "$dec" ]; then
+            local dt dh dm
+            dt=$(field "$dec" tokens) dh=$(field "$dec" hits) dm=$(field "$dec" misses)
+            bpt=$(calc 'print (t > 0 ? b / t : 0)' b="$(field "$dec" bytes_read)" t="$dt")
+            hit=$(calc 'printf "%.3f", (h + m > 0 ? h / (h + m) : 0)' h="$dh" m="$dm")
+            # the device's rate while busy when sniperd says (io_busy_s), else per second waited
+            local w
+            w=$(field "$dec" io_busy_s)
+            [ -n "$w" ] || w=$(field "$dec" io_wait_s)
+            mbps=$(calc 'printf "%.1f", (w > 0 ? b / w / 1e6 : 0)' b="$(field "$dec" bytes_read)" w="$w")
+            wait=$(calc 'printf "%.0f", (t > 0 ? 1e3 * w / t : 0)' w="$(field "$dec" io_wait_s)" t="$dt")
+        else
+            bpt=$(calc 'print b / (p + g)' b="$(field "$ex" bytes_read)" p="$np" g="$ng")
+            est=" (estimated)"
+            hit="$hit (whole run)"
+        fi
+    fi
+    ttft=$(calc 'printf "%.3f", t + (d > 0 ? 1 / d : 0)' t="$tp" d="$dps")
+    if [ -n "$disk_best" ] && [ "$(calc 'print (b > 0)' b="$bpt")" = 1 ]; then
+        limit=$(calc 'printf "%.2f", m * 1e6 / b' m="$disk_best" b="$bpt")
+        ratio=$(calc 'printf "%.0f%%", 100 * d / l' d="$dps" l="$limit")
+    fi
+    [ -n "$ex" ] && mbt=$(calc 'printf "%.1f", b / 1e6' b="$bpt")
+    echo "result: decode $dps tok/s, prefill $pps tok/s, first token ${ttft} s, load $load s," \
+        "peak RSS $rss MiB, cgroup peak $cg_peak MiB, hit rate $hit," \
+        "decode read $mbt MB/token$est at $mbps MB/s${wait:+ (I/O wait $wait ms/token)}," \
+        "disk-bound limit $limit tok/s$est, achieved $ratio of it$est"
+    if [ -z "$dec" ] && [ -n "$ex" ]; then
+        echo "   (no experts-decode line: decode bytes per token estimated as all bytes read /" \
+            "(prompt + generated tokens); prefill shares each expert read among a batch's tokens," \
+            "so this can undercount decode several times over and overstate the limit)"
+    fi
+    local e=${est:+ est.}
+    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt$e | $mbps | $limit$e | $ratio$e |")
+}
+
+for budget in $BUDGETS; do
+    for run in $(seq 1 "$RUNS"); do
+        run_budget "$budget" "$run"
+    done
+done
+
+echo
+echo "== table ($(date -u '+%Y-%m-%d %H:%M UTC'); $MODEL; $THREADS threads; prompt $PROMPT," \
+    "$GEN generated; best direct read ${disk_best:-?} MB/s; $([ "$use_cgroup" = 1 ] &&
+    echo "cgroup cap = budget" || echo "no cgroup"))"
+echo
+echo "| budget | run | decode tok/s | prefill tok/s | first token s | load s | peak RSS MiB |" \
+    "cgroup peak MiB | hit rate | decode MB/token | read MB/s | disk-bound tok/s | achieved/limit |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+for row in "${ROWS[@]}"; do
+    echo "$row"
 done
