@@ -87,6 +87,8 @@ static int cmd_model(struct session *s, const char *args) {
     int rc = llm_models(&s->llm, &ids, err, sizeof(err));
     if (rc < 0 && !*args)
         return fail(rc, err);
+    if (rc == 0 && !s->llm.model && json_array_size(ids) > 0)
+        rc = llm_set_model(&s->llm, json_string_value(json_array_get(ids, 0)));  /* the default */
     if (*args) {
         bool listed = false;
         for (size_t i = 0; i < json_array_size(ids); i++)
