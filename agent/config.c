@@ -92,13 +92,18 @@ static int config_apply_key(struct agent_config *c, const char *key, json_t *v,
         *(double *)((char *)c + num_keys[i].off) = json_number_value(v);
         return 0;
     }
-    if (strcmp(key, "shell_output_bytes") == 0 || strcmp(key, "search_results") == 0) {
+    if (strcmp(key, "shell_output_bytes") == 0) {
         if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 26))
             goto wrong_type;
-        if (key[1] == 'h')
-            c->shell_output_bytes = (size_t)json_integer_value(v);
-        else
-            c->search_results = (int)json_integer_value(v);
+        c->shell_output_bytes = (size_t)json_integer_value(v);
+        return 0;
+    }
+    if (strcmp(key, "search_results") == 0 || strcmp(key, "search_fetch_pages") == 0) {
+        bool results = strcmp(key, "search_results") == 0;
+        if (!json_is_integer(v) || json_integer_value(v) < (results ? 1 : 0) ||
+            json_integer_value(v) > 20)
+            goto wrong_type;
+        *(results ? &c->search_results : &c->search_fetch_pages) = (int)json_integer_value(v);
         return 0;
     }
     if (strcmp(key, "yes") == 0 || strcmp(key, "raw") == 0) {

@@ -27,6 +27,7 @@ struct agent_config {
     double shell_timeout_s;  /* one shell command, seconds */
     size_t shell_output_bytes;  /* bytes of a command's output kept (and shown to the model) */
     int search_results;      /* results kept per search */
+    int search_fetch_pages;  /* top results whose pages are fetched and given as text (0: none) */
     double price_input_per_mtok;   /* USD per million prompt tokens, for /cost */
     double price_output_per_mtok;  /* USD per million completion tokens */
     bool yes;                /* --yes: run generated commands without asking */

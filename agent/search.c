@@ -207,6 +207,55 @@ int search_parse_searxng_json(const char *json, size_t n, size_t max, struct sea
     return rc;
 }
 
+/* ---- a page reduced to text ---- */
+
+static bool skipped_element(const xmlNode *n) {
+    static const char *const skip[] = { "script", "style", "noscript", "head", "template" };
+    for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+        if (strcmp((const char *)n->name, skip[i]) == 0)
+            return true;
+    return false;
+}
+
+static void text_visit(const xmlNode *n, FILE *f) {
+    for (; n; n = n->next) {
+        if (n->type == XML_TEXT_NODE && n->content)
+            fprintf(f, "%s ", (const char *)n->content);
+        else if (n->type == XML_ELEMENT_NODE && !skipped_element(n))
+            text_visit(n->children, f);
+    }
+}
+
+char *search_page_text(const char *html, size_t n, size_t max_bytes) {
+    if (n > (size_t)1 << 30)
+        return NULL;
+    htmlDocPtr doc = htmlReadMemory(html, (int)n, NULL, "UTF-8",
+                                    HTML_PARSE_RECOVER | HTML_PARSE_NOERROR |
+                                        HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+    char *raw = NULL, *text = NULL;
+    size_t raw_bytes = 0;
+    FILE *f = open_memstream(&raw, &raw_bytes);
+    if (!f) {
+        xmlFreeDoc(doc);
+        return NULL;
+    }
+    if (doc)
+        text_visit(xmlDocGetRootElement(doc), f);
+    fclose(f);
+    xmlFreeDoc(doc);
+    if (raw && (text = collapse(raw))) {
+        size_t len = strlen(text);
+        if (len > max_bytes) {
+            len = max_bytes;
+            while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+                len--;    /* do not cut a UTF-8 sequence */
+            text[len] = '\0';
+        }
+    }
+    free(raw);
+    return text;
+}
+
 /* ---- the request ---- */
 
 int search_run(const struct http_client *hc, enum search_backend backend, const char *base_url,

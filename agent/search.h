@@ -55,6 +55,11 @@ int search_run(const struct http_client *hc, enum search_backend backend, const 
  * left, or NULL on no memory. */
 char *search_query_clean(const char *reply);
 
+/* The readable text of an HTML page: text outside script, style, noscript, head and template,
+ * whitespace collapsed, cut to at most max_bytes on a UTF-8 boundary. Returns a malloc'd string
+ * (caller frees; "" for a page with no text) or NULL on no memory or an unparseable page. */
+char *search_page_text(const char *html, size_t n, size_t max_bytes);
+
 void search_results_release(struct search_results *r);
 
 #endif

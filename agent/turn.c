@@ -102,8 +102,28 @@ static void today(char *buf, size_t n) {
     strftime(buf, n, "%Y-%m-%d", localtime_r(&t, &tm));
 }
 
-/* The numbered results as the model sees them, malloc'd, or NULL. */
-static char *search_context(const struct search_results *r, const char *date) {
+#define TURN_PAGE_TEXT_BYTES 3000
+
+/* The text of the page at url (malloc'd), or NULL when it could not be had (said on stderr). */
+static char *fetch_page(const struct http_client *hc, const char *url) {
+    struct http_response r;
+    char err[512] = "", *text = NULL;
+    int rc = http_request(hc, "GET", url, NULL, NULL, NULL, &r, err, sizeof(err));
+    if (rc == 0 && r.status >= 200 && r.status < 300)
+        text = search_page_text(r.body, r.body_bytes, TURN_PAGE_TEXT_BYTES);
+    if (text)
+        fprintf(stderr, "[read %s: %zu bytes of text]\n", url, strlen(text));
+    else
+        fprintf(stderr, "[could not read %s: %s]\n", url,
+                rc < 0 ? err : (r.status ? "HTTP error" : "no text"));
+    http_response_release(&r);
+    return text;
+}
+
+/* The numbered results as the model sees them (with the text of the first
+ * cfg->search_fetch_pages pages), malloc'd, or NULL. */
+static char *search_context(const struct session *s, const struct http_client *hc,
+                            const struct search_results *r, const char *date) {
     char *text = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&text, &n);
@@ -112,8 +132,13 @@ static char *search_context(const struct search_results *r, const char *date) {
     fprintf(f, "Today is %s. Answer the user's last question from the numbered web search "
                "results below. Cite the results you use as [1], [2] ... If they do not answer "
                "it, say so.\n", date);
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
         fprintf(f, "\n[%zu] %s\n%s\n%s\n", i + 1, r->v[i].title, r->v[i].url, r->v[i].snippet);
+        char *page = (int)i < s->cfg->search_fetch_pages ? fetch_page(hc, r->v[i].url) : NULL;
+        if (page && *page)
+            fprintf(f, "Page text: %s\n", page);
+        free(page);
+    }
     fclose(f);
     return text;
 }
@@ -169,7 +194,7 @@ int turn_search(struct session *s, const char *request, const char *query) {
         goto out;
     }
     rc = -ENOMEM;
-    if (!(context = search_context(&res, date)) ||
+    if (!(context = search_context(s, &hc, &res, date)) ||
         !(m = session_request_messages(s, context, request)))
         goto out;
     struct llm_opts o = LLM_OPTS_DEFAULT;

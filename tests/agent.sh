@@ -129,9 +129,17 @@ expect "/search: bypasses the router" '\[search: libuv news\]'
 logq "/search: no routing request, no rewrite" 'len(routed) == 0 and len(chats) == 1'
 
 SNIPER_SEARCH_BACKEND=searxng SNIPER_SEARCH_URL=$URL run_agent <<<"/search searx test"
-expect "searxng: sources from the JSON API" '^\[1\] SearX result for searx test - https://searx\.example\.net/a$'
+expect "searxng: sources from the JSON API" '^\[1\] SearX result for searx test - http://127\.0\.0\.1:1/a$'
 logq "searxng: format=json requested" \
     'any(e["path"] == "/search" and e["query"]["format"] == ["json"] for e in L)'
+
+write_config ', "search_fetch_pages": 2'
+SNIPER_SEARCH_BACKEND=searxng SNIPER_SEARCH_URL=$URL run_agent <<<"/search pages"
+expect "search pages: an unreachable page is reported" 'could not read http://127\.0\.0\.1:1/a: cannot reach'
+expect "search pages: the page read" 'read http://127\.0\.0\.1:[0-9]+/page/1: [0-9]+ bytes of text'
+logq "search pages: its text, without script or style, given to the model" \
+    'any("Page text: Page heading The page body text." in m["content"] and "secret" not in m["content"] and "color" not in m["content"] for b in streamed for m in b["messages"])'
+write_config ""
 
 run_agent <<<"list the files"
 expect "shell: routed" '\[route: shell\]'

@@ -126,6 +126,21 @@ static void test_searxng(void) {
     CHECK_EQ_INT(search_backend_parse("bing", &b), -EINVAL);
 }
 
+static void test_page_text(void) {
+    const char page[] = "<html><head><title>x</title><script>bad()</script></head><body>"
+                        "<p>Hello,\n  <b>world</b>.</p><style>p{}</style><noscript>no</noscript>"
+                        "<div>caf\xc3\xa9</div></body></html>";
+    char *t = search_page_text(page, strlen(page), 1000);
+    CHECK_STR(t, "Hello, world . caf\xc3\xa9");
+    free(t);
+    t = search_page_text(page, strlen(page), 19);   /* would cut the two-byte e-acute */
+    CHECK_STR(t, "Hello, world . caf");
+    free(t);
+    t = search_page_text("", 0, 100);
+    CHECK(t == NULL || strcmp(t, "") == 0);
+    free(t);
+}
+
 static void test_context_names(void) {
     CHECK(commands_context_name_ok("proj-1.v2_x"));
     CHECK(!commands_context_name_ok(""));
@@ -247,6 +262,7 @@ static const struct test_case cases[] = {
     { "query_clean", test_query_clean },
     { "ddg", test_ddg },
     { "searxng", test_searxng },
+    { "page_text", test_page_text },
     { "context_names", test_context_names },
     { "config", test_config },
     { "conversation_file", test_conversation_file },

@@ -9,7 +9,8 @@ It listens on 127.0.0.1 on a free port (written to the port file once listening)
   GET  /v1/stats              {"fake": true, "requests": N}
   /v1/context/...             save/load/list/delete/upload/download kept in memory (issue 5 shapes)
   GET  /html/?q=...           a page shaped like DuckDuckGo's HTML results
-  GET  /search?q=...&format=json   a SearXNG-style JSON answer
+  GET  /search?q=...&format=json   a SearXNG-style JSON answer (its second result: /page/1)
+  GET  /page/1                a small HTML page with a script and a style to be left out
 Every request is appended to the log as one JSON line {method, path, query, body, auth}.
 
 Rules: {"rules": [{"system": str, "user": str, "any": str, "stream": bool,
@@ -111,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.ddg(query.get("q", [""])[0])
         if route == ("GET", "/search"):
             return self.searxng(query.get("q", [""])[0])
+        if route == ("GET", "/page/1"):
+            return self.page()
         return self.error(404, "no route " + url.path)
 
     def do_GET(self):
@@ -228,10 +231,21 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def searxng(self, q):
+        here = "http://127.0.0.1:%d/page/1" % self.server.server_address[1]
         self.send_json(200, {"query": q, "results": [
-            {"title": "SearX result for " + q, "url": "https://searx.example.net/a",
+            {"title": "SearX result for " + q, "url": "http://127.0.0.1:1/a",
              "content": "The first result."},
-            {"title": "Second", "url": "https://searx.example.net/b", "content": "Another."}]})
+            {"title": "Second", "url": here, "content": "Another."}]})
+
+    def page(self):
+        data = (b"<html><head><title>T</title><style>body{color:red}</style></head><body>"
+                b"<script>var secret = 1;</script><h1>Page   heading</h1><p>The page body "
+                b"text.</p></body></html>")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 def main():
