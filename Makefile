@@ -57,7 +57,8 @@ $(BUILD)/obj/tests/test_agent_%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 $(BUILD)/sniper: $(BUILD)/obj/agent/main.o $(AGENT_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
-$(BUILD)/tests/test_agent_%: $(BUILD)/obj/tests/test_agent_%.o $(BUILD)/obj/tests/harness.o $(AGENT_OBJ)
+$(BUILD)/tests/test_agent_%: $(BUILD)/obj/tests/test_agent_%.o $(BUILD)/obj/tests/harness.o \
+                             $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 

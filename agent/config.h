@@ -4,7 +4,8 @@
  *
  *     struct agent_config c;
  *     config_init(&c);
- *     if (config_load_file(&c, NULL, err, sizeof(err)) < 0 || config_apply_env(&c, err, ...) < 0) ...
+ *     if (config_load_file(&c, NULL, err, sizeof(err)) < 0 ||
+ *         config_apply_env(&c, err, sizeof(err)) < 0) ...
  *     config_release(&c);
  */
 #ifndef SNIPER_AGENT_CONFIG_H

@@ -259,7 +259,19 @@ expect "/load: read" 'loaded 2 messages'
 logq "/load: the conversation resumes" 'any(m["content"] == "remember this" for m in streamed[-1]["messages"])'
 run_agent <<<"/load $TMP/nosuch.json"
 expect "/load: a missing file is a clear error" 'cannot read'
-run_agent <<<$'context question\n/context save ctx-1\n/clear\n/context list\n/context load ctx-1\nfollow up\n/context upload ctx-1\n/context download ctx-1\n/context delete ctx-1\n/context load ctx-1\n/context save ../evil'
+run_agent <<'IN'
+context question
+/context save ctx-1
+/clear
+/context list
+/context load ctx-1
+follow up
+/context upload ctx-1
+/context download ctx-1
+/context delete ctx-1
+/context load ctx-1
+/context save ../evil
+IN
 expect "/context save: tokens and bytes" '^save ctx-1: .*tokens=[0-9]+'
 logq "/context save: the conversation sent" 'any(e["path"] == "/v1/context/save" and e["body"]["messages"][-1]["content"] == "Hello from the fake model." for e in L)'
 expect "/context list" 'name=ctx-1'

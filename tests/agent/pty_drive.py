@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Drives `sniper ARGS...` in a pseudo-terminal for tests/agent.sh: libedit's prompt, Ctrl-C during a
-streamed answer (cancelled, the session goes on), Ctrl-C at the prompt, a y answer, history recall
+"""Drives `sniper ARGS...` in a pseudo-terminal for tests/agent.sh: libedit's prompt, Ctrl-C during
+a streamed answer (cancelled, the session goes on), Ctrl-C at the prompt, a y answer, history recall
 with the up arrow, Ctrl-D to leave. Prints "ok NAME" or "not ok NAME" per step; the request texts
 match the rules tests/agent.sh gives the fake server."""
 import os
