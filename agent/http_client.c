@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define HTTP_MAX_BODY_BYTES ((size_t)64 << 20)
 
@@ -20,7 +21,16 @@ struct transfer {
     volatile sig_atomic_t *cancel;
     bool chunk_stopped;   /* on_chunk asked to stop */
     bool too_big;
+    double idle_limit_s;  /* streamed: the longest silence; 0: none */
+    double last_data_s;   /* monotonic time of the last bytes (or the start) */
+    bool idle_timed_out;
 };
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 int http_global_init(void) {
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
@@ -57,6 +67,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userp) {
     struct transfer *t = userp;
     size_t n = size * nmemb;
     long status = 0;
+    t->last_data_s = now_s();
     curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
     if (t->on_chunk && status >= 200 && status < 300) {
         if (t->on_chunk(t->ctx, data, n) != 0) {
@@ -72,12 +83,21 @@ static int on_progress(void *userp, curl_off_t dlt, curl_off_t dln, curl_off_t u
                        curl_off_t uln) {
     (void)dlt, (void)dln, (void)ult, (void)uln;
     struct transfer *t = userp;
+    if (t->idle_limit_s > 0 && now_s() - t->last_data_s > t->idle_limit_s) {
+        t->idle_timed_out = true;
+        return 1;
+    }
     return t->cancel && *t->cancel ? 1 : 0;
 }
 
 /* Maps a failed transfer to an errno-style code and a message naming the url. */
 static int transfer_error(struct transfer *t, CURLcode cc, const char *url, const char *detail,
                           char *err, size_t err_len) {
+    if (t->idle_timed_out) {
+        err_set(err, err_len, "request to %s timed out: nothing received for %.1f s", url,
+                t->idle_limit_s);
+        return -ETIMEDOUT;
+    }
     if (cc == CURLE_ABORTED_BY_CALLBACK || t->chunk_stopped) {
         err_set(err, err_len, "cancelled");
         return -ECANCELED;
@@ -141,8 +161,12 @@ int http_request(const struct http_client *hc, const char *method, const char *u
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
-    if (hc->timeout_s > 0)
+    /* a stream may rightly last longer than any total limit: limit its silence instead */
+    if (hc->timeout_s > 0 && on_chunk)
+        t.idle_limit_s = hc->timeout_s;
+    else if (hc->timeout_s > 0)
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(hc->timeout_s * 1000));
+    t.last_data_s = now_s();
     if (hc->connect_timeout_s > 0)
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(hc->connect_timeout_s * 1000));
     if (body) {

@@ -15,7 +15,8 @@
 
 struct http_client {
     const char *api_key;             /* borrowed; NULL: no Authorization header */
-    double timeout_s;                /* whole request; 0: none */
+    double timeout_s;                /* whole request; when streamed, the longest silence
+                                        (checked about once a second); 0: none */
     double connect_timeout_s;        /* 0: libcurl's default */
     volatile sig_atomic_t *cancel;   /* borrowed; non-zero aborts the transfer; may be NULL */
 };

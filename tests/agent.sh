@@ -51,6 +51,7 @@ cat >"$TMP/rules.json" <<JSON
  {"user": "break the stream", "stream": true, "mode": "malformed", "reply": "one two three four"},
  {"user": "cut the stream", "stream": true, "mode": "nodone", "reply": "one two three"},
  {"user": "slow please", "delay": 3, "reply": "too late"},
+ {"user": "steady stream", "stream": true, "chunk_delay": 0.3, "reply": "s1 s2 s3 s4 s5 s6 FIN"},
  {"user": "server error", "status": 500, "reply": "engine exploded"},
  {"user": "long story", "stream": true, "chunk_delay": 0.1,
   "reply": "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 w24 w25 w26 w27 w28 w29 w30 w31 w32 w33 w34 w35 w36 w37 w38 w39 w40 END"}
@@ -223,6 +224,10 @@ expect "--api-key: sent as a bearer token" 'fake-b'
 SNIPER_TIMEOUT=0.5 run_agent --raw <<<$'slow please\nhello'
 expect "http timeout: clear error" 'timed out'
 expect "http timeout: the next request works" 'Hello from the fake model'
+SNIPER_TIMEOUT=0.5 run_agent <<<"slow please"
+expect "http timeout: a whole (routing) request is limited too" 'timed out after|timed out:'
+SNIPER_TIMEOUT=1 run_agent --raw <<<"steady stream"
+expect "http timeout: a stream longer than the limit but never silent completes" 's6 FIN'
 run_agent --raw <<<$'break the stream\nhello'
 expect "malformed stream: clear error" 'malformed stream from the server: event [0-9]+ is not JSON'
 expect "malformed stream: the next request works" 'Hello from the fake model'
