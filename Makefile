@@ -45,8 +45,22 @@ $(BUILD)/libsniper.a: $(LIB_OBJ)
 $(BUILD)/sniperd: $(BUILD)/obj/server/main.o $(BUILD)/libsniper.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/sniper: $(BUILD)/obj/agent/main.o $(BUILD)/libsniper.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+# The agent: agent/*.c and common/err.c only, linked with its own libraries (not libsniper.a).
+AGENT_PKGS   := libcurl libuv libxml-2.0 libedit jansson
+AGENT_CFLAGS := $(shell pkg-config --cflags $(AGENT_PKGS) 2>/dev/null)
+AGENT_LIBS   := $(shell pkg-config --libs $(AGENT_PKGS) 2>/dev/null)
+AGENT_OBJ    := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out agent/main.c,$(wildcard agent/*.c))) \
+                $(BUILD)/obj/common/err.o
+$(BUILD)/obj/agent/%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
+$(BUILD)/obj/tests/test_agent_%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
+
+$(BUILD)/sniper: $(BUILD)/obj/agent/main.o $(AGENT_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS)
+
+$(BUILD)/tests/test_agent_%: $(BUILD)/obj/tests/test_agent_%.o $(BUILD)/obj/tests/harness.o \
+                             $(AGENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(AGENT_LIBS)
 
 $(BUILD)/sniper-mkmodel: $(BUILD)/obj/tools/mkmodel.o $(BUILD)/libsniper.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

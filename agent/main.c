@@ -1,15 +1,144 @@
-/* agent/main.c - `sniper`, the agent CLI. Not built yet: its issue (the agent that routes requests
- * to search, shell or chat over sniperd's HTTP API) comes after the daemon. Until then it says so. */
+/* main.c - `sniper`, the agent CLI: settings from defaults, the config file, the environment and
+ * the command line (in that order of precedence, last wins), then one request (one-shot) or the
+ * REPL. The only file of the agent that exits; Ctrl-C only raises the cancel flag. */
+#include "config.h"
+#include "http_client.h"
+#include "input.h"
+#include "repl.h"
+#include "session.h"
+
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-int main(int argc, char **argv) {
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: sniper [--server URL] [\"request\"]\n");
-        printf("the agent is not built yet; use sniperd's one-shot mode: sniperd -m MODEL -p TEXT\n");
-        return 0;
+static volatile sig_atomic_t cancel_flag;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    cancel_flag = 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: sniper [--server URL] [--api-key KEY] [--model NAME] [--yes] [--raw]\n"
+            "              [--config FILE] [\"one-shot request\"]\n"
+            "  --server URL    the OpenAI-compatible server (sniperd), default "
+            "http://127.0.0.1:8080\n"
+            "  --api-key KEY   sent as Authorization: Bearer KEY\n"
+            "  --model NAME    the model to ask (default: the first the server lists)\n"
+            "  --yes           run generated shell commands without asking\n"
+            "  --raw           no routing: every request is plain chat\n"
+            "  --config FILE   settings file (default ~/.config/sniper/agent.json)\n"
+            "Environment: SNIPER_SERVER SNIPER_API_KEY SNIPER_MODEL SNIPER_SEARCH_BACKEND\n"
+            "SNIPER_SEARCH_URL SNIPER_TIMEOUT SNIPER_CONFIG. Without a request: an interactive\n"
+            "session (/help lists its commands); piped input is read a line at a time.\n");
+}
+
+/* argv[optind..] joined with spaces into a malloc'd string, or NULL when there is none. */
+static char *join_args(int argc, char **argv, int first) {
+    size_t n = 0;
+    for (int i = first; i < argc; i++)
+        n += strlen(argv[i]) + 1;
+    if (n == 0)
+        return NULL;
+    char *s = calloc(n, 1);
+    for (int i = first; s && i < argc; i++) {
+        strcat(s, argv[i]);
+        if (i + 1 < argc)
+            strcat(s, " ");
     }
-    fprintf(stderr, "sniper: the agent is not built yet (see the project's issues); "
-                    "use `sniperd -m MODEL -p TEXT` for now\n");
-    return 2;
+    return s;
+}
+
+/* Parses the command line into c (after the file and environment). Returns 0, 1 for --help, or
+ * -1 on a usage error. */
+static int parse_args(int argc, char **argv, struct agent_config *c, const char **config_path) {
+    static const struct option opts[] = {
+        { "server", required_argument, NULL, 's' }, { "api-key", required_argument, NULL, 'k' },
+        { "model", required_argument, NULL, 'm' },  { "yes", no_argument, NULL, 'y' },
+        { "raw", no_argument, NULL, 'r' },          { "config", required_argument, NULL, 'c' },
+        { "help", no_argument, NULL, 'h' },         { NULL, 0, NULL, 0 },
+    };
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "+s:k:m:yc:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': config_set_str(&c->server, optarg); break;
+        case 'k': config_set_str(&c->api_key, optarg); break;
+        case 'm': config_set_str(&c->model, optarg); break;
+        case 'y': c->yes = true; break;
+        case 'r': c->raw = true; break;
+        case 'c': *config_path = optarg; break;
+        case 'h': return 1;
+        default: return -1;
+        }
+    }
+    return 0;
+}
+
+/* --config must be known before the file is read, and the file before the other flags apply. */
+static const char *find_config_flag(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc)
+            return argv[i + 1];
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            return argv[i] + 9;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    struct agent_config cfg;
+    struct input in;
+    struct session s;
+    char err[512] = "";
+    const char *config_path = find_config_flag(argc, argv);
+    int status = 2;
+    memset(&in, 0, sizeof(in));
+    memset(&s, 0, sizeof(s));
+    if (config_init(&cfg) < 0) {
+        fprintf(stderr, "sniper: out of memory\n");
+        return 1;
+    }
+    if (config_load_file(&cfg, config_path, err, sizeof(err)) < 0 ||
+        config_apply_env(&cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sniper: %s\n", err);
+        goto out;
+    }
+    int pa = parse_args(argc, argv, &cfg, &config_path);
+    if (pa != 0) {
+        usage(pa > 0 ? stdout : stderr);
+        status = pa > 0 ? 0 : 2;
+        goto out;
+    }
+    config_normalize_server(&cfg);
+    struct sigaction sa = { .sa_handler = on_sigint };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    status = 1;
+    if (http_global_init() < 0) {
+        fprintf(stderr, "sniper: cannot initialise libcurl\n");
+        goto out;
+    }
+    char *request = join_args(argc, argv, optind);
+    if (input_init(&in, request ? NULL : cfg.history_path, &cancel_flag) < 0 ||
+        session_init(&s, &cfg, &in, &cancel_flag) < 0) {
+        fprintf(stderr, "sniper: out of memory\n");
+        free(request);
+        goto out_http;
+    }
+    status = (request ? repl_line(&s, request) : repl_run(&s)) < 0 ? 1 : 0;
+    free(request);
+out_http:
+    session_release(&s);
+    input_release(&in);
+    http_global_cleanup();
+out:
+    config_release(&cfg);
+    return status;
 }
