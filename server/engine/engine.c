@@ -58,6 +58,8 @@ struct engine {
     int32_t *guess_n;   /* [n_expert] prefetch votes, then the experts still to compute */
     int32_t *guess_ids; /* [n_expert] prefetch guesses, then the experts ready to compute */
     struct expert_cache *experts;   /* borrowed; NULL: experts resident in the model image */
+    engine_route_fn route_fn;       /* optional observer of each layer's routed experts */
+    void *route_ctx;
     float *rope_cs;  /* [B][n_rot] */
     float *scores;   /* [n_threads][n_ctx] attention scores per thread */
     fp16_t *q16;     /* [n_threads][head_dim] query as fp16 (f16 KV) */
@@ -582,6 +584,8 @@ static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
     for (int32_t x = 0; x < hp->n_expert; x++)
         if (e->exp_n[x])
             e->fetch_ids[n++] = x;
+    if (e->route_fn)
+        e->route_fn(e->route_ctx, il, e->fetch_ids, n);
     if (e->experts) {
         int rc = expert_cache_begin(e->experts, il, e->fetch_ids, n);
         if (rc < 0)
@@ -728,4 +732,9 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logit
 
 void engine_set_experts(struct engine *e, struct expert_cache *c) {
     e->experts = c;
+}
+
+void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx) {
+    e->route_fn = fn;
+    e->route_ctx = ctx;
 }

@@ -60,6 +60,11 @@ struct expert_cache;
  * RAM. */
 void engine_set_experts(struct engine *e, struct expert_cache *c);
 
+/* fn(ctx, il, ids, n) is told, for each step and moe layer, the experts the batch routed to
+ * (ascending ids), before they are fetched: what cache policies are simulated on. NULL: nobody. */
+typedef void (*engine_route_fn)(void *ctx, int il, const int32_t *ids, int32_t n);
+void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
+
 /* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */
 void engine_truncate(struct engine *e, int32_t n);
 
