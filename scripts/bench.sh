@@ -249,7 +249,7 @@ run_budget() {
             hit="$hit (whole run)"
         fi
     fi
-    ttft=$(calc 'printf "%.3f", t + (d > 0 ? 1 / d : 0)' t="$tp" d="$dps")
+    ttft=$(calc 'printf "%.3f", t' t="$tp") # the first token is sampled from the prefill's logits
     if [ -n "$disk_best" ] && [ "$(calc 'print (b > 0)' b="$bpt")" = 1 ]; then
         limit=$(calc 'printf "%.2f", m * 1e6 / b' m="$disk_best" b="$bpt")
         ratio=$(calc 'printf "%.0f%%", 100 * d / l' d="$dps" l="$limit")

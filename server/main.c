@@ -49,10 +49,14 @@ static void usage(FILE *f) {
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
             "                            disk and are read into a cache of what is left (a dense\n"
             "                            model's FFN matrices likewise)\n"
-            "      --prefetch            with --ram-budget: read the next layer's guessed experts\n"
-            "                            ahead (off by default: see docs/benchmarks.md)\n"
+            "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
+            "                            ahead: prefill (default) | always | off\n"
             "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
             "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
+            "  Lossy speed-ups (off by default; their quality cost: docs/benchmarks.md):\n"
+            "      --moe-top-k K         K experts per token instead of the model's\n"
+            "      --cache-bias R        with --ram-budget: a chosen expert not in the cache gives\n"
+            "                            way to a cached one with at least R times its probability\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k N             (default 40; 0: off)\n"
             "      --top-p P             (default 0.95; 1: off)\n"
@@ -128,10 +132,6 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->tokenize = true;
             continue;
         }
-        if (!strcmp(a, "--prefetch")) {
-            o->ep.prefetch_experts = true;
-            continue;
-        }
         if (i + 1 >= argc) {
             fprintf(stderr, "sniperd: unknown option or missing value: \"%s\"\n", a);
             return -EINVAL;
@@ -196,6 +196,17 @@ static int parse_args(int argc, char **argv, struct options *o) {
             o->bench_prompt = (int32_t)n;
         } else if (!strcmp(a, "--ram-budget")) {
             rc = parse_bytes(a, v, &o->ram_budget);
+        } else if (!strcmp(a, "--prefetch")) {
+            if (!strcmp(v, "prefill")) {
+                o->ep.prefetch = ENGINE_PREFETCH_PREFILL;
+            } else if (!strcmp(v, "always")) {
+                o->ep.prefetch = ENGINE_PREFETCH_ALWAYS;
+            } else if (!strcmp(v, "off")) {
+                o->ep.prefetch = ENGINE_PREFETCH_OFF;
+            } else {
+                fprintf(stderr, "sniperd: --prefetch wants prefill, always or off, got \"%s\"\n", v);
+                rc = -EINVAL;
+            }
         } else if (!strcmp(a, "--io")) {
             if (!strcmp(v, "io_uring")) {
                 o->cache.io = EXPERT_IO_URING;
@@ -203,6 +214,15 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 o->cache.io = EXPERT_IO_THREADS;
             } else {
                 fprintf(stderr, "sniperd: --io wants io_uring or threads, got \"%s\"\n", v);
+                rc = -EINVAL;
+            }
+        } else if (!strcmp(a, "--moe-top-k")) {
+            rc = parse_int(a, v, 1, 1024, &n);
+            o->ep.moe_top_k = (int32_t)n;
+        } else if (!strcmp(a, "--cache-bias")) {
+            rc = parse_float(a, v, &o->ep.cache_bias);
+            if (rc == 0 && !(o->ep.cache_bias > 0.0f && o->ep.cache_bias <= 1.0f)) {
+                fprintf(stderr, "sniperd: --cache-bias wants a ratio in (0, 1], got \"%s\"\n", v);
                 rc = -EINVAL;
             }
         } else if (!strcmp(a, "--io-depth")) {

@@ -80,6 +80,21 @@ if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "$
 else
     bad "ram-budget run" "$(cat "$TMP/budget.err")"
 fi
+# the same through the pread threads with prefetch in every step, and a dense model streaming its
+# FFN (one layer's worth of RAM for it)
+if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "${budget}M"     --io threads --prefetch always --dump-tokens "$TMP/threads.json" >/dev/null 2>"$TMP/threads.err"     && cmp -s "$TMP/ram.json" "$TMP/threads.json" && grep -q "threads reads" "$TMP/threads.err"; then
+    ok "ram-budget: threads + prefetch, same tokens"
+else
+    bad "ram-budget: threads + prefetch, same tokens" "$(cat "$TMP/threads.err")"
+fi
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/dense.gguf" --preset tiny-dense --types q4_k_m --seed 3
+"$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/dram.json"     >/dev/null 2>&1
+dmin=$("$SNIPERD" -m "$TMP/dense.gguf" -p hi --ram-budget 4M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
+if [ -n "$dmin" ] && "$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --temp 0     --ram-budget "$((dmin + 1))M" --dump-tokens "$TMP/dbudget.json" >/dev/null 2>"$TMP/dbudget.err"     && cmp -s "$TMP/dram.json" "$TMP/dbudget.json"     && grep -qE '^experts: hits=[0-9]+ misses=[1-9]' "$TMP/dbudget.err"; then
+    ok "ram-budget: dense model streams its FFN, same tokens"
+else
+    bad "ram-budget: dense model streams its FFN, same tokens" "min=$dmin $(cat "$TMP/dbudget.err" 2>/dev/null)"
+fi
 expect_fail() {
     local name=$1 pattern=$2; shift 2
     out=$("$@" 2>&1); rc=$?
@@ -88,6 +103,9 @@ expect_fail() {
 }
 expect_fail "ram-budget too small" "the minimum is" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget 8M
 expect_fail "ram-budget not a size" "wants a size" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget lots
+expect_fail "prefetch bad value" "wants prefill, always or off" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --prefetch soon
+expect_fail "moe-top-k too many" "experts per token" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --moe-top-k 9
+expect_fail "cache-bias out of range" "ratio in (0, 1]" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --cache-bias 2
 
 # errors: clear message, non-zero exit, no crash
 expect_fail "no model" "no model" "$SNIPERD" -p hi

@@ -40,7 +40,7 @@ static int run_with(struct model *m, struct expert_cache *c, bool prefetch, floa
     ep.n_ctx = 128;
     ep.n_batch = 16;
     ep.n_threads = 2;
-    ep.prefetch_experts = prefetch;
+    ep.prefetch = prefetch ? ENGINE_PREFETCH_ALWAYS : ENGINE_PREFETCH_OFF;
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     if (!e)
         return -ENOMEM;
@@ -264,6 +264,52 @@ out:
     pair_close(&p);
 }
 
+/* The lossy flags are off by default (the exact tests above run with the defaults); on, they run,
+ * change the logits, and out-of-range values are refused. */
+static void test_lossy_flags(void) {
+    struct pair p;
+    if (!pair_open(&p))
+        goto out;
+    char err[256] = "";
+    struct engine_params ep = engine_params_default();
+    CHECK(ep.moe_top_k == 0 && ep.cache_bias == 0.0f);
+    ep.moe_top_k = p.disk->hp.n_expert_used + 1;
+    struct engine *e = engine_new(p.disk, &ep, err, sizeof(err));
+    CHECK(e == NULL && strstr(err, "experts per token") != NULL);
+    engine_free(e);
+    for (int which = 0; which < 2; which++) {
+        ep = engine_params_default();
+        ep.n_ctx = 128;
+        ep.n_batch = 16;
+        ep.n_threads = 2;
+        if (which == 0)
+            ep.moe_top_k = p.disk->hp.n_expert_used - 1;
+        else
+            ep.cache_bias = 0.3f;
+        e = engine_new(p.disk, &ep, err, sizeof(err));
+        CHECK_MSG(e != NULL, "%s", err);
+        struct expert_cache *c = cache_new(p.disk, expert_cache_slot_bytes(p.disk) * 24,
+                                           EXPERT_IO_URING);
+        if (e && c) {
+            engine_set_experts(e, c);
+            int32_t ids[N_PROMPT];
+            for (int i = 0; i < N_PROMPT; i++)
+                ids[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)p.disk->hp.n_vocab);
+            const size_t V = (size_t)p.disk->hp.n_vocab;
+            bool differs = false;
+            for (int i = 0; i < N_PROMPT; i++) { /* one at a time: the cache fills as it goes */
+                CHECK_EQ_INT(engine_eval(e, &ids[i], 1, p.got, false), 0);
+                differs |= memcmp(p.got, p.want + (size_t)i * V, V * sizeof(float)) != 0;
+            }
+            CHECK_MSG(differs, "%s changed nothing", which ? "cache_bias" : "moe_top_k");
+        }
+        expert_cache_free(c);
+        engine_free(e);
+    }
+out:
+    pair_close(&p);
+}
+
 static void test_too_small(void) {
     const char *path = moe_model();
     if (!path)
@@ -287,6 +333,7 @@ static const struct test_case cases[] = {
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
     {"read_fault", test_read_fault},
     {"file_shrinks", test_file_shrinks},
+    {"lossy_flags", test_lossy_flags},
     {"too_small", test_too_small},
     {0},
 };

@@ -73,7 +73,7 @@ struct engine {
 
 struct engine_params engine_params_default(void) {
     return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 512,
-                                  .kv_type = QTYPE_F16, .prefetch_experts = false};
+                                  .kv_type = QTYPE_F16, .prefetch = ENGINE_PREFETCH_PREFILL};
 }
 
 /* ---- creation -------------------------------------------------------------------------------- */
@@ -208,6 +208,12 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
         e->p.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     if (e->p.n_batch <= 0)
         e->p.n_batch = 512;
+    if (e->p.moe_top_k < 0 || (hp->n_expert > 0 && e->p.moe_top_k > hp->n_expert_used) ||
+        !(e->p.cache_bias >= 0.0f && e->p.cache_bias <= 1.0f)) {
+        err_set(err, err_len, "engine: experts per token %d (1..%d) or cache bias %g (0..1) out of "
+                "range", e->p.moe_top_k, hp->n_expert_used, (double)e->p.cache_bias);
+        goto err;
+    }
     if (e->p.n_ctx > (1 << 24) || e->p.n_batch > 4096) {
         err_set(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
                 e->p.n_batch);
@@ -223,7 +229,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     e->p.n_threads = threadpool_n_threads(e->tp);
     e->q_dim = hp->n_head * hp->head_dim;
     e->kv_dim = hp->n_head_kv * hp->head_dim;
-    e->k_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
+    e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
     e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
     int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8;
     if (matmul_init(&e->mm, e->tp, max_jobs) < 0 || engine_alloc_all(e) < 0) {
@@ -479,8 +485,30 @@ static void engine_top_k(const float *p, int32_t n, int32_t k, int32_t *sel) {
     }
 }
 
+/* --cache-bias: each selected expert of layer il that is not resident gives its place to the most
+ * probable resident expert outside the selection with at least cache_bias times its probability.
+ * Lossy (the model computes with other experts than it chose); off by default. */
+static void engine_bias_to_cache(const struct engine *e, int il, const float *p, int32_t *sel) {
+    const int32_t ne = e->m->hp.n_expert, k = e->k_used;
+    for (int32_t i = 0; i < k; i++) {
+        if (expert_cache_resident(e->experts, il, sel[i]))
+            continue;
+        int32_t best = -1;
+        for (int32_t x = 0; x < ne; x++) {
+            bool taken = false;
+            for (int32_t j = 0; j < k; j++)
+                taken |= sel[j] == x;
+            if (!taken && p[x] >= e->p.cache_bias * p[sel[i]] &&
+                (best < 0 || p[x] > p[best]) && expert_cache_resident(e->experts, il, x))
+                best = x;
+        }
+        if (best >= 0)
+            sel[i] = best;
+    }
+}
+
 /* Routes each token: softmax over the router's logits, top-k, weights renormalised to sum 1. */
-static void engine_route(struct engine *e, int32_t n_tok) {
+static void engine_route(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const int32_t ne = hp->n_expert, k = e->k_used;
     memset(e->exp_n, 0, (size_t)ne * sizeof(int32_t));
@@ -490,6 +518,8 @@ static void engine_route(struct engine *e, int32_t n_tok) {
         float *w = e->sel_w + (size_t)t * k;
         ops_softmax(p, ne);
         engine_top_k(p, ne, k, sel);
+        if (e->p.cache_bias > 0.0f && e->experts)
+            engine_bias_to_cache(e, il, p, sel);
         double sum = 0.0;
         for (int32_t i = 0; i < k; i++)
             sum += (double)(w[i] = p[sel[i]]);
@@ -579,7 +609,7 @@ static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
     const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
     engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
-    engine_route(e, n_tok);
+    engine_route(e, il, n_tok);
     int32_t n = 0;
     for (int32_t x = 0; x < hp->n_expert; x++)
         if (e->exp_n[x])
@@ -590,7 +620,8 @@ static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
         int rc = expert_cache_begin(e->experts, il, e->fetch_ids, n);
         if (rc < 0)
             return rc;
-        if (e->p.prefetch_experts)
+        if (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
+            (e->p.prefetch == ENGINE_PREFETCH_PREFILL && n_tok > 1))
             engine_prefetch(e, il + 1, n_tok);
     }
     size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);

@@ -18,17 +18,29 @@
 
 #include "model.h"
 
+/* Next-layer lookahead for moe models under a RAM budget. Measured on the generated 30B model
+ * (docs/benchmarks.md): in prefill steps the guesses for a batch are 84% right and prefill gains
+ * 15%; in decode half are wrong and the extra reads cost more than the overlap wins. A dense
+ * model's next FFN, a sure guess, is always read ahead. */
+enum engine_prefetch {
+    ENGINE_PREFETCH_PREFILL, /* steps of more than one token (the default) */
+    ENGINE_PREFETCH_OFF,
+    ENGINE_PREFETCH_ALWAYS,
+};
+
 struct engine_params {
     int n_threads;      /* <= 0: the online CPUs */
     int32_t n_ctx;      /* KV cache positions; <= 0: min(model's context, 4096) */
     int32_t n_batch;    /* tokens per forward step in prefill (default 512: more tokens share each
                          * routed expert, and under a RAM budget an expert is read once a step) */
     enum qtype kv_type; /* QTYPE_F32 or QTYPE_F16 (default) */
-    bool prefetch_experts; /* with an expert cache: read the next layer's guessed experts ahead
-                            * (moe; the outputs are the same either way). Default off: on the
-                            * generated 30B model half the guesses are wrong and the extra reads
-                            * cost more than the overlap gains (docs/benchmarks.md). A dense
-                            * model's next FFN, a sure guess, is always read ahead. */
+    enum engine_prefetch prefetch; /* with an expert cache (moe): when to read the next layer's
+                                    * guessed experts ahead; the outputs are the same either way */
+    /* Lossy speed-ups, off by default (quality cost in docs/benchmarks.md): */
+    int32_t moe_top_k;  /* experts per token, 1 .. the model's; 0: the model's (exact) */
+    float cache_bias;   /* with an expert cache, 0 < R <= 1: a selected expert that is not
+                         * resident gives its place to the most probable resident one outside the
+                         * selection whose probability is at least R times its own; 0: off */
 };
 
 struct engine_params engine_params_default(void);

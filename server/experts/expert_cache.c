@@ -140,6 +140,9 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
         goto oom;
     }
     madvise(c->mem, c->mem_bytes, MADV_HUGEPAGE);
+    /* touched now, like the KV cache: the budget is held from the start, and the first requests
+     * do not pay for page faults (in a VM, often the host's too) in the middle of their reads */
+    memset(c->mem, 0, c->mem_bytes);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
     c->slots = calloc(n_slots + 1, sizeof(*c->slots));
@@ -385,6 +388,11 @@ int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, in
     }
     c->stats.prefetch_issued += (uint64_t)started;
     return started;
+}
+
+bool expert_cache_resident(const struct expert_cache *c, int il, int32_t e) {
+    return il >= 0 && il < c->n_layer && e >= 0 && e < c->n_expert &&
+           c->where[il * c->n_expert + e] >= 0;
 }
 
 void expert_cache_get_stats(const struct expert_cache *c, struct expert_cache_stats *out) {

@@ -78,6 +78,9 @@ int expert_cache_fetch(struct expert_cache *c, int il, const int32_t *ids, int n
  * way, into slots not pinned by the current lookup. Returns how many reads it started. */
 int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n);
 
+/* True when expert e of layer il is in the cache or on its way (a lookup would not read it). */
+bool expert_cache_resident(const struct expert_cache *c, int il, int32_t e);
+
 void expert_cache_get_stats(const struct expert_cache *c, struct expert_cache_stats *out);
 
 /* Lookups of layer il that hit and missed. */
