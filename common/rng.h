@@ -43,4 +43,14 @@ static inline double rng_uniform(struct rng *r) {
     return (double)(rng_next(r) >> 11) * 0x1.0p-53;
 }
 
+/* The benchmark prompt (sniperd --bench-prompt, bench-policy, bench-lossy): n ids spread over the
+ * vocabulary by a fixed LCG, the same on every machine. */
+static inline void rng_bench_ids(int32_t *ids, int32_t n, int32_t n_vocab) {
+    uint32_t x = 12345;
+    for (int32_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((x >> 8) % (uint32_t)n_vocab);
+    }
+}
+
 #endif

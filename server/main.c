@@ -14,8 +14,10 @@
 #include "expert_cache.h"
 #include "gguf.h"
 #include "model.h"
+#include "rng.h"
 #include "sampler.h"
 #include "tokenizer.h"
+#include "units.h"
 
 struct options {
     const char *model;
@@ -88,25 +90,12 @@ static int parse_int(const char *flag, const char *s, long min, long max, long *
     return 0;
 }
 
-/* A size: a number with an optional K, M, G or T suffix (powers of 1024). */
+/* A size such as 4G or 512M (see units.h). */
 static int parse_bytes(const char *flag, const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 't': case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    }
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-    if (errno || end == s || *end || !(v > 0) || v * mul > 1e18) {
+    if (units_parse_bytes(s, out) < 0) {
         fprintf(stderr, "sniperd: %s wants a size such as 4G or 512M, got \"%s\"\n", flag, s);
         return -EINVAL;
     }
-    *out = (uint64_t)(v * mul);
     return 0;
 }
 
@@ -289,14 +278,11 @@ static char *prompt_text(const struct options *o, size_t *len) {
     return buf;
 }
 
-/* A benchmark prompt: n ids spread over the vocabulary by a fixed LCG (reproducible). */
+/* A benchmark prompt: n ids spread over the vocabulary (rng_bench_ids). */
 static int32_t *bench_tokens(int32_t n, int32_t n_vocab) {
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
-    uint32_t x = 12345;
-    for (int32_t i = 0; ids && i < n; i++) {
-        x = x * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((x >> 8) % (uint32_t)n_vocab);
-    }
+    if (ids)
+        rng_bench_ids(ids, n, n_vocab);
     return ids;
 }
 

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "expert_io.h"
+#include "units.h"
 
 #define DISK_ALIGN 4096u /* direct I/O alignment of offsets, lengths and buffers */
 #define MAX_DEPTHS 16
@@ -253,23 +254,6 @@ static void usage(FILE *f) {
                "  to 4 KiB) from N threads (default depths 1 8 32), S seconds per depth (default 2)\n");
 }
 
-/* A size with an optional K, M or G suffix (powers of 1024). Returns 0, or -EINVAL. */
-static int parse_size(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    double mul = 1;
-    switch (*end) {
-    case 'k': case 'K': mul = 1024.0; end++; break;
-    case 'm': case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'g': case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    }
-    if (errno || end == s || *end || !(v > 0) || v * mul > 1e12)
-        return -EINVAL;
-    *out = (uint64_t)(v * mul);
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct disk_opts *o) {
     *o = (struct disk_opts){.block_bytes = 2592u << 10, .secs = 2.0};
     for (int i = 1; i < argc; i++) {
@@ -279,7 +263,7 @@ static int parse_args(int argc, char **argv, struct disk_opts *o) {
             usage(stdout);
             exit(0);
         } else if (!strcmp(a, "--block") && v) {
-            if (parse_size(v, &o->block_bytes) < 0) {
+            if (units_parse_bytes(v, &o->block_bytes) < 0) {
                 fprintf(stderr, "bench-disk: --block wants a size such as 2592K or 2M, got \"%s\"\n",
                         v);
                 return -EINVAL;

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "expert_cache.h"
 #include "model.h"
+#include "rng.h"
 
 struct setting {
     const char *name;
@@ -122,11 +123,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-lossy: out of memory\n");
         goto out;
     }
-    uint32_t x = 12345;
-    for (int32_t i = 0; i < n; i++) {
-        x = x * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((x >> 8) % (uint32_t)V);
-    }
+    rng_bench_ids(ids, n, (int32_t)V);
     char names[6][48];
     struct setting set[6];
     int n_set = 0;

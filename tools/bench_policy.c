@@ -31,6 +31,7 @@
 #include "engine.h"
 #include "expert_cache.h"
 #include "model.h"
+#include "rng.h"
 
 enum policy { POL_LRU, POL_LAYER_LRU, POL_LFU, POL_QUOTA, POL_GUARD, POL_MRU, POL_CYCLE, POL_COUNT };
 static const char *const policy_names[POL_COUNT] = {"lru", "layer-lru", "lfu", "quota",
@@ -247,11 +248,7 @@ static int record(const char *path, int32_t n_prompt, int32_t n_gen, int n_threa
     }
     engine_set_experts(e, c);
     engine_set_route_observer(e, trace_route, t);
-    uint32_t x = 12345; /* the ids sniperd --bench-prompt uses */
-    for (int32_t i = 0; i < n_prompt; i++) {
-        x = x * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((x >> 8) % (uint32_t)m->hp.n_vocab);
-    }
+    rng_bench_ids(ids, n_prompt, m->hp.n_vocab); /* the ids sniperd --bench-prompt uses */
     if ((rc = engine_eval(e, ids, n_prompt, logits, false)) < 0)
         goto out;
     t->decode = true;

@@ -1,0 +1,12 @@
+/* units.h - sizes as people write them on command lines: "4G", "512M", "2592K", "1.5GiB". */
+#ifndef SNIPER_UNITS_H
+#define SNIPER_UNITS_H
+
+#include <stdint.h>
+
+/* Parses a positive number with an optional K, M, G or T suffix (powers of 1024; "i" and "B" may
+ * follow: 4GiB, 4GB). Returns 0 with *out set, or -EINVAL (nothing else, trailing text, <= 0, or
+ * more than 1e18 bytes). */
+int units_parse_bytes(const char *s, uint64_t *out);
+
+#endif
