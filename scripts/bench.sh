@@ -4,8 +4,9 @@
 # bandwidth on the model file (build/bench-disk); then one cold run per RAM budget: page cache
 # dropped, sniperd inside a cgroup v1 memory cgroup capped at the budget (page cache counted), its
 # stderr parsed into decode/prefill tok/s, time to first token, peak RSS, hit rate, bytes read per
-# decoded token and the disk-bound limit (best direct-read MB/s / decode bytes read per token).
-# Ends with a Markdown table for docs/benchmarks.md. Benchmarks are not tests: nothing is asserted.
+# decoded token and the disk-bound limit (the device's direct-read MB/s, measured again before
+# each run or the run's own rate if higher, / decode bytes read per token), and the same against
+# min(disk-bound, in-RAM decode): no budget decodes faster than the all-in-RAM run. Ends with a Markdown table for docs/benchmarks.md. Benchmarks are not tests: nothing is asserted.
 #   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 BUDGETS="2G 4G 8G unlimited" make bench
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
 #   DROP_CACHES=0 leaves the page cache alone (for trial runs on a machine someone else measures on).
@@ -90,6 +91,7 @@ SNIPERD=("$BUILD/sniperd" -m "$MODEL" --bench-prompt "$PROMPT" -n "$GEN" --temp 
 # ------------------------------------------------------------------------------------------------
 # Warm, in RAM
 
+ram_decode= # best warm in-RAM decode tok/s: the speed no budget can beat (compute-bound)
 if [ "$WARM" != 0 ]; then
     echo "== end to end in RAM: $MODEL, $THREADS threads, prompt $PROMPT tokens, $GEN generated"
     echo "   (the first run pulls the file into memory and is not counted)"
@@ -98,6 +100,12 @@ if [ "$WARM" != 0 ]; then
         [ "$i" -eq 0 ] && label=warm-up
         if "${SNIPERD[@]}" >/dev/null 2>"$WORK/warm.err" && grep -q '^timing' "$WORK/warm.err"; then
             echo "$label: $(grep '^timing' "$WORK/warm.err")"
+            d=$(sed -nE 's/^timing: .*generated [0-9]+ tokens in [0-9.]+ s \(([0-9.]+) tok\/s\).*/\1/p' \
+                "$WORK/warm.err")
+            if [ "$i" -gt 0 ] && [ -n "$d" ] &&
+                [ "$(calc 'print (d > r)' d="$d" r="${ram_decode:-0}")" = 1 ]; then
+                ram_decode=$d
+            fi
         else
             echo "$label: failed: $(tail -1 "$WORK/warm.err")"
         fi
@@ -163,7 +171,7 @@ ROWS=()
 
 # A table row for a run that gave no figures: budget, run, what happened, empty cells.
 row_note() {
-    ROWS+=("| $1 | $2 | $3 |$(printf ' |%.0s' {1..11})")
+    ROWS+=("| $1 | $2 | $3 |$(printf ' |%.0s' {1..13})")
 }
 
 # One cold run under budget $1 (run $2; $3 = nocg: without a cgroup): prints sniperd's lines and a
@@ -259,22 +267,33 @@ run_budget() {
         fi
     fi
     ttft=$(calc 'printf "%.3f", t' t="$tp") # the first token is sampled from the prefill's logits
-    if [ -n "$disk_best" ] && [ "$(calc 'print (b > 0)' b="$bpt")" = 1 ]; then
+    # the run's own read rate proves the device could do at least that much during the run
+    if [ "$mbps" != - ] && [ "$(calc 'print (m > d)' m="$mbps" d="${dev:-0}")" = 1 ]; then
+        dev=$mbps
+    fi
+    local bound=- bratio=-
+    if [ -n "$dev" ] && [ "$(calc 'print (b > 0)' b="$bpt")" = 1 ]; then
         limit=$(calc 'printf "%.2f", m * 1e6 / b' m="$dev" b="$bpt")
         ratio=$(calc 'printf "%.0f%%", 100 * d / l' d="$dps" l="$limit")
+        bound=$limit
+        if [ -n "$ram_decode" ] && [ "$(calc 'print (r < l)' r="$ram_decode" l="$limit")" = 1 ]; then
+            bound=$ram_decode
+        fi
+        bratio=$(calc 'printf "%.0f%%", 100 * d / l' d="$dps" l="$bound")
     fi
     [ -n "$ex" ] && mbt=$(calc 'printf "%.1f", b / 1e6' b="$bpt")
     echo "result: decode $dps tok/s, prefill $pps tok/s, first token ${ttft} s, load $load s," \
         "peak RSS $rss MiB, cgroup peak $cg_peak MiB, hit rate $hit," \
         "decode read $mbt MB/token$est at $mbps MB/s${wait:+ (I/O wait $wait ms/token)}," \
-        "disk-bound limit $limit tok/s$est, achieved $ratio of it$est"
+        "disk-bound limit $limit tok/s$est (device $dev MB/s), achieved $ratio of it$est;" \
+        "bound min(disk, in RAM) $bound tok/s, achieved $bratio"
     if [ -z "$dec" ] && [ -n "$ex" ]; then
         echo "   (no experts-decode line: decode bytes per token estimated as all bytes read /" \
             "(prompt + generated tokens); prefill shares each expert read among a batch's tokens," \
             "so this can undercount decode several times over and overstate the limit)"
     fi
     local e=${est:+ est.}
-    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt$e | $mbps | $dev | $limit$e | $ratio$e |")
+    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt$e | $mbps | $dev | $limit$e | $ratio$e | $bound | $bratio |")
 }
 
 for budget in $BUDGETS; do
@@ -290,8 +309,8 @@ echo "== table ($(date -u '+%Y-%m-%d %H:%M UTC'); $MODEL; $THREADS threads; prom
 echo
 echo "| budget | run | decode tok/s | prefill tok/s | first token s | load s | peak RSS MiB |" \
     "cgroup peak MiB | hit rate | decode MB/token | read MB/s | device MB/s | disk-bound tok/s |" \
-    "achieved/limit |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "achieved/limit | min(disk, in RAM) tok/s | achieved/min |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
     echo "$row"
 done
