@@ -216,7 +216,7 @@ run_budget() {
         oom="failcnt=$(cat "$cg/memory.failcnt") oom_kill=${oom:-?}"
         cg_remove "$cg"
     fi
-    grep -E '^(budget|timing|experts|experts-decode):' "$err" || true
+    grep -E '^(budget|timing|experts|experts-decode|experts-layers):' "$err" || true
     local label=$budget timing
     [ -n "$nocg" ] && label="$budget, no cgroup"
     timing=$(grep '^timing:' "$err" | tail -1 || true)

@@ -434,6 +434,17 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
     return c;
 }
 
+/* Hit rate of each layer's lookups over the run, first layer first. */
+static void print_layer_stats(const struct expert_cache *c, int n_layer) {
+    fprintf(stderr, "experts-layers: hit_rate=");
+    for (int il = 0; il < n_layer; il++) {
+        uint64_t h, m;
+        expert_cache_layer_stats(c, il, &h, &m);
+        fprintf(stderr, "%s%.2f", il ? "," : "", h + m ? (double)h / (double)(h + m) : 0.0);
+    }
+    fprintf(stderr, "\n");
+}
+
 /* The line checks outside the tests read: cache figures and the peak RSS. */
 static void print_expert_stats(const struct expert_cache *c) {
     struct expert_cache_stats st = {0};
@@ -569,6 +580,7 @@ static int run_generate(const struct options *o) {
     if (cache) {
         expert_cache_get_stats(cache, &after);
         print_decode_stats(&before, &after, n_gen > 1 ? n_gen - 1 : 0);
+        print_layer_stats(cache, m->hp.n_layer);
         print_expert_stats(cache);
     }
     if (o->dump_tokens && write_tokens_json(o->dump_tokens, ids, n_prompt, gen, n_gen) < 0)

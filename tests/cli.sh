@@ -75,6 +75,10 @@ if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "$
         || bad "ram-budget: same tokens" "$(cat "$TMP/ram.json" "$TMP/budget.json")"
     grep -qE '^experts: hits=[0-9]+ misses=[1-9][0-9]* hit_rate=' "$TMP/budget.err" \
         && ok "ram-budget: experts line" || bad "ram-budget: experts line" "$(cat "$TMP/budget.err")"
+    grep -qE '^experts-layers: hit_rate=[0-9.]+(,[0-9.]+)+$' "$TMP/budget.err" \
+        && ok "ram-budget: per-layer line" || bad "ram-budget: per-layer line" "$(cat "$TMP/budget.err")"
+    grep -qE '^experts-decode: tokens=11 hits=[0-9]+ misses=[0-9]+ bytes_read=[0-9]+ io_wait_s=' \
+        "$TMP/budget.err" && ok "ram-budget: decode line" || bad "ram-budget: decode line" "$(cat "$TMP/budget.err")"
     grep -q "^budget: $budget MiB = resident weights" "$TMP/budget.err" \
         && ok "ram-budget: split printed" || bad "ram-budget: split printed" "$(cat "$TMP/budget.err")"
 else
