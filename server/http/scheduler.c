@@ -1,0 +1,382 @@
+/* scheduler.c - the engine thread and its queue.
+ * Invariants: cache_ids[0..cache_n) are exactly the tokens in the engine's KV cache (engine_n_past
+ * == cache_n); a job is referenced by its submitter until job_release and by the scheduler from
+ * submit until its done callback returned; callbacks run on the engine thread only. */
+#include "scheduler.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "err.h"
+
+struct job {
+    atomic_int refs;
+    atomic_bool cancelled;
+    int32_t *ids;
+    size_t n;
+    struct job_params p;
+    char *stop[JOB_MAX_STOP];
+    struct job_callbacks cb;
+    void *ctx;
+    struct job *next;
+};
+
+struct scheduler {
+    struct engine *e;
+    const struct tokenizer *tk;
+    int32_t n_vocab;
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu; /* guards the queue, stop, busy and stats */
+    pthread_cond_t cv;
+    struct job *head, *tail;
+    int queued, queue_max;
+    bool stop, busy;
+    int32_t *cache_ids; /* [n_ctx] the KV cache's tokens */
+    int32_t cache_n;
+    float *logits;      /* [n_vocab] */
+    struct scheduler_stats stats;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------ */
+
+struct job *job_new(const int32_t *ids, size_t n, const struct job_params *p,
+                    const struct job_callbacks *cb, void *ctx) {
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    atomic_init(&j->refs, 1);
+    atomic_init(&j->cancelled, false);
+    j->ids = malloc((n ? n : 1) * sizeof(*ids));
+    j->n = n;
+    j->p = *p;
+    j->cb = *cb;
+    j->ctx = ctx;
+    bool ok = j->ids != NULL;
+    if (ok)
+        memcpy(j->ids, ids, n * sizeof(*ids));
+    j->p.n_stop = p->n_stop < JOB_MAX_STOP ? p->n_stop : JOB_MAX_STOP;
+    for (int i = 0; i < j->p.n_stop; i++) {
+        j->stop[i] = strdup(p->stop[i]);
+        j->p.stop[i] = j->stop[i];
+        ok &= j->stop[i] != NULL && j->stop[i][0] != '\0';
+    }
+    if (!ok) {
+        job_release(j);
+        return NULL;
+    }
+    return j;
+}
+
+void job_cancel(struct job *j) {
+    atomic_store(&j->cancelled, true);
+}
+
+void job_release(struct job *j) {
+    if (!j || atomic_fetch_sub(&j->refs, 1) != 1)
+        return;
+    for (int i = 0; i < JOB_MAX_STOP; i++)
+        free(j->stop[i]);
+    free(j->ids);
+    free(j);
+}
+
+/* ---- generation ------------------------------------------------------------------------------ */
+
+/* Text decoded but not yet shown, because its tail may begin a stop string. */
+struct holdback {
+    char buf[4096];
+    size_t len;
+};
+
+/* Length of the longest suffix of h that is a proper prefix of one of the stop strings. */
+static size_t stop_tail(const struct job *j, const struct holdback *h) {
+    size_t best = 0;
+    for (int i = 0; i < j->p.n_stop; i++) {
+        size_t sl = strlen(j->stop[i]);
+        for (size_t k = sl - 1 < h->len ? sl - 1 : h->len; k > best; k--)
+            if (memcmp(h->buf + h->len - k, j->stop[i], k) == 0) {
+                best = k;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Appends text and shows what can no longer be part of a stop string. Returns true when a stop
+ * string completed (the text before it was shown, the rest dropped). */
+static bool holdback_push(const struct job *j, struct holdback *h, const char *text, size_t len,
+                          const struct job_token *tok) {
+    while (len > 0) {
+        size_t take = sizeof(h->buf) - h->len < len ? sizeof(h->buf) - h->len : len;
+        memcpy(h->buf + h->len, text, take);
+        h->len += take;
+        text += take;
+        len -= take;
+        size_t first = h->len;
+        for (int i = 0; i < j->p.n_stop; i++) {
+            const char *at = memmem(h->buf, h->len, j->stop[i], strlen(j->stop[i]));
+            if (at && (size_t)(at - h->buf) < first)
+                first = (size_t)(at - h->buf);
+        }
+        if (first < h->len) {
+            if (first > 0)
+                j->cb.text(j->ctx, h->buf, first, tok);
+            h->len = 0;
+            return true;
+        }
+        size_t keep = stop_tail(j, h);
+        if (keep == h->len && h->len == sizeof(h->buf))
+            keep = 0; /* cannot happen with stop strings shorter than the buffer */
+        if (h->len > keep)
+            j->cb.text(j->ctx, h->buf, h->len - keep, tok);
+        memmove(h->buf, h->buf + h->len - keep, keep);
+        h->len = keep;
+    }
+    return false;
+}
+
+/* logprob of id and the top alternatives, from raw logits. */
+static void token_logprobs(const float *logits, int32_t n_vocab, int n_top, struct job_token *t) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        sum += exp((double)(logits[i] - mx));
+    const float lse = mx + (float)log(sum);
+    t->logprob = logits[t->id] - lse;
+    t->n_top = 0;
+    for (int k = 0; k < n_top; k++) { /* n_top <= 20: repeated scans */
+        int32_t best = -1;
+        for (int32_t i = 0; i < n_vocab; i++) {
+            bool taken = false;
+            for (int q = 0; q < k; q++)
+                taken |= t->top_id[q] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best]))
+                best = i;
+        }
+        t->top_id[k] = best;
+        t->top_logprob[k] = logits[best] - lse;
+        t->n_top++;
+    }
+}
+
+/* Feeds ids[from..n) to the engine (after the cached prefix), a batch at a time so a cancel is
+ * seen between batches. Returns 0, -ECANCELED or the engine's error. */
+static int prefill(struct scheduler *s, struct job *j, size_t from) {
+    const int32_t nb = engine_n_batch(s->e);
+    for (size_t i = from; i < j->n; i += (size_t)nb) {
+        if (atomic_load(&j->cancelled))
+            return -ECANCELED;
+        int32_t n = j->n - i < (size_t)nb ? (int32_t)(j->n - i) : nb;
+        int rc = engine_eval(s->e, j->ids + i, n, s->logits, false);
+        if (rc < 0)
+            return rc;
+        memcpy(s->cache_ids + s->cache_n, j->ids + i, (size_t)n * sizeof(int32_t));
+        s->cache_n += n;
+    }
+    return 0;
+}
+
+static void run_job(struct scheduler *s, struct job *j) {
+    struct job_summary sum = {.finish_reason = "error", .prompt_tokens = (int32_t)j->n};
+    const int32_t n_ctx = engine_n_ctx(s->e);
+    struct sampler *smp = NULL;
+    double t0 = now_s(), t1 = t0;
+    if (j->n == 0 || j->n + (size_t)j->p.max_tokens > (size_t)n_ctx) {
+        sum.rc = -ENOSPC;
+        goto done;
+    }
+    /* the prompt cache: keep the longest common prefix, but evaluate at least one token */
+    size_t p = 0;
+    while (p < (size_t)s->cache_n && p < j->n && s->cache_ids[p] == j->ids[p])
+        p++;
+    if (p == j->n)
+        p--;
+    engine_truncate(s->e, (int32_t)p);
+    s->cache_n = (int32_t)p;
+    sum.cached_tokens = (int32_t)p;
+    if ((sum.rc = prefill(s, j, p)) < 0) {
+        sum.finish_reason = sum.rc == -ECANCELED ? "cancelled" : "error";
+        sum.rc = sum.rc == -ECANCELED ? 0 : sum.rc;
+        goto done;
+    }
+    t1 = now_s();
+    smp = sampler_new(&j->p.sp, s->n_vocab);
+    if (!smp) {
+        sum.rc = -ENOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < j->n; i++)
+        sampler_accept(smp, j->ids[i]);
+    struct tokenizer_stream ts = {0};
+    struct holdback hb = {.len = 0};
+    char piece[512];
+    for (;;) {
+        struct job_token tok = {.id = sampler_sample(smp, s->logits)};
+        if (j->p.logprobs)
+            token_logprobs(s->logits, s->n_vocab, j->p.top_logprobs, &tok);
+        sampler_accept(smp, tok.id);
+        if (tokenizer_is_eog(s->tk, tok.id)) {
+            sum.finish_reason = "stop";
+            break;
+        }
+        sum.completion_tokens++;
+        size_t len = tokenizer_decode_stream(s->tk, &ts, tok.id, piece, sizeof(piece));
+        if (holdback_push(j, &hb, piece, len, &tok)) {
+            sum.finish_reason = "stop";
+            hb.len = 0;
+            ts.n_pending = 0;
+            break;
+        }
+        if (sum.completion_tokens >= j->p.max_tokens) {
+            sum.finish_reason = "length";
+            break;
+        }
+        if (atomic_load(&j->cancelled)) {
+            sum.finish_reason = "cancelled";
+            break;
+        }
+        if ((sum.rc = engine_eval(s->e, &tok.id, 1, s->logits, false)) < 0)
+            break;
+        s->cache_ids[s->cache_n++] = tok.id;
+    }
+    /* what the decoder and the stop strings held back is text after all */
+    size_t len = tokenizer_stream_flush(&ts, piece, sizeof(piece));
+    bool stopped = len > 0 && holdback_push(j, &hb, piece, len, NULL);
+    if (stopped)
+        sum.finish_reason = "stop";
+    else if (hb.len > 0)
+        j->cb.text(j->ctx, hb.buf, hb.len, NULL);
+done:
+    sampler_free(smp);
+    double t2 = now_s();
+    sum.prefill_ms = 1e3 * (t1 - t0);
+    sum.decode_ms = 1e3 * (t2 - t1);
+    pthread_mutex_lock(&s->mu);
+    s->stats.jobs_done++;
+    s->stats.prompt_tokens += (uint64_t)sum.prompt_tokens;
+    s->stats.cached_tokens += (uint64_t)sum.cached_tokens;
+    s->stats.completion_tokens += (uint64_t)sum.completion_tokens;
+    s->stats.prefill_s += t1 - t0;
+    s->stats.decode_s += t2 - t1;
+    pthread_mutex_unlock(&s->mu);
+    j->cb.done(j->ctx, &sum);
+}
+
+static void *engine_thread(void *arg) {
+    struct scheduler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && !s->head)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop)
+            break;
+        struct job *j = s->head;
+        s->head = j->next;
+        if (!s->head)
+            s->tail = NULL;
+        s->queued--;
+        s->busy = true;
+        pthread_mutex_unlock(&s->mu);
+        run_job(s, j);
+        job_release(j);
+        pthread_mutex_lock(&s->mu);
+        s->busy = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- the scheduler --------------------------------------------------------------------------- */
+
+struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, int queue_max,
+                                char *err, size_t err_len) {
+    struct scheduler *s = calloc(1, sizeof(*s));
+    if (!s) {
+        err_set(err, err_len, "scheduler: out of memory");
+        return NULL;
+    }
+    s->e = e;
+    s->tk = tk;
+    s->n_vocab = tokenizer_n_vocab(tk);
+    s->queue_max = queue_max > 0 ? queue_max : 1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    s->cache_ids = malloc(sizeof(int32_t) * (size_t)engine_n_ctx(e));
+    s->logits = calloc((size_t)s->n_vocab, sizeof(float));
+    engine_truncate(e, 0);
+    if (!s->cache_ids || !s->logits || pthread_create(&s->thread, NULL, engine_thread, s) != 0) {
+        err_set(err, err_len, "scheduler: cannot start the engine thread");
+        scheduler_free(s);
+        return NULL;
+    }
+    s->started = true;
+    return s;
+}
+
+void scheduler_free(struct scheduler *s) {
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    struct job *q = s->head;
+    s->head = s->tail = NULL;
+    s->queued = 0;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->started)
+        pthread_join(s->thread, NULL);
+    while (q) { /* the queued jobs never ran */
+        struct job *next = q->next;
+        struct job_summary sum = {.rc = -ECANCELED, .finish_reason = "cancelled",
+                                  .prompt_tokens = (int32_t)q->n};
+        q->cb.done(q->ctx, &sum);
+        job_release(q);
+        q = next;
+    }
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->cache_ids);
+    free(s->logits);
+    free(s);
+}
+
+int scheduler_submit(struct scheduler *s, struct job *j) {
+    pthread_mutex_lock(&s->mu);
+    if (s->stop || s->queued >= s->queue_max) {
+        pthread_mutex_unlock(&s->mu);
+        return -EBUSY;
+    }
+    atomic_fetch_add(&j->refs, 1);
+    j->next = NULL;
+    if (s->tail)
+        s->tail->next = j;
+    else
+        s->head = j;
+    s->tail = j;
+    s->queued++;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void scheduler_get_stats(struct scheduler *s, struct scheduler_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->stats;
+    out->queued = s->queued;
+    out->busy = s->busy;
+    pthread_mutex_unlock(&s->mu);
+}

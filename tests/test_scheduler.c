@@ -1,0 +1,279 @@
+/* test_scheduler.c - the engine thread and its queue: greedy output equals a direct engine run,
+ * the prompt cache reuses a shared prefix without changing the output, stop strings end the text
+ * before them (even split across tokens), max_tokens ends with "length", a cancel stops the job,
+ * and a full queue refuses more. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "harness.h"
+#include "model.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+
+struct fixture {
+    struct model *m;
+    struct tokenizer *tk;
+    struct engine *e;
+};
+
+static bool fixture_open(struct fixture *f) {
+    static char path[1024];
+    memset(f, 0, sizeof(*f));
+    if (!path[0] && test_make_model(path, sizeof(path), "sched.gguf", "--preset tiny --seed 9") < 0)
+        return false;
+    char err[256] = "";
+    f->m = model_load(path, err, sizeof(err));
+    f->tk = f->m ? tokenizer_new(f->m->gguf, err, sizeof(err)) : NULL;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 256;
+    ep.n_threads = 2;
+    f->e = f->tk ? engine_new(f->m, &ep, err, sizeof(err)) : NULL;
+    CHECK_MSG(f->e != NULL, "%s", err);
+    return f->e != NULL;
+}
+
+static void fixture_close(struct fixture *f) {
+    engine_free(f->e);
+    tokenizer_free(f->tk);
+    model_free(f->m);
+}
+
+/* What a job produced, filled by the callbacks on the engine thread. */
+struct result {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char text[8192];
+    size_t len;
+    int n_text_calls;
+    bool done;
+    struct job_summary sum;
+    char finish[16];
+};
+
+static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
+    (void)tok;
+    struct result *r = ctx;
+    if (r->len + len < sizeof(r->text)) {
+        memcpy(r->text + r->len, text, len);
+        r->len += len;
+    }
+    r->n_text_calls++;
+}
+
+static void on_done(void *ctx, const struct job_summary *s) {
+    struct result *r = ctx;
+    pthread_mutex_lock(&r->mu);
+    r->sum = *s;
+    snprintf(r->finish, sizeof(r->finish), "%s", s->finish_reason);
+    r->done = true;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void result_init(struct result *r) {
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+}
+
+static void result_wait(struct result *r) {
+    pthread_mutex_lock(&r->mu);
+    while (!r->done)
+        pthread_cond_wait(&r->cv, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static const struct job_callbacks cbs = {on_text, on_done};
+
+static struct job_params greedy(int32_t max_tokens) {
+    struct job_params p = {.max_tokens = max_tokens};
+    p.sp = sampler_params_default();
+    p.sp.temp = 0.0f;
+    return p;
+}
+
+/* Runs one job to its end. */
+static void run(struct scheduler *s, const int32_t *ids, size_t n, const struct job_params *p,
+                struct result *r) {
+    result_init(r);
+    struct job *j = job_new(ids, n, p, &cbs, r);
+    CHECK(j != NULL);
+    if (!j)
+        return;
+    CHECK_EQ_INT(scheduler_submit(s, j), 0);
+    result_wait(r);
+    job_release(j);
+}
+
+/* The greedy text of a direct engine run (no scheduler), n_gen tokens. */
+static size_t direct(struct fixture *f, const int32_t *ids, size_t n, int n_gen, char *out,
+                     size_t cap) {
+    const int32_t V = f->m->hp.n_vocab;
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    size_t len = 0;
+    engine_truncate(f->e, 0);
+    int rc = engine_eval(f->e, ids, (int32_t)n, logits, false);
+    struct tokenizer_stream st = {0};
+    for (int g = 0; rc == 0 && g < n_gen; g++) {
+        int32_t best = 0;
+        for (int32_t v = 1; v < V; v++)
+            if (logits[v] > logits[best])
+                best = v;
+        if (tokenizer_is_eog(f->tk, best))
+            break;
+        len += tokenizer_decode_stream(f->tk, &st, best, out + len, cap - len);
+        rc = engine_eval(f->e, &best, 1, logits, false);
+    }
+    len += tokenizer_stream_flush(&st, out + len, cap - len);
+    free(logits);
+    engine_truncate(f->e, 0);
+    return len;
+}
+
+static void test_greedy_and_prompt_cache(void) {
+    struct fixture f;
+    if (!fixture_open(&f))
+        goto out;
+    char err[256];
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (int32_t)((i * 37 + 5) % f.m->hp.n_vocab);
+    char want[8192];
+    size_t want_len = direct(&f, ids, 40, 16, want, sizeof(want));
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    CHECK_MSG(s != NULL, "%s", err);
+    if (!s)
+        goto out;
+    struct job_params p = greedy(16);
+    struct result a, b, c;
+    run(s, ids, 40, &p, &a);
+    CHECK_EQ_INT(a.sum.rc, 0);
+    CHECK_EQ_INT(a.sum.cached_tokens, 0);
+    CHECK_MSG(a.len == want_len && memcmp(a.text, want, want_len) == 0,
+              "scheduler text differs from the direct run (%zu vs %zu bytes)", a.len, want_len);
+    run(s, ids, 40, &p, &b); /* the same prompt again: all but the last token cached */
+    CHECK_EQ_INT(b.sum.cached_tokens, 39);
+    CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
+    int32_t other[40];
+    memcpy(other, ids, sizeof(ids));
+    other[30] = (other[30] + 1) % f.m->hp.n_vocab; /* shares the first 30 */
+    run(s, other, 40, &p, &c);
+    CHECK_EQ_INT(c.sum.cached_tokens, 30);
+    run(s, ids, 40, &p, &b); /* and back: the first 30 are still there */
+    CHECK_EQ_INT(b.sum.cached_tokens, 30);
+    CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
+    struct scheduler_stats st;
+    scheduler_get_stats(s, &st);
+    CHECK_EQ_INT((int64_t)st.jobs_done, 4);
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
+static void test_stop_length_cancel(void) {
+    struct fixture f;
+    if (!fixture_open(&f))
+        goto out;
+    char err[256];
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++)
+        ids[i] = (int32_t)((i * 101 + 7) % f.m->hp.n_vocab);
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    CHECK_MSG(s != NULL, "%s", err);
+    if (!s)
+        goto out;
+    struct job_params p = greedy(24);
+    struct result full, r;
+    run(s, ids, 12, &p, &full);
+    CHECK_EQ_INT(full.sum.completion_tokens, 24);
+    CHECK(strcmp(full.finish, "length") == 0);
+    CHECK(full.len >= 8);
+    if (full.len >= 8) {
+        /* a stop string from the middle of the text (it may span tokens): the text ends before it */
+        char stop[5];
+        memcpy(stop, full.text + full.len / 2, 4);
+        stop[4] = '\0';
+        const char *first = strstr(full.text, stop);
+        p.stop[0] = stop;
+        p.n_stop = 1;
+        run(s, ids, 12, &p, &r);
+        CHECK(strcmp(r.finish, "stop") == 0);
+        CHECK_MSG(first && r.len == (size_t)(first - full.text) &&
+                      memcmp(r.text, full.text, r.len) == 0,
+                  "stop \"%s\": got %zu bytes, want %td", stop, r.len, first ? first - full.text : -1);
+        p.n_stop = 0;
+    }
+    p.max_tokens = 3;
+    run(s, ids, 12, &p, &r);
+    CHECK_EQ_INT(r.sum.completion_tokens, 3);
+    CHECK(strcmp(r.finish, "length") == 0);
+    /* cancelled before it runs: it ends at once, "cancelled" */
+    result_init(&r);
+    p.max_tokens = 200;
+    struct job *j = job_new(ids, 12, &p, &cbs, &r);
+    job_cancel(j);
+    CHECK_EQ_INT(scheduler_submit(s, j), 0);
+    result_wait(&r);
+    job_release(j);
+    CHECK(strcmp(r.finish, "cancelled") == 0);
+    /* too long for the context */
+    p.max_tokens = 250;
+    run(s, ids, 12, &p, &r);
+    CHECK_EQ_INT(r.sum.rc, -ENOSPC);
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
+static void test_queue_full(void) {
+    struct fixture f;
+    if (!fixture_open(&f))
+        goto out;
+    char err[256];
+    struct scheduler *s = scheduler_new(f.e, f.tk, 2, err, sizeof(err));
+    if (!s)
+        goto out;
+    int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    struct job_params p = greedy(200);
+    struct result r[8];
+    struct job *jobs[8];
+    int accepted = 0, refused = 0;
+    for (int i = 0; i < 8; i++) {
+        result_init(&r[i]);
+        jobs[i] = job_new(ids, 8, &p, &cbs, &r[i]);
+        int rc = scheduler_submit(s, jobs[i]);
+        accepted += rc == 0;
+        refused += rc == -EBUSY;
+        if (rc != 0) {
+            job_release(jobs[i]);
+            jobs[i] = NULL;
+        }
+    }
+    CHECK(refused > 0 && accepted >= 2 && accepted <= 3);
+    for (int i = 0; i < 8; i++)
+        if (jobs[i])
+            job_cancel(jobs[i]);
+    scheduler_free(s); /* queued ones end "cancelled" */
+    for (int i = 0; i < 8; i++)
+        if (jobs[i]) {
+            CHECK(r[i].done);
+            job_release(jobs[i]);
+        }
+out:
+    fixture_close(&f);
+}
+
+static const struct test_case cases[] = {
+    {"greedy_and_prompt_cache", test_greedy_and_prompt_cache},
+    {"stop_length_cancel", test_stop_length_cancel},
+    {"queue_full", test_queue_full},
+    {0},
+};
+
+int main(int argc, char **argv) {
+    return test_run(argc, argv, cases);
+}
