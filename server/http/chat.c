@@ -1,0 +1,715 @@
+/* chat.c - chat templates (ChatML as Qwen3's template writes it, Llama 3) and the splitter of the
+ * model's output into content, reasoning and tool calls.
+ *
+ * Invariants: chat_render's output for CHAT_CHATML is byte for byte what Qwen3's Jinja template
+ * renders (with tojson as Hugging Face and llama.cpp define it: keys in their order, ", " and ": "
+ * separators, non-ASCII kept); tests/chat/expected.json pins it. The stream splitter never emits
+ * text that could still turn out to be the start of a tag. */
+#include "chat.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------
+ * A growable string; an allocation failure is remembered and reported once at the end.
+ * ------------------------------------------------------------------------------------------- */
+
+struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+
+static void sb_putn(struct sbuf *b, const char *s, size_t n) {
+    if (b->oom || n == 0)
+        return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+static void sb_puts(struct sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+/* Takes the string out of b (an empty string when nothing was written), or NULL on no memory. */
+static char *sb_take(struct sbuf *b) {
+    if (!b->oom && !b->p) {
+        b->p = calloc(1, 1);
+        b->oom = !b->p;
+    }
+    if (b->oom) {
+        free(b->p);
+        return NULL;
+    }
+    return b->p;
+}
+
+static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t err_len, const char *fmt, ...) {
+    if (err && err_len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * JSON as Python's json.dumps(x, ensure_ascii=False) writes it (the templates' tojson).
+ * ------------------------------------------------------------------------------------------- */
+
+static void py_dump_string(struct sbuf *b, const char *s, size_t n) {
+    sb_putn(b, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        switch (c) {
+        case '"': sb_puts(b, "\\\""); break;
+        case '\\': sb_puts(b, "\\\\"); break;
+        case '\n': sb_puts(b, "\\n"); break;
+        case '\r': sb_puts(b, "\\r"); break;
+        case '\t': sb_puts(b, "\\t"); break;
+        case '\b': sb_puts(b, "\\b"); break;
+        case '\f': sb_puts(b, "\\f"); break;
+        default:
+            if (c < 0x20) {
+                snprintf(esc, sizeof(esc), "\\u%04x", c);
+                sb_puts(b, esc);
+            } else {
+                sb_putn(b, (const char *)&s[i], 1);
+            }
+        }
+    }
+    sb_putn(b, "\"", 1);
+}
+
+/* Python's repr of a float: the shortest digits that read back to x, in fixed notation for
+ * decimal exponents -4..15 (always with a fraction) and d.ddde+XX otherwise. */
+static void py_dump_real(struct sbuf *b, double x) {
+    char e[40], digits[24], out[64];
+    if (isnan(x) || isinf(x)) {
+        sb_puts(b, isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    for (int prec = 0; prec < 17; prec++) {
+        snprintf(e, sizeof(e), "%.*e", prec, x);
+        if (strtod(e, NULL) == x)
+            break;
+    }
+    const char *p = e;
+    size_t nd = 0, o = 0;
+    if (*p == '-')
+        out[o++] = '-', p++;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.')
+            digits[nd++] = *p;
+    while (nd > 1 && digits[nd - 1] == '0')
+        nd--;
+    digits[nd] = '\0';
+    int exp = atoi(p + 1);
+    if (exp >= -4 && exp < 16) {
+        if (exp < 0) {
+            o += (size_t)snprintf(out + o, sizeof(out) - o, "0.%.*s%s", -exp - 1, "0000", digits);
+        } else {
+            for (int i = 0; i <= exp; i++)
+                out[o++] = (size_t)i < nd ? digits[i] : '0';
+            out[o++] = '.';
+            if ((size_t)exp + 1 < nd)
+                for (size_t i = (size_t)exp + 1; i < nd; i++)
+                    out[o++] = digits[i];
+            else
+                out[o++] = '0';
+            out[o] = '\0';
+        }
+    } else {
+        out[o++] = digits[0];
+        if (nd > 1)
+            o += (size_t)snprintf(out + o, sizeof(out) - o, ".%s", digits + 1);
+        snprintf(out + o, sizeof(out) - o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    }
+    sb_puts(b, out);
+}
+
+static void py_dump(struct sbuf *b, const json_t *v) {
+    char num[32];
+    const char *key;
+    json_t *item;
+    size_t i;
+    bool first = true;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        sb_puts(b, "{");
+        json_object_foreach((json_t *)v, key, item) {
+            sb_puts(b, first ? "" : ", ");
+            first = false;
+            py_dump_string(b, key, strlen(key));
+            sb_puts(b, ": ");
+            py_dump(b, item);
+        }
+        sb_puts(b, "}");
+        break;
+    case JSON_ARRAY:
+        sb_puts(b, "[");
+        json_array_foreach(v, i, item) {
+            sb_puts(b, i ? ", " : "");
+            py_dump(b, item);
+        }
+        sb_puts(b, "]");
+        break;
+    case JSON_STRING: py_dump_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_INTEGER:
+        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        sb_puts(b, num);
+        break;
+    case JSON_REAL: py_dump_real(b, json_real_value(v)); break;
+    case JSON_TRUE: sb_puts(b, "true"); break;
+    case JSON_FALSE: sb_puts(b, "false"); break;
+    case JSON_NULL: sb_puts(b, "null"); break;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Family
+ * ------------------------------------------------------------------------------------------- */
+
+enum chat_family chat_family_detect(const char *jinja_template) {
+    if (jinja_template && strstr(jinja_template, "<|start_header_id|>") &&
+        strstr(jinja_template, "<|eot_id|>"))
+        return CHAT_LLAMA3;
+    return CHAT_CHATML;
+}
+
+const char *chat_family_name(enum chat_family f) {
+    return f == CHAT_LLAMA3 ? "llama3" : "chatml";
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Checks common to both families
+ * ------------------------------------------------------------------------------------------- */
+
+static bool is_role(const struct chat_message *m, const char *role) {
+    return m->role && strcmp(m->role, role) == 0;
+}
+
+static const char *text_of(const char *s) { return s ? s : ""; }
+
+/* Each role is known; with tool calling (ChatML), each tool message follows an assistant's tool
+ * calls or another tool message. Returns 0 or -1 with err. */
+static int check_messages(enum chat_family f, const struct chat_message *msgs, size_t n, char *err,
+                          size_t err_len) {
+    if (n == 0)
+        return fail(err, err_len, "no messages");
+    for (size_t i = 0; i < n; i++) {
+        const struct chat_message *m = &msgs[i];
+        if (!is_role(m, "system") && !is_role(m, "user") && !is_role(m, "assistant") &&
+            !is_role(m, "tool"))
+            return fail(err, err_len, "messages[%zu]: unknown role '%s'", i, text_of(m->role));
+        if (f == CHAT_CHATML && is_role(m, "tool") &&
+            (i == 0 || !(is_role(&msgs[i - 1], "tool") ||
+                         (is_role(&msgs[i - 1], "assistant") && msgs[i - 1].tool_calls_json))))
+            return fail(err, err_len, "messages[%zu]: a tool message without a preceding tool call",
+                        i);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * ChatML as Qwen3's template writes it
+ * ------------------------------------------------------------------------------------------- */
+
+static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && memcmp(s + n - m, suf, m) == 0;
+}
+
+/* The last occurrence of needle in s[0..n), or NULL. */
+static const char *rfind(const char *s, size_t n, const char *needle) {
+    size_t m = strlen(needle);
+    for (size_t i = n; i >= m; i--)
+        if (memcmp(s + i - m, needle, m) == 0)
+            return s + i - m;
+    return NULL;
+}
+
+/* A span of a string (Python's slices and strips work on these). */
+struct span {
+    const char *p;
+    size_t n;
+};
+
+static struct span lstrip_nl(struct span s) {
+    while (s.n && s.p[0] == '\n')
+        s.p++, s.n--;
+    return s;
+}
+
+static struct span rstrip_nl(struct span s) {
+    while (s.n && s.p[s.n - 1] == '\n')
+        s.n--;
+    return s;
+}
+
+/* A user message that is really a tool response (the template's multi-step rule). */
+static bool is_tool_response(const char *content) {
+    return starts_with(content, "<tool_response>") && ends_with(content, "</tool_response>");
+}
+
+/* The index of the last real user query (the template's ns.last_query_index). */
+static size_t last_query_index(const struct chat_message *msgs, size_t n) {
+    for (size_t i = n; i-- > 0;)
+        if (is_role(&msgs[i], "user") && !is_tool_response(text_of(msgs[i].content)))
+            return i;
+    return n - 1;
+}
+
+static int chatml_tools_header(struct sbuf *b, const struct chat_message *msgs, const json_t *tools) {
+    size_t i;
+    json_t *tool;
+    sb_puts(b, "<|im_start|>system\n");
+    if (is_role(&msgs[0], "system")) {
+        sb_puts(b, text_of(msgs[0].content));
+        sb_puts(b, "\n\n");
+    }
+    sb_puts(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\n"
+               "<tools>");
+    json_array_foreach(tools, i, tool) {
+        sb_puts(b, "\n");
+        py_dump(b, tool);
+    }
+    sb_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and "
+               "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+               "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
+    return 0;
+}
+
+/* One assistant tool call as <tool_call>{"name": ..., "arguments": ...}</tool_call>. */
+static int chatml_tool_call(struct sbuf *b, const json_t *call, size_t idx, char *err,
+                            size_t err_len) {
+    const json_t *fn = json_object_get(call, "function");
+    if (json_is_object(fn) && json_object_size(fn) > 0)
+        call = fn;
+    const json_t *name = json_object_get(call, "name");
+    const json_t *args = json_object_get(call, "arguments");
+    if (!json_is_string(name) || !args)
+        return fail(err, err_len, "tool_calls[%zu]: no function name or arguments", idx);
+    sb_puts(b, "<tool_call>\n{\"name\": \"");
+    sb_puts(b, json_string_value(name));
+    sb_puts(b, "\", \"arguments\": ");
+    if (json_is_string(args))
+        sb_putn(b, json_string_value(args), json_string_length(args));
+    else
+        py_dump(b, args);
+    sb_puts(b, "}\n</tool_call>");
+    return 0;
+}
+
+static int chatml_tool_calls(struct sbuf *b, const char *calls_json, bool has_content, char *err,
+                             size_t err_len) {
+    json_error_t je;
+    json_t *calls = json_loads(calls_json, 0, &je);
+    int rc = 0;
+    if (!json_is_array(calls)) {
+        json_decref(calls);
+        return fail(err, err_len, "tool_calls: not a JSON array");
+    }
+    for (size_t i = 0; i < json_array_size(calls) && rc == 0; i++) {
+        if ((i == 0 && has_content) || i > 0)
+            sb_puts(b, "\n");
+        if (!json_is_object(json_array_get(calls, i)))
+            rc = fail(err, err_len, "tool_calls[%zu]: not an object", i);
+        else
+            rc = chatml_tool_call(b, json_array_get(calls, i), i, err, err_len);
+    }
+    json_decref(calls);
+    return rc;
+}
+
+/* The assistant turn: reasoning kept (in <think>) only after the last user query. */
+static int chatml_assistant(struct sbuf *b, const struct chat_message *msgs, size_t n, size_t i,
+                            size_t last_query, char *err, size_t err_len) {
+    const struct chat_message *m = &msgs[i];
+    const char *raw = text_of(m->content);
+    struct span content = {raw, strlen(raw)}, reasoning = {"", 0};
+    if (m->reasoning_content) {
+        reasoning = (struct span){m->reasoning_content, strlen(m->reasoning_content)};
+    } else if (strstr(raw, "</think>")) {
+        const char *last_end = rfind(raw, content.n, "</think>");
+        content = lstrip_nl((struct span){last_end + 8, strlen(last_end + 8)});
+        struct span before = rstrip_nl((struct span){raw, (size_t)(strstr(raw, "</think>") - raw)});
+        const char *open = rfind(before.p, before.n, "<think>");
+        if (open)
+            before = (struct span){open + 7, before.n - (size_t)(open + 7 - before.p)};
+        reasoning = lstrip_nl(before);
+    }
+    bool has_content = content.n > 0; /* the template's `content`, before the lstrip below */
+    sb_puts(b, "<|im_start|>assistant\n");
+    if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
+        struct span r = rstrip_nl(lstrip_nl(reasoning));
+        sb_puts(b, "<think>\n");
+        sb_putn(b, r.p, r.n);
+        sb_puts(b, "\n</think>\n\n");
+        content = lstrip_nl(content);
+    }
+    sb_putn(b, content.p, content.n);
+    if (m->tool_calls_json &&
+        chatml_tool_calls(b, m->tool_calls_json, has_content, err, err_len) < 0)
+        return -1;
+    sb_puts(b, "<|im_end|>\n");
+    return 0;
+}
+
+static void chatml_tool_result(struct sbuf *b, const struct chat_message *msgs, size_t n, size_t i) {
+    if (i == 0 || !is_role(&msgs[i - 1], "tool"))
+        sb_puts(b, "<|im_start|>user");
+    sb_puts(b, "\n<tool_response>\n");
+    sb_puts(b, text_of(msgs[i].content));
+    sb_puts(b, "\n</tool_response>");
+    if (i == n - 1 || !is_role(&msgs[i + 1], "tool"))
+        sb_puts(b, "<|im_end|>\n");
+}
+
+static int chatml_render(struct sbuf *b, const struct chat_message *msgs, size_t n,
+                         const struct chat_render_opts *opts, const json_t *tools, char *err,
+                         size_t err_len) {
+    if (tools && json_array_size(tools) > 0)
+        chatml_tools_header(b, msgs, tools);
+    else if (is_role(&msgs[0], "system")) {
+        sb_puts(b, "<|im_start|>system\n");
+        sb_puts(b, text_of(msgs[0].content));
+        sb_puts(b, "<|im_end|>\n");
+    }
+    size_t last_query = last_query_index(msgs, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct chat_message *m = &msgs[i];
+        if (is_role(m, "user") || (is_role(m, "system") && i > 0)) {
+            sb_puts(b, "<|im_start|>");
+            sb_puts(b, m->role);
+            sb_puts(b, "\n");
+            sb_puts(b, text_of(m->content));
+            sb_puts(b, "<|im_end|>\n");
+        } else if (is_role(m, "assistant")) {
+            if (chatml_assistant(b, msgs, n, i, last_query, err, err_len) < 0)
+                return -1;
+        } else if (is_role(m, "tool")) {
+            chatml_tool_result(b, msgs, n, i);
+        }
+    }
+    if (opts->add_generation_prompt) {
+        sb_puts(b, "<|im_start|>assistant\n");
+        if (!opts->enable_thinking)
+            sb_puts(b, "<think>\n\n</think>\n\n");
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Llama 3, from Meta's published prompt format: <|begin_of_text|>, then per message
+ * <|start_header_id|>role<|end_header_id|>\n\n + content (whitespace-trimmed) + <|eot_id|>.
+ * Tool results use Llama 3.1's "ipython" role; tools and assistant tool calls are not supported.
+ * ------------------------------------------------------------------------------------------- */
+
+static bool is_space(char c) {
+    return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+static void llama3_header(struct sbuf *b, const char *role) {
+    sb_puts(b, "<|start_header_id|>");
+    sb_puts(b, role);
+    sb_puts(b, "<|end_header_id|>\n\n");
+}
+
+static int llama3_render(struct sbuf *b, const struct chat_message *msgs, size_t n,
+                         const struct chat_render_opts *opts, const json_t *tools, char *err,
+                         size_t err_len) {
+    if (tools && json_array_size(tools) > 0)
+        return fail(err, err_len, "tools are not supported with the llama3 chat template");
+    sb_puts(b, "<|begin_of_text|>");
+    for (size_t i = 0; i < n; i++) {
+        const struct chat_message *m = &msgs[i];
+        if (m->tool_calls_json)
+            return fail(err, err_len,
+                        "messages[%zu]: tool calls are not supported with the llama3 template", i);
+        const char *c = text_of(m->content);
+        size_t len = strlen(c);
+        while (len && is_space(c[len - 1]))
+            len--;
+        while (len && is_space(*c))
+            c++, len--;
+        llama3_header(b, is_role(m, "tool") ? "ipython" : m->role);
+        sb_putn(b, c, len);
+        sb_puts(b, "<|eot_id|>");
+    }
+    if (opts->add_generation_prompt)
+        llama3_header(b, "assistant");
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * chat_render
+ * ------------------------------------------------------------------------------------------- */
+
+char *chat_render(enum chat_family f, const struct chat_message *msgs, size_t n,
+                  const struct chat_render_opts *opts, char *err, size_t err_len) {
+    static const struct chat_render_opts defaults = {.add_generation_prompt = true,
+                                                     .enable_thinking = true};
+    struct sbuf b = {0};
+    json_t *tools = NULL;
+    json_error_t je;
+    int rc;
+    if (!opts)
+        opts = &defaults;
+    if (check_messages(f, msgs, n, err, err_len) < 0)
+        return NULL;
+    if (opts->tools_json) {
+        tools = json_loads(opts->tools_json, 0, &je);
+        if (!json_is_array(tools)) {
+            json_decref(tools);
+            fail(err, err_len, "tools: not a JSON array");
+            return NULL;
+        }
+    }
+    if (f == CHAT_LLAMA3)
+        rc = llama3_render(&b, msgs, n, opts, tools, err, err_len);
+    else
+        rc = chatml_render(&b, msgs, n, opts, tools, err, err_len);
+    json_decref(tools);
+    if (rc < 0) {
+        free(b.p);
+        return NULL;
+    }
+    char *out = sb_take(&b);
+    if (!out)
+        fail(err, err_len, "out of memory");
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The output splitter. Text is held in `pend` until it is certain: the tail that might begin a
+ * tag, the trailing newlines of reasoning (dropped before </think>), the body of a tool call.
+ * ------------------------------------------------------------------------------------------- */
+
+enum stream_state { STREAM_CONTENT, STREAM_THINK, STREAM_TOOL };
+
+struct chat_stream {
+    enum chat_family family;
+    enum stream_state state;
+    bool trim_lead;   /* drop leading whitespace of the text that comes next */
+    struct sbuf pend; /* text not yet turned into events */
+    int n_tools;
+};
+
+static const char TAG_THINK[] = "<think>", TAG_THINK_END[] = "</think>";
+static const char TAG_TOOL[] = "<tool_call>", TAG_TOOL_END[] = "</tool_call>";
+
+struct chat_stream *chat_stream_new(enum chat_family f, bool in_think) {
+    struct chat_stream *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->family = f;
+    s->state = in_think && f == CHAT_CHATML ? STREAM_THINK : STREAM_CONTENT;
+    s->trim_lead = f == CHAT_CHATML;
+    return s;
+}
+
+void chat_stream_free(struct chat_stream *s) {
+    if (!s)
+        return;
+    free(s->pend.p);
+    free(s);
+}
+
+static void emit_text(enum chat_event_kind kind, const char *p, size_t n, chat_event_fn fn,
+                      void *ctx) {
+    if (n == 0)
+        return;
+    struct chat_event ev = {.kind = kind, .text = p, .len = n};
+    fn(ctx, &ev);
+}
+
+/* Drops the first n bytes of pend. */
+static void pend_consume(struct chat_stream *s, size_t n) {
+    if (n == 0)
+        return;
+    memmove(s->pend.p, s->pend.p + n, s->pend.n - n);
+    s->pend.n -= n;
+    if (s->pend.p)
+        s->pend.p[s->pend.n] = '\0';
+}
+
+/* The first occurrence of tag in s[0..n), or -1. */
+static long find_tag(const char *s, size_t n, const char *tag) {
+    size_t m = strlen(tag);
+    for (size_t i = 0; i + m <= n; i++)
+        if (memcmp(s + i, tag, m) == 0)
+            return (long)i;
+    return -1;
+}
+
+/* The length of the longest tail of s[0..n) that is a proper prefix of tag. */
+static size_t partial_tag(const char *s, size_t n, const char *tag) {
+    size_t m = strlen(tag);
+    for (size_t k = m - 1 < n ? m - 1 : n; k > 0; k--)
+        if (memcmp(s + n - k, tag, k) == 0)
+            return k;
+    return 0;
+}
+
+/* Skips leading whitespace in pend while trim_lead is on. Returns false when pend ran out. */
+static bool trim_leading(struct chat_stream *s) {
+    size_t i = 0;
+    if (!s->trim_lead)
+        return true;
+    while (i < s->pend.n && is_space(s->pend.p[i]))
+        i++;
+    pend_consume(s, i);
+    if (s->pend.n == 0)
+        return false;
+    s->trim_lead = false;
+    return true;
+}
+
+/* A completed tool call body ({"name": ..., "arguments": {...}}) into an event; a body that is
+ * not such JSON becomes content, tags included. Returns 0 or -ENOMEM. */
+static int emit_tool_call(struct chat_stream *s, const char *body, size_t n, chat_event_fn fn,
+                          void *ctx) {
+    json_error_t je;
+    json_t *v = json_loadb(body, n, 0, &je);
+    json_t *name = json_object_get(v, "name"), *args = json_object_get(v, "arguments");
+    if (!json_is_string(name) || !args) {
+        json_decref(v);
+        emit_text(CHAT_EVENT_CONTENT, TAG_TOOL, strlen(TAG_TOOL), fn, ctx);
+        emit_text(CHAT_EVENT_CONTENT, body, n, fn, ctx);
+        emit_text(CHAT_EVENT_CONTENT, TAG_TOOL_END, strlen(TAG_TOOL_END), fn, ctx);
+        return 0;
+    }
+    char *a = json_is_string(args) ? strdup(json_string_value(args))
+                                   : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!a) {
+        json_decref(v);
+        return -ENOMEM;
+    }
+    struct chat_event ev = {.kind = CHAT_EVENT_TOOL_CALL, .name = json_string_value(name),
+                            .arguments = a, .index = s->n_tools++};
+    fn(ctx, &ev);
+    free(a);
+    json_decref(v);
+    return 0;
+}
+
+/* Content: emit up to the next tag (switching state) or up to a possible partial tag. Returns
+ * 1 to go on, 0 when more input is needed. */
+static int step_content(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    const char *p = s->pend.p;
+    size_t n = s->pend.n;
+    long think = find_tag(p, n, TAG_THINK), tool = find_tag(p, n, TAG_TOOL);
+    if (think >= 0 && (tool < 0 || think < tool)) {
+        emit_text(CHAT_EVENT_CONTENT, p, (size_t)think, fn, ctx);
+        pend_consume(s, (size_t)think + strlen(TAG_THINK));
+        s->state = STREAM_THINK, s->trim_lead = true;
+        return 1;
+    }
+    if (tool >= 0) {
+        size_t end = (size_t)tool;
+        while (end && is_space(p[end - 1]))
+            end--;
+        emit_text(CHAT_EVENT_CONTENT, p, end, fn, ctx);
+        pend_consume(s, (size_t)tool + strlen(TAG_TOOL));
+        s->state = STREAM_TOOL;
+        return 1;
+    }
+    size_t keep = partial_tag(p, n, TAG_THINK);
+    size_t keep2 = partial_tag(p, n, TAG_TOOL);
+    keep = keep > keep2 ? keep : keep2;
+    while (keep < n && is_space(p[n - keep - 1]))
+        keep++; /* whitespace before a <tool_call> is dropped: hold it */
+    emit_text(CHAT_EVENT_CONTENT, p, n - keep, fn, ctx);
+    pend_consume(s, n - keep);
+    return 0;
+}
+
+static int step_think(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    const char *p = s->pend.p;
+    size_t n = s->pend.n;
+    long end = find_tag(p, n, TAG_THINK_END);
+    if (end >= 0) {
+        size_t len = (size_t)end;
+        while (len && p[len - 1] == '\n')
+            len--;
+        emit_text(CHAT_EVENT_REASONING, p, len, fn, ctx);
+        pend_consume(s, (size_t)end + strlen(TAG_THINK_END));
+        s->state = STREAM_CONTENT, s->trim_lead = true;
+        return 1;
+    }
+    size_t keep = partial_tag(p, n, TAG_THINK_END);
+    while (keep < n && p[n - keep - 1] == '\n')
+        keep++;
+    emit_text(CHAT_EVENT_REASONING, p, n - keep, fn, ctx);
+    pend_consume(s, n - keep);
+    return 0;
+}
+
+static int step_tool(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    long end = find_tag(s->pend.p, s->pend.n, TAG_TOOL_END);
+    if (end < 0)
+        return 0;
+    if (emit_tool_call(s, s->pend.p, (size_t)end, fn, ctx) < 0)
+        return -ENOMEM;
+    pend_consume(s, (size_t)end + strlen(TAG_TOOL_END));
+    s->state = STREAM_CONTENT, s->trim_lead = true;
+    return 1;
+}
+
+int chat_stream_feed(struct chat_stream *s, const char *text, size_t len, chat_event_fn fn,
+                     void *ctx) {
+    if (s->family == CHAT_LLAMA3) {
+        emit_text(CHAT_EVENT_CONTENT, text, len, fn, ctx);
+        return 0;
+    }
+    sb_putn(&s->pend, text, len);
+    if (s->pend.oom)
+        return -ENOMEM;
+    for (int rc = 1; rc > 0;) {
+        if (s->state != STREAM_TOOL && !trim_leading(s))
+            return 0;
+        rc = s->state == STREAM_CONTENT ? step_content(s, fn, ctx)
+             : s->state == STREAM_THINK ? step_think(s, fn, ctx)
+                                        : step_tool(s, fn, ctx);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int chat_stream_finish(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    if (s->state == STREAM_TOOL) {
+        emit_text(CHAT_EVENT_CONTENT, TAG_TOOL, strlen(TAG_TOOL), fn, ctx);
+        emit_text(CHAT_EVENT_CONTENT, s->pend.p, s->pend.n, fn, ctx);
+    } else {
+        emit_text(s->state == STREAM_THINK ? CHAT_EVENT_REASONING : CHAT_EVENT_CONTENT, s->pend.p,
+                  s->pend.n, fn, ctx);
+    }
+    pend_consume(s, s->pend.n);
+    s->state = STREAM_CONTENT;
+    return s->n_tools;
+}

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""gen_expected.py - renders the chat-template test conversations with jinja2 and writes
+tests/chat/expected.json, the golden strings tests/test_chat.c compares chat_render with.
+
+ChatML cases use Qwen3's real template, read from the fixture GGUF (tokenizer.chat_template);
+Llama 3 cases use LLAMA3_TEMPLATE below, written from Meta's published prompt format.
+tojson is defined as Hugging Face's apply_chat_template defines it (json.dumps with
+ensure_ascii=False, keys in their order), which is also what llama.cpp's template engine
+writes; plain jinja2's tojson sorts keys and HTML-escapes, which no inference engine does.
+
+    tests/chat/gen_expected.py            # rewrite tests/chat/expected.json
+    tests/chat/gen_expected.py --check    # render again and compare with the committed file
+"""
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EXPECTED = os.path.join(HERE, "expected.json")
+FIXTURE = "models/tiny-qwen3moe-q8_0.gguf"
+
+LLAMA3_TEMPLATE = (
+    "{{- '<|begin_of_text|>' }}"
+    "{%- for m in messages %}"
+    "{{- '<|start_header_id|>' + ('ipython' if m.role == 'tool' else m.role)"
+    " + '<|end_header_id|>\\n\\n' + (m.content or '') | trim + '<|eot_id|>' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{%- endif %}")
+
+
+def fixtures_dir():
+    return os.environ.get("SNIPER_FIXTURES") or os.path.join(ROOT, "..", "shared", "fixtures")
+
+
+def gguf_string(path, key):
+    """The string value of one metadata key of a GGUF file (None when absent)."""
+    scalar = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise ValueError(path + ": not a GGUF file")
+        _, _, n_kv = struct.unpack("<IQQ", f.read(20))
+
+        def read_str():
+            (n,) = struct.unpack("<Q", f.read(8))
+            return f.read(n)
+
+        def skip(t):
+            if t == 8:
+                read_str()
+            elif t == 9:
+                at, n = struct.unpack("<IQ", f.read(12))
+                if at in scalar:
+                    f.seek(scalar[at] * n, 1)
+                else:
+                    for _ in range(n):
+                        skip(at)
+            else:
+                f.seek(scalar[t], 1)
+
+        for _ in range(n_kv):
+            k = read_str().decode()
+            (t,) = struct.unpack("<I", f.read(4))
+            if k == key and t == 8:
+                return read_str().decode()
+            skip(t)
+    return None
+
+
+def tojson(x, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=False, indent=indent, separators=separators,
+                      sort_keys=sort_keys)
+
+
+def render(template, case):
+    import jinja2.sandbox
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = tojson
+    msgs = []
+    for m in case["messages"]:
+        m = dict(m)
+        if m.get("content") is None:
+            m["content"] = ""  # sniperd renders a null content as "" (the template needs a string)
+        msgs.append(m)
+    return env.from_string(template).render(
+        messages=msgs, tools=case.get("tools"), add_generation_prompt=case["add_generation_prompt"],
+        enable_thinking=case["enable_thinking"], bos_token="", eos_token="")
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather in a city",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "City name, e.g. Zürich"},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+        "required": ["city"]}}}
+SEARCH = {"type": "function", "function": {
+    "name": "search", "description": "Search the web <fast> & 'safe'",
+    "parameters": {"type": "object", "properties": {
+        "q": {"type": "string"}, "limit": {"type": "integer", "minimum": 1, "maximum": 50,
+                                          "default": 10},
+        "score": {"type": "number", "minimum": 0.5, "maximum": 1e-05, "default": 1e16,
+                  "x": [0.1, -2.5, 123456.789, 1.5e300, 0.0001, 1.0, True, None]}},
+        "required": ["q"]}}}
+
+
+def call(cid, name, args):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def cases():
+    u = lambda c: {"role": "user", "content": c}
+    a = lambda c, **kw: dict({"role": "assistant", "content": c}, **kw)
+    s = lambda c: {"role": "system", "content": c}
+    t = lambda c, cid: {"role": "tool", "content": c, "tool_call_id": cid}
+    wcall = call("call_1", "get_weather", '{"city": "Paris"}')
+    out = [
+        ("user_only", [u("Hello")], None, True, True),
+        ("system_user", [s("You are terse."), u("Hi there")], None, True, True),
+        ("no_generation_prompt", [s("Sys"), u("Hi")], None, False, True),
+        ("thinking_off", [s("Sys"), u("What is 2+2?")], None, True, False),
+        ("multi_turn", [s("Sys"), u("Hi"), a("Hello! How can I help?"), u("Tell a joke")],
+         None, True, True),
+        ("multi_turn_thinking_off", [u("Hi"), a("Hello!"), u("Bye")], None, True, False),
+        ("reasoning_field_last", [u("Hi"), a("Hello!", reasoning_content="\nThe user greets.\n")],
+         None, False, True),
+        ("reasoning_history_dropped",
+         [u("Hi"), a("Hello!", reasoning_content="greeting"), u("2+2?")], None, True, True),
+        ("reasoning_in_content", [u("Q"), a("<think>\nhmm\n</think>\n\nAnswer")], None, False, True),
+        ("reasoning_in_content_history",
+         [u("Q"), a("<think>\nhmm\n</think>\n\nAnswer"), u("Again")], None, True, True),
+        ("tools_list", [s("You help."), u("Weather in Paris?")], [WEATHER, SEARCH], True, True),
+        ("tools_no_system", [u("Weather in Paris?")], [WEATHER], True, True),
+        ("tool_call_and_result",
+         [s("You help."), u("Weather in Paris?"), a(None, tool_calls=[wcall]),
+          t('{"temp": 21, "sky": "clear"}', "call_1")], [WEATHER], True, True),
+        ("tool_call_with_content_and_reasoning",
+         [u("Weather in Paris?"),
+          a("Let me check.", reasoning_content="Need the tool.", tool_calls=[wcall]),
+          t("21C", "call_1"), a("It is 21C in Paris.")], [WEATHER], False, True),
+        ("multiple_tool_calls",
+         [u("Paris and Rome?"),
+          a("", tool_calls=[call("c1", "get_weather", '{"city": "Paris"}'),
+                            call("c2", "get_weather", '{"city": "Rome", "unit": "celsius"}')]),
+          t("21C", "c1"), t("25C", "c2")], [WEATHER], True, True),
+        ("tool_result_then_user",
+         [u("Paris?"), a(None, tool_calls=[wcall]), t("21C", "call_1"), a("21C."),
+          u("Thanks, and <tool_response>x</tool_response>?")], [WEATHER], True, False),
+        ("user_tool_response_text",
+         [u("Q"), a("A1", reasoning_content="r1"), u("<tool_response>\nx\n</tool_response>"),
+          a("A2", reasoning_content="r2")], None, False, True),
+        ("system_in_middle", [u("Hi"), s("Be brief."), u("Again")], None, True, True),
+        ("unicode", [s("Répondez en français 🇫🇷"), u("日本語で？ tabs\tand\nnewlines\n\n")],
+         None, True, True),
+        ("empty_strings", [s(""), u(""), a(""), u("x")], None, True, True),
+    ]
+    llama = [
+        ("llama3_user_only", [u("Hello")], None, True, True),
+        ("llama3_system_multi", [s(" You are terse.\n"), u("Hi"), a("Hello!  \n"), u("Bye")],
+         None, True, True),
+        ("llama3_no_generation_prompt", [s("Sys"), u("Hi"), a("Yo")], None, False, True),
+        ("llama3_tool_result", [u("Q"), a("A"), u("x"), a(None), t("42", "c")], None, True, True),
+        ("llama3_unicode", [u("日本語 🇫🇷\t")], None, True, True),
+    ]
+    res = []
+    for fam, lst in (("chatml", out), ("llama3", llama)):
+        for name, msgs, tools, agp, think in lst:
+            res.append({"name": name, "family": fam, "messages": msgs, "tools": tools,
+                        "add_generation_prompt": agp, "enable_thinking": think})
+    return res
+
+
+def build():
+    path = os.path.join(fixtures_dir(), FIXTURE)
+    qwen3 = gguf_string(path, "tokenizer.chat_template")
+    doc = {"qwen3_template": qwen3, "llama3_template": LLAMA3_TEMPLATE, "cases": []}
+    for c in cases():
+        c["expected"] = render(qwen3 if c["family"] == "chatml" else LLAMA3_TEMPLATE, c)
+        doc["cases"].append(c)
+    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+
+
+def main():
+    text = build()
+    if "--check" in sys.argv[1:]:
+        with open(EXPECTED, encoding="utf-8") as f:
+            old = f.read()
+        n = len(json.loads(text)["cases"])
+        if old != text:
+            print("gen_expected: tests/chat/expected.json differs from jinja2's rendering; "
+                  "run tests/chat/gen_expected.py")
+            print("0 passed, 1 failed, 0 skipped")
+            return 1
+        print("%d passed, 0 failed, 0 skipped" % n)
+        return 0
+    with open(EXPECTED, "w", encoding="utf-8") as f:
+        f.write(text)
+    print("gen_expected: wrote %s" % EXPECTED)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,325 @@
+/* test_chat.c - chat templates and the output splitter: chat_render against the strings jinja2
+ * renders from the real templates (tests/chat/expected.json, made by tests/chat/gen_expected.py),
+ * render errors, family detection on the fixture's template, and chat_stream fed at every split
+ * point and byte by byte (tags split across feeds, unfinished tags, several tool calls). */
+#include "chat.h"
+#include "gguf.h"
+#include "harness.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPECTED_JSON "tests/chat/expected.json"
+
+static json_t *load_expected(void) {
+    json_error_t je;
+    json_t *doc = json_load_file(EXPECTED_JSON, 0, &je);
+    CHECK_MSG(doc != NULL, "%s: %s (line %d)", EXPECTED_JSON, je.text, je.line);
+    return doc;
+}
+
+/* Borrowed strings of a JSON member, or NULL. */
+static const char *str_or_null(const json_t *o, const char *key) {
+    return json_string_value(json_object_get(o, key));
+}
+
+/* Fills msgs from one case's messages; tool_calls are dumped into calls[i] (caller frees). */
+static size_t case_messages(const json_t *c, struct chat_message *msgs, char **calls, size_t cap) {
+    const json_t *arr = json_object_get(c, "messages");
+    size_t i;
+    json_t *m;
+    json_array_foreach(arr, i, m) {
+        if (i >= cap)
+            break;
+        const json_t *tc = json_object_get(m, "tool_calls");
+        calls[i] = tc ? json_dumps(tc, JSON_COMPACT) : NULL;
+        msgs[i] = (struct chat_message){
+            .role = str_or_null(m, "role"), .content = str_or_null(m, "content"),
+            .reasoning_content = str_or_null(m, "reasoning_content"), .tool_calls_json = calls[i],
+            .tool_call_id = str_or_null(m, "tool_call_id"), .name = str_or_null(m, "name")};
+    }
+    return json_array_size(arr);
+}
+
+static void report_diff(const char *name, const char *got, const char *want) {
+    size_t k = 0;
+    while (got[k] && got[k] == want[k])
+        k++;
+    test_fail(__FILE__, __LINE__, "%s: differs at byte %zu:\n--- got\n%s\n--- want\n%s", name, k,
+              got + (k > 40 ? k - 40 : 0), want + (k > 40 ? k - 40 : 0));
+}
+
+static void render_case(const json_t *c) {
+    struct chat_message msgs[16];
+    char *calls[16] = {0}, err[256] = "";
+    const char *name = str_or_null(c, "name"), *want = str_or_null(c, "expected");
+    size_t n = case_messages(c, msgs, calls, 16);
+    const json_t *tools = json_object_get(c, "tools");
+    char *tools_json = json_is_array(tools) ? json_dumps(tools, 0) : NULL;
+    struct chat_render_opts o = {
+        .add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt")),
+        .enable_thinking = json_is_true(json_object_get(c, "enable_thinking")),
+        .tools_json = tools_json};
+    enum chat_family f = strcmp(str_or_null(c, "family"), "llama3") == 0 ? CHAT_LLAMA3 : CHAT_CHATML;
+    char *got = chat_render(f, msgs, n, &o, err, sizeof(err));
+    CHECK_MSG(got != NULL, "%s: %s", name, err);
+    if (got && want && strcmp(got, want) != 0)
+        report_diff(name, got, want);
+    free(got);
+    free(tools_json);
+    for (size_t i = 0; i < 16; i++)
+        free(calls[i]);
+}
+
+static void test_render_golden(void) {
+    json_t *doc = load_expected();
+    size_t i, n_chatml = 0, n_llama = 0;
+    json_t *c;
+    json_array_foreach(json_object_get(doc, "cases"), i, c) {
+        render_case(c);
+        if (strcmp(str_or_null(c, "family"), "chatml") == 0)
+            n_chatml++;
+        else
+            n_llama++;
+    }
+    CHECK(n_chatml >= 12);
+    CHECK(n_llama >= 3);
+    json_decref(doc);
+}
+
+/* The fixture's template is the one the goldens were rendered from, and is detected as ChatML. */
+static void test_family_fixture(void) {
+    char path[4096], err[256];
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: the fixture's chat template is not checked");
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/models/tiny-qwen3moe-q8_0.gguf", dir);
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    CHECK_MSG(g != NULL, "%s", err);
+    if (!g)
+        return;
+    const char *tmpl = gguf_get_str(g, "tokenizer.chat_template");
+    json_t *doc = load_expected();
+    CHECK(tmpl != NULL);
+    CHECK_MSG(tmpl && strcmp(tmpl, str_or_null(doc, "qwen3_template")) == 0,
+              "the fixture's template changed: run tests/chat/gen_expected.py");
+    CHECK_EQ_INT(chat_family_detect(tmpl), CHAT_CHATML);
+    CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "llama3_template")), CHAT_LLAMA3);
+    json_decref(doc);
+    gguf_free(g);
+}
+
+static void test_family_detect(void) {
+    CHECK_EQ_INT(chat_family_detect(NULL), CHAT_CHATML);
+    CHECK_EQ_INT(chat_family_detect(""), CHAT_CHATML);
+    CHECK_EQ_INT(chat_family_detect("{{ '<|im_start|>' + m.role }}"), CHAT_CHATML);
+    CHECK_EQ_INT(chat_family_detect("{{ '<|start_header_id|>' + r + '<|end_header_id|>' + c + "
+                                    "'<|eot_id|>' }}"),
+                 CHAT_LLAMA3);
+    CHECK_STR(chat_family_name(CHAT_CHATML), "chatml");
+    CHECK_STR(chat_family_name(CHAT_LLAMA3), "llama3");
+}
+
+static void expect_render_error(enum chat_family f, const struct chat_message *m, size_t n,
+                                const char *tools, const char *needle) {
+    char err[256] = "";
+    struct chat_render_opts o = {.add_generation_prompt = true, .tools_json = tools};
+    char *got = chat_render(f, m, n, &o, err, sizeof(err));
+    CHECK_MSG(got == NULL, "rendered where '%s' was expected", needle);
+    CHECK_MSG(strstr(err, needle) != NULL, "error '%s' lacks '%s'", err, needle);
+    free(got);
+}
+
+static void test_render_errors(void) {
+    struct chat_message bad_role[] = {{.role = "developer", .content = "x"}};
+    struct chat_message no_role[] = {{.content = "x"}};
+    struct chat_message lone_tool[] = {{.role = "user", .content = "q"},
+                                       {.role = "tool", .content = "r"}};
+    struct chat_message first_tool[] = {{.role = "tool", .content = "r"}};
+    struct chat_message bad_call[] = {{.role = "user", .content = "q"},
+                                      {.role = "assistant", .tool_calls_json = "{"}};
+    struct chat_message no_name[] = {{.role = "user", .content = "q"},
+                                     {.role = "assistant", .tool_calls_json =
+                                      "[{\"function\":{\"arguments\":\"{}\"}}]"}};
+    struct chat_message ok[] = {{.role = "user", .content = "q"}};
+    expect_render_error(CHAT_CHATML, bad_role, 1, NULL, "unknown role 'developer'");
+    expect_render_error(CHAT_CHATML, no_role, 1, NULL, "unknown role");
+    expect_render_error(CHAT_CHATML, lone_tool, 2, NULL, "without a preceding tool call");
+    expect_render_error(CHAT_CHATML, first_tool, 1, NULL, "without a preceding tool call");
+    expect_render_error(CHAT_CHATML, bad_call, 2, NULL, "tool_calls");
+    expect_render_error(CHAT_CHATML, no_name, 2, NULL, "tool_calls[0]");
+    expect_render_error(CHAT_CHATML, ok, 0, NULL, "no messages");
+    expect_render_error(CHAT_CHATML, ok, 1, "{\"a\":1}", "tools");
+    expect_render_error(CHAT_CHATML, ok, 1, "[", "tools");
+    expect_render_error(CHAT_LLAMA3, ok, 1, "[{\"type\":\"function\"}]", "not supported");
+    expect_render_error(CHAT_LLAMA3, bad_call, 2, NULL, "not supported");
+}
+
+/* Arguments that are an object (not a JSON string) are written as tojson writes them. */
+static void test_render_object_arguments(void) {
+    struct chat_message m[] = {
+        {.role = "user", .content = "q"},
+        {.role = "assistant", .tool_calls_json = "[{\"id\":\"c\",\"type\":\"function\",\"function\":"
+                                                 "{\"name\":\"f\",\"arguments\":{\"b\":[1,2.5],"
+                                                 "\"a\":\"\\u00e9\\n\"}}}]"}};
+    char err[256];
+    struct chat_render_opts o = {.enable_thinking = true};
+    char *got = chat_render(CHAT_CHATML, m, 2, &o, err, sizeof(err));
+    CHECK_STR(got, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                   "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"b\": [1, 2.5], \"a\": "
+                   "\"\xc3\xa9\\n\"}}\n</tool_call><|im_end|>\n");
+    free(got);
+}
+
+/* ---- the splitter ---- */
+
+/* The events as one string: R[...] reasoning, C[...] content (runs merged), T[name|args|index]. */
+struct rec {
+    char buf[4096];
+    size_t n;
+    int last; /* kind of the last text event, -1 after a tool call */
+};
+
+static void rec_put(struct rec *r, const char *s, size_t n) {
+    if (r->n + n < sizeof(r->buf)) {
+        memcpy(r->buf + r->n, s, n);
+        r->n += n;
+        r->buf[r->n] = '\0';
+    }
+}
+
+static void rec_event(void *ctx, const struct chat_event *ev) {
+    struct rec *r = ctx;
+    CHECK(ev->kind == CHAT_EVENT_TOOL_CALL || ev->len > 0);
+    if (ev->kind == CHAT_EVENT_TOOL_CALL) {
+        char t[512];
+        if (r->last >= 0)
+            rec_put(r, "]", 1);
+        int k = snprintf(t, sizeof(t), "T[%s|%s|%d]", ev->name, ev->arguments, ev->index);
+        rec_put(r, t, (size_t)k);
+        r->last = -1;
+        return;
+    }
+    if (r->last != (int)ev->kind) {
+        if (r->last >= 0 && r->n)
+            rec_put(r, "]", 1);
+        rec_put(r, ev->kind == CHAT_EVENT_CONTENT ? "C[" : "R[", 2);
+    }
+    r->last = (int)ev->kind;
+    rec_put(r, ev->text, ev->len);
+}
+
+static void rec_end(struct rec *r) {
+    if (r->last >= 0 && r->n)
+        rec_put(r, "]", 1);
+}
+
+/* Feeds text cut at the given points (cuts[0..n_cuts), increasing) and returns finish's count. */
+static int run_stream(enum chat_family f, bool in_think, const char *text, const size_t *cuts,
+                      size_t n_cuts, struct rec *r) {
+    struct chat_stream *s = chat_stream_new(f, in_think);
+    size_t at = 0, len = strlen(text);
+    memset(r, 0, sizeof(*r));
+    r->last = -1;
+    for (size_t i = 0; i <= n_cuts; i++) {
+        size_t end = i < n_cuts ? cuts[i] : len;
+        CHECK(chat_stream_feed(s, text + at, end - at, rec_event, r) == 0);
+        at = end;
+    }
+    int n = chat_stream_finish(s, rec_event, r);
+    rec_end(r);
+    chat_stream_free(s);
+    return n;
+}
+
+/* Checks the events for text fed whole, split at every byte position, and byte by byte. */
+static void expect_stream(enum chat_family f, bool in_think, const char *text, const char *want,
+                          int want_tools) {
+    struct rec r;
+    size_t len = strlen(text), cuts[1024];
+    CHECK_EQ_INT(run_stream(f, in_think, text, NULL, 0, &r), want_tools);
+    CHECK_MSG(strcmp(r.buf, want) == 0, "whole: got %s, want %s", r.buf, want);
+    for (size_t k = 0; k <= len; k++) {
+        cuts[0] = k;
+        CHECK_EQ_INT(run_stream(f, in_think, text, cuts, 1, &r), want_tools);
+        CHECK_MSG(strcmp(r.buf, want) == 0, "cut at %zu: got %s, want %s", k, r.buf, want);
+    }
+    for (size_t k = 0; k < len && k < 1024; k++)
+        cuts[k] = k + 1;
+    CHECK_EQ_INT(run_stream(f, in_think, text, cuts, len < 1024 ? len : 1024, &r), want_tools);
+    CHECK_MSG(strcmp(r.buf, want) == 0, "bytewise: got %s, want %s", r.buf, want);
+}
+
+static void test_stream_think(void) {
+    expect_stream(CHAT_CHATML, false, "<think>\nThe user greets.\n</think>\n\nHello world!",
+                  "R[The user greets.]C[Hello world!]", 0);
+    expect_stream(CHAT_CHATML, false, "<think>\n\n</think>\n\nHi", "C[Hi]", 0);
+    expect_stream(CHAT_CHATML, true, "still thinking\n\n</think>\n\nDone.",
+                  "R[still thinking]C[Done.]", 0);
+    expect_stream(CHAT_CHATML, false, "<think>only thoughts</think>", "R[only thoughts]", 0);
+    expect_stream(CHAT_CHATML, false, "<think>only\nthoughts\n</think>\n\n", "R[only\nthoughts]", 0);
+    expect_stream(CHAT_CHATML, false, "<think>a <b> </thin c</think>x", "R[a <b> </thin c]C[x]", 0);
+}
+
+static void test_stream_content(void) {
+    expect_stream(CHAT_CHATML, false, "Plain answer, a < b <= c; <th> <tool>",
+                  "C[Plain answer, a < b <= c; <th> <tool>]", 0);
+    expect_stream(CHAT_CHATML, false, "\n\nLeading newlines dropped\n", "C[Leading newlines dropped\n]",
+                  0);
+    expect_stream(CHAT_CHATML, false, "utf-8: 日本語 🇫🇷", "C[utf-8: 日本語 🇫🇷]", 0);
+    expect_stream(CHAT_CHATML, false, "", "", 0);
+}
+
+static void test_stream_unfinished(void) {
+    expect_stream(CHAT_CHATML, false, "Hello <thi", "C[Hello <thi]", 0);
+    expect_stream(CHAT_CHATML, false, "Hello <tool_ca", "C[Hello <tool_ca]", 0);
+    expect_stream(CHAT_CHATML, false, "<think>deep </thi", "R[deep </thi]", 0);
+    expect_stream(CHAT_CHATML, false, "<think>deep\n", "R[deep\n]", 0);
+    expect_stream(CHAT_CHATML, false, "Hi <tool_call>\n{\"name\": \"f\"",
+                  "C[Hi<tool_call>\n{\"name\": \"f\"]", 0);
+}
+
+static void test_stream_tool_calls(void) {
+    expect_stream(CHAT_CHATML, false,
+                  "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                  "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"search\", "
+                  "\"arguments\": {}}\n</tool_call>",
+                  "C[Let me check.]T[get_weather|{\"city\":\"Paris\"}|0]T[search|{}|1]", 2);
+    expect_stream(CHAT_CHATML, false,
+                  "<think>\nneed a tool\n</think>\n\n<tool_call>\n{\"name\": \"f\", \"arguments\": "
+                  "{\"x\": [1, \"</tool\"]}}\n</tool_call>",
+                  "R[need a tool]T[f|{\"x\":[1,\"</tool\"]}|0]", 1);
+    expect_stream(CHAT_CHATML, false,
+                  "<tool_call>{\"name\": \"f\", \"arguments\": \"{\\\"a\\\":1}\"}</tool_call> after",
+                  "T[f|{\"a\":1}|0]C[after]", 1);
+    expect_stream(CHAT_CHATML, false, "<tool_call>\nnot json\n</tool_call>",
+                  "C[<tool_call>\nnot json\n</tool_call>]", 0);
+    expect_stream(CHAT_CHATML, false, "<tool_call>{\"arguments\": {}}</tool_call>",
+                  "C[<tool_call>{\"arguments\": {}}</tool_call>]", 0);
+}
+
+static void test_stream_llama3(void) {
+    expect_stream(CHAT_LLAMA3, false, "<think>not special</think> <tool_call>x",
+                  "C[<think>not special</think> <tool_call>x]", 0);
+    expect_stream(CHAT_LLAMA3, false, "\nHello", "C[\nHello]", 0);
+}
+
+static const struct test_case cases[] = {
+    {"render_golden", test_render_golden},
+    {"family_fixture", test_family_fixture},
+    {"family_detect", test_family_detect},
+    {"render_errors", test_render_errors},
+    {"render_object_arguments", test_render_object_arguments},
+    {"stream_think", test_stream_think},
+    {"stream_content", test_stream_content},
+    {"stream_unfinished", test_stream_unfinished},
+    {"stream_tool_calls", test_stream_tool_calls},
+    {"stream_llama3", test_stream_llama3},
+    {0},
+};
+
+int main(int argc, char **argv) { return test_run(argc, argv, cases); }
