@@ -94,8 +94,12 @@ bench: deps
 
 PREFIX ?= /usr/local
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/systemd/system $(DESTDIR)/etc/sniper
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	sed 's|/usr/local/bin/|$(PREFIX)/bin/|' systemd/sniperd.service \
+	    >$(DESTDIR)$(PREFIX)/lib/systemd/system/sniperd.service
+	[ -e $(DESTDIR)/etc/sniper/config.json ] || \
+	    install -m 640 config.example.json $(DESTDIR)/etc/sniper/config.json
 
 clean:
 	rm -rf build build-check

@@ -1,7 +1,11 @@
-/* server/main.c - `sniperd`. For now the one-shot mode: load a model, run a prompt, print the
- * completion and a timing line (and, on request, the prompt's tokens, logits or the generated ids).
- * The HTTP daemon comes with its own issue. Only this file may exit(). */
+/* server/main.c - `sniperd`: the HTTP daemon (no prompt given: serve the OpenAI-compatible API,
+ * server/http/), or the one-shot mode (-p / -f / --bench-prompt: run the prompt, print the
+ * completion and a timing line, and on request the prompt's tokens, logits or the generated ids).
+ * Only this file may exit(). */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +14,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "api.h"
 #include "engine.h"
 #include "expert_cache.h"
 #include "gguf.h"
 #include "model.h"
 #include "rng.h"
 #include "sampler.h"
+#include "scheduler.h"
+#include "server.h"
 #include "tokenizer.h"
 #include "units.h"
 
@@ -32,20 +41,43 @@ struct options {
     uint64_t ram_budget; /* bytes; 0: the whole model in RAM */
     int32_t bench_prompt; /* > 0: a prompt of this many pseudo-random ids instead of text */
     struct expert_cache_options cache; /* with ram_budget: how experts are read */
+    /* the daemon */
+    const char *host;
+    int port;
+    const char *api_key;
+    const char *alias;
+    int queue;
+    uint64_t max_body;
 };
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sniperd -m MODEL (-p TEXT | -f FILE) [options]\n"
+            "usage: sniperd -m MODEL [--host ADDR] [--port N] [--api-key KEY] [options]\n"
+            "       sniperd -m MODEL (-p TEXT | -f FILE | --bench-prompt N) [options]\n"
             "\n"
-            "One-shot mode: run the prompt, print the completion and a timing line.\n"
+            "Without a prompt: serve the OpenAI-compatible API (/v1/chat/completions,\n"
+            "/v1/completions, /v1/models, /health, /v1/stats, /metrics; docs/api.md).\n"
+            "      --host ADDR           address to bind (default 127.0.0.1; any other needs\n"
+            "                            --api-key)\n"
+            "      --port N              (default 8000; 0: any free port, printed)\n"
+            "      --api-key KEY         require Authorization: Bearer KEY (or $SNIPER_API_KEY)\n"
+            "      --alias NAME          the model id /v1/models reports (default: the model's\n"
+            "                            name)\n"
+            "      --queue N             requests waiting beyond the running one (default 16;\n"
+            "                            more get 503)\n"
+            "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
+            "\n"
+            "  -c, --config FILE         settings as JSON (config.example.json lists every key);\n"
+            "                            flags override them\n"
+            "\n"
+            "With a prompt: run it, print the completion and a timing line.\n"
             "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama)\n"
             "  -p, --prompt TEXT         prompt text (special tokens such as <|im_start|> are "
             "recognised)\n"
             "  -f, --file PATH           read the prompt text from a file\n"
             "  -n, --n-predict N         tokens to generate (default 64; 0: none)\n"
             "  -t, --threads N           threads (default: the online CPUs)\n"
-            "  -c, --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
+            "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
             "  -b, --batch N             prompt tokens per forward step (default 512)\n"
             "      --kv-type TYPE        f32 | f16 (default f16)\n"
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
@@ -112,11 +144,15 @@ static int parse_float(const char *flag, const char *s, float *out) {
 }
 
 /* Parses argv into o. Returns 0, 1 for --help, or a negative error (message printed). */
-static int parse_args(int argc, char **argv, struct options *o) {
+static int parse_args(int argc, char **argv, struct options *o, bool final) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help"))
             return 1;
+        if ((!strcmp(a, "-c") || !strcmp(a, "--config")) && i + 1 < argc) {
+            i++; /* read before the flags (load_config): the flags override it */
+            continue;
+        }
         if (!strcmp(a, "--tokenize")) {
             o->tokenize = true;
             continue;
@@ -138,9 +174,9 @@ static int parse_args(int argc, char **argv, struct options *o) {
             rc = parse_int(a, v, 0, 1 << 24, &n);
             o->n_predict = (int32_t)n;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            rc = parse_int(a, v, 1, 1024, &n);
+            rc = parse_int(a, v, 0, 1024, &n); /* 0: the online CPUs */
             o->ep.n_threads = (int)n;
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+        } else if (!strcmp(a, "--ctx-size")) {
             rc = parse_int(a, v, 1, 1 << 24, &n);
             o->ep.n_ctx = (int32_t)n;
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
@@ -184,7 +220,10 @@ static int parse_args(int argc, char **argv, struct options *o) {
             rc = parse_int(a, v, 1, 1 << 24, &n);
             o->bench_prompt = (int32_t)n;
         } else if (!strcmp(a, "--ram-budget")) {
-            rc = parse_bytes(a, v, &o->ram_budget);
+            if (!strcmp(v, "0")) /* none: everything in RAM */
+                o->ram_budget = 0;
+            else
+                rc = parse_bytes(a, v, &o->ram_budget);
         } else if (!strcmp(a, "--prefetch")) {
             if (!strcmp(v, "prefill")) {
                 o->ep.prefetch = ENGINE_PREFETCH_PREFILL;
@@ -205,13 +244,28 @@ static int parse_args(int argc, char **argv, struct options *o) {
                 fprintf(stderr, "sniperd: --io wants io_uring or threads, got \"%s\"\n", v);
                 rc = -EINVAL;
             }
+        } else if (!strcmp(a, "--host")) {
+            o->host = v;
+        } else if (!strcmp(a, "--port")) {
+            rc = parse_int(a, v, 0, 65535, &n);
+            o->port = (int)n;
+        } else if (!strcmp(a, "--api-key")) {
+            o->api_key = v;
+        } else if (!strcmp(a, "--alias")) {
+            o->alias = v;
+        } else if (!strcmp(a, "--queue")) {
+            rc = parse_int(a, v, 1, 4096, &n);
+            o->queue = (int)n;
+        } else if (!strcmp(a, "--max-body")) {
+            rc = parse_bytes(a, v, &o->max_body);
         } else if (!strcmp(a, "--moe-top-k")) {
-            rc = parse_int(a, v, 1, 1024, &n);
+            rc = parse_int(a, v, 0, 1024, &n); /* 0: the model's */
             o->ep.moe_top_k = (int32_t)n;
         } else if (!strcmp(a, "--cache-bias")) {
             rc = parse_float(a, v, &o->ep.cache_bias);
-            if (rc == 0 && !(o->ep.cache_bias > 0.0f && o->ep.cache_bias <= 1.0f)) {
-                fprintf(stderr, "sniperd: --cache-bias wants a ratio in (0, 1], got \"%s\"\n", v);
+            if (rc == 0 && !(o->ep.cache_bias >= 0.0f && o->ep.cache_bias <= 1.0f)) {
+                fprintf(stderr, "sniperd: --cache-bias wants a ratio in [0, 1] (0: off), got "
+                        "\"%s\"\n", v);
                 rc = -EINVAL;
             }
         } else if (!strcmp(a, "--io-depth")) {
@@ -224,12 +278,16 @@ static int parse_args(int argc, char **argv, struct options *o) {
         if (rc < 0)
             return rc;
     }
+    if (!final)
+        return 0;
     if (!o->model) {
         fprintf(stderr, "sniperd: no model: pass -m MODEL.gguf\n");
         return -EINVAL;
     }
-    if ((o->prompt != NULL) + (o->prompt_file != NULL) + (o->bench_prompt > 0) != 1) {
-        fprintf(stderr, "sniperd: pass exactly one of -p TEXT, -f FILE and --bench-prompt N\n");
+    int n_prompts = (o->prompt != NULL) + (o->prompt_file != NULL) + (o->bench_prompt > 0);
+    if (n_prompts > 1 || (o->tokenize && n_prompts == 0)) {
+        fprintf(stderr, "sniperd: pass at most one of -p TEXT, -f FILE and --bench-prompt N "
+                        "(none: serve the API)\n");
         return -EINVAL;
     }
     return 0;
@@ -606,16 +664,169 @@ out:
     return rc;
 }
 
+/* The config file (-c): a JSON object whose keys are the long flags' names with '_' for '-'
+ * ("ram_budget": "4G", "port": 8000, "api_key": "..."), read before the command line so that flags
+ * override it. Strings stay in *keep (free with json_decref after the run). Returns 0 or -EINVAL
+ * with a message. */
+static int load_config(const char *path, struct options *o, json_t **keep) {
+    static const char *const refused[] = {"config", "prompt", "file", "bench_prompt", "tokenize",
+                                          "dump_logits", "dump_tokens", "help"};
+    json_error_t je;
+    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        fprintf(stderr, "sniperd: config \"%s\" line %d: %s\n", path, je.line, je.text);
+        return -EINVAL;
+    }
+    *keep = root;
+    if (!json_is_object(root)) {
+        fprintf(stderr, "sniperd: config \"%s\": want a JSON object of settings\n", path);
+        return -EINVAL;
+    }
+    size_t n = json_object_size(root), k = 1;
+    char **args = calloc(2 * n + 1, sizeof(char *));
+    json_t *texts = json_array(); /* owns the flag names and number texts */
+    int rc = args && texts ? 0 : -ENOMEM;
+    const char *key;
+    json_t *val;
+    if (args)
+        args[0] = "sniperd";
+    json_object_foreach(root, key, val) {
+        if (rc < 0)
+            break;
+        for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+            if (!strcmp(key, refused[i])) {
+                fprintf(stderr, "sniperd: config \"%s\": \"%s\" is not a daemon setting\n", path,
+                        key);
+                rc = -EINVAL;
+            }
+        char flag[80], num[64];
+        int fl = snprintf(flag, sizeof(flag), "--%s", key);
+        for (int i = 2; i < fl; i++)
+            flag[i] = flag[i] == '_' ? '-' : flag[i];
+        const char *v = json_string_value(val);
+        if (json_is_integer(val))
+            snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
+        else if (json_is_real(val))
+            snprintf(num, sizeof(num), "%.17g", json_real_value(val));
+        if (rc == 0 && !v && !json_is_number(val)) {
+            fprintf(stderr, "sniperd: config \"%s\": \"%s\" wants a string or a number\n", path,
+                    key);
+            rc = -EINVAL;
+        }
+        if (rc == 0) {
+            json_array_append_new(texts, json_string(flag));
+            args[k++] = (char *)json_string_value(json_array_get(texts, json_array_size(texts) - 1));
+            if (!v) {
+                json_array_append_new(texts, json_string(num));
+                v = json_string_value(json_array_get(texts, json_array_size(texts) - 1));
+            }
+            args[k++] = (char *)v;
+        }
+    }
+    if (rc == 0 && (rc = parse_args((int)k, args, o, false)) != 0)
+        fprintf(stderr, "sniperd: (in config \"%s\")\n", path);
+    json_object_set_new(root, " texts", texts); /* freed with root */
+    free(args);
+    return rc == 1 ? -EINVAL : rc;
+}
+
+/* True for addresses only this machine can reach (127.0.0.0/8, ::1). */
+static bool is_loopback(const char *host) {
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* The daemon: listen at once (so /health can say "loading"), load, serve until SIGINT/SIGTERM. */
+static int run_daemon(const struct options *o) {
+    if (!is_loopback(o->host) && !(o->api_key && o->api_key[0])) {
+        fprintf(stderr, "sniperd: refusing to serve on %s without an API key: anyone who can "
+                        "reach this address could use the model; pass --api-key KEY (or set "
+                        "SNIPER_API_KEY), or bind 127.0.0.1\n", o->host);
+        return 2;
+    }
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started from here inherits it */
+    signal(SIGPIPE, SIG_IGN);
+    char err[512] = "";
+    struct api_config acfg = {.api_key = o->api_key, .model_alias = o->alias,
+                              .ram_budget = o->ram_budget};
+    struct api *api = api_new(&acfg);
+    struct http_server_config hcfg = {.host = o->host, .port = o->port,
+                                      .max_body = (size_t)o->max_body, .max_connections = 64};
+    struct http_server *srv = api ? http_server_start(&hcfg, api_handle, api, err, sizeof(err))
+                                  : NULL;
+    if (!srv) {
+        fprintf(stderr, "sniperd: %s\n", api ? err : "out of memory");
+        api_free(api);
+        return 1;
+    }
+    const bool v6 = strchr(o->host, ':') != NULL;
+    fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "",
+            o->host, v6 ? "]" : "", http_server_port(srv), o->model);
+    int rc = 1;
+    struct model *m = model_open(o->model, o->ram_budget > 0, err, sizeof(err));
+    struct tokenizer *tk = NULL;
+    struct engine *e = NULL;
+    struct expert_cache *cache = NULL;
+    struct scheduler *sched = NULL;
+    if (!m)
+        goto out;
+    api_set_progress(api, 0.8);
+    if (!(tk = tokenizer_new(m->gguf, err, sizeof(err))) ||
+        !(e = engine_new(m, &o->ep, err, sizeof(err))))
+        goto out;
+    err[0] = '\0';
+    if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
+        goto out;
+    if (!(sched = scheduler_new(e, tk, o->queue, err, sizeof(err))))
+        goto out;
+    api_set_ready(api, m, tk, sched, cache, engine_n_ctx(e));
+    fprintf(stderr, "sniperd: ready: model %s, context %d, %d threads\n", m->name,
+            engine_n_ctx(e), engine_n_threads(e));
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "sniperd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+out:
+    if (rc != 0)
+        fprintf(stderr, "sniperd: %s\n", err);
+    http_server_stop(srv); /* no request is running past this */
+    scheduler_free(sched);
+    api_free(api);
+    engine_free(e);
+    expert_cache_free(cache);
+    tokenizer_free(tk);
+    model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}};
+    struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
+                        .port = 8000, .queue = 16, .max_body = 8u << 20,
+                        .api_key = getenv("SNIPER_API_KEY")};
     o.sp = sampler_params_default();
     o.ep = engine_params_default();
-    int rc = parse_args(argc, argv, &o);
-    if (rc == 1) {
-        usage(stdout);
-        return 0;
+    json_t *config = NULL;
+    int rc = 0;
+    for (int i = 1; i + 1 < argc && rc == 0; i++)
+        if (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--config"))
+            rc = load_config(argv[++i], &o, &config);
+    if (rc == 0)
+        rc = parse_args(argc, argv, &o, true);
+    if (rc != 0) {
+        if (rc == 1)
+            usage(stdout);
+        json_decref(config);
+        return rc == 1 ? 0 : 2;
     }
-    if (rc < 0)
-        return 2;
-    return o.tokenize ? run_tokenize(&o) : run_generate(&o);
+    bool one_shot = o.prompt || o.prompt_file || o.bench_prompt > 0;
+    rc = o.tokenize ? run_tokenize(&o) : one_shot ? run_generate(&o) : run_daemon(&o);
+    json_decref(config);
+    return rc;
 }

@@ -109,7 +109,7 @@ expect_fail "ram-budget too small" "the minimum is" "$SNIPERD" -m "$TMP/moe.gguf
 expect_fail "ram-budget not a size" "wants a size" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget lots
 expect_fail "prefetch bad value" "wants prefill, always or off" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --prefetch soon
 expect_fail "moe-top-k too many" "experts per token" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --moe-top-k 9
-expect_fail "cache-bias out of range" "ratio in (0, 1]" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --cache-bias 2
+expect_fail "cache-bias out of range" "wants a ratio in" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --cache-bias 2
 
 # errors: clear message, non-zero exit, no crash
 expect_fail "no model" "no model" "$SNIPERD" -p hi

@@ -267,6 +267,7 @@ done:
     sum.decode_ms = 1e3 * (t2 - t1);
     pthread_mutex_lock(&s->mu);
     s->stats.jobs_done++;
+    s->stats.jobs_cancelled += strcmp(sum.finish_reason, "cancelled") == 0;
     s->stats.prompt_tokens += (uint64_t)sum.prompt_tokens;
     s->stats.cached_tokens += (uint64_t)sum.cached_tokens;
     s->stats.completion_tokens += (uint64_t)sum.completion_tokens;

@@ -82,7 +82,7 @@ void scheduler_free(struct scheduler *s);
 int scheduler_submit(struct scheduler *s, struct job *j);
 
 struct scheduler_stats {
-    uint64_t jobs_done, prompt_tokens, cached_tokens, completion_tokens;
+    uint64_t jobs_done, jobs_cancelled, prompt_tokens, cached_tokens, completion_tokens;
     double prefill_s, decode_s;
     int queued;
     bool busy;

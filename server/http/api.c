@@ -1,0 +1,669 @@
+/* api.c - the routes. A completion request is parsed and checked (openai.c), rendered through the
+ * model's chat template (chat.c), tokenized, and queued on the scheduler as a job whose callbacks
+ * turn generated text into content, reasoning and tool calls: streamed as SSE chunks, or gathered
+ * into one response the connection's thread waits for.
+ * Invariants: a call is referenced by the handler until it returns, by its job until the done
+ * callback, and by its stream's gone hook until the reply is destroyed; state changes of a call
+ * happen under its mutex. */
+#include "api.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "chat.h"
+#include "openai.h"
+
+struct api {
+    struct api_config cfg;
+    char *key;
+    char *model_id;
+    pthread_mutex_t mu; /* guards the fields below */
+    double progress;
+    bool ready;
+    const struct model *m;
+    const struct tokenizer *tk;
+    struct scheduler *sched;
+    struct expert_cache *cache;
+    enum chat_family family;
+    int32_t n_ctx;
+    time_t started;
+    uint64_t requests, errors;
+    atomic_uint_fast64_t next_id;
+};
+
+/* ---- small helpers --------------------------------------------------------------------------- */
+
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    return n < 0 ? NULL : s;
+}
+
+/* A growing byte buffer. */
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static int buf_add(struct buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *np = realloc(b->p, cap);
+        if (!np)
+            return -ENOMEM;
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return 0;
+}
+
+static void reply_error(struct http_response *out, const struct oai_error *e) {
+    out->status = e->status;
+    out->content_type = "application/json";
+    out->body = oai_error_json(e);
+}
+
+static void reply_fail(struct http_response *out, int status, const char *type, const char *param,
+                       const char *code, const char *msg) {
+    struct oai_error e;
+    oai_fail(&e, status, type, param, code, "%s", msg);
+    reply_error(out, &e);
+}
+
+static void reply_json(struct http_response *out, int status, char *json) {
+    out->status = json ? status : 500;
+    out->content_type = "application/json";
+    out->body = json;
+}
+
+/* True when the Authorization header carries the key, compared in constant time. */
+static bool authorized(const struct api *a, const char *header) {
+    if (!a->key)
+        return true;
+    const char *prefix = "Bearer ";
+    if (!header || strncmp(header, prefix, strlen(prefix)) != 0)
+        return false;
+    const char *got = header + strlen(prefix);
+    size_t n = strlen(a->key), m = strlen(got);
+    unsigned char diff = (unsigned char)(n != m);
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)(a->key[i] ^ (i < m ? got[i] : 0));
+    return diff == 0;
+}
+
+static uint64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------- */
+
+struct api *api_new(const struct api_config *cfg) {
+    struct api *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->cfg = *cfg;
+    a->key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
+    pthread_mutex_init(&a->mu, NULL);
+    a->started = time(NULL);
+    atomic_init(&a->next_id, 1);
+    return a;
+}
+
+void api_free(struct api *a) {
+    if (!a)
+        return;
+    pthread_mutex_destroy(&a->mu);
+    free(a->key);
+    free(a->model_id);
+    free(a);
+}
+
+void api_set_progress(struct api *a, double progress) {
+    pthread_mutex_lock(&a->mu);
+    a->progress = progress;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void api_set_ready(struct api *a, const struct model *m, const struct tokenizer *tk,
+                   struct scheduler *s, struct expert_cache *c, int32_t n_ctx) {
+    pthread_mutex_lock(&a->mu);
+    a->n_ctx = n_ctx;
+    a->m = m;
+    a->tk = tk;
+    a->sched = s;
+    a->cache = c;
+    a->family = chat_family_detect(gguf_get_str(m->gguf, "tokenizer.chat_template"));
+    a->model_id = strdup(a->cfg.model_alias && a->cfg.model_alias[0] ? a->cfg.model_alias
+                                                                      : m->name);
+    a->progress = 1.0;
+    a->ready = true;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* ---- one completion -------------------------------------------------------------------------- */
+
+struct call {
+    struct api *api;
+    atomic_int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct oai_request rq;
+    struct job *job;
+    struct http_stream *out;  /* streaming: the reply's body */
+    struct chat_stream *cs;   /* chat: the output splitter */
+    bool sent_role;
+    char id[48];
+    int64_t created;
+    struct buf content, reasoning;
+    struct oai_tool_call calls[16];
+    char *call_names[16], *call_args[16], call_ids[16][32];
+    int n_calls;
+    struct oai_logprob *lps;  /* non-streaming logprobs; their token texts are malloc'd */
+    int n_lps, cap_lps;
+    bool done;
+    struct job_summary sum;
+};
+
+static void call_unref(struct call *c) {
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    if (c->job)
+        job_release(c->job);
+    chat_stream_free(c->cs);
+    oai_request_free(&c->rq);
+    free(c->content.p);
+    free(c->reasoning.p);
+    for (int i = 0; i < c->n_calls; i++) {
+        free(c->call_names[i]);
+        free(c->call_args[i]);
+    }
+    for (int i = 0; i < c->n_lps; i++) {
+        free((char *)c->lps[i].token);
+        for (int k = 0; k < c->lps[i].n_top; k++)
+            free((char *)c->lps[i].top_token[k]);
+    }
+    free(c->lps);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+static void call_on_gone(void *ctx) {
+    struct call *c = ctx;
+    job_cancel(c->job);
+    call_unref(c);
+}
+
+static void send_frame(struct call *c, char *json) {
+    if (!json)
+        return;
+    struct buf f = {0};
+    if (buf_add(&f, "data: ", 6) == 0 && buf_add(&f, json, strlen(json)) == 0 &&
+        buf_add(&f, "\n\n", 2) == 0)
+        http_stream_write(c->out, f.p, f.len);
+    free(f.p);
+    free(json);
+}
+
+/* The result so far, as oai_response_json / oai_chunk_json read it. */
+static struct oai_result call_result(struct call *c, const char *finish) {
+    return (struct oai_result){
+        .id = c->id,
+        .created = c->created,
+        .model = c->api->model_id,
+        .content = c->content.p,
+        .reasoning = c->reasoning.p,
+        .tool_calls = c->calls,
+        .n_tool_calls = c->n_calls,
+        .finish_reason = finish,
+        .prompt_tokens = c->sum.prompt_tokens,
+        .completion_tokens = c->sum.completion_tokens,
+        .cached_tokens = c->sum.cached_tokens,
+        .prefill_ms = c->sum.prefill_ms,
+        .decode_ms = c->sum.decode_ms,
+        .logprobs = c->rq.logprobs ? c->lps : NULL,
+    };
+}
+
+/* A piece of content, reasoning or a tool call: streamed as a chunk, or gathered. */
+static void on_event(void *ctx, const struct chat_event *ev) {
+    struct call *c = ctx;
+    if (ev->kind == CHAT_EVENT_TOOL_CALL) {
+        if (c->n_calls == 16)
+            return;
+        int i = c->n_calls++;
+        c->call_names[i] = strdup(ev->name);
+        c->call_args[i] = strdup(ev->arguments);
+        char tail[24];
+        snprintf(tail, sizeof(tail), "%s", strrchr(c->id, '-') + 1);
+        snprintf(c->call_ids[i], sizeof(c->call_ids[i]), "call_%.16s_%d", tail, i);
+        c->calls[i] = (struct oai_tool_call){c->call_ids[i], c->call_names[i], c->call_args[i]};
+    }
+    if (!c->out) {
+        if (ev->kind == CHAT_EVENT_CONTENT)
+            buf_add(&c->content, ev->text, ev->len);
+        else if (ev->kind == CHAT_EVENT_REASONING)
+            buf_add(&c->reasoning, ev->text, ev->len);
+        return;
+    }
+    struct oai_result res = call_result(c, NULL);
+    struct oai_delta d = {.role = !c->sent_role};
+    if (ev->kind == CHAT_EVENT_CONTENT) {
+        d.content = ev->text;
+        d.content_len = ev->len;
+    } else if (ev->kind == CHAT_EVENT_REASONING) {
+        d.reasoning = ev->text;
+        d.reasoning_len = ev->len;
+    } else {
+        d.tool_call = &c->calls[c->n_calls - 1];
+        d.tool_index = c->n_calls - 1;
+    }
+    c->sent_role = true;
+    send_frame(c, oai_chunk_json(&c->rq, &res, &d));
+}
+
+/* A token's text as a NUL-terminated copy. */
+static char *token_text(const struct tokenizer *tk, int32_t id) {
+    size_t len = 0;
+    const char *p = tokenizer_piece(tk, id, &len);
+    return strndup(p ? p : "", len);
+}
+
+/* Records a token's logprobs (non-streaming). */
+static void keep_logprob(struct call *c, const struct job_token *t) {
+    if (!t || !c->rq.logprobs || c->out)
+        return;
+    if (c->n_lps == c->cap_lps) {
+        int cap = c->cap_lps ? 2 * c->cap_lps : 64;
+        struct oai_logprob *p = realloc(c->lps, sizeof(*p) * (size_t)cap);
+        if (!p)
+            return;
+        c->lps = p;
+        c->cap_lps = cap;
+    }
+    struct oai_logprob *lp = &c->lps[c->n_lps++];
+    memset(lp, 0, sizeof(*lp));
+    lp->token = token_text(c->api->tk, t->id);
+    lp->logprob = t->logprob;
+    for (int k = 0; k < t->n_top && k < 20; k++) {
+        lp->top_token[k] = token_text(c->api->tk, t->top_id[k]);
+        lp->top_logprob[k] = t->top_logprob[k];
+        lp->n_top++;
+    }
+}
+
+static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
+    struct call *c = ctx;
+    keep_logprob(c, tok);
+    if (c->cs) {
+        chat_stream_feed(c->cs, text, len, on_event, c);
+    } else {
+        struct chat_event ev = {.kind = CHAT_EVENT_CONTENT, .text = text, .len = len};
+        on_event(c, &ev);
+    }
+}
+
+static void on_done(void *ctx, const struct job_summary *s) {
+    struct call *c = ctx;
+    if (c->cs)
+        chat_stream_finish(c->cs, on_event, c);
+    const char *finish = s->finish_reason;
+    if (c->n_calls > 0 && strcmp(finish, "stop") == 0)
+        finish = "tool_calls";
+    pthread_mutex_lock(&c->mu);
+    c->sum = *s;
+    c->sum.finish_reason = finish;
+    pthread_mutex_unlock(&c->mu);
+    if (c->out) {
+        struct oai_result res = call_result(c, finish);
+        if (s->rc < 0) {
+            struct oai_error e;
+            oai_fail(&e, 500, "server_error", "", "", "generation failed: %s", strerror(-s->rc));
+            send_frame(c, oai_error_json(&e));
+        } else if (strcmp(finish, "cancelled") != 0) {
+            struct oai_delta d = {.role = !c->sent_role, .finish_reason = finish};
+            send_frame(c, oai_chunk_json(&c->rq, &res, &d));
+            if (c->rq.include_usage) {
+                struct oai_delta u = {.usage_only = true};
+                send_frame(c, oai_chunk_json(&c->rq, &res, &u));
+            }
+        }
+        http_stream_write(c->out, "data: [DONE]\n\n", 14);
+        http_stream_close(c->out);
+    }
+    pthread_mutex_lock(&c->mu);
+    c->done = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    call_unref(c);
+}
+
+/* Renders and tokenizes the request's prompt. Returns the ids (malloc'd) or NULL with e set. */
+static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+                           struct oai_error *e) {
+    char err[256] = "";
+    char *text = NULL;
+    if (rq->chat) {
+        struct chat_render_opts o = {.add_generation_prompt = true,
+                                     .enable_thinking = rq->enable_thinking,
+                                     .tools_json = rq->tools_json};
+        text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
+        if (!text) {
+            oai_fail(e, 400, "invalid_request_error", "messages", "", "%s", err);
+            return NULL;
+        }
+    } else {
+        text = strdup(rq->prompt);
+    }
+    size_t n_text = 0;
+    int32_t *ids = text ? tokenizer_encode(a->tk, text, strlen(text), true, &n_text) : NULL;
+    free(text);
+    bool bos = tokenizer_add_bos(a->tk) && tokenizer_bos(a->tk) >= 0;
+    int32_t *all = ids ? malloc((n_text + 1) * sizeof(int32_t)) : NULL;
+    if (!all) {
+        free(ids);
+        oai_fail(e, 500, "server_error", "", "", "out of memory tokenizing the prompt");
+        return NULL;
+    }
+    if (bos)
+        all[0] = tokenizer_bos(a->tk);
+    memcpy(all + bos, ids, n_text * sizeof(int32_t));
+    free(ids);
+    *n = n_text + bos;
+    return all;
+}
+
+static void handle_completion(struct api *a, const struct http_request *hr, bool chat,
+                              struct http_response *out) {
+    struct oai_limits lim = {.max_messages = 1024, .max_message_bytes = 1u << 20,
+                             .max_tokens = a->n_ctx, .max_stop_bytes = 256};
+    struct oai_error e;
+    struct call *c = calloc(1, sizeof(*c));
+    if (!c) {
+        reply_fail(out, 500, "server_error", "", "", "out of memory");
+        return;
+    }
+    c->api = a;
+    atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    int rc = chat ? oai_parse_chat(hr->body, hr->body_len, &lim, &c->rq, &e)
+                  : oai_parse_completion(hr->body, hr->body_len, &lim, &c->rq, &e);
+    if (rc < 0) {
+        memset(&c->rq, 0, sizeof(c->rq)); /* freed by the parser on failure */
+        reply_error(out, &e);
+        call_unref(c);
+        return;
+    }
+    size_t n = 0;
+    int32_t *ids = prompt_ids(a, &c->rq, &n, &e);
+    if (!ids) {
+        reply_error(out, &e);
+        call_unref(c);
+        return;
+    }
+    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : a->n_ctx - (int32_t)n;
+    if ((int64_t)n + max_tokens > a->n_ctx || max_tokens <= 0) {
+        oai_fail(&e, 400, "invalid_request_error", "messages", "context_length_exceeded",
+                 "this model's context is %d tokens; the prompt takes %zu and max_tokens asks "
+                 "for %d more", a->n_ctx, n, max_tokens > 0 ? max_tokens : 0);
+        free(ids);
+        reply_error(out, &e);
+        call_unref(c);
+        return;
+    }
+    struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
+                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs};
+    p.sp = sampler_params_default();
+    p.sp.temp = c->rq.temperature;
+    p.sp.top_p = c->rq.top_p;
+    p.sp.top_k = c->rq.top_k;
+    p.sp.min_p = c->rq.min_p;
+    p.sp.presence_penalty = c->rq.presence_penalty;
+    p.sp.frequency_penalty = c->rq.frequency_penalty;
+    p.sp.repeat_penalty = c->rq.repeat_penalty;
+    p.sp.seed = c->rq.has_seed ? c->rq.seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
+    for (int i = 0; i < c->rq.n_stop; i++)
+        p.stop[i] = c->rq.stop[i];
+    c->created = (int64_t)time(NULL);
+    snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
+             atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));
+    c->cs = chat ? chat_stream_new(a->family, false) : NULL;
+    const struct job_callbacks cb = {on_text, on_done};
+    c->job = job_new(ids, n, &p, &cb, c);
+    free(ids);
+    if ((chat && !c->cs) || !c->job) {
+        reply_fail(out, 500, "server_error", "", "", "out of memory");
+        call_unref(c);
+        return;
+    }
+    if (c->rq.stream) {
+        c->out = http_stream_new();
+        if (!c->out) {
+            reply_fail(out, 500, "server_error", "", "", "out of memory");
+            call_unref(c);
+            return;
+        }
+        atomic_fetch_add(&c->refs, 2); /* the job's and the gone hook's */
+        http_stream_on_gone(c->out, call_on_gone, c);
+        if (scheduler_submit(a->sched, c->job) < 0) {
+            atomic_fetch_sub(&c->refs, 2);
+            http_stream_discard(c->out);
+            c->out = NULL;
+            reply_fail(out, 503, "server_error", "", "queue_full",
+                       "the server is busy: too many requests queued; try again shortly");
+            call_unref(c);
+            return;
+        }
+        out->status = 200;
+        out->content_type = "text/event-stream";
+        out->stream = c->out;
+        call_unref(c);
+        return;
+    }
+    atomic_fetch_add(&c->refs, 1); /* the job's */
+    if (scheduler_submit(a->sched, c->job) < 0) {
+        atomic_fetch_sub(&c->refs, 1);
+        reply_fail(out, 503, "server_error", "", "queue_full",
+                   "the server is busy: too many requests queued; try again shortly");
+        call_unref(c);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!c->done)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    if (c->sum.rc < 0) {
+        reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));
+    } else {
+        struct oai_result res = call_result(c, c->sum.finish_reason);
+        reply_json(out, 200, oai_response_json(&c->rq, &res));
+    }
+    call_unref(c);
+}
+
+/* ---- the other routes ------------------------------------------------------------------------ */
+
+static void handle_health(struct api *a, struct http_response *out) {
+    pthread_mutex_lock(&a->mu);
+    bool ready = a->ready;
+    double p = a->progress;
+    pthread_mutex_unlock(&a->mu);
+    if (ready)
+        reply_json(out, 200, str_printf("{\"status\":\"ok\"}"));
+    else
+        reply_json(out, 503, str_printf("{\"status\":\"loading\",\"progress\":%.2f}", p));
+}
+
+static void handle_models(struct api *a, struct http_response *out) {
+    reply_json(out, 200,
+               str_printf("{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
+                          "\"created\":%lld,\"owned_by\":\"sniper\",\"meta\":{\"n_ctx\":%d,"
+                          "\"n_params_experts\":%d}}]}",
+                          a->model_id, (long long)a->started, a->n_ctx, a->m->hp.n_expert));
+}
+
+/* Figures for /v1/stats and /metrics. */
+struct figures {
+    struct scheduler_stats s;
+    struct expert_cache_stats c;
+    bool has_cache;
+    double uptime;
+    uint64_t rss, requests, errors;
+};
+
+static void gather(struct api *a, struct figures *f) {
+    memset(f, 0, sizeof(*f));
+    scheduler_get_stats(a->sched, &f->s);
+    if (a->cache) {
+        expert_cache_get_stats(a->cache, &f->c); /* approximate: read while the engine runs */
+        f->has_cache = true;
+    }
+    pthread_mutex_lock(&a->mu);
+    f->requests = a->requests;
+    f->errors = a->errors;
+    pthread_mutex_unlock(&a->mu);
+    f->uptime = difftime(time(NULL), a->started);
+    f->rss = rss_bytes();
+}
+
+static void handle_stats(struct api *a, struct http_response *out) {
+    struct figures f;
+    gather(a, &f);
+    uint64_t lookups = f.c.hits + f.c.misses;
+    reply_json(
+        out, 200,
+        str_printf("{\"model\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
+                   ",\"completions\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"queue\":%d,\"busy\":%s,"
+                   "\"tokens\":{\"prompt\":%" PRIu64 ",\"cached\":%" PRIu64 ",\"completion\":%" PRIu64
+                   "},\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,"
+                   "\"rss_bytes\":%" PRIu64 ",\"ram_budget_bytes\":%" PRIu64 ",\"n_ctx\":%d,"
+                   "\"experts\":{\"streaming\":%s,\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
+                   ",\"hit_rate\":%.4f,\"bytes_read\":%" PRIu64 ",\"read_MBps\":%.1f,"
+                   "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
+                   ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f}}",
+                   a->model_id, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
+                   f.s.busy ? "true" : "false", f.s.prompt_tokens, f.s.cached_tokens,
+                   f.s.completion_tokens,
+                   f.s.prefill_s > 0 ? (double)(f.s.prompt_tokens - f.s.cached_tokens) / f.s.prefill_s
+                                     : 0.0,
+                   f.s.decode_s > 0 ? (double)f.s.completion_tokens / f.s.decode_s : 0.0, f.rss,
+                   a->cfg.ram_budget, a->n_ctx, f.has_cache ? "true" : "false", f.c.hits,
+                   f.c.misses, lookups ? (double)f.c.hits / (double)lookups : 0.0, f.c.bytes_read,
+                   f.c.io_busy_s > 0 ? (double)f.c.bytes_read / f.c.io_busy_s / 1e6 : 0.0,
+                   f.c.io_wait_s, f.c.prefetch_used, f.c.prefetch_issued, f.c.n_slots,
+                   f.c.slot_bytes,
+                   f.s.prompt_tokens + f.s.completion_tokens
+                       ? (double)f.c.bytes_read /
+                             (double)(f.s.prompt_tokens - f.s.cached_tokens + f.s.completion_tokens)
+                       : 0.0));
+}
+
+static void handle_metrics(struct api *a, struct http_response *out) {
+    struct figures f;
+    gather(a, &f);
+    struct buf b = {0};
+    char line[256];
+#define METRIC(name, type, help, fmt, value)                                                     \
+    do {                                                                                         \
+        int n_ = snprintf(line, sizeof(line), "# HELP sniper_" name " " help "\n# TYPE sniper_"  \
+                          name " " type "\nsniper_" name " " fmt "\n", value);                  \
+        buf_add(&b, line, (size_t)n_);                                                           \
+    } while (0)
+    METRIC("uptime_seconds", "gauge", "Seconds since start.", "%.0f", f.uptime);
+    METRIC("requests_total", "counter", "HTTP requests served.", "%" PRIu64, f.requests);
+    METRIC("errors_total", "counter", "Requests answered with an error.", "%" PRIu64, f.errors);
+    METRIC("completions_total", "counter", "Generation jobs finished.", "%" PRIu64, f.s.jobs_done);
+    METRIC("prompt_tokens_total", "counter", "Prompt tokens received.", "%" PRIu64, f.s.prompt_tokens);
+    METRIC("cached_tokens_total", "counter", "Prompt tokens served from the prompt cache.",
+           "%" PRIu64, f.s.cached_tokens);
+    METRIC("completion_tokens_total", "counter", "Tokens generated.", "%" PRIu64,
+           f.s.completion_tokens);
+    METRIC("queue_length", "gauge", "Jobs waiting for the engine.", "%d", f.s.queued);
+    METRIC("resident_bytes", "gauge", "Resident set size.", "%" PRIu64, f.rss);
+    METRIC("expert_hits_total", "counter", "Expert lookups found in the cache.", "%" PRIu64, f.c.hits);
+    METRIC("expert_misses_total", "counter", "Expert lookups read from disk.", "%" PRIu64,
+           f.c.misses);
+    METRIC("expert_read_bytes_total", "counter", "Bytes of experts read from disk.", "%" PRIu64,
+           f.c.bytes_read);
+    METRIC("expert_io_wait_seconds_total", "counter", "Seconds the engine waited for reads.",
+           "%.3f", f.c.io_wait_s);
+#undef METRIC
+    out->status = 200;
+    out->content_type = "text/plain; version=0.0.4";
+    out->body = b.p ? b.p : strdup("");
+}
+
+/* ---- routing --------------------------------------------------------------------------------- */
+
+void api_handle(void *ctx, const struct http_request *rq, struct http_response *out) {
+    struct api *a = ctx;
+    static const struct {
+        const char *path, *method;
+    } routes[] = {{"/health", "GET"},           {"/v1/models", "GET"},
+                  {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
+                  {"/v1/stats", "GET"},         {"/metrics", "GET"}};
+    int route = -1;
+    bool path_known = false;
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (strcmp(rq->path, routes[i].path) == 0) {
+            path_known = true;
+            if (strcmp(rq->method, routes[i].method) == 0)
+                route = (int)i;
+        }
+    pthread_mutex_lock(&a->mu);
+    a->requests++;
+    bool ready = a->ready;
+    pthread_mutex_unlock(&a->mu);
+    if (route < 0) {
+        if (path_known)
+            reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
+                       "this path does not take that method");
+        else
+            reply_fail(out, 404, "invalid_request_error", "", "not_found", "no such endpoint");
+    } else if (route == 0) {
+        handle_health(a, out);
+    } else if (!authorized(a, rq->authorization)) {
+        reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
+                   "missing or wrong API key: send Authorization: Bearer <key>");
+    } else if (!ready) {
+        reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
+    } else if (route == 1) {
+        handle_models(a, out);
+    } else if (route == 2 || route == 3) {
+        handle_completion(a, rq, route == 2, out);
+    } else if (route == 4) {
+        handle_stats(a, out);
+    } else {
+        handle_metrics(a, out);
+    }
+    if (out->status >= 400) {
+        pthread_mutex_lock(&a->mu);
+        a->errors++;
+        pthread_mutex_unlock(&a->mu);
+    }
+}

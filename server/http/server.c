@@ -1,0 +1,308 @@
+/* server.c - libmicrohttpd with a thread per connection.
+ * Invariants: a connection's body buffer never grows past max_body (beyond it the request is
+ * answered 413 and the rest of the body is discarded); an http_stream is freed when both its
+ * writer and its reply have let go; the gone callback runs at most once. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "err.h"
+
+struct http_server {
+    struct MHD_Daemon *d;
+    struct http_server_config cfg;
+    http_handler fn;
+    void *ctx;
+    int port;
+};
+
+/* ---- streams --------------------------------------------------------------------------------- */
+
+struct http_stream {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf;
+    size_t len, cap, off; /* unread bytes are buf[off..len) */
+    bool closed;          /* the writer is done */
+    bool gone;            /* the reply was destroyed (client gone, or the end was sent) */
+    int refs;
+    void (*gone_fn)(void *ctx);
+    void *gone_ctx;
+};
+
+struct http_stream *http_stream_new(void) {
+    struct http_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return NULL;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    st->refs = 2; /* the writer's and the reply's */
+    return st;
+}
+
+static void stream_unref(struct http_stream *st) {
+    pthread_mutex_lock(&st->mu);
+    bool last = --st->refs == 0;
+    pthread_mutex_unlock(&st->mu);
+    if (!last)
+        return;
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st->buf);
+    free(st);
+}
+
+void http_stream_on_gone(struct http_stream *st, void (*fn)(void *ctx), void *ctx) {
+    st->gone_fn = fn;
+    st->gone_ctx = ctx;
+}
+
+int http_stream_write(struct http_stream *st, const char *data, size_t len) {
+    pthread_mutex_lock(&st->mu);
+    int rc = 0;
+    if (st->gone) {
+        rc = -EPIPE;
+    } else {
+        if (st->off > 0 && st->off == st->len)
+            st->off = st->len = 0;
+        if (st->len + len > st->cap) {
+            size_t cap = st->cap ? st->cap : 4096;
+            while (cap < st->len + len)
+                cap *= 2;
+            char *nb = realloc(st->buf, cap);
+            if (!nb) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            st->buf = nb;
+            st->cap = cap;
+        }
+        memcpy(st->buf + st->len, data, len);
+        st->len += len;
+        pthread_cond_signal(&st->cv);
+    }
+out:
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+void http_stream_close(struct http_stream *st) {
+    pthread_mutex_lock(&st->mu);
+    st->closed = true;
+    pthread_cond_signal(&st->cv);
+    pthread_mutex_unlock(&st->mu);
+    stream_unref(st);
+}
+
+void http_stream_discard(struct http_stream *st) {
+    stream_unref(st);
+    stream_unref(st);
+}
+
+/* MHD pulls the reply: blocks (this connection's own thread) until bytes or the end arrive. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    (void)pos;
+    struct http_stream *st = cls;
+    pthread_mutex_lock(&st->mu);
+    while (st->off == st->len && !st->closed)
+        pthread_cond_wait(&st->cv, &st->mu);
+    ssize_t n = MHD_CONTENT_READER_END_OF_STREAM;
+    if (st->off < st->len) {
+        size_t take = st->len - st->off < max ? st->len - st->off : max;
+        memcpy(out, st->buf + st->off, take);
+        st->off += take;
+        n = (ssize_t)take;
+    }
+    pthread_mutex_unlock(&st->mu);
+    return n;
+}
+
+/* The reply is destroyed: sent to the end, or the client went away. */
+static void stream_reply_free(void *cls) {
+    struct http_stream *st = cls;
+    pthread_mutex_lock(&st->mu);
+    st->gone = true;
+    void (*fn)(void *) = st->gone_fn;
+    void *ctx = st->gone_ctx;
+    st->gone_fn = NULL;
+    pthread_mutex_unlock(&st->mu);
+    if (fn)
+        fn(ctx);
+    stream_unref(st);
+}
+
+/* ---- requests -------------------------------------------------------------------------------- */
+
+struct conn_state {
+    char *body;
+    size_t len, cap;
+    bool too_big;
+};
+
+static enum MHD_Result queue_body(struct MHD_Connection *c, int status, const char *type,
+                                  char *body, size_t len) {
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE
+                                                        : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result queue_too_big(struct MHD_Connection *c, size_t max) {
+    char *body = NULL;
+    int n = asprintf(&body, "{\"error\":{\"message\":\"request body larger than %zu bytes\","
+                            "\"type\":\"invalid_request_error\",\"param\":null,"
+                            "\"code\":\"request_too_large\"}}", max);
+    return queue_body(c, 413, "application/json", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *data_len, void **con_cls) {
+    (void)version;
+    struct http_server *s = cls;
+    struct conn_state *cs = *con_cls;
+    if (!cs) { /* headers are in: refuse a declared oversized body before reading it */
+        cs = calloc(1, sizeof(*cs));
+        if (!cs)
+            return MHD_NO;
+        *con_cls = cs;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body)
+            cs->too_big = true;
+        return MHD_YES;
+    }
+    if (*data_len > 0) {
+        if (!cs->too_big && cs->len + *data_len > s->cfg.max_body)
+            cs->too_big = true;
+        if (!cs->too_big) {
+            if (cs->len + *data_len + 1 > cs->cap) {
+                size_t cap = cs->cap ? cs->cap : 4096;
+                while (cap < cs->len + *data_len + 1)
+                    cap *= 2;
+                char *nb = realloc(cs->body, cap);
+                if (!nb)
+                    return MHD_NO;
+                cs->body = nb;
+                cs->cap = cap;
+            }
+            memcpy(cs->body + cs->len, data, *data_len);
+            cs->len += *data_len;
+        }
+        *data_len = 0;
+        return MHD_YES;
+    }
+    if (cs->too_big)
+        return queue_too_big(c, s->cfg.max_body);
+    char *q = strchr(url, '?');
+    char path[1024];
+    snprintf(path, sizeof(path), "%.*s", q ? (int)(q - url) : (int)strlen(url), url);
+    struct http_request rq = {
+        .method = method,
+        .path = path,
+        .body = cs->body ? cs->body : "",
+        .body_len = cs->len,
+        .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+    };
+    if (cs->body)
+        cs->body[cs->len] = '\0';
+    struct http_response out = {.status = 500, .content_type = "application/json"};
+    s->fn(s->ctx, &rq, &out);
+    if (!out.stream)
+        return queue_body(c, out.status, out.content_type, out.body,
+                          out.body ? (out.body_len ? out.body_len : strlen(out.body)) : 0);
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
+                                                               out.stream, stream_reply_free);
+    if (!r) {
+        stream_reply_free(out.stream);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, out.content_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)out.status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)c;
+    (void)toe;
+    struct conn_state *cs = *con_cls;
+    if (cs) {
+        free(cs->body);
+        free(cs);
+        *con_cls = NULL;
+    }
+}
+
+/* ---- the daemon ------------------------------------------------------------------------------ */
+
+struct http_server *http_server_start(const struct http_server_config *cfg, http_handler fn,
+                                      void *ctx, char *err, size_t err_len) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                     MHD_USE_ERROR_LOG;
+    if (inet_pton(AF_INET, cfg->host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)cfg->port);
+    } else if (inet_pton(AF_INET6, cfg->host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)cfg->port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        err_set(err, err_len, "http: \"%s\" is not an IPv4 or IPv6 address", cfg->host);
+        return NULL;
+    }
+    struct http_server *s = calloc(1, sizeof(*s));
+    if (!s) {
+        err_set(err, err_len, "http: out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->fn = fn;
+    s->ctx = ctx;
+    s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 64),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+    if (!s->d) {
+        err_set(err, err_len, "http: cannot listen on %s port %d (in use, or not an address of "
+                "this machine)", cfg->host, cfg->port);
+        free(s);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : cfg->port;
+    return s;
+}
+
+void http_server_stop(struct http_server *s) {
+    if (!s)
+        return;
+    MHD_stop_daemon(s->d);
+    free(s);
+}
+
+int http_server_port(const struct http_server *s) {
+    return s->port;
+}
