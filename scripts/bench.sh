@@ -314,3 +314,14 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
     echo "$row"
 done
+
+# ------------------------------------------------------------------------------------------------
+# The daemon under concurrent clients (a small model: the queue and the HTTP path, not the engine)
+
+SMALL=${SMALL_MODEL:-models/tiny-qwen3moe-q8_0.gguf}
+[ -f "$SMALL" ] || "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 1 -o "$SMALL"
+echo
+echo "== HTTP: streaming chat completions from 1, 4 and 8 clients, 16 requests each, 32 tokens," \
+    "$SMALL (tools/bench_http.py)"
+python3 tools/bench_http.py "$BUILD/sniperd" "$SMALL" --clients 1,4,8 --requests 16 \
+    --max-tokens 32 || echo "bench: the HTTP benchmark failed"
