@@ -182,11 +182,14 @@ struct call {
     struct oai_tool_call calls[16];
     char *call_names[16], *call_args[16], call_ids[16][32];
     int n_calls;
+    const struct job_token *cur_tok; /* the token whose text is being split (streaming logprobs) */
     struct oai_logprob *lps;  /* non-streaming logprobs; their token texts are malloc'd */
     int n_lps, cap_lps;
     bool done;
     struct job_summary sum;
 };
+
+static void logprob_clear(struct oai_logprob *lp);
 
 static void call_unref(struct call *c) {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -201,11 +204,8 @@ static void call_unref(struct call *c) {
         free(c->call_names[i]);
         free(c->call_args[i]);
     }
-    for (int i = 0; i < c->n_lps; i++) {
-        free((char *)c->lps[i].token);
-        for (int k = 0; k < c->lps[i].n_top; k++)
-            free((char *)c->lps[i].top_token[k]);
-    }
+    for (int i = 0; i < c->n_lps; i++)
+        logprob_clear(&c->lps[i]);
     free(c->lps);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -249,6 +249,27 @@ static struct oai_result call_result(struct call *c, const char *finish) {
     };
 }
 
+static char *token_text(const struct tokenizer *tk, int32_t id);
+
+/* Fills lp from t with malloc'd token texts (free with logprob_clear). */
+static void logprob_fill(const struct tokenizer *tk, const struct job_token *t,
+                         struct oai_logprob *lp) {
+    memset(lp, 0, sizeof(*lp));
+    lp->token = token_text(tk, t->id);
+    lp->logprob = t->logprob;
+    for (int k = 0; k < t->n_top && k < 20; k++) {
+        lp->top_token[k] = token_text(tk, t->top_id[k]);
+        lp->top_logprob[k] = t->top_logprob[k];
+        lp->n_top++;
+    }
+}
+
+static void logprob_clear(struct oai_logprob *lp) {
+    free((char *)lp->token);
+    for (int k = 0; k < lp->n_top; k++)
+        free((char *)lp->top_token[k]);
+}
+
 /* A piece of content, reasoning or a tool call: streamed as a chunk, or gathered. */
 static void on_event(void *ctx, const struct chat_event *ev) {
     struct call *c = ctx;
@@ -272,9 +293,15 @@ static void on_event(void *ctx, const struct chat_event *ev) {
     }
     struct oai_result res = call_result(c, NULL);
     struct oai_delta d = {.role = !c->sent_role};
+    struct oai_logprob lp = {0};
     if (ev->kind == CHAT_EVENT_CONTENT) {
         d.content = ev->text;
         d.content_len = ev->len;
+        if (c->rq.logprobs && c->cur_tok) { /* a token's logprob goes with its first text */
+            logprob_fill(c->api->tk, c->cur_tok, &lp);
+            d.logprob = &lp;
+            c->cur_tok = NULL;
+        }
     } else if (ev->kind == CHAT_EVENT_REASONING) {
         d.reasoning = ev->text;
         d.reasoning_len = ev->len;
@@ -284,6 +311,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
     }
     c->sent_role = true;
     send_frame(c, oai_chunk_json(&c->rq, &res, &d));
+    logprob_clear(&lp);
 }
 
 /* A token's text as a NUL-terminated copy. */
@@ -305,20 +333,13 @@ static void keep_logprob(struct call *c, const struct job_token *t) {
         c->lps = p;
         c->cap_lps = cap;
     }
-    struct oai_logprob *lp = &c->lps[c->n_lps++];
-    memset(lp, 0, sizeof(*lp));
-    lp->token = token_text(c->api->tk, t->id);
-    lp->logprob = t->logprob;
-    for (int k = 0; k < t->n_top && k < 20; k++) {
-        lp->top_token[k] = token_text(c->api->tk, t->top_id[k]);
-        lp->top_logprob[k] = t->top_logprob[k];
-        lp->n_top++;
-    }
+    logprob_fill(c->api->tk, t, &c->lps[c->n_lps++]);
 }
 
 static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
     struct call *c = ctx;
     keep_logprob(c, tok);
+    c->cur_tok = tok;
     if (c->cs) {
         chat_stream_feed(c->cs, text, len, on_event, c);
     } else {
@@ -368,9 +389,10 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, size_t *
     char err[256] = "";
     char *text = NULL;
     if (rq->chat) {
+        bool no_tools = rq->tool_choice && strcmp(rq->tool_choice, "none") == 0;
         struct chat_render_opts o = {.add_generation_prompt = true,
                                      .enable_thinking = rq->enable_thinking,
-                                     .tools_json = rq->tools_json};
+                                     .tools_json = no_tools ? NULL : rq->tools_json};
         text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
         if (!text) {
             oai_fail(e, 400, "invalid_request_error", "messages", "", "%s", err);
@@ -415,6 +437,16 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
                   : oai_parse_completion(hr->body, hr->body_len, &lim, &c->rq, &e);
     if (rc < 0) {
         memset(&c->rq, 0, sizeof(c->rq)); /* freed by the parser on failure */
+        reply_error(out, &e);
+        call_unref(c);
+        return;
+    }
+    /* what the engine cannot honour yet is refused, never ignored */
+    const char *tc = c->rq.tool_choice;
+    if (tc && strcmp(tc, "auto") != 0 && strcmp(tc, "none") != 0) {
+        oai_fail(&e, 400, "invalid_request_error", "tool_choice", "unsupported_parameter",
+                 "tool_choice \"%s\" (forcing a tool call) is not supported yet: use \"auto\" "
+                 "or \"none\"", strcmp(tc, "required") == 0 ? "required" : "a named function");
         reply_error(out, &e);
         call_unref(c);
         return;

@@ -201,6 +201,28 @@ ok = (isinstance(lp, list) and len(lp) == body["usage"]["completion_tokens"]
               and len(t["top_logprobs"]) == 3 for t in lp))
 check("logprobs with top_logprobs", ok, f"{st} {str(body)[:300]}")
 
+st, frames, done = d.stream({"messages": msgs, "max_tokens": 5, "temperature": 0, "stream": True,
+                             "logprobs": True, "top_logprobs": 2})
+lps = [t for f in frames if f["choices"] and (f["choices"][0].get("logprobs") or {}).get("content")
+       for t in f["choices"][0]["logprobs"]["content"]]
+check("streaming logprobs", st == 200 and done and len(lps) >= 1
+      and all(t["logprob"] <= 0 and len(t["top_logprobs"]) == 2 for t in lps), f"{frames[:3]}")
+tools = [{"type": "function", "function": {"name": "get_time", "description": "the time",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+base = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})[1]
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                         "tools": tools})
+check("tools are rendered into the prompt", st == 200 and body["usage"]["prompt_tokens"]
+      > base["usage"]["prompt_tokens"] + 10, f"{st} {body} vs {base}")
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                         "tools": tools, "tool_choice": "none"})
+check("tool_choice none leaves the tools out", st == 200 and body["usage"]["prompt_tokens"]
+      == base["usage"]["prompt_tokens"], f"{st} {body}")
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                         "tools": tools, "tool_choice": "required"})
+check("tool_choice required refused (not silently ignored)", st == 400
+      and body["error"]["param"] == "tool_choice", f"{st} {body}")
+
 st, body, _ = d.request("GET", "/v1/stats")
 check("stats", st == 200 and body["completions"] >= 4 and body["tokens"]["cached"] >= 10
       and body["rss_bytes"] > 0, f"{st} {body}")
