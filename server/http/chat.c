@@ -6,10 +6,10 @@
  * separators, non-ASCII kept); tests/chat/expected.json pins it. The stream splitter never emits
  * text that could still turn out to be the start of a tag. */
 #include "chat.h"
+#include "jsonw.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -61,6 +61,17 @@ static char *sb_take(struct sbuf *b) {
     return b->p;
 }
 
+/* Appends v as the templates' tojson writes it (Python's json.dumps, ensure_ascii=False). */
+static void sb_put_json(struct sbuf *b, const json_t *v) {
+    char *s = jsonw_dumps(v, JSONW_PYTHON);
+    if (!s) {
+        b->oom = true;
+        return;
+    }
+    sb_puts(b, s);
+    free(s);
+}
+
 static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t err_len, const char *fmt, ...) {
     if (err && err_len) {
@@ -70,120 +81,6 @@ static int fail(char *err, size_t err_len, const char *fmt, ...) {
         va_end(ap);
     }
     return -1;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * JSON as Python's json.dumps(x, ensure_ascii=False) writes it (the templates' tojson).
- * ------------------------------------------------------------------------------------------- */
-
-static void py_dump_string(struct sbuf *b, const char *s, size_t n) {
-    sb_putn(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        switch (c) {
-        case '"': sb_puts(b, "\\\""); break;
-        case '\\': sb_puts(b, "\\\\"); break;
-        case '\n': sb_puts(b, "\\n"); break;
-        case '\r': sb_puts(b, "\\r"); break;
-        case '\t': sb_puts(b, "\\t"); break;
-        case '\b': sb_puts(b, "\\b"); break;
-        case '\f': sb_puts(b, "\\f"); break;
-        default:
-            if (c < 0x20) {
-                snprintf(esc, sizeof(esc), "\\u%04x", c);
-                sb_puts(b, esc);
-            } else {
-                sb_putn(b, (const char *)&s[i], 1);
-            }
-        }
-    }
-    sb_putn(b, "\"", 1);
-}
-
-/* Python's repr of a float: the shortest digits that read back to x, in fixed notation for
- * decimal exponents -4..15 (always with a fraction) and d.ddde+XX otherwise. */
-static void py_dump_real(struct sbuf *b, double x) {
-    char e[40], digits[24], out[64];
-    if (isnan(x) || isinf(x)) {
-        sb_puts(b, isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
-        return;
-    }
-    for (int prec = 0; prec < 17; prec++) {
-        snprintf(e, sizeof(e), "%.*e", prec, x);
-        if (strtod(e, NULL) == x)
-            break;
-    }
-    const char *p = e;
-    size_t nd = 0, o = 0;
-    if (*p == '-')
-        out[o++] = '-', p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    digits[nd] = '\0';
-    int exp = atoi(p + 1);
-    if (exp >= -4 && exp < 16) {
-        if (exp < 0) {
-            o += (size_t)snprintf(out + o, sizeof(out) - o, "0.%.*s%s", -exp - 1, "0000", digits);
-        } else {
-            for (int i = 0; i <= exp; i++)
-                out[o++] = (size_t)i < nd ? digits[i] : '0';
-            out[o++] = '.';
-            if ((size_t)exp + 1 < nd)
-                for (size_t i = (size_t)exp + 1; i < nd; i++)
-                    out[o++] = digits[i];
-            else
-                out[o++] = '0';
-            out[o] = '\0';
-        }
-    } else {
-        out[o++] = digits[0];
-        if (nd > 1)
-            o += (size_t)snprintf(out + o, sizeof(out) - o, ".%s", digits + 1);
-        snprintf(out + o, sizeof(out) - o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    }
-    sb_puts(b, out);
-}
-
-static void py_dump(struct sbuf *b, const json_t *v) {
-    char num[32];
-    const char *key;
-    json_t *item;
-    size_t i;
-    bool first = true;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        sb_puts(b, "{");
-        json_object_foreach((json_t *)v, key, item) {
-            sb_puts(b, first ? "" : ", ");
-            first = false;
-            py_dump_string(b, key, strlen(key));
-            sb_puts(b, ": ");
-            py_dump(b, item);
-        }
-        sb_puts(b, "}");
-        break;
-    case JSON_ARRAY:
-        sb_puts(b, "[");
-        json_array_foreach(v, i, item) {
-            sb_puts(b, i ? ", " : "");
-            py_dump(b, item);
-        }
-        sb_puts(b, "]");
-        break;
-    case JSON_STRING: py_dump_string(b, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER:
-        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        sb_puts(b, num);
-        break;
-    case JSON_REAL: py_dump_real(b, json_real_value(v)); break;
-    case JSON_TRUE: sb_puts(b, "true"); break;
-    case JSON_FALSE: sb_puts(b, "false"); break;
-    case JSON_NULL: sb_puts(b, "null"); break;
-    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -295,7 +192,7 @@ static int chatml_tools_header(struct sbuf *b, const struct chat_message *msgs, 
                "<tools>");
     json_array_foreach(tools, i, tool) {
         sb_puts(b, "\n");
-        py_dump(b, tool);
+        sb_put_json(b, tool);
     }
     sb_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and "
                "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
@@ -319,7 +216,7 @@ static int chatml_tool_call(struct sbuf *b, const json_t *call, size_t idx, char
     if (json_is_string(args))
         sb_putn(b, json_string_value(args), json_string_length(args));
     else
-        py_dump(b, args);
+        sb_put_json(b, args);
     sb_puts(b, "}\n</tool_call>");
     return 0;
 }
@@ -604,7 +501,7 @@ static int emit_tool_call(struct chat_stream *s, const char *body, size_t n, cha
         return 0;
     }
     char *a = json_is_string(args) ? strdup(json_string_value(args))
-                                   : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+                                   : jsonw_dumps(args, JSONW_COMPACT);
     if (!a) {
         json_decref(v);
         return -ENOMEM;
