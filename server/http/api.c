@@ -404,7 +404,9 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, size_t *
     size_t n_text = 0;
     int32_t *ids = text ? tokenizer_encode(a->tk, text, strlen(text), true, &n_text) : NULL;
     free(text);
-    bool bos = tokenizer_add_bos(a->tk) && tokenizer_bos(a->tk) >= 0;
+    /* a BOS when the model wants one, unless the template wrote it (Llama 3's does) */
+    bool bos = tokenizer_add_bos(a->tk) && tokenizer_bos(a->tk) >= 0 &&
+               !(n_text > 0 && ids[0] == tokenizer_bos(a->tk));
     int32_t *all = ids ? malloc((n_text + 1) * sizeof(int32_t)) : NULL;
     if (!all) {
         free(ids);
@@ -469,7 +471,8 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         return;
     }
     struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
-                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs};
+                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs,
+                           .json_object = c->rq.json_object};
     p.sp = sampler_params_default();
     p.sp.temp = c->rq.temperature;
     p.sp.top_p = c->rq.top_p;

@@ -31,6 +31,8 @@ struct job_params {
     int n_stop;
     int top_logprobs;            /* 0..JOB_MAX_TOP alternatives per token when logprobs */
     bool logprobs;
+    bool json_object;            /* only tokens that keep the text a prefix of one JSON object;
+                                  * the job ends when the object closes (json_grammar.h) */
 };
 
 /* One generated token as the callbacks see it. */

@@ -223,6 +223,27 @@ st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_
 check("tool_choice required refused (not silently ignored)", st == 400
       and body["error"]["param"] == "tool_choice", f"{st} {body}")
 
+# response_format json_object: every token keeps the text a prefix of one JSON object, and a reply
+# that ends by itself ("stop") is a whole object
+stops, bad_json = 0, []
+for seed in range(16):
+    st, body, _ = d.request("POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "json please"}], "max_tokens": 64, "seed": seed,
+        "temperature": 1, "response_format": {"type": "json_object"}})
+    ch = body["choices"][0]
+    text = ch["message"]["content"] or ""
+    if not text.lstrip().startswith("{"):
+        bad_json.append(text)
+    if ch["finish_reason"] == "stop":
+        stops += 1
+        try:
+            if not isinstance(json.loads(text), dict):
+                bad_json.append(text)
+        except json.JSONDecodeError:
+            bad_json.append(text)
+check("json_object: replies are JSON objects", stops >= 1 and not bad_json,
+      f"{stops} stopped; not JSON: {bad_json[:3]}")
+
 st, body, _ = d.request("GET", "/v1/stats")
 check("stats", st == 200 and body["completions"] >= 4 and body["tokens"]["cached"] >= 10
       and body["rss_bytes"] > 0, f"{st} {body}")
