@@ -353,6 +353,20 @@ for i, (method, path, payload, want_status) in enumerate(bad):
           st == want_status and error_shape(body), f"{st} {str(body)[:200]}")
 st, body, _ = d.request("POST", "/v1/chat/completions", good)
 check("serves after the bad requests", st == 200, f"{st} {body}")
+# every curl example of docs/api.md runs against this daemon
+api_md = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")
+with open(api_md) as f:
+    blocks = re.findall(r"```sh\n(.*?)```", f.read(), re.S)
+examples = [b for b in blocks if b.lstrip().startswith("curl")]
+for i, ex in enumerate(examples):
+    cmd = "\n".join(l for l in ex.splitlines() if not l.lstrip().startswith("#"))
+    cmd = cmd.replace("127.0.0.1:8000", f"127.0.0.1:{d.port}")
+    r = subprocess.run(["sh", "-c", cmd + " --fail-with-body"], capture_output=True, text=True,
+                       timeout=60)
+    check(f"docs/api.md example {i} runs", r.returncode == 0 and r.stdout.strip(),
+          f"exit {r.returncode}: {cmd[:80]} -> {r.stdout[:200]} {r.stderr[:200]}")
+check("docs/api.md has an example per endpoint", len(examples) >= 7, f"{len(examples)} examples")
+
 code, log = d.stop()
 check("stops cleanly on SIGTERM", code == 0, f"exit {code}: {log[-500:]}")
 
