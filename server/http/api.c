@@ -245,7 +245,8 @@ static struct oai_result call_result(struct call *c, const char *finish) {
         .cached_tokens = c->sum.cached_tokens,
         .prefill_ms = c->sum.prefill_ms,
         .decode_ms = c->sum.decode_ms,
-        .logprobs = c->rq.logprobs ? c->lps : NULL,
+        /* one entry per completion token (fewer only when memory ran out: then none) */
+        .logprobs = c->rq.logprobs && c->n_lps == c->sum.completion_tokens ? c->lps : NULL,
     };
 }
 
@@ -336,9 +337,12 @@ static void keep_logprob(struct call *c, const struct job_token *t) {
     logprob_fill(c->api->tk, t, &c->lps[c->n_lps++]);
 }
 
+static void on_token(void *ctx, const struct job_token *tok) {
+    keep_logprob(ctx, tok);
+}
+
 static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
     struct call *c = ctx;
-    keep_logprob(c, tok);
     c->cur_tok = tok;
     if (c->cs) {
         chat_stream_feed(c->cs, text, len, on_event, c);
@@ -350,6 +354,7 @@ static void on_text(void *ctx, const char *text, size_t len, const struct job_to
 
 static void on_done(void *ctx, const struct job_summary *s) {
     struct call *c = ctx;
+    c->cur_tok = NULL; /* the last token is gone: what the splitter still holds has no logprob */
     if (c->cs)
         chat_stream_finish(c->cs, on_event, c);
     const char *finish = s->finish_reason;
@@ -488,7 +493,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));
     c->cs = chat ? chat_stream_new(a->family, false) : NULL;
-    const struct job_callbacks cb = {on_text, on_done};
+    const struct job_callbacks cb = {on_token, on_text, on_done};
     c->job = job_new(ids, n, &p, &cb, c);
     free(ids);
     if ((chat && !c->cs) || !c->job) {

@@ -267,6 +267,8 @@ static void run_job(struct scheduler *s, struct job *j) {
             break;
         }
         sum.completion_tokens++;
+        if (j->cb.token)
+            j->cb.token(j->ctx, &tok);
         if (j->p.json_object) {
             size_t raw_len = 0;
             const char *raw = tokenizer_piece(s->tk, tok.id, &raw_len);

@@ -193,7 +193,7 @@ ok = (st == 200 and len(stop) == 3 and body["choices"][0]["text"] == full[:full.
       and body["choices"][0]["finish_reason"] == "stop")
 check("stop string ends the text before it", ok, f"stop {stop!r} in {full!r}: {body}")
 st, body, _ = d.request("POST", "/v1/chat/completions",
-                        dict(msgs and {"messages": msgs}, max_tokens=5, temperature=0,
+                        dict(msgs and {"messages": msgs}, max_tokens=40, temperature=1, seed=3,
                              logprobs=True, top_logprobs=3))
 lp = (body["choices"][0].get("logprobs") or {}).get("content") if st == 200 else None
 ok = (isinstance(lp, list) and len(lp) == body["usage"]["completion_tokens"]
