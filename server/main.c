@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -739,6 +740,31 @@ static bool is_loopback(const char *host) {
     return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
+/* Reports a model load's progress to /health and, on a terminal, as a line redrawn in place. */
+struct load_watch {
+    struct model_progress progress;
+    struct api *api;
+    atomic_bool stop;
+};
+
+static void *load_watcher(void *arg) {
+    struct load_watch *w = arg;
+    const bool tty = isatty(STDERR_FILENO);
+    while (!atomic_load(&w->stop)) {
+        uint64_t done = atomic_load(&w->progress.done), total = atomic_load(&w->progress.total);
+        double f = total ? (double)done / (double)total : 0.0;
+        api_set_progress(w->api, 0.9 * f); /* the rest: tokenizer, engine, cache */
+        if (tty && total)
+            fprintf(stderr, "\rsniperd: loading %3.0f%% (%llu of %llu MiB)", 100.0 * f,
+                    (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (tty)
+        fprintf(stderr, "\r\033[K");
+    return NULL;
+}
+
 /* The daemon: listen at once (so /health can say "loading"), load, serve until SIGINT/SIGTERM. */
 static int run_daemon(const struct options *o) {
     if (!is_loopback(o->host) && !(o->api_key && o->api_key[0])) {
@@ -770,14 +796,22 @@ static int run_daemon(const struct options *o) {
     fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "",
             o->host, v6 ? "]" : "", http_server_port(srv), o->model);
     int rc = 1;
-    struct model *m = model_open(o->model, o->ram_budget > 0, err, sizeof(err));
+    struct load_watch watch = {.api = api};
+    atomic_init(&watch.stop, false);
+    pthread_t watcher;
+    bool watching = pthread_create(&watcher, NULL, load_watcher, &watch) == 0;
+    struct model *m = model_open_progress(o->model, o->ram_budget > 0, &watch.progress, err,
+                                          sizeof(err));
+    atomic_store(&watch.stop, true);
+    if (watching)
+        pthread_join(watcher, NULL);
     struct tokenizer *tk = NULL;
     struct engine *e = NULL;
     struct expert_cache *cache = NULL;
     struct scheduler *sched = NULL;
     if (!m)
         goto out;
-    api_set_progress(api, 0.8);
+    api_set_progress(api, 0.9);
     if (!(tk = tokenizer_new(m->gguf, err, sizeof(err))) ||
         !(e = engine_new(m, &o->ep, err, sizeof(err))))
         goto out;
