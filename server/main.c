@@ -47,6 +47,7 @@ struct options {
     int port;
     const char *api_key;
     const char *alias;
+    const char *chat_template;
     int queue;
     uint64_t max_body;
 };
@@ -64,6 +65,8 @@ static void usage(FILE *f) {
             "      --api-key KEY         require Authorization: Bearer KEY (or $SNIPER_API_KEY)\n"
             "      --alias NAME          the model id /v1/models reports (default: the model's\n"
             "                            name)\n"
+            "      --chat-template NAME  auto (default: from the model's tokenizer.chat_template)\n"
+            "                            | chatml | llama3\n"
             "      --queue N             requests waiting beyond the running one (default 16;\n"
             "                            more get 503)\n"
             "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
@@ -254,6 +257,13 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             o->api_key = v;
         } else if (!strcmp(a, "--alias")) {
             o->alias = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (strcmp(v, "auto") != 0 && strcmp(v, "chatml") != 0 && strcmp(v, "llama3") != 0) {
+                fprintf(stderr, "sniperd: --chat-template wants auto, chatml or llama3, got "
+                                "\"%s\"\n", v);
+                rc = -EINVAL;
+            }
+            o->chat_template = strcmp(v, "auto") != 0 ? v : NULL;
         } else if (!strcmp(a, "--queue")) {
             rc = parse_int(a, v, 1, 4096, &n);
             o->queue = (int)n;
@@ -781,7 +791,7 @@ static int run_daemon(const struct options *o) {
     signal(SIGPIPE, SIG_IGN);
     char err[512] = "";
     struct api_config acfg = {.api_key = o->api_key, .model_alias = o->alias,
-                              .ram_budget = o->ram_budget};
+                              .chat_template = o->chat_template, .ram_budget = o->ram_budget};
     struct api *api = api_new(&acfg);
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
                                       .max_body = (size_t)o->max_body, .max_connections = 64};

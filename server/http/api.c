@@ -157,6 +157,9 @@ void api_set_ready(struct api *a, const struct model *m, const struct tokenizer 
     a->sched = s;
     a->cache = c;
     a->family = chat_family_detect(gguf_get_str(m->gguf, "tokenizer.chat_template"));
+    for (int f = CHAT_CHATML; f <= CHAT_LLAMA3; f++) /* --chat-template names one (main checked) */
+        if (a->cfg.chat_template && !strcmp(a->cfg.chat_template, chat_family_name(f)))
+            a->family = (enum chat_family)f;
     a->model_id = strdup(a->cfg.model_alias && a->cfg.model_alias[0] ? a->cfg.model_alias
                                                                       : m->name);
     a->progress = 1.0;

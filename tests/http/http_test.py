@@ -402,6 +402,14 @@ if subprocess.run(["sh", "-c", "command -v systemd-analyze"], capture_output=Tru
     r = subprocess.run(["systemd-analyze", "verify", probe], capture_output=True, text=True)
     check("systemd unit verifies", r.returncode == 0 and not r.stderr.strip(), r.stderr)
 
+# ---- --chat-template overrides the family found in the model
+d = Daemon(model, "--chat-template", "llama3")
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})
+chatml_tokens = base["usage"]["prompt_tokens"]
+check("--chat-template llama3 renders another prompt", st == 200
+      and body["usage"]["prompt_tokens"] != chatml_tokens, f"{st} {body} vs {chatml_tokens}")
+d.stop()
+
 # ---- the context limit
 d = Daemon(model, "--ctx-size", "48")
 st, body, _ = d.request("POST", "/v1/completions", {"prompt": "word " * 40, "max_tokens": 20})
