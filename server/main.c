@@ -22,6 +22,7 @@
 #include "expert_cache.h"
 #include "gguf.h"
 #include "model.h"
+#include "procstat.h"
 #include "rng.h"
 #include "sampler.h"
 #include "scheduler.h"
@@ -449,18 +450,6 @@ static int run_prefill(struct engine *e, const int32_t *ids, size_t n, int32_t n
     return 0;
 }
 
-/* Resident set size of this process now, in bytes (0 if unknown). */
-static uint64_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 #define BUDGET_MARGIN (32u << 20) /* headroom for the sampler, stdio and allocator slack */
 
 /* With --ram-budget: gives the expert cache what the budget leaves after everything already
@@ -468,7 +457,7 @@ static uint64_t rss_bytes(void) {
  * a message in err when the budget cannot hold one layer's experts (naming the minimum). */
 static struct expert_cache *budget_setup(const struct options *o, const struct model *m,
                                          struct engine *e, char *err, size_t err_len) {
-    const uint64_t mib = 1u << 20, rss = rss_bytes();
+    const uint64_t mib = 1u << 20, rss = procstat_rss_bytes();
     size_t slot = expert_cache_slot_bytes(m);
     const int per_layer = expert_cache_experts_per_layer(m);
     uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)per_layer;

@@ -20,6 +20,8 @@
 
 #include "chat.h"
 #include "openai.h"
+#include "procstat.h"
+#include "strbuf.h"
 
 struct api {
     struct api_config cfg;
@@ -49,29 +51,6 @@ static char *str_printf(const char *fmt, ...) {
     int n = vasprintf(&s, fmt, ap);
     va_end(ap);
     return n < 0 ? NULL : s;
-}
-
-/* A growing byte buffer. */
-struct buf {
-    char *p;
-    size_t len, cap;
-};
-
-static int buf_add(struct buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np)
-            return -ENOMEM;
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
 }
 
 static void reply_error(struct http_response *out, const struct oai_error *e) {
@@ -106,17 +85,6 @@ static bool authorized(const struct api *a, const char *header) {
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)(a->key[i] ^ (i < m ? got[i] : 0));
     return diff == 0;
-}
-
-static uint64_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
@@ -181,7 +149,7 @@ struct call {
     bool sent_role;
     char id[48];
     int64_t created;
-    struct buf content, reasoning;
+    struct strbuf content, reasoning;
     struct oai_tool_call calls[16];
     char *call_names[16], *call_args[16], call_ids[16][32];
     int n_calls;
@@ -224,10 +192,12 @@ static void call_on_gone(void *ctx) {
 static void send_frame(struct call *c, char *json) {
     if (!json)
         return;
-    struct buf f = {0};
-    if (buf_add(&f, "data: ", 6) == 0 && buf_add(&f, json, strlen(json)) == 0 &&
-        buf_add(&f, "\n\n", 2) == 0)
-        http_stream_write(c->out, f.p, f.len);
+    struct strbuf f = {0};
+    strbuf_puts(&f, "data: ");
+    strbuf_puts(&f, json);
+    strbuf_puts(&f, "\n\n");
+    if (!f.oom)
+        http_stream_write(c->out, f.p, f.n);
     free(f.p);
     free(json);
 }
@@ -290,9 +260,9 @@ static void on_event(void *ctx, const struct chat_event *ev) {
     }
     if (!c->out) {
         if (ev->kind == CHAT_EVENT_CONTENT)
-            buf_add(&c->content, ev->text, ev->len);
+            strbuf_putn(&c->content, ev->text, ev->len);
         else if (ev->kind == CHAT_EVENT_REASONING)
-            buf_add(&c->reasoning, ev->text, ev->len);
+            strbuf_putn(&c->reasoning, ev->text, ev->len);
         return;
     }
     struct oai_result res = call_result(c, NULL);
@@ -591,7 +561,7 @@ static void gather(struct api *a, struct figures *f) {
     f->errors = a->errors;
     pthread_mutex_unlock(&a->mu);
     f->uptime = difftime(time(NULL), a->started);
-    f->rss = rss_bytes();
+    f->rss = procstat_rss_bytes();
 }
 
 static void handle_stats(struct api *a, struct http_response *out) {
@@ -629,13 +599,13 @@ static void handle_stats(struct api *a, struct http_response *out) {
 static void handle_metrics(struct api *a, struct http_response *out) {
     struct figures f;
     gather(a, &f);
-    struct buf b = {0};
+    struct strbuf b = {0};
     char line[256];
 #define METRIC(name, type, help, fmt, value)                                                     \
     do {                                                                                         \
         int n_ = snprintf(line, sizeof(line), "# HELP sniper_" name " " help "\n# TYPE sniper_"  \
                           name " " type "\nsniper_" name " " fmt "\n", value);                  \
-        buf_add(&b, line, (size_t)n_);                                                           \
+        strbuf_putn(&b, line, (size_t)n_);                                                       \
     } while (0)
     METRIC("uptime_seconds", "gauge", "Seconds since start.", "%.0f", f.uptime);
     METRIC("requests_total", "counter", "HTTP requests served.", "%" PRIu64, f.requests);
@@ -658,7 +628,7 @@ static void handle_metrics(struct api *a, struct http_response *out) {
 #undef METRIC
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
-    out->body = b.p ? b.p : strdup("");
+    out->body = strbuf_take(&b);
 }
 
 /* ---- routing --------------------------------------------------------------------------------- */

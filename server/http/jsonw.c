@@ -3,6 +3,8 @@
  * once at the end, never written around). */
 #include "jsonw.h"
 
+#include "strbuf.h"
+
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -10,30 +12,12 @@
 #include <string.h>
 
 struct wbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
+    struct strbuf s;
     enum jsonw_style style;
 };
 
 static void put(struct wbuf *b, const char *s, size_t n) {
-    if (b->oom || n == 0)
-        return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
+    strbuf_putn(&b->s, s, n);
 }
 
 static void puts_(struct wbuf *b, const char *s) { put(b, s, strlen(s)); }
@@ -160,9 +144,5 @@ char *jsonw_dumps(const json_t *v, enum jsonw_style style) {
     if (!v)
         return NULL;
     write_value(&b, v);
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    return b.p;
+    return strbuf_take(&b.s);
 }
