@@ -84,7 +84,8 @@ static void usage(FILE *f) {
             "  -t, --threads N           threads (default: the online CPUs)\n"
             "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
             "  -b, --batch N             prompt tokens per forward step (default 512)\n"
-            "      --kv-type TYPE        f32 | f16 (default f16)\n"
+            "      --kv-type TYPE        f32 | f16 (default) | q8_0 | q4_0 (quantized: a half and a\n"
+            "                            quarter of f16's RAM, not bit-exact with f16)\n"
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
             "                            disk and are read into a cache of what is left (a dense\n"
             "                            model's FFN matrices likewise)\n"
@@ -192,8 +193,13 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
                 o->ep.kv_type = QTYPE_F32;
             } else if (!strcmp(v, "f16")) {
                 o->ep.kv_type = QTYPE_F16;
+            } else if (!strcmp(v, "q8_0")) {
+                o->ep.kv_type = QTYPE_Q8_0;
+            } else if (!strcmp(v, "q4_0")) {
+                o->ep.kv_type = QTYPE_Q4_0;
             } else {
-                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported yet (f32, f16)\n", v);
+                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported (f32, f16, q8_0, q4_0)\n",
+                        v);
                 rc = -EINVAL;
             }
         } else if (!strcmp(a, "--temp")) {

@@ -411,10 +411,12 @@ check("--chat-template llama3 renders another prompt", st == 200
 d.stop()
 
 # ---- the context limit
-d = Daemon(model, "--ctx-size", "48")
+d = Daemon(model, "--ctx-size", "48", "--kv-type", "q8_0")
 st, body, _ = d.request("POST", "/v1/completions", {"prompt": "word " * 40, "max_tokens": 20})
 check("context_length_exceeded", st == 400 and error_shape(body)
       and body["error"]["code"] == "context_length_exceeded", f"{st} {body}")
+st, body, _ = d.request("POST", "/v1/completions", {"prompt": "word " * 8, "max_tokens": 8})
+check("a q8_0 KV cache serves", st == 200 and body["usage"]["completion_tokens"] >= 1, f"{st} {body}")
 d.stop()
 
 # ---- authentication, binding, the queue
