@@ -506,9 +506,19 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         call_unref(c);
         return;
     }
+    /* wait for the job; a client that hangs up meanwhile cancels it (checked every 100 ms) */
     pthread_mutex_lock(&c->mu);
-    while (!c->done)
-        pthread_cond_wait(&c->cv, &c->mu);
+    while (!c->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
+            job_cancel(c->job);
+    }
     pthread_mutex_unlock(&c->mu);
     if (c->sum.rc < 0) {
         reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));

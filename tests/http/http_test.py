@@ -272,6 +272,26 @@ check("disconnect cancels the generation", after["cancelled"] == before["cancell
       and gen < 3000, f"cancelled {before['cancelled']} -> {after['cancelled']}, {gen} tokens")
 st, body, _ = d.request("POST", "/v1/completions", {"prompt": "still there?", "max_tokens": 2})
 check("serves after a disconnect", st == 200, f"{st} {body}")
+# a client of a non-streaming request that hangs up cancels it too
+before = after
+s = socket.create_connection(("127.0.0.1", d.port))
+# (a JSON reply: the end of generation is allowed only once the object closes, which on this
+# model and seed takes over 2,000 tokens, so the job is still running when the client hangs up)
+body_req = json.dumps({"messages": [{"role": "user", "content": "go"}], "max_tokens": 3000,
+                       "temperature": 1, "seed": 0,
+                       "response_format": {"type": "json_object"}}).encode()
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          + f"Content-Length: {len(body_req)}\r\n\r\n".encode() + body_req)
+time.sleep(0.05)
+s.close()
+deadline = time.time() + 10
+while time.time() < deadline:
+    st, after, _ = d.request("GET", "/v1/stats")
+    if after["completions"] > before["completions"] + 1:
+        break
+    time.sleep(0.1)
+check("hanging up a non-streaming request cancels it",
+      after["cancelled"] == before["cancelled"] + 1, f"cancelled {before['cancelled']} -> {after['cancelled']}")
 
 # ---- bad requests: status and an OpenAI error body each, and the daemon keeps serving
 good = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
