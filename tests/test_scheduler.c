@@ -267,7 +267,49 @@ out:
     fixture_close(&f);
 }
 
+/* scheduler_call runs on the engine thread between jobs; scheduler_prefill reuses the cache. */
+struct call_ctx {
+    const int32_t *ids;
+    int32_t cached[2];
+    int32_t n_past;
+};
+
+static int call_prefill(void *ctx, struct scheduler *s) {
+    struct call_ctx *c = ctx;
+    int rc = scheduler_prefill(s, c->ids, 20, &c->cached[0]);
+    if (rc == 0)
+        rc = scheduler_prefill(s, c->ids, 30, &c->cached[1]);
+    c->n_past = engine_n_past(scheduler_engine(s));
+    return rc;
+}
+
+static void test_call(void) {
+    struct fixture f;
+    if (!fixture_open(&f))
+        goto out;
+    char err[256];
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    if (!s)
+        goto out;
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (int32_t)((i * 13 + 1) % f.m->hp.n_vocab);
+    struct call_ctx c = {.ids = ids};
+    CHECK_EQ_INT(scheduler_call(s, call_prefill, &c), 0);
+    CHECK_EQ_INT(c.cached[0], 0);
+    CHECK_EQ_INT(c.cached[1], 20);
+    CHECK_EQ_INT(c.n_past, 30);
+    struct job_params p = greedy(4);
+    struct result r;
+    run(s, ids, 40, &p, &r); /* a job after it reuses the 30 positions */
+    CHECK_EQ_INT(r.sum.cached_tokens, 30);
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
 static const struct test_case cases[] = {
+    {"call", test_call},
     {"greedy_and_prompt_cache", test_greedy_and_prompt_cache},
     {"stop_length_cancel", test_stop_length_cancel},
     {"queue_full", test_queue_full},

@@ -16,6 +16,9 @@
 #include "json_grammar.h"
 
 struct job {
+    int (*call)(void *ctx, struct scheduler *s); /* a call job (scheduler_call), or NULL */
+    int call_rc;
+    bool call_done;
     atomic_int refs;
     atomic_bool cancelled;
     int32_t *ids;
@@ -35,6 +38,7 @@ struct scheduler {
     bool started;
     pthread_mutex_t mu; /* guards the queue, stop, busy and stats */
     pthread_cond_t cv;
+    pthread_cond_t done_cv; /* signalled when a call job finished */
     struct job *head, *tail;
     int queued, queue_max;
     bool stop, busy;
@@ -321,6 +325,16 @@ done:
     j->cb.done(j->ctx, &sum);
 }
 
+/* A call job: fn runs on this thread; the caller waits on the scheduler's condition. */
+static void run_call(struct scheduler *s, struct job *j) {
+    int rc = j->call(j->ctx, s);
+    pthread_mutex_lock(&s->mu);
+    j->call_rc = rc;
+    j->call_done = true;
+    pthread_cond_broadcast(&s->done_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *engine_thread(void *arg) {
     struct scheduler *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -336,7 +350,10 @@ static void *engine_thread(void *arg) {
         s->queued--;
         s->busy = true;
         pthread_mutex_unlock(&s->mu);
-        run_job(s, j);
+        if (j->call)
+            run_call(s, j);
+        else
+            run_job(s, j);
         job_release(j);
         pthread_mutex_lock(&s->mu);
         s->busy = false;
@@ -360,6 +377,7 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     s->queue_max = queue_max > 0 ? queue_max : 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
     s->cache_ids = malloc(sizeof(int32_t) * (size_t)engine_n_ctx(e));
     s->logits = calloc((size_t)s->n_vocab, sizeof(float));
     s->masked = calloc((size_t)s->n_vocab, sizeof(float));
@@ -389,12 +407,20 @@ void scheduler_free(struct scheduler *s) {
         struct job *next = q->next;
         struct job_summary sum = {.rc = -ECANCELED, .finish_reason = "cancelled",
                                   .prompt_tokens = (int32_t)q->n};
-        q->cb.done(q->ctx, &sum);
+        if (q->call) { /* callers must not be waiting past scheduler_free: wake any anyway */
+            pthread_mutex_lock(&s->mu);
+            q->call_done = true;
+            q->call_rc = -ECANCELED;
+            pthread_cond_broadcast(&s->done_cv);
+            pthread_mutex_unlock(&s->mu);
+        } else
+            q->cb.done(q->ctx, &sum);
         job_release(q);
         q = next;
     }
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->done_cv);
     free(s->cache_ids);
     free(s->logits);
     free(s->masked);
@@ -426,4 +452,57 @@ void scheduler_get_stats(struct scheduler *s, struct scheduler_stats *out) {
     out->queued = s->queued;
     out->busy = s->busy;
     pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- calls on the engine thread -------------------------------------------------------------- */
+
+int scheduler_call(struct scheduler *s, int (*fn)(void *ctx, struct scheduler *s), void *ctx) {
+    struct job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    atomic_init(&j->refs, 1);
+    atomic_init(&j->cancelled, false);
+    j->call = fn;
+    j->ctx = ctx;
+    int rc = scheduler_submit(s, j);
+    if (rc == 0) {
+        pthread_mutex_lock(&s->mu);
+        while (!j->call_done)
+            pthread_cond_wait(&s->done_cv, &s->mu);
+        rc = j->call_rc;
+        pthread_mutex_unlock(&s->mu);
+    }
+    job_release(j);
+    return rc;
+}
+
+struct engine *scheduler_engine(struct scheduler *s) {
+    return s->e;
+}
+
+int scheduler_prefill(struct scheduler *s, const int32_t *ids, size_t n, int32_t *cached) {
+    if (n > (size_t)engine_n_ctx(s->e))
+        return -ENOSPC;
+    size_t p = 0;
+    while (p < (size_t)s->cache_n && p < n && s->cache_ids[p] == ids[p])
+        p++;
+    engine_truncate(s->e, (int32_t)p);
+    s->cache_n = (int32_t)p;
+    if (cached)
+        *cached = (int32_t)p;
+    const int32_t nb = engine_n_batch(s->e);
+    for (size_t i = p; i < n; i += (size_t)nb) {
+        int32_t k = n - i < (size_t)nb ? (int32_t)(n - i) : nb;
+        int rc = engine_eval(s->e, ids + i, k, NULL, false);
+        if (rc < 0)
+            return rc;
+        memcpy(s->cache_ids + s->cache_n, ids + i, (size_t)k * sizeof(int32_t));
+        s->cache_n += k;
+    }
+    return 0;
+}
+
+void scheduler_set_cached(struct scheduler *s, const int32_t *ids, int32_t n) {
+    memcpy(s->cache_ids, ids, (size_t)n * sizeof(int32_t));
+    s->cache_n = n;
 }

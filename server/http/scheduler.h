@@ -85,6 +85,17 @@ void scheduler_free(struct scheduler *s);
 /* Queues j (the scheduler takes its own reference). Returns 0, or -EBUSY when the queue is full. */
 int scheduler_submit(struct scheduler *s, struct job *j);
 
+/* Runs fn(ctx, s) on the engine thread, in queue order between jobs, and waits for it: the way to
+ * touch the engine (contexts: save, load) without racing generation. Returns fn's result, -EBUSY
+ * when the queue is full, or -ENOMEM. Inside fn only, these may be used: */
+int scheduler_call(struct scheduler *s, int (*fn)(void *ctx, struct scheduler *s), void *ctx);
+struct engine *scheduler_engine(struct scheduler *s);
+/* Makes the KV cache hold exactly ids[0..n) (reusing the longest cached prefix, whose length goes
+ * to *cached). Returns 0, -ENOSPC or the engine's error. */
+int scheduler_prefill(struct scheduler *s, const int32_t *ids, size_t n, int32_t *cached);
+/* Records that the KV cache now holds ids[0..n) (after importing it). */
+void scheduler_set_cached(struct scheduler *s, const int32_t *ids, int32_t n);
+
 struct scheduler_stats {
     uint64_t jobs_done, jobs_cancelled, prompt_tokens, cached_tokens, completion_tokens;
     double prefill_s, decode_s;
