@@ -18,28 +18,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api_internal.h"
 #include "chat.h"
 #include "openai.h"
 #include "procstat.h"
 #include "strbuf.h"
 
-struct api {
-    struct api_config cfg;
-    char *key;
-    char *model_id;
-    pthread_mutex_t mu; /* guards the fields below */
-    double progress;
-    bool ready;
-    const struct model *m;
-    const struct tokenizer *tk;
-    struct scheduler *sched;
-    struct expert_cache *cache;
-    enum chat_family family;
-    int32_t n_ctx;
-    time_t started;
-    uint64_t requests, errors;
-    atomic_uint_fast64_t next_id;
-};
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
@@ -53,20 +37,20 @@ static char *str_printf(const char *fmt, ...) {
     return n < 0 ? NULL : s;
 }
 
-static void reply_error(struct http_response *out, const struct oai_error *e) {
+void api_reply_error(struct http_response *out, const struct oai_error *e) {
     out->status = e->status;
     out->content_type = "application/json";
     out->body = oai_error_json(e);
 }
 
-static void reply_fail(struct http_response *out, int status, const char *type, const char *param,
+void api_reply_fail(struct http_response *out, int status, const char *type, const char *param,
                        const char *code, const char *msg) {
     struct oai_error e;
     oai_fail(&e, status, type, param, code, "%s", msg);
-    reply_error(out, &e);
+    api_reply_error(out, &e);
 }
 
-static void reply_json(struct http_response *out, int status, char *json) {
+void api_reply_json(struct http_response *out, int status, char *json) {
     out->status = json ? status : 500;
     out->content_type = "application/json";
     out->body = json;
@@ -362,7 +346,7 @@ static void on_done(void *ctx, const struct job_summary *s) {
 }
 
 /* Renders and tokenizes the request's prompt. Returns the ids (malloc'd) or NULL with e set. */
-static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
                            struct oai_error *e) {
     char err[256] = "";
     char *text = NULL;
@@ -406,7 +390,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     struct oai_error e;
     struct call *c = calloc(1, sizeof(*c));
     if (!c) {
-        reply_fail(out, 500, "server_error", "", "", "out of memory");
+        api_reply_fail(out, 500, "server_error", "", "", "out of memory");
         return;
     }
     c->api = a;
@@ -417,7 +401,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
                   : oai_parse_completion(hr->body, hr->body_len, &lim, &c->rq, &e);
     if (rc < 0) {
         memset(&c->rq, 0, sizeof(c->rq)); /* freed by the parser on failure */
-        reply_error(out, &e);
+        api_reply_error(out, &e);
         call_unref(c);
         return;
     }
@@ -427,14 +411,14 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         oai_fail(&e, 400, "invalid_request_error", "tool_choice", "unsupported_parameter",
                  "tool_choice \"%s\" (forcing a tool call) is not supported yet: use \"auto\" "
                  "or \"none\"", strcmp(tc, "required") == 0 ? "required" : "a named function");
-        reply_error(out, &e);
+        api_reply_error(out, &e);
         call_unref(c);
         return;
     }
     size_t n = 0;
-    int32_t *ids = prompt_ids(a, &c->rq, &n, &e);
+    int32_t *ids = api_prompt_ids(a, &c->rq, &n, &e);
     if (!ids) {
-        reply_error(out, &e);
+        api_reply_error(out, &e);
         call_unref(c);
         return;
     }
@@ -444,7 +428,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
                  "this model's context is %d tokens; the prompt takes %zu and max_tokens asks "
                  "for %d more", a->n_ctx, n, max_tokens > 0 ? max_tokens : 0);
         free(ids);
-        reply_error(out, &e);
+        api_reply_error(out, &e);
         call_unref(c);
         return;
     }
@@ -470,14 +454,14 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     c->job = job_new(ids, n, &p, &cb, c);
     free(ids);
     if ((chat && !c->cs) || !c->job) {
-        reply_fail(out, 500, "server_error", "", "", "out of memory");
+        api_reply_fail(out, 500, "server_error", "", "", "out of memory");
         call_unref(c);
         return;
     }
     if (c->rq.stream) {
         c->out = http_stream_new();
         if (!c->out) {
-            reply_fail(out, 500, "server_error", "", "", "out of memory");
+            api_reply_fail(out, 500, "server_error", "", "", "out of memory");
             call_unref(c);
             return;
         }
@@ -487,7 +471,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
             atomic_fetch_sub(&c->refs, 2);
             http_stream_discard(c->out);
             c->out = NULL;
-            reply_fail(out, 503, "server_error", "", "queue_full",
+            api_reply_fail(out, 503, "server_error", "", "queue_full",
                        "the server is busy: too many requests queued; try again shortly");
             call_unref(c);
             return;
@@ -501,7 +485,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     atomic_fetch_add(&c->refs, 1); /* the job's */
     if (scheduler_submit(a->sched, c->job) < 0) {
         atomic_fetch_sub(&c->refs, 1);
-        reply_fail(out, 503, "server_error", "", "queue_full",
+        api_reply_fail(out, 503, "server_error", "", "queue_full",
                    "the server is busy: too many requests queued; try again shortly");
         call_unref(c);
         return;
@@ -521,10 +505,10 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     }
     pthread_mutex_unlock(&c->mu);
     if (c->sum.rc < 0) {
-        reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));
+        api_reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));
     } else {
         struct oai_result res = call_result(c, c->sum.finish_reason);
-        reply_json(out, 200, oai_response_json(&c->rq, &res));
+        api_reply_json(out, 200, oai_response_json(&c->rq, &res));
     }
     call_unref(c);
 }
@@ -537,13 +521,13 @@ static void handle_health(struct api *a, struct http_response *out) {
     double p = a->progress;
     pthread_mutex_unlock(&a->mu);
     if (ready)
-        reply_json(out, 200, str_printf("{\"status\":\"ok\"}"));
+        api_reply_json(out, 200, str_printf("{\"status\":\"ok\"}"));
     else
-        reply_json(out, 503, str_printf("{\"status\":\"loading\",\"progress\":%.2f}", p));
+        api_reply_json(out, 503, str_printf("{\"status\":\"loading\",\"progress\":%.2f}", p));
 }
 
 static void handle_models(struct api *a, struct http_response *out) {
-    reply_json(out, 200,
+    api_reply_json(out, 200,
                str_printf("{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
                           "\"created\":%lld,\"owned_by\":\"sniper\",\"meta\":{\"n_ctx\":%d,"
                           "\"n_params_experts\":%d}}]}",
@@ -578,7 +562,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
     struct figures f;
     gather(a, &f);
     uint64_t lookups = f.c.hits + f.c.misses;
-    reply_json(
+    api_reply_json(
         out, 200,
         str_printf("{\"model\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
                    ",\"completions\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"queue\":%d,\"busy\":%s,"
@@ -664,17 +648,17 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     pthread_mutex_unlock(&a->mu);
     if (route < 0) {
         if (path_known)
-            reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
+            api_reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
                        "this path does not take that method");
         else
-            reply_fail(out, 404, "invalid_request_error", "", "not_found", "no such endpoint");
+            api_reply_fail(out, 404, "invalid_request_error", "", "not_found", "no such endpoint");
     } else if (route == 0) {
         handle_health(a, out);
     } else if (!authorized(a, rq->authorization)) {
-        reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
+        api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
                    "missing or wrong API key: send Authorization: Bearer <key>");
     } else if (!ready) {
-        reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
+        api_reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
     } else if (route == 1) {
         handle_models(a, out);
     } else if (route == 2 || route == 3) {

@@ -1,0 +1,44 @@
+/* api_internal.h - what the API's route files share: the daemon's state and reply helpers. Not
+ * for use outside server/http/api*.c. */
+#ifndef SNIPER_API_INTERNAL_H
+#define SNIPER_API_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "api.h"
+#include "chat.h"
+#include "openai.h"
+
+struct api {
+    struct api_config cfg;
+    char *key;
+    char *model_id;
+    pthread_mutex_t mu; /* guards the fields below */
+    double progress;
+    bool ready;
+    const struct model *m;
+    const struct tokenizer *tk;
+    struct scheduler *sched;
+    struct expert_cache *cache;
+    enum chat_family family;
+    int32_t n_ctx;
+    time_t started;
+    uint64_t requests, errors;
+    atomic_uint_fast64_t next_id;
+};
+
+/* Replies: an OpenAI error (from e, or built from the parts), or a JSON body taken over. */
+void api_reply_error(struct http_response *out, const struct oai_error *e);
+void api_reply_fail(struct http_response *out, int status, const char *type, const char *param,
+                    const char *code, const char *msg);
+void api_reply_json(struct http_response *out, int status, char *json);
+
+/* Renders (chat: through the model's template) and tokenizes a request's prompt. Returns the ids
+ * (malloc'd, *n of them) or NULL with e set. */
+int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+                        struct oai_error *e);
+
+#endif
