@@ -11,7 +11,7 @@ SAN     ?=
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_GNU_SOURCE \
            -fno-math-errno -fno-trapping-math $(SAN) \
            -Icommon -Iserver/engine -Iserver/experts -Iserver/http -Iserver/context -Itools -Itests $(EXTRA_CFLAGS)
-LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lzstd -lcurl -lm -pthread
+LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lzstd -lcurl -lxml2 -lm -pthread
 LDFLAGS := $(SAN)
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
@@ -38,6 +38,8 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/common/quant_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/obj/common/quant_avx512.o: CFLAGS += $(AVX512_FLAGS)
+
+$(BUILD)/obj/server/context/%.o: CFLAGS += $(shell pkg-config --cflags libxml-2.0 2>/dev/null)
 
 $(BUILD)/libsniper.a: $(LIB_OBJ)
 	@rm -f $@
