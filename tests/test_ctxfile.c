@@ -322,6 +322,60 @@ static void test_info(void) {
     engine_free(a);
 }
 
+
+static uint64_t le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* The byte layout of docs/formats.md, pinned. */
+static void test_header_layout(void) {
+    struct model *m = model_a();
+    int32_t ids[N_PROMPT];
+    char err[512];
+    struct engine *a = m ? prefilled(m, QTYPE_F16, ids, NULL) : NULL;
+    struct ctxfile_opts o = {.store = CTXFILE_STORE_Q8_0, .zstd = true};
+    size_t n = 0;
+    uint8_t *f = NULL;
+    if (a && ctxfile_save(tmp_path("layout"), m, a, ids, 5, "{}", &o, NULL, err, sizeof(err)) == 0)
+        f = test_read_file(tmp_path("layout"), &n);
+    CHECK(f != NULL);
+    if (f) {
+        struct engine_kv_shape s = engine_kv_shape(a);
+        uint64_t kv_bytes = (uint64_t)s.n_layer * 2 * 5 * (uint64_t)(s.kv_dim / 32 * 34);
+        CHECK(memcmp(f, "SNIPCTX\0", 8) == 0);
+        CHECK_EQ_INT(le(f + 8, 4), 1);
+        CHECK_EQ_INT(le(f + 12, 4), 128);
+        CHECK(le(f + 16, 8) == ctxfile_fingerprint(m->gguf));
+        CHECK_EQ_INT(le(f + 24, 4), 1); /* f16 */
+        CHECK_EQ_INT(le(f + 28, 4), 8); /* q8_0 */
+        CHECK_EQ_INT(le(f + 32, 4), 1); /* zstd */
+        CHECK_EQ_INT(le(f + 36, 4), s.n_layer);
+        CHECK_EQ_INT(le(f + 40, 4), s.kv_dim);
+        CHECK_EQ_INT(le(f + 44, 4), 5);
+        CHECK((int64_t)time(NULL) - (int64_t)le(f + 48, 8) < 60);
+        CHECK_EQ_INT(le(f + 56, 8), 2);
+        CHECK(le(f + 64, 8) == kv_bytes);
+        uint64_t stored = le(f + 72, 8);
+        CHECK(n == 128 + 5 * 4 + 2 + stored);
+        CHECK(le(f + 80, 8) == hash64(f + 128 + 20 + 2, stored, 0));
+        for (int i = 88; i < 120; i++)
+            CHECK_EQ_INT(f[i], 0);
+        for (int i = 0; i < 5; i++)
+            CHECK_EQ_INT(le(f + 128 + 4 * i, 4), ids[i]);
+        CHECK(memcmp(f + 148, "{}", 2) == 0);
+        struct hash64 h;
+        hash64_init(&h, 0);
+        hash64_update(&h, f, 120);
+        hash64_update(&h, f + 128, 22);
+        CHECK(le(f + 120, 8) == hash64_digest(&h));
+    }
+    free(f);
+    engine_free(a);
+}
+
 /* ---- refusals -------------------------------------------------------------------------------- */
 
 static void *file_of(const char *path, size_t *n) { return test_read_file(path, n); }
@@ -661,6 +715,7 @@ static const struct test_case cases[] = {
     {"f16_from_f32_zstd", test_f16_from_f32},
     {"cross_type", test_cross_type},
     {"info", test_info},
+    {"header_layout", test_header_layout},
     {"truncated", test_truncated},
     {"truncated_zstd", test_truncated_zstd},
     {"flipped", test_flipped},
