@@ -376,6 +376,43 @@ static void test_header_layout(void) {
     engine_free(a);
 }
 
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Load time against re-prefilling the same tokens (printed, not asserted: the real measure is on
+ * the 30B preset, docs/benchmarks.md). */
+static void test_load_vs_prefill(void) {
+    struct model *m = model_a();
+    enum { N = 480 };
+    int32_t *ids = malloc(sizeof(int32_t) * N), *got = NULL, n = 0;
+    char err[512], *meta = NULL;
+    struct engine *a = m ? engine_for(m, QTYPE_F16, 512) : NULL;
+    struct engine *b = m ? engine_for(m, QTYPE_F16, 512) : NULL;
+    if (!a || !b || !ids)
+        goto out;
+    prompt_fill(ids, N, m->hp.n_vocab, 5);
+    double t0 = now_ms();
+    CHECK_EQ_INT(engine_eval(a, ids, N, NULL, false), 0);
+    double t1 = now_ms();
+    CHECK(ctxfile_save(tmp_path("timed"), m, a, ids, N, NULL, NULL, NULL, err, sizeof(err)) == 0);
+    double t2 = now_ms();
+    CHECK_MSG(ctxfile_load(tmp_path("timed"), m, b, &got, &n, &meta, NULL, err, sizeof(err)) == 0,
+              "%s", err);
+    double t3 = now_ms();
+    printf("%d tokens (tiny model, f16 KV): prefill %.1f ms, save %.1f ms, load %.1f ms "
+           "(%.0fx faster than prefill)\n", N, t1 - t0, t2 - t1, t3 - t2, (t1 - t0) / (t3 - t2));
+out:
+    free(ids);
+    free(got);
+    free(meta);
+    engine_free(a);
+    engine_free(b);
+}
+
 /* ---- refusals -------------------------------------------------------------------------------- */
 
 static void *file_of(const char *path, size_t *n) { return test_read_file(path, n); }
@@ -716,6 +753,7 @@ static const struct test_case cases[] = {
     {"cross_type", test_cross_type},
     {"info", test_info},
     {"header_layout", test_header_layout},
+    {"load_vs_prefill", test_load_vs_prefill},
     {"truncated", test_truncated},
     {"truncated_zstd", test_truncated_zstd},
     {"flipped", test_flipped},
