@@ -150,6 +150,18 @@ static void test_live_roundtrip(void) {
         CHECK(l.objects[i].bytes == n);
     }
     s3_list_release(&l);
+    struct s3_config paged = c; /* one key a page: pages chained by start-after */
+    paged.list_page_keys = 1;
+    CHECK_MSG(s3_list(&paged, "", &l, &st, err, sizeof(err)) == 0, "%s", err);
+    CHECK_EQ_INT(l.n, 3);
+    if (l.n == 3)
+        CHECK_STR(l.objects[2].key, "kv-cache/small");
+    s3_list_release(&l);
+    memset(&p, 0, sizeof(p));
+    atomic_store(&p.cancel, true);
+    CHECK_EQ_INT(s3_get_file(&c, "kv-cache/big one", down, &p, &st, err, sizeof(err)),
+                 -ECANCELED);
+    CHECK_MSG(access(down, F_OK) != 0, "a cancelled download left \"%s\"", down);
     memset(&p, 0, sizeof(p));
     CHECK_MSG(s3_get_file(&c, "kv-cache/big one", down, &p, &st, err, sizeof(err)) == 0, "%s",
               err);

@@ -448,7 +448,10 @@ int s3_list(const struct s3_config *c, const char *prefix, struct s3_list *out,
         size_t n_before = out->n;
         req_init(&rq, "GET", NULL, NULL);
         /* parameters in SigV4's canonical (sorted) order */
-        snprintf(query, sizeof(query), "list-type=2&prefix=%s%s%s", prefix_enc,
+        char page[32] = "";
+        if (c->list_page_keys > 0)
+            snprintf(page, sizeof(page), "&max-keys=%d", c->list_page_keys);
+        snprintf(query, sizeof(query), "list-type=2%s&prefix=%s%s%s", page, prefix_enc,
                  after[0] ? "&start-after=" : "", after);
         if (s3_url(c, NULL, query, rq.url, sizeof(rq.url)) < 0) {
             err_set(err, err_len, "s3: list URL too long");

@@ -27,6 +27,7 @@ struct s3_config {
     char access_key[256];
     char secret_key[256];
     char region[64];      /* "auto" (R2) unless set */
+    int list_page_keys;   /* max-keys per ListObjectsV2 page; 0: the store's default (1000) */
 };
 
 /* Counters of a running transfer, written by the transfer's thread, readable from any other. */
