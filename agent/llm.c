@@ -43,7 +43,7 @@ int llm_set_model(struct llm *l, const char *model) {
 /* A non-2xx response as one line: status, the server's message, a hint. Returns -EPROTO. */
 static int status_error(const struct http_response *r, const char *path, char *err,
                         size_t err_len) {
-    json_t *root = json_loads(r->body ? r->body : "", 0, NULL);
+    json_t *root = json_loads(r->body ? r->body : "", JSON_ALLOW_NUL, NULL);
     json_t *e = json_object_get(root, "error");
     const char *msg = json_string_value(json_object_get(e, "message"));
     if (!msg)
@@ -87,7 +87,7 @@ int llm_json(struct llm *l, const char *method, const char *path, json_t *body, 
     json_error_t jerr;
     if (r.body[strspn(r.body, " \t\r\n")] == '\0') {
         *out = json_object();    /* 204 No Content and the like */
-    } else if (!(*out = json_loads(r.body, 0, &jerr))) {
+    } else if (!(*out = json_loads(r.body, JSON_ALLOW_NUL, &jerr))) {
         err_set(err, err_len, "malformed JSON from %s: %s", path, jerr.text);
         rc = -EPROTO;
     }
@@ -169,7 +169,8 @@ static int stream_append(struct chat_stream *s, const char *p, size_t n) {
     return 0;
 }
 
-/* One SSE event of a chat stream. Returns 0, or 1 to stop on a malformed event. */
+/* One SSE event of a chat stream. Returns 0, or 1 to stop on a malformed event. A model may
+ * generate a NUL byte (sent as \\u0000): it is accepted, and the piece ends there. */
 static int stream_event(void *ctx, const char *data, size_t n) {
     struct chat_stream *s = ctx;
     if (n == 6 && memcmp(data, "[DONE]", 6) == 0) {
@@ -177,7 +178,7 @@ static int stream_event(void *ctx, const char *data, size_t n) {
         return 0;
     }
     json_error_t jerr;
-    json_t *root = json_loadb(data, n, 0, &jerr);
+    json_t *root = json_loadb(data, n, JSON_ALLOW_NUL, &jerr);
     if (!json_is_object(root)) {
         snprintf(s->bad, sizeof(s->bad), "event %zu is not JSON (%.100s)", s->sse.n_events,
                  root ? "not an object" : jerr.text);
@@ -259,7 +260,7 @@ static json_t *chat_body(const struct llm *l, json_t *messages, const struct llm
 static int chat_parse_whole(const struct http_response *r, double t0, char **content,
                             struct llm_stats *st, char *err, size_t err_len) {
     json_error_t jerr;
-    json_t *root = json_loads(r->body, 0, &jerr);
+    json_t *root = json_loads(r->body, JSON_ALLOW_NUL, &jerr);
     json_t *msg = json_object_get(json_array_get(json_object_get(root, "choices"), 0), "message");
     const char *text = json_string_value(json_object_get(msg, "content"));
     int rc = 0;

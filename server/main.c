@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "expert_cache.h"
 #include "gguf.h"
 #include "model.h"
+#include "procstat.h"
 #include "rng.h"
 #include "sampler.h"
 #include "scheduler.h"
@@ -46,6 +48,7 @@ struct options {
     int port;
     const char *api_key;
     const char *alias;
+    const char *chat_template;
     int queue;
     uint64_t max_body;
 };
@@ -63,6 +66,8 @@ static void usage(FILE *f) {
             "      --api-key KEY         require Authorization: Bearer KEY (or $SNIPER_API_KEY)\n"
             "      --alias NAME          the model id /v1/models reports (default: the model's\n"
             "                            name)\n"
+            "      --chat-template NAME  auto (default: from the model's tokenizer.chat_template)\n"
+            "                            | chatml | llama3\n"
             "      --queue N             requests waiting beyond the running one (default 16;\n"
             "                            more get 503)\n"
             "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
@@ -79,7 +84,8 @@ static void usage(FILE *f) {
             "  -t, --threads N           threads (default: the online CPUs)\n"
             "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
             "  -b, --batch N             prompt tokens per forward step (default 512)\n"
-            "      --kv-type TYPE        f32 | f16 (default f16)\n"
+            "      --kv-type TYPE        f32 | f16 (default) | q8_0 | q4_0 (quantized: a half and a\n"
+            "                            quarter of f16's RAM, not bit-exact with f16)\n"
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
             "                            disk and are read into a cache of what is left (a dense\n"
             "                            model's FFN matrices likewise)\n"
@@ -187,8 +193,13 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
                 o->ep.kv_type = QTYPE_F32;
             } else if (!strcmp(v, "f16")) {
                 o->ep.kv_type = QTYPE_F16;
+            } else if (!strcmp(v, "q8_0")) {
+                o->ep.kv_type = QTYPE_Q8_0;
+            } else if (!strcmp(v, "q4_0")) {
+                o->ep.kv_type = QTYPE_Q4_0;
             } else {
-                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported yet (f32, f16)\n", v);
+                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported (f32, f16, q8_0, q4_0)\n",
+                        v);
                 rc = -EINVAL;
             }
         } else if (!strcmp(a, "--temp")) {
@@ -253,6 +264,13 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             o->api_key = v;
         } else if (!strcmp(a, "--alias")) {
             o->alias = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (strcmp(v, "auto") != 0 && strcmp(v, "chatml") != 0 && strcmp(v, "llama3") != 0) {
+                fprintf(stderr, "sniperd: --chat-template wants auto, chatml or llama3, got "
+                                "\"%s\"\n", v);
+                rc = -EINVAL;
+            }
+            o->chat_template = strcmp(v, "auto") != 0 ? v : NULL;
         } else if (!strcmp(a, "--queue")) {
             rc = parse_int(a, v, 1, 4096, &n);
             o->queue = (int)n;
@@ -438,18 +456,6 @@ static int run_prefill(struct engine *e, const int32_t *ids, size_t n, int32_t n
     return 0;
 }
 
-/* Resident set size of this process now, in bytes (0 if unknown). */
-static uint64_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 #define BUDGET_MARGIN (32u << 20) /* headroom for the sampler, stdio and allocator slack */
 
 /* With --ram-budget: gives the expert cache what the budget leaves after everything already
@@ -457,7 +463,7 @@ static uint64_t rss_bytes(void) {
  * a message in err when the budget cannot hold one layer's experts (naming the minimum). */
 static struct expert_cache *budget_setup(const struct options *o, const struct model *m,
                                          struct engine *e, char *err, size_t err_len) {
-    const uint64_t mib = 1u << 20, rss = rss_bytes();
+    const uint64_t mib = 1u << 20, rss = procstat_rss_bytes();
     size_t slot = expert_cache_slot_bytes(m);
     const int per_layer = expert_cache_experts_per_layer(m);
     uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)per_layer;
@@ -739,6 +745,31 @@ static bool is_loopback(const char *host) {
     return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
+/* Reports a model load's progress to /health and, on a terminal, as a line redrawn in place. */
+struct load_watch {
+    struct model_progress progress;
+    struct api *api;
+    atomic_bool stop;
+};
+
+static void *load_watcher(void *arg) {
+    struct load_watch *w = arg;
+    const bool tty = isatty(STDERR_FILENO);
+    while (!atomic_load(&w->stop)) {
+        uint64_t done = atomic_load(&w->progress.done), total = atomic_load(&w->progress.total);
+        double f = total ? (double)done / (double)total : 0.0;
+        api_set_progress(w->api, 0.9 * f); /* the rest: tokenizer, engine, cache */
+        if (tty && total)
+            fprintf(stderr, "\rsniperd: loading %3.0f%% (%llu of %llu MiB)", 100.0 * f,
+                    (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (tty)
+        fprintf(stderr, "\r\033[K");
+    return NULL;
+}
+
 /* The daemon: listen at once (so /health can say "loading"), load, serve until SIGINT/SIGTERM. */
 static int run_daemon(const struct options *o) {
     if (!is_loopback(o->host) && !(o->api_key && o->api_key[0])) {
@@ -755,7 +786,7 @@ static int run_daemon(const struct options *o) {
     signal(SIGPIPE, SIG_IGN);
     char err[512] = "";
     struct api_config acfg = {.api_key = o->api_key, .model_alias = o->alias,
-                              .ram_budget = o->ram_budget};
+                              .chat_template = o->chat_template, .ram_budget = o->ram_budget};
     struct api *api = api_new(&acfg);
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
                                       .max_body = (size_t)o->max_body, .max_connections = 64};
@@ -770,14 +801,22 @@ static int run_daemon(const struct options *o) {
     fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "",
             o->host, v6 ? "]" : "", http_server_port(srv), o->model);
     int rc = 1;
-    struct model *m = model_open(o->model, o->ram_budget > 0, err, sizeof(err));
+    struct load_watch watch = {.api = api};
+    atomic_init(&watch.stop, false);
+    pthread_t watcher;
+    bool watching = pthread_create(&watcher, NULL, load_watcher, &watch) == 0;
+    struct model *m = model_open_progress(o->model, o->ram_budget > 0, &watch.progress, err,
+                                          sizeof(err));
+    atomic_store(&watch.stop, true);
+    if (watching)
+        pthread_join(watcher, NULL);
     struct tokenizer *tk = NULL;
     struct engine *e = NULL;
     struct expert_cache *cache = NULL;
     struct scheduler *sched = NULL;
     if (!m)
         goto out;
-    api_set_progress(api, 0.8);
+    api_set_progress(api, 0.9);
     if (!(tk = tokenizer_new(m->gguf, err, sizeof(err))) ||
         !(e = engine_new(m, &o->ep, err, sizeof(err))))
         goto out;

@@ -187,6 +187,8 @@ static void test_exact_f32(void) { check_exact(QTYPE_F32, false); }
 static void test_exact_f16(void) { check_exact(QTYPE_F16, false); }
 static void test_exact_f32_zstd(void) { check_exact(QTYPE_F32, true); }
 static void test_exact_f16_zstd(void) { check_exact(QTYPE_F16, true); }
+static void test_exact_q8_0(void) { check_exact(QTYPE_Q8_0, false); }
+static void test_exact_q4_0_zstd(void) { check_exact(QTYPE_Q4_0, true); }
 
 /* Every layer's K and V of positions 0 .. n-1 as floats: [n_layer][2][n][kv_dim]. */
 static float *kv_floats(struct engine *e, int32_t n) {
@@ -267,6 +269,7 @@ static void test_q8_0_f32(void) { check_quantized(QTYPE_F32, CTXFILE_STORE_Q8_0,
 static void test_q8_0_zstd(void) { check_quantized(QTYPE_F16, CTXFILE_STORE_Q8_0, true, 0.999, 0.75); }
 static void test_q4_0_zstd(void) { check_quantized(QTYPE_F16, CTXFILE_STORE_Q4_0, true, 0.98, 0.5); }
 static void test_f16_from_f32(void) { check_quantized(QTYPE_F32, CTXFILE_STORE_F16, true, 0.99999, 0.9); }
+static void test_q4_0_from_q8_0(void) { check_quantized(QTYPE_Q8_0, CTXFILE_STORE_Q4_0, false, 0.98, 0.5); }
 
 /* A kv saved from an f16 engine loads into an f32 engine (converted) and the reverse. */
 static void test_cross_type(void) {
@@ -744,12 +747,15 @@ static const struct test_case cases[] = {
     {"exact_f16", test_exact_f16},
     {"exact_f32_zstd", test_exact_f32_zstd},
     {"exact_f16_zstd", test_exact_f16_zstd},
+    {"exact_q8_0_kv", test_exact_q8_0},
+    {"exact_q4_0_kv_zstd", test_exact_q4_0_zstd},
     {"q8_0", test_q8_0},
     {"q8_0_from_f32", test_q8_0_f32},
     {"q4_0", test_q4_0},
     {"q8_0_zstd", test_q8_0_zstd},
     {"q4_0_zstd", test_q4_0_zstd},
     {"f16_from_f32_zstd", test_f16_from_f32},
+    {"q4_0_from_q8_0_kv", test_q4_0_from_q8_0},
     {"cross_type", test_cross_type},
     {"info", test_info},
     {"header_layout", test_header_layout},

@@ -183,7 +183,58 @@ static void test_limits_and_truncate(void) {
     model_free(m);
 }
 
+/* Quantized KV caches (q8_0, q4_0): close to the f32 cache (cosine of every position's logits,
+ * same argmax most of the time), still batch-invariant, and smaller. */
+static void test_quantized_kv(void) {
+    struct model *m = load(make_model("kvq.gguf", "--preset tiny --types q8_0 --seed 21"));
+    if (!m)
+        return;
+    enum { N = 48 };
+    int32_t ids[N];
+    prompt_fill(ids, N, m->hp.n_vocab, 99);
+    const size_t V = (size_t)m->hp.n_vocab;
+    float *ref = run_all(m, QTYPE_F32, 512, ids, N);
+    /* f16 for scale: this random model is chaotic (f16 vs f32: 0.991), q8_0 0.994, q4_0 0.981 */
+    const enum qtype types[3] = {QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+    const double min_cos[3] = {0.98, 0.98, 0.95};
+    for (int k = 0; k < 3; k++) {
+        float *got = run_all(m, types[k], 512, ids, N);
+        float *one = run_all(m, types[k], 7, ids, N);
+        double worst = 1.0;
+        int same = 0;
+        for (int t = 0; ref && got && t < N; t++) {
+            const float *a = ref + (size_t)t * V, *b = got + (size_t)t * V;
+            double ab = 0, aa = 0, bb = 0;
+            size_t ia = 0, ib = 0;
+            for (size_t i = 0; i < V; i++) {
+                ab += (double)a[i] * b[i];
+                aa += (double)a[i] * a[i];
+                bb += (double)b[i] * b[i];
+                ia = a[i] > a[ia] ? i : ia;
+                ib = b[i] > b[ib] ? i : ib;
+            }
+            double cos = ab / sqrt(aa * bb);
+            worst = cos < worst ? cos : worst;
+            same += ia == ib;
+        }
+        fprintf(stderr, "  kv %s: worst cosine %.5f, same argmax %d of %d\n", qtype_name(types[k]),
+                worst, same, N);
+        CHECK_MSG(worst >= min_cos[k], "kv %s: cosine %.5f", qtype_name(types[k]), worst);
+        CHECK(same >= N * 3 / 4);
+        CHECK(got && one && memcmp(got, one, sizeof(float) * V * N) == 0); /* batch-invariant */
+        free(got);
+        free(one);
+    }
+    struct engine *e16 = engine_for(m, QTYPE_F16, 64), *e8 = engine_for(m, QTYPE_Q8_0, 64);
+    CHECK(e16 && e8 && engine_kv_bytes(e8) < engine_kv_bytes(e16) * 6 / 10);
+    engine_free(e16);
+    engine_free(e8);
+    free(ref);
+    model_free(m);
+}
+
 static const struct test_case cases[] = {
+    {"quantized_kv", test_quantized_kv},
     {"batch_invariance_moe_q8_0", test_batch_invariance_moe_q8_0},
     {"batch_invariance_moe_q4_k_m", test_batch_invariance_moe_q4_k_m},
     {"batch_invariance_dense_f32", test_batch_invariance_dense_f32},

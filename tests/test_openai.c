@@ -3,6 +3,7 @@
  * into the right fields, and the response, chunk and error bodies parsed back with jansson and
  * checked key by key. */
 #include "harness.h"
+#include "jsonw.h"
 #include "openai.h"
 
 #include <jansson.h>
@@ -640,7 +641,94 @@ static void test_error_json(void) {
     json_decref(v);
 }
 
+/* ---- allocation failures: jansson's Nth allocation fails, for every N until none is left ---- */
+
+static long alloc_countdown; /* > 0: that many allocations from now, the last one fails */
+
+static void *failing_malloc(size_t n) {
+    if (alloc_countdown > 0 && --alloc_countdown == 0)
+        return NULL;
+    return malloc(n);
+}
+
+/* Each body either comes out as valid JSON or is NULL: no crash, no leak (ASan in make check).
+ * Parsing is not fault-injected: jansson 2.14's own lexer asserts or crashes when an allocation
+ * fails inside it (load.c lex_scan_string). */
+static void test_alloc_failures(void) {
+    struct oai_request rq = {.chat = true, .include_usage = true, .logprobs = true};
+    struct oai_result res = result();
+    struct oai_error e;
+    res.reasoning = "r";
+    res.tool_calls = CALLS;
+    res.n_tool_calls = 2;
+    res.logprobs = LP;
+    oai_fail(&e, 400, NULL, "messages[0].role", "invalid_value", "unknown role 'x'");
+    json_set_alloc_funcs(failing_malloc, free);
+    for (int what = 0; what < 4; what++) {
+        rq.chat = what != 3;
+        for (long k = 1; k < 100000; k++) {
+            alloc_countdown = k;
+            char *s = what == 0   ? oai_error_json(&e)
+                      : what == 1 ? oai_chunk_json(&rq, &res, &(struct oai_delta){
+                                        .tool_call = &CALLS[0], .logprob = &LP[0]})
+                                  : oai_response_json(&rq, &res);
+            bool done = alloc_countdown > 0;
+            alloc_countdown = 0;
+            CHECK_MSG(done == (s != NULL), "allocation %ld of body %d", k, what);
+            if (s) {
+                json_set_alloc_funcs(malloc, free);
+                json_t *back = json_loads(s, 0, NULL);
+                CHECK_MSG(back != NULL, "not JSON: %s", s);
+                json_decref(back);
+                json_set_alloc_funcs(failing_malloc, free);
+            }
+            free(s);
+            if (done)
+                break;
+        }
+    }
+    json_set_alloc_funcs(malloc, free);
+}
+
+/* The writer's two spellings, pinned: key order kept, Python's float repr, escapes. */
+static void test_jsonw(void) {
+    const char *in = "{\"b\":[1,-2,0.1,1e16,1.5e-7,100.0,123456.789,-0.0,1e300],\"a\":"
+                     "{\"s\":\"\u00e9\\\"\\\\/\\n\\t\\u0001\\u007f<&>\"},\"t\":true,"
+                     "\"f\":false,\"n\":null,\"e\":{},\"l\":[]}";
+    json_t *v = json_loads(in, 0, NULL);
+    CHECK(v != NULL);
+    char *c = jsonw_dumps(v, JSONW_COMPACT), *py = jsonw_dumps(v, JSONW_PYTHON);
+    CHECK_STR(c, "{\"b\":[1,-2,0.1,1e+16,1.5e-07,100.0,123456.789,-0.0,1e+300],\"a\":{\"s\":"
+                 "\"\xc3\xa9\\\"\\\\/\\n\\t\\u0001\x7f<&>\"},\"t\":true,\"f\":false,"
+                 "\"n\":null,\"e\":{},\"l\":[]}");
+    CHECK_STR(py, "{\"b\": [1, -2, 0.1, 1e+16, 1.5e-07, 100.0, 123456.789, -0.0, 1e+300], "
+                  "\"a\": {\"s\": \"\xc3\xa9\\\"\\\\/\\n\\t\\u0001\x7f<&>\"}, "
+                  "\"t\": true, \"f\": false, \"n\": null, \"e\": {}, \"l\": []}");
+    CHECK(jsonw_dumps(NULL, JSONW_COMPACT) == NULL);
+    free(c);
+    free(py);
+    json_decref(v);
+}
+
+/* A log-probability of -inf (a token ruled out) is written as OpenAI does: -9999. */
+static void test_logprob_infinite(void) {
+    struct oai_request rq = {.chat = true, .logprobs = true};
+    struct oai_result res = result();
+    struct oai_logprob lp = {.token = "x", .logprob = -1.0f / 0.0f, .n_top = 1,
+                             .top_token = {"x"}, .top_logprob = {-1.0f / 0.0f}};
+    res.completion_tokens = 1;
+    res.logprobs = &lp;
+    json_t *v = parse_back(oai_response_json(&rq, &res));
+    json_t *e = json_array_get(json_object_get(json_object_get(json_array_get(
+                                   json_object_get(v, "choices"), 0), "logprobs"), "content"), 0);
+    CHECK_NEAR(json_number_value(json_object_get(e, "logprob")), -9999.0, 0);
+    json_decref(v);
+}
+
 static const struct test_case cases[] = {
+    {"jsonw", test_jsonw},
+    {"logprob_infinite", test_logprob_infinite},
+    {"alloc_failures", test_alloc_failures},
     {"bad_requests", test_bad_requests},
     {"defaults", test_defaults},
     {"full_chat", test_full_chat},

@@ -87,7 +87,7 @@ static void result_wait(struct result *r) {
     pthread_mutex_unlock(&r->mu);
 }
 
-static const struct job_callbacks cbs = {on_text, on_done};
+static const struct job_callbacks cbs = {NULL, on_text, on_done};
 
 static struct job_params greedy(int32_t max_tokens) {
     struct job_params p = {.max_tokens = max_tokens};

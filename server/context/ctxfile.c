@@ -522,7 +522,7 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
         zero = zero && b[i] == 0;
     uint64_t row = 0, total = 0;
     bool ok = zero && get32(b + 12) == CTXFILE_HEADER_BYTES && comp <= CTXFILE_COMP_ZSTD &&
-              (kv_type == QTYPE_F32 || kv_type == QTYPE_F16) && store_type_ok(st) &&
+              store_type_ok(kv_type) && store_type_ok(st) &&
               n_layer >= 1 && n_layer <= CTXFILE_MAX_LAYERS && kv_dim >= 1 &&
               kv_dim <= CTXFILE_MAX_KV_DIM && n_tok <= INT32_MAX &&
               in->meta_bytes <= CTXFILE_MAX_META_BYTES &&

@@ -8,8 +8,9 @@
  *     int rc = ctxfile_load("/ctx/review", m, e, &ids, &n, &meta, NULL, err, len);
  *     if (rc == CTXFILE_EMODEL) ... 409: err names both fingerprints
  *
- * Writing is atomic (a temp file in the same directory, fsync, rename, fsync of the directory): on
- * any error no file is left. Reading trusts nothing: sizes are checked against the file size,
+ * Save and load read and write the engine's cache: call them where nothing else runs the engine
+ * (the scheduler's thread). Writing is atomic (a temp file in the same directory, fsync, rename,
+ * fsync of the directory): on any error no file is left. Reading trusts nothing: sizes are checked against the file size,
  * both checksums are verified, and the engine's cache is only declared valid at the end. */
 #ifndef SNIPER_CTXFILE_H
 #define SNIPER_CTXFILE_H
@@ -34,9 +35,10 @@
 #define CTXFILE_EMODEL (-ESTALE)           /* made for another model (fingerprints differ): 409 */
 #define CTXFILE_ESHAPE (-ERANGE)           /* does not fit the engine (more tokens than n_ctx) */
 
-/* How the KV is stored. EXACT keeps the engine's type (f32 or f16): loading gives back the same
- * bits. F16, Q8_0 and Q4_0 re-quantize each row (lossy unless the engine's type is f16 and F16 is
- * asked); kv_dim must be a multiple of 32 for Q8_0 / Q4_0. */
+/* How the KV is stored. EXACT keeps the engine's type (f32, f16, q8_0 or q4_0): loading into an
+ * engine of that type gives back the same bits. F16, Q8_0 and Q4_0 re-quantize each row (lossy
+ * unless it is the engine's type); kv_dim must be a multiple of 32 for Q8_0 / Q4_0. Loading
+ * converts rows to the loading engine's type, rounding as the engine does. */
 enum ctxfile_store {
     CTXFILE_STORE_EXACT,
     CTXFILE_STORE_F16,
@@ -54,7 +56,7 @@ struct ctxfile_opts {
 struct ctxfile_info {
     uint32_t version;
     uint64_t fingerprint;    /* of the model the context was made with */
-    enum qtype kv_type;      /* the engine's KV type when saved: QTYPE_F32 or QTYPE_F16 */
+    enum qtype kv_type;      /* the engine's KV type when saved: F32, F16, Q8_0 or Q4_0 */
     enum qtype store_type;   /* the rows' type in the file: F32, F16, Q8_0 or Q4_0 */
     bool zstd;
     int32_t n_layer;

@@ -31,7 +31,8 @@ struct engine {
     int32_t q_dim, kv_dim, n_ff_max, k_used; /* k_used: experts per token (1 for dense) */
 
     /* KV cache [n_layer][n_ctx][kv_dim] of p.kv_type */
-    size_t kv_elem_bytes;
+    size_t kv_row_bytes;  /* one position's K (or V) row: kv_dim elements of p.kv_type */
+    size_t kv_head_bytes; /* one head's part of it: head_dim elements */
     uint8_t *k_cache, *v_cache;
     size_t kv_bytes;
 
@@ -62,7 +63,8 @@ struct engine {
     void *route_ctx;
     float *rope_cs;  /* [B][n_rot] */
     float *scores;   /* [n_threads][n_ctx] attention scores per thread */
-    fp16_t *q16;     /* [n_threads][head_dim] query as fp16 (f16 KV) */
+    fp16_t *q16;     /* [n_threads][head_dim] query as fp16 (f16 KV) or q8_0 (q8_0/q4_0 KV) */
+    float *vrow;     /* [n_threads][head_dim] a quantized V row, dequantized */
     fp16_t *p16;     /* [n_threads][n_ctx] probabilities as fp16 (f16 KV) */
     size_t scratch_bytes;
 
@@ -163,29 +165,32 @@ static int engine_alloc_all(struct engine *e) {
     e->exp_mat = engine_alloc(e, ne * 3, sizeof(*e->exp_mat));
     e->rope_cs = engine_alloc(e, B * (size_t)hp->n_rot, sizeof(float));
     e->scores = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(float));
+    e->vrow = engine_alloc(e, T * (size_t)hp->head_dim, sizeof(float));
     e->q16 = engine_alloc(e, T * (size_t)hp->head_dim, sizeof(fp16_t));
     e->p16 = engine_alloc(e, T * (size_t)e->p.n_ctx, sizeof(fp16_t));
     if (!e->x || !e->xn || !e->q || !e->k || !e->v || !e->attn || !e->tmp || !e->ffn_g ||
         !e->ffn_u || !e->ffn_d || !e->router || !e->sel || !e->sel_w || !e->exp_n || !e->exp_tok ||
         !e->exp_out || !e->fetch_ids || !e->exp_mat || !e->guess_n || !e->guess_ids || !e->rope_cs ||
-        !e->scores || !e->q16 || !e->p16)
+        !e->scores || !e->q16 || !e->p16 || !e->vrow)
         return -ENOMEM;
-    size_t cells = (size_t)hp->n_layer * (size_t)e->p.n_ctx * (size_t)e->kv_dim;
-    e->kv_elem_bytes = e->p.kv_type == QTYPE_F32 ? 4 : 2;
-    e->kv_bytes = 2 * cells * e->kv_elem_bytes;
-    if (fault_hit(FAULT_ALLOC) ||
-        posix_memalign((void **)&e->k_cache, 64, cells * e->kv_elem_bytes) != 0) {
+    uint64_t row = 0, head = 0;
+    qtype_row_bytes(e->p.kv_type, (uint64_t)e->kv_dim, &row);
+    qtype_row_bytes(e->p.kv_type, (uint64_t)hp->head_dim, &head);
+    e->kv_row_bytes = (size_t)row;
+    e->kv_head_bytes = (size_t)head;
+    const size_t bytes = (size_t)hp->n_layer * (size_t)e->p.n_ctx * e->kv_row_bytes;
+    e->kv_bytes = 2 * bytes;
+    if (fault_hit(FAULT_ALLOC) || posix_memalign((void **)&e->k_cache, 64, bytes) != 0) {
         e->k_cache = NULL;
         return -ENOMEM;
     }
-    if (fault_hit(FAULT_ALLOC) ||
-        posix_memalign((void **)&e->v_cache, 64, cells * e->kv_elem_bytes) != 0) {
+    if (fault_hit(FAULT_ALLOC) || posix_memalign((void **)&e->v_cache, 64, bytes) != 0) {
         e->v_cache = NULL;
         return -ENOMEM;
     }
     /* touched now, so the resident set is flat from the start (a RAM budget counts it) */
-    memset(e->k_cache, 0, cells * e->kv_elem_bytes);
-    memset(e->v_cache, 0, cells * e->kv_elem_bytes);
+    memset(e->k_cache, 0, bytes);
+    memset(e->v_cache, 0, bytes);
     return 0;
 }
 
@@ -199,9 +204,15 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     }
     e->m = m;
     e->p = p ? *p : engine_params_default();
-    if (e->p.kv_type != QTYPE_F32 && e->p.kv_type != QTYPE_F16) {
-        err_set(err, err_len, "engine: kv type %s is not supported (f32, f16)",
-                qtype_name(e->p.kv_type));
+    const enum qtype kt = e->p.kv_type;
+    if (kt != QTYPE_F32 && kt != QTYPE_F16 && kt != QTYPE_Q8_0 && kt != QTYPE_Q4_0) {
+        err_set(err, err_len, "engine: kv type %s is not supported (f32, f16, q8_0, q4_0)",
+                qtype_name(kt));
+        goto err;
+    }
+    if ((kt == QTYPE_Q8_0 || kt == QTYPE_Q4_0) && hp->head_dim % 32 != 0) {
+        err_set(err, err_len, "engine: kv type %s needs a head size that is a multiple of 32 "
+                "(this model's is %d)", qtype_name(kt), hp->head_dim);
         goto err;
     }
     if (e->p.n_ctx <= 0)
@@ -251,7 +262,7 @@ void engine_free(struct engine *e) {
     void *bufs[] = {e->x, e->xn, e->q, e->k, e->v, e->attn, e->tmp, e->ffn_g, e->ffn_u, e->ffn_d,
                     e->act[0], e->act[1], e->act[2], e->router, e->sel, e->sel_w, e->exp_n,
                     e->exp_tok, e->exp_out, (void *)e->fetch_ids, e->guess_n, e->guess_ids,
-                    (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16, e->k_cache,
+                    (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16, e->vrow, e->k_cache,
                     e->v_cache};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
@@ -275,18 +286,18 @@ void engine_truncate(struct engine *e, int32_t n) {
 struct engine_kv_shape engine_kv_shape(const struct engine *e) {
     return (struct engine_kv_shape){.type = e->p.kv_type, .n_layer = e->m->hp.n_layer,
                                     .kv_dim = e->kv_dim, .n_ctx = e->p.n_ctx,
-                                    .row_bytes = (size_t)e->kv_dim * e->kv_elem_bytes};
+                                    .row_bytes = e->kv_row_bytes};
 }
 
 /* Layer il's rows start at cell il * n_ctx: positions 0 .. n-1 are contiguous. */
 static size_t kv_layer_off(const struct engine *e, int32_t il) {
-    return (size_t)il * (size_t)e->p.n_ctx * (size_t)e->kv_dim * e->kv_elem_bytes;
+    return (size_t)il * (size_t)e->p.n_ctx * e->kv_row_bytes;
 }
 
 int engine_kv_export(const struct engine *e, int32_t il, int32_t n, void *k, void *v) {
     if (il < 0 || il >= e->m->hp.n_layer || n < 0 || n > e->n_past)
         return -EINVAL;
-    size_t bytes = (size_t)n * (size_t)e->kv_dim * e->kv_elem_bytes;
+    size_t bytes = (size_t)n * e->kv_row_bytes;
     if (k && bytes)
         memcpy(k, e->k_cache + kv_layer_off(e, il), bytes);
     if (v && bytes)
@@ -300,7 +311,7 @@ int engine_kv_import(struct engine *e, int32_t il, enum qtype type, int32_t kv_d
         n < 0 || n > e->p.n_ctx)
         return -EINVAL;
     e->n_past = 0;
-    size_t bytes = (size_t)n * (size_t)e->kv_dim * e->kv_elem_bytes;
+    size_t bytes = (size_t)n * e->kv_row_bytes;
     if (k && bytes)
         memcpy(e->k_cache + kv_layer_off(e, il), k, bytes);
     if (v && bytes)
@@ -358,15 +369,16 @@ static void engine_matmul(struct engine *e, const struct weight *w, const float 
 /* ---- attention ------------------------------------------------------------------------------- */
 
 static uint8_t *kv_at(const struct engine *e, uint8_t *cache, int il, int32_t pos) {
-    size_t cell = ((size_t)il * (size_t)e->p.n_ctx + (size_t)pos) * (size_t)e->kv_dim;
-    return cache + cell * e->kv_elem_bytes;
+    return cache + ((size_t)il * (size_t)e->p.n_ctx + (size_t)pos) * e->kv_row_bytes;
 }
 
 static void kv_store(struct engine *e, uint8_t *dst, const float *src) {
     if (e->p.kv_type == QTYPE_F32)
         memcpy(dst, src, (size_t)e->kv_dim * sizeof(float));
-    else
+    else if (e->p.kv_type == QTYPE_F16)
         quant_f16_from_f32(src, dst, e->kv_dim);
+    else /* q8_0, q4_0: per head, as heads are multiples of the 32-element blocks */
+        quant_quantize_row(e->p.kv_type, src, dst, e->kv_dim);
 }
 
 /* q/k head norms, RoPE, then the batch's k and v go into the cache. */
@@ -413,8 +425,8 @@ static void engine_attn_task(void *ctx, int64_t task, int thread) {
     const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
     float *s = e->scores + (size_t)thread * e->p.n_ctx;
     float *out = e->attn + (size_t)t * e->q_dim + (size_t)h * hd;
-    const size_t head_off = (size_t)g * hd * e->kv_elem_bytes;
-    const size_t pos_bytes = (size_t)e->kv_dim * e->kv_elem_bytes;
+    const size_t head_off = (size_t)g * e->kv_head_bytes;
+    const size_t pos_bytes = e->kv_row_bytes;
     const uint8_t *kc = kv_at(e, e->k_cache, il, 0) + head_off;
     const uint8_t *vc = kv_at(e, e->v_cache, il, 0) + head_off;
     memset(out, 0, (size_t)hd * sizeof(float));
@@ -427,6 +439,20 @@ static void engine_attn_task(void *ctx, int64_t task, int thread) {
         ops_softmax(s, n_kv);
         for (int32_t j = 0; j < n_kv; j++)
             ops_axpy_f32(out, s[j], (const float *)(vc + (size_t)j * pos_bytes), hd);
+    } else if (e->p.kv_type != QTYPE_F16) { /* q8_0, q4_0: not llama.cpp's path (it needs -fa) */
+        const struct quant_kernels *qk = quant_kernels(e->p.kv_type);
+        uint8_t *qq = (uint8_t *)(e->q16 + (size_t)thread * hd); /* hd/32 blocks fit in 2*hd */
+        float *vr = e->vrow + (size_t)thread * hd;
+        qk->from_float(qh, qq, hd);
+        for (int32_t j = 0; j < n_kv; j++) {
+            qk->vec_dot(hd, &s[j], kc + (size_t)j * pos_bytes, qq);
+            s[j] *= scale;
+        }
+        ops_softmax(s, n_kv);
+        for (int32_t j = 0; j < n_kv; j++) {
+            quant_dequantize_row(e->p.kv_type, vc + (size_t)j * pos_bytes, vr, hd);
+            ops_axpy_f32(out, s[j], vr, hd);
+        }
     } else {
         quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
         fp16_t *q16 = e->q16 + (size_t)thread * hd;

@@ -89,14 +89,14 @@ size_t engine_scratch_bytes(const struct engine *e);
  * the cache's type (row_bytes each). Export copies rows out; import writes rows in, then
  * engine_kv_commit says how many positions are valid. Typical import:
  *     engine_truncate(e, 0);
- *     for (il ...) engine_kv_import(e, il, QTYPE_F16, kv_dim, n, k_rows, v_rows);
+ *     for (il ...) engine_kv_import(e, il, shape.type, shape.kv_dim, n, k_rows, v_rows);
  *     engine_kv_commit(e, n); */
 struct engine_kv_shape {
-    enum qtype type;   /* QTYPE_F32 or QTYPE_F16 */
+    enum qtype type;   /* QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 or QTYPE_Q4_0 */
     int32_t n_layer;
     int32_t kv_dim;    /* elements per row (n_head_kv * head_dim) */
     int32_t n_ctx;     /* positions the cache holds */
-    size_t row_bytes;  /* bytes of one row: kv_dim * 4 or 2 */
+    size_t row_bytes;  /* bytes of one row of kv_dim elements of type */
 };
 
 /* The cache's type and shape. */

@@ -100,6 +100,16 @@ struct model *model_load(const char *path, char *err, size_t err_len);
  * (server/experts) reads them from the file on demand. */
 struct model *model_open(const char *path, bool experts_on_disk, char *err, size_t err_len);
 
+/* How far a model_open_progress call has read, readable from another thread at any time. */
+struct model_progress {
+    _Atomic uint64_t done;  /* bytes read so far */
+    _Atomic uint64_t total; /* bytes to read (set once the tensor table is known; 0 before) */
+};
+
+/* model_open, reporting the bytes read into p (may be NULL) as it goes. */
+struct model *model_open_progress(const char *path, bool experts_on_disk,
+                                  struct model_progress *p, char *err, size_t err_len);
+
 /* True for the tensors a model opened with experts on disk leaves there: blk.N.ffn_{gate,up,down}_exps
  * of a moe model (hp->n_expert > 0), blk.N.ffn_{gate,up,down} of a dense one. */
 bool model_tensor_streamed(const struct model_hparams *hp, const char *name);

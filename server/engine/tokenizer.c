@@ -839,6 +839,10 @@ bool tokenizer_is_eog(const struct tokenizer *tk, int32_t id) {
     return id >= 0 && id < tk->n_vocab && (tk->attr[id] & TOK_ATTR_EOG);
 }
 
+bool tokenizer_is_special(const struct tokenizer *tk, int32_t id) {
+    return id >= 0 && id < tk->n_vocab && (tk->attr[id] & (TOK_ATTR_SPECIAL | TOK_ATTR_EOG));
+}
+
 /* The id whose text (in the GGUF's spelling, e.g. "\xc4\xa0the") is s, or -1. */
 int32_t tokenizer_find(const struct tokenizer *tk, const char *s) {
     return vocab_lookup(tk, s, strlen(s));

@@ -49,6 +49,9 @@ bool tokenizer_add_bos(const struct tokenizer *tk);
  * vocabulary, "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>". */
 bool tokenizer_is_eog(const struct tokenizer *tk, int32_t id);
 
+/* True for special tokens (control, user-defined, unknown: <|im_start|>, <think> ...). */
+bool tokenizer_is_special(const struct tokenizer *tk, int32_t id);
+
 /* The id of the token whose text is exactly s, or -1. */
 int32_t tokenizer_find(const struct tokenizer *tk, const char *s);
 

@@ -20,6 +20,8 @@
 
 #include "chat.h"
 #include "openai.h"
+#include "procstat.h"
+#include "strbuf.h"
 
 struct api {
     struct api_config cfg;
@@ -49,29 +51,6 @@ static char *str_printf(const char *fmt, ...) {
     int n = vasprintf(&s, fmt, ap);
     va_end(ap);
     return n < 0 ? NULL : s;
-}
-
-/* A growing byte buffer. */
-struct buf {
-    char *p;
-    size_t len, cap;
-};
-
-static int buf_add(struct buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np)
-            return -ENOMEM;
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return 0;
 }
 
 static void reply_error(struct http_response *out, const struct oai_error *e) {
@@ -106,17 +85,6 @@ static bool authorized(const struct api *a, const char *header) {
     for (size_t i = 0; i < n; i++)
         diff |= (unsigned char)(a->key[i] ^ (i < m ? got[i] : 0));
     return diff == 0;
-}
-
-static uint64_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long long size = 0, resident = 0;
-    if (f) {
-        if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
@@ -157,6 +125,9 @@ void api_set_ready(struct api *a, const struct model *m, const struct tokenizer 
     a->sched = s;
     a->cache = c;
     a->family = chat_family_detect(gguf_get_str(m->gguf, "tokenizer.chat_template"));
+    for (int f = CHAT_CHATML; f <= CHAT_LLAMA3; f++) /* --chat-template names one (main checked) */
+        if (a->cfg.chat_template && !strcmp(a->cfg.chat_template, chat_family_name(f)))
+            a->family = (enum chat_family)f;
     a->model_id = strdup(a->cfg.model_alias && a->cfg.model_alias[0] ? a->cfg.model_alias
                                                                       : m->name);
     a->progress = 1.0;
@@ -178,15 +149,18 @@ struct call {
     bool sent_role;
     char id[48];
     int64_t created;
-    struct buf content, reasoning;
+    struct strbuf content, reasoning;
     struct oai_tool_call calls[16];
     char *call_names[16], *call_args[16], call_ids[16][32];
     int n_calls;
+    const struct job_token *cur_tok; /* the token whose text is being split (streaming logprobs) */
     struct oai_logprob *lps;  /* non-streaming logprobs; their token texts are malloc'd */
     int n_lps, cap_lps;
     bool done;
     struct job_summary sum;
 };
+
+static void logprob_clear(struct oai_logprob *lp);
 
 static void call_unref(struct call *c) {
     if (atomic_fetch_sub(&c->refs, 1) != 1)
@@ -201,11 +175,8 @@ static void call_unref(struct call *c) {
         free(c->call_names[i]);
         free(c->call_args[i]);
     }
-    for (int i = 0; i < c->n_lps; i++) {
-        free((char *)c->lps[i].token);
-        for (int k = 0; k < c->lps[i].n_top; k++)
-            free((char *)c->lps[i].top_token[k]);
-    }
+    for (int i = 0; i < c->n_lps; i++)
+        logprob_clear(&c->lps[i]);
     free(c->lps);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -221,10 +192,12 @@ static void call_on_gone(void *ctx) {
 static void send_frame(struct call *c, char *json) {
     if (!json)
         return;
-    struct buf f = {0};
-    if (buf_add(&f, "data: ", 6) == 0 && buf_add(&f, json, strlen(json)) == 0 &&
-        buf_add(&f, "\n\n", 2) == 0)
-        http_stream_write(c->out, f.p, f.len);
+    struct strbuf f = {0};
+    strbuf_puts(&f, "data: ");
+    strbuf_puts(&f, json);
+    strbuf_puts(&f, "\n\n");
+    if (!f.oom)
+        http_stream_write(c->out, f.p, f.n);
     free(f.p);
     free(json);
 }
@@ -245,8 +218,30 @@ static struct oai_result call_result(struct call *c, const char *finish) {
         .cached_tokens = c->sum.cached_tokens,
         .prefill_ms = c->sum.prefill_ms,
         .decode_ms = c->sum.decode_ms,
-        .logprobs = c->rq.logprobs ? c->lps : NULL,
+        /* one entry per completion token (fewer only when memory ran out: then none) */
+        .logprobs = c->rq.logprobs && c->n_lps == c->sum.completion_tokens ? c->lps : NULL,
     };
+}
+
+static char *token_text(const struct tokenizer *tk, int32_t id);
+
+/* Fills lp from t with malloc'd token texts (free with logprob_clear). */
+static void logprob_fill(const struct tokenizer *tk, const struct job_token *t,
+                         struct oai_logprob *lp) {
+    memset(lp, 0, sizeof(*lp));
+    lp->token = token_text(tk, t->id);
+    lp->logprob = t->logprob;
+    for (int k = 0; k < t->n_top && k < 20; k++) {
+        lp->top_token[k] = token_text(tk, t->top_id[k]);
+        lp->top_logprob[k] = t->top_logprob[k];
+        lp->n_top++;
+    }
+}
+
+static void logprob_clear(struct oai_logprob *lp) {
+    free((char *)lp->token);
+    for (int k = 0; k < lp->n_top; k++)
+        free((char *)lp->top_token[k]);
 }
 
 /* A piece of content, reasoning or a tool call: streamed as a chunk, or gathered. */
@@ -265,16 +260,22 @@ static void on_event(void *ctx, const struct chat_event *ev) {
     }
     if (!c->out) {
         if (ev->kind == CHAT_EVENT_CONTENT)
-            buf_add(&c->content, ev->text, ev->len);
+            strbuf_putn(&c->content, ev->text, ev->len);
         else if (ev->kind == CHAT_EVENT_REASONING)
-            buf_add(&c->reasoning, ev->text, ev->len);
+            strbuf_putn(&c->reasoning, ev->text, ev->len);
         return;
     }
     struct oai_result res = call_result(c, NULL);
     struct oai_delta d = {.role = !c->sent_role};
+    struct oai_logprob lp = {0};
     if (ev->kind == CHAT_EVENT_CONTENT) {
         d.content = ev->text;
         d.content_len = ev->len;
+        if (c->rq.logprobs && c->cur_tok) { /* a token's logprob goes with its first text */
+            logprob_fill(c->api->tk, c->cur_tok, &lp);
+            d.logprob = &lp;
+            c->cur_tok = NULL;
+        }
     } else if (ev->kind == CHAT_EVENT_REASONING) {
         d.reasoning = ev->text;
         d.reasoning_len = ev->len;
@@ -284,6 +285,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
     }
     c->sent_role = true;
     send_frame(c, oai_chunk_json(&c->rq, &res, &d));
+    logprob_clear(&lp);
 }
 
 /* A token's text as a NUL-terminated copy. */
@@ -305,20 +307,16 @@ static void keep_logprob(struct call *c, const struct job_token *t) {
         c->lps = p;
         c->cap_lps = cap;
     }
-    struct oai_logprob *lp = &c->lps[c->n_lps++];
-    memset(lp, 0, sizeof(*lp));
-    lp->token = token_text(c->api->tk, t->id);
-    lp->logprob = t->logprob;
-    for (int k = 0; k < t->n_top && k < 20; k++) {
-        lp->top_token[k] = token_text(c->api->tk, t->top_id[k]);
-        lp->top_logprob[k] = t->top_logprob[k];
-        lp->n_top++;
-    }
+    logprob_fill(c->api->tk, t, &c->lps[c->n_lps++]);
+}
+
+static void on_token(void *ctx, const struct job_token *tok) {
+    keep_logprob(ctx, tok);
 }
 
 static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
     struct call *c = ctx;
-    keep_logprob(c, tok);
+    c->cur_tok = tok;
     if (c->cs) {
         chat_stream_feed(c->cs, text, len, on_event, c);
     } else {
@@ -329,6 +327,7 @@ static void on_text(void *ctx, const char *text, size_t len, const struct job_to
 
 static void on_done(void *ctx, const struct job_summary *s) {
     struct call *c = ctx;
+    c->cur_tok = NULL; /* the last token is gone: what the splitter still holds has no logprob */
     if (c->cs)
         chat_stream_finish(c->cs, on_event, c);
     const char *finish = s->finish_reason;
@@ -368,9 +367,10 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, size_t *
     char err[256] = "";
     char *text = NULL;
     if (rq->chat) {
+        bool no_tools = rq->tool_choice && strcmp(rq->tool_choice, "none") == 0;
         struct chat_render_opts o = {.add_generation_prompt = true,
                                      .enable_thinking = rq->enable_thinking,
-                                     .tools_json = rq->tools_json};
+                                     .tools_json = no_tools ? NULL : rq->tools_json};
         text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
         if (!text) {
             oai_fail(e, 400, "invalid_request_error", "messages", "", "%s", err);
@@ -382,7 +382,9 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, size_t *
     size_t n_text = 0;
     int32_t *ids = text ? tokenizer_encode(a->tk, text, strlen(text), true, &n_text) : NULL;
     free(text);
-    bool bos = tokenizer_add_bos(a->tk) && tokenizer_bos(a->tk) >= 0;
+    /* a BOS when the model wants one, unless the template wrote it (Llama 3's does) */
+    bool bos = tokenizer_add_bos(a->tk) && tokenizer_bos(a->tk) >= 0 &&
+               !(n_text > 0 && ids[0] == tokenizer_bos(a->tk));
     int32_t *all = ids ? malloc((n_text + 1) * sizeof(int32_t)) : NULL;
     if (!all) {
         free(ids);
@@ -419,6 +421,16 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         call_unref(c);
         return;
     }
+    /* what the engine cannot honour yet is refused, never ignored */
+    const char *tc = c->rq.tool_choice;
+    if (tc && strcmp(tc, "auto") != 0 && strcmp(tc, "none") != 0) {
+        oai_fail(&e, 400, "invalid_request_error", "tool_choice", "unsupported_parameter",
+                 "tool_choice \"%s\" (forcing a tool call) is not supported yet: use \"auto\" "
+                 "or \"none\"", strcmp(tc, "required") == 0 ? "required" : "a named function");
+        reply_error(out, &e);
+        call_unref(c);
+        return;
+    }
     size_t n = 0;
     int32_t *ids = prompt_ids(a, &c->rq, &n, &e);
     if (!ids) {
@@ -437,7 +449,8 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         return;
     }
     struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
-                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs};
+                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs,
+                           .json_object = c->rq.json_object};
     p.sp = sampler_params_default();
     p.sp.temp = c->rq.temperature;
     p.sp.top_p = c->rq.top_p;
@@ -453,7 +466,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));
     c->cs = chat ? chat_stream_new(a->family, false) : NULL;
-    const struct job_callbacks cb = {on_text, on_done};
+    const struct job_callbacks cb = {on_token, on_text, on_done};
     c->job = job_new(ids, n, &p, &cb, c);
     free(ids);
     if ((chat && !c->cs) || !c->job) {
@@ -493,9 +506,19 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         call_unref(c);
         return;
     }
+    /* wait for the job; a client that hangs up meanwhile cancels it (checked every 100 ms) */
     pthread_mutex_lock(&c->mu);
-    while (!c->done)
-        pthread_cond_wait(&c->cv, &c->mu);
+    while (!c->done) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
+            job_cancel(c->job);
+    }
     pthread_mutex_unlock(&c->mu);
     if (c->sum.rc < 0) {
         reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));
@@ -548,7 +571,7 @@ static void gather(struct api *a, struct figures *f) {
     f->errors = a->errors;
     pthread_mutex_unlock(&a->mu);
     f->uptime = difftime(time(NULL), a->started);
-    f->rss = rss_bytes();
+    f->rss = procstat_rss_bytes();
 }
 
 static void handle_stats(struct api *a, struct http_response *out) {
@@ -586,13 +609,13 @@ static void handle_stats(struct api *a, struct http_response *out) {
 static void handle_metrics(struct api *a, struct http_response *out) {
     struct figures f;
     gather(a, &f);
-    struct buf b = {0};
+    struct strbuf b = {0};
     char line[256];
 #define METRIC(name, type, help, fmt, value)                                                     \
     do {                                                                                         \
         int n_ = snprintf(line, sizeof(line), "# HELP sniper_" name " " help "\n# TYPE sniper_"  \
                           name " " type "\nsniper_" name " " fmt "\n", value);                  \
-        buf_add(&b, line, (size_t)n_);                                                           \
+        strbuf_putn(&b, line, (size_t)n_);                                                       \
     } while (0)
     METRIC("uptime_seconds", "gauge", "Seconds since start.", "%.0f", f.uptime);
     METRIC("requests_total", "counter", "HTTP requests served.", "%" PRIu64, f.requests);
@@ -615,7 +638,7 @@ static void handle_metrics(struct api *a, struct http_response *out) {
 #undef METRIC
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
-    out->body = b.p ? b.p : strdup("");
+    out->body = strbuf_take(&b);
 }
 
 /* ---- routing --------------------------------------------------------------------------------- */

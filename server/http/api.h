@@ -20,6 +20,7 @@
 struct api_config {
     const char *api_key;     /* NULL or "": no authentication */
     const char *model_alias; /* the id /v1/models reports (default: the model's name) */
+    const char *chat_template; /* "chatml" or "llama3"; NULL: detected from the GGUF */
     uint64_t ram_budget;     /* bytes, 0: none (for stats) */
 };
 

@@ -6,10 +6,11 @@
  * separators, non-ASCII kept); tests/chat/expected.json pins it. The stream splitter never emits
  * text that could still turn out to be the start of a tag. */
 #include "chat.h"
+#include "jsonw.h"
+#include "strbuf.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,45 +21,15 @@
  * A growable string; an allocation failure is remembered and reported once at the end.
  * ------------------------------------------------------------------------------------------- */
 
-struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-};
-
-static void sb_putn(struct sbuf *b, const char *s, size_t n) {
-    if (b->oom || n == 0)
+/* Appends v as the templates' tojson writes it (Python's json.dumps, ensure_ascii=False). */
+static void sb_put_json(struct strbuf *b, const json_t *v) {
+    char *s = jsonw_dumps(v, JSONW_PYTHON);
+    if (!s) {
+        b->oom = true;
         return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
     }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
-
-/* Takes the string out of b (an empty string when nothing was written), or NULL on no memory. */
-static char *sb_take(struct sbuf *b) {
-    if (!b->oom && !b->p) {
-        b->p = calloc(1, 1);
-        b->oom = !b->p;
-    }
-    if (b->oom) {
-        free(b->p);
-        return NULL;
-    }
-    return b->p;
+    strbuf_puts(b, s);
+    free(s);
 }
 
 static int fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -70,120 +41,6 @@ static int fail(char *err, size_t err_len, const char *fmt, ...) {
         va_end(ap);
     }
     return -1;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * JSON as Python's json.dumps(x, ensure_ascii=False) writes it (the templates' tojson).
- * ------------------------------------------------------------------------------------------- */
-
-static void py_dump_string(struct sbuf *b, const char *s, size_t n) {
-    sb_putn(b, "\"", 1);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        switch (c) {
-        case '"': sb_puts(b, "\\\""); break;
-        case '\\': sb_puts(b, "\\\\"); break;
-        case '\n': sb_puts(b, "\\n"); break;
-        case '\r': sb_puts(b, "\\r"); break;
-        case '\t': sb_puts(b, "\\t"); break;
-        case '\b': sb_puts(b, "\\b"); break;
-        case '\f': sb_puts(b, "\\f"); break;
-        default:
-            if (c < 0x20) {
-                snprintf(esc, sizeof(esc), "\\u%04x", c);
-                sb_puts(b, esc);
-            } else {
-                sb_putn(b, (const char *)&s[i], 1);
-            }
-        }
-    }
-    sb_putn(b, "\"", 1);
-}
-
-/* Python's repr of a float: the shortest digits that read back to x, in fixed notation for
- * decimal exponents -4..15 (always with a fraction) and d.ddde+XX otherwise. */
-static void py_dump_real(struct sbuf *b, double x) {
-    char e[40], digits[24], out[64];
-    if (isnan(x) || isinf(x)) {
-        sb_puts(b, isnan(x) ? "NaN" : x > 0 ? "Infinity" : "-Infinity");
-        return;
-    }
-    for (int prec = 0; prec < 17; prec++) {
-        snprintf(e, sizeof(e), "%.*e", prec, x);
-        if (strtod(e, NULL) == x)
-            break;
-    }
-    const char *p = e;
-    size_t nd = 0, o = 0;
-    if (*p == '-')
-        out[o++] = '-', p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    while (nd > 1 && digits[nd - 1] == '0')
-        nd--;
-    digits[nd] = '\0';
-    int exp = atoi(p + 1);
-    if (exp >= -4 && exp < 16) {
-        if (exp < 0) {
-            o += (size_t)snprintf(out + o, sizeof(out) - o, "0.%.*s%s", -exp - 1, "0000", digits);
-        } else {
-            for (int i = 0; i <= exp; i++)
-                out[o++] = (size_t)i < nd ? digits[i] : '0';
-            out[o++] = '.';
-            if ((size_t)exp + 1 < nd)
-                for (size_t i = (size_t)exp + 1; i < nd; i++)
-                    out[o++] = digits[i];
-            else
-                out[o++] = '0';
-            out[o] = '\0';
-        }
-    } else {
-        out[o++] = digits[0];
-        if (nd > 1)
-            o += (size_t)snprintf(out + o, sizeof(out) - o, ".%s", digits + 1);
-        snprintf(out + o, sizeof(out) - o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-    }
-    sb_puts(b, out);
-}
-
-static void py_dump(struct sbuf *b, const json_t *v) {
-    char num[32];
-    const char *key;
-    json_t *item;
-    size_t i;
-    bool first = true;
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        sb_puts(b, "{");
-        json_object_foreach((json_t *)v, key, item) {
-            sb_puts(b, first ? "" : ", ");
-            first = false;
-            py_dump_string(b, key, strlen(key));
-            sb_puts(b, ": ");
-            py_dump(b, item);
-        }
-        sb_puts(b, "}");
-        break;
-    case JSON_ARRAY:
-        sb_puts(b, "[");
-        json_array_foreach(v, i, item) {
-            sb_puts(b, i ? ", " : "");
-            py_dump(b, item);
-        }
-        sb_puts(b, "]");
-        break;
-    case JSON_STRING: py_dump_string(b, json_string_value(v), json_string_length(v)); break;
-    case JSON_INTEGER:
-        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        sb_puts(b, num);
-        break;
-    case JSON_REAL: py_dump_real(b, json_real_value(v)); break;
-    case JSON_TRUE: sb_puts(b, "true"); break;
-    case JSON_FALSE: sb_puts(b, "false"); break;
-    case JSON_NULL: sb_puts(b, "null"); break;
-    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -282,29 +139,29 @@ static size_t last_query_index(const struct chat_message *msgs, size_t n) {
     return n - 1;
 }
 
-static int chatml_tools_header(struct sbuf *b, const struct chat_message *msgs, const json_t *tools) {
+static int chatml_tools_header(struct strbuf *b, const struct chat_message *msgs, const json_t *tools) {
     size_t i;
     json_t *tool;
-    sb_puts(b, "<|im_start|>system\n");
+    strbuf_puts(b, "<|im_start|>system\n");
     if (is_role(&msgs[0], "system")) {
-        sb_puts(b, text_of(msgs[0].content));
-        sb_puts(b, "\n\n");
+        strbuf_puts(b, text_of(msgs[0].content));
+        strbuf_puts(b, "\n\n");
     }
-    sb_puts(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    strbuf_puts(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                "You are provided with function signatures within <tools></tools> XML tags:\n"
                "<tools>");
     json_array_foreach(tools, i, tool) {
-        sb_puts(b, "\n");
-        py_dump(b, tool);
+        strbuf_puts(b, "\n");
+        sb_put_json(b, tool);
     }
-    sb_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and "
+    strbuf_puts(b, "\n</tools>\n\nFor each function call, return a json object with function name and "
                "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
                "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n");
     return 0;
 }
 
 /* One assistant tool call as <tool_call>{"name": ..., "arguments": ...}</tool_call>. */
-static int chatml_tool_call(struct sbuf *b, const json_t *call, size_t idx, char *err,
+static int chatml_tool_call(struct strbuf *b, const json_t *call, size_t idx, char *err,
                             size_t err_len) {
     const json_t *fn = json_object_get(call, "function");
     if (json_is_object(fn) && json_object_size(fn) > 0)
@@ -313,18 +170,18 @@ static int chatml_tool_call(struct sbuf *b, const json_t *call, size_t idx, char
     const json_t *args = json_object_get(call, "arguments");
     if (!json_is_string(name) || !args)
         return fail(err, err_len, "tool_calls[%zu]: no function name or arguments", idx);
-    sb_puts(b, "<tool_call>\n{\"name\": \"");
-    sb_puts(b, json_string_value(name));
-    sb_puts(b, "\", \"arguments\": ");
+    strbuf_puts(b, "<tool_call>\n{\"name\": \"");
+    strbuf_puts(b, json_string_value(name));
+    strbuf_puts(b, "\", \"arguments\": ");
     if (json_is_string(args))
-        sb_putn(b, json_string_value(args), json_string_length(args));
+        strbuf_putn(b, json_string_value(args), json_string_length(args));
     else
-        py_dump(b, args);
-    sb_puts(b, "}\n</tool_call>");
+        sb_put_json(b, args);
+    strbuf_puts(b, "}\n</tool_call>");
     return 0;
 }
 
-static int chatml_tool_calls(struct sbuf *b, const char *calls_json, bool has_content, char *err,
+static int chatml_tool_calls(struct strbuf *b, const char *calls_json, bool has_content, char *err,
                              size_t err_len) {
     json_error_t je;
     json_t *calls = json_loads(calls_json, 0, &je);
@@ -335,7 +192,7 @@ static int chatml_tool_calls(struct sbuf *b, const char *calls_json, bool has_co
     }
     for (size_t i = 0; i < json_array_size(calls) && rc == 0; i++) {
         if ((i == 0 && has_content) || i > 0)
-            sb_puts(b, "\n");
+            strbuf_puts(b, "\n");
         if (!json_is_object(json_array_get(calls, i)))
             rc = fail(err, err_len, "tool_calls[%zu]: not an object", i);
         else
@@ -346,7 +203,7 @@ static int chatml_tool_calls(struct sbuf *b, const char *calls_json, bool has_co
 }
 
 /* The assistant turn: reasoning kept (in <think>) only after the last user query. */
-static int chatml_assistant(struct sbuf *b, const struct chat_message *msgs, size_t n, size_t i,
+static int chatml_assistant(struct strbuf *b, const struct chat_message *msgs, size_t n, size_t i,
                             size_t last_query, char *err, size_t err_len) {
     const struct chat_message *m = &msgs[i];
     const char *raw = text_of(m->content);
@@ -363,51 +220,51 @@ static int chatml_assistant(struct sbuf *b, const struct chat_message *msgs, siz
         reasoning = lstrip_nl(before);
     }
     bool has_content = content.n > 0; /* the template's `content`, before the lstrip below */
-    sb_puts(b, "<|im_start|>assistant\n");
+    strbuf_puts(b, "<|im_start|>assistant\n");
     if (i > last_query && (i == n - 1 || reasoning.n > 0)) {
         struct span r = rstrip_nl(lstrip_nl(reasoning));
-        sb_puts(b, "<think>\n");
-        sb_putn(b, r.p, r.n);
-        sb_puts(b, "\n</think>\n\n");
+        strbuf_puts(b, "<think>\n");
+        strbuf_putn(b, r.p, r.n);
+        strbuf_puts(b, "\n</think>\n\n");
         content = lstrip_nl(content);
     }
-    sb_putn(b, content.p, content.n);
+    strbuf_putn(b, content.p, content.n);
     if (m->tool_calls_json &&
         chatml_tool_calls(b, m->tool_calls_json, has_content, err, err_len) < 0)
         return -1;
-    sb_puts(b, "<|im_end|>\n");
+    strbuf_puts(b, "<|im_end|>\n");
     return 0;
 }
 
-static void chatml_tool_result(struct sbuf *b, const struct chat_message *msgs, size_t n, size_t i) {
+static void chatml_tool_result(struct strbuf *b, const struct chat_message *msgs, size_t n, size_t i) {
     if (i == 0 || !is_role(&msgs[i - 1], "tool"))
-        sb_puts(b, "<|im_start|>user");
-    sb_puts(b, "\n<tool_response>\n");
-    sb_puts(b, text_of(msgs[i].content));
-    sb_puts(b, "\n</tool_response>");
+        strbuf_puts(b, "<|im_start|>user");
+    strbuf_puts(b, "\n<tool_response>\n");
+    strbuf_puts(b, text_of(msgs[i].content));
+    strbuf_puts(b, "\n</tool_response>");
     if (i == n - 1 || !is_role(&msgs[i + 1], "tool"))
-        sb_puts(b, "<|im_end|>\n");
+        strbuf_puts(b, "<|im_end|>\n");
 }
 
-static int chatml_render(struct sbuf *b, const struct chat_message *msgs, size_t n,
+static int chatml_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                          const struct chat_render_opts *opts, const json_t *tools, char *err,
                          size_t err_len) {
     if (tools && json_array_size(tools) > 0)
         chatml_tools_header(b, msgs, tools);
     else if (is_role(&msgs[0], "system")) {
-        sb_puts(b, "<|im_start|>system\n");
-        sb_puts(b, text_of(msgs[0].content));
-        sb_puts(b, "<|im_end|>\n");
+        strbuf_puts(b, "<|im_start|>system\n");
+        strbuf_puts(b, text_of(msgs[0].content));
+        strbuf_puts(b, "<|im_end|>\n");
     }
     size_t last_query = last_query_index(msgs, n);
     for (size_t i = 0; i < n; i++) {
         const struct chat_message *m = &msgs[i];
         if (is_role(m, "user") || (is_role(m, "system") && i > 0)) {
-            sb_puts(b, "<|im_start|>");
-            sb_puts(b, m->role);
-            sb_puts(b, "\n");
-            sb_puts(b, text_of(m->content));
-            sb_puts(b, "<|im_end|>\n");
+            strbuf_puts(b, "<|im_start|>");
+            strbuf_puts(b, m->role);
+            strbuf_puts(b, "\n");
+            strbuf_puts(b, text_of(m->content));
+            strbuf_puts(b, "<|im_end|>\n");
         } else if (is_role(m, "assistant")) {
             if (chatml_assistant(b, msgs, n, i, last_query, err, err_len) < 0)
                 return -1;
@@ -416,9 +273,9 @@ static int chatml_render(struct sbuf *b, const struct chat_message *msgs, size_t
         }
     }
     if (opts->add_generation_prompt) {
-        sb_puts(b, "<|im_start|>assistant\n");
+        strbuf_puts(b, "<|im_start|>assistant\n");
         if (!opts->enable_thinking)
-            sb_puts(b, "<think>\n\n</think>\n\n");
+            strbuf_puts(b, "<think>\n\n</think>\n\n");
     }
     return 0;
 }
@@ -433,18 +290,18 @@ static bool is_space(char c) {
     return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
 }
 
-static void llama3_header(struct sbuf *b, const char *role) {
-    sb_puts(b, "<|start_header_id|>");
-    sb_puts(b, role);
-    sb_puts(b, "<|end_header_id|>\n\n");
+static void llama3_header(struct strbuf *b, const char *role) {
+    strbuf_puts(b, "<|start_header_id|>");
+    strbuf_puts(b, role);
+    strbuf_puts(b, "<|end_header_id|>\n\n");
 }
 
-static int llama3_render(struct sbuf *b, const struct chat_message *msgs, size_t n,
+static int llama3_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                          const struct chat_render_opts *opts, const json_t *tools, char *err,
                          size_t err_len) {
     if (tools && json_array_size(tools) > 0)
         return fail(err, err_len, "tools are not supported with the llama3 chat template");
-    sb_puts(b, "<|begin_of_text|>");
+    strbuf_puts(b, "<|begin_of_text|>");
     for (size_t i = 0; i < n; i++) {
         const struct chat_message *m = &msgs[i];
         if (m->tool_calls_json)
@@ -457,8 +314,8 @@ static int llama3_render(struct sbuf *b, const struct chat_message *msgs, size_t
         while (len && is_space(*c))
             c++, len--;
         llama3_header(b, is_role(m, "tool") ? "ipython" : m->role);
-        sb_putn(b, c, len);
-        sb_puts(b, "<|eot_id|>");
+        strbuf_putn(b, c, len);
+        strbuf_puts(b, "<|eot_id|>");
     }
     if (opts->add_generation_prompt)
         llama3_header(b, "assistant");
@@ -473,7 +330,7 @@ char *chat_render(enum chat_family f, const struct chat_message *msgs, size_t n,
                   const struct chat_render_opts *opts, char *err, size_t err_len) {
     static const struct chat_render_opts defaults = {.add_generation_prompt = true,
                                                      .enable_thinking = true};
-    struct sbuf b = {0};
+    struct strbuf b = {0};
     json_t *tools = NULL;
     json_error_t je;
     int rc;
@@ -498,7 +355,7 @@ char *chat_render(enum chat_family f, const struct chat_message *msgs, size_t n,
         free(b.p);
         return NULL;
     }
-    char *out = sb_take(&b);
+    char *out = strbuf_take(&b);
     if (!out)
         fail(err, err_len, "out of memory");
     return out;
@@ -515,7 +372,7 @@ struct chat_stream {
     enum chat_family family;
     enum stream_state state;
     bool trim_lead;   /* drop leading whitespace of the text that comes next */
-    struct sbuf pend; /* text not yet turned into events */
+    struct strbuf pend; /* text not yet turned into events */
     int n_tools;
 };
 
@@ -604,7 +461,7 @@ static int emit_tool_call(struct chat_stream *s, const char *body, size_t n, cha
         return 0;
     }
     char *a = json_is_string(args) ? strdup(json_string_value(args))
-                                   : json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY);
+                                   : jsonw_dumps(args, JSONW_COMPACT);
     if (!a) {
         json_decref(v);
         return -ENOMEM;
@@ -686,7 +543,7 @@ int chat_stream_feed(struct chat_stream *s, const char *text, size_t len, chat_e
         emit_text(CHAT_EVENT_CONTENT, text, len, fn, ctx);
         return 0;
     }
-    sb_putn(&s->pend, text, len);
+    strbuf_putn(&s->pend, text, len);
     if (s->pend.oom)
         return -ENOMEM;
     for (int rc = 1; rc > 0;) {

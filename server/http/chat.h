@@ -4,7 +4,7 @@
  *     enum chat_family f = chat_family_detect(gguf_get_str(g, "tokenizer.chat_template"));
  *     char *prompt = chat_render(f, msgs, n, &(struct chat_render_opts){.add_generation_prompt =
  *                                true, .enable_thinking = true}, err, sizeof(err));
- *     struct chat_stream *s = chat_stream_new(f);
+ *     struct chat_stream *s = chat_stream_new(f, false);
  *     chat_stream_feed(s, piece, len, on_event, ctx);   // for each generated piece
  *     chat_stream_finish(s, on_event, ctx);             // at the end
  *
@@ -45,7 +45,9 @@ enum chat_family chat_family_detect(const char *jinja_template);
 const char *chat_family_name(enum chat_family f);
 
 /* Renders msgs[0..n) into a prompt (malloc'd, NUL-terminated), or NULL with a message in err
- * (unknown role, a tool message without a preceding tool call, malformed tools_json ...). */
+ * (unknown role, a tool message without a preceding tool call, malformed tools_json ...). A NULL
+ * content renders as "". CHAT_LLAMA3 starts with <|begin_of_text|> (tokenize without adding a
+ * BOS) and refuses tools and assistant tool calls; its tool messages use the "ipython" role. */
 char *chat_render(enum chat_family f, const struct chat_message *msgs, size_t n,
                   const struct chat_render_opts *opts, char *err, size_t err_len);
 
@@ -70,13 +72,18 @@ typedef void (*chat_event_fn)(void *ctx, const struct chat_event *ev);
 struct chat_stream;
 
 /* A splitter of generated text into events for family f. The model's reply may start inside a
- * <think> block (Qwen3 with thinking on: the template opens it), so `in_think` says where it
- * starts. Returns NULL on no memory. */
+ * <think> block (templates that end the prompt with "<think>\n", as some Qwen3 variants do), so
+ * `in_think` says where it starts; Qwen3's template in the fixtures does not open it (the model
+ * writes <think> itself, or the prompt holds an empty block when thinking is off): pass false.
+ * Returns NULL on no memory. */
 struct chat_stream *chat_stream_new(enum chat_family f, bool in_think);
 void chat_stream_free(struct chat_stream *s);
 
 /* Feeds len bytes of generated text; calls fn for every event that is certain (text that might be
- * the start of a tag is held back until the next feed or finish). Returns 0 or -ENOMEM. */
+ * the start of a tag is held back until the next feed or finish). ChatML: whitespace at the start
+ * of the reply and after a tag, newlines before </think> and whitespace before <tool_call> are
+ * dropped; a tool call's arguments come back as compact JSON. CHAT_LLAMA3: all content, as is.
+ * Returns 0 or -ENOMEM. */
 int chat_stream_feed(struct chat_stream *s, const char *text, size_t len, chat_event_fn fn,
                      void *ctx);
 

@@ -5,8 +5,10 @@
  * context length, which needs the tokenizer); a JSON null is the same as an absent field; every
  * string sent back is valid UTF-8 (invalid bytes become U+FFFD). */
 #include "openai.h"
+#include "jsonw.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +40,7 @@ char *oai_error_json(const struct oai_error *e) {
                           jstr(e->message, strnlen(e->message, sizeof(e->message))),
                           "type", e->type[0] ? e->type : INVALID, "param", str_or_null(e->param),
                           "code", str_or_null(e->code));
-    char *s = v ? json_dumps(v, JSON_COMPACT) : NULL;
+    char *s = v ? jsonw_dumps(v, JSONW_COMPACT) : NULL;
     json_decref(v);
     return s;
 }
@@ -295,7 +297,7 @@ static int parse_tool_calls(struct parser *p, const json_t *v, const char *path,
         if (check_tool_call(p, c, param) < 0)
             return -1;
     }
-    *out = json_dumps(v, JSON_COMPACT);
+    *out = jsonw_dumps(v, JSONW_COMPACT);
     return *out ? 0 : oai_fail(p->e, 500, "server_error", NULL, NULL, "out of memory");
 }
 
@@ -528,7 +530,7 @@ static int parse_tools(struct parser *p) {
         if (check_tool(p, t, j) < 0)
             return -1;
     }
-    p->r->tools_json = json_dumps(v, JSON_COMPACT);
+    p->r->tools_json = jsonw_dumps(v, JSONW_COMPACT);
     return p->r->tools_json ? 0 : oai_fail(p->e, 500, "server_error", NULL, NULL, "out of memory");
 }
 
@@ -770,6 +772,8 @@ static void request_defaults(struct oai_request *r, bool chat) {
 static int load_body(struct parser *p, const char *body, size_t len) {
     json_error_t je;
     p->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!p->root && json_error_code(&je) == json_error_out_of_memory)
+        return oai_fail(p->e, 500, "server_error", NULL, NULL, "out of memory");
     if (!p->root)
         return oai_fail(p->e, 400, INVALID, NULL, "invalid_json",
                         "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
@@ -945,6 +949,12 @@ static void append(json_t *arr, json_t *v, bool *ok) {
         *ok = false;
 }
 
+/* A log-probability; -inf (a token the sampler ruled out) as OpenAI writes it: -9999. */
+static json_t *jlogprob(float lp) { return json_real(isfinite(lp) ? lp : -9999.0); }
+
+/* A finite real (JSON has no NaN or infinity): others as 0. */
+static json_t *jreal(double x) { return json_real(isfinite(x) ? x : 0.0); }
+
 static json_t *token_bytes(const char *tok, bool *ok) {
     json_t *a = json_array();
     for (const unsigned char *c = (const unsigned char *)tok; a && *c; c++)
@@ -960,7 +970,7 @@ static json_t *logprob_entry(const char *tok, float lp, bool *ok) {
     if (!o)
         return *ok = false, NULL;
     put(o, "token", jstr0(tok), ok);
-    put(o, "logprob", json_real(lp), ok);
+    put(o, "logprob", jlogprob(lp), ok);
     put(o, "bytes", token_bytes(tok, ok), ok);
     return o;
 }
@@ -999,10 +1009,10 @@ static json_t *text_logprobs(const struct oai_logprob *l, int32_t n, size_t offs
            *offs = json_array();
     for (int32_t i = 0; toks && lps && tops && offs && i < n; i++) {
         append(toks, jstr0(l[i].token), ok);
-        append(lps, json_real(l[i].logprob), ok);
+        append(lps, jlogprob(l[i].logprob), ok);
         json_t *t = json_object();
         for (int k = 0; t && k < l[i].n_top && k < 20; k++)
-            put(t, l[i].top_token[k], json_real(l[i].top_logprob[k]), ok);
+            put(t, l[i].top_token[k], jlogprob(l[i].top_logprob[k]), ok);
         append(tops, t, ok);
         append(offs, json_integer((json_int_t)offset), ok);
         offset += strlen(l[i].token);
@@ -1061,12 +1071,12 @@ static json_t *timings_json(const struct oai_result *res, bool *ok) {
         return *ok = false, NULL;
     put(t, "cache_n", json_integer(res->cached_tokens), ok);
     put(t, "prompt_n", json_integer(prompt_n), ok);
-    put(t, "prompt_ms", json_real(res->prefill_ms), ok);
-    put(t, "prompt_per_second", json_real(per_second(prompt_n, res->prefill_ms)), ok);
+    put(t, "prompt_ms", jreal(res->prefill_ms), ok);
+    put(t, "prompt_per_second", jreal(per_second(prompt_n, res->prefill_ms)), ok);
     put(t, "predicted_n", json_integer(res->completion_tokens), ok);
-    put(t, "predicted_ms", json_real(res->decode_ms), ok);
+    put(t, "predicted_ms", jreal(res->decode_ms), ok);
     put(t, "predicted_per_second",
-        json_real(per_second(res->completion_tokens, res->decode_ms)), ok);
+        jreal(per_second(res->completion_tokens, res->decode_ms)), ok);
     return t;
 }
 
@@ -1085,7 +1095,7 @@ static json_t *head_json(const struct oai_request *rq, const struct oai_result *
 
 /* The dump of o (consumed), or NULL when o is NULL or something failed on the way. */
 static char *finish(json_t *o, bool ok) {
-    char *s = o && ok ? json_dumps(o, JSON_COMPACT) : NULL;
+    char *s = o && ok ? jsonw_dumps(o, JSONW_COMPACT) : NULL;
     json_decref(o);
     return s;
 }

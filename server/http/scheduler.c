@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "err.h"
+#include "json_grammar.h"
 
 struct job {
     atomic_int refs;
@@ -40,6 +41,7 @@ struct scheduler {
     int32_t *cache_ids; /* [n_ctx] the KV cache's tokens */
     int32_t cache_n;
     float *logits;      /* [n_vocab] */
+    float *masked;      /* [n_vocab] logits with the tokens a constraint forbids at -inf */
     struct scheduler_stats stats;
 };
 
@@ -173,6 +175,30 @@ static void token_logprobs(const float *logits, int32_t n_vocab, int n_top, stru
     }
 }
 
+/* Copies the logits into s->masked with every token that would break the JSON object g has read
+ * so far set to -inf (the end of generation is allowed once the object is closed; special tokens
+ * never). Returns how many tokens remain allowed. */
+static int32_t json_mask(struct scheduler *s, const struct json_grammar *g) {
+    const bool done = json_grammar_done(g);
+    int32_t allowed = 0;
+    for (int32_t v = 0; v < s->n_vocab; v++) {
+        bool ok;
+        if (tokenizer_is_eog(s->tk, v)) {
+            ok = done;
+        } else if (tokenizer_is_special(s->tk, v)) {
+            ok = false;
+        } else {
+            size_t len = 0;
+            const char *piece = tokenizer_piece(s->tk, v, &len);
+            struct json_grammar t = *g;
+            ok = piece && len > 0 && json_grammar_feed(&t, piece, len);
+        }
+        s->masked[v] = ok ? s->logits[v] : -INFINITY;
+        allowed += ok;
+    }
+    return allowed;
+}
+
 /* Feeds ids[from..n) to the engine (after the cached prefix), a batch at a time so a cancel is
  * seen between batches. Returns 0, -ECANCELED or the engine's error. */
 static int prefill(struct scheduler *s, struct job *j, size_t from) {
@@ -224,8 +250,15 @@ static void run_job(struct scheduler *s, struct job *j) {
     struct tokenizer_stream ts = {0};
     struct holdback hb = {.len = 0};
     char piece[512];
+    struct json_grammar jg;
+    json_grammar_init(&jg);
     for (;;) {
-        struct job_token tok = {.id = sampler_sample(smp, s->logits)};
+        if (j->p.json_object && json_mask(s, &jg) == 0) {
+            sum.finish_reason = "stop"; /* cannot happen: some byte always continues JSON */
+            break;
+        }
+        struct job_token tok = {.id = sampler_sample(smp, j->p.json_object ? s->masked
+                                                                           : s->logits)};
         if (j->p.logprobs)
             token_logprobs(s->logits, s->n_vocab, j->p.top_logprobs, &tok);
         sampler_accept(smp, tok.id);
@@ -234,11 +267,22 @@ static void run_job(struct scheduler *s, struct job *j) {
             break;
         }
         sum.completion_tokens++;
+        if (j->cb.token)
+            j->cb.token(j->ctx, &tok);
+        if (j->p.json_object) {
+            size_t raw_len = 0;
+            const char *raw = tokenizer_piece(s->tk, tok.id, &raw_len);
+            json_grammar_feed(&jg, raw, raw_len); /* allowed by the mask: it cannot fail */
+        }
         size_t len = tokenizer_decode_stream(s->tk, &ts, tok.id, piece, sizeof(piece));
         if (holdback_push(j, &hb, piece, len, &tok)) {
             sum.finish_reason = "stop";
             hb.len = 0;
             ts.n_pending = 0;
+            break;
+        }
+        if (j->p.json_object && json_grammar_done(&jg)) {
+            sum.finish_reason = "stop";
             break;
         }
         if (sum.completion_tokens >= j->p.max_tokens) {
@@ -318,8 +362,9 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     pthread_cond_init(&s->cv, NULL);
     s->cache_ids = malloc(sizeof(int32_t) * (size_t)engine_n_ctx(e));
     s->logits = calloc((size_t)s->n_vocab, sizeof(float));
+    s->masked = calloc((size_t)s->n_vocab, sizeof(float));
     engine_truncate(e, 0);
-    if (!s->cache_ids || !s->logits || pthread_create(&s->thread, NULL, engine_thread, s) != 0) {
+    if (!s->cache_ids || !s->logits || !s->masked || pthread_create(&s->thread, NULL, engine_thread, s) != 0) {
         err_set(err, err_len, "scheduler: cannot start the engine thread");
         scheduler_free(s);
         return NULL;
@@ -352,6 +397,7 @@ void scheduler_free(struct scheduler *s) {
     pthread_cond_destroy(&s->cv);
     free(s->cache_ids);
     free(s->logits);
+    free(s->masked);
     free(s);
 }
 

@@ -31,6 +31,8 @@ struct job_params {
     int n_stop;
     int top_logprobs;            /* 0..JOB_MAX_TOP alternatives per token when logprobs */
     bool logprobs;
+    bool json_object;            /* only tokens that keep the text a prefix of one JSON object;
+                                  * the job ends when the object closes (json_grammar.h) */
 };
 
 /* One generated token as the callbacks see it. */
@@ -51,6 +53,8 @@ struct job_summary {
 };
 
 struct job_callbacks {
+    /* Every generated token (not the end of generation), before its text; may be NULL. */
+    void (*token)(void *ctx, const struct job_token *tok);
     /* Visible text (stop strings removed); tok is the token that completed it, or NULL when the
      * text is released later (held back for a possible stop string). */
     void (*text)(void *ctx, const char *text, size_t len, const struct job_token *tok);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include "err.h"
@@ -216,7 +217,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body = cs->body ? cs->body : "",
         .body_len = cs->len,
         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+        .fd = -1,
     };
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci)
+        rq.fd = ci->connect_fd;
     if (cs->body)
         cs->body[cs->len] = '\0';
     struct http_response out = {.status = 500, .content_type = "application/json"};
@@ -248,6 +253,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         free(cs);
         *con_cls = NULL;
     }
+}
+
+bool http_peer_gone(const struct http_request *rq) {
+    if (rq->fd < 0)
+        return false;
+    struct pollfd p = {.fd = rq->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0)
+        return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR))
+        return true;
+    char c;
+    /* readable: more bytes (a pipelined request: still there) or the end of the stream (gone) */
+    return (p.revents & POLLIN) && recv(rq->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 /* ---- the daemon ------------------------------------------------------------------------------ */

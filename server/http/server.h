@@ -24,7 +24,12 @@ struct http_request {
     const char *body;         /* NUL-terminated, body_len bytes */
     size_t body_len;
     const char *authorization;/* the Authorization header, or NULL */
+    int fd;                   /* the connection's socket (for http_peer_gone), or -1 */
 };
+
+/* True when the client of a request that is still being answered has closed its connection
+ * (a handler that waits long polls this, so a client that gives up frees what it asked for). */
+bool http_peer_gone(const struct http_request *rq);
 
 struct http_stream;
 

@@ -193,13 +193,56 @@ ok = (st == 200 and len(stop) == 3 and body["choices"][0]["text"] == full[:full.
       and body["choices"][0]["finish_reason"] == "stop")
 check("stop string ends the text before it", ok, f"stop {stop!r} in {full!r}: {body}")
 st, body, _ = d.request("POST", "/v1/chat/completions",
-                        dict(msgs and {"messages": msgs}, max_tokens=5, temperature=0,
+                        dict(msgs and {"messages": msgs}, max_tokens=40, temperature=1, seed=3,
                              logprobs=True, top_logprobs=3))
 lp = (body["choices"][0].get("logprobs") or {}).get("content") if st == 200 else None
 ok = (isinstance(lp, list) and len(lp) == body["usage"]["completion_tokens"]
       and all(isinstance(t["logprob"], (int, float)) and t["logprob"] <= 0
               and len(t["top_logprobs"]) == 3 for t in lp))
 check("logprobs with top_logprobs", ok, f"{st} {str(body)[:300]}")
+
+st, frames, done = d.stream({"messages": msgs, "max_tokens": 5, "temperature": 0, "stream": True,
+                             "logprobs": True, "top_logprobs": 2})
+lps = [t for f in frames if f["choices"] and (f["choices"][0].get("logprobs") or {}).get("content")
+       for t in f["choices"][0]["logprobs"]["content"]]
+check("streaming logprobs", st == 200 and done and len(lps) >= 1
+      and all(t["logprob"] <= 0 and len(t["top_logprobs"]) == 2 for t in lps), f"{frames[:3]}")
+tools = [{"type": "function", "function": {"name": "get_time", "description": "the time",
+                                           "parameters": {"type": "object", "properties": {}}}}]
+base = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})[1]
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                         "tools": tools})
+check("tools are rendered into the prompt", st == 200 and body["usage"]["prompt_tokens"]
+      > base["usage"]["prompt_tokens"] + 10, f"{st} {body} vs {base}")
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                         "tools": tools, "tool_choice": "none"})
+check("tool_choice none leaves the tools out", st == 200 and body["usage"]["prompt_tokens"]
+      == base["usage"]["prompt_tokens"], f"{st} {body}")
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                         "tools": tools, "tool_choice": "required"})
+check("tool_choice required refused (not silently ignored)", st == 400
+      and body["error"]["param"] == "tool_choice", f"{st} {body}")
+
+# response_format json_object: every token keeps the text a prefix of one JSON object, and a reply
+# that ends by itself ("stop") is a whole object
+stops, bad_json = 0, []
+for seed in range(16):
+    st, body, _ = d.request("POST", "/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "json please"}], "max_tokens": 64, "seed": seed,
+        "temperature": 1, "response_format": {"type": "json_object"}})
+    ch = body["choices"][0]
+    text = ch["message"]["content"] or ""
+    if not text.lstrip().startswith("{"):
+        bad_json.append(text)
+    if ch["finish_reason"] == "stop":
+        stops += 1
+        try:
+            if not isinstance(json.loads(text), dict):
+                bad_json.append(text)
+        except json.JSONDecodeError:
+            bad_json.append(text)
+check("json_object: replies are JSON objects", stops >= 1 and not bad_json,
+      f"{stops} stopped; not JSON: {bad_json[:3]}")
 
 st, body, _ = d.request("GET", "/v1/stats")
 check("stats", st == 200 and body["completions"] >= 4 and body["tokens"]["cached"] >= 10
@@ -229,6 +272,26 @@ check("disconnect cancels the generation", after["cancelled"] == before["cancell
       and gen < 3000, f"cancelled {before['cancelled']} -> {after['cancelled']}, {gen} tokens")
 st, body, _ = d.request("POST", "/v1/completions", {"prompt": "still there?", "max_tokens": 2})
 check("serves after a disconnect", st == 200, f"{st} {body}")
+# a client of a non-streaming request that hangs up cancels it too
+before = after
+s = socket.create_connection(("127.0.0.1", d.port))
+# (a JSON reply: the end of generation is allowed only once the object closes, which on this
+# model and seed takes over 2,000 tokens, so the job is still running when the client hangs up)
+body_req = json.dumps({"messages": [{"role": "user", "content": "go"}], "max_tokens": 3000,
+                       "temperature": 1, "seed": 0,
+                       "response_format": {"type": "json_object"}}).encode()
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+          + f"Content-Length: {len(body_req)}\r\n\r\n".encode() + body_req)
+time.sleep(0.05)
+s.close()
+deadline = time.time() + 10
+while time.time() < deadline:
+    st, after, _ = d.request("GET", "/v1/stats")
+    if after["completions"] > before["completions"] + 1:
+        break
+    time.sleep(0.1)
+check("hanging up a non-streaming request cancels it",
+      after["cancelled"] == before["cancelled"] + 1, f"cancelled {before['cancelled']} -> {after['cancelled']}")
 
 # ---- bad requests: status and an OpenAI error body each, and the daemon keeps serving
 good = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
@@ -310,6 +373,20 @@ for i, (method, path, payload, want_status) in enumerate(bad):
           st == want_status and error_shape(body), f"{st} {str(body)[:200]}")
 st, body, _ = d.request("POST", "/v1/chat/completions", good)
 check("serves after the bad requests", st == 200, f"{st} {body}")
+# every curl example of docs/api.md runs against this daemon
+api_md = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "api.md")
+with open(api_md) as f:
+    blocks = re.findall(r"```sh\n(.*?)```", f.read(), re.S)
+examples = [b for b in blocks if b.lstrip().startswith("curl")]
+for i, ex in enumerate(examples):
+    cmd = "\n".join(l for l in ex.splitlines() if not l.lstrip().startswith("#"))
+    cmd = cmd.replace("127.0.0.1:8000", f"127.0.0.1:{d.port}")
+    r = subprocess.run(["sh", "-c", cmd + " --fail-with-body"], capture_output=True, text=True,
+                       timeout=60)
+    check(f"docs/api.md example {i} runs", r.returncode == 0 and r.stdout.strip(),
+          f"exit {r.returncode}: {cmd[:80]} -> {r.stdout[:200]} {r.stderr[:200]}")
+check("docs/api.md has an example per endpoint", len(examples) >= 7, f"{len(examples)} examples")
+
 code, log = d.stop()
 check("stops cleanly on SIGTERM", code == 0, f"exit {code}: {log[-500:]}")
 
@@ -345,11 +422,21 @@ if subprocess.run(["sh", "-c", "command -v systemd-analyze"], capture_output=Tru
     r = subprocess.run(["systemd-analyze", "verify", probe], capture_output=True, text=True)
     check("systemd unit verifies", r.returncode == 0 and not r.stderr.strip(), r.stderr)
 
+# ---- --chat-template overrides the family found in the model
+d = Daemon(model, "--chat-template", "llama3")
+st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1})
+chatml_tokens = base["usage"]["prompt_tokens"]
+check("--chat-template llama3 renders another prompt", st == 200
+      and body["usage"]["prompt_tokens"] != chatml_tokens, f"{st} {body} vs {chatml_tokens}")
+d.stop()
+
 # ---- the context limit
-d = Daemon(model, "--ctx-size", "48")
+d = Daemon(model, "--ctx-size", "48", "--kv-type", "q8_0")
 st, body, _ = d.request("POST", "/v1/completions", {"prompt": "word " * 40, "max_tokens": 20})
 check("context_length_exceeded", st == 400 and error_shape(body)
       and body["error"]["code"] == "context_length_exceeded", f"{st} {body}")
+st, body, _ = d.request("POST", "/v1/completions", {"prompt": "word " * 8, "max_tokens": 8})
+check("a q8_0 KV cache serves", st == 200 and body["usage"]["completion_tokens"] >= 1, f"{st} {body}")
 d.stop()
 
 # ---- authentication, binding, the queue

@@ -1,0 +1,10 @@
+/* procstat.h - this process's own figures from /proc. */
+#ifndef SNIPER_PROCSTAT_H
+#define SNIPER_PROCSTAT_H
+
+#include <stdint.h>
+
+/* Resident set size now, in bytes (0 if unknown). */
+uint64_t procstat_rss_bytes(void);
+
+#endif
