@@ -10,15 +10,16 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_GNU_SOURCE \
            -fno-math-errno -fno-trapping-math $(SAN) \
-           -Icommon -Iserver/engine -Iserver/experts -Iserver/http -Itools -Itests $(EXTRA_CFLAGS)
-LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lm -pthread
+           -Icommon -Iserver/engine -Iserver/experts -Iserver/http -Iserver/context -Itools -Itests $(EXTRA_CFLAGS)
+LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lzstd -lcurl -lxml2 -lm -pthread
 LDFLAGS := $(SAN)
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
 COMMON_SRC := $(wildcard common/*.c)
-ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c)
+ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c) \
+              $(wildcard server/context/*.c)
 LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC)
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC   := $(wildcard tests/test_*.c)
@@ -37,6 +38,8 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/common/quant_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/obj/common/quant_avx512.o: CFLAGS += $(AVX512_FLAGS)
+
+$(BUILD)/obj/server/context/%.o: CFLAGS += $(shell pkg-config --cflags libxml-2.0 2>/dev/null)
 
 $(BUILD)/libsniper.a: $(LIB_OBJ)
 	@rm -f $@

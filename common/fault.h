@@ -14,6 +14,7 @@
 enum fault_site {
     FAULT_READ,  /* a read of tensor data from a model file */
     FAULT_ALLOC, /* a large allocation of weights or engine buffers */
+    FAULT_WRITE, /* a write of a file the daemon creates (context files): fails as -ENOSPC */
     FAULT_COUNT,
 };
 

@@ -281,6 +281,51 @@ void engine_truncate(struct engine *e, int32_t n) {
         e->n_past = n;
 }
 
+/* ---- KV cache access -------------------------------------------------------------------------- */
+
+struct engine_kv_shape engine_kv_shape(const struct engine *e) {
+    return (struct engine_kv_shape){.type = e->p.kv_type, .n_layer = e->m->hp.n_layer,
+                                    .kv_dim = e->kv_dim, .n_ctx = e->p.n_ctx,
+                                    .row_bytes = e->kv_row_bytes};
+}
+
+/* Layer il's rows start at cell il * n_ctx: positions 0 .. n-1 are contiguous. */
+static size_t kv_layer_off(const struct engine *e, int32_t il) {
+    return (size_t)il * (size_t)e->p.n_ctx * e->kv_row_bytes;
+}
+
+int engine_kv_export(const struct engine *e, int32_t il, int32_t n, void *k, void *v) {
+    if (il < 0 || il >= e->m->hp.n_layer || n < 0 || n > e->n_past)
+        return -EINVAL;
+    size_t bytes = (size_t)n * e->kv_row_bytes;
+    if (k && bytes)
+        memcpy(k, e->k_cache + kv_layer_off(e, il), bytes);
+    if (v && bytes)
+        memcpy(v, e->v_cache + kv_layer_off(e, il), bytes);
+    return 0;
+}
+
+int engine_kv_import(struct engine *e, int32_t il, enum qtype type, int32_t kv_dim, int32_t n,
+                     const void *k, const void *v) {
+    if (type != e->p.kv_type || kv_dim != e->kv_dim || il < 0 || il >= e->m->hp.n_layer ||
+        n < 0 || n > e->p.n_ctx)
+        return -EINVAL;
+    e->n_past = 0;
+    size_t bytes = (size_t)n * e->kv_row_bytes;
+    if (k && bytes)
+        memcpy(e->k_cache + kv_layer_off(e, il), k, bytes);
+    if (v && bytes)
+        memcpy(e->v_cache + kv_layer_off(e, il), v, bytes);
+    return 0;
+}
+
+int engine_kv_commit(struct engine *e, int32_t n) {
+    if (n < 0 || n > e->p.n_ctx)
+        return -EINVAL;
+    e->n_past = n;
+    return 0;
+}
+
 /* ---- matrix products ------------------------------------------------------------------------- */
 
 /* Quantizes n_tok rows of x (n wide, x_stride apart) for w's type into act slot; returns the rows'

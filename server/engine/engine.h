@@ -84,4 +84,36 @@ void engine_truncate(struct engine *e, int32_t n);
 size_t engine_kv_bytes(const struct engine *e);
 size_t engine_scratch_bytes(const struct engine *e);
 
+/* ---- KV cache access (contexts: server/context) ------------------------------------------------
+ * Layer il's cache holds, for positions 0 .. n_ctx-1, one K row and one V row of kv_dim elements of
+ * the cache's type (row_bytes each). Export copies rows out; import writes rows in, then
+ * engine_kv_commit says how many positions are valid. Typical import:
+ *     engine_truncate(e, 0);
+ *     for (il ...) engine_kv_import(e, il, shape.type, shape.kv_dim, n, k_rows, v_rows);
+ *     engine_kv_commit(e, n); */
+struct engine_kv_shape {
+    enum qtype type;   /* QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 or QTYPE_Q4_0 */
+    int32_t n_layer;
+    int32_t kv_dim;    /* elements per row (n_head_kv * head_dim) */
+    int32_t n_ctx;     /* positions the cache holds */
+    size_t row_bytes;  /* bytes of one row of kv_dim elements of type */
+};
+
+/* The cache's type and shape. */
+struct engine_kv_shape engine_kv_shape(const struct engine *e);
+
+/* Copies positions 0 .. n-1 of layer il into k and v (each n * row_bytes, either may be NULL).
+ * Returns 0, or -EINVAL when il is out of range or n is not in 0 .. n_past. */
+int engine_kv_export(const struct engine *e, int32_t il, int32_t n, void *k, void *v);
+
+/* Writes positions 0 .. n-1 of layer il from k and v (each n * row_bytes of type, borrowed for the
+ * call). The positions hold other rows now, so n_past drops to 0 until engine_kv_commit. Returns 0,
+ * or -EINVAL when type or kv_dim differ from the cache's, il is out of range or n > n_ctx. */
+int engine_kv_import(struct engine *e, int32_t il, enum qtype type, int32_t kv_dim, int32_t n,
+                     const void *k, const void *v);
+
+/* Declares positions 0 .. n-1 valid (n_past = n) after every layer was imported. Returns 0, or
+ * -EINVAL when n is not in 0 .. n_ctx. */
+int engine_kv_commit(struct engine *e, int32_t n);
+
 #endif
