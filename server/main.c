@@ -49,6 +49,8 @@ struct options {
     const char *api_key;
     const char *alias;
     const char *chat_template;
+    const char *context_dir;
+    struct s3_config s3;
     int queue;
     uint64_t max_body;
 };
@@ -68,6 +70,13 @@ static void usage(FILE *f) {
             "                            name)\n"
             "      --chat-template NAME  auto (default: from the model's tokenizer.chat_template)\n"
             "                            | chatml | llama3\n"
+            "      --context-dir DIR     where /v1/context keeps contexts (default\n"
+            "                            ~/.local/share/sniper/contexts)\n"
+            "      --s3-endpoint URL     object store for context upload/download (also\n"
+            "      --s3-bucket NAME      $SNIPER_S3_ENDPOINT, _BUCKET, _ACCESS_KEY, _SECRET_KEY,\n"
+            "      --s3-access-key KEY   _REGION, or the R2_* names); region default \"auto\"\n"
+            "      --s3-secret-key KEY\n"
+            "      --s3-region REGION\n"
             "      --queue N             requests waiting beyond the running one (default 16;\n"
             "                            more get 503)\n"
             "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
@@ -264,6 +273,18 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             o->api_key = v;
         } else if (!strcmp(a, "--alias")) {
             o->alias = v;
+        } else if (!strcmp(a, "--context-dir")) {
+            o->context_dir = v;
+        } else if (!strcmp(a, "--s3-endpoint")) {
+            snprintf(o->s3.endpoint, sizeof(o->s3.endpoint), "%s", v);
+        } else if (!strcmp(a, "--s3-bucket")) {
+            snprintf(o->s3.bucket, sizeof(o->s3.bucket), "%s", v);
+        } else if (!strcmp(a, "--s3-access-key")) {
+            snprintf(o->s3.access_key, sizeof(o->s3.access_key), "%s", v);
+        } else if (!strcmp(a, "--s3-secret-key")) {
+            snprintf(o->s3.secret_key, sizeof(o->s3.secret_key), "%s", v);
+        } else if (!strcmp(a, "--s3-region")) {
+            snprintf(o->s3.region, sizeof(o->s3.region), "%s", v);
         } else if (!strcmp(a, "--chat-template")) {
             if (strcmp(v, "auto") != 0 && strcmp(v, "chatml") != 0 && strcmp(v, "llama3") != 0) {
                 fprintf(stderr, "sniperd: --chat-template wants auto, chatml or llama3, got "
@@ -786,14 +807,15 @@ static int run_daemon(const struct options *o) {
     signal(SIGPIPE, SIG_IGN);
     char err[512] = "";
     struct api_config acfg = {.api_key = o->api_key, .model_alias = o->alias,
-                              .chat_template = o->chat_template, .ram_budget = o->ram_budget};
-    struct api *api = api_new(&acfg);
+                              .chat_template = o->chat_template, .ram_budget = o->ram_budget,
+                              .context_dir = o->context_dir, .s3 = &o->s3};
+    struct api *api = api_new(&acfg, err, sizeof(err));
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
                                       .max_body = (size_t)o->max_body, .max_connections = 64};
     struct http_server *srv = api ? http_server_start(&hcfg, api_handle, api, err, sizeof(err))
                                   : NULL;
     if (!srv) {
-        fprintf(stderr, "sniperd: %s\n", api ? err : "out of memory");
+        fprintf(stderr, "sniperd: %s\n", err);
         api_free(api);
         return 1;
     }

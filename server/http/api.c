@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,15 +74,49 @@ static bool authorized(const struct api *a, const char *header) {
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
-struct api *api_new(const struct api_config *cfg) {
+/* mkdir -p path (mode 0700 for what it creates). Returns 0 or -errno. */
+static int make_dirs(const char *path) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf), "%s", path);
+    if (n <= 0 || (size_t)n >= sizeof(buf))
+        return -ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    return mkdir(buf, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+struct api *api_new(const struct api_config *cfg, char *err, size_t err_len) {
     struct api *a = calloc(1, sizeof(*a));
-    if (!a)
+    if (!a) {
+        snprintf(err, err_len, "api: out of memory");
         return NULL;
+    }
     a->cfg = *cfg;
     a->key = cfg->api_key && cfg->api_key[0] ? strdup(cfg->api_key) : NULL;
     pthread_mutex_init(&a->mu, NULL);
     a->started = time(NULL);
     atomic_init(&a->next_id, 1);
+    const char *home = getenv("HOME");
+    if (cfg->context_dir && cfg->context_dir[0])
+        snprintf(a->context_dir, sizeof(a->context_dir), "%s", cfg->context_dir);
+    else
+        snprintf(a->context_dir, sizeof(a->context_dir), "%s/.local/share/sniper/contexts",
+                 home && home[0] ? home : ".");
+    int rc = make_dirs(a->context_dir);
+    if (rc < 0) {
+        snprintf(err, err_len, "cannot make the context directory \"%s\": %s", a->context_dir,
+                 strerror(-rc));
+        api_free(a);
+        return NULL;
+    }
+    if (cfg->s3)
+        a->s3 = *cfg->s3;
+    a->s3_ok = s3_config_from_env(&a->s3) == 0;
     return a;
 }
 
@@ -346,18 +381,50 @@ static void on_done(void *ctx, const struct job_summary *s) {
 }
 
 /* Renders and tokenizes the request's prompt. Returns the ids (malloc'd) or NULL with e set. */
-int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+/* The chat's text for the engine. As a prefix (contexts), the conversation is rendered as the
+ * start of its own continuation: with a user turn after it, cut where that turn begins, so that
+ * the next request (the same messages and a new turn) starts with exactly these tokens (a
+ * template may render the last assistant turn differently when it is not the last message). */
+static char *render_chat(struct api *a, const struct oai_request *rq, bool as_prefix, char *err,
+                         size_t err_len) {
+    bool no_tools = rq->tool_choice && strcmp(rq->tool_choice, "none") == 0;
+    struct chat_render_opts o = {.add_generation_prompt = !as_prefix,
+                                 .enable_thinking = rq->enable_thinking,
+                                 .tools_json = no_tools ? NULL : rq->tools_json};
+    if (!as_prefix)
+        return chat_render(a->family, rq->messages, rq->n_messages, &o, err, err_len);
+    static const char sentinel[] = "\x01sniper-context-end\x01";
+    struct chat_message *m = calloc(rq->n_messages + 1, sizeof(*m));
+    if (!m)
+        return NULL;
+    memcpy(m, rq->messages, rq->n_messages * sizeof(*m));
+    m[rq->n_messages] = (struct chat_message){.role = "user", .content = sentinel};
+    char *text = chat_render(a->family, m, rq->n_messages + 1, &o, err, err_len);
+    free(m);
+    const char *marker = a->family == CHAT_LLAMA3 ? "<|start_header_id|>" : "<|im_start|>";
+    char *end = text ? strstr(text, sentinel) : NULL;
+    char *cut = NULL;
+    for (char *p = text; end && (p = strstr(p, marker)) && p < end; p++)
+        cut = p;
+    if (text && !cut) {
+        snprintf(err, err_len, "the chat template does not start a message with %s", marker);
+        free(text);
+        return NULL;
+    }
+    if (cut)
+        *cut = '\0';
+    return text;
+}
+
+static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_prefix, size_t *n,
                            struct oai_error *e) {
     char err[256] = "";
     char *text = NULL;
     if (rq->chat) {
-        bool no_tools = rq->tool_choice && strcmp(rq->tool_choice, "none") == 0;
-        struct chat_render_opts o = {.add_generation_prompt = true,
-                                     .enable_thinking = rq->enable_thinking,
-                                     .tools_json = no_tools ? NULL : rq->tools_json};
-        text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
+        text = render_chat(a, rq, as_prefix, err, sizeof(err));
         if (!text) {
-            oai_fail(e, 400, "invalid_request_error", "messages", "", "%s", err);
+            oai_fail(e, err[0] ? 400 : 500, err[0] ? "invalid_request_error" : "server_error",
+                     "messages", "", "%s", err[0] ? err : "out of memory");
             return NULL;
         }
     } else {
@@ -381,6 +448,16 @@ int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
     free(ids);
     *n = n_text + bos;
     return all;
+}
+
+int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+                        struct oai_error *e) {
+    return prompt_ids(a, rq, false, n, e);
+}
+
+int32_t *api_prefix_ids(struct api *a, const struct oai_request *rq, size_t *n,
+                        struct oai_error *e) {
+    return prompt_ids(a, rq, true, n, e);
 }
 
 static void handle_completion(struct api *a, const struct http_request *hr, bool chat,
@@ -541,6 +618,8 @@ struct figures {
     bool has_cache;
     double uptime;
     uint64_t rss, requests, errors;
+    char transfer_kind[16], transfer_name[72]; /* the running upload/download ("" none) */
+    uint64_t transfer_done, transfer_total;
 };
 
 static void gather(struct api *a, struct figures *f) {
@@ -553,6 +632,10 @@ static void gather(struct api *a, struct figures *f) {
     pthread_mutex_lock(&a->mu);
     f->requests = a->requests;
     f->errors = a->errors;
+    snprintf(f->transfer_kind, sizeof(f->transfer_kind), "%s", a->transfer_kind);
+    snprintf(f->transfer_name, sizeof(f->transfer_name), "%s", a->transfer_name);
+    f->transfer_done = atomic_load(&a->transfer.done_bytes);
+    f->transfer_total = atomic_load(&a->transfer.total_bytes);
     pthread_mutex_unlock(&a->mu);
     f->uptime = difftime(time(NULL), a->started);
     f->rss = procstat_rss_bytes();
@@ -572,7 +655,9 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"experts\":{\"streaming\":%s,\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                    ",\"hit_rate\":%.4f,\"bytes_read\":%" PRIu64 ",\"read_MBps\":%.1f,"
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
-                   ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f}}",
+                   ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f},"
+                   "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
+                   ",\"total_bytes\":%" PRIu64 "}}",
                    a->model_id, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
                    f.s.busy ? "true" : "false", f.s.prompt_tokens, f.s.cached_tokens,
                    f.s.completion_tokens,
@@ -587,7 +672,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    f.s.prompt_tokens + f.s.completion_tokens
                        ? (double)f.c.bytes_read /
                              (double)(f.s.prompt_tokens - f.s.cached_tokens + f.s.completion_tokens)
-                       : 0.0));
+                       : 0.0,
+                   f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total));
 }
 
 static void handle_metrics(struct api *a, struct http_response *out) {
@@ -646,7 +732,16 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     a->requests++;
     bool ready = a->ready;
     pthread_mutex_unlock(&a->mu);
-    if (route < 0) {
+    bool context = !strcmp(rq->path, "/v1/context") || !strncmp(rq->path, "/v1/context/", 12);
+    if (context) {
+        if (!authorized(a, rq->authorization))
+            api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
+                           "missing or wrong API key: send Authorization: Bearer <key>");
+        else if (!ready)
+            api_reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
+        else
+            api_context_route(a, rq, out);
+    } else if (route < 0) {
         if (path_known)
             api_reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
                        "this path does not take that method");

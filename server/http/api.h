@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "expert_cache.h"
+#include "s3.h"
 #include "model.h"
 #include "scheduler.h"
 #include "server.h"
@@ -22,11 +23,15 @@ struct api_config {
     const char *model_alias; /* the id /v1/models reports (default: the model's name) */
     const char *chat_template; /* "chatml" or "llama3"; NULL: detected from the GGUF */
     uint64_t ram_budget;     /* bytes, 0: none (for stats) */
+    const char *context_dir; /* where /v1/context keeps contexts (created if missing) */
+    const struct s3_config *s3; /* the object store for upload/download, or NULL (then only the
+                                 * environment's SNIPER_S3_* / R2_* settings) */
 };
 
 struct api;
 
-struct api *api_new(const struct api_config *cfg);
+/* Returns NULL on no memory, or with a message in err when the context directory cannot be made. */
+struct api *api_new(const struct api_config *cfg, char *err, size_t err_len);
 void api_free(struct api *a);
 
 /* Loading progress in [0, 1] for /health (thread-safe). */

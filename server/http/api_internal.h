@@ -11,6 +11,7 @@
 #include "api.h"
 #include "chat.h"
 #include "openai.h"
+#include "s3.h"
 
 struct api {
     struct api_config cfg;
@@ -28,7 +29,18 @@ struct api {
     time_t started;
     uint64_t requests, errors;
     atomic_uint_fast64_t next_id;
+    /* contexts (api_context.c) */
+    char context_dir[1024];
+    struct s3_config s3;
+    bool s3_ok;
+    struct s3_progress transfer;  /* the running upload or download */
+    char transfer_kind[16];       /* "upload", "download", or "" (none: guarded by mu) */
+    char transfer_name[72];
 };
+
+/* Routes /v1/context, /v1/context/... (api_context.c): true when the path was one of them (out
+ * filled), false otherwise. */
+bool api_context_route(struct api *a, const struct http_request *rq, struct http_response *out);
 
 /* Replies: an OpenAI error (from e, or built from the parts), or a JSON body taken over. */
 void api_reply_error(struct http_response *out, const struct oai_error *e);
@@ -39,6 +51,11 @@ void api_reply_json(struct http_response *out, int status, char *json);
 /* Renders (chat: through the model's template) and tokenizes a request's prompt. Returns the ids
  * (malloc'd, *n of them) or NULL with e set. */
 int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+                        struct oai_error *e);
+
+/* The same for a conversation to be continued later (a saved context): the messages rendered as
+ * the prefix of any request that adds a turn to them (no generation prompt). */
+int32_t *api_prefix_ids(struct api *a, const struct oai_request *rq, size_t *n,
                         struct oai_error *e);
 
 #endif

@@ -32,82 +32,16 @@ def check(name, cond, why=""):
         print(f"FAIL   {name}: {why}")
 
 
-class Daemon:
-    """sniperd serving a model on a free port; stderr kept in a file."""
+sys.path.insert(0, os.path.dirname(__file__))
+import http_daemon  # noqa: E402
 
-    def __init__(self, model, *args):
-        self.log = open(os.path.join(TMP, f"sniperd-{len(args)}-{time.time_ns()}.err"), "w+")
-        self.p = subprocess.Popen([SNIPERD, "-m", model, "--port", "0", "--threads", "2", *args],
-                                  stdout=subprocess.DEVNULL, stderr=self.log)
-        self.port = None
-        deadline = time.time() + 30
-        while time.time() < deadline and self.port is None:
-            self.log.seek(0)
-            m = re.search(r"listening on http://[^:]+:(\d+)", self.log.read())
-            if m:
-                self.port = int(m.group(1))
-            elif self.p.poll() is not None:
-                break
-            else:
-                time.sleep(0.05)
-        while self.port and time.time() < deadline:
-            try:
-                if self.request("GET", "/health")[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
 
-    def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        h = {"Content-Type": "application/json"}
-        h.update(headers or {})
-        c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        text = r.read().decode("utf-8", "replace")
-        c.close()
-        try:
-            return r.status, json.loads(text) if text else None, r.getheader("Content-Type")
-        except json.JSONDecodeError:
-            return r.status, text, r.getheader("Content-Type")
-
-    def stream(self, body, headers=None):
-        """POSTs a streaming request; returns (status, [parsed data frames], saw_done)."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        h = {"Content-Type": "application/json"}
-        h.update(headers or {})
-        c.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), headers=h)
-        r = c.getresponse()
-        text = r.read().decode("utf-8", "replace")
-        c.close()
-        frames, done = [], False
-        for block in text.split("\n\n"):
-            if not block.startswith("data: "):
-                continue
-            payload = block[6:]
-            if payload == "[DONE]":
-                done = True
-            else:
-                frames.append(json.loads(payload))
-        return r.status, frames, done
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-        self.log.seek(0)
-        return self.p.returncode, self.log.read()
+def Daemon(model, *args):
+    return http_daemon.Daemon(BUILD, TMP, model, *args)
 
 
 def mkmodel(name, *args):
-    path = os.path.join(TMP, name)
-    subprocess.run([os.path.join(BUILD, "sniper-mkmodel"), "--quiet", "-o", path, *args],
-                   check=True)
-    return path
+    return http_daemon.mkmodel(BUILD, TMP, name, *args)
 
 
 def one_shot(model, prompt, n):

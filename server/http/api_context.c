@@ -1,0 +1,499 @@
+/* api_context.c - the /v1/context routes: a processed prompt's KV cache saved to the context
+ * directory, loaded back into the engine (so the next completion that starts with those tokens
+ * skips their prefill), listed, deleted, and moved to and from an S3-compatible store.
+ * Save and load run on the engine thread (scheduler_call), between generation jobs. Transfers run
+ * on the connection's thread; one at a time, its progress visible in /v1/stats. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api_internal.h"
+#include "ctxfile.h"
+#include "s3.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* o as compact JSON text (malloc'd; NULL on no memory); o is released. */
+static char *dump(json_t *o) {
+    char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
+    json_decref(o);
+    return s;
+}
+
+/* The body as a JSON object, or NULL with a 400 in out. */
+static json_t *body_object(const struct http_request *rq, struct http_response *out) {
+    json_error_t je;
+    json_t *root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_object(root)) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "the body must be a JSON object%s%s", root ? "" : ": ",
+                 root ? "" : je.text);
+        api_reply_fail(out, 400, "invalid_request_error", "", "invalid_json", msg);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+/* Refuses fields outside allowed (NULL-terminated). Returns 0, or -1 with a 400 in out. */
+static int only_fields(const json_t *o, const char *const *allowed, struct http_response *out) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        bool ok = false;
+        for (int i = 0; allowed[i] && !ok; i++)
+            ok = strcmp(key, allowed[i]) == 0;
+        if (!ok) {
+            char msg[160];
+            snprintf(msg, sizeof(msg), "unknown parameter: '%.64s'", key);
+            api_reply_fail(out, 400, "invalid_request_error", key, "unknown_parameter", msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The "name" field, checked; path receives <context_dir>/<name>. NULL with a 400 in out. */
+static const char *context_name(struct api *a, const json_t *o, char *path, size_t path_len,
+                                struct http_response *out) {
+    const char *name = json_string_value(json_object_get(o, "name"));
+    if (!name || !ctx_name_valid(name)) {
+        api_reply_fail(out, 400, "invalid_request_error", "name", "invalid_value",
+                       "'name' must be 1-64 of A-Z a-z 0-9 . _ - and not start with '.'");
+        return NULL;
+    }
+    snprintf(path, path_len, "%s/%s", a->context_dir, name);
+    return name;
+}
+
+/* An error of ctxfile_* or s3_* as an HTTP reply. */
+static void reply_ctx_error(struct http_response *out, int rc, const char *msg) {
+    int status = rc == CTXFILE_EMODEL ? 409 : rc == -ENOENT ? 404 : rc == CTXFILE_ECORRUPT ||
+                 rc == CTXFILE_EVERSION || rc == CTXFILE_ESHAPE ? 422 : rc == -ENOSPC ? 507 : 500;
+    const char *code = rc == CTXFILE_EMODEL ? "model_mismatch" : rc == -ENOENT ? "not_found" :
+                       rc == CTXFILE_ECORRUPT ? "corrupt_context" : rc == CTXFILE_EVERSION ?
+                       "unsupported_version" : rc == CTXFILE_ESHAPE ? "context_too_large" :
+                       rc == -ENOSPC ? "disk_full" : "server_error";
+    api_reply_fail(out, status, status == 500 ? "server_error" : "invalid_request_error", "name",
+                   code, msg);
+}
+
+/* ---- save and load (on the engine thread) ---------------------------------------------------- */
+
+struct save_call {
+    struct api *a;
+    const char *path;
+    const int32_t *ids;
+    size_t n;
+    const char *meta;
+    struct ctxfile_opts opts;
+    struct ctxfile_info info;
+    int32_t cached;
+    char err[512];
+};
+
+static int save_on_engine(void *ctx, struct scheduler *s) {
+    struct save_call *c = ctx;
+    int rc = scheduler_prefill(s, c->ids, c->n, &c->cached);
+    if (rc < 0) {
+        snprintf(c->err, sizeof(c->err), "prefill failed: %s", strerror(-rc));
+        return rc;
+    }
+    return ctxfile_save(c->path, c->a->m, scheduler_engine(s), c->ids, (int32_t)c->n, c->meta,
+                        &c->opts, &c->info, c->err, sizeof(c->err));
+}
+
+struct load_call {
+    struct api *a;
+    const char *path;
+    int32_t *ids;
+    int32_t n;
+    char *meta;
+    struct ctxfile_info info;
+    char err[512];
+};
+
+static int load_on_engine(void *ctx, struct scheduler *s) {
+    struct load_call *c = ctx;
+    scheduler_set_cached(s, NULL, 0); /* whatever happens, the cache no longer holds the old ids */
+    int rc = ctxfile_load(c->path, c->a->m, scheduler_engine(s), &c->ids, &c->n, &c->meta,
+                          &c->info, c->err, sizeof(c->err));
+    if (rc == 0)
+        scheduler_set_cached(s, c->ids, c->n);
+    return rc;
+}
+
+/* POST /v1/context/save {"name", "messages" | "prompt", "metadata"?, "storage"?, "zstd"?} */
+static void handle_save(struct api *a, const struct http_request *hr, struct http_response *out) {
+    static const char *const fields[] = {"name", "messages", "prompt", "metadata", "storage",
+                                         "zstd", "enable_thinking", "tools", NULL};
+    char path[1400];
+    json_t *o = body_object(hr, out);
+    if (!o || only_fields(o, fields, out) < 0 || !context_name(a, o, path, sizeof(path), out))
+        goto done;
+    struct save_call c = {.a = a, .path = path, .opts = ctxfile_opts_default()};
+    const char *storage = json_string_value(json_object_get(o, "storage"));
+    if (json_object_get(o, "storage") && (!storage || ctxfile_store_parse(storage, &c.opts.store) < 0)) {
+        api_reply_fail(out, 400, "invalid_request_error", "storage", "invalid_value",
+                       "'storage' must be \"exact\", \"f16\", \"q8_0\" or \"q4_0\"");
+        goto done;
+    }
+    json_t *z = json_object_get(o, "zstd");
+    if (z && !json_is_boolean(z)) {
+        api_reply_fail(out, 400, "invalid_request_error", "zstd", "invalid_type",
+                       "'zstd' must be a boolean");
+        goto done;
+    }
+    c.opts.zstd = json_is_true(z);
+    json_t *meta_in = json_object_get(o, "metadata");
+    if (meta_in && !json_is_object(meta_in)) {
+        api_reply_fail(out, 400, "invalid_request_error", "metadata", "invalid_type",
+                       "'metadata' must be an object");
+        goto done;
+    }
+    /* the prompt through the same checks and template as a completion */
+    bool chat = json_object_get(o, "messages") != NULL;
+    if (chat == (json_object_get(o, "prompt") != NULL)) {
+        api_reply_fail(out, 400, "invalid_request_error", "messages", "missing_required_parameter",
+                       "give exactly one of 'messages' and 'prompt'");
+        goto done;
+    }
+    json_t *req = json_object();
+    const char *copy[] = {"messages", "prompt", "enable_thinking", "tools"};
+    for (size_t i = 0; i < 4; i++)
+        if (json_object_get(o, copy[i]))
+            json_object_set(req, copy[i], json_object_get(o, copy[i]));
+    char *req_text = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    struct oai_limits lim = {.max_messages = 4096, .max_message_bytes = 8u << 20,
+                             .max_tokens = a->n_ctx, .max_stop_bytes = 256};
+    struct oai_request rq;
+    struct oai_error e;
+    int rc = req_text ? (chat ? oai_parse_chat : oai_parse_completion)(req_text, strlen(req_text),
+                                                                      &lim, &rq, &e)
+                      : oai_fail(&e, 500, "server_error", "", "", "out of memory");
+    free(req_text);
+    if (rc < 0) {
+        api_reply_error(out, &e);
+        goto done;
+    }
+    size_t n = 0;
+    int32_t *ids = api_prefix_ids(a, &rq, &n, &e);
+    oai_request_free(&rq);
+    if (!ids) {
+        api_reply_error(out, &e);
+        goto done;
+    }
+    if ((int64_t)n >= a->n_ctx) {
+        api_reply_fail(out, 400, "invalid_request_error", "messages", "context_length_exceeded",
+                       "the prompt does not fit the context");
+        free(ids);
+        goto done;
+    }
+    /* the metadata kept in the file: what the context was made from, to resume it */
+    json_t *meta = json_object();
+    json_object_set(meta, chat ? "messages" : "prompt",
+                    json_object_get(o, chat ? "messages" : "prompt"));
+    if (meta_in)
+        json_object_set(meta, "metadata", meta_in);
+    json_object_set_new(meta, "model", json_string(a->model_id));
+    char *meta_text = json_dumps(meta, JSON_COMPACT);
+    json_decref(meta);
+    c.ids = ids;
+    c.n = n;
+    c.meta = meta_text;
+    double t0 = now_ms();
+    rc = meta_text ? scheduler_call(a->sched, save_on_engine, &c) : -ENOMEM;
+    double ms = now_ms() - t0;
+    if (rc == -EBUSY)
+        api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
+    else if (rc < 0)
+        reply_ctx_error(out, rc, c.err[0] ? c.err : strerror(-rc));
+    else
+        api_reply_json(out, 200,
+                       dump(json_pack("{s:s, s:i, s:I, s:i, s:f, s:s, s:b}", "name",
+                                            json_string_value(json_object_get(o, "name")),
+                                            "tokens", (int)n, "bytes",
+                                            (json_int_t)c.info.file_bytes, "cached_tokens",
+                                            (int)c.cached, "ms", ms, "storage",
+                                            qtype_name(c.info.store_type), "zstd", c.info.zstd)));
+    free(meta_text);
+    free(ids);
+done:
+    json_decref(o);
+}
+
+/* POST /v1/context/load {"name"} */
+static void load_named(struct api *a, const char *name, const char *path,
+                       struct http_response *out) {
+    struct load_call c = {.a = a, .path = path};
+    double t0 = now_ms();
+    int rc = scheduler_call(a->sched, load_on_engine, &c);
+    double ms = now_ms() - t0;
+    if (rc == -EBUSY) {
+        api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
+    } else if (rc < 0) {
+        reply_ctx_error(out, rc, c.err[0] ? c.err : strerror(-rc));
+    } else {
+        json_t *meta = json_loads(c.meta ? c.meta : "", 0, NULL);
+        json_t *r = json_pack("{s:s, s:i, s:f, s:I, s:o}", "name", name, "tokens", (int)c.n, "ms",
+                              ms, "created", (json_int_t)c.info.created, "metadata",
+                              meta ? meta : json_object());
+        api_reply_json(out, 200, dump(r));
+    }
+    free(c.ids);
+    free(c.meta);
+}
+
+static void handle_load(struct api *a, const struct http_request *hr, struct http_response *out) {
+    static const char *const fields[] = {"name", NULL};
+    char path[1400];
+    json_t *o = body_object(hr, out);
+    const char *name;
+    if (o && only_fields(o, fields, out) == 0 &&
+        (name = context_name(a, o, path, sizeof(path), out)))
+        load_named(a, name, path, out);
+    json_decref(o);
+}
+
+/* ---- list and delete ------------------------------------------------------------------------- */
+
+static json_t *local_list(struct api *a) {
+    json_t *arr = json_array();
+    DIR *d = opendir(a->context_dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (!ctx_name_valid(de->d_name))
+            continue; /* also skips the temp files of saves in progress (they start with '.') */
+        char path[1400], err[256];
+        snprintf(path, sizeof(path), "%s/%s", a->context_dir, de->d_name);
+        struct ctxfile_info info;
+        if (ctxfile_info(path, &info, NULL, err, sizeof(err)) < 0) {
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "name", de->d_name,
+                                                 "location", "local", "error", err));
+            continue;
+        }
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:i, s:I, s:I, s:s, s:b}", "name",
+                                             de->d_name, "location", "local", "tokens",
+                                             (int)info.n_tokens, "bytes",
+                                             (json_int_t)info.file_bytes, "created",
+                                             (json_int_t)info.created, "storage",
+                                             qtype_name(info.store_type), "zstd", info.zstd));
+    }
+    if (d)
+        closedir(d);
+    return arr;
+}
+
+static void handle_list(struct api *a, struct http_response *out) {
+    json_t *r = json_pack("{s:s, s:o}", "object", "list", "data", local_list(a));
+    if (a->s3_ok) {
+        struct s3_list l = {0};
+        struct s3_status st;
+        char err[512];
+        if (s3_list(&a->s3, S3_CONTEXT_PREFIX, &l, &st, err, sizeof(err)) == 0) {
+            json_t *remote = json_array();
+            for (size_t i = 0; i < l.n; i++)
+                json_array_append_new(remote, json_pack("{s:s, s:s, s:I, s:s}", "name",
+                                                        l.objects[i].key + strlen(S3_CONTEXT_PREFIX),
+                                                        "location", "remote", "bytes",
+                                                        (json_int_t)l.objects[i].bytes, "modified",
+                                                        l.objects[i].last_modified));
+            json_object_set_new(r, "remote", remote);
+        } else {
+            json_object_set_new(r, "remote_error", json_string(err));
+        }
+        s3_list_release(&l);
+    }
+    api_reply_json(out, 200, dump(r));
+}
+
+static void handle_delete(struct api *a, const char *name, struct http_response *out) {
+    char path[1400];
+    if (!ctx_name_valid(name)) {
+        api_reply_fail(out, 400, "invalid_request_error", "name", "invalid_value",
+                       "a context name is 1-64 of A-Z a-z 0-9 . _ - and does not start with '.'");
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/%s", a->context_dir, name);
+    if (unlink(path) < 0) {
+        char msg[300];
+        snprintf(msg, sizeof(msg), "context '%s': %s", name, strerror(errno));
+        reply_ctx_error(out, -errno, msg);
+        return;
+    }
+    api_reply_json(out, 200, dump(json_pack("{s:s, s:b}", "name", name, "deleted", 1)));
+}
+
+/* ---- upload and download --------------------------------------------------------------------- */
+
+/* Takes the one transfer slot; false (and a 409 in out) when a transfer is running. */
+static bool transfer_begin(struct api *a, const char *kind, const char *name,
+                           struct http_response *out) {
+    pthread_mutex_lock(&a->mu);
+    bool free_slot = !a->transfer_kind[0];
+    if (free_slot) {
+        snprintf(a->transfer_kind, sizeof(a->transfer_kind), "%s", kind);
+        snprintf(a->transfer_name, sizeof(a->transfer_name), "%s", name);
+        atomic_store(&a->transfer.done_bytes, 0);
+        atomic_store(&a->transfer.total_bytes, 0);
+        atomic_store(&a->transfer.cancel, false);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (!free_slot)
+        api_reply_fail(out, 409, "invalid_request_error", "", "transfer_running",
+                       "another upload or download is running; try again when it ends");
+    return free_slot;
+}
+
+static void transfer_end(struct api *a) {
+    pthread_mutex_lock(&a->mu);
+    a->transfer_kind[0] = '\0';
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* A store error as a reply: 502 with the store's status, code and message. */
+static void reply_store_error(struct http_response *out, int rc, const struct s3_status *st,
+                              const char *err) {
+    int status = rc == -ENOENT ? 404 : 502;
+    char msg[700];
+    snprintf(msg, sizeof(msg), "the store answered: %s", err);
+    api_reply_fail(out, status, status == 404 ? "invalid_request_error" : "server_error", "name",
+                   st->code[0] ? st->code : rc == -ENOENT ? "not_found" : "store_error", msg);
+}
+
+static bool store_configured(struct api *a, struct http_response *out) {
+    if (!a->s3_ok)
+        api_reply_fail(out, 400, "invalid_request_error", "", "no_store",
+                       "no object store is configured (s3_* settings or SNIPER_S3_* / R2_* "
+                       "variables)");
+    return a->s3_ok;
+}
+
+static void handle_upload(struct api *a, const struct http_request *hr, struct http_response *out) {
+    static const char *const fields[] = {"name", NULL};
+    char path[1400], key[128], err[512];
+    json_t *o = body_object(hr, out);
+    const char *name;
+    if (!o || only_fields(o, fields, out) < 0 || !(name = context_name(a, o, path, sizeof(path), out)) ||
+        !store_configured(a, out))
+        goto done;
+    if (access(path, R_OK) < 0) {
+        reply_ctx_error(out, -ENOENT, "no local context of that name");
+        goto done;
+    }
+    if (!transfer_begin(a, "upload", name, out))
+        goto done;
+    snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
+    struct s3_status st = {0};
+    double t0 = now_ms();
+    int rc = s3_put_file(&a->s3, key, path, &a->transfer, &st, err, sizeof(err));
+    double ms = now_ms() - t0;
+    uint64_t bytes = atomic_load(&a->transfer.done_bytes);
+    transfer_end(a);
+    if (rc < 0)
+        reply_store_error(out, rc, &st, err);
+    else
+        api_reply_json(out, 200, dump(json_pack("{s:s, s:s, s:I, s:f}", "name", name, "key",
+                                                      key, "bytes", (json_int_t)bytes, "ms", ms)));
+done:
+    json_decref(o);
+}
+
+static void handle_download(struct api *a, const struct http_request *hr,
+                            struct http_response *out) {
+    static const char *const fields[] = {"name", "load", NULL};
+    char path[1400], tmp[1500], key[128], err[512];
+    json_t *o = body_object(hr, out);
+    const char *name;
+    if (!o || only_fields(o, fields, out) < 0 || !(name = context_name(a, o, path, sizeof(path), out)) ||
+        !store_configured(a, out))
+        goto done;
+    json_t *load = json_object_get(o, "load");
+    if (load && !json_is_boolean(load)) {
+        api_reply_fail(out, 400, "invalid_request_error", "load", "invalid_type",
+                       "'load' must be a boolean");
+        goto done;
+    }
+    if (!transfer_begin(a, "download", name, out))
+        goto done;
+    snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
+    snprintf(tmp, sizeof(tmp), "%s/.download-%s-%d", a->context_dir, name, (int)getpid());
+    unlink(tmp);
+    struct s3_status st = {0};
+    double t0 = now_ms();
+    int rc = s3_get_file(&a->s3, key, tmp, &a->transfer, &st, err, sizeof(err));
+    uint64_t bytes = atomic_load(&a->transfer.done_bytes);
+    transfer_end(a);
+    if (rc < 0) {
+        reply_store_error(out, rc, &st, err);
+        goto done;
+    }
+    /* verified before it takes the name: a bad download leaves nothing behind */
+    struct ctxfile_info info;
+    if ((rc = ctxfile_info(tmp, &info, NULL, err, sizeof(err))) < 0 || rename(tmp, path) < 0) {
+        unlink(tmp);
+        reply_ctx_error(out, rc < 0 ? rc : -errno, rc < 0 ? err : strerror(errno));
+        goto done;
+    }
+    if (json_is_true(load)) {
+        load_named(a, name, path, out);
+    } else {
+        double ms = now_ms() - t0;
+        api_reply_json(out, 200, dump(json_pack("{s:s, s:I, s:i, s:f}", "name", name,
+                                                      "bytes", (json_int_t)bytes, "tokens",
+                                                      (int)info.n_tokens, "ms", ms)));
+    }
+done:
+    json_decref(o);
+}
+
+/* ---- routing --------------------------------------------------------------------------------- */
+
+bool api_context_route(struct api *a, const struct http_request *rq, struct http_response *out) {
+    const char *p = rq->path;
+    bool get = !strcmp(rq->method, "GET"), post = !strcmp(rq->method, "POST");
+    if (!strcmp(p, "/v1/context") || !strcmp(p, "/v1/context/list")) {
+        if (get)
+            handle_list(a, out);
+        else
+            api_reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
+                           "this path takes GET");
+        return true;
+    }
+    static const struct {
+        const char *path;
+        void (*fn)(struct api *, const struct http_request *, struct http_response *);
+    } posts[] = {{"/v1/context/save", handle_save}, {"/v1/context/load", handle_load},
+                 {"/v1/context/upload", handle_upload}, {"/v1/context/download", handle_download}};
+    for (size_t i = 0; i < sizeof(posts) / sizeof(posts[0]); i++)
+        if (!strcmp(p, posts[i].path)) {
+            if (post)
+                posts[i].fn(a, rq, out);
+            else
+                api_reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
+                               "this path takes POST");
+            return true;
+        }
+    if (!strncmp(p, "/v1/context/", 12)) {
+        if (!strcmp(rq->method, "DELETE"))
+            handle_delete(a, p + 12, out);
+        else
+            api_reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
+                           "a context's path takes DELETE");
+        return true;
+    }
+    return false;
+}

@@ -1,0 +1,88 @@
+"""http_daemon.py - the real sniperd for tests: started on a free port with a model, waited for
+until /health answers, driven with JSON requests and SSE streams, stopped with SIGTERM. Shared by
+tests/http/http_test.py and tests/contexts/contexts_test.py. Standard library only."""
+import http.client
+import json
+import os
+import re
+import subprocess
+import time
+
+
+class Daemon:
+    """sniperd serving a model on a free port; stderr kept in a file."""
+
+    def __init__(self, build, tmp, model, *args):
+        self.log = open(os.path.join(tmp, f"sniperd-{len(args)}-{time.time_ns()}.err"), "w+")
+        self.p = subprocess.Popen([os.path.join(build, "sniperd"), "-m", model, "--port", "0",
+                                   "--threads", "2", *args],
+                                  stdout=subprocess.DEVNULL, stderr=self.log)
+        self.port = None
+        deadline = time.time() + 30
+        while time.time() < deadline and self.port is None:
+            self.log.seek(0)
+            m = re.search(r"listening on http://[^:]+:(\d+)", self.log.read())
+            if m:
+                self.port = int(m.group(1))
+            elif self.p.poll() is not None:
+                break
+            else:
+                time.sleep(0.05)
+        while self.port and time.time() < deadline:
+            try:
+                if self.request("GET", "/health")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        try:
+            return r.status, json.loads(text) if text else None, r.getheader("Content-Type")
+        except json.JSONDecodeError:
+            return r.status, text, r.getheader("Content-Type")
+
+    def stream(self, body, headers=None):
+        """POSTs a streaming request; returns (status, [parsed data frames], saw_done)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        c.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        frames, done = [], False
+        for block in text.split("\n\n"):
+            if not block.startswith("data: "):
+                continue
+            payload = block[6:]
+            if payload == "[DONE]":
+                done = True
+            else:
+                frames.append(json.loads(payload))
+        return r.status, frames, done
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+        self.log.seek(0)
+        return self.p.returncode, self.log.read()
+
+
+def mkmodel(build, tmp, name, *args):
+    path = os.path.join(tmp, name)
+    subprocess.run([os.path.join(build, "sniper-mkmodel"), "--quiet", "-o", path, *args],
+                   check=True)
+    return path
