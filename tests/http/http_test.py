@@ -302,7 +302,7 @@ bad = [
     ("POST", "/v1/models", b"{}", 405),
     ("DELETE", "/health", None, 405),
     ("GET", "/v1/nothing", None, 404),
-    ("GET", "/", None, 404),
+    ("GET", "/index.htm", None, 404),
     ("GET", "/v1/chat/completions/x", None, 404),
     ("POST", "/v1/chat/completions", b"x" * (9 << 20), 413),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "hi"}]', 400),
