@@ -433,6 +433,9 @@ st, body, _ = d.request("GET", "/v1/models", headers={"Authorization": "Bearer s
 check("200 with the key", st == 200, f"{st} {body}")
 st, body, _ = d.request("GET", "/health")
 check("health needs no key", st == 200, f"{st}")
+st, body, ctype = d.request("GET", "/")
+check("the web UI needs no key", st == 200 and ctype == "text/html; charset=utf-8"
+      and isinstance(body, str) and body.startswith("<!doctype html>"), f"{st} {ctype}")
 statuses = []
 
 
