@@ -67,7 +67,7 @@ try {
   // ---- a streamed reply
   const before = await page.textContent("#s-completion");
   await attempt("streamed reply", async () => {
-    await page.fill("#max-tokens", "48");
+    await page.fill("#max-tokens", "160"); /* long enough to span several frames on a fast machine */
     await page.fill("#temperature", "0");
     await page.evaluate(() => {
       window.__paints = [];
