@@ -21,7 +21,7 @@ COMMON_SRC := $(wildcard common/*.c)
 ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c) \
               $(wildcard server/context/*.c)
 LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC)
-LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/webui.o
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC   := $(wildcard tools/bench_*.c)
@@ -40,6 +40,20 @@ $(BUILD)/obj/common/quant_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/obj/common/quant_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
 $(BUILD)/obj/server/context/%.o: CFLAGS += $(shell pkg-config --cflags libxml-2.0 2>/dev/null)
+
+# ---- the web UI, compiled in: web/index.html -> build/gen/webui.c (tools/embed.c; webui.h) ----
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lcrypto
+
+$(BUILD)/gen/webui.c: web/index.html $(BUILD)/embed
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed --csp web/index.html webui_index_html $@
+
+$(BUILD)/obj/gen/webui.o: $(BUILD)/gen/webui.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+# ------------------------------------------------------------------------------------------------
 
 $(BUILD)/libsniper.a: $(LIB_OBJ)
 	@rm -f $@

@@ -3,7 +3,8 @@
 # As root it runs apt-get; otherwise it prints the one command to run and fails.
 set -euo pipefail
 pkgs=(gcc make pkg-config libpcre2-dev libjansson-dev libcurl4-openssl-dev libmicrohttpd-dev
-      libuv1-dev liburing-dev libzstd-dev libedit-dev libxml2-dev python3 python3-jinja2 curl)
+      libuv1-dev liburing-dev libzstd-dev libedit-dev libxml2-dev libssl-dev python3 python3-jinja2
+      curl chromium)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

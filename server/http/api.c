@@ -24,6 +24,7 @@
 #include "openai.h"
 #include "procstat.h"
 #include "strbuf.h"
+#include "webui.h"
 
 
 /* ---- small helpers --------------------------------------------------------------------------- */
@@ -711,6 +712,23 @@ static void handle_metrics(struct api *a, struct http_response *out) {
     out->body = strbuf_take(&b);
 }
 
+/* The web UI (web/index.html, compiled in). It needs no key: the page itself asks for one. */
+static void handle_webui(struct http_response *out) {
+    static const char *const headers[] = {
+        "Content-Security-Policy", webui_index_html_csp, "X-Content-Type-Options", "nosniff",
+        "Referrer-Policy", "no-referrer", "Cache-Control", "no-cache", NULL};
+    out->body = malloc(webui_index_html_len + 1);
+    if (!out->body) {
+        api_reply_fail(out, 500, "server_error", "", "", "out of memory");
+        return;
+    }
+    memcpy(out->body, webui_index_html, webui_index_html_len + 1);
+    out->body_len = webui_index_html_len;
+    out->status = 200;
+    out->content_type = "text/html; charset=utf-8";
+    out->headers = headers;
+}
+
 /* ---- routing --------------------------------------------------------------------------------- */
 
 void api_handle(void *ctx, const struct http_request *rq, struct http_response *out) {
@@ -719,7 +737,8 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
         const char *path, *method;
     } routes[] = {{"/health", "GET"},           {"/v1/models", "GET"},
                   {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
-                  {"/v1/stats", "GET"},         {"/metrics", "GET"}};
+                  {"/v1/stats", "GET"},         {"/metrics", "GET"},
+                  {"/", "GET"},                 {"/index.html", "GET"}};
     int route = -1;
     bool path_known = false;
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
@@ -744,14 +763,16 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     } else if (route < 0) {
         if (path_known)
             api_reply_fail(out, 405, "invalid_request_error", "", "method_not_allowed",
-                       "this path does not take that method");
+                           "this path does not take that method");
         else
             api_reply_fail(out, 404, "invalid_request_error", "", "not_found", "no such endpoint");
     } else if (route == 0) {
         handle_health(a, out);
+    } else if (route >= 6) {
+        handle_webui(out);
     } else if (!authorized(a, rq->authorization)) {
         api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
-                   "missing or wrong API key: send Authorization: Bearer <key>");
+                       "missing or wrong API key: send Authorization: Bearer <key>");
     } else if (!ready) {
         api_reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
     } else if (route == 1) {

@@ -148,7 +148,7 @@ struct conn_state {
 };
 
 static enum MHD_Result queue_body(struct MHD_Connection *c, int status, const char *type,
-                                  char *body, size_t len) {
+                                  char *body, size_t len, const char *const *headers) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE
                                                         : MHD_RESPMEM_PERSISTENT);
@@ -157,6 +157,8 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, int status, const ch
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
+        MHD_add_response_header(r, headers[i], headers[i + 1]);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
@@ -167,7 +169,8 @@ static enum MHD_Result queue_too_big(struct MHD_Connection *c, size_t max) {
     int n = asprintf(&body, "{\"error\":{\"message\":\"request body larger than %zu bytes\","
                             "\"type\":\"invalid_request_error\",\"param\":null,"
                             "\"code\":\"request_too_large\"}}", max);
-    return queue_body(c, 413, "application/json", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n);
+    return queue_body(c, 413, "application/json", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n,
+                      NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -228,7 +231,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     s->fn(s->ctx, &rq, &out);
     if (!out.stream)
         return queue_body(c, out.status, out.content_type, out.body,
-                          out.body ? (out.body_len ? out.body_len : strlen(out.body)) : 0);
+                          out.body ? (out.body_len ? out.body_len : strlen(out.body)) : 0,
+                          out.headers);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
                                                                out.stream, stream_reply_free);
     if (!r) {

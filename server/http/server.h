@@ -40,6 +40,7 @@ struct http_response {
     char *body;
     size_t body_len;          /* 0: strlen(body) */
     struct http_stream *stream;
+    const char *const *headers; /* NULL, or static {name, value, name, value, ..., NULL} to add */
 };
 
 typedef void (*http_handler)(void *ctx, const struct http_request *rq, struct http_response *out);

@@ -256,7 +256,7 @@ bad = [
     ("POST", "/v1/models", b"{}", 405),
     ("DELETE", "/health", None, 405),
     ("GET", "/v1/nothing", None, 404),
-    ("GET", "/", None, 404),
+    ("GET", "/index.htm", None, 404),
     ("GET", "/v1/chat/completions/x", None, 404),
     ("POST", "/v1/chat/completions", b"x" * (9 << 20), 413),
     ("POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "hi"}]', 400),
@@ -387,6 +387,9 @@ st, body, _ = d.request("GET", "/v1/models", headers={"Authorization": "Bearer s
 check("200 with the key", st == 200, f"{st} {body}")
 st, body, _ = d.request("GET", "/health")
 check("health needs no key", st == 200, f"{st}")
+st, body, ctype = d.request("GET", "/")
+check("the web UI needs no key", st == 200 and ctype == "text/html; charset=utf-8"
+      and isinstance(body, str) and body.startswith("<!doctype html>"), f"{st} {ctype}")
 statuses = []
 
 

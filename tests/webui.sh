@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The web UI in a real headless Chromium (Debian's /usr/bin/chromium driven by npm "playwright-core",
+# installed once into $BUILD/npm) against two sniperd on 127.0.0.1 with a tiny model, one with an
+# API key: tests/webui/webui_test.mjs. Screenshots go to $BUILD/webui-screenshots. Skipped loudly
+# without chromium, node or npm, or when the npm registry cannot be reached.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+skip() { echo "SKIP: $1: the web UI is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
+[ -x /usr/bin/chromium ] || skip "/usr/bin/chromium absent (apt-get install chromium)"
+command -v node >/dev/null && command -v npm >/dev/null || skip "node or npm absent"
+NPM_DIR=$BUILD/npm
+if [ ! -d "$NPM_DIR/node_modules/playwright-core" ]; then
+    mkdir -p "$NPM_DIR"
+    (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json)
+    (cd "$NPM_DIR" && timeout 300 npm install --no-audit --no-fund --silent playwright-core@1 \
+        >/dev/null 2>&1) || skip "npm install playwright-core failed (no registry?)"
+fi
+TMP=$(mktemp -d /tmp/sniper-webui.XXXXXX)
+SHOTS=$BUILD/webui-screenshots
+mkdir -p "$SHOTS"
+"$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
+"$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 2>"$TMP/err1" &
+pid1=$!
+"$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --api-key web-key 2>"$TMP/err2" &
+pid2=$!
+trap 'kill $pid1 $pid2 2>/dev/null; wait $pid1 $pid2 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+# Prints the port of the daemon whose stderr is $1 once it is ready, or nothing.
+port_of() {
+    local port=
+    for _ in $(seq 300); do
+        port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$1")
+        grep -q "ready" "$1" && [ -n "$port" ] && break
+        sleep 0.05
+    done
+    grep -q "ready" "$1" && echo "$port"
+}
+port1=$(port_of "$TMP/err1")
+port2=$(port_of "$TMP/err2")
+if [ -z "$port1" ] || [ -z "$port2" ]; then
+    echo "FAIL   sniperd did not start: $(cat "$TMP/err1" "$TMP/err2")"
+    echo "0 passed, 1 failed, 0 skipped"
+    exit 1
+fi
+cp tests/webui/webui_test.mjs "$NPM_DIR/webui_test.mjs"
+timeout 120 node "$NPM_DIR/webui_test.mjs" "http://127.0.0.1:$port1" "http://127.0.0.1:$port2" \
+    web-key "$(cd "$SHOTS" && pwd)"
