@@ -75,24 +75,9 @@ static bool authorized(const struct api *a, const char *header) {
 
 /* ---- lifecycle ------------------------------------------------------------------------------- */
 
-/* mkdir -p path (mode 0700 for what it creates). Returns 0 or -errno. */
-static int make_dirs(const char *path) {
-    char buf[1024];
-    int n = snprintf(buf, sizeof(buf), "%s", path);
-    if (n <= 0 || (size_t)n >= sizeof(buf))
-        return -ENAMETOOLONG;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(buf, 0700) < 0 && errno != EEXIST)
-                return -errno;
-            *p = '/';
-        }
-    return mkdir(buf, 0700) < 0 && errno != EEXIST ? -errno : 0;
-}
-
 struct api *api_new(const struct api_config *cfg, char *err, size_t err_len) {
     struct api *a = calloc(1, sizeof(*a));
+    (void)err_len; /* the only failure is no memory */
     if (!a) {
         snprintf(err, err_len, "api: out of memory");
         return NULL;
@@ -108,13 +93,6 @@ struct api *api_new(const struct api_config *cfg, char *err, size_t err_len) {
     else
         snprintf(a->context_dir, sizeof(a->context_dir), "%s/.local/share/sniper/contexts",
                  home && home[0] ? home : ".");
-    int rc = make_dirs(a->context_dir);
-    if (rc < 0) {
-        snprintf(err, err_len, "cannot make the context directory \"%s\": %s", a->context_dir,
-                 strerror(-rc));
-        api_free(a);
-        return NULL;
-    }
     if (cfg->s3)
         a->s3 = *cfg->s3;
     a->s3_ok = s3_config_from_env(&a->s3) == 0;

@@ -23,14 +23,14 @@ struct api_config {
     const char *model_alias; /* the id /v1/models reports (default: the model's name) */
     const char *chat_template; /* "chatml" or "llama3"; NULL: detected from the GGUF */
     uint64_t ram_budget;     /* bytes, 0: none (for stats) */
-    const char *context_dir; /* where /v1/context keeps contexts (created if missing) */
+    const char *context_dir; /* where /v1/context keeps contexts (made on the first save) */
     const struct s3_config *s3; /* the object store for upload/download, or NULL (then only the
                                  * environment's SNIPER_S3_* / R2_* settings) */
 };
 
 struct api;
 
-/* Returns NULL on no memory, or with a message in err when the context directory cannot be made. */
+/* Returns NULL (a message in err) on no memory. */
 struct api *api_new(const struct api_config *cfg, char *err, size_t err_len);
 void api_free(struct api *a);
 

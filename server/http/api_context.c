@@ -25,6 +25,22 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
+/* mkdir -p path (mode 0700 for what it creates). Returns 0 or -errno. */
+static int make_dirs(const char *path) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf), "%s", path);
+    if (n <= 0 || (size_t)n >= sizeof(buf))
+        return -ENAMETOOLONG;
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    return mkdir(buf, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
 /* o as compact JSON text (malloc'd; NULL on no memory); o is released. */
 static char *dump(json_t *o) {
     char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
@@ -90,6 +106,18 @@ static void reply_ctx_error(struct http_response *out, int rc, const char *msg) 
                    code, msg);
 }
 
+/* The context directory, made on first use (mode 0700). False with a 500 in out. */
+static bool dir_ready(struct api *a, struct http_response *out) {
+    int rc = make_dirs(a->context_dir);
+    if (rc < 0) {
+        char msg[1200];
+        snprintf(msg, sizeof(msg), "cannot make the context directory \"%s\": %s", a->context_dir,
+                 strerror(-rc));
+        api_reply_fail(out, 500, "server_error", "", "", msg);
+    }
+    return rc == 0;
+}
+
 /* ---- save and load (on the engine thread) ---------------------------------------------------- */
 
 struct save_call {
@@ -144,6 +172,8 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
     if (!o || only_fields(o, fields, out) < 0 || !context_name(a, o, path, sizeof(path), out))
         goto done;
     struct save_call c = {.a = a, .path = path, .opts = ctxfile_opts_default()};
+    if (!dir_ready(a, out))
+        goto done;
     const char *storage = json_string_value(json_object_get(o, "storage"));
     if (json_object_get(o, "storage") && (!storage || ctxfile_store_parse(storage, &c.opts.store) < 0)) {
         api_reply_fail(out, 400, "invalid_request_error", "storage", "invalid_value",
@@ -427,7 +457,7 @@ static void handle_download(struct api *a, const struct http_request *hr,
                        "'load' must be a boolean");
         goto done;
     }
-    if (!transfer_begin(a, "download", name, out))
+    if (!dir_ready(a, out) || !transfer_begin(a, "download", name, out))
         goto done;
     snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
     snprintf(tmp, sizeof(tmp), "%s/.download-%s-%d", a->context_dir, name, (int)getpid());

@@ -16,6 +16,7 @@ class Daemon:
         self.log = open(os.path.join(tmp, f"sniperd-{len(args)}-{time.time_ns()}.err"), "w+")
         self.p = subprocess.Popen([os.path.join(build, "sniperd"), "-m", model, "--port", "0",
                                    "--threads", "2", *args],
+                                  env=dict(os.environ, HOME=tmp),
                                   stdout=subprocess.DEVNULL, stderr=self.log)
         self.port = None
         deadline = time.time() + 30
