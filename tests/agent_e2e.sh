@@ -9,7 +9,7 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok     $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL   $1: $2"; }
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
-"$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 2>"$TMP/err" &
+HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 2>"$TMP/err" &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$TMP"' EXIT
 port=
@@ -29,5 +29,14 @@ grep -q 'sniper-mkmodel-tiny' <<<"$out" && ok "/model lists the daemon's model" 
 out=$(printf 'tell me a story\n' | agent)
 grep -qE '^\[[0-9]+ tokens, [0-9.]+ tok/s' <<<"$out" && ok "routed request answered (a random model routes to chat)" ||
     bad "routed request answered (a random model routes to chat)" "$out"
+# /context through the daemon's endpoints: save, load (the conversation resumes), list, delete
+out=$(printf 'hello there\n/context save demo\n/context list\n/clear\n/context load demo\nand then?\n/context delete demo\n/context list\n' |
+    agent --raw)
+if grep -qE '^save demo: name=demo tokens=[0-9]+' <<<"$out"; then ok "/context save"; else bad "/context save" "$out"; fi
+grep -q 'resumed the conversation: 2 messages' <<<"$out" && ok "/context load resumes the conversation" ||
+    bad "/context load resumes the conversation" "$out"
+[ "$(grep -cE '^\[[0-9]+ tokens' <<<"$out")" -eq 2 ] && ok "chat goes on after the load" ||
+    bad "chat goes on after the load" "$out"
+grep -q 'delete demo: name=demo deleted=true' <<<"$out" && ok "/context delete" || bad "/context delete" "$out"
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]
