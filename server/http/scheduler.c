@@ -503,6 +503,7 @@ int scheduler_prefill(struct scheduler *s, const int32_t *ids, size_t n, int32_t
 }
 
 void scheduler_set_cached(struct scheduler *s, const int32_t *ids, int32_t n) {
-    memcpy(s->cache_ids, ids, (size_t)n * sizeof(int32_t));
+    if (n > 0)
+        memcpy(s->cache_ids, ids, (size_t)n * sizeof(int32_t));
     s->cache_n = n;
 }
