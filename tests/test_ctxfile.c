@@ -500,10 +500,17 @@ static void check_flipped(bool zstd) {
         int rc = try_load(m, e, tmp_path("flip"), err, sizeof(err));
         bool ok = rc == CTXFILE_ECORRUPT || (off >= 8 && off < 12 && rc == CTXFILE_EVERSION);
         CHECK_MSG(ok, "byte %zu flipped: rc %d (%s)", off, rc, err);
+        /* the engine-free check (downloads) refuses every flipped byte too */
+        int vrc = ctxfile_verify(tmp_path("flip"), NULL, err, sizeof(err));
+        CHECK_MSG(vrc == CTXFILE_ECORRUPT || (off >= 8 && off < 12 && vrc == CTXFILE_EVERSION),
+                  "verify, byte %zu flipped: rc %d (%s)", off, vrc, err);
         CHECK_MSG(rc != 0 || engine_n_past(e) == N_PROMPT, "byte %zu", off);
         tested++;
     }
     printf("flipped%s: %d offsets refused\n", zstd ? " (zstd)" : "", tested);
+    char verr[512];
+    CHECK(write_file(tmp_path("flip"), f, n) == 0);
+    CHECK_EQ_INT(ctxfile_verify(tmp_path("flip"), NULL, verr, sizeof(verr)), 0);
 out:
     engine_free(e);
     free(f);

@@ -633,6 +633,35 @@ int ctxfile_info(const char *path, struct ctxfile_info *info, char **metadata_js
     return rc;
 }
 
+int ctxfile_verify(const char *path, struct ctxfile_info *info, char *err, size_t err_len) {
+    struct ctxfile_head h;
+    int rc = head_read(&h, path, err, err_len);
+    uint8_t *buf = rc == 0 ? malloc(CTXFILE_IO_CHUNK) : NULL;
+    if (rc == 0 && !buf)
+        rc = -ENOMEM;
+    struct hash64 hash;
+    hash64_init(&hash, 0);
+    uint64_t off = CTXFILE_HEADER_BYTES + 4ull * (uint64_t)h.in.n_tokens + h.in.meta_bytes;
+    for (uint64_t left = rc == 0 ? h.in.kv_stored_bytes : 0; left > 0 && rc == 0;) {
+        size_t take = left < CTXFILE_IO_CHUNK ? (size_t)left : CTXFILE_IO_CHUNK;
+        rc = read_all(h.fd, buf, take, off);
+        hash64_update(&hash, buf, take);
+        off += take;
+        left -= take;
+    }
+    if (rc == 0 && hash64_digest(&hash) != get64(h.hdr + 80)) {
+        err_set(err, err_len, "ctxfile: \"%s\" is corrupted (KV checksum mismatch)", path);
+        rc = CTXFILE_ECORRUPT;
+    } else if (rc < 0 && !err[0]) {
+        err_set(err, err_len, "ctxfile: reading \"%s\": %s", path, strerror(-rc));
+    }
+    if (rc == 0 && info)
+        *info = h.in;
+    free(buf);
+    head_release(&h);
+    return rc;
+}
+
 /* The KV section as a stream of raw (uncompressed) bytes, hashed as stored. */
 struct cr {
     int fd;

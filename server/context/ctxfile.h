@@ -109,4 +109,8 @@ int ctxfile_load(const char *path, const struct model *m, struct engine *e, int3
 int ctxfile_info(const char *path, struct ctxfile_info *info, char **metadata_json, char *err,
                  size_t err_len);
 
+/* Reads all of path and checks every checksum (the KV section's as stored) without an engine:
+ * for a download, before it takes its name. Returns 0 or an error as ctxfile_info. */
+int ctxfile_verify(const char *path, struct ctxfile_info *info, char *err, size_t err_len);
+
 #endif

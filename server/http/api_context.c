@@ -473,7 +473,8 @@ static void handle_download(struct api *a, const struct http_request *hr,
     }
     /* verified before it takes the name: a bad download leaves nothing behind */
     struct ctxfile_info info;
-    if ((rc = ctxfile_info(tmp, &info, NULL, err, sizeof(err))) < 0 || rename(tmp, path) < 0) {
+    err[0] = '\0';
+    if ((rc = ctxfile_verify(tmp, &info, err, sizeof(err))) < 0 || rename(tmp, path) < 0) {
         unlink(tmp);
         reply_ctx_error(out, rc < 0 ? rc : -errno, rc < 0 ? err : strerror(errno));
         goto done;
