@@ -18,32 +18,12 @@ python3 -c 'import boto3' 2>/dev/null || skip "python3 boto3 is missing: S3 clie
 [ -x "$BUILD/tests/test_s3" ] || { echo "s3.sh: $BUILD/tests/test_s3 missing"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 work=$(mktemp -d)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-INITIAL_NO_AUTH_ACTION_COUNT=3 moto_server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
-moto_pid=$!
-cleanup() { kill "$moto_pid" 2>/dev/null; wait "$moto_pid" 2>/dev/null; rm -rf "$work"; }
+. tests/s3/moto.sh
+cleanup() { moto_stop; rm -rf "$work"; }
 trap cleanup EXIT
-for _ in $(seq 1 100); do   # a TCP connect, not a request: requests count against the 3
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
-
-keys=$(python3 - "$port" <<'PY'
-import json, sys, boto3
-url = "http://127.0.0.1:%s" % sys.argv[1]
-iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1",
-                   aws_access_key_id="setup", aws_secret_access_key="setup")
-iam.create_user(UserName="sniper")
-iam.put_user_policy(UserName="sniper", PolicyName="all", PolicyDocument=json.dumps(
-    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
-k = iam.create_access_key(UserName="sniper")["AccessKey"]
-s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1",
-                  aws_access_key_id=k["AccessKeyId"], aws_secret_access_key=k["SecretAccessKey"])
-s3.create_bucket(Bucket="sniper-contexts")
-print(k["AccessKeyId"], k["SecretAccessKey"])
-PY
-) || { cat "$work/moto.log"; echo "s3.sh: setting moto up failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-read -r ak sk <<<"$keys"
+moto_start "$work" ||
+    { cat "$work/moto.log"; echo "s3.sh: setting moto up failed"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+port=${MOTO_URL##*:} ak=$MOTO_AK sk=$MOTO_SK
 
 unset R2_ENDPOINT R2_BUCKET R2_ACCESS_KEY R2_SECRET_KEY
 SNIPER_S3_ENDPOINT="http://127.0.0.1:$port" SNIPER_S3_BUCKET=sniper-contexts \
