@@ -27,7 +27,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: sniper [--server URL] [--api-key KEY] [--model NAME] [--yes] [--raw]\n"
             "              [--config FILE] [\"one-shot request\"]\n"
-            "       sniper [--server URL] [--api-key KEY] top [--once] [--server URL] [--api-key KEY]\n"
+            "       sniper [--server URL] [--api-key KEY] top [--once] [--server URL]\n"
+            "              [--api-key KEY]\n"
             "  --server URL    the OpenAI-compatible server (sniperd), default "
             "http://127.0.0.1:8080\n"
             "  --api-key KEY   sent as Authorization: Bearer KEY\n"
