@@ -1,17 +1,20 @@
 /* main.c - `sniper`, the agent CLI: settings from defaults, the config file, the environment and
- * the command line (in that order of precedence, last wins), then one request (one-shot) or the
- * REPL. The only file of the agent that exits; Ctrl-C only raises the cancel flag. */
+ * the command line (in that order of precedence, last wins), then one request (one-shot), the
+ * REPL, or `sniper top` (the daemon's stats as a live dashboard). The only file of the agent that
+ * exits; Ctrl-C only raises the cancel flag. */
 #include "config.h"
 #include "http_client.h"
 #include "input.h"
 #include "repl.h"
 #include "session.h"
+#include "top.h"
 
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t cancel_flag;
 
@@ -24,6 +27,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: sniper [--server URL] [--api-key KEY] [--model NAME] [--yes] [--raw]\n"
             "              [--config FILE] [\"one-shot request\"]\n"
+            "       sniper [--server URL] [--api-key KEY] top [--once] [--server URL]\n"
+            "              [--api-key KEY]\n"
             "  --server URL    the OpenAI-compatible server (sniperd), default "
             "http://127.0.0.1:8080\n"
             "  --api-key KEY   sent as Authorization: Bearer KEY\n"
@@ -33,7 +38,9 @@ static void usage(FILE *f) {
             "  --config FILE   settings file (default ~/.config/sniper/agent.json)\n"
             "Environment: SNIPER_SERVER SNIPER_API_KEY SNIPER_MODEL SNIPER_SEARCH_BACKEND\n"
             "SNIPER_SEARCH_URL SNIPER_TIMEOUT SNIPER_CONFIG. Without a request: an interactive\n"
-            "session (/help lists its commands); piped input is read a line at a time.\n");
+            "session (/help lists its commands); piped input is read a line at a time.\n"
+            "`sniper top`: the server's /v1/stats as a dashboard redrawn every second (q or\n"
+            "Ctrl-C quits); --once prints one snapshot and exits.\n");
 }
 
 /* argv[optind..] joined with spaces into a malloc'd string, or NULL when there is none. */
@@ -78,6 +85,51 @@ static int parse_args(int argc, char **argv, struct agent_config *c, const char 
     return 0;
 }
 
+/* Parses the arguments after "top" (argv[0] is "top") into c and *once. Returns 0, 1 for --help,
+ * or -1 on a usage error. */
+static int parse_top_args(int argc, char **argv, struct agent_config *c, bool *once) {
+    static const struct option opts[] = {
+        { "server", required_argument, NULL, 's' }, { "api-key", required_argument, NULL, 'k' },
+        { "once", no_argument, NULL, '1' },         { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    int o;
+    optind = 1;
+    while ((o = getopt_long(argc, argv, "+s:k:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': config_set_str(&c->server, optarg); break;
+        case 'k': config_set_str(&c->api_key, optarg); break;
+        case '1': *once = true; break;
+        case 'h': return 1;
+        default: return -1;
+        }
+    }
+    return optind < argc ? -1 : 0;
+}
+
+/* `sniper top`: returns the exit status. */
+static int run_top(const struct agent_config *cfg, bool once) {
+    /* a stats request is small: a server that takes longer than 10 s shows as an error */
+    double timeout_s = cfg->timeout_s > 0 && cfg->timeout_s < 10 ? cfg->timeout_s : 10;
+    struct http_client hc = {
+        .api_key = cfg->api_key, .timeout_s = timeout_s,
+        .connect_timeout_s = cfg->connect_timeout_s, .cancel = &cancel_flag,
+    };
+    struct llm l;
+    char err[512] = "";
+    if (llm_init(&l, cfg->server, NULL, &hc) < 0) {
+        fprintf(stderr, "sniper: out of memory\n");
+        return 1;
+    }
+    struct top_opts o = { .llm = &l, .server = cfg->server, .once = once, .interval_s = 1,
+                          .cancel = &cancel_flag, .out = stdout, .in_fd = STDIN_FILENO };
+    int rc = top_run(&o, err, sizeof(err));
+    if (rc < 0)
+        fprintf(stderr, "sniper: %s\n", err);
+    llm_release(&l);
+    return rc < 0 ? 1 : 0;
+}
+
 /* --config must be known before the file is read, and the file before the other flags apply. */
 static const char *find_config_flag(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
@@ -115,14 +167,29 @@ int main(int argc, char **argv) {
         status = pa > 0 ? 0 : 2;
         goto out;
     }
+    bool top = optind < argc && strcmp(argv[optind], "top") == 0, once = false;
+    if (top && (pa = parse_top_args(argc - optind, argv + optind, &cfg, &once)) != 0) {
+        usage(pa > 0 ? stdout : stderr);
+        status = pa > 0 ? 0 : 2;
+        goto out;
+    }
     config_normalize_server(&cfg);
     struct sigaction sa = { .sa_handler = on_sigint };
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    if (top) { /* the dashboard restores the terminal on these too */
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+    }
     signal(SIGPIPE, SIG_IGN);
     status = 1;
     if (http_global_init() < 0) {
         fprintf(stderr, "sniper: cannot initialise libcurl\n");
+        goto out;
+    }
+    if (top) {
+        status = run_top(&cfg, once);
+        http_global_cleanup();
         goto out;
     }
     char *request = join_args(argc, argv, optind);

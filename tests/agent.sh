@@ -339,6 +339,37 @@ expect "config: --server overrides the environment" 'fake-a'
 OUT=$("$SNIPER" --bogus 2>&1); RC=$?
 [ $RC -eq 2 ] && ok "cli: unknown option exits 2" || bad "cli: unknown option" "rc=$RC $OUT"
 
+# ---- sniper top: one snapshot of the server's /v1/stats, the live view, errors ----
+run_agent top --once
+expect "top --once: title and the fake's request count" '^sniper top  http://127\.0\.0\.1:[0-9]+$'
+expect "top --once: fields the fake lacks show as -" '^requests   [0-9]+ \(- errors\)'
+expect "top --once: every line there" '^transfer   none$'
+[ $RC -eq 0 ] && ok "top --once: exit status 0" || bad "top --once: exit status 0" "rc=$RC"
+logq "top --once: one GET /v1/stats" 'len(L) == 1 and L[0]["method"] == "GET" and L[0]["path"] == "/v1/stats"'
+OUT=$(HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 20 "$SNIPER" top --once \
+      --server "$URL_keyed" 2>&1); RC=$?
+expect "top --once: a 401 is one clear line" 'answered 401 on /v1/stats.*--api-key'
+[ $RC -eq 1 ] && ok "top --once: an error exits 1" || bad "top --once: an error exits 1" "rc=$RC"
+OUT=$(HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 20 "$SNIPER" top --once \
+      --server "$URL_keyed" --api-key s3cret 2>&1); RC=$?
+expect "top --once --api-key: the key is sent" '^requests   [0-9]+'
+OUT=$(HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 20 "$SNIPER" top --once \
+      --server http://127.0.0.1:1 2>&1); RC=$?
+expect "top --once: server down" 'cannot reach http://127\.0\.0\.1:1/v1/stats'
+OUT=$(printf q | HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 20 "$SNIPER" top \
+      --server "$URL" 2>&1); RC=$?
+expect "top: q on piped input quits after a frame drawn in place" $'^\e\\[Hsniper top'
+[ $RC -eq 0 ] && ok "top: q exits 0" || bad "top: q exits 0" "rc=$RC"
+OUT=$(HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 20 "$SNIPER" top --bogus 2>&1); RC=$?
+[ $RC -eq 2 ] && ok "top: unknown option exits 2" || bad "top: unknown option exits 2" "rc=$RC $OUT"
+for key in q '\x03'; do
+    PTY=$(HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 30 python3 tests/agent/pty_top.py \
+          "$key" "$SNIPER" top --server "$URL" 2>&1)
+    while read -r l; do ok "top pty: ${l#ok }"; done < <(grep -E '^ok ' <<<"$PTY")
+    while read -r l; do bad "top pty: ${l#not ok }" "$PTY"; done < <(grep -E '^not ok ' <<<"$PTY")
+    grep -qE '^(ok|not ok) ' <<<"$PTY" || bad "top pty: driver ran ($key)" "$PTY"
+done
+
 # ---- a terminal: libedit, Ctrl-C cancels the answer, y at the prompt, Ctrl-D leaves ----
 rm -f "$TMP/home/.config/sniper/agent.json"
 PTY=$(HOME=$TMP/home SNIPER_CONFIG=$TMP/agent.json timeout 30 python3 tests/agent/pty_drive.py \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The agent against the real daemon: sniperd serves a tiny model, `sniper` streams a chat reply
-# through it (raw and routed), and /stats and /model read the daemon's endpoints.
+# through it (raw and routed), /stats and /model read the daemon's endpoints, /context goes
+# through them, and `sniper top --once` shows the daemon's /v1/stats.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -38,5 +39,27 @@ grep -q 'resumed the conversation: 2 messages' <<<"$out" && ok "/context load re
 [ "$(grep -cE '^\[[0-9]+ tokens' <<<"$out")" -eq 2 ] && ok "chat goes on after the load" ||
     bad "chat goes on after the load" "$out"
 grep -q 'delete demo: name=demo deleted=true' <<<"$out" && ok "/context delete" || bad "/context delete" "$out"
+# sniper top --once: one snapshot of the daemon's /v1/stats, every field there, numbers sane
+out=$(agent top --once); rc=$?
+want=(model uptime requests queue tokens prefill decode memory experts transfer)
+missing=$(for f in "${want[@]}"; do grep -qE "^$f +[^ ]" <<<"$out" || echo "$f"; done)
+[ $rc -eq 0 ] && [ -z "$missing" ] && ok "top --once: every field" || bad "top --once: every field" "rc=$rc missing: $missing $out"
+top_num() { sed -nE "s|$1|\1|p" <<<"$out" | head -n 1; }
+completions=$(top_num '^requests +[0-9]+ \(0 errors\), ([0-9]+) completions.*')
+decode=$(top_num '^decode +([0-9.]+) tok/s avg$')
+prefill=$(top_num '^prefill +([0-9.]+) tok/s avg$')
+prompt=$(top_num '^tokens +prompt ([0-9]+) \([0-9]+ cached\).*')
+cached=$(top_num '^tokens +prompt [0-9]+ \(([0-9]+) cached\).*')
+rss=$(top_num '^memory +RSS ([0-9.]+) MiB, no budget$')
+if grep -q "^model      sniper-mkmodel-tiny-qwen3moe, context [0-9]\+ tokens$" <<<"$out" &&
+   [ "${completions:-0}" -ge 4 ] && awk -v d="$decode" -v p="$prefill" -v r="$rss" \
+       'BEGIN { exit !(d > 0 && d < 1e6 && p > 0 && p < 1e7 && r > 1 && r < 4096) }' &&
+   [ "${cached:-x}" -le "${prompt:-0}" ] && grep -qE '^uptime +0h 00m [0-9]{2}s$' <<<"$out" &&
+   grep -qE '^queue +0 waiting, idle$' <<<"$out" && grep -qE '^experts +all in RAM' <<<"$out" &&
+   grep -q '^transfer   none$' <<<"$out"; then
+    ok "top --once: the daemon's numbers, sane"
+else
+    bad "top --once: the daemon's numbers, sane" "completions=$completions decode=$decode prefill=$prefill prompt=$prompt cached=$cached rss=$rss: $out"
+fi
 echo "$pass passed, $fail failed, 0 skipped"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,7 @@
 /* test_agent_parse.c - the agent's pure parsers and files: the router's one word, the command and
  * query in a model's reply, DuckDuckGo HTML and SearXNG JSON results (golden pages, broken ones),
- * context names, the config file, conversations saved and loaded, the grade log. */
+ * context names, the config file, conversations saved and loaded, the grade log, `sniper top`'s
+ * frame and rates. */
 #include "commands.h"
 #include "config.h"
 #include "grades.h"
@@ -8,6 +9,7 @@
 #include "router.h"
 #include "search.h"
 #include "session.h"
+#include "top.h"
 #include "turn.h"
 
 #include <errno.h>
@@ -256,6 +258,78 @@ static void test_grades(void) {
     free(text);
 }
 
+/* top_print of stats into a fresh string (caller frees). */
+static char *top_frame(const char *stats_json, const struct top_rates *r) {
+    json_t *s = json_loads(stats_json, 0, NULL);
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    CHECK(s && f);
+    if (s && f)
+        top_print(f, s, r, "http://h:1", "\n");
+    if (f)
+        fclose(f);
+    json_decref(s);
+    return buf;
+}
+
+static void check_has(const char *text, const char *want) {
+    CHECK_MSG(text && strstr(text, want), "no \"%s\" in:\n%s", want, text ? text : "(null)");
+}
+
+static void test_top(void) {
+    const char *full =
+        "{\"model\":\"m1\",\"uptime_s\":3725,\"requests\":7,\"errors\":1,\"completions\":5,"
+        "\"cancelled\":2,\"queue\":3,\"busy\":true,\"tokens\":{\"prompt\":100,\"cached\":40,"
+        "\"completion\":50},\"prefill_tokens_per_s\":600.25,\"decode_tokens_per_s\":20.5,"
+        "\"rss_bytes\":1073741824,\"ram_budget_bytes\":4294967296,\"n_ctx\":4096,"
+        "\"experts\":{\"streaming\":true,\"hits\":90,\"misses\":10,\"hit_rate\":0.9,"
+        "\"bytes_read\":10485760,\"read_MBps\":812.3,\"io_wait_s\":1.5,\"prefetch_used\":4,"
+        "\"prefetch_issued\":6,\"slots\":64,\"slot_bytes\":2097152,\"bytes_per_token\":1048576},"
+        "\"transfer\":{\"kind\":\"upload\",\"name\":\"demo\",\"done_bytes\":512,"
+        "\"total_bytes\":2048}}";
+    struct top_rates r = { .valid = true, .prefill_tps = 10, .decode_tps = 2.5, .read_MBps = 3 };
+    char *t = top_frame(full, &r);
+    check_has(t, "sniper top  http://h:1\n");
+    check_has(t, "model      m1, context 4096 tokens\n");
+    check_has(t, "uptime     1h 02m 05s\n");
+    check_has(t, "requests   7 (1 errors), 5 completions, 2 cancelled\n");
+    check_has(t, "queue      3 waiting, busy\n");
+    check_has(t, "tokens     prompt 100 (40 cached), completion 50\n");
+    check_has(t, "prefill    600.2 tok/s avg, 10.0 now\n");
+    check_has(t, "decode     20.5 tok/s avg, 2.5 now\n");
+    check_has(t, "memory     RSS 1.0 GiB of 4.0 GiB budget (25 %) [#####...............]\n");
+    check_has(t, "experts    hit rate 90.0 % (90 hits, 10 misses), 64 slots of 2.0 MiB\n");
+    check_has(t, "reads      1.0 MiB per token, 812.3 MB/s avg, 3.0 now, 10.0 MiB in all\n");
+    check_has(t, "I/O wait   1.500 s, prefetch 4 used of 6 issued\n");
+    check_has(t, "transfer   upload demo: 512 B of 2.0 KiB (25 %) [#####...............]\n");
+    free(t);
+    /* another server's stats: what is missing shows as "-", nothing crashes */
+    t = top_frame("{\"requests\": 3, \"fake\": true}", NULL);
+    check_has(t, "model      -, context - tokens\n");
+    check_has(t, "requests   3 (- errors), - completions, - cancelled\n");
+    check_has(t, "queue      - waiting, -\n");
+    check_has(t, "decode     - tok/s avg\n");
+    check_has(t, "memory     RSS -, no budget\n");
+    check_has(t, "experts    all in RAM");
+    check_has(t, "transfer   none\n");
+    free(t);
+
+    json_t *a = json_loads("{\"tokens\":{\"prompt\":10,\"cached\":0,\"completion\":5},"
+                           "\"experts\":{\"bytes_read\":1000000}}", 0, NULL);
+    json_t *b = json_loads("{\"tokens\":{\"prompt\":30,\"cached\":10,\"completion\":25},"
+                           "\"experts\":{\"bytes_read\":5000000}}", 0, NULL);
+    r = top_rates_between(a, b, 2.0);
+    CHECK(r.valid);
+    CHECK_NEAR(r.prefill_tps, 5, 1e-9);
+    CHECK_NEAR(r.decode_tps, 10, 1e-9);
+    CHECK_NEAR(r.read_MBps, 2, 1e-9);
+    CHECK(!top_rates_between(b, a, 2.0).valid); /* counters went back: a restart */
+    CHECK(!top_rates_between(a, b, 0).valid);
+    json_decref(a);
+    json_decref(b);
+}
+
 static const struct test_case cases[] = {
     { "route_parse", test_route_parse },
     { "command_clean", test_command_clean },
@@ -267,6 +341,7 @@ static const struct test_case cases[] = {
     { "config", test_config },
     { "conversation_file", test_conversation_file },
     { "grades", test_grades },
+    { "top", test_top },
     { 0 },
 };
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The web UI in a real headless Chromium (Debian's /usr/bin/chromium driven by npm "playwright-core",
 # installed once into $BUILD/npm) against two sniperd on 127.0.0.1 with a tiny model, one with an
-# API key: tests/webui/webui_test.mjs. Screenshots go to $BUILD/webui-screenshots. Skipped loudly
-# without chromium, node or npm, or when the npm registry cannot be reached.
+# API key: tests/webui/webui_test.mjs. Saved contexts stay in the temp dir. Screenshots go to
+# $BUILD/webui-screenshots. Skipped loudly without chromium, node or npm, or when the npm registry
+# cannot be reached.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -20,9 +21,11 @@ TMP=$(mktemp -d /tmp/sniper-webui.XXXXXX)
 SHOTS=$BUILD/webui-screenshots
 mkdir -p "$SHOTS"
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
-"$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 2>"$TMP/err1" &
+# contexts saved through the page go to $TMP (HOME too, so nothing lands outside it)
+HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts" 2>"$TMP/err1" &
 pid1=$!
-"$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --api-key web-key 2>"$TMP/err2" &
+HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts2" \
+    --api-key web-key 2>"$TMP/err2" &
 pid2=$!
 trap 'kill $pid1 $pid2 2>/dev/null; wait $pid1 $pid2 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 # Prints the port of the daemon whose stderr is $1 once it is ready, or nothing.

@@ -2,7 +2,9 @@
 // the page and its security headers, a streamed reply with TTFT and tok/s, the stats panel
 // updating, stop (the server cancels), markdown that never lets the model's text become markup
 // (the page's renderer on crafted strings, a canned SSE reply through the whole page, and real
-// replies), and the API key flow against a second daemon started with --api-key.
+// replies), the contexts panel (save the chat, list, load it back and go on, delete, a bad name's
+// error, the store's buttons and transfer progress on canned answers), and the API key flow against
+// a second daemon started with --api-key.
 // Prints "ok NAME" / "FAIL NAME: why" and "N passed, N failed, 0 skipped".
 // Usage: node webui_test.mjs URL KEYED_URL KEY SCREENSHOT_DIR
 import { chromium } from "playwright-core";
@@ -188,6 +190,104 @@ try {
     await page.click("#new-chat");
     check("new chat clears", await page.evaluate(() => document.querySelectorAll(".msg").length === 0 && turns.length === 0));
   });
+
+  // ---- contexts: save the chat, see it listed, new chat, load it back, delete it, a bad name
+  const lastBody = () => page.evaluate(() => [...document.querySelectorAll(".msg.assistant .body")].pop().textContent);
+  await attempt("context save", async () => {
+    await page.fill("#system", "You are terse.");
+    await page.fill("#max-tokens", "12");
+    await page.fill("#temperature", "0");
+    await page.fill("#input", "Remember the number 42");
+    await page.press("#input", "Enter");
+    await page.waitForSelector(".msg.assistant[data-done='1']");
+    const reply = await lastBody();
+    await page.fill("#ctx-name", "web-chat_1");
+    await page.click("#ctx-save");
+    await page.waitForSelector("#ctx-list li[data-name='web-chat_1']");
+    const note = await page.textContent("#ctx-note");
+    const item = await page.textContent("#ctx-list li[data-name='web-chat_1']");
+    const listed = (await (await fetch(url + "/v1/context")).json()).data.find(c => c.name === "web-chat_1");
+    check("context save", /^saved web-chat_1: [1-9]\d* tokens/.test(note) && listed && listed.tokens > 0
+      && item.includes(`${listed.tokens} tokens`) && await page.isHidden("#ctx-error"), `${note} | ${item} | ${JSON.stringify(listed)}`);
+    await page.screenshot({ path: `${shots}/context-saved.png` });
+
+    await page.click("#new-chat");
+    await page.fill("#system", "");
+    check("new chat before the load", await page.evaluate(() => document.querySelectorAll(".msg").length === 0 && turns.length === 0));
+    await page.click("#ctx-list li[data-name='web-chat_1'] button[data-action='load']");
+    await page.waitForSelector(".msg.notice");
+    const r = await page.evaluate(() => ({
+      user: [...document.querySelectorAll(".msg.user")].map(e => e.textContent),
+      assistant: [...document.querySelectorAll(".msg.assistant .body")].map(e => e.textContent),
+      system: document.getElementById("system").value, turns: turns.map(t => t.role + ":" + t.content),
+      notice: document.querySelector(".msg.notice").textContent }));
+    check("context load restores the turns", r.user.length === 1 && r.user[0] === "Remember the number 42"
+      && r.assistant.length === 1 && r.assistant[0] === reply && r.system === "You are terse."
+      && r.turns.length === 2 && /Resumed context web-chat_1: 2 messages/.test(r.notice), JSON.stringify(r));
+    await page.screenshot({ path: `${shots}/context-loaded.png` });
+
+    const s0 = await stats(url);
+    await page.fill("#input", "And now?");
+    await page.press("#input", "Enter");
+    await page.waitForFunction(() => document.querySelectorAll(".msg.assistant[data-done='1']").length === 2);
+    const s1 = await stats(url);
+    check("the chat goes on from the loaded context", !(await page.$(".msg.error"))
+      && s1.tokens.cached - s0.tokens.cached >= listed.tokens, `cached ${s0.tokens.cached} -> ${s1.tokens.cached}, saved ${listed.tokens}`);
+  });
+  await attempt("context delete", async () => {
+    page.once("dialog", d => d.dismiss());
+    await page.click("#ctx-list li[data-name='web-chat_1'] button[data-action='delete']");
+    await sleep(300);
+    check("delete asks first (dismissed: kept)", await page.$("#ctx-list li[data-name='web-chat_1']") !== null);
+    let asked = "";
+    page.once("dialog", d => { asked = d.message(); d.accept(); });
+    await page.click("#ctx-list li[data-name='web-chat_1'] button[data-action='delete']");
+    await page.waitForSelector("#ctx-list li[data-name='web-chat_1']", { state: "detached" });
+    const list = (await (await fetch(url + "/v1/context")).json()).data;
+    check("context delete", /web-chat_1/.test(asked) && !list.some(c => c.name === "web-chat_1"), `${asked} ${JSON.stringify(list)}`);
+  });
+  await attempt("context bad name", async () => {
+    const want = (await (await fetch(url + "/v1/context/save", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name: "bad name!", messages: [{ role: "user", content: "x" }] }) })).json()).error.message;
+    await page.fill("#ctx-name", "bad name!");
+    await page.click("#ctx-save");
+    await page.waitForSelector("#ctx-error:not([hidden])");
+    const shown = await page.textContent("#ctx-error");
+    check("a bad name shows the server's error", want && shown.includes(want), `want ${want}, shown ${shown}`);
+    await page.screenshot({ path: `${shots}/context-error.png` });
+  });
+  await attempt("context store buttons", async () => {
+    // a store, answered by canned responses: remote entries, a download whose progress /v1/stats reports
+    const real = await stats(url);
+    await page.route("**/v1/context", route => route.fulfill({ status: 200, contentType: "application/json",
+      body: JSON.stringify({ object: "list", data: [{ name: "here", location: "local", tokens: 9, bytes: 4096,
+        created: 1760000000, storage: "f16", zstd: false }],
+        remote: [{ name: "far", location: "remote", bytes: 1 << 20, modified: "2026-01-01T00:00:00Z" }] }) }));
+    await page.route("**/v1/stats", route => route.fulfill({ status: 200, contentType: "application/json",
+      body: JSON.stringify(Object.assign({}, real, { transfer: { kind: "download", name: "far", done_bytes: 1 << 19, total_bytes: 1 << 20 } })) }));
+    await page.route("**/v1/context/download", async route => {
+      await sleep(1500);
+      await route.fulfill({ status: 200, contentType: "application/json",
+        body: JSON.stringify({ name: "far", bytes: 1 << 20, tokens: 9, ms: 1500 }) });
+    });
+    await page.click("#ctx-refresh");
+    await page.waitForSelector("#ctx-remote li[data-name='far'] button[data-action='download']");
+    const upload = await page.$("#ctx-list li[data-name='here'] button[data-action='upload']");
+    await page.click("#ctx-remote li[data-name='far'] button[data-action='download']");
+    await page.waitForFunction(() => /50 %/.test(document.getElementById("ctx-progress-text").textContent));
+    const progress = await page.textContent("#ctx-progress-text");
+    await page.screenshot({ path: `${shots}/context-transfer.png` });
+    await page.unroute("**/v1/stats");
+    await page.waitForFunction(() => /^download far: 1\.0 MiB/.test(document.getElementById("ctx-note").textContent));
+    await page.unroute("**/v1/context/download");
+    await page.unroute("**/v1/context");
+    check("store: upload and download buttons, transfer progress", upload !== null && await page.isVisible("#ctx-remote-box")
+      && progress === "download far: 512.0 KiB of 1.0 MiB (50 %)", progress);
+    await page.click("#ctx-refresh");
+    await page.waitForFunction(() => document.getElementById("ctx-remote-box").hidden);
+    check("no store: no upload button", await page.$("#ctx-list button[data-action='upload']") === null);
+  });
+
   check("no script errors or CSP violations", consoleErrors.length === 0, consoleErrors.join(" | "));
 
   // ---- the API key
