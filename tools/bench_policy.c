@@ -20,7 +20,9 @@
  *   mru        the most recently used slot (not pinned)
  *   cycle      lru-guard with mru in place of layer-lru: a slot unused for a whole cycle of layers
  *              goes first (least recent first); when there is none, the most recent one, so that
- *              a stable part of the cache survives the cycle instead of all of it churning */
+ *              a stable part of the cache survives the cycle instead of all of it churning
+ *   belady     the slot whose next lookup is farthest away (it knows the future: no cache can
+ *              miss less; the bound the others are measured against) */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -33,9 +35,11 @@
 #include "model.h"
 #include "rng.h"
 
-enum policy { POL_LRU, POL_LAYER_LRU, POL_LFU, POL_QUOTA, POL_GUARD, POL_MRU, POL_CYCLE, POL_COUNT };
+enum policy {
+    POL_LRU, POL_LAYER_LRU, POL_LFU, POL_QUOTA, POL_GUARD, POL_MRU, POL_CYCLE, POL_BELADY, POL_COUNT
+};
 static const char *const policy_names[POL_COUNT] = {"lru", "layer-lru", "lfu", "quota",
-                                                    "lru-guard", "mru", "cycle"};
+                                                    "lru-guard", "mru", "cycle", "belady"};
 
 /* One lookup: layer il wanted ids[0..n) (in the shared id pool at off). */
 struct lookup {
@@ -92,6 +96,9 @@ struct sim {
     int32_t *where;    /* [n_layer * n_expert] slot or -1 */
     int32_t *per_layer;/* [n_layer] slots held */
     uint64_t *layer_tick; /* [n_layer] tick when the layer's previous lookup began (lru-guard) */
+    uint64_t *next_use;   /* [n_slots] access index of the slot's key's next lookup (belady) */
+    const uint64_t *next_of; /* [accesses] next access index of the same key, or UINT64_MAX */
+    uint64_t access;      /* index of the access being served */
     uint64_t cycle_start; /* that tick for the lookup running now */
     uint64_t tick, lookups;
 };
@@ -128,6 +135,10 @@ static bool better_victim(const struct sim *s, int32_t a, int32_t b, int32_t il)
     }
     case POL_MRU:
         return s->used[a] > s->used[b];
+    case POL_BELADY:
+        if (s->next_use[a] != s->next_use[b])
+            return s->next_use[a] > s->next_use[b];
+        break;
     default:
         break;
     }
@@ -166,9 +177,25 @@ static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int3
     s.where = malloc(sizeof(*s.where) * (size_t)n_layer * (size_t)n_expert);
     s.per_layer = calloc((size_t)n_layer, sizeof(*s.per_layer));
     s.layer_tick = calloc((size_t)n_layer, sizeof(*s.layer_tick));
+    s.next_use = calloc((size_t)n_slots, sizeof(*s.next_use));
+    uint64_t *next_of = malloc(sizeof(*next_of) * (t->n_ids ? t->n_ids : 1));
+    uint64_t *last = malloc(sizeof(*last) * (size_t)n_layer * (size_t)n_expert);
+    s.next_of = next_of;
     int rc = -ENOMEM;
-    if (!s.key || !s.used || !s.pin || !s.freq || !s.where || !s.per_layer || !s.layer_tick)
+    if (!s.key || !s.used || !s.pin || !s.freq || !s.where || !s.per_layer || !s.layer_tick ||
+        !s.next_use || !next_of || !last)
         goto out;
+    for (int32_t i = 0; i < n_layer * n_expert; i++)
+        last[i] = UINT64_MAX;
+    for (size_t k = t->n_look; k-- > 0;) { /* the accesses in order are the trace's ids in order */
+        const struct lookup *l = &t->look[k];
+        for (int32_t j = l->n; j-- > 0;) {
+            size_t a = l->off + (size_t)j;
+            int32_t key = l->il * n_expert + t->ids[a];
+            next_of[a] = last[key];
+            last[key] = a;
+        }
+    }
     for (int32_t i = 0; i < n_slots; i++)
         s.key[i] = -1;
     for (int32_t i = 0; i < n_layer * n_expert; i++)
@@ -184,7 +211,8 @@ static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int3
             for (int32_t i = 0; i < n_slots; i++)
                 s.freq[i] >>= 1;
         for (int32_t j = 0; j < l->n; j++) {
-            int32_t key = l->il * n_expert + t->ids[l->off + (size_t)j];
+            s.access = l->off + (size_t)j;
+            int32_t key = l->il * n_expert + t->ids[s.access];
             int32_t slot = s.where[key];
             if (slot < 0) {
                 slot = sim_victim(&s, l->il, epoch);
@@ -203,6 +231,7 @@ static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int3
                 miss[l->decode]++;
             }
             s.used[slot] = ++s.tick;
+            s.next_use[slot] = s.next_of[s.access];
             s.pin[slot] = epoch;
             s.freq[slot]++;
         }
@@ -216,6 +245,9 @@ out:
     free(s.where);
     free(s.per_layer);
     free(s.layer_tick);
+    free(s.next_use);
+    free(next_of);
+    free(last);
     return rc;
 }
 
