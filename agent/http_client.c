@@ -1,5 +1,6 @@
 /* http_client.c - libcurl behind http_request(); see http_client.h. Bodies are capped (64 MiB)
  * because a server is untrusted. */
+#include "clock.h"
 #include "http_client.h"
 #include "err.h"
 
@@ -25,12 +26,6 @@ struct transfer {
     double last_data_s;   /* monotonic time of the last bytes (or the start) */
     bool idle_timed_out;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int http_global_init(void) {
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
@@ -67,7 +62,7 @@ static size_t on_write(char *data, size_t size, size_t nmemb, void *userp) {
     struct transfer *t = userp;
     size_t n = size * nmemb;
     long status = 0;
-    t->last_data_s = now_s();
+    t->last_data_s = clock_now_s();
     curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &status);
     if (t->on_chunk && status >= 200 && status < 300) {
         if (t->on_chunk(t->ctx, data, n) != 0) {
@@ -83,7 +78,7 @@ static int on_progress(void *userp, curl_off_t dlt, curl_off_t dln, curl_off_t u
                        curl_off_t uln) {
     (void)dlt, (void)dln, (void)ult, (void)uln;
     struct transfer *t = userp;
-    if (t->idle_limit_s > 0 && now_s() - t->last_data_s > t->idle_limit_s) {
+    if (t->idle_limit_s > 0 && clock_now_s() - t->last_data_s > t->idle_limit_s) {
         t->idle_timed_out = true;
         return 1;
     }
@@ -166,7 +161,7 @@ int http_request(const struct http_client *hc, const char *method, const char *u
         t.idle_limit_s = hc->timeout_s;
     else if (hc->timeout_s > 0)
         curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(hc->timeout_s * 1000));
-    t.last_data_s = now_s();
+    t.last_data_s = clock_now_s();
     if (hc->connect_timeout_s > 0)
         curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(hc->connect_timeout_s * 1000));
     if (body) {

@@ -1,6 +1,7 @@
 /* llm.c - see llm.h. A stream is accepted only when every data event is JSON (or [DONE]) and
  * [DONE] arrives; otherwise the caller hears "malformed stream" rather than half an answer
  * presented as whole. */
+#include "clock.h"
 #include "llm.h"
 #include "err.h"
 #include "sse.h"
@@ -10,12 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int llm_init(struct llm *l, const char *base, const char *model, const struct http_client *hc) {
     memset(l, 0, sizeof(*l));
@@ -200,7 +195,7 @@ static int stream_event(void *ctx, const char *data, size_t n) {
     const char *piece = json_string_value(json_object_get(delta, "content"));
     int rc = 0;
     if (piece && *piece) {
-        double t = now_s();
+        double t = clock_now_s();
         if (!s->n_pieces)
             s->t_first = t;
         s->t_last = t;
@@ -274,7 +269,7 @@ static int chat_parse_whole(const struct http_response *r, double t0, char **con
     if (rc == 0 && st) {
         json_t *u = json_object_get(root, "usage");
         memset(st, 0, sizeof(*st));
-        st->total_s = st->ttft_s = now_s() - t0;
+        st->total_s = st->ttft_s = clock_now_s() - t0;
         st->prompt_tokens = (long)json_integer_value(json_object_get(u, "prompt_tokens"));
         st->completion_tokens = (long)json_integer_value(json_object_get(u, "completion_tokens"));
         st->tok_per_s = st->completion_tokens / (st->total_s > 1e-6 ? st->total_s : 1e-6);
@@ -301,7 +296,7 @@ int llm_chat(struct llm *l, json_t *messages, const struct llm_opts *o, llm_toke
         err_set(err, err_len, "out of memory");
         goto out;
     }
-    s.t0 = now_s();
+    s.t0 = clock_now_s();
     rc = http_request(&l->http, "POST", url, text, o->stream ? stream_chunk : NULL, &s, &r, err,
                       err_len);
     if (rc == -ECANCELED && s.bad[0]) {
@@ -318,7 +313,7 @@ int llm_chat(struct llm *l, json_t *messages, const struct llm_opts *o, llm_toke
         rc = -EPROTO;
     }
     if (o->stream && st)
-        stream_stats(&s, now_s(), st);
+        stream_stats(&s, clock_now_s(), st);
     if (o->stream && content && (rc == 0 || rc == -ECANCELED || rc == -EPROTO)) {
         *content = s.text ? s.text : strdup("");
         s.text = NULL;

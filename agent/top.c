@@ -2,6 +2,7 @@
  * top-left corner (ESC [H), ends every line with the caller's eol (clear to end of line) and
  * clears below the last line (ESC [J), so nothing of a previous frame survives and nothing
  * flickers. The terminal is put in non-canonical, no-echo mode only while the view runs. */
+#include "clock.h"
 #include "top.h"
 #include "err.h"
 
@@ -17,12 +18,6 @@
 #define ESC_HOME "\x1b[H"
 #define ESC_CLEAR_LINE "\x1b[K"
 #define ESC_CLEAR_BELOW "\x1b[J"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- reading the stats object ------------------------------------------------------------- */
 
@@ -259,9 +254,9 @@ static void term_leave(struct term *t) {
 /* Waits up to s seconds for a key. Returns true when it was q or Q; false on timeout or when the
  * cancel flag rose. End of input stops the reading of keys (t->fd = -1), not the view. */
 static bool wait_quit(struct term *t, double s, volatile sig_atomic_t *cancel) {
-    double end = now_s() + s;
+    double end = clock_now_s() + s;
     for (;;) {
-        double left = end - now_s();
+        double left = end - clock_now_s();
         if (left <= 0 || (cancel && *cancel))
             return false;
         struct pollfd p = { .fd = t->fd, .events = POLLIN };
@@ -307,7 +302,7 @@ int top_run(const struct top_opts *o, char *err, size_t err_len) {
         rc = llm_json(o->llm, "GET", "/v1/stats", NULL, &s, ferr, sizeof(ferr));
         if (rc == -ECANCELED)
             break;
-        double t_now = now_s();
+        double t_now = clock_now_s();
         fputs(ESC_HOME, o->out);
         if (rc == 0) {
             struct top_rates r = prev ? top_rates_between(prev, s, t_now - t_prev)

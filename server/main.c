@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 
+#include "clock.h"
 #include "api.h"
 #include "engine.h"
 #include "expert_cache.h"
@@ -332,12 +333,6 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Reads the prompt text (from -p or -f) into a malloc'd buffer. */
 static char *prompt_text(const struct options *o, size_t *len) {
     if (o->prompt) {
@@ -567,7 +562,7 @@ static void print_decode_stats(const struct expert_cache_stats *a,
 static int run_generate(const struct options *o) {
     char err[512];
     int rc = 1;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     struct model *m = model_open(o->model, o->ram_budget > 0, err, sizeof(err));
     if (!m) {
         fprintf(stderr, "sniperd: %s\n", err);
@@ -616,18 +611,18 @@ static int run_generate(const struct options *o) {
     err[0] = '\0';
     if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
         goto fail;
-    double t_load = now_s() - t0;
+    double t_load = clock_now_s() - t0;
     if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {
         snprintf(err, sizeof(err), "cannot write \"%s\": %s", o->dump_logits, strerror(errno));
         goto fail;
     }
-    double t1 = now_s();
+    double t1 = clock_now_s();
     int erc = run_prefill(e, ids, n_prompt, V, dump, rows, n_batch, logits);
     if (erc < 0) {
         snprintf(err, sizeof(err), "prefill failed: %s", strerror(-erc));
         goto fail;
     }
-    double t_prefill = now_s() - t1;
+    double t_prefill = clock_now_s() - t1;
     for (size_t i = 0; i < n_prompt; i++)
         sampler_accept(s, ids[i]);
     struct tokenizer_stream st = {0};
@@ -635,7 +630,7 @@ static int run_generate(const struct options *o) {
     struct expert_cache_stats before = {0}, after = {0};
     if (cache)
         expert_cache_get_stats(cache, &before);
-    double t2 = now_s();
+    double t2 = clock_now_s();
     while (n_gen < (size_t)o->n_predict) {
         int32_t tok = sampler_sample(s, logits);
         sampler_accept(s, tok);
@@ -656,7 +651,7 @@ static int run_generate(const struct options *o) {
     fwrite(piece, 1, len, stdout);
     printf("\n");
     fflush(stdout);
-    double t_decode = now_s() - t2;
+    double t_decode = clock_now_s() - t2;
     fprintf(stderr,
             "timing: load %.2f s, prompt %zu tokens in %.3f s (%.2f tok/s), "
             "generated %zu tokens in %.3f s (%.2f tok/s), %d threads\n",

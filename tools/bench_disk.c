@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "expert_io.h"
 #include "units.h"
 
@@ -58,12 +59,6 @@ struct disk_worker {
     pthread_t tid;
 };
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static uint64_t xorshift64(uint64_t *s) {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -88,9 +83,9 @@ static void *disk_worker_main(void *arg) {
     }
     while (!atomic_load(&r->stop) && atomic_load(&r->err) == 0) {
         uint64_t off = (xorshift64(&w->seed) % r->n_offs) * DISK_ALIGN;
-        double t = now_s();
+        double t = clock_now_s();
         ssize_t got = pread(r->fd, buf, r->block_bytes, (off_t)off);
-        w->read_s += now_s() - t;
+        w->read_s += clock_now_s() - t;
         if (got != (ssize_t)r->block_bytes) {
             disk_run_fail(r, got < 0 ? errno : EIO); /* short read: the file shrank */
             break;
@@ -121,7 +116,7 @@ static double disk_measure(int fd, uint64_t file_bytes, const struct disk_opts *
         return -ENOMEM;
     if (!direct)
         posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    double t0 = now_s();
+    double t0 = clock_now_s();
     int n_started = 0;
     for (; n_started < depth; n_started++) {
         w[n_started].run = &r;
@@ -136,7 +131,7 @@ static double disk_measure(int fd, uint64_t file_bytes, const struct disk_opts *
     atomic_store(&r.stop, true);
     for (int i = 0; i < n_started; i++)
         pthread_join(w[i].tid, NULL);
-    double secs = now_s() - t0, read_s = 0, mbps;
+    double secs = clock_now_s() - t0, read_s = 0, mbps;
     uint64_t n_reads = 0;
     for (int i = 0; i < n_started; i++) {
         n_reads += w[i].n_reads;
@@ -180,7 +175,7 @@ static double disk_measure_uring(uint64_t file_bytes, const struct disk_opts *o,
     const uint64_t n_offs = (file_bytes - o->block_bytes) / DISK_ALIGN + 1;
     uint64_t seed = 0x2545F4914F6CDD1DULL ^ (uint64_t)depth, n_reads = 0, tag;
     int rc = 0, got;
-    double t0 = now_s(), secs = 0;
+    double t0 = clock_now_s(), secs = 0;
     for (int i = 0; i < depth && rc == 0; i++)
         rc = expert_io_submit(io, (uint64_t)i, buf + (size_t)i * o->block_bytes,
                               xorshift64(&seed) % n_offs * DISK_ALIGN, o->block_bytes,
@@ -191,7 +186,7 @@ static double disk_measure_uring(uint64_t file_bytes, const struct disk_opts *o,
             break;
         }
         n_reads++;
-        secs = now_s() - t0;
+        secs = clock_now_s() - t0;
         if (secs < o->secs)
             rc = expert_io_submit(io, tag, buf + tag * o->block_bytes,
                                   xorshift64(&seed) % n_offs * DISK_ALIGN, o->block_bytes,

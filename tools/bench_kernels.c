@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "clock.h"
 #include "quant.h"
 
 struct bench_opts {
@@ -27,12 +28,6 @@ struct bench_opts {
     int64_t big_mb; /* MiB of weights in the out-of-cache matrix */
     double secs;    /* minimum seconds per measurement */
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 88172645463325252ULL;
 
@@ -124,11 +119,11 @@ static void matvec_rows4(const struct quant_kernels *k, const uint8_t *m, size_t
 static double time_matvec_rows4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
                                 int64_t rows, int64_t cols, const void *act, float *out,
                                 double secs) {
-    double best = INFINITY, start = now_s();
-    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
-        double t0 = now_s();
+    double best = INFINITY, start = clock_now_s();
+    for (int pass = 0; pass < 3 || clock_now_s() - start < secs; pass++) {
+        double t0 = clock_now_s();
         matvec_rows4(k, m, row_bytes, rows, cols, act, out);
-        double dt = now_s() - t0;
+        double dt = clock_now_s() - t0;
         best = dt < best ? dt : best;
     }
     return best;
@@ -138,11 +133,11 @@ static double time_matvec_rows4(const struct quant_kernels *k, const uint8_t *m,
 static double time_matvec4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
                            int64_t rows, int64_t cols, const void *const act[4], float *out4,
                            double secs) {
-    double best = INFINITY, start = now_s();
-    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
-        double t0 = now_s();
+    double best = INFINITY, start = clock_now_s();
+    for (int pass = 0; pass < 3 || clock_now_s() - start < secs; pass++) {
+        double t0 = clock_now_s();
         matvec4(k, m, row_bytes, rows, cols, act, out4);
-        double dt = now_s() - t0;
+        double dt = clock_now_s() - t0;
         best = dt < best ? dt : best;
     }
     return best;
@@ -192,11 +187,11 @@ out:
 /* Best seconds per pass over at least secs of passes (at least 3). */
 static double time_matvec(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
                           int64_t rows, int64_t cols, const void *act, float *out, double secs) {
-    double best = INFINITY, start = now_s();
-    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
-        double t0 = now_s();
+    double best = INFINITY, start = clock_now_s();
+    for (int pass = 0; pass < 3 || clock_now_s() - start < secs; pass++) {
+        double t0 = clock_now_s();
         matvec(k, m, row_bytes, rows, cols, act, out);
-        double dt = now_s() - t0;
+        double dt = clock_now_s() - t0;
         best = dt < best ? dt : best;
     }
     return best;
@@ -206,14 +201,14 @@ static double time_matvec(const struct quant_kernels *k, const uint8_t *m, size_
 static volatile unsigned read_sink; /* keeps time_read's loads alive */
 
 static double time_read(const uint8_t *m, size_t bytes, double secs) {
-    double best = INFINITY, start = now_s();
-    for (int pass = 0; pass < 3 || now_s() - start < secs; pass++) {
-        double t0 = now_s();
+    double best = INFINITY, start = clock_now_s();
+    for (int pass = 0; pass < 3 || clock_now_s() - start < secs; pass++) {
+        double t0 = clock_now_s();
         unsigned acc = 0;
         for (size_t i = 0; i < bytes; i += 64)
             acc += *(const volatile uint8_t *)(m + i);
         read_sink += acc;
-        double dt = now_s() - t0;
+        double dt = clock_now_s() - t0;
         best = dt < best ? dt : best;
     }
     return best;

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "gguf_write.h"
 #include "quant.h"
 #include "rng.h"
@@ -1099,12 +1100,6 @@ static int write_tensor(struct gguf_writer *w, uint64_t seed, const struct mk_te
     return rc;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Declares everything, then writes the header and every tensor's data. */
 static int model_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
                        const struct mk_vocab *v, const char *tmpl) {
@@ -1117,7 +1112,7 @@ static int model_write(struct gguf_writer *w, const struct mk_opts *o, const str
         rc = -ENOMEM;
     rc = rc ? rc : gguf_writer_open(w, o->out);
     uint64_t total = gguf_writer_file_bytes(w), done = 0, next_report = 1ull << 30;
-    double t0 = now_s();
+    double t0 = clock_now_s();
     for (uint32_t i = 0; rc == 0 && i < m->n; i++) {
         uint64_t n_bytes = gguf_writer_tensor_bytes(w, i);
         rc = write_tensor(w, o->seed, &m->t[i], n_bytes, buf);
@@ -1129,7 +1124,7 @@ static int model_write(struct gguf_writer *w, const struct mk_opts *o, const str
         }
     }
     rc = rc ? rc : gguf_writer_finish(w);
-    double dt = now_s() - t0;
+    double dt = clock_now_s() - t0;
     if (rc == 0 && !o->quiet)
         fprintf(stderr, "sniper-mkmodel: wrote \"%s\": %u tensors, %u tokens, %llu bytes in %.2f s "
                 "(%.0f MB/s)\n", o->out, m->n, v->n_tokens, (unsigned long long)total, dt,

@@ -3,6 +3,7 @@
  * a slot is READY only after all three of its reads succeeded, and a failed one goes back to FREE
  * (its key forgotten); slots pinned by the current lookup (pin == epoch) and slots still being read
  * are never chosen as victims; the LRU list holds every slot, least recently used first. */
+#include "clock.h"
 #include "expert_cache.h"
 
 #include <errno.h>
@@ -49,12 +50,6 @@ struct expert_cache {
 
 static size_t align_up(size_t x, size_t a) {
     return (x + a - 1) & ~(a - 1);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int expert_cache_experts_per_layer(const struct model *m) {
@@ -219,10 +214,10 @@ static void ec_complete(struct expert_cache *c, uint64_t tag, int rc) {
 static int ec_reap(struct expert_cache *c, bool wait) {
     uint64_t tag;
     int rc;
-    double t0 = wait ? now_s() : 0.0;
+    double t0 = wait ? clock_now_s() : 0.0;
     int got = expert_io_reap(c->io, wait, &tag, &rc);
     if (wait)
-        c->stats.io_wait_s += now_s() - t0;
+        c->stats.io_wait_s += clock_now_s() - t0;
     if (got == 1)
         ec_complete(c, tag, rc);
     return got;

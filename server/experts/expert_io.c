@@ -2,6 +2,7 @@
  * Invariants: a request is in exactly one of: the free list, the backlog (submitted, not yet given
  * to the kernel or a worker), in flight, the done queue (finished, not reaped); `outstanding`
  * counts all but the free ones; only the submitting thread touches the free list and the ring. */
+#include "clock.h"
 #include "expert_io.h"
 
 #include <errno.h>
@@ -58,12 +59,6 @@ struct expert_io {
     pthread_cond_t work_cv, done_cv;
     bool stop;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int fifo_init(struct io_fifo *f, int cap) {
     f->ids = malloc(sizeof(*f->ids) * (size_t)cap);
@@ -273,7 +268,7 @@ int expert_io_outstanding(const struct expert_io *io) {
 }
 
 double expert_io_busy_s(const struct expert_io *io) {
-    return io->busy_s + (io->outstanding > 0 ? now_s() - io->busy_since : 0.0);
+    return io->busy_s + (io->outstanding > 0 ? clock_now_s() - io->busy_since : 0.0);
 }
 
 int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, uint64_t off, uint64_t len,
@@ -285,7 +280,7 @@ int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, uint64_t off
     io->free_head = r->next_free;
     *r = (struct io_req){.tag = tag, .dst = dst, .off = off, .len = len, .need = need};
     if (io->outstanding++ == 0)
-        io->busy_since = now_s();
+        io->busy_since = clock_now_s();
     bool fail = fault_hit(FAULT_READ);
     if (fail)
         r->rc = -EIO;
@@ -335,6 +330,6 @@ int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc) {
     r->next_free = io->free_head;
     io->free_head = id;
     if (--io->outstanding == 0)
-        io->busy_s += now_s() - io->busy_since;
+        io->busy_s += clock_now_s() - io->busy_since;
     return 1;
 }

@@ -15,15 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "api_internal.h"
 #include "ctxfile.h"
 #include "s3.h"
-
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 /* mkdir -p path (mode 0700 for what it creates). Returns 0 or -errno. */
 static int make_dirs(const char *path) {
@@ -244,9 +239,9 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
     c.ids = ids;
     c.n = n;
     c.meta = meta_text;
-    double t0 = now_ms();
+    double t0 = (1e3 * clock_now_s());
     rc = meta_text ? scheduler_call(a->sched, save_on_engine, &c) : -ENOMEM;
-    double ms = now_ms() - t0;
+    double ms = (1e3 * clock_now_s()) - t0;
     if (rc == -EBUSY)
         api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
     else if (rc < 0)
@@ -269,9 +264,9 @@ done:
 static void load_named(struct api *a, const char *name, const char *path,
                        struct http_response *out) {
     struct load_call c = {.a = a, .path = path};
-    double t0 = now_ms();
+    double t0 = (1e3 * clock_now_s());
     int rc = scheduler_call(a->sched, load_on_engine, &c);
-    double ms = now_ms() - t0;
+    double ms = (1e3 * clock_now_s()) - t0;
     if (rc == -EBUSY) {
         api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
     } else if (rc < 0) {
@@ -428,9 +423,9 @@ static void handle_upload(struct api *a, const struct http_request *hr, struct h
         goto done;
     snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
     struct s3_status st = {0};
-    double t0 = now_ms();
+    double t0 = (1e3 * clock_now_s());
     int rc = s3_put_file(&a->s3, key, path, &a->transfer, &st, err, sizeof(err));
-    double ms = now_ms() - t0;
+    double ms = (1e3 * clock_now_s()) - t0;
     uint64_t bytes = atomic_load(&a->transfer.done_bytes);
     transfer_end(a);
     if (rc < 0)
@@ -463,7 +458,7 @@ static void handle_download(struct api *a, const struct http_request *hr,
     snprintf(tmp, sizeof(tmp), "%s/.download-%s-%d", a->context_dir, name, (int)getpid());
     unlink(tmp);
     struct s3_status st = {0};
-    double t0 = now_ms();
+    double t0 = (1e3 * clock_now_s());
     int rc = s3_get_file(&a->s3, key, tmp, &a->transfer, &st, err, sizeof(err));
     uint64_t bytes = atomic_load(&a->transfer.done_bytes);
     transfer_end(a);
@@ -482,7 +477,7 @@ static void handle_download(struct api *a, const struct http_request *hr,
     if (json_is_true(load)) {
         load_named(a, name, path, out);
     } else {
-        double ms = now_ms() - t0;
+        double ms = (1e3 * clock_now_s()) - t0;
         api_reply_json(out, 200, dump(json_pack("{s:s, s:I, s:i, s:f}", "name", name,
                                                       "bytes", (json_int_t)bytes, "tokens",
                                                       (int)info.n_tokens, "ms", ms)));

@@ -2,6 +2,7 @@
  * Invariants: cache_ids[0..cache_n) are exactly the tokens in the engine's KV cache (engine_n_past
  * == cache_n); a job is referenced by its submitter until job_release and by the scheduler from
  * submit until its done callback returned; callbacks run on the engine thread only. */
+#include "clock.h"
 #include "scheduler.h"
 
 #include <errno.h>
@@ -48,12 +49,6 @@ struct scheduler {
     float *masked;      /* [n_vocab] logits with the tokens a constraint forbids at -inf */
     struct scheduler_stats stats;
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
@@ -224,7 +219,7 @@ static void run_job(struct scheduler *s, struct job *j) {
     struct job_summary sum = {.finish_reason = "error", .prompt_tokens = (int32_t)j->n};
     const int32_t n_ctx = engine_n_ctx(s->e);
     struct sampler *smp = NULL;
-    double t0 = now_s(), t1 = t0;
+    double t0 = clock_now_s(), t1 = t0;
     if (j->n == 0 || j->n + (size_t)j->p.max_tokens > (size_t)n_ctx) {
         sum.rc = -ENOSPC;
         goto done;
@@ -243,7 +238,7 @@ static void run_job(struct scheduler *s, struct job *j) {
         sum.rc = sum.rc == -ECANCELED ? 0 : sum.rc;
         goto done;
     }
-    t1 = now_s();
+    t1 = clock_now_s();
     smp = sampler_new(&j->p.sp, s->n_vocab);
     if (!smp) {
         sum.rc = -ENOMEM;
@@ -310,7 +305,7 @@ static void run_job(struct scheduler *s, struct job *j) {
         j->cb.text(j->ctx, hb.buf, hb.len, NULL);
 done:
     sampler_free(smp);
-    double t2 = now_s();
+    double t2 = clock_now_s();
     sum.prefill_ms = 1e3 * (t1 - t0);
     sum.decode_ms = 1e3 * (t2 - t1);
     pthread_mutex_lock(&s->mu);
