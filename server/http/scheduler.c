@@ -198,19 +198,31 @@ static int32_t json_mask(struct scheduler *s, const struct json_grammar *g) {
     return allowed;
 }
 
-/* Feeds ids[from..n) to the engine (after the cached prefix), a batch at a time so a cancel is
- * seen between batches. Returns 0, -ECANCELED or the engine's error. */
-static int prefill(struct scheduler *s, struct job *j, size_t from) {
+/* Makes the KV cache hold exactly ids[0..n): keeps the longest prefix it already holds (the
+ * prompt cache; its length goes to *cached) and feeds the rest a batch at a time, checking cancel
+ * (may be NULL) between batches. With logits, at least the last token is fed again so that
+ * s->logits holds its row. Returns 0, -ECANCELED or the engine's error. */
+static int feed_prefix(struct scheduler *s, const int32_t *ids, size_t n, bool logits,
+                       const atomic_bool *cancel, int32_t *cached) {
+    size_t p = 0;
+    while (p < (size_t)s->cache_n && p < n && s->cache_ids[p] == ids[p])
+        p++;
+    if (logits && p == n && p > 0)
+        p--;
+    engine_truncate(s->e, (int32_t)p);
+    s->cache_n = (int32_t)p;
+    if (cached)
+        *cached = (int32_t)p;
     const int32_t nb = engine_n_batch(s->e);
-    for (size_t i = from; i < j->n; i += (size_t)nb) {
-        if (atomic_load(&j->cancelled))
+    for (size_t i = p; i < n; i += (size_t)nb) {
+        if (cancel && atomic_load(cancel))
             return -ECANCELED;
-        int32_t n = j->n - i < (size_t)nb ? (int32_t)(j->n - i) : nb;
-        int rc = engine_eval(s->e, j->ids + i, n, s->logits, false);
+        int32_t k = n - i < (size_t)nb ? (int32_t)(n - i) : nb;
+        int rc = engine_eval(s->e, ids + i, k, logits ? s->logits : NULL, false);
         if (rc < 0)
             return rc;
-        memcpy(s->cache_ids + s->cache_n, j->ids + i, (size_t)n * sizeof(int32_t));
-        s->cache_n += n;
+        memcpy(s->cache_ids + s->cache_n, ids + i, (size_t)k * sizeof(int32_t));
+        s->cache_n += k;
     }
     return 0;
 }
@@ -224,16 +236,7 @@ static void run_job(struct scheduler *s, struct job *j) {
         sum.rc = -ENOSPC;
         goto done;
     }
-    /* the prompt cache: keep the longest common prefix, but evaluate at least one token */
-    size_t p = 0;
-    while (p < (size_t)s->cache_n && p < j->n && s->cache_ids[p] == j->ids[p])
-        p++;
-    if (p == j->n)
-        p--;
-    engine_truncate(s->e, (int32_t)p);
-    s->cache_n = (int32_t)p;
-    sum.cached_tokens = (int32_t)p;
-    if ((sum.rc = prefill(s, j, p)) < 0) {
+    if ((sum.rc = feed_prefix(s, j->ids, j->n, true, &j->cancelled, &sum.cached_tokens)) < 0) {
         sum.finish_reason = sum.rc == -ECANCELED ? "cancelled" : "error";
         sum.rc = sum.rc == -ECANCELED ? 0 : sum.rc;
         goto done;
@@ -478,23 +481,7 @@ struct engine *scheduler_engine(struct scheduler *s) {
 int scheduler_prefill(struct scheduler *s, const int32_t *ids, size_t n, int32_t *cached) {
     if (n > (size_t)engine_n_ctx(s->e))
         return -ENOSPC;
-    size_t p = 0;
-    while (p < (size_t)s->cache_n && p < n && s->cache_ids[p] == ids[p])
-        p++;
-    engine_truncate(s->e, (int32_t)p);
-    s->cache_n = (int32_t)p;
-    if (cached)
-        *cached = (int32_t)p;
-    const int32_t nb = engine_n_batch(s->e);
-    for (size_t i = p; i < n; i += (size_t)nb) {
-        int32_t k = n - i < (size_t)nb ? (int32_t)(n - i) : nb;
-        int rc = engine_eval(s->e, ids + i, k, NULL, false);
-        if (rc < 0)
-            return rc;
-        memcpy(s->cache_ids + s->cache_n, ids + i, (size_t)k * sizeof(int32_t));
-        s->cache_n += k;
-    }
-    return 0;
+    return feed_prefix(s, ids, n, false, NULL, cached);
 }
 
 void scheduler_set_cached(struct scheduler *s, const int32_t *ids, int32_t n) {
