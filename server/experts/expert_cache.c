@@ -228,15 +228,16 @@ static void ec_reap_finished(struct expert_cache *c) {
         ;
 }
 
-/* The least recently used slot that is neither pinned by the current lookup nor being read; waits
- * for reads when all such slots are busy. Returns -1 when every slot is pinned. */
-static int32_t ec_victim(struct expert_cache *c) {
+/* The least recently used slot that is neither pinned by the current lookup nor being read. With
+ * wait, waits for reads when all such slots are busy; without (a prefetch guess never waits), takes
+ * only what is free now. Returns -1 when there is none. */
+static int32_t ec_victim(struct expert_cache *c, bool wait) {
     const int32_t h = c->n_slots;
     for (;;) {
         for (int32_t s = c->slots[h].next; s != h; s = c->slots[s].next)
             if (c->slots[s].pin != c->epoch && c->slots[s].state != EC_READING)
                 return s;
-        if (expert_io_outstanding(c->io) == 0 || ec_reap(c, true) != 1)
+        if (!wait || expert_io_outstanding(c->io) == 0 || ec_reap(c, true) != 1)
             return -1;
     }
 }
@@ -254,13 +255,7 @@ static int ec_submit(struct expert_cache *c, uint64_t tag, uint8_t *dst, uint64_
 /* Claims a victim slot for expert e of layer il and submits its three reads. Returns the slot, or
  * -1 when no slot can be had. */
 static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch) {
-    int32_t s = prefetch ? -1 : ec_victim(c);
-    if (prefetch) { /* a guess never waits: only a slot that is free to take right now */
-        const int32_t h = c->n_slots;
-        for (int32_t t = c->slots[h].next; t != h && s < 0; t = c->slots[t].next)
-            if (c->slots[t].pin != c->epoch && c->slots[t].state != EC_READING)
-                s = t;
-    }
+    int32_t s = ec_victim(c, !prefetch);
     if (s < 0)
         return -1;
     struct ec_slot *x = &c->slots[s];
