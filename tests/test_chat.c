@@ -160,6 +160,33 @@ static void test_render_errors(void) {
 }
 
 /* Arguments that are an object (not a JSON string) are written as tojson writes them. */
+/* as_prefix: a conversation rendered as a prefix is the start of the rendering of the same
+ * messages with a user turn added (the request that continues a saved context), and differs from
+ * the rendering of the messages on their own (Qwen3's last assistant turn keeps its think block). */
+static void test_render_prefix(void) {
+    struct chat_message conv[] = {{.role = "system", .content = "Be brief."},
+                                  {.role = "user", .content = "Read this."},
+                                  {.role = "assistant", .content = "Read.",
+                                   .reasoning_content = "fine"},
+                                  {.role = "user", .content = "And now?"}};
+    for (int f = CHAT_CHATML; f <= CHAT_LLAMA3; f++) {
+        char err[256] = "";
+        struct chat_render_opts pre = {.enable_thinking = true, .as_prefix = true};
+        struct chat_render_opts full = {.add_generation_prompt = true, .enable_thinking = true};
+        char *p = chat_render((enum chat_family)f, conv, 3, &pre, err, sizeof(err));
+        char *q = chat_render((enum chat_family)f, conv, 4, &full, err, sizeof(err));
+        CHECK_MSG(p && q, "%s: %s", chat_family_name((enum chat_family)f), err);
+        if (p && q) {
+            CHECK_MSG(strncmp(p, q, strlen(p)) == 0, "%s: prefix \"%s\" does not start \"%s\"",
+                      chat_family_name((enum chat_family)f), p, q);
+            CHECK(strlen(p) > strlen("Read.") && strstr(p, "Read.") != NULL);
+            CHECK(strstr(p, "And now?") == NULL);
+        }
+        free(p);
+        free(q);
+    }
+}
+
 static void test_render_object_arguments(void) {
     struct chat_message m[] = {
         {.role = "user", .content = "q"},
@@ -309,6 +336,7 @@ static void test_stream_llama3(void) {
 }
 
 static const struct test_case cases[] = {
+    {"render_prefix", test_render_prefix},
     {"render_golden", test_render_golden},
     {"family_fixture", test_family_fixture},
     {"family_detect", test_family_detect},

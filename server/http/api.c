@@ -360,47 +360,17 @@ static void on_done(void *ctx, const struct job_summary *s) {
 }
 
 /* Renders and tokenizes the request's prompt. Returns the ids (malloc'd) or NULL with e set. */
-/* The chat's text for the engine. As a prefix (contexts), the conversation is rendered as the
- * start of its own continuation: with a user turn after it, cut where that turn begins, so that
- * the next request (the same messages and a new turn) starts with exactly these tokens (a
- * template may render the last assistant turn differently when it is not the last message). */
-static char *render_chat(struct api *a, const struct oai_request *rq, bool as_prefix, char *err,
-                         size_t err_len) {
-    bool no_tools = rq->tool_choice && strcmp(rq->tool_choice, "none") == 0;
-    struct chat_render_opts o = {.add_generation_prompt = !as_prefix,
-                                 .enable_thinking = rq->enable_thinking,
-                                 .tools_json = no_tools ? NULL : rq->tools_json};
-    if (!as_prefix)
-        return chat_render(a->family, rq->messages, rq->n_messages, &o, err, err_len);
-    static const char sentinel[] = "\x01sniper-context-end\x01";
-    struct chat_message *m = calloc(rq->n_messages + 1, sizeof(*m));
-    if (!m)
-        return NULL;
-    memcpy(m, rq->messages, rq->n_messages * sizeof(*m));
-    m[rq->n_messages] = (struct chat_message){.role = "user", .content = sentinel};
-    char *text = chat_render(a->family, m, rq->n_messages + 1, &o, err, err_len);
-    free(m);
-    const char *marker = a->family == CHAT_LLAMA3 ? "<|start_header_id|>" : "<|im_start|>";
-    char *end = text ? strstr(text, sentinel) : NULL;
-    char *cut = NULL;
-    for (char *p = text; end && (p = strstr(p, marker)) && p < end; p++)
-        cut = p;
-    if (text && !cut) {
-        snprintf(err, err_len, "the chat template does not start a message with %s", marker);
-        free(text);
-        return NULL;
-    }
-    if (cut)
-        *cut = '\0';
-    return text;
-}
-
 static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_prefix, size_t *n,
                            struct oai_error *e) {
     char err[256] = "";
     char *text = NULL;
     if (rq->chat) {
-        text = render_chat(a, rq, as_prefix, err, sizeof(err));
+        bool no_tools = rq->tool_choice && strcmp(rq->tool_choice, "none") == 0;
+        struct chat_render_opts o = {.add_generation_prompt = !as_prefix,
+                                     .enable_thinking = rq->enable_thinking,
+                                     .tools_json = no_tools ? NULL : rq->tools_json,
+                                     .as_prefix = as_prefix};
+        text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
         if (!text) {
             oai_fail(e, err[0] ? 400 : 500, err[0] ? "invalid_request_error" : "server_error",
                      "messages", "", "%s", err[0] ? err : "out of memory");

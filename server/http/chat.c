@@ -326,8 +326,48 @@ static int llama3_render(struct strbuf *b, const struct chat_message *msgs, size
  * chat_render
  * ------------------------------------------------------------------------------------------- */
 
+static char *render(enum chat_family f, const struct chat_message *msgs, size_t n,
+                    const struct chat_render_opts *opts, char *err, size_t err_len);
+
+/* as_prefix: render with a sentinel user turn after the messages and cut where that turn starts. */
+static char *render_prefix(enum chat_family f, const struct chat_message *msgs, size_t n,
+                           const struct chat_render_opts *opts, char *err, size_t err_len) {
+    static const char sentinel[] = "\x01sniper-continuation\x01";
+    struct chat_render_opts o = *opts;
+    o.as_prefix = false;
+    o.add_generation_prompt = false;
+    struct chat_message *m = calloc(n + 1, sizeof(*m));
+    if (!m) {
+        fail(err, err_len, "out of memory");
+        return NULL;
+    }
+    memcpy(m, msgs, n * sizeof(*m));
+    m[n] = (struct chat_message){.role = "user", .content = sentinel};
+    char *text = render(f, m, n + 1, &o, err, err_len);
+    free(m);
+    const char *marker = f == CHAT_LLAMA3 ? "<|start_header_id|>" : "<|im_start|>";
+    char *end = text ? strstr(text, sentinel) : NULL, *cut = NULL;
+    for (char *p = text; end && (p = strstr(p, marker)) && p < end; p++)
+        cut = p; /* the last message start before the sentinel: the sentinel turn's */
+    if (text && !cut) {
+        fail(err, err_len, "the template does not start a message with %s", marker);
+        free(text);
+        return NULL;
+    }
+    if (cut)
+        *cut = '\0';
+    return text;
+}
+
 char *chat_render(enum chat_family f, const struct chat_message *msgs, size_t n,
                   const struct chat_render_opts *opts, char *err, size_t err_len) {
+    if (opts && opts->as_prefix)
+        return render_prefix(f, msgs, n, opts, err, err_len);
+    return render(f, msgs, n, opts, err, err_len);
+}
+
+static char *render(enum chat_family f, const struct chat_message *msgs, size_t n,
+                    const struct chat_render_opts *opts, char *err, size_t err_len) {
     static const struct chat_render_opts defaults = {.add_generation_prompt = true,
                                                      .enable_thinking = true};
     struct strbuf b = {0};

@@ -37,6 +37,11 @@ struct chat_render_opts {
     bool add_generation_prompt; /* end with the assistant's header, ready for the reply */
     bool enable_thinking;       /* false: Qwen3's empty <think></think> block after the header */
     const char *tools_json;     /* JSON array of OpenAI tool definitions, or NULL */
+    bool as_prefix;             /* the messages as the start of their own continuation (a saved
+                                 * context): rendered as they are when a user turn follows them,
+                                 * cut where that turn begins (templates may render the last
+                                 * assistant turn differently when it is the last message); no
+                                 * generation prompt */
 };
 
 /* The family of a GGUF's tokenizer.chat_template (NULL or unknown: CHAT_CHATML). */
