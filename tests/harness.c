@@ -70,6 +70,14 @@ int test_make_model(char *path, size_t path_len, const char *name, const char *a
     return 0;
 }
 
+int test_write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t w = fwrite(p, 1, n, f);
+    return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
 void *test_read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f)

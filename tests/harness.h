@@ -45,6 +45,9 @@ int test_make_model(char *path, size_t path_len, const char *name, const char *a
 /* Reads a whole file into a malloc'd buffer (NUL-terminated; size in *n). NULL on error. */
 void *test_read_file(const char *path, size_t *n);
 
+/* Writes n bytes to path (created or truncated). Returns 0 or -1. */
+int test_write_file(const char *path, const void *p, size_t n);
+
 #define CHECK(cond) \
     do { if (!(cond)) test_fail(__FILE__, __LINE__, "CHECK(%s)", #cond); } while (0)
 #define CHECK_MSG(cond, ...) \

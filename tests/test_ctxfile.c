@@ -415,14 +415,6 @@ out:
 
 static void *file_of(const char *path, size_t *n) { return test_read_file(path, n); }
 
-static int write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(p, 1, n, f);
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
 /* Loads path into e; returns the error (0: loaded) and checks a failure empties nothing wrongly. */
 static int try_load(struct model *m, struct engine *e, const char *path, char *err, size_t len) {
     int32_t *got = NULL, n = 0;
@@ -458,7 +450,7 @@ static void check_truncated(bool zstd) {
     int tested = 0;
     for (size_t len = 0; len < n; len += len < 300 ? 1 : 97) {
         char err[512];
-        CHECK(write_file(tmp_path("trunc"), f, len) == 0);
+        CHECK(test_write_file(tmp_path("trunc"), f, len) == 0);
         int rc = try_load(m, e, tmp_path("trunc"), err, sizeof(err));
         CHECK_MSG(rc == CTXFILE_ECORRUPT, "truncated to %zu of %zu: rc %d (%s)", len, n, rc, err);
         tested++;
@@ -467,7 +459,7 @@ static void check_truncated(bool zstd) {
     memcpy(longer, f, n);
     longer[n] = 0;
     char err[512];
-    CHECK(write_file(tmp_path("trunc"), longer, n + 1) == 0);
+    CHECK(test_write_file(tmp_path("trunc"), longer, n + 1) == 0);
     CHECK(try_load(m, e, tmp_path("trunc"), err, sizeof(err)) == CTXFILE_ECORRUPT);
     free(longer);
     printf("truncated%s: %d lengths refused\n", zstd ? " (zstd)" : "", tested);
@@ -490,7 +482,7 @@ static void check_flipped(bool zstd) {
     for (size_t off = 0; off < n; off += off < 400 ? 1 : 53) {
         char err[512];
         f[off] ^= (uint8_t)(1u << (off % 8));
-        CHECK(write_file(tmp_path("flip"), f, n) == 0);
+        CHECK(test_write_file(tmp_path("flip"), f, n) == 0);
         f[off] ^= (uint8_t)(1u << (off % 8));
         int rc = try_load(m, e, tmp_path("flip"), err, sizeof(err));
         bool ok = rc == CTXFILE_ECORRUPT || (off >= 8 && off < 12 && rc == CTXFILE_EVERSION);
@@ -504,7 +496,7 @@ static void check_flipped(bool zstd) {
     }
     printf("flipped%s: %d offsets refused\n", zstd ? " (zstd)" : "", tested);
     char verr[512];
-    CHECK(write_file(tmp_path("flip"), f, n) == 0);
+    CHECK(test_write_file(tmp_path("flip"), f, n) == 0);
     CHECK_EQ_INT(ctxfile_verify(tmp_path("flip"), NULL, verr, sizeof(verr)), 0);
 out:
     engine_free(e);
@@ -530,12 +522,12 @@ static void test_wrong_version(void) {
         h = hash64_digest(&st);
         for (int i = 0; i < 8; i++)
             f[120 + i] = (uint8_t)(h >> (8 * i));
-        CHECK(write_file(tmp_path("ver"), f, n) == 0);
+        CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
         CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_EVERSION);
         CHECK_MSG(strstr(err, "version 2") != NULL, "%s", err);
         printf("wrong version: %s\n", err);
         memcpy(f, "GGUF", 4);
-        CHECK(write_file(tmp_path("ver"), f, n) == 0);
+        CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
         CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_ECORRUPT);
         CHECK(strstr(err, "not a context file") != NULL);
         CHECK_EQ_INT(try_load(m, e, tmp_path("absent"), err, sizeof(err)), -ENOENT);
@@ -620,7 +612,7 @@ static void test_fuzz(void) {
             }
         }
         char err[512];
-        CHECK(write_file(tmp_path("fuzz"), buf, len) == 0);
+        CHECK(test_write_file(tmp_path("fuzz"), buf, len) == 0);
         int rc = try_load(m, e, tmp_path("fuzz"), err, sizeof(err));
         struct ctxfile_info in;
         char *meta = NULL;

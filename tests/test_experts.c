@@ -222,10 +222,7 @@ out:
 static int copy_file(const char *from, const char *to) {
     size_t n;
     void *bytes = test_read_file(from, &n);
-    FILE *f = bytes ? fopen(to, "wb") : NULL;
-    int rc = f && fwrite(bytes, 1, n, f) == n ? 0 : -1;
-    if (f && fclose(f) != 0)
-        rc = -1;
+    int rc = bytes ? test_write_file(to, bytes, n) : -1;
     free(bytes);
     return rc;
 }

@@ -111,14 +111,6 @@ static struct s3_config live_config(void) {
     return c;
 }
 
-static int write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
-    size_t w = fwrite(p, 1, n, f);
-    return fclose(f) == 0 && w == n ? 0 : -1;
-}
-
 static void test_live_roundtrip(void) {
     struct s3_config c = live_config();
     char err[512], up[1024], down[1024];
@@ -128,7 +120,7 @@ static void test_live_roundtrip(void) {
         data[i] = (uint8_t)(i * 2654435761u >> 13);
     snprintf(up, sizeof(up), "%s/up.bin", test_tmpdir());
     snprintf(down, sizeof(down), "%s/down.bin", test_tmpdir());
-    CHECK(write_file(up, data, n) == 0);
+    CHECK(test_write_file(up, data, n) == 0);
     struct s3_progress p = {0};
     struct s3_status st;
     CHECK_MSG(s3_put_file(&c, "kv-cache/big one", up, &p, &st, err, sizeof(err)) == 0, "%s", err);
@@ -188,7 +180,7 @@ static void test_live_wrong_secret(void) {
     char err[512], up[1024];
     struct s3_status st;
     snprintf(up, sizeof(up), "%s/tiny.bin", test_tmpdir());
-    CHECK(write_file(up, "hello", 5) == 0);
+    CHECK(test_write_file(up, "hello", 5) == 0);
     struct s3_config bad = c;
     snprintf(bad.secret_key, sizeof(bad.secret_key), "not-the-secret");
     CHECK_EQ_INT(s3_put_file(&bad, "kv-cache/x", up, NULL, &st, err, sizeof(err)), -EACCES);
