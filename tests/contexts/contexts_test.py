@@ -17,17 +17,8 @@ import http_daemon  # noqa: E402  (the Daemon helper shared with http_test.py)
 
 BUILD, TMP = sys.argv[1], sys.argv[2]
 S3 = sys.argv[3:7] if len(sys.argv) >= 7 else None
-passed = failed = skipped = 0
-
-
-def check(name, cond, why=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok     {name}")
-    else:
-        failed += 1
-        print(f"FAIL   {name}: {why}")
+checks = http_daemon.Checks()
+check = checks.check
 
 
 ctxdir = os.path.join(TMP, "contexts")
@@ -107,8 +98,7 @@ check("upload without a store: 400", st == 400 and body["error"]["code"] == "no_
 d.stop()
 
 if S3 is None:
-    skipped += 1
-    print("SKIP: no local S3 store (moto_server): upload and download are NOT checked")
+    checks.skip("no local S3 store (moto_server): upload and download are NOT checked")
 else:
     endpoint, bucket, ak, sk = S3
     s3flags = ["--s3-endpoint", endpoint, "--s3-bucket", bucket, "--s3-access-key", ak,
@@ -145,5 +135,4 @@ else:
                                                       "AccessDenied")), f"{st} {body}")
     d.stop()
 
-print(f"{passed} passed, {failed} failed, {skipped} skipped")
-sys.exit(1 if failed else 0)
+sys.exit(checks.finish())

@@ -9,6 +9,30 @@ import subprocess
 import time
 
 
+class Checks:
+    """Counts checks and prints one line each, then the summary line tests/run.sh sums."""
+
+    def __init__(self):
+        self.passed = self.failed = self.skipped = 0
+
+    def check(self, name, cond, why=""):
+        if cond:
+            self.passed += 1
+            print(f"ok     {name}")
+        else:
+            self.failed += 1
+            print(f"FAIL   {name}: {why}")
+
+    def skip(self, why):
+        self.skipped += 1
+        print(f"SKIP: {why}")
+
+    def finish(self):
+        """Prints the summary and returns the exit status."""
+        print(f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped")
+        return 1 if self.failed else 0
+
+
 class Daemon:
     """sniperd serving a model on a free port; stderr kept in a file."""
 

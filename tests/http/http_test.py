@@ -19,21 +19,11 @@ import time
 
 BUILD, TMP = sys.argv[1], sys.argv[2]
 SNIPERD = os.path.join(BUILD, "sniperd")
-passed = failed = 0
-
-
-def check(name, cond, why=""):
-    global passed, failed
-    if cond:
-        passed += 1
-        print(f"ok     {name}")
-    else:
-        failed += 1
-        print(f"FAIL   {name}: {why}")
-
-
 sys.path.insert(0, os.path.dirname(__file__))
 import http_daemon  # noqa: E402
+
+checks = http_daemon.Checks()
+check = checks.check
 
 
 def Daemon(model, *args):
@@ -60,8 +50,7 @@ model = mkmodel("http.gguf", "--preset", "tiny", "--types", "q8_0", "--seed", "1
 d = Daemon(model)
 check("daemon starts and prints its port", d.port is not None, d.stop()[1] if not d.port else "")
 if d.port is None:
-    print(f"{passed} passed, {failed} failed, 0 skipped")
-    sys.exit(1)
+    sys.exit(checks.finish())
 
 # ---- routes and shapes
 st, body, ctype = d.request("GET", "/health")
@@ -414,5 +403,4 @@ for t in threads:
 check("a full queue answers 503", 503 in statuses and 200 in statuses, f"{statuses}")
 d.stop()
 
-print(f"{passed} passed, {failed} failed, 0 skipped")
-sys.exit(1 if failed else 0)
+sys.exit(checks.finish())
