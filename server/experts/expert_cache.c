@@ -350,15 +350,6 @@ int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool
     return 1;
 }
 
-int expert_cache_fetch(struct expert_cache *c, int il, const int32_t *ids, int n,
-                       const uint8_t *mats[][3]) {
-    int rc = expert_cache_begin(c, il, ids, n);
-    for (int i = 0; rc == 0 && i < n; i++)
-        if ((rc = expert_cache_get(c, i, mats[i], true)) == 1)
-            rc = 0;
-    return rc;
-}
-
 int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n) {
     if (il < 0 || il >= c->n_layer)
         return 0;

@@ -70,10 +70,6 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
  * shrank). A failed read leaves no slot claiming the expert. */
 int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait);
 
-/* begin, then get(wait) of every id into mats[i]. Returns 0 or the first error. */
-int expert_cache_fetch(struct expert_cache *c, int il, const int32_t *ids, int n,
-                       const uint8_t *mats[][3]);
-
 /* Best effort: starts reading those of ids[0..n) of layer il that are neither resident nor on their
  * way, into slots not pinned by the current lookup. Returns how many reads it started. */
 int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n);

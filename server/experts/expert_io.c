@@ -259,10 +259,6 @@ const char *expert_io_backend(const struct expert_io *io) {
     return io->kind == EXPERT_IO_URING ? "io_uring" : "threads";
 }
 
-bool expert_io_direct(const struct expert_io *io) {
-    return io->direct;
-}
-
 int expert_io_outstanding(const struct expert_io *io) {
     return io->outstanding;
 }

@@ -35,9 +35,8 @@ struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int 
 /* Waits for every read in flight, then closes. Accepts NULL. */
 void expert_io_free(struct expert_io *io);
 
-/* The backend in use ("io_uring" or "threads") and whether reads bypass the page cache. */
+/* The backend in use: "io_uring" or "threads". */
 const char *expert_io_backend(const struct expert_io *io);
-bool expert_io_direct(const struct expert_io *io);
 
 /* Queues a read of [off, off + len) into dst; tag comes back from expert_io_reap. Reads not yet
  * started go urgent ones first (someone waits for them), the others (guesses) after. Returns 0, or
