@@ -765,22 +765,32 @@ static bool is_loopback(const char *host) {
 struct load_watch {
     struct model_progress progress;
     struct api *api;
-    atomic_bool stop;
+    pthread_mutex_t mu; /* guards stop */
+    pthread_cond_t cv;  /* signalled when the load ends: the watcher stops at once */
+    bool stop;
 };
 
 static void *load_watcher(void *arg) {
     struct load_watch *w = arg;
     const bool tty = isatty(STDERR_FILENO);
-    while (!atomic_load(&w->stop)) {
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
         uint64_t done = atomic_load(&w->progress.done), total = atomic_load(&w->progress.total);
         double f = total ? (double)done / (double)total : 0.0;
         api_set_progress(w->api, 0.9 * f); /* the rest: tokenizer, engine, cache */
         if (tty && total)
             fprintf(stderr, "\rsniperd: loading %3.0f%% (%llu of %llu MiB)", 100.0 * f,
                     (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
-        struct timespec ts = {0, 200 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 200 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cv, &w->mu, &until);
     }
+    pthread_mutex_unlock(&w->mu);
     if (tty)
         fprintf(stderr, "\r\033[K");
     return NULL;
@@ -819,14 +829,20 @@ static int run_daemon(const struct options *o) {
             o->host, v6 ? "]" : "", http_server_port(srv), o->model);
     int rc = 1;
     struct load_watch watch = {.api = api};
-    atomic_init(&watch.stop, false);
+    pthread_mutex_init(&watch.mu, NULL);
+    pthread_cond_init(&watch.cv, NULL);
     pthread_t watcher;
     bool watching = pthread_create(&watcher, NULL, load_watcher, &watch) == 0;
     struct model *m = model_open_progress(o->model, o->ram_budget > 0, &watch.progress, err,
                                           sizeof(err));
-    atomic_store(&watch.stop, true);
+    pthread_mutex_lock(&watch.mu);
+    watch.stop = true;
+    pthread_cond_signal(&watch.cv);
+    pthread_mutex_unlock(&watch.mu);
     if (watching)
         pthread_join(watcher, NULL);
+    pthread_mutex_destroy(&watch.mu);
+    pthread_cond_destroy(&watch.cv);
     struct tokenizer *tk = NULL;
     struct engine *e = NULL;
     struct expert_cache *cache = NULL;
