@@ -781,13 +781,7 @@ static void *load_watcher(void *arg) {
         if (tty && total)
             fprintf(stderr, "\rsniperd: loading %3.0f%% (%llu of %llu MiB)", 100.0 * f,
                     (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 200 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = clock_deadline_ms(200);
         pthread_cond_timedwait(&w->cv, &w->mu, &until);
     }
     pthread_mutex_unlock(&w->mu);

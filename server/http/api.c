@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "api_internal.h"
+#include "clock.h"
 #include "chat.h"
 #include "openai.h"
 #include "procstat.h"
@@ -519,13 +520,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     /* wait for the job; a client that hangs up meanwhile cancels it (checked every 100 ms) */
     pthread_mutex_lock(&c->mu);
     while (!c->done) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_nsec += 100 * 1000 * 1000;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = clock_deadline_ms(100);
         if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
             job_cancel(c->job);
     }
