@@ -158,20 +158,18 @@ static void token_logprobs(const float *logits, int32_t n_vocab, int n_top, stru
         sum += exp((double)(logits[i] - mx));
     const float lse = mx + (float)log(sum);
     t->logprob = logits[t->id] - lse;
+    /* the n_top best in one pass: an insertion into a short sorted list (ties: lower id first) */
     t->n_top = 0;
-    for (int k = 0; k < n_top; k++) { /* n_top <= 20: repeated scans */
-        int32_t best = -1;
-        for (int32_t i = 0; i < n_vocab; i++) {
-            bool taken = false;
-            for (int q = 0; q < k; q++)
-                taken |= t->top_id[q] == i;
-            if (!taken && (best < 0 || logits[i] > logits[best]))
-                best = i;
-        }
-        t->top_id[k] = best;
-        t->top_logprob[k] = logits[best] - lse;
-        t->n_top++;
+    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
+        if (t->n_top == n_top && logits[i] <= logits[t->top_id[n_top - 1]])
+            continue;
+        int k = t->n_top < n_top ? t->n_top++ : n_top - 1;
+        for (; k > 0 && logits[t->top_id[k - 1]] < logits[i]; k--)
+            t->top_id[k] = t->top_id[k - 1];
+        t->top_id[k] = i;
     }
+    for (int k = 0; k < t->n_top; k++)
+        t->top_logprob[k] = logits[t->top_id[k]] - lse;
 }
 
 /* Copies the logits into s->masked with every token that would break the JSON object g has read
