@@ -541,18 +541,17 @@ static int engine_ffn_dense(struct engine *e, int il, int32_t n_tok) {
     return 0;
 }
 
-/* Top k of n logits into sel (best first; ties to the lower index, as the routing does). */
+/* Top k of n logits into sel, best first; ties go to the lower index (as ggml's top-k). One pass,
+ * inserting into the short sorted list. */
 static void engine_top_k(const float *p, int32_t n, int32_t k, int32_t *sel) {
-    for (int32_t i = 0; i < k; i++) { /* k is small: selection by repeated scans */
-        int32_t best = -1;
-        for (int32_t x = 0; x < n; x++) {
-            bool taken = false;
-            for (int32_t j = 0; j < i; j++)
-                taken |= sel[j] == x;
-            if (!taken && (best < 0 || p[x] > p[best]))
-                best = x;
-        }
-        sel[i] = best;
+    int32_t m = 0;
+    for (int32_t x = 0; x < n; x++) {
+        if (m == k && p[x] <= p[sel[k - 1]])
+            continue;
+        int32_t i = m < k ? m++ : k - 1;
+        for (; i > 0 && p[sel[i - 1]] < p[x]; i--)
+            sel[i] = sel[i - 1];
+        sel[i] = x;
     }
 }
 
