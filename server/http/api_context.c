@@ -89,14 +89,22 @@ static const char *context_name(struct api *a, const json_t *o, char *path, size
     return name;
 }
 
-/* An error of ctxfile_* or s3_* as an HTTP reply. */
+/* An error of ctxfile_* or of the file system as an HTTP reply. */
 static void reply_ctx_error(struct http_response *out, int rc, const char *msg) {
-    int status = rc == CTXFILE_EMODEL ? 409 : rc == -ENOENT ? 404 : rc == CTXFILE_ECORRUPT ||
-                 rc == CTXFILE_EVERSION || rc == CTXFILE_ESHAPE ? 422 : rc == -ENOSPC ? 507 : 500;
-    const char *code = rc == CTXFILE_EMODEL ? "model_mismatch" : rc == -ENOENT ? "not_found" :
-                       rc == CTXFILE_ECORRUPT ? "corrupt_context" : rc == CTXFILE_EVERSION ?
-                       "unsupported_version" : rc == CTXFILE_ESHAPE ? "context_too_large" :
-                       rc == -ENOSPC ? "disk_full" : "server_error";
+    static const struct {
+        int rc, status;
+        const char *code;
+    } map[] = {{CTXFILE_EMODEL, 409, "model_mismatch"},     {-ENOENT, 404, "not_found"},
+               {CTXFILE_ECORRUPT, 422, "corrupt_context"},  {CTXFILE_EVERSION, 422,
+                                                             "unsupported_version"},
+               {CTXFILE_ESHAPE, 422, "context_too_large"}, {-ENOSPC, 507, "disk_full"}};
+    int status = 500;
+    const char *code = "server_error";
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (map[i].rc == rc) {
+            status = map[i].status;
+            code = map[i].code;
+        }
     api_reply_fail(out, status, status == 500 ? "server_error" : "invalid_request_error", "name",
                    code, msg);
 }
