@@ -1,6 +1,8 @@
 /* threadpool.c - parallel-for over persistent workers. A run is published by bumping `generation`;
- * workers spin on it for a while (cheap wake-up in the token loop), then sleep on `wake`. The caller
+ * workers spin on it for THREADPOOL_SPIN_S (cheap wake-up in the token loop, and across the waits
+ * for expert reads between runs), then sleep on `wake`. The caller
  * works too and waits until `n_active` drops to zero, so a run never returns with a task pending. */
+#include "clock.h"
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -9,7 +11,10 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#define THREADPOOL_SPIN 200000 /* polls before a worker sleeps */
+/* Seconds a worker polls before it sleeps. Longer than any wait between two runs of a token (an
+ * expert read under a small budget takes up to tens of ms): in a VM a vCPU that slept resumes slowly
+ * (measured: expert compute 3.7x slower right after a 13 ms sleep; docs/benchmarks.md). */
+#define THREADPOOL_SPIN_S 0.1
 
 struct threadpool {
     int n_threads;
@@ -20,7 +25,6 @@ struct threadpool {
     atomic_int n_active;             /* workers still inside the current run */
     atomic_int_fast64_t next_task;
     atomic_bool stop;
-    atomic_int spin; /* polls before a worker sleeps (THREADPOOL_SPIN unless set) */
     int64_t n_tasks; /* of the current run */
     threadpool_fn fn;
     void *ctx;
@@ -48,12 +52,14 @@ static void threadpool_work(struct threadpool *tp, int thread) {
 
 /* Waits for a generation other than seen (or stop); returns false on stop. */
 static bool threadpool_wait_run(struct threadpool *tp, uint64_t seen) {
-    const int spin = atomic_load_explicit(&tp->spin, memory_order_relaxed);
-    for (int i = 0; i < spin; i++) {
+    const double until = clock_now_s() + THREADPOOL_SPIN_S;
+    for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&tp->generation, memory_order_acquire) != seen)
             return true;
         if (atomic_load_explicit(&tp->stop, memory_order_relaxed))
             return false;
+        if (i % 256 == 0 && clock_now_s() > until)
+            break;
         cpu_relax();
     }
     pthread_mutex_lock(&tp->lock);
@@ -86,7 +92,6 @@ struct threadpool *threadpool_new(int n_threads) {
     if (!tp)
         return NULL;
     tp->n_threads = n_threads;
-    tp->spin = THREADPOOL_SPIN;
     pthread_mutex_init(&tp->lock, NULL);
     pthread_cond_init(&tp->wake, NULL);
     tp->threads = calloc((size_t)n_threads, sizeof(*tp->threads));
@@ -128,10 +133,6 @@ void threadpool_free(struct threadpool *tp) {
     pthread_mutex_destroy(&tp->lock);
     free(tp->threads);
     free(tp);
-}
-
-void threadpool_set_spin(struct threadpool *tp, int polls) {
-    atomic_store(&tp->spin, polls > 0 ? polls : 0);
 }
 
 int threadpool_n_threads(const struct threadpool *tp) {

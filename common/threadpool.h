@@ -5,8 +5,8 @@
  *     threadpool_free(tp);
  *
  * Tasks are handed out one at a time from an atomic counter, so uneven tasks balance themselves.
- * Workers spin briefly between runs (the token loop dispatches thousands of small runs a second)
- * and then sleep on a condition variable. threadpool_run allocates nothing. */
+ * Workers spin for a tenth of a second between runs (the token loop dispatches thousands of small
+ * runs a second, between waits for expert reads) and then sleep on a condition variable. threadpool_run allocates nothing. */
 #ifndef SNIPER_THREADPOOL_H
 #define SNIPER_THREADPOOL_H
 
@@ -25,10 +25,6 @@ struct threadpool *threadpool_new(int n_threads);
 void threadpool_free(struct threadpool *tp);
 
 int threadpool_n_threads(const struct threadpool *tp);
-
-/* How long idle workers poll before they sleep; 0 for pools whose tasks block (I/O), so that
- * waiting workers never take a core from the compute threads. Call before the first run. */
-void threadpool_set_spin(struct threadpool *tp, int polls);
 
 /* Runs fn for every task in [0, n_tasks) across the pool, the caller taking part, and returns when
  * all are done. Not reentrant: one run at a time, from one thread. */

@@ -702,18 +702,19 @@ static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
         su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
         au = e->act[1];
     }
-    /* pass 0: what is resident now; pass 1: the rest, waiting for each */
+    /* what is resident now first, then each of the rest as soon as it arrives: the experts' rows
+     * of ffn_d are independent, so the grouping does not change a bit of the result */
     int32_t *todo = e->guess_n, n_todo = n; /* guess_n is free again once prefetch ran */
     for (int32_t i = 0; i < n; i++)
         todo[i] = i;
-    for (int pass = 0; pass < 2 && n_todo > 0; pass++) {
+    while (n_todo > 0) {
         int32_t *ready = e->guess_ids, n_ready = 0, n_left = 0;
         for (int32_t j = 0; j < n_todo; j++) {
             int32_t i = todo[j], x = e->fetch_ids[i];
             const uint8_t **mat = e->exp_mat + (size_t)x * 3;
             int rc = 1;
             if (e->experts) {
-                rc = expert_cache_get(e->experts, i, mat, pass == 1);
+                rc = expert_cache_get(e->experts, i, mat, false);
             } else {
                 const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
                 for (int m = 0; m < 3; m++)
@@ -729,6 +730,8 @@ static int engine_ffn_moe(struct engine *e, int il, int32_t n_tok) {
         n_todo = n_left;
         if (n_ready > 0)
             engine_experts_run(e, il, ready, n_ready, sg, au, su);
+        else if (!expert_cache_wait(e->experts))
+            return -EIO; /* an expert still reading with no read in flight: cannot happen */
     }
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
     for (int32_t t = 0; t < n_tok; t++) {

@@ -350,6 +350,10 @@ int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool
     return 1;
 }
 
+int expert_cache_wait(struct expert_cache *c) {
+    return expert_io_outstanding(c->io) > 0 && ec_reap(c, true) == 1;
+}
+
 int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n) {
     if (il < 0 || il >= c->n_layer)
         return 0;

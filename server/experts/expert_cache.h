@@ -70,6 +70,10 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
  * shrank). A failed read leaves no slot claiming the expert. */
 int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait);
 
+/* Blocks until one read in flight finishes (its expert is then READY, or failed: get says which).
+ * Returns 1, or 0 when no read is in flight. Lets a caller compute each expert as it arrives. */
+int expert_cache_wait(struct expert_cache *c);
+
 /* Best effort: starts reading those of ids[0..n) of layer il that are neither resident nor on their
  * way, into slots not pinned by the current lookup. Returns how many reads it started. */
 int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, int n);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +17,12 @@
 
 #include "err.h"
 #include "fault.h"
+
+/* Seconds a waiting reap polls for a completion before it sleeps. A read takes up to tens of ms;
+ * in a VM a vCPU that slept in the wait resumes slowly and computes slower for a while (measured:
+ * the next layer's experts 3.7x slower after a 13 ms sleep; docs/benchmarks.md), and a polling one
+ * also sees its completion sooner. */
+#define EXPERT_IO_POLL_S 0.1
 
 struct io_req {
     uint64_t tag;
@@ -45,6 +52,7 @@ struct expert_io {
     struct io_fifo backlog; /* submitted, not yet started: urgent reads */
     struct io_fifo later;   /* submitted, not yet started: reads that wait for urgent ones */
     struct io_fifo done;    /* finished, not yet reaped (threads; injected faults) */
+    atomic_int n_done;      /* done.n as workers last left it, for polling without the lock */
 
     /* io_uring */
     struct io_uring ring;
@@ -115,6 +123,7 @@ static void *io_worker(void *arg) {
         }
         pthread_mutex_lock(&io->mu);
         fifo_push(&io->done, id);
+        atomic_store_explicit(&io->n_done, io->done.n, memory_order_release);
         pthread_cond_signal(&io->done_cv);
     }
     pthread_mutex_unlock(&io->mu);
@@ -159,11 +168,27 @@ static void ring_fill(struct expert_io *io) {
     }
 }
 
-/* Takes one completion from the ring (waiting for one when wait); returns the finished request or
- * -1 (nothing finished yet, or a read went back to the ring for its rest). */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Takes one completion from the ring (waiting for one when wait: polling EXPERT_IO_POLL_S, then
+ * sleeping); returns the finished request or -1 (nothing finished yet, or a read went back to the
+ * ring for its rest). */
 static int32_t ring_take(struct expert_io *io, bool wait) {
     struct io_uring_cqe *cqe = NULL;
-    int rc = wait ? io_uring_wait_cqe(&io->ring, &cqe) : io_uring_peek_cqe(&io->ring, &cqe);
+    int rc = io_uring_peek_cqe(&io->ring, &cqe);
+    if (wait && (rc < 0 || !cqe)) {
+        const double until = clock_now_s() + EXPERT_IO_POLL_S;
+        for (unsigned i = 1; (rc < 0 || !cqe) && (i % 256 != 0 || clock_now_s() < until); i++) {
+            cpu_relax();
+            rc = io_uring_peek_cqe(&io->ring, &cqe);
+        }
+        if (rc < 0 || !cqe)
+            rc = io_uring_wait_cqe(&io->ring, &cqe);
+    }
     if (rc < 0 || !cqe)
         return -1;
     int32_t id = (int32_t)(uintptr_t)io_uring_cqe_get_data(cqe);
@@ -291,6 +316,7 @@ int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, uint64_t off
     }
     pthread_mutex_lock(&io->mu);
     fifo_push(fail ? &io->done : urgent ? &io->backlog : &io->later, id);
+    atomic_store_explicit(&io->n_done, io->done.n, memory_order_release);
     pthread_cond_signal(fail ? &io->done_cv : &io->work_cv);
     pthread_mutex_unlock(&io->mu);
     return 0;
@@ -311,11 +337,17 @@ int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc) {
                 break;
         }
     } else {
+        const double until = wait ? clock_now_s() + EXPERT_IO_POLL_S : 0.0;
+        for (unsigned i = 1; wait && atomic_load_explicit(&io->n_done, memory_order_acquire) == 0 &&
+                             (i % 256 != 0 || clock_now_s() < until);
+             i++)
+            cpu_relax();
         pthread_mutex_lock(&io->mu);
         while (wait && io->done.n == 0)
             pthread_cond_wait(&io->done_cv, &io->mu);
         if (io->done.n > 0)
             id = fifo_pop(&io->done);
+        atomic_store_explicit(&io->n_done, io->done.n, memory_order_relaxed);
         pthread_mutex_unlock(&io->mu);
     }
     if (id < 0)
