@@ -31,6 +31,16 @@ static const char *dense_model(void) {
     return path[0] ? path : NULL;
 }
 
+/* Twice the tiny preset's layers: one token's lookups (8 layers x 4) outnumber the smallest cache
+ * (one layer's 16 experts), the case of a 2 GiB budget on the 30B model. */
+static const char *deep_moe_model(void) {
+    static char path[1024];
+    if (!path[0] && test_make_model(path, sizeof(path), "experts-deep.gguf",
+                                    "--preset tiny --n-layer 8 --types q4_k_m --seed 23") < 0)
+        path[0] = '\0';
+    return path[0] ? path : NULL;
+}
+
 enum { N_PROMPT = 40, N_GEN = 8 };
 
 /* Prompt logits (all rows) then N_GEN greedy decode steps' logits, into out. */
@@ -186,6 +196,28 @@ out:
     pair_close(&p);
 }
 
+/* A cache smaller than one token's lookups: LRU would evict each expert before its next use and
+ * hit nothing (every key comes back only after all the other layers' lookups, more keys than the
+ * cache holds); the cache keeps part of itself across the cycle instead, and stays exact. */
+static void test_small_cache_hits(void) {
+    struct pair p;
+    if (!pair_open_path(&p, deep_moe_model()))
+        goto out;
+    const int32_t per_token = p.disk->hp.n_layer * p.disk->hp.n_expert_used;
+    const size_t slot = expert_cache_slot_bytes(p.disk), ne = (size_t)p.disk->hp.n_expert;
+    CHECK((int32_t)ne + 4 < per_token);
+    for (int io = 0; io < 2; io++)
+        for (int pf = 0; pf < 2; pf++) {
+            struct expert_cache_stats st;
+            check_exact(&p, slot * (ne + 4), io ? EXPERT_IO_THREADS : EXPERT_IO_URING, pf, &st);
+            CHECK(st.n_slots < per_token);
+            CHECK_MSG(st.hits > st.prefetch_used, "hits %llu, prefetched %llu",
+                      (unsigned long long)st.hits, (unsigned long long)st.prefetch_used);
+        }
+out:
+    pair_close(&p);
+}
+
 /* A failed read fails the step with -EIO and leaves nothing cached that was not read. */
 static void test_read_fault(void) {
     struct pair p;
@@ -328,6 +360,7 @@ static void test_too_small(void) {
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
+    {"small_cache_hits", test_small_cache_hits},
     {"read_fault", test_read_fault},
     {"file_shrinks", test_file_shrinks},
     {"lossy_flags", test_lossy_flags},
