@@ -198,7 +198,7 @@ out:
 
 /* A cache smaller than one token's lookups: LRU would evict each expert before its next use and
  * hit nothing (every key comes back only after all the other layers' lookups, more keys than the
- * cache holds); the cache keeps part of itself across the cycle instead, and stays exact. */
+ * cache holds); the cache's LIRS keeps the keys with short reuse distances, and stays exact. */
 static void test_small_cache_hits(void) {
     struct pair p;
     if (!pair_open_path(&p, deep_moe_model()))

@@ -21,6 +21,10 @@
  *   cycle      lru-guard with mru in place of layer-lru: a slot unused for a whole cycle of layers
  *              goes first (least recent first); when there is none, the most recent one, so that
  *              a stable part of the cache survives the cycle instead of all of it churning
+ *   lirs       LIRS (Jiang and Zhang, 2002) with a last-lookup tick per key in place of its recency
+ *              stack: keys whose reuse distance beats the least recent LIR key's join the LIR set
+ *              (kept), the rest queue as HIR (evicted first); 5% of the slots, and at least one
+ *              decode lookup's worth, for the queue; expert_cache uses it below one token's lookups
  *   belady     the slot whose next lookup is farthest away (it knows the future: no cache can
  *              miss less; the bound the others are measured against) */
 #include <errno.h>
@@ -36,10 +40,11 @@
 #include "rng.h"
 
 enum policy {
-    POL_LRU, POL_LAYER_LRU, POL_LFU, POL_QUOTA, POL_GUARD, POL_MRU, POL_CYCLE, POL_BELADY, POL_COUNT
+    POL_LRU, POL_LAYER_LRU, POL_LFU, POL_QUOTA, POL_GUARD, POL_MRU, POL_CYCLE, POL_LIRS, POL_BELADY,
+    POL_COUNT
 };
 static const char *const policy_names[POL_COUNT] = {"lru", "layer-lru", "lfu", "quota",
-                                                    "lru-guard", "mru", "cycle", "belady"};
+                                                    "lru-guard", "mru", "cycle", "lirs", "belady"};
 
 /* One lookup: layer il wanted ids[0..n) (in the shared id pool at off). */
 struct lookup {
@@ -101,6 +106,11 @@ struct sim {
     uint64_t access;      /* index of the access being served */
     uint64_t cycle_start; /* that tick for the lookup running now */
     uint64_t tick, lookups;
+    /* lirs: per key, not per slot (a key keeps its history while not resident) */
+    uint64_t *klast;  /* [keys] tick of the key's last lookup, 0: never */
+    uint64_t *kq;     /* [keys] when a resident HIR key last entered the HIR queue */
+    bool *klir;       /* [keys] in the LIR set */
+    int32_t n_lir, lir_cap;
 };
 
 /* Cycle distance from layer il (now) to layer l's next lookup: il itself comes back last. */
@@ -145,8 +155,74 @@ static bool better_victim(const struct sim *s, int32_t a, int32_t b, int32_t il)
     return s->used[a] < s->used[b];
 }
 
+/* The tick of the LIR key looked up longest ago: the bottom of LIRS's stack S. A key is in S (its
+ * reuse distance is known to be short enough) when its last lookup is not older. */
+static uint64_t lirs_bottom(const struct sim *s) {
+    uint64_t b = UINT64_MAX;
+    for (int32_t k = 0; k < s->n_layer * s->n_expert; k++)
+        if (s->klir[k] && s->klast[k] < b)
+            b = s->klast[k];
+    return b;
+}
+
+/* Demotes the LIR key at the bottom of S (it stays resident, at the end of the HIR queue). */
+static void lirs_demote_bottom(struct sim *s, int32_t except) {
+    int32_t best = -1;
+    for (int32_t k = 0; k < s->n_layer * s->n_expert; k++)
+        if (s->klir[k] && k != except && (best < 0 || s->klast[k] < s->klast[best]))
+            best = k;
+    if (best >= 0) {
+        s->klir[best] = false;
+        s->kq[best] = s->tick;
+        s->n_lir--;
+    }
+}
+
+/* LIRS bookkeeping for a lookup of key (before its klast is updated); hit: it was resident. */
+static void lirs_access(struct sim *s, int32_t key, bool hit) {
+    if (s->klir[key])
+        return;
+    bool in_stack = s->klast[key] != 0 && s->klast[key] >= lirs_bottom(s);
+    if (!hit && s->n_lir < s->lir_cap) { /* warming up: the first keys are LIR */
+        s->klir[key] = true;
+        s->n_lir++;
+        return;
+    }
+    if (in_stack) { /* its reuse distance beat the bottom LIR's: swap them */
+        s->klir[key] = true;
+        s->n_lir++;
+        lirs_demote_bottom(s, key);
+        return;
+    }
+    s->kq[key] = s->tick + 1;
+}
+
+/* LIRS victim: the front of the HIR queue (resident HIR keys), else the bottom LIR key. */
+static int32_t lirs_victim(struct sim *s, uint64_t epoch) {
+    int32_t best = -1, lir = -1;
+    for (int32_t i = 0; i < s->n_slots; i++) {
+        if (s->pin[i] == epoch)
+            continue;
+        if (s->key[i] < 0)
+            return i;
+        int32_t k = s->key[i];
+        if (!s->klir[k] && (best < 0 || s->kq[k] < s->kq[s->key[best]]))
+            best = i;
+        if (s->klir[k] && (lir < 0 || s->klast[k] < s->klast[s->key[lir]]))
+            lir = i;
+    }
+    if (best < 0 && lir >= 0) {
+        s->klir[s->key[lir]] = false;
+        s->n_lir--;
+        best = lir;
+    }
+    return best;
+}
+
 static int32_t sim_victim(struct sim *s, int32_t il, uint64_t epoch) {
     int32_t best = -1;
+    if (s->pol == POL_LIRS)
+        return lirs_victim(s, epoch);
     if (s->pol == POL_GUARD || s->pol == POL_CYCLE) {
         enum policy pol = s->pol;
         s->pol = POL_LRU;
@@ -167,7 +243,7 @@ static int32_t sim_victim(struct sim *s, int32_t il, uint64_t epoch) {
 
 /* Replays the trace; returns misses of the prefill and of the decode lookups. */
 static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int32_t n_layer,
-                   int32_t n_expert, uint64_t miss[2]) {
+                   int32_t n_expert, int32_t n_used, uint64_t miss[2]) {
     struct sim s = {.pol = pol, .n_slots = n_slots, .n_layer = n_layer, .n_expert = n_expert};
     s.quota = n_slots / n_layer > 0 ? n_slots / n_layer : 1;
     s.key = malloc(sizeof(*s.key) * (size_t)n_slots);
@@ -178,12 +254,18 @@ static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int3
     s.per_layer = calloc((size_t)n_layer, sizeof(*s.per_layer));
     s.layer_tick = calloc((size_t)n_layer, sizeof(*s.layer_tick));
     s.next_use = calloc((size_t)n_slots, sizeof(*s.next_use));
+    const size_t n_keys = (size_t)n_layer * (size_t)n_expert;
+    s.klast = calloc(n_keys, sizeof(*s.klast));
+    s.kq = calloc(n_keys, sizeof(*s.kq));
+    s.klir = calloc(n_keys, sizeof(*s.klir));
+    const int32_t hir = n_slots / 20 > n_used ? n_slots / 20 : n_used; /* as expert_cache.c */
+    s.lir_cap = n_slots - (hir > 1 ? hir : 1);
     uint64_t *next_of = malloc(sizeof(*next_of) * (t->n_ids ? t->n_ids : 1));
     uint64_t *last = malloc(sizeof(*last) * (size_t)n_layer * (size_t)n_expert);
     s.next_of = next_of;
     int rc = -ENOMEM;
     if (!s.key || !s.used || !s.pin || !s.freq || !s.where || !s.per_layer || !s.layer_tick ||
-        !s.next_use || !next_of || !last)
+        !s.next_use || !next_of || !last || !s.klast || !s.kq || !s.klir)
         goto out;
     for (int32_t i = 0; i < n_layer * n_expert; i++)
         last[i] = UINT64_MAX;
@@ -214,6 +296,8 @@ static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int3
             s.access = l->off + (size_t)j;
             int32_t key = l->il * n_expert + t->ids[s.access];
             int32_t slot = s.where[key];
+            if (pol == POL_LIRS && slot >= 0)
+                lirs_access(&s, key, true);
             if (slot < 0) {
                 slot = sim_victim(&s, l->il, epoch);
                 if (slot < 0) {
@@ -229,8 +313,11 @@ static int sim_run(const struct trace *t, enum policy pol, int32_t n_slots, int3
                 s.freq[slot] = 0;
                 s.per_layer[l->il]++;
                 miss[l->decode]++;
+                if (pol == POL_LIRS)
+                    lirs_access(&s, key, false);
             }
             s.used[slot] = ++s.tick;
+            s.klast[key] = s.tick;
             s.next_use[slot] = s.next_of[s.access];
             s.pin[slot] = epoch;
             s.freq[slot]++;
@@ -246,6 +333,9 @@ out:
     free(s.per_layer);
     free(s.layer_tick);
     free(s.next_use);
+    free(s.klast);
+    free(s.kq);
+    free(s.klir);
     free(next_of);
     free(last);
     return rc;
@@ -352,7 +442,7 @@ int main(int argc, char **argv) {
             }
             for (int p = 0; p < POL_COUNT; p++) {
                 uint64_t miss[2];
-                if ((rc = sim_run(&t, (enum policy)p, slots[k], L, E, miss)) < 0) {
+                if ((rc = sim_run(&t, (enum policy)p, slots[k], L, E, m->hp.n_expert_used, miss)) < 0) {
                     fprintf(stderr, "bench-policy: replay failed: %s\n", strerror(-rc));
                     break;
                 }

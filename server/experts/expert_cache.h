@@ -1,6 +1,6 @@
 /* expert_cache.h - the Expert Sniper: routed experts read from the model file on demand into a
  * bounded RAM cache of fixed-size slots keyed (layer, expert), evicting the least recently used
- * (in a cache smaller than one token's lookups, the most recent once the least recent is hot).
+ * (in a cache smaller than one token's lookups, by LIRS).
  * For a dense model each layer's FFN (gate, up, down) is the layer's one "expert", so files larger
  * than the budget stream the same way.
  *
