@@ -502,14 +502,14 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
     const uint64_t other = (rss > known ? rss - known : 0) + BUDGET_MARGIN;
     fprintf(stderr,
             "budget: %llu MiB = resident weights %llu + KV cache %llu + buffers %llu + other %llu "
-            "+ expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d experts; %s reads)\n",
+            "+ expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d experts; %s reads, %s eviction)\n",
             (unsigned long long)(o->ram_budget / mib), (unsigned long long)(m->resident_bytes / mib),
             (unsigned long long)(engine_kv_bytes(e) / mib),
             (unsigned long long)(engine_scratch_bytes(e) / mib), (unsigned long long)(other / mib),
             (unsigned long long)((uint64_t)st.n_slots * st.slot_bytes / mib), st.n_slots,
             (double)st.slot_bytes / (double)mib,
             100.0 * st.n_slots / ((double)m->hp.n_layer * per_layer), m->hp.n_layer * per_layer,
-            st.backend);
+            st.backend, st.eviction);
     engine_set_experts(e, c);
     return c;
 }

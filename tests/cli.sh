@@ -79,7 +79,7 @@ if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "$
         && ok "ram-budget: per-layer line" || bad "ram-budget: per-layer line" "$(cat "$TMP/budget.err")"
     grep -qE '^experts-decode: tokens=11 hits=[0-9]+ misses=[0-9]+ bytes_read=[0-9]+ io_wait_s=' \
         "$TMP/budget.err" && ok "ram-budget: decode line" || bad "ram-budget: decode line" "$(cat "$TMP/budget.err")"
-    grep -q "^budget: $budget MiB = resident weights" "$TMP/budget.err" \
+    grep -q "^budget: $budget MiB = resident weights.*io_uring reads, lru eviction)$" "$TMP/budget.err" \
         && ok "ram-budget: split printed" || bad "ram-budget: split printed" "$(cat "$TMP/budget.err")"
 else
     bad "ram-budget run" "$(cat "$TMP/budget.err")"
@@ -90,6 +90,20 @@ if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "$
     ok "ram-budget: threads + prefetch, same tokens"
 else
     bad "ram-budget: threads + prefetch, same tokens" "$(cat "$TMP/threads.err")"
+fi
+# a cache smaller than one token's lookups (24 layers x 4 experts; the minimum budget + 2 MiB holds
+# about 40 slots) evicts by LIRS,
+# and streams exactly
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/deep.gguf" --preset tiny --n-layer 24 --types q4_k_m --seed 3
+"$SNIPERD" -m "$TMP/deep.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/deep-ram.json" \
+    >/dev/null 2>&1
+kmin=$("$SNIPERD" -m "$TMP/deep.gguf" -p hi --ram-budget 8M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
+if [ -n "$kmin" ] && "$SNIPERD" -m "$TMP/deep.gguf" -p "Hello world" -n 12 --temp 0 \
+    --ram-budget "$((kmin + 2))M" --dump-tokens "$TMP/deep-budget.json" >/dev/null 2>"$TMP/deep.err" \
+    && cmp -s "$TMP/deep-ram.json" "$TMP/deep-budget.json" && grep -q "lirs eviction)$" "$TMP/deep.err"; then
+    ok "ram-budget: small cache evicts by LIRS, same tokens"
+else
+    bad "ram-budget: small cache evicts by LIRS, same tokens" "min=$kmin $(cat "$TMP/deep.err" 2>/dev/null)"
 fi
 "$BUILD/sniper-mkmodel" --quiet -o "$TMP/dense.gguf" --preset tiny-dense --types q4_k_m --seed 3
 "$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/dram.json"     >/dev/null 2>&1

@@ -200,6 +200,7 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     c->stats.n_slots = c->n_slots;
     c->stats.slot_bytes = slot;
     c->stats.backend = expert_io_backend(c->io);
+    c->stats.eviction = c->lirs ? "lirs" : "lru";
     return c;
 oom:
     err_set(err, err_len, "expert_cache: out of memory for %zu slots of %zu bytes", n_slots, slot);

@@ -42,6 +42,7 @@ struct expert_cache_stats {
     int32_t n_slots;
     size_t slot_bytes;
     const char *backend;      /* "io_uring" or "threads" */
+    const char *eviction;     /* "lru", or "lirs" in a cache smaller than one token's lookups */
 };
 
 /* Bytes of one slot for model m: the largest (gate + up + down) of any layer, each padded for

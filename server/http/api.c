@@ -599,7 +599,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"experts\":{\"streaming\":%s,\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                    ",\"hit_rate\":%.4f,\"bytes_read\":%" PRIu64 ",\"read_MBps\":%.1f,"
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
-                   ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f},"
+                   ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f,\"eviction\":\"%s\"},"
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
                    ",\"total_bytes\":%" PRIu64 "}}",
                    a->model_id, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
@@ -617,6 +617,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                        ? (double)f.c.bytes_read /
                              (double)(f.s.prompt_tokens - f.s.cached_tokens + f.s.completion_tokens)
                        : 0.0,
+                   f.c.eviction ? f.c.eviction : "",
                    f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total));
 }
 
