@@ -2,7 +2,6 @@
  * workers spin on it for THREADPOOL_SPIN_S (cheap wake-up in the token loop, and across the waits
  * for expert reads between runs), then sleep on `wake`. The caller
  * works too and waits until `n_active` drops to zero, so a run never returns with a task pending. */
-#include "clock.h"
 #include "threadpool.h"
 
 #include <pthread.h>
@@ -10,6 +9,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#include "spin.h"
 
 /* Seconds a worker polls before it sleeps. Longer than any wait between two runs of a token (an
  * expert read under a small budget takes up to tens of ms): in a VM a vCPU that slept resumes slowly
@@ -35,12 +36,6 @@ struct worker_arg {
     int thread;
 };
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 static void threadpool_work(struct threadpool *tp, int thread) {
     for (;;) {
         int64_t t = atomic_fetch_add_explicit(&tp->next_task, 1, memory_order_relaxed);
@@ -52,16 +47,13 @@ static void threadpool_work(struct threadpool *tp, int thread) {
 
 /* Waits for a generation other than seen (or stop); returns false on stop. */
 static bool threadpool_wait_run(struct threadpool *tp, uint64_t seen) {
-    const double until = clock_now_s() + THREADPOOL_SPIN_S;
-    for (unsigned i = 1;; i++) {
+    struct spin sp = spin_start(THREADPOOL_SPIN_S);
+    do {
         if (atomic_load_explicit(&tp->generation, memory_order_acquire) != seen)
             return true;
         if (atomic_load_explicit(&tp->stop, memory_order_relaxed))
             return false;
-        if (i % 256 == 0 && clock_now_s() > until)
-            break;
-        cpu_relax();
-    }
+    } while (spin_more(&sp));
     pthread_mutex_lock(&tp->lock);
     while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop))
         pthread_cond_wait(&tp->wake, &tp->lock);

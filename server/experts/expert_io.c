@@ -17,6 +17,7 @@
 
 #include "err.h"
 #include "fault.h"
+#include "spin.h"
 
 /* Seconds a waiting reap polls for a completion before it sleeps. A read takes up to tens of ms;
  * in a VM a vCPU that slept in the wait resumes slowly and computes slower for a while (measured:
@@ -168,12 +169,6 @@ static void ring_fill(struct expert_io *io) {
     }
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 /* Takes one completion from the ring (waiting for one when wait: polling EXPERT_IO_POLL_S, then
  * sleeping); returns the finished request or -1 (nothing finished yet, or a read went back to the
  * ring for its rest). */
@@ -181,11 +176,9 @@ static int32_t ring_take(struct expert_io *io, bool wait) {
     struct io_uring_cqe *cqe = NULL;
     int rc = io_uring_peek_cqe(&io->ring, &cqe);
     if (wait && (rc < 0 || !cqe)) {
-        const double until = clock_now_s() + EXPERT_IO_POLL_S;
-        for (unsigned i = 1; (rc < 0 || !cqe) && (i % 256 != 0 || clock_now_s() < until); i++) {
-            cpu_relax();
+        struct spin sp = spin_start(EXPERT_IO_POLL_S);
+        while ((rc < 0 || !cqe) && spin_more(&sp))
             rc = io_uring_peek_cqe(&io->ring, &cqe);
-        }
         if (rc < 0 || !cqe)
             rc = io_uring_wait_cqe(&io->ring, &cqe);
     }
@@ -337,11 +330,11 @@ int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc) {
                 break;
         }
     } else {
-        const double until = wait ? clock_now_s() + EXPERT_IO_POLL_S : 0.0;
-        for (unsigned i = 1; wait && atomic_load_explicit(&io->n_done, memory_order_acquire) == 0 &&
-                             (i % 256 != 0 || clock_now_s() < until);
-             i++)
-            cpu_relax();
+        if (wait) {
+            struct spin sp = spin_start(EXPERT_IO_POLL_S);
+            while (atomic_load_explicit(&io->n_done, memory_order_acquire) == 0 && spin_more(&sp))
+                ;
+        }
         pthread_mutex_lock(&io->mu);
         while (wait && io->done.n == 0)
             pthread_cond_wait(&io->done_cv, &io->mu);
