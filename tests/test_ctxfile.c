@@ -23,6 +23,7 @@
 #include "harness.h"
 #include "hash64.h"
 #include "model.h"
+#include "ops.h"
 #include "quant.h"
 #include "rng.h"
 
@@ -59,14 +60,6 @@ static void prompt_fill(int32_t *ids, int n, int32_t n_vocab, uint32_t seed) {
     }
 }
 
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
-}
-
 static const char *tmp_path(const char *name) {
     static char p[4][1024];
     static int k;
@@ -92,7 +85,7 @@ static int greedy(struct engine *e, const float *first, int32_t n_vocab, float *
     int agree = 0;
     const float *prev = first;
     for (int i = 0; i < N_GEN; i++) {
-        int32_t t = argmax(prev, n_vocab);
+        int32_t t = ops_argmax(prev, n_vocab);
         agree += force && t == toks[i];
         if (!force)
             toks[i] = t;

@@ -15,6 +15,7 @@
 #include "fault.h"
 #include "harness.h"
 #include "model.h"
+#include "ops.h"
 
 static const char *moe_model(void) {
     static char path[1024];
@@ -62,10 +63,7 @@ static int run_with(struct model *m, struct expert_cache *c, bool prefetch, floa
     int rc = engine_eval(e, ids, N_PROMPT, out, true);
     for (int s = 0; rc == 0 && s < N_GEN; s++) {
         const float *last = out + (size_t)(N_PROMPT - 1 + s) * V;
-        int32_t best = 0;
-        for (size_t j = 1; j < V; j++)
-            if (last[j] > last[best])
-                best = (int32_t)j;
+        int32_t best = ops_argmax(last, (int64_t)V);
         rc = engine_eval(e, &best, 1, out + (size_t)(N_PROMPT + s) * V, false);
     }
     engine_free(e);

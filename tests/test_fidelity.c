@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "harness.h"
 #include "model.h"
+#include "ops.h"
 #include "tokenizer.h"
 
 struct model_score {
@@ -20,14 +21,6 @@ struct model_score {
     int n_close;  /* d_i <= 0.25 */
     int n_argmax; /* same argmax */
 };
-
-static int32_t argmax(const float *x, int32_t n) {
-    int32_t b = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[b])
-            b = i;
-    return b;
-}
 
 /* Reads a json int array into a malloc'd int32 array. */
 static int32_t *json_ids(json_t *arr, size_t *n) {
@@ -87,7 +80,7 @@ static void check_golden(const char *dir, const char *json_name, struct model *m
             worst = d;
         sc->n_pos++;
         sc->n_close += d <= 0.25;
-        sc->n_argmax += argmax(a, V) == argmax(b, V);
+        sc->n_argmax += ops_argmax(a, V) == ops_argmax(b, V);
         if (is_f32)
             CHECK_MSG(d <= 1e-3, "%s: position %zu: max |dlogit| %.3g > 1e-3", json_name, i, d);
     }
@@ -99,7 +92,7 @@ static void check_golden(const char *dir, const char *json_name, struct model *m
     for (size_t s = 0; s < n_greedy; s++) {
         if (json_real_value(json_array_get(margins, s)) < tie)
             break;
-        int32_t tok = argmax(last, V);
+        int32_t tok = ops_argmax(last, V);
         CHECK_MSG(tok == greedy[s], "%s: greedy step %zu: %d != %d", json_name, s, tok, greedy[s]);
         if (tok != greedy[s])
             break;

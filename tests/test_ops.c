@@ -23,6 +23,13 @@ static void test_rms_norm(void) {
     CHECK_NEAR(x[3], -4 / sqrt(7.5 + 1e6), 1e-6);
 }
 
+static void test_argmax(void) {
+    const float x[6] = {-3, -INFINITY, 2, -1, 2, 1};
+    CHECK_EQ_INT(ops_argmax(x, 6), 2); /* the first of two equal maxima */
+    CHECK_EQ_INT(ops_argmax(x, 2), 0);
+    CHECK_EQ_INT(ops_argmax(x + 5, 1), 0);
+}
+
 static void test_softmax(void) {
     float x[5] = {1, 2, 3, -INFINITY, 3};
     ops_softmax(x, 5);
@@ -171,6 +178,7 @@ static void test_matmul_jobs(void) {
 
 static const struct test_case cases[] = {
     {"rms_norm", test_rms_norm},
+    {"argmax", test_argmax},
     {"softmax", test_softmax},
     {"swiglu", test_swiglu},
     {"rope", test_rope},

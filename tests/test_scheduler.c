@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "harness.h"
 #include "model.h"
+#include "ops.h"
 #include "scheduler.h"
 #include "tokenizer.h"
 
@@ -119,10 +120,7 @@ static size_t direct(struct fixture *f, const int32_t *ids, size_t n, int n_gen,
     int rc = engine_eval(f->e, ids, (int32_t)n, logits, false);
     struct tokenizer_stream st = {0};
     for (int g = 0; rc == 0 && g < n_gen; g++) {
-        int32_t best = 0;
-        for (int32_t v = 1; v < V; v++)
-            if (logits[v] > logits[best])
-                best = v;
+        int32_t best = ops_argmax(logits, V);
         if (tokenizer_is_eog(f->tk, best))
             break;
         len += tokenizer_decode_stream(f->tk, &st, best, out + len, cap - len);

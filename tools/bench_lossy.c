@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "expert_cache.h"
 #include "model.h"
+#include "ops.h"
 #include "rng.h"
 
 struct setting {
@@ -71,14 +72,6 @@ static void softmax(const float *x, size_t n, double *p) {
         sum += (p[i] = exp((double)x[i] - mx));
     for (size_t i = 0; i < n; i++)
         p[i] /= sum;
-}
-
-static size_t argmax(const float *x, size_t n) {
-    size_t best = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
 }
 
 int main(int argc, char **argv) {
@@ -153,7 +146,7 @@ int main(int argc, char **argv) {
         double kl = 0.0;
         for (int32_t i = 0; i < n; i++) {
             const float *a = want + (size_t)i * V, *b = got + (size_t)i * V;
-            agree += argmax(a, V) == argmax(b, V);
+            agree += ops_argmax(a, (int64_t)V) == ops_argmax(b, (int64_t)V);
             softmax(a, V, p);
             softmax(b, V, q);
             for (size_t j = 0; j < V; j++)

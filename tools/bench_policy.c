@@ -37,6 +37,7 @@
 #include "engine.h"
 #include "expert_cache.h"
 #include "model.h"
+#include "ops.h"
 #include "rng.h"
 
 enum policy {
@@ -375,10 +376,7 @@ static int record(const char *path, int32_t n_prompt, int32_t n_gen, int n_threa
         goto out;
     t->decode = true;
     for (int32_t g = 0; g < n_gen; g++) {
-        int32_t best = 0;
-        for (int32_t v = 1; v < m->hp.n_vocab; v++)
-            if (logits[v] > logits[best])
-                best = v;
+        int32_t best = ops_argmax(logits, m->hp.n_vocab);
         if ((rc = engine_eval(e, &best, 1, logits, false)) < 0)
             goto out;
     }

@@ -22,6 +22,14 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps
     }
 }
 
+int32_t ops_argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return (int32_t)best;
+}
+
 void ops_softmax(float *x, int64_t n) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++)

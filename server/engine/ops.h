@@ -12,6 +12,9 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps
 /* In-place softmax of x[n]; returns nothing. Entries of -INFINITY get probability 0. */
 void ops_softmax(float *x, int64_t n);
 
+/* The index of the largest of x[0..n) (the first of equals): the greedy token of a row of logits. */
+int32_t ops_argmax(const float *x, int64_t n);
+
 /* y[i] = silu(g[i]) * u[i]. y may alias g or u. */
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
 
