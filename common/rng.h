@@ -43,14 +43,18 @@ static inline double rng_uniform(struct rng *r) {
     return (double)(rng_next(r) >> 11) * 0x1.0p-53;
 }
 
-/* The benchmark prompt (sniperd --bench-prompt, bench-policy, bench-lossy): n ids spread over the
- * vocabulary by a fixed LCG, the same on every machine. */
-static inline void rng_bench_ids(int32_t *ids, int32_t n, int32_t n_vocab) {
-    uint32_t x = 12345;
+/* n pseudo-random token ids below n_vocab from a 32-bit LCG started at seed: cheap, and the same
+ * on every machine. */
+static inline void rng_lcg_ids(int32_t *ids, int32_t n, int32_t n_vocab, uint32_t seed) {
     for (int32_t i = 0; i < n; i++) {
-        x = x * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((x >> 8) % (uint32_t)n_vocab);
+        seed = seed * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
     }
+}
+
+/* The benchmark prompt (sniperd --bench-prompt, bench-policy, bench-lossy). */
+static inline void rng_bench_ids(int32_t *ids, int32_t n, int32_t n_vocab) {
+    rng_lcg_ids(ids, n, n_vocab, 12345);
 }
 
 #endif

@@ -53,13 +53,6 @@ static struct engine *engine_for(struct model *m, enum qtype kv, int32_t n_ctx) 
     return e;
 }
 
-static void prompt_fill(int32_t *ids, int n, int32_t n_vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
-    }
-}
-
 static const char *tmp_path(const char *name) {
     static char p[4][1024];
     static int k;
@@ -71,7 +64,7 @@ static const char *tmp_path(const char *name) {
 /* An engine with the fixed prompt prefilled; last row's logits into logits when not NULL. */
 static struct engine *prefilled(struct model *m, enum qtype kv, int32_t *ids, float *logits) {
     struct engine *e = engine_for(m, kv, N_CTX);
-    prompt_fill(ids, N_PROMPT, m->hp.n_vocab, 11);
+    rng_lcg_ids(ids, N_PROMPT, m->hp.n_vocab, 11);
     if (e)
         CHECK_EQ_INT(engine_eval(e, ids, N_PROMPT, logits, false), 0);
     return e;
@@ -385,7 +378,7 @@ static void test_load_vs_prefill(void) {
     struct engine *b = m ? engine_for(m, QTYPE_F16, 512) : NULL;
     if (!a || !b || !ids)
         goto out;
-    prompt_fill(ids, N, m->hp.n_vocab, 5);
+    rng_lcg_ids(ids, N, m->hp.n_vocab, 5);
     double t0 = (1e3 * clock_now_s());
     CHECK_EQ_INT(engine_eval(a, ids, N, NULL, false), 0);
     double t1 = (1e3 * clock_now_s());

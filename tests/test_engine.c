@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "harness.h"
 #include "model.h"
+#include "rng.h"
 
 /* Makes a model with sniper-mkmodel; returns its path (static buffer) or NULL. */
 static const char *make_model(const char *name, const char *args) {
@@ -36,14 +37,6 @@ static struct engine *engine_for(struct model *m, enum qtype kv, int32_t n_batch
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     CHECK_MSG(e != NULL, "engine_new: %s", err);
     return e;
-}
-
-/* A fixed pseudo-random prompt of n ids below n_vocab. */
-static void prompt_fill(int32_t *ids, int n, int32_t n_vocab, uint32_t seed) {
-    for (int i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        ids[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
-    }
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
@@ -72,7 +65,7 @@ static void check_batch_invariance(const char *name, const char *args) {
         return;
     enum { N = 40 };
     int32_t ids[N];
-    prompt_fill(ids, N, m->hp.n_vocab, 7);
+    rng_lcg_ids(ids, N, m->hp.n_vocab, 7);
     float *one = run_all(m, QTYPE_F32, 1, ids, N);
     float *many = run_all(m, QTYPE_F32, 16, ids, N);
     size_t n = (size_t)N * (size_t)m->hp.n_vocab;
@@ -137,7 +130,7 @@ static void test_upcycling_identity(void) {
     CHECK(moe->hp.n_expert > 1 && dense->hp.n_expert == 0);
     enum { N = 24 };
     int32_t ids[N];
-    prompt_fill(ids, N, dense->hp.n_vocab, 3);
+    rng_lcg_ids(ids, N, dense->hp.n_vocab, 3);
     float *a = run_all(dense, QTYPE_F32, 8, ids, N);
     float *b = run_all(moe, QTYPE_F32, 8, ids, N);
     double d = a && b ? max_abs_diff(a, b, (size_t)N * (size_t)dense->hp.n_vocab) : 1e9;
@@ -162,7 +155,7 @@ static void test_limits_and_truncate(void) {
     }
     const size_t V = (size_t)m->hp.n_vocab;
     int32_t ids[300];
-    prompt_fill(ids, 300, m->hp.n_vocab, 9);
+    rng_lcg_ids(ids, 300, m->hp.n_vocab, 9);
     float *l1 = malloc(V * sizeof(float)), *l2 = malloc(V * sizeof(float));
     CHECK_EQ_INT(engine_eval(e, ids, 257, NULL, false), -ENOSPC);
     CHECK_EQ_INT(engine_n_past(e), 0);
@@ -191,7 +184,7 @@ static void test_quantized_kv(void) {
         return;
     enum { N = 48 };
     int32_t ids[N];
-    prompt_fill(ids, N, m->hp.n_vocab, 99);
+    rng_lcg_ids(ids, N, m->hp.n_vocab, 99);
     const size_t V = (size_t)m->hp.n_vocab;
     float *ref = run_all(m, QTYPE_F32, 512, ids, N);
     /* f16 for scale: this random model is chaotic (f16 vs f32: 0.991), q8_0 0.994, q4_0 0.981 */
