@@ -327,25 +327,32 @@ out:
     return rc;
 }
 
-static void req_init(struct s3_req *rq, const char *method, const char *key,
-                     struct s3_progress *p) {
+/* A request of method on key (NULL: the bucket itself) with query (or NULL), its URL built.
+ * Returns 0, or -ENAMETOOLONG with err set. */
+static int req_init(struct s3_req *rq, const struct s3_config *c, const char *method,
+                    const char *key, const char *query, struct s3_progress *p, char *err,
+                    size_t err_len) {
     memset(rq, 0, sizeof(*rq));
     rq->method = method;
     rq->key = key;
     rq->in_fd = rq->out_fd = -1;
     rq->p = p;
+    if (s3_url(c, key, query, rq->url, sizeof(rq->url)) < 0) {
+        err_set(err, err_len, "s3: URL too long for \"%s\"%s%s", key ? key : c->bucket,
+                query ? "?" : "", query ? query : "");
+        return -ENAMETOOLONG;
+    }
+    return 0;
 }
 
 /* s3_perform for key with no body either way. */
 static int s3_simple(const struct s3_config *c, const char *method, const char *key,
                      struct s3_req *rq, struct s3_status *st, char *err, size_t err_len) {
     struct s3_status dummy;
-    req_init(rq, method, key, NULL);
-    if (s3_url(c, key, NULL, rq->url, sizeof(rq->url)) < 0) {
-        err_set(err, err_len, "s3: key too long \"%s\"", key);
-        return -ENAMETOOLONG;
-    }
-    int rc = s3_perform(c, rq, st ? st : &dummy, err, err_len);
+    int rc = req_init(rq, c, method, key, NULL, NULL, err, err_len);
+    if (rc < 0)
+        return rc;
+    rc = s3_perform(c, rq, st ? st : &dummy, err, err_len);
     free(rq->body);
     rq->body = NULL;
     return rc;
@@ -356,14 +363,12 @@ int s3_put_file(const struct s3_config *c, const char *key, const char *path,
     struct s3_status dummy;
     struct s3_req rq;
     struct stat sb;
-    req_init(&rq, "PUT", key, p);
-    if (s3_url(c, key, NULL, rq.url, sizeof(rq.url)) < 0) {
-        err_set(err, err_len, "s3: key too long \"%s\"", key);
-        return -ENAMETOOLONG;
-    }
+    int rc = req_init(&rq, c, "PUT", key, NULL, p, err, err_len);
+    if (rc < 0)
+        return rc;
     rq.in_fd = open(path, O_RDONLY | O_CLOEXEC);
     if (rq.in_fd < 0 || fstat(rq.in_fd, &sb) < 0) {
-        int rc = -errno;
+        rc = -errno;
         err_set(err, err_len, "s3: cannot read \"%s\": %s", path, strerror(-rc));
         if (rq.in_fd >= 0)
             close(rq.in_fd);
@@ -374,7 +379,7 @@ int s3_put_file(const struct s3_config *c, const char *key, const char *path,
         atomic_store(&p->total_bytes, rq.in_bytes);
         atomic_store(&p->done_bytes, 0);
     }
-    int rc = s3_perform(c, &rq, st ? st : &dummy, err, err_len);
+    rc = s3_perform(c, &rq, st ? st : &dummy, err, err_len);
     close(rq.in_fd);
     free(rq.body);
     return rc;
@@ -384,14 +389,12 @@ int s3_get_file(const struct s3_config *c, const char *key, const char *path,
                 struct s3_progress *p, struct s3_status *st, char *err, size_t err_len) {
     struct s3_status dummy;
     struct s3_req rq;
-    req_init(&rq, "GET", key, p);
-    if (s3_url(c, key, NULL, rq.url, sizeof(rq.url)) < 0) {
-        err_set(err, err_len, "s3: key too long \"%s\"", key);
-        return -ENAMETOOLONG;
-    }
+    int rc = req_init(&rq, c, "GET", key, NULL, p, err, err_len);
+    if (rc < 0)
+        return rc;
     rq.out_fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (rq.out_fd < 0) {
-        int rc = -errno;
+        rc = -errno;
         err_set(err, err_len, "s3: cannot create \"%s\": %s", path, strerror(-rc));
         return rc;
     }
@@ -399,7 +402,7 @@ int s3_get_file(const struct s3_config *c, const char *key, const char *path,
         atomic_store(&p->total_bytes, 0);
         atomic_store(&p->done_bytes, 0);
     }
-    int rc = s3_perform(c, &rq, st ? st : &dummy, err, err_len);
+    rc = s3_perform(c, &rq, st ? st : &dummy, err, err_len);
     if (rc == 0 && fsync(rq.out_fd) < 0) {
         rc = -errno;
         err_set(err, err_len, "s3: writing \"%s\": %s", path, strerror(-rc));
@@ -446,18 +449,14 @@ int s3_list(const struct s3_config *c, const char *prefix, struct s3_list *out,
     do {
         struct s3_req rq;
         size_t n_before = out->n;
-        req_init(&rq, "GET", NULL, NULL);
         /* parameters in SigV4's canonical (sorted) order */
         char page[32] = "";
         if (c->list_page_keys > 0)
             snprintf(page, sizeof(page), "&max-keys=%d", c->list_page_keys);
         snprintf(query, sizeof(query), "list-type=2%s&prefix=%s%s%s", page, prefix_enc,
                  after[0] ? "&start-after=" : "", after);
-        if (s3_url(c, NULL, query, rq.url, sizeof(rq.url)) < 0) {
-            err_set(err, err_len, "s3: list URL too long");
-            rc = -ENAMETOOLONG;
+        if ((rc = req_init(&rq, c, "GET", NULL, query, NULL, err, err_len)) < 0)
             break;
-        }
         rc = s3_perform(c, &rq, st ? st : &dummy, err, err_len);
         if (rc == 0 && s3_parse_list(rq.body, rq.n_body, out, &truncated) < 0) {
             err_set(err, err_len, "s3: listing \"%s\": malformed answer", c->bucket);
