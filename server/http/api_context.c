@@ -76,6 +76,20 @@ static int only_fields(const json_t *o, const char *const *allowed, struct http_
     return 0;
 }
 
+/* The optional boolean field key of o into *out (false when absent). Returns 0, or -1 with a 400
+ * in out. */
+static int optional_bool(const json_t *o, const char *key, bool *val, struct http_response *out) {
+    json_t *v = json_object_get(o, key);
+    if (v && !json_is_boolean(v)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "'%s' must be a boolean", key);
+        api_reply_fail(out, 400, "invalid_request_error", key, "invalid_type", msg);
+        return -1;
+    }
+    *val = json_is_true(v);
+    return 0;
+}
+
 /* The "name" field, checked; path receives <context_dir>/<name>. NULL with a 400 in out. */
 static const char *context_name(struct api *a, const json_t *o, char *path, size_t path_len,
                                 struct http_response *out) {
@@ -183,13 +197,8 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
                        "'storage' must be \"exact\", \"f16\", \"q8_0\" or \"q4_0\"");
         goto done;
     }
-    json_t *z = json_object_get(o, "zstd");
-    if (z && !json_is_boolean(z)) {
-        api_reply_fail(out, 400, "invalid_request_error", "zstd", "invalid_type",
-                       "'zstd' must be a boolean");
+    if (optional_bool(o, "zstd", &c.opts.zstd, out) < 0)
         goto done;
-    }
-    c.opts.zstd = json_is_true(z);
     json_t *meta_in = json_object_get(o, "metadata");
     if (meta_in && !json_is_object(meta_in)) {
         api_reply_fail(out, 400, "invalid_request_error", "metadata", "invalid_type",
@@ -454,12 +463,9 @@ static void handle_download(struct api *a, const struct http_request *hr,
     if (!o || only_fields(o, fields, out) < 0 || !(name = context_name(a, o, path, sizeof(path), out)) ||
         !store_configured(a, out))
         goto done;
-    json_t *load = json_object_get(o, "load");
-    if (load && !json_is_boolean(load)) {
-        api_reply_fail(out, 400, "invalid_request_error", "load", "invalid_type",
-                       "'load' must be a boolean");
+    bool load;
+    if (optional_bool(o, "load", &load, out) < 0)
         goto done;
-    }
     if (!dir_ready(a, out) || !transfer_begin(a, "download", name, out))
         goto done;
     snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
@@ -482,7 +488,7 @@ static void handle_download(struct api *a, const struct http_request *hr,
         reply_ctx_error(out, rc < 0 ? rc : -errno, rc < 0 ? err : strerror(errno));
         goto done;
     }
-    if (json_is_true(load)) {
+    if (load) {
         load_named(a, name, path, out);
     } else {
         double ms = (1e3 * clock_now_s()) - t0;
