@@ -54,6 +54,9 @@ for bad in ["", ".hidden", "a/b", "../x", "x" * 65, "sp ace", "naïve"]:
     check(f"bad name {bad!r} refused", st == 400 and body["error"]["param"] == "name", f"{st} {body}")
 st, body, _ = d.request("POST", "/v1/context/save", {"name": "n", "prompt": "x", "colour": 1})
 check("unknown field refused", st == 400 and body["error"]["param"] == "colour", f"{st} {body}")
+st, body, _ = d.request("POST", "/v1/context/save", {"name": "n", "prompt": "x", "zstd": "yes"})
+check("zstd not a boolean: 400", st == 400 and body["error"]["param"] == "zstd"
+      and body["error"]["code"] == "invalid_type", f"{st} {body}")
 st, body, _ = d.request("POST", "/v1/context/load", {"name": "absent"})
 check("load of an absent context: 404", st == 404, f"{st} {body}")
 d.stop()
@@ -111,6 +114,9 @@ else:
     remote = [c["name"] for c in body.get("remote", [])] if st == 200 else []
     check("list shows the remote context", "review" in remote, f"{st} {body}")
     os.unlink(os.path.join(ctxdir, "review"))
+    st, body, _ = d.request("POST", "/v1/context/download", {"name": "review", "load": "yes"})
+    check("download: load not a boolean: 400", st == 400 and body["error"]["param"] == "load"
+          and body["error"]["code"] == "invalid_type", f"{st} {body}")
     st, body, _ = d.request("POST", "/v1/context/download", {"name": "review", "load": True})
     check("download with load", st == 200 and body["tokens"] == saved_tokens
           and os.path.exists(os.path.join(ctxdir, "review")), f"{st} {body}")
