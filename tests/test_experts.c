@@ -17,29 +17,30 @@
 #include "model.h"
 #include "ops.h"
 
-static const char *moe_model(void) {
-    static char path[1024];
-    if (!path[0] && test_make_model(path, sizeof(path), "experts.gguf", "--preset tiny --types q4_k_m --seed 17") < 0)
+/* The generated model at path (made on first use, from sniper-mkmodel args), or NULL. */
+static const char *model_once(char *path, size_t len, const char *name, const char *args) {
+    if (!path[0] && test_make_model(path, len, name, args) < 0)
         path[0] = '\0';
     return path[0] ? path : NULL;
 }
 
+static const char *moe_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts.gguf", "--preset tiny --types q4_k_m --seed 17");
+}
+
 static const char *dense_model(void) {
     static char path[1024];
-    if (!path[0] && test_make_model(path, sizeof(path), "experts-dense.gguf",
-                                    "--preset tiny-dense --types q4_k_m --seed 5") < 0)
-        path[0] = '\0';
-    return path[0] ? path : NULL;
+    return model_once(path, sizeof(path), "experts-dense.gguf",
+                      "--preset tiny-dense --types q4_k_m --seed 5");
 }
 
 /* Twice the tiny preset's layers: one token's lookups (8 layers x 4) outnumber the smallest cache
  * (one layer's 16 experts), the case of a 2 GiB budget on the 30B model. */
 static const char *deep_moe_model(void) {
     static char path[1024];
-    if (!path[0] && test_make_model(path, sizeof(path), "experts-deep.gguf",
-                                    "--preset tiny --n-layer 8 --types q4_k_m --seed 23") < 0)
-        path[0] = '\0';
-    return path[0] ? path : NULL;
+    return model_once(path, sizeof(path), "experts-deep.gguf",
+                      "--preset tiny --n-layer 8 --types q4_k_m --seed 23");
 }
 
 enum { N_PROMPT = 40, N_GEN = 8 };
