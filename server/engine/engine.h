@@ -1,5 +1,6 @@
-/* engine.h - runs a loaded model: the KV cache of one sequence, scratch buffers sized once at
- * creation, the thread pool, and the forward pass of qwen3moe / qwen3 / llama.
+/* engine.h - runs a loaded model: one sequence's state (KV cache, recurrent state, checkpoints:
+ * sequence.h), scratch buffers sized once at creation, the thread pool, and the forward pass of
+ * every architecture model.h loads (the blocks each layer names; engine_impl.h).
  *
  *     struct engine_params ep = engine_params_default();
  *     ep.n_ctx = 4096; ep.kv_type = QTYPE_F32;
@@ -41,6 +42,10 @@ struct engine_params {
     float cache_bias;   /* with an expert cache, 0 < R <= 1: a selected expert that is not
                          * resident gives its place to the most probable resident one outside the
                          * selection whose probability is at least R times its own; 0: off */
+    /* Recurrent models (a state that cannot be cut back) keep checkpoints of it: */
+    int32_t n_checkpoints;    /* kept at once, 1 .. 64 (default 4) */
+    int32_t checkpoint_every; /* also save one at every multiple of this position (default 512;
+                               * 0: only where engine_checkpoint is called) */
 };
 
 struct engine_params engine_params_default(void);
@@ -77,23 +82,40 @@ void engine_set_experts(struct engine *e, struct expert_cache *c);
 typedef void (*engine_route_fn)(void *ctx, int il, const int32_t *ids, int32_t n);
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
 
-/* Forgets positions from n on (n <= n_past), so the cache can be reused for a shared prefix. */
-void engine_truncate(struct engine *e, int32_t n);
+/* Cuts the sequence back to at most n tokens, so a shared prefix can be reused, and returns its
+ * new length: n for a model with only attention layers; for a recurrent one the newest checkpoint
+ * at or before n (0 when there is none). n >= n_past changes nothing. */
+int32_t engine_truncate(struct engine *e, int32_t n);
 
-/* Bytes of the KV cache and of the scratch buffers (for the RAM budget report). */
+/* What engine_truncate(e, n) would return, changing nothing. */
+int32_t engine_reusable(const struct engine *e, int32_t n);
+
+/* Saves a checkpoint of the recurrent state at n_past (nothing for models without one): the end
+ * of a prompt, the start of the last message, where a later request is likely to diverge. */
+void engine_checkpoint(struct engine *e);
+
+/* True when the model has recurrent (Gated DeltaNet) layers. */
+bool engine_is_recurrent(const struct engine *e);
+
+/* Bytes of the KV cache, of the recurrent state with its checkpoints, and of the scratch buffers
+ * (for the RAM budget report). */
 size_t engine_kv_bytes(const struct engine *e);
+size_t engine_rec_bytes(const struct engine *e);
 size_t engine_scratch_bytes(const struct engine *e);
 
-/* ---- KV cache access (contexts: server/context) ------------------------------------------------
- * Layer il's cache holds, for positions 0 .. n_ctx-1, one K row and one V row of kv_dim elements of
- * the cache's type (row_bytes each). Export copies rows out; import writes rows in, then
- * engine_kv_commit says how many positions are valid. Typical import:
+/* ---- KV cache and recurrent state access (contexts: server/context) ---------------------------
+ * Attention layer il's cache (il counts attention layers only) holds, for positions 0 .. n_ctx-1,
+ * one K row and one V row of kv_dim elements of the cache's type (row_bytes each). A recurrent
+ * model also has a state of engine_state_size bytes: the state after the n_past tokens. Export
+ * copies out; import writes in, then engine_kv_commit says how many positions are valid.
+ * Typical import:
  *     engine_truncate(e, 0);
  *     for (il ...) engine_kv_import(e, il, shape.type, shape.kv_dim, n, k_rows, v_rows);
+ *     engine_state_import(e, state, engine_state_size(e));   // recurrent models
  *     engine_kv_commit(e, n); */
 struct engine_kv_shape {
     enum qtype type;   /* QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 or QTYPE_Q4_0 */
-    int32_t n_layer;
+    int32_t n_layer;   /* attention layers */
     int32_t kv_dim;    /* elements per row (n_head_kv * head_dim) */
     int32_t n_ctx;     /* positions the cache holds */
     size_t row_bytes;  /* bytes of one row of kv_dim elements of type */
@@ -112,8 +134,20 @@ int engine_kv_export(const struct engine *e, int32_t il, int32_t n, void *k, voi
 int engine_kv_import(struct engine *e, int32_t il, enum qtype type, int32_t kv_dim, int32_t n,
                      const void *k, const void *v);
 
-/* Declares positions 0 .. n-1 valid (n_past = n) after every layer was imported. Returns 0, or
- * -EINVAL when n is not in 0 .. n_ctx. */
+/* Bytes of the recurrent state (0 for a model without recurrent layers): f32 values, for each
+ * recurrent layer its conv state then its SSM state. */
+size_t engine_state_size(const struct engine *e);
+
+/* Copies the state after the n_past tokens into buf (n = engine_state_size bytes). Returns 0 or
+ * -EINVAL for another n. */
+int engine_state_export(const struct engine *e, void *buf, size_t n);
+
+/* Writes the state from buf (n = engine_state_size bytes, borrowed for the call); like a KV
+ * import, n_past drops to 0 until engine_kv_commit. Returns 0 or -EINVAL for another n. */
+int engine_state_import(struct engine *e, const void *buf, size_t n);
+
+/* Declares positions 0 .. n-1 valid (n_past = n) after every layer (and the state) was imported,
+ * and checkpoints the state there. Returns 0, or -EINVAL when n is not in 0 .. n_ctx. */
 int engine_kv_commit(struct engine *e, int32_t n);
 
 #endif

@@ -1,6 +1,8 @@
-/* model.c - reads a GGUF's hyperparameters and weights for qwen3moe, qwen3 and llama. Every tensor's
- * type and shape is checked against the hyperparameters before its bytes are read, so a file that
- * disagrees with itself is refused with the tensor's name instead of being computed on. */
+/* model.c - reads a GGUF's hyperparameters and weights through the architecture table (arch.h):
+ * the common keys and the weight image here, each architecture's keys and layer tensors in its
+ * arch_<name>.c. Every tensor's type and shape is checked against the hyperparameters before its
+ * bytes are read, so a file that disagrees with itself is refused with the tensor's name instead
+ * of being computed on. */
 #include "model.h"
 
 #include <errno.h>
@@ -17,24 +19,46 @@
 
 #include "err.h"
 #include "fault.h"
+#include "arch.h"
 #include "quant.h"
 
+/* The architectures this build runs, by general.architecture. */
+static const struct model_arch_ops *const model_archs[] = {
+    &arch_qwen3moe, &arch_qwen3, &arch_llama, &arch_qwen35moe, &arch_qwen35,
+};
+
+static const struct model_arch_ops *arch_by_id(enum model_arch a) {
+    for (size_t i = 0; i < sizeof(model_archs) / sizeof(model_archs[0]); i++)
+        if (model_archs[i]->arch == a)
+            return model_archs[i];
+    return NULL;
+}
+
 const char *model_arch_name(enum model_arch a) {
-    switch (a) {
-    case MODEL_ARCH_QWEN3MOE: return "qwen3moe";
-    case MODEL_ARCH_QWEN3: return "qwen3";
-    case MODEL_ARCH_LLAMA: return "llama";
-    }
-    return "unknown";
+    const struct model_arch_ops *ops = arch_by_id(a);
+    return ops ? ops->name : "unknown";
+}
+
+bool model_is_recurrent(const struct model *m) {
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].mixer == MODEL_MIXER_DELTANET)
+            return true;
+    return false;
+}
+
+int32_t model_n_attn_layers(const struct model *m) {
+    int32_t n = 0;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        n += m->layers[il].mixer != MODEL_MIXER_DELTANET;
+    return n;
 }
 
 /* ---- hyperparameters ------------------------------------------------------------------------- */
 
-/* Reads ARCH.suffix as a positive int32 into *out; when absent uses def (def < 0: required). */
-static int hp_get_i32(const struct gguf *g, const char *arch, const char *suffix, int32_t def,
-                      int32_t *out, char *err, size_t err_len) {
+int model_key_i32(const struct gguf *g, const char *suffix, int32_t def, int32_t *out, char *err,
+                  size_t err_len) {
     char key[128];
-    snprintf(key, sizeof(key), "%s.%s", arch, suffix);
+    snprintf(key, sizeof(key), "%s.%s", gguf_get_str(g, "general.architecture"), suffix);
     uint32_t v;
     int rc = gguf_get_u32(g, key, &v);
     if (rc == -ENOENT && def >= 0) {
@@ -66,6 +90,37 @@ static int hp_get_f32(const struct gguf *g, const char *arch, const char *suffix
     return 0;
 }
 
+/* The keys every architecture has: sizes, heads, rope, context, eps. */
+static int hp_read_common(const struct gguf *g, const char *arch, struct model_hparams *hp,
+                          char *err, size_t err_len) {
+    int rc = 0;
+    rc |= model_key_i32(g, "embedding_length", -1, &hp->n_embd, err, err_len);
+    rc |= model_key_i32(g, "block_count", -1, &hp->n_layer, err, err_len);
+    rc |= model_key_i32(g, "attention.head_count", -1, &hp->n_head, err, err_len);
+    if (rc)
+        return -EINVAL;
+    rc |= model_key_i32(g, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err, err_len);
+    rc |= model_key_i32(g, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err,
+                        err_len);
+    rc |= model_key_i32(g, "rope.dimension_count", hp->head_dim, &hp->n_rot, err, err_len);
+    rc |= model_key_i32(g, "context_length", 4096, &hp->n_ctx_train, err, err_len);
+    rc |= hp_get_f32(g, arch, "rope.freq_base", 10000.0f, &hp->rope_freq_base, err, err_len);
+    rc |= hp_get_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->rms_eps, err,
+                     err_len);
+    int32_t v_len = 0;
+    rc |= model_key_i32(g, "attention.value_length", hp->head_dim, &v_len, err, err_len);
+    if (rc)
+        return -EINVAL;
+    if (v_len != hp->head_dim || hp->n_head % hp->n_head_kv != 0 || hp->n_rot > hp->head_dim ||
+        hp->n_rot % 2 != 0) {
+        err_set(err, err_len,
+                "model: inconsistent hyperparameters (heads %d/%d, head_dim %d, value_length %d, "
+                "rope dims %d)", hp->n_head, hp->n_head_kv, hp->head_dim, v_len, hp->n_rot);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err, size_t err_len) {
     memset(hp, 0, sizeof(*hp));
     const char *arch = gguf_get_str(g, "general.architecture");
@@ -73,51 +128,21 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
         err_set(err, err_len, "model: key \"general.architecture\" is missing");
         return -EINVAL;
     }
-    if (strcmp(arch, "qwen3moe") == 0) {
-        hp->arch = MODEL_ARCH_QWEN3MOE;
-    } else if (strcmp(arch, "qwen3") == 0) {
-        hp->arch = MODEL_ARCH_QWEN3;
-    } else if (strcmp(arch, "llama") == 0) {
-        hp->arch = MODEL_ARCH_LLAMA;
-    } else {
-        err_set(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, llama)",
-                arch);
+    const struct model_arch_ops *ops = NULL;
+    for (size_t i = 0; i < sizeof(model_archs) / sizeof(model_archs[0]); i++)
+        if (strcmp(arch, model_archs[i]->name) == 0)
+            ops = model_archs[i];
+    if (!ops) {
+        err_set(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, "
+                "llama, qwen35moe, qwen35)", arch);
         return -ENOTSUP;
     }
-    hp->rope = hp->arch == MODEL_ARCH_LLAMA ? MODEL_ROPE_NORM : MODEL_ROPE_NEOX;
-    int rc = 0;
-    rc |= hp_get_i32(g, arch, "embedding_length", -1, &hp->n_embd, err, err_len);
-    rc |= hp_get_i32(g, arch, "block_count", -1, &hp->n_layer, err, err_len);
-    rc |= hp_get_i32(g, arch, "attention.head_count", -1, &hp->n_head, err, err_len);
-    if (rc)
+    hp->arch = ops->arch;
+    hp->rope = ops->rope;
+    if (hp_read_common(g, arch, hp, err, err_len) < 0 || ops->read_hparams(g, hp, err, err_len) < 0)
         return -EINVAL;
-    rc |= hp_get_i32(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err, err_len);
-    rc |= hp_get_i32(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err,
-                     err_len);
-    rc |= hp_get_i32(g, arch, "rope.dimension_count", hp->head_dim, &hp->n_rot, err, err_len);
-    rc |= hp_get_i32(g, arch, "context_length", 4096, &hp->n_ctx_train, err, err_len);
-    rc |= hp_get_f32(g, arch, "rope.freq_base", 10000.0f, &hp->rope_freq_base, err, err_len);
-    rc |= hp_get_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-6f, &hp->rms_eps, err,
-                     err_len);
-    if (hp->arch == MODEL_ARCH_QWEN3MOE) {
-        rc |= hp_get_i32(g, arch, "expert_count", -1, &hp->n_expert, err, err_len);
-        rc |= hp_get_i32(g, arch, "expert_used_count", -1, &hp->n_expert_used, err, err_len);
-        rc |= hp_get_i32(g, arch, "expert_feed_forward_length", -1, &hp->n_ff_exp, err, err_len);
-    } else {
-        rc |= hp_get_i32(g, arch, "feed_forward_length", -1, &hp->n_ff, err, err_len);
-    }
-    if (rc)
-        return -EINVAL;
-    int32_t v_len;
-    if (hp_get_i32(g, arch, "attention.value_length", hp->head_dim, &v_len, err, err_len) < 0)
-        return -EINVAL;
-    if (v_len != hp->head_dim || hp->n_head % hp->n_head_kv != 0 || hp->n_rot > hp->head_dim ||
-        hp->n_rot % 2 != 0 || hp->n_expert_used > hp->n_expert) {
-        err_set(err, err_len,
-                "model: inconsistent hyperparameters (heads %d/%d, head_dim %d, value_length %d, "
-                "rope dims %d, experts %d/%d)",
-                hp->n_head, hp->n_head_kv, hp->head_dim, v_len, hp->n_rot, hp->n_expert_used,
-                hp->n_expert);
+    if (hp->n_expert_used > hp->n_expert) {
+        err_set(err, err_len, "model: %d experts used of %d", hp->n_expert_used, hp->n_expert);
         return -EINVAL;
     }
     const struct gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
@@ -132,9 +157,13 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
 
 /* ---- weights ----------------------------------------------------------------------------------- */
 
-/* Checks tensor name has shape [n_in, n_out, n_mat] (n_mat 1 = 2-D) and reads it. */
-static int weight_load(struct model *m, struct weight *w, const char *name, int64_t n_in,
-                       int64_t n_out, int64_t n_mat, char *err, size_t err_len) {
+const char *model_blk_name(char *buf, size_t n, int il, const char *suffix) {
+    snprintf(buf, n, "blk.%d.%s", il, suffix);
+    return buf;
+}
+
+int model_weight_load(struct model *m, struct weight *w, const char *name, int64_t n_in,
+                      int64_t n_out, int64_t n_mat, char *err, size_t err_len) {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) {
         err_set(err, err_len, "model: tensor \"%s\" is missing", name);
@@ -160,13 +189,13 @@ static int weight_load(struct model *m, struct weight *w, const char *name, int6
     return 0;
 }
 
-/* Reads a 1-D norm vector of n elements as f32 (any dequantizable type) into *out. */
-static int norm_load(struct model *m, float **out, const char *name, int64_t n, char *err,
-                     size_t err_len) {
+int model_floats_load(struct model *m, float **out, const char *name, int64_t ne0, int64_t ne1,
+                      char *err, size_t err_len) {
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
-    if (!t || t->n_elems != (uint64_t)n || t->ne[0] != (uint64_t)n) {
-        err_set(err, err_len, "model: tensor \"%s\" is %s", name,
-                t ? "not a vector of the embedding or head size" : "missing");
+    const int64_t n = ne0 * ne1;
+    if (!t || t->n_elems != (uint64_t)n || t->ne[0] != (uint64_t)ne0) {
+        err_set(err, err_len, "model: tensor \"%s\" is %s [%lld, %lld]", name,
+                t ? "not of shape" : "missing, expected", (long long)ne0, (long long)ne1);
         return -EINVAL;
     }
     if (!quant_can_dequantize(t->type)) {
@@ -180,8 +209,9 @@ static int norm_load(struct model *m, float **out, const char *name, int64_t n, 
     if (!raw || !*out)
         goto out;
     rc = gguf_read_tensor(m->gguf, t, raw);
-    if (rc == 0)
-        rc = quant_dequantize_row(t->type, raw, *out, n);
+    for (int64_t r = 0; rc == 0 && r < ne1; r++)
+        rc = quant_dequantize_row(t->type, (const uint8_t *)raw + (size_t)r * t->row_bytes,
+                                  *out + r * ne0, ne0);
     if (rc < 0)
         err_set(err, err_len, "model: reading tensor \"%s\" failed: %s", name, strerror(-rc));
 out:
@@ -189,50 +219,6 @@ out:
         err_set(err, err_len, "model: out of memory reading \"%s\"", name);
     free(raw);
     return rc;
-}
-
-static int layer_load(struct model *m, int il, char *err, size_t err_len) {
-    const struct model_hparams *hp = &m->hp;
-    struct model_layer *l = &m->layers[il];
-    int64_t q_dim = (int64_t)hp->n_head * hp->head_dim, kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    char name[96];
-    int rc;
-#define NAME(suffix) (snprintf(name, sizeof(name), "blk.%d." suffix, il), name)
-    if ((rc = norm_load(m, &l->attn_norm, NAME("attn_norm.weight"), hp->n_embd, err, err_len)) ||
-        (rc = weight_load(m, &l->wq, NAME("attn_q.weight"), hp->n_embd, q_dim, 1, err, err_len)) ||
-        (rc = weight_load(m, &l->wk, NAME("attn_k.weight"), hp->n_embd, kv_dim, 1, err, err_len)) ||
-        (rc = weight_load(m, &l->wv, NAME("attn_v.weight"), hp->n_embd, kv_dim, 1, err, err_len)) ||
-        (rc = weight_load(m, &l->wo, NAME("attn_output.weight"), q_dim, hp->n_embd, 1, err,
-                          err_len)) ||
-        (rc = norm_load(m, &l->ffn_norm, NAME("ffn_norm.weight"), hp->n_embd, err, err_len)))
-        return rc;
-    if (hp->arch != MODEL_ARCH_LLAMA &&
-        ((rc = norm_load(m, &l->attn_q_norm, NAME("attn_q_norm.weight"), hp->head_dim, err,
-                         err_len)) ||
-         (rc = norm_load(m, &l->attn_k_norm, NAME("attn_k_norm.weight"), hp->head_dim, err,
-                         err_len))))
-        return rc;
-    if (hp->arch == MODEL_ARCH_QWEN3MOE) {
-        if ((rc = weight_load(m, &l->ffn_gate_inp, NAME("ffn_gate_inp.weight"), hp->n_embd,
-                              hp->n_expert, 1, err, err_len)) ||
-            (rc = weight_load(m, &l->ffn_gate_exps, NAME("ffn_gate_exps.weight"), hp->n_embd,
-                              hp->n_ff_exp, hp->n_expert, err, err_len)) ||
-            (rc = weight_load(m, &l->ffn_up_exps, NAME("ffn_up_exps.weight"), hp->n_embd,
-                              hp->n_ff_exp, hp->n_expert, err, err_len)) ||
-            (rc = weight_load(m, &l->ffn_down_exps, NAME("ffn_down_exps.weight"), hp->n_ff_exp,
-                              hp->n_embd, hp->n_expert, err, err_len)))
-            return rc;
-    } else {
-        if ((rc = weight_load(m, &l->ffn_gate, NAME("ffn_gate.weight"), hp->n_embd, hp->n_ff, 1,
-                              err, err_len)) ||
-            (rc = weight_load(m, &l->ffn_up, NAME("ffn_up.weight"), hp->n_embd, hp->n_ff, 1, err,
-                              err_len)) ||
-            (rc = weight_load(m, &l->ffn_down, NAME("ffn_down.weight"), hp->n_ff, hp->n_embd, 1,
-                              err, err_len)))
-            return rc;
-    }
-#undef NAME
-    return 0;
 }
 
 /* ---- the weight image ------------------------------------------------------------------------ */
@@ -503,19 +489,21 @@ struct model *model_open_progress(const char *path, bool experts_on_disk,
     }
     if (model_read_image(m, progress, err, err_len) < 0)
         goto err;
-    if (weight_load(m, &m->tok_embd, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
-                    err_len) < 0 ||
-        norm_load(m, &m->output_norm, "output_norm.weight", m->hp.n_embd, err, err_len) < 0)
+    if (model_weight_load(m, &m->tok_embd, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, 1,
+                          err, err_len) < 0 ||
+        model_floats_load(m, &m->output_norm, "output_norm.weight", m->hp.n_embd, 1, err,
+                          err_len) < 0)
         goto err;
     if (gguf_find_tensor(m->gguf, "output.weight")) {
-        if (weight_load(m, &m->output, "output.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
-                        err_len) < 0)
+        if (model_weight_load(m, &m->output, "output.weight", m->hp.n_embd, m->hp.n_vocab, 1, err,
+                              err_len) < 0)
             goto err;
     } else {
         m->output = m->tok_embd; /* tied: shares tok_embd's bytes */
     }
+    const struct model_arch_ops *ops = arch_by_id(m->hp.arch);
     for (int il = 0; il < m->hp.n_layer; il++)
-        if (layer_load(m, il, err, err_len) < 0)
+        if (ops->load_layer(m, il, err, err_len) < 0)
             goto err;
     return m;
 err:
@@ -533,6 +521,10 @@ void model_free(struct model *m) {
             free(l->attn_q_norm);
             free(l->attn_k_norm);
             free(l->ffn_norm);
+            free(l->ssm_conv1d);
+            free(l->ssm_dt_bias);
+            free(l->ssm_a);
+            free(l->ssm_norm);
         }
         free(m->layers);
     }

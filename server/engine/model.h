@@ -1,5 +1,7 @@
 /* model.h - a loaded GGUF model: hyperparameters and weights of the supported architectures
- * (qwen3moe, qwen3, llama), resident in RAM.
+ * (qwen3moe, qwen3, llama: server/engine/arch_qwen3.c; qwen35moe, qwen35: arch_qwen35.c), and
+ * for each layer which blocks it runs (a mixer: attention, gated attention or Gated DeltaNet; an
+ * FFN: dense or routed experts, with or without a shared expert).
  *
  *     struct model *m = model_load("model.gguf", err, sizeof(err));
  *     ... engine_new(m, ...) ...
@@ -23,6 +25,21 @@ enum model_arch {
     MODEL_ARCH_QWEN3MOE,
     MODEL_ARCH_QWEN3,
     MODEL_ARCH_LLAMA,
+    MODEL_ARCH_QWEN35MOE,
+    MODEL_ARCH_QWEN35,
+};
+
+/* What a layer mixes tokens with (server/engine/block_attn.c, block_deltanet.c). */
+enum model_mixer {
+    MODEL_MIXER_ATTN,       /* causal GQA attention over the KV cache */
+    MODEL_MIXER_ATTN_GATED, /* the same, its output times sigmoid(a per-head gate from attn_q) */
+    MODEL_MIXER_DELTANET,   /* Gated DeltaNet: a short causal conv, then a per-head recurrence */
+};
+
+/* The layer's feed-forward block (block_ffn.c, block_moe.c). */
+enum model_ffn {
+    MODEL_FFN_DENSE, /* SwiGLU ffn_gate / ffn_up / ffn_down */
+    MODEL_FFN_MOE,   /* routed experts, plus a gated shared expert when the layer has one */
 };
 
 enum model_rope {
@@ -44,7 +61,14 @@ struct model_hparams {
     int32_t n_expert;      /* 0 for dense */
     int32_t n_expert_used;
     int32_t n_ff_exp;      /* expert FFN width */
+    int32_t n_ff_shexp;    /* shared expert FFN width (0: none) */
     int32_t n_ctx_train;
+    /* Gated DeltaNet layers (0 for models without): */
+    int32_t ssm_d_conv;    /* causal conv taps */
+    int32_t ssm_d_state;   /* Dk = Dv: key and value size of a head */
+    int32_t ssm_n_group;   /* Hk: query/key heads */
+    int32_t ssm_dt_rank;   /* Hv: value heads (Hv % Hk == 0) */
+    int32_t full_attn_interval; /* layer il is attention iff (il + 1) % interval == 0 */
     float rope_freq_base;
     float rms_eps;
 };
@@ -62,13 +86,29 @@ struct weight {
 };
 
 struct model_layer {
+    enum model_mixer mixer;
+    enum model_ffn ffn;
     float *attn_norm;           /* [n_embd] */
+    /* attention (MODEL_MIXER_ATTN*): wq is [n_embd -> q_dim], or [n_embd -> 2 q_dim] when gated
+     * (per head: head_dim query rows, then head_dim gate rows) */
     struct weight wq, wk, wv, wo;
     float *attn_q_norm;         /* [head_dim] (qwen3*), NULL for llama */
     float *attn_k_norm;         /* [head_dim] */
-    float *ffn_norm;            /* [n_embd] */
+    /* Gated DeltaNet (MODEL_MIXER_DELTANET); conv_ch = 2 Hk Dk + Hv Dv */
+    struct weight ssm_qkv;      /* attn_qkv [n_embd -> conv_ch]: q | k | v channels */
+    struct weight ssm_z;        /* attn_gate [n_embd -> Hv Dv]: the output gate */
+    struct weight ssm_beta;     /* [n_embd -> Hv] */
+    struct weight ssm_alpha;    /* [n_embd -> Hv] */
+    struct weight ssm_out;      /* [Hv Dv -> n_embd] */
+    float *ssm_conv1d;          /* [conv_ch][d_conv] taps, oldest first */
+    float *ssm_dt_bias;         /* [Hv] */
+    float *ssm_a;               /* [Hv] -exp(A_log): negative */
+    float *ssm_norm;            /* [Dv] */
+    float *ffn_norm;            /* [n_embd] (post_attention_norm in qwen35*) */
     struct weight ffn_gate_inp; /* router [n_embd -> n_expert] (moe) */
     struct weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* moe: stacked experts */
+    struct weight ffn_gate_inp_shexp;                         /* [n_embd -> 1] shared expert gate */
+    struct weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp; /* shared expert (data NULL: none) */
     struct weight ffn_gate, ffn_up, ffn_down;                 /* dense */
 };
 
@@ -118,5 +158,12 @@ void model_free(struct model *m);
 
 /* Name of an architecture as GGUF spells it. */
 const char *model_arch_name(enum model_arch a);
+
+/* True when some layer carries recurrent state (Gated DeltaNet): such a model's sequence state
+ * cannot be rolled back token by token, only restored from a checkpoint. */
+bool model_is_recurrent(const struct model *m);
+
+/* Layers with a KV cache (the attention mixers). */
+int32_t model_n_attn_layers(const struct model *m);
 
 #endif

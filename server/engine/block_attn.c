@@ -1,0 +1,150 @@
+/* block_attn.c - the attention mixer: q, k and v projections, q/k head norms, RoPE on the first
+ * n_rot dimensions of each head, causal GQA over the sequence's KV rows, an optional output gate
+ * (sigmoid of per-head gate rows interleaved with the query's in attn_q: qwen35), then attn_output.
+ * Scores and the weighted sum follow ggml's non-flash path per KV type (f32, f16 with the
+ * probabilities rounded to f16, or q8_0/q4_0 with a q8_0 query), so a token's output does not
+ * depend on the batch it ran in. */
+#include <math.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "ops.h"
+#include "quant.h"
+#include "threadpool.h"
+
+static void kv_store(const struct engine *e, uint8_t *dst, const float *src) {
+    const enum qtype t = e->p.kv_type;
+    if (t == QTYPE_F32)
+        memcpy(dst, src, (size_t)e->kv_dim * sizeof(float));
+    else if (t == QTYPE_F16)
+        quant_f16_from_f32(src, dst, e->kv_dim);
+    else /* q8_0, q4_0: per head, as heads are multiples of the 32-element blocks */
+        quant_quantize_row(t, src, dst, e->kv_dim);
+}
+
+static void rope(const struct model_hparams *hp, float *x, const float *cs) {
+    if (hp->rope == MODEL_ROPE_NEOX)
+        ops_rope_neox(x, cs, hp->n_rot);
+    else
+        ops_rope_norm(x, cs, hp->n_rot);
+}
+
+/* Gated layers: splits qg's per-head (query, gate) rows into q and, in place, the gate. */
+static void split_gate(struct engine *e, int32_t n_tok) {
+    const int32_t hd = e->m->hp.head_dim, nh = e->m->hp.n_head;
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float *src = e->qg + (size_t)t * 2 * e->q_dim;
+        float *q = e->q + (size_t)t * e->q_dim;
+        float *g = e->qg + (size_t)t * e->q_dim; /* packed in front, behind the reads */
+        for (int32_t h = 0; h < nh; h++)
+            memcpy(q + (size_t)h * hd, src + (size_t)2 * h * hd, (size_t)hd * sizeof(float));
+        for (int32_t h = 0; h < nh; h++)
+            memmove(g + (size_t)h * hd, src + (size_t)(2 * h + 1) * hd, (size_t)hd * sizeof(float));
+    }
+}
+
+/* q/k head norms, RoPE, then the batch's k and v go into the sequence's rows of layer il. */
+static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const int32_t hd = hp->head_dim, kv_il = e->kv_layer[il];
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float *cs = e->rope_cs + (size_t)t * hp->n_rot;
+        for (int32_t h = 0; h < hp->n_head; h++) {
+            float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
+            if (l->attn_q_norm)
+                ops_rms_norm(qh, qh, l->attn_q_norm, hd, hp->rms_eps);
+            rope(hp, qh, cs);
+        }
+        for (int32_t h = 0; h < hp->n_head_kv; h++) {
+            float *kh = e->k + (size_t)t * e->kv_dim + (size_t)h * hd;
+            if (l->attn_k_norm)
+                ops_rms_norm(kh, kh, l->attn_k_norm, hd, hp->rms_eps);
+            rope(hp, kh, cs);
+        }
+        int32_t pos = e->seq->n_past + t;
+        kv_store(e, sequence_k_row(e->seq, kv_il, pos), e->k + (size_t)t * e->kv_dim);
+        kv_store(e, sequence_v_row(e->seq, kv_il, pos), e->v + (size_t)t * e->kv_dim);
+    }
+}
+
+/* One (token, head) of causal attention over the cache: task = t * n_head + h. */
+static void attn_task(void *ctx, int64_t task, int thread) {
+    struct engine *e = ctx;
+    const struct model_hparams *hp = &e->m->hp;
+    const int32_t hd = hp->head_dim;
+    const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
+    const int32_t g = h / (hp->n_head / hp->n_head_kv);
+    const int32_t n_kv = e->seq->n_past + t + 1;
+    const int32_t kv_il = e->kv_layer[e->attn_layer];
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
+    float *s = e->scores + (size_t)thread * e->p.n_ctx;
+    float *out = e->attn + (size_t)t * e->q_dim + (size_t)h * hd;
+    const size_t head_off = (size_t)g * (e->seq->kv_row_bytes / (size_t)hp->n_head_kv);
+    const size_t pos_bytes = e->seq->kv_row_bytes;
+    const uint8_t *kc = sequence_k_row(e->seq, kv_il, 0) + head_off;
+    const uint8_t *vc = sequence_v_row(e->seq, kv_il, 0) + head_off;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    if (e->p.kv_type == QTYPE_F32) {
+        quant_vec_dot_fn dot = quant_kernels(QTYPE_F32)->vec_dot;
+        for (int32_t j = 0; j < n_kv; j++) {
+            dot(hd, &s[j], kc + (size_t)j * pos_bytes, qh);
+            s[j] *= scale;
+        }
+        ops_softmax(s, n_kv);
+        for (int32_t j = 0; j < n_kv; j++)
+            ops_axpy_f32(out, s[j], (const float *)(vc + (size_t)j * pos_bytes), hd);
+    } else if (e->p.kv_type != QTYPE_F16) { /* q8_0, q4_0: not llama.cpp's path (it needs -fa) */
+        const struct quant_kernels *qk = quant_kernels(e->p.kv_type);
+        uint8_t *qq = (uint8_t *)(e->q16 + (size_t)thread * hd); /* hd/32 blocks fit in 2*hd */
+        float *vr = e->vrow + (size_t)thread * hd;
+        qk->from_float(qh, qq, hd);
+        for (int32_t j = 0; j < n_kv; j++) {
+            qk->vec_dot(hd, &s[j], kc + (size_t)j * pos_bytes, qq);
+            s[j] *= scale;
+        }
+        ops_softmax(s, n_kv);
+        for (int32_t j = 0; j < n_kv; j++) {
+            quant_dequantize_row(e->p.kv_type, vc + (size_t)j * pos_bytes, vr, hd);
+            ops_axpy_f32(out, s[j], vr, hd);
+        }
+    } else {
+        quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
+        fp16_t *q16 = e->q16 + (size_t)thread * hd;
+        quant_f16_from_f32(qh, q16, hd);
+        for (int32_t j = 0; j < n_kv; j++) {
+            dot(hd, &s[j], kc + (size_t)j * pos_bytes, q16);
+            s[j] *= scale;
+        }
+        ops_softmax(s, n_kv);
+        for (int32_t j = 0; j < n_kv; j++) {
+            const float pj = fp16_to_f32(f32_to_fp16(s[j])); /* ggml rounds kq to f16 for V */
+            ops_axpy_f16(out, pj, (const fp16_t *)(vc + (size_t)j * pos_bytes), hd);
+        }
+    }
+}
+
+void block_attn(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const size_t D = (size_t)hp->n_embd;
+    const bool gated = l->mixer == MODEL_MIXER_ATTN_GATED;
+    const struct weight *ws[3] = {&l->wq, &l->wk, &l->wv};
+    float *outs[3] = {gated ? e->qg : e->q, e->k, e->v};
+    const size_t strides[3] = {(size_t)(gated ? 2 : 1) * e->q_dim, (size_t)e->kv_dim,
+                               (size_t)e->kv_dim};
+    engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    if (gated)
+        split_gate(e, n_tok);
+    qk_rope_store(e, il, n_tok);
+    e->attn_layer = il;
+    e->attn_n_tok = n_tok;
+    threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, e);
+    if (gated) /* out * sigmoid(gate), elementwise */
+        for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)
+            e->attn[i] = e->attn[i] * (1.0f / (1.0f + expf(-e->qg[i])));
+    engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok);
+    for (size_t i = 0; i < (size_t)n_tok * D; i++)
+        e->x[i] = e->tmp[i] + e->x[i];
+}

@@ -1,0 +1,124 @@
+/* block_deltanet.c - the Gated DeltaNet mixer (qwen35*). Per token t of one sequence:
+ *   qkv = attn_qkv x, z = attn_gate x, beta = sigmoid(ssm_beta x),
+ *   g = softplus(ssm_alpha x + dt_bias) * ssm_a                   (one per V head; exp(g) < 1)
+ *   c = silu(causal depthwise conv of qkv over the last d_conv tokens), split into q | k | v heads
+ *   q, k L2-normalised per head; V head h reads Q/K head h mod Hk
+ *   S = exp(g) S;  d = beta (v - S^T k);  S = S + k d^T;  o = S^T q / sqrt(Dk)
+ *   out = ssm_out (rmsnorm(o per head) * ssm_norm * silu(z))
+ * The state S of a head is kept as Dv rows of Dk (row j is S's column j), the conv state as the
+ * last d_conv - 1 qkv rows, both in the sequence. Each token's arithmetic depends only on the
+ * state before it, so the result is the same however a prompt is split into batches. */
+#include <math.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "ops.h"
+#include "threadpool.h"
+
+static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+
+/* x / max(||x||, eps), the sum of squares accumulated in double as ggml's l2_norm. */
+static void l2_norm(float *x, int32_t n, float eps) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+    for (int32_t i = 0; i < n; i++)
+        x[i] *= scale;
+}
+
+static float dot(const float *restrict a, const float *restrict b, int32_t n) {
+    float sum = 0.0f;
+    for (int32_t i = 0; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+/* The causal conv of the batch: the window is the state's d_conv - 1 rows then the batch's qkv
+ * rows (already in place); the state becomes the window's last d_conv - 1 rows. */
+static void conv_run(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const float *w = e->m->layers[il].ssm_conv1d;
+    const int32_t C = e->conv_ch, K = hp->ssm_d_conv;
+    float *state = sequence_conv(e->seq, e->rec_layer[il]);
+    memcpy(e->qkv, state, (size_t)(K - 1) * C * sizeof(float));
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float *win = e->qkv + (size_t)t * C; /* rows t .. t + K - 1 */
+        float *out = e->conv + (size_t)t * C;
+        for (int32_t ch = 0; ch < C; ch++) {
+            float sum = 0.0f;
+            for (int32_t j = 0; j < K; j++)
+                sum += win[(size_t)j * C + ch] * w[(size_t)ch * K + j];
+            out[ch] = silu(sum);
+        }
+    }
+    memcpy(state, e->qkv + (size_t)n_tok * C, (size_t)(K - 1) * C * sizeof(float));
+}
+
+/* One V head over the batch's tokens, in order: task = head. */
+static void recurrence_task(void *ctx, int64_t task, int thread) {
+    struct engine *e = ctx;
+    const struct model_hparams *hp = &e->m->hp;
+    const int32_t h = (int32_t)task, Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank;
+    const int32_t D = hp->ssm_d_state, C = e->conv_ch, kh = h % Hk;
+    const float scale = 1.0f / sqrtf((float)D);
+    float *S = sequence_ssm(e->seq, e->rec_layer[e->attn_layer]) + (size_t)h * D * D;
+    float *delta = e->delta + (size_t)thread * D;
+    for (int32_t t = 0; t < e->attn_n_tok; t++) {
+        const float *c = e->conv + (size_t)t * C;
+        const float *q = c + (size_t)kh * D, *k = c + (size_t)(Hk + kh) * D;
+        const float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
+        const float decay = expf(e->gate[(size_t)t * Hv + h]), b = e->beta[(size_t)t * Hv + h];
+        float *o = e->attn + (size_t)t * e->ssm_v_dim + (size_t)h * D;
+        for (size_t i = 0; i < (size_t)D * D; i++)
+            S[i] *= decay;
+        for (int32_t j = 0; j < D; j++)
+            delta[j] = (v[j] - dot(S + (size_t)j * D, k, D)) * b;
+        for (int32_t j = 0; j < D; j++) {
+            float *row = S + (size_t)j * D;
+            for (int32_t i = 0; i < D; i++)
+                row[i] += k[i] * delta[j];
+        }
+        for (int32_t j = 0; j < D; j++)
+            o[j] = dot(S + (size_t)j * D, q, D) * scale;
+    }
+}
+
+void block_deltanet(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const size_t E = (size_t)hp->n_embd, C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
+    const int32_t Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank, D = hp->ssm_d_state;
+    float *qkv_rows = e->qkv + (size_t)(hp->ssm_d_conv - 1) * C;
+    const struct weight *ws[3] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_beta};
+    float *outs[3] = {qkv_rows, e->z, e->beta};
+    const size_t strides[3] = {C, V, (size_t)Hv};
+    engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    engine_matmul(e, &l->ssm_alpha, e->xn, E, e->gate, (size_t)Hv, n_tok);
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < Hv; h++) {
+            const size_t i = (size_t)t * Hv + h;
+            e->beta[i] = sigmoid(e->beta[i]);
+            e->gate[i] = softplus(e->gate[i] + l->ssm_dt_bias[h]) * l->ssm_a[h];
+        }
+    conv_run(e, il, n_tok);
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < 2 * Hk; h++) /* q heads then k heads */
+            l2_norm(e->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
+    e->attn_layer = il;
+    e->attn_n_tok = n_tok;
+    threadpool_run(e->tp, Hv, recurrence_task, e);
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < Hv; h++) {
+            float *o = e->attn + (size_t)t * V + (size_t)h * D;
+            const float *z = e->z + (size_t)t * V + (size_t)h * D;
+            ops_rms_norm(o, o, l->ssm_norm, D, hp->rms_eps);
+            for (int32_t j = 0; j < D; j++)
+                o[j] = o[j] * silu(z[j]);
+        }
+    engine_matmul(e, &l->ssm_out, e->attn, V, e->tmp, E, n_tok);
+    for (size_t i = 0; i < (size_t)n_tok * E; i++)
+        e->x[i] = e->tmp[i] + e->x[i];
+}

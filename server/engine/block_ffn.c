@@ -1,0 +1,49 @@
+/* block_ffn.c - the dense SwiGLU FFN: down(silu(gate x) * up x). A dense model's FFN may stream
+ * through the expert cache as its layer's one "expert"; the next layer's (after the last, the
+ * first's for the next step) is always read ahead, a guess that is right but for the last step. */
+#include "engine_impl.h"
+#include "expert_cache.h"
+#include "ops.h"
+#include "quant.h"
+
+/* The SwiGLU over matrices at mat[3] (gate, up, down) of shapes gate/up/down. */
+static void swiglu_run(struct engine *e, const struct weight *gate, const struct weight *up,
+                       const struct weight *down, const uint8_t *const mat[3], float *out,
+                       int32_t n_tok) {
+    const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
+    size_t sg = engine_quantize(e, 0, gate->type, e->xn, D, n_tok, (int64_t)D);
+    const uint8_t *au = e->act[0];
+    size_t su = sg;
+    if (quant_kernels(up->type)->vec_dot_type != quant_kernels(gate->type)->vec_dot_type) {
+        su = engine_quantize(e, 1, up->type, e->xn, D, n_tok, (int64_t)D);
+        au = e->act[1];
+    }
+    engine_queue(e, gate, mat[0], e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
+    engine_queue(e, up, mat[1], au, su, NULL, e->ffn_u, F, NULL, n_tok);
+    matmul_run(&e->mm);
+    ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)n_tok * F);
+    size_t sd = engine_quantize(e, 0, down->type, e->ffn_g, F, n_tok, (int64_t)F);
+    engine_queue(e, down, mat[2], e->act[0], sd, NULL, out, D, NULL, n_tok);
+    matmul_run(&e->mm);
+}
+
+void block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
+                      const struct weight *down, float *out, int32_t n_tok) {
+    const uint8_t *mat[3] = {gate->data, up->data, down->data};
+    swiglu_run(e, gate, up, down, mat, out, n_tok);
+}
+
+int block_ffn_dense(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
+    const uint8_t *mat[3] = {l->ffn_gate.data, l->ffn_up.data, l->ffn_down.data};
+    if (e->experts) {
+        const int32_t only = 0;
+        int rc = expert_cache_begin(e->experts, il, &only, 1);
+        if (rc == 0)
+            expert_cache_prefetch(e->experts, (il + 1) % e->m->hp.n_layer, &only, 1);
+        if (rc < 0 || (rc = expert_cache_get(e->experts, 0, mat, true)) < 0)
+            return rc;
+    }
+    swiglu_run(e, &l->ffn_gate, &l->ffn_up, &l->ffn_down, mat, e->tmp, n_tok);
+    return 0;
+}

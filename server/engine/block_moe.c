@@ -1,0 +1,238 @@
+/* block_moe.c - routed experts (softmax router, top-k, weights renormalised to sum 1; lossy
+ * --moe-top-k / --cache-bias variants) and the gated shared expert of qwen35moe. Under a RAM budget
+ * the union of the batch's experts is looked up in the expert cache once, the next layer's are
+ * guessed and read ahead, the resident ones are computed while the rest arrive, each missed expert
+ * as soon as it lands: experts write disjoint rows, so the grouping changes no bit of the result. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "expert_cache.h"
+#include "ops.h"
+#include "quant.h"
+
+/* Top k of n logits into sel, best first; ties go to the lower index (as ggml's top-k). One pass,
+ * inserting into the short sorted list. */
+static void top_k(const float *p, int32_t n, int32_t k, int32_t *sel) {
+    int32_t m = 0;
+    for (int32_t x = 0; x < n; x++) {
+        if (m == k && p[x] <= p[sel[k - 1]])
+            continue;
+        int32_t i = m < k ? m++ : k - 1;
+        for (; i > 0 && p[sel[i - 1]] < p[x]; i--)
+            sel[i] = sel[i - 1];
+        sel[i] = x;
+    }
+}
+
+/* --cache-bias: each selected expert of layer il that is not resident gives its place to the most
+ * probable resident expert outside the selection with at least cache_bias times its probability.
+ * Lossy (the model computes with other experts than it chose); off by default. */
+static void bias_to_cache(const struct engine *e, int il, const float *p, int32_t *sel) {
+    const int32_t ne = e->m->hp.n_expert, k = e->k_used;
+    for (int32_t i = 0; i < k; i++) {
+        if (expert_cache_resident(e->experts, il, sel[i]))
+            continue;
+        int32_t best = -1;
+        for (int32_t x = 0; x < ne; x++) {
+            bool taken = false;
+            for (int32_t j = 0; j < k; j++)
+                taken |= sel[j] == x;
+            if (!taken && p[x] >= e->p.cache_bias * p[sel[i]] &&
+                (best < 0 || p[x] > p[best]) && expert_cache_resident(e->experts, il, x))
+                best = x;
+        }
+        if (best >= 0)
+            sel[i] = best;
+    }
+}
+
+/* Routes each token: softmax over the router's logits, top-k, weights renormalised to sum 1. */
+static void route(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const int32_t ne = hp->n_expert, k = e->k_used;
+    memset(e->exp_n, 0, (size_t)ne * sizeof(int32_t));
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *p = e->router + (size_t)t * ne;
+        int32_t *sel = e->sel + (size_t)t * k;
+        float *w = e->sel_w + (size_t)t * k;
+        ops_softmax(p, ne);
+        top_k(p, ne, k, sel);
+        if (e->p.cache_bias > 0.0f && e->experts)
+            bias_to_cache(e, il, p, sel);
+        double sum = 0.0;
+        for (int32_t i = 0; i < k; i++)
+            sum += (double)(w[i] = p[sel[i]]);
+        float fsum = (float)sum;
+        if (fsum < 6.103515625e-5f)
+            fsum = 6.103515625e-5f;
+        for (int32_t i = 0; i < k; i++) {
+            w[i] = w[i] / fsum;
+            int32_t x = sel[i], n = e->exp_n[x]++;
+            e->exp_tok[(size_t)x * e->p.n_batch + n] = t;
+            e->exp_out[(size_t)x * e->p.n_batch + n] = t * k + i;
+        }
+    }
+}
+
+/* Next-layer lookahead: layer il's router applied to the residual stream as it enters layer
+ * il - 1's FFN guesses which experts il will want; those the cache lacks start reading now, most
+ * wanted first, and arrive while this layer computes and il's attention runs. Uses tmp, router and
+ * act slot 0, so it runs before this layer's activations are quantized. */
+static void prefetch(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    if (il >= hp->n_layer)
+        return;
+    const struct model_layer *l = &e->m->layers[il];
+    const size_t D = (size_t)hp->n_embd;
+    const int32_t ne = hp->n_expert, k = e->k_used;
+    for (int32_t t = 0; t < n_tok; t++)
+        ops_rms_norm(e->tmp + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
+    engine_matmul(e, &l->ffn_gate_inp, e->tmp, D, e->router, (size_t)ne, n_tok);
+    memset(e->guess_n, 0, (size_t)ne * sizeof(int32_t));
+    int32_t sel[64];
+    for (int32_t t = 0; t < n_tok; t++) {
+        top_k(e->router + (size_t)t * ne, ne, k < 64 ? k : 64, sel);
+        for (int32_t i = 0; i < k && i < 64; i++)
+            e->guess_n[sel[i]]++;
+    }
+    int32_t n = 0;
+    for (int32_t x = 0; x < ne; x++) { /* insertion by votes, most first */
+        if (!e->guess_n[x])
+            continue;
+        int32_t j = n++;
+        for (; j > 0 && e->guess_n[e->guess_ids[j - 1]] < e->guess_n[x]; j--)
+            e->guess_ids[j] = e->guess_ids[j - 1];
+        e->guess_ids[j] = x;
+    }
+    expert_cache_prefetch(e->experts, il, e->guess_ids, n);
+}
+
+/* Computes the experts fetch_ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up
+ * for their tokens, SwiGLU, down, into ffn_d's rows. Only those experts' rows are touched, so the
+ * experts of a layer may be computed in several groups. */
+static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
+                               const uint8_t *au, size_t su) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, B = (size_t)e->p.n_batch;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t x = e->fetch_ids[list[j]];
+        const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
+        const uint8_t *const *mat = e->exp_mat + (size_t)x * 3;
+        engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out, e->exp_n[x]);
+        engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out, e->exp_n[x]);
+    }
+    matmul_run(&e->mm);
+    const struct quant_kernels *qk = quant_kernels(l->ffn_down_exps.type);
+    const size_t sd = (quant_act_row_bytes(l->ffn_down_exps.type, (int64_t)F) + 63) & ~(size_t)63;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t x = e->fetch_ids[list[j]];
+        const int32_t *out = e->exp_out + (size_t)x * B;
+        for (int32_t r = 0; r < e->exp_n[x]; r++) {
+            float *g = e->ffn_g + (size_t)out[r] * F;
+            ops_swiglu(g, g, e->ffn_u + (size_t)out[r] * F, (int64_t)F);
+            qk->from_float(g, e->act[2] + (size_t)out[r] * sd, (int64_t)F);
+        }
+        engine_queue(e, &l->ffn_down_exps, e->exp_mat[(size_t)x * 3 + 2], e->act[2], sd, out,
+                     e->ffn_d, D, out, e->exp_n[x]);
+    }
+    matmul_run(&e->mm);
+}
+
+/* The routed experts of layer il for the batch. With an expert cache the union of the batch's
+ * experts is looked up once, the next layer's are guessed and prefetched, the experts already
+ * resident are computed while the rest arrive, then the rest. Returns 0 or a read error. */
+/* tmp += shared expert(xn) * sigmoid(ffn_gate_inp_shexp . xn), per token. */
+static void shared_expert_add(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+    const size_t D = (size_t)e->m->hp.n_embd;
+    block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp, e->shexp, n_tok);
+    engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, e->shexp_gate, 1, n_tok);
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float g = 1.0f / (1.0f + expf(-e->shexp_gate[t]));
+        float *y = e->tmp + (size_t)t * D;
+        const float *s = e->shexp + (size_t)t * D;
+        for (size_t i = 0; i < D; i++)
+            y[i] = y[i] + s[i] * g;
+    }
+}
+
+int block_moe(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    const int32_t k = e->k_used;
+    engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
+    route(e, il, n_tok);
+    int32_t n = 0;
+    for (int32_t x = 0; x < hp->n_expert; x++)
+        if (e->exp_n[x])
+            e->fetch_ids[n++] = x;
+    if (e->route_fn)
+        e->route_fn(e->route_ctx, il, e->fetch_ids, n);
+    if (e->experts) {
+        int rc = expert_cache_begin(e->experts, il, e->fetch_ids, n);
+        if (rc < 0)
+            return rc;
+        if (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
+            (e->p.prefetch == ENGINE_PREFETCH_PREFILL && n_tok > 1))
+            prefetch(e, il + 1, n_tok);
+    }
+    size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
+    const uint8_t *au = e->act[0];
+    size_t su = sg;
+    if (quant_kernels(l->ffn_up_exps.type)->vec_dot_type !=
+        quant_kernels(l->ffn_gate_exps.type)->vec_dot_type) {
+        su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
+        au = e->act[1];
+    }
+    /* what is resident now first, then each of the rest as soon as it arrives: the experts' rows
+     * of ffn_d are independent, so the grouping does not change a bit of the result */
+    int32_t *todo = e->guess_n, n_todo = n; /* guess_n is free again once prefetch ran */
+    for (int32_t i = 0; i < n; i++)
+        todo[i] = i;
+    while (n_todo > 0) {
+        int32_t *ready = e->guess_ids, n_ready = 0, n_left = 0;
+        for (int32_t j = 0; j < n_todo; j++) {
+            int32_t i = todo[j], x = e->fetch_ids[i];
+            const uint8_t **mat = e->exp_mat + (size_t)x * 3;
+            int rc = 1;
+            if (e->experts) {
+                rc = expert_cache_get(e->experts, i, mat, false);
+            } else {
+                const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+                for (int m = 0; m < 3; m++)
+                    mat[m] = (const uint8_t *)w[m]->data + (size_t)x * w[m]->mat_bytes;
+            }
+            if (rc < 0)
+                return rc;
+            if (rc == 1)
+                ready[n_ready++] = i;
+            else
+                todo[n_left++] = i;
+        }
+        n_todo = n_left;
+        if (n_ready > 0)
+            experts_run(e, il, ready, n_ready, sg, au, su);
+        else if (!expert_cache_wait(e->experts))
+            return -EIO; /* an expert still reading with no read in flight: cannot happen */
+    }
+    /* weighted sum in selection order, as ggml adds the weighted experts one by one */
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *y = e->tmp + (size_t)t * D;
+        const float *w = e->sel_w + (size_t)t * k;
+        const float *d0 = e->ffn_d + (size_t)t * k * D;
+        for (size_t i = 0; i < D; i++)
+            y[i] = d0[i] * w[0];
+        for (int32_t s = 1; s < k; s++) {
+            const float *ds = d0 + (size_t)s * D;
+            for (size_t i = 0; i < D; i++)
+                y[i] = y[i] + ds[i] * w[s];
+        }
+    }
+    if (l->ffn_up_shexp.data)
+        shared_expert_add(e, l, n_tok);
+    return 0;
+}
+
