@@ -42,6 +42,20 @@ static struct model *model_a(void) {
     return m;
 }
 
+static struct model *g_hybrid;
+
+/* A qwen35moe model: its contexts carry the Gated DeltaNet state after the KV rows. */
+static struct model *model_hybrid(void) {
+    static char path[1024];
+    char err[256];
+    if (!g_hybrid &&
+        test_make_model(path, sizeof(path), "ctx_h.gguf", "--preset tiny-qwen35moe --seed 3") == 0) {
+        g_hybrid = model_load(path, err, sizeof(err));
+        CHECK_MSG(g_hybrid != NULL, "model_load: %s", err);
+    }
+    return g_hybrid;
+}
+
 static struct engine *engine_for(struct model *m, enum qtype kv, int32_t n_ctx) {
     struct engine_params ep = engine_params_default();
     ep.kv_type = kv;
@@ -125,8 +139,7 @@ static void test_names(void) {
 
 /* ---- round trips ----------------------------------------------------------------------------- */
 
-static void check_exact(enum qtype kv, bool zstd) {
-    struct model *m = model_a();
+static void check_exact(struct model *m, enum qtype kv, bool zstd) {
     if (!m)
         return;
     int32_t V = m->hp.n_vocab, ids[N_PROMPT], toks[N_GEN], *got = NULL, n = 0;
@@ -152,6 +165,8 @@ static void check_exact(enum qtype kv, bool zstd) {
         CHECK_EQ_INT(engine_n_past(b), N_PROMPT);
         CHECK_EQ_INT(ri.store_type, kv);
         CHECK(ri.fingerprint == ctxfile_fingerprint(m->gguf));
+        CHECK(ri.state_bytes == engine_state_size(b));
+        CHECK(model_is_recurrent(m) == (ri.state_bytes > 0));
         /* the last prompt token's logits are not in the file: take a's */
         greedy(b, first, V, out, toks, true);
         CHECK_MSG(memcmp(out, ref, sizeof(float) * (size_t)V * N_GEN) == 0,
@@ -170,12 +185,26 @@ static void check_exact(enum qtype kv, bool zstd) {
     free(out);
 }
 
-static void test_exact_f32(void) { check_exact(QTYPE_F32, false); }
-static void test_exact_f16(void) { check_exact(QTYPE_F16, false); }
-static void test_exact_f32_zstd(void) { check_exact(QTYPE_F32, true); }
-static void test_exact_f16_zstd(void) { check_exact(QTYPE_F16, true); }
-static void test_exact_q8_0(void) { check_exact(QTYPE_Q8_0, false); }
-static void test_exact_q4_0_zstd(void) { check_exact(QTYPE_Q4_0, true); }
+static void test_exact_f32(void) { check_exact(model_a(), QTYPE_F32, false); }
+static void test_exact_f16(void) { check_exact(model_a(), QTYPE_F16, false); }
+static void test_exact_f32_zstd(void) { check_exact(model_a(), QTYPE_F32, true); }
+static void test_exact_f16_zstd(void) { check_exact(model_a(), QTYPE_F16, true); }
+static void test_exact_q8_0(void) { check_exact(model_a(), QTYPE_Q8_0, false); }
+static void test_exact_q4_0_zstd(void) { check_exact(model_a(), QTYPE_Q4_0, true); }
+static void test_hybrid_f16(void) { check_exact(model_hybrid(), QTYPE_F16, false); }
+static void test_hybrid_f32_zstd(void) { check_exact(model_hybrid(), QTYPE_F32, true); }
+
+/* A recurrent state exists only at n_past: saving fewer tokens is refused, not saved wrong. */
+static void test_hybrid_refuses_prefix(void) {
+    struct model *m = model_hybrid();
+    int32_t ids[N_PROMPT];
+    char err[512];
+    struct engine *a = m ? prefilled(m, QTYPE_F16, ids, NULL) : NULL;
+    if (a)
+        CHECK_EQ_INT(ctxfile_save(tmp_path("h_prefix"), m, a, ids, N_PROMPT - 1, NULL, NULL,
+                                  NULL, err, sizeof(err)), -EINVAL);
+    engine_free(a);
+}
 
 /* Every layer's K and V of positions 0 .. n-1 as floats: [n_layer][2][n][kv_dim]. */
 static float *kv_floats(struct engine *e, int32_t n) {
@@ -336,7 +365,7 @@ static void test_header_layout(void) {
         struct engine_kv_shape s = engine_kv_shape(a);
         uint64_t kv_bytes = (uint64_t)s.n_layer * 2 * 5 * (uint64_t)(s.kv_dim / 32 * 34);
         CHECK(memcmp(f, "SNIPCTX\0", 8) == 0);
-        CHECK_EQ_INT(le(f + 8, 4), 1);
+        CHECK_EQ_INT(le(f + 8, 4), 2);
         CHECK_EQ_INT(le(f + 12, 4), 128);
         CHECK(le(f + 16, 8) == ctxfile_fingerprint(m->gguf));
         CHECK_EQ_INT(le(f + 24, 4), 1); /* f16 */
@@ -351,7 +380,8 @@ static void test_header_layout(void) {
         uint64_t stored = le(f + 72, 8);
         CHECK(n == 128 + 5 * 4 + 2 + stored);
         CHECK(le(f + 80, 8) == hash64(f + 128 + 20 + 2, stored, 0));
-        for (int i = 88; i < 120; i++)
+        CHECK_EQ_INT(le(f + 88, 8), 0); /* no recurrent state */
+        for (int i = 96; i < 120; i++)
             CHECK_EQ_INT(f[i], 0);
         for (int i = 0; i < 5; i++)
             CHECK_EQ_INT(le(f + 128 + 4 * i, 4), ids[i]);
@@ -492,6 +522,18 @@ out:
 static void test_flipped(void) { check_flipped(false); }
 static void test_flipped_zstd(void) { check_flipped(true); }
 
+/* Rewrites f's version field and fixes the header checksum for it. */
+static void set_version(uint8_t *f, uint8_t version) {
+    f[8] = version;
+    struct hash64 st;
+    hash64_init(&st, 0);
+    hash64_update(&st, f, 120);
+    hash64_update(&st, f + 128, (size_t)N_PROMPT * 4 + 9);
+    uint64_t h = hash64_digest(&st);
+    for (int i = 0; i < 8; i++)
+        f[120 + i] = (uint8_t)(h >> (8 * i));
+}
+
 static void test_wrong_version(void) {
     struct model *m = model_a();
     size_t n = 0;
@@ -499,19 +541,18 @@ static void test_wrong_version(void) {
     struct engine *e = m ? engine_for(m, QTYPE_F16, N_CTX) : NULL;
     if (f && e) {
         char err[512];
-        f[8] = 2; /* version 2; the header checksum is right for it */
-        uint64_t h = hash64(f, 120, 0);
-        struct hash64 st;
-        hash64_init(&st, 0);
-        hash64_update(&st, f, 120);
-        hash64_update(&st, f + 128, (size_t)N_PROMPT * 4 + 9);
-        h = hash64_digest(&st);
-        for (int i = 0; i < 8; i++)
-            f[120 + i] = (uint8_t)(h >> (8 * i));
+        set_version(f, 1); /* the first format: the same bytes without a state, still read */
+        CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
+        CHECK_MSG(try_load(m, e, tmp_path("ver"), err, sizeof(err)) == 0, "version 1: %s", err);
+        set_version(f, 3); /* a later one */
         CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
         CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_EVERSION);
-        CHECK_MSG(strstr(err, "version 2") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "version 3") != NULL, "%s", err);
         printf("wrong version: %s\n", err);
+        f[88] = 4; /* a version 1 file claiming a state */
+        set_version(f, 1);
+        CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
+        CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_ECORRUPT);
         memcpy(f, "GGUF", 4);
         CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
         CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_ECORRUPT);
@@ -729,6 +770,9 @@ static const struct test_case cases[] = {
     {"exact_f16_zstd", test_exact_f16_zstd},
     {"exact_q8_0_kv", test_exact_q8_0},
     {"exact_q4_0_kv_zstd", test_exact_q4_0_zstd},
+    {"hybrid_f16", test_hybrid_f16},
+    {"hybrid_f32_zstd", test_hybrid_f32_zstd},
+    {"hybrid_refuses_prefix", test_hybrid_refuses_prefix},
     {"q8_0", test_q8_0},
     {"q8_0_from_f32", test_q8_0_f32},
     {"q4_0", test_q4_0},
@@ -756,5 +800,6 @@ static const struct test_case cases[] = {
 int main(int argc, char **argv) {
     int rc = test_run(argc, argv, cases);
     model_free(g_model);
+    model_free(g_hybrid);
     return rc;
 }

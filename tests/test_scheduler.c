@@ -21,10 +21,11 @@ struct fixture {
     struct engine *e;
 };
 
-static bool fixture_open(struct fixture *f) {
-    static char path[1024];
+/* Opens a model generated once by sniper-mkmodel with args into file name. */
+static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, const char *name,
+                               const char *args) {
     memset(f, 0, sizeof(*f));
-    if (!path[0] && test_make_model(path, sizeof(path), "sched.gguf", "--preset tiny --seed 9") < 0)
+    if (!path[0] && test_make_model(path, path_len, name, args) < 0)
         return false;
     char err[256] = "";
     f->m = model_load(path, err, sizeof(err));
@@ -35,6 +36,18 @@ static bool fixture_open(struct fixture *f) {
     f->e = f->tk ? engine_new(f->m, &ep, err, sizeof(err)) : NULL;
     CHECK_MSG(f->e != NULL, "%s", err);
     return f->e != NULL;
+}
+
+static bool fixture_open(struct fixture *f) {
+    static char path[1024];
+    return fixture_open_model(f, path, sizeof(path), "sched.gguf", "--preset tiny --seed 9");
+}
+
+/* A hybrid model: Gated DeltaNet layers whose state only checkpoints can roll back. */
+static bool fixture_open_hybrid(struct fixture *f) {
+    static char path[1024];
+    return fixture_open_model(f, path, sizeof(path), "sched35.gguf",
+                              "--preset tiny-qwen35moe --seed 9");
 }
 
 static void fixture_close(struct fixture *f) {
@@ -167,6 +180,50 @@ static void test_greedy_and_prompt_cache(void) {
     struct scheduler_stats st;
     scheduler_get_stats(s, &st);
     CHECK_EQ_INT((int64_t)st.jobs_done, 4);
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
+/* A recurrent model reuses a prefix only up to a checkpoint: the prompt's last message header and
+ * its next-to-last token; the output is the cold run's either way. */
+static void test_hybrid_prompt_cache(void) {
+    struct fixture f;
+    if (!fixture_open_hybrid(&f))
+        goto out;
+    CHECK(engine_is_recurrent(f.e));
+    char err[256];
+    const int32_t msg = tokenizer_find(f.tk, "<|im_start|>");
+    CHECK(msg >= 0);
+    int32_t ids[40], other[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (int32_t)((i * 37 + 5) % 2000);
+    ids[10] = ids[25] = msg; /* message headers */
+    memcpy(other, ids, sizeof(ids));
+    other[30] = (other[30] + 1) % 2000; /* shares the first 30 */
+    char want[8192], want_other[8192];
+    size_t want_len = direct(&f, ids, 40, 16, want, sizeof(want));
+    size_t want_other_len = direct(&f, other, 40, 16, want_other, sizeof(want_other));
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    CHECK_MSG(s != NULL, "%s", err);
+    if (!s)
+        goto out;
+    struct job_params p = greedy(16);
+    struct result a, b, c;
+    run(s, ids, 40, &p, &a);
+    CHECK_EQ_INT(a.sum.cached_tokens, 0);
+    CHECK_MSG(a.len == want_len && memcmp(a.text, want, want_len) == 0,
+              "scheduler text differs from the direct run (%zu vs %zu bytes)", a.len, want_len);
+    run(s, ids, 40, &p, &b); /* the same prompt: the checkpoint before its last token */
+    CHECK_EQ_INT(b.sum.cached_tokens, 39);
+    CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
+    run(s, other, 40, &p, &c); /* diverges at 30: resumes at the last header, 25 */
+    CHECK_EQ_INT(c.sum.cached_tokens, 25);
+    CHECK_MSG(c.len == want_other_len && memcmp(c.text, want_other, c.len) == 0,
+              "after a rollback the text differs from a cold run");
+    run(s, ids, 40, &p, &b); /* and back */
+    CHECK_EQ_INT(b.sum.cached_tokens, 25);
+    CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
     scheduler_free(s);
 out:
     fixture_close(&f);
@@ -307,6 +364,7 @@ out:
 }
 
 static const struct test_case cases[] = {
+    {"hybrid_prompt_cache", test_hybrid_prompt_cache},
     {"call", test_call},
     {"greedy_and_prompt_cache", test_greedy_and_prompt_cache},
     {"stop_length_cancel", test_stop_length_cancel},

@@ -174,6 +174,7 @@ static void header_encode(uint8_t *b, const struct ctxfile_info *in, uint64_t kv
     put64(b + 64, in->kv_bytes);
     put64(b + 72, in->kv_stored_bytes);
     put64(b + 80, kv_hash);
+    put64(b + 88, in->state_bytes);
 }
 
 /* The header checksum: header bytes [0, 120), then the token ids as stored, then the metadata. */
@@ -309,6 +310,17 @@ static int save_layer(struct cw *w, const struct engine *e, int32_t il, int32_t 
     return rc;
 }
 
+/* Writes the recurrent state (f32, exact) at the end of the KV stream. */
+static int save_state(struct cw *w, const struct engine *e, uint64_t bytes, char *err,
+                      size_t err_len) {
+    void *state = malloc((size_t)bytes);
+    int rc = state ? engine_state_export(e, state, (size_t)bytes) : -ENOMEM;
+    if (rc == 0)
+        rc = cw_put_kv(w, state, (size_t)bytes, true, err, err_len);
+    free(state);
+    return rc;
+}
+
 static int fsync_dir(const char *path) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
@@ -342,8 +354,10 @@ static int save_check(const struct model *m, const struct engine *e, const int32
                       int32_t n, const struct ctxfile_opts *o, struct ctxfile_info *in,
                       size_t *st_row, char *err, size_t err_len) {
     struct engine_kv_shape s = engine_kv_shape(e);
+    /* a recurrent state exists only for n_past: it cannot be cut back to a shorter n */
     if (n < 0 || n > engine_n_past(e) || (n > 0 && !tokens) || (unsigned)o->store > 3 ||
-        o->zstd_level < 0 || o->zstd_level > 19) {
+        o->zstd_level < 0 || o->zstd_level > 19 ||
+        (engine_is_recurrent(e) && n != engine_n_past(e))) {
         err_set(err, err_len, "ctxfile_save: bad arguments (n %d of %d cached tokens, store %d)",
                 n, engine_n_past(e), (int)o->store);
         return -EINVAL;
@@ -365,6 +379,7 @@ static int save_check(const struct model *m, const struct engine *e, const int32
     in->n_tokens = n;
     in->created = (uint64_t)time(NULL);
     in->kv_bytes = kv_section_bytes(s.n_layer, n, row);
+    in->state_bytes = engine_state_size(e);
     return 0;
 }
 
@@ -389,10 +404,13 @@ static int save_body(struct cw *w, const struct engine *e, const int32_t *tokens
         rc = cw_put(w, tok, tok_bytes);
     if (rc == 0)
         rc = cw_put(w, meta, in->meta_bytes);
+    const bool with_state = in->state_bytes > 0;
     for (int32_t il = 0; il < s.n_layer && rc == 0; il++)
         rc = save_layer(w, e, il, n, in->store_type, st_row, k, v, conv, scratch,
-                        il == s.n_layer - 1, err, err_len);
-    if (rc == 0 && s.n_layer == 0 && w->zc)
+                        il == s.n_layer - 1 && !with_state, err, err_len);
+    if (rc == 0 && with_state)
+        rc = save_state(w, e, in->state_bytes, err, err_len);
+    if (rc == 0 && s.n_layer == 0 && !with_state && w->zc)
         rc = cw_put_kv(w, NULL, 0, true, err, err_len);
     if (rc == 0)
         rc = cw_flush(w);
@@ -498,9 +516,9 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
         return CTXFILE_ECORRUPT;
     }
     in->version = get32(b + 8);
-    if (in->version != CTXFILE_VERSION) {
-        err_set(err, err_len, "ctxfile: \"%s\" has format version %u, this build reads %u", path,
-                in->version, CTXFILE_VERSION);
+    if (in->version != 1 && in->version != CTXFILE_VERSION) {
+        err_set(err, err_len, "ctxfile: \"%s\" has format version %u, this build reads 1 to %u",
+                path, in->version, CTXFILE_VERSION);
         return CTXFILE_EVERSION;
     }
     uint32_t comp = get32(b + 32), n_layer = get32(b + 36), kv_dim = get32(b + 40);
@@ -517,10 +535,11 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
     in->kv_bytes = get64(b + 64);
     in->kv_stored_bytes = get64(b + 72);
     in->file_bytes = file_bytes;
+    in->state_bytes = get64(b + 88); /* version 1: reserved, zero */
     bool zero = true;
-    for (int i = 88; i < CTXFILE_HEAD_HASH_OFF; i++)
+    for (int i = 96; i < CTXFILE_HEAD_HASH_OFF; i++)
         zero = zero && b[i] == 0;
-    uint64_t row = 0, total = 0;
+    uint64_t row = 0, total = 0, raw = 0;
     bool ok = zero && get32(b + 12) == CTXFILE_HEADER_BYTES && comp <= CTXFILE_COMP_ZSTD &&
               store_type_ok(kv_type) && store_type_ok(st) &&
               n_layer >= 1 && n_layer <= CTXFILE_MAX_LAYERS && kv_dim >= 1 &&
@@ -528,7 +547,10 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
               in->meta_bytes <= CTXFILE_MAX_META_BYTES &&
               qtype_row_bytes((enum qtype)st, kv_dim, &row) == 0 &&
               in->kv_bytes == kv_section_bytes((int32_t)n_layer, (int32_t)n_tok, row) &&
-              (in->zstd || in->kv_stored_bytes == in->kv_bytes);
+              in->state_bytes <= CTXFILE_MAX_STATE_BYTES && in->state_bytes % 4 == 0 &&
+              (in->version > 1 || in->state_bytes == 0) &&
+              !__builtin_add_overflow(in->kv_bytes, in->state_bytes, &raw) &&
+              (in->zstd || in->kv_stored_bytes == raw);
     if (!ok) {
         err_set(err, err_len, "ctxfile: \"%s\" is corrupted (inconsistent header)", path);
         return CTXFILE_ECORRUPT;
@@ -764,6 +786,16 @@ static int load_kv(struct cr *r, struct engine *e, const struct ctxfile_info *in
     return rc;
 }
 
+/* Reads the recurrent state that follows the KV rows into e. */
+static int load_state(struct cr *r, struct engine *e, uint64_t bytes) {
+    void *state = malloc((size_t)bytes);
+    int rc = state ? cr_get(r, state, (size_t)bytes) : -ENOMEM;
+    if (rc == 0)
+        rc = engine_state_import(e, state, (size_t)bytes);
+    free(state);
+    return rc;
+}
+
 /* The checks between a verified header and an engine: model, shape, token ids. */
 static int load_check(const struct ctxfile_head *h, const struct model *m, struct engine *e,
                       const char *path, char *err, size_t err_len) {
@@ -777,6 +809,11 @@ static int load_check(const struct ctxfile_head *h, const struct model *m, struc
     if (h->in.n_layer != s.n_layer || h->in.kv_dim != s.kv_dim) {
         err_set(err, err_len, "ctxfile: \"%s\" has %d layers of kv_dim %d, the engine %d of %d",
                 path, h->in.n_layer, h->in.kv_dim, s.n_layer, s.kv_dim);
+        return CTXFILE_ECORRUPT;
+    }
+    if (h->in.state_bytes != engine_state_size(e)) {
+        err_set(err, err_len, "ctxfile: \"%s\" holds %" PRIu64 " bytes of recurrent state, the "
+                "engine %zu", path, h->in.state_bytes, engine_state_size(e));
         return CTXFILE_ECORRUPT;
     }
     if (h->in.n_tokens > s.n_ctx) {
@@ -824,6 +861,8 @@ int ctxfile_load(const char *path, const struct model *m, struct engine *e, int3
     }
     engine_truncate(e, 0);
     rc = load_kv(&r, e, &h.in);
+    if (rc == 0 && h.in.state_bytes > 0)
+        rc = load_state(&r, e, h.in.state_bytes);
     if (rc == 0 && (!cr_done(&r) || hash64_digest(&r.hash) != get64(h.hdr + 80)))
         rc = CTXFILE_ECORRUPT;
     if (rc < 0) {

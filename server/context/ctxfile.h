@@ -25,9 +25,10 @@
 #include "model.h"
 
 #define CTXFILE_MAGIC "SNIPCTX\0" /* 8 bytes */
-#define CTXFILE_VERSION 1
+#define CTXFILE_VERSION 2 /* 2: + the recurrent state; version 1 files still load */
 #define CTXFILE_HEADER_BYTES 128
 #define CTXFILE_MAX_META_BYTES (16u << 20)
+#define CTXFILE_MAX_STATE_BYTES (1ull << 34)
 
 /* Errors besides -errno of the system calls (-ENOENT, -ENOSPC, -EIO ...) and -ENOMEM: */
 #define CTXFILE_ECORRUPT (-EBADMSG)        /* not a context file, truncated or checksum mismatch */
@@ -64,8 +65,10 @@ struct ctxfile_info {
     int32_t n_tokens;
     uint64_t created;        /* unix seconds */
     uint64_t meta_bytes;
-    uint64_t kv_bytes;       /* the KV section uncompressed: n_layer * 2 * n_tokens * row bytes */
-    uint64_t kv_stored_bytes;/* the KV section in the file */
+    uint64_t kv_bytes;       /* the KV rows uncompressed: n_layer * 2 * n_tokens * row bytes */
+    uint64_t state_bytes;    /* recurrent state after the rows (f32, exact), part of the KV section
+                              * (0: a model without one, and every version 1 file) */
+    uint64_t kv_stored_bytes;/* the KV section in the file: rows then state, maybe compressed */
     uint64_t file_bytes;
 };
 

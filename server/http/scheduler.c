@@ -47,6 +47,7 @@ struct scheduler {
     int32_t cache_n;
     float *logits;      /* [n_vocab] */
     float *masked;      /* [n_vocab] logits with the tokens a constraint forbids at -inf */
+    int32_t msg_start;  /* the token that opens a chat message (<|im_start|> ...), or -1 */
     struct scheduler_stats stats;
 };
 
@@ -196,10 +197,44 @@ static int32_t json_mask(struct scheduler *s, const struct json_grammar *g) {
     return allowed;
 }
 
-/* Makes the KV cache hold exactly ids[0..n): keeps the longest prefix it already holds (the
- * prompt cache; its length goes to *cached) and feeds the rest a batch at a time, checking cancel
- * (may be NULL) between batches. With logits, at least the last token is fed again so that
- * s->logits holds its row. Returns 0, -ECANCELED or the engine's error. */
+/* Feeds ids[from .. to) a batch at a time on top of the cache, checking cancel (may be NULL)
+ * between batches; logits of the last token into s->logits when wanted. Returns 0, -ECANCELED or
+ * the engine's error (the cache then ends wherever the engine does). */
+static int feed_range(struct scheduler *s, const int32_t *ids, size_t from, size_t to, bool logits,
+                      const atomic_bool *cancel) {
+    const int32_t nb = engine_n_batch(s->e);
+    for (size_t i = from; i < to; i += (size_t)nb) {
+        if (cancel && atomic_load(cancel))
+            return -ECANCELED;
+        int32_t k = to - i < (size_t)nb ? (int32_t)(to - i) : nb;
+        int rc = engine_eval(s->e, ids + i, k, logits ? s->logits : NULL, false);
+        if (rc < 0) {
+            s->cache_n = engine_n_past(s->e);
+            return rc;
+        }
+        memcpy(s->cache_ids + s->cache_n, ids + i, (size_t)k * sizeof(int32_t));
+        s->cache_n += k;
+    }
+    return 0;
+}
+
+/* Where a recurrent model checkpoints inside a prompt being fed from p: before the last message
+ * header in ids[p+1 .. n-1) (the next turn of a chat re-renders everything before it, but maybe
+ * not what follows: a reasoning block dropped, another generation prompt), or 0 for none. */
+static size_t last_message_start(const struct scheduler *s, const int32_t *ids, size_t p,
+                                 size_t n) {
+    for (size_t i = n - 1; s->msg_start >= 0 && i > p + 1; i--)
+        if (ids[i - 1] == s->msg_start)
+            return i - 1;
+    return 0;
+}
+
+/* Makes the cache hold exactly ids[0..n): keeps the longest prefix it can reuse (the prompt
+ * cache; its length goes to *cached) and feeds the rest. A model with recurrent state reuses up to
+ * its newest checkpoint within the common prefix, and checkpoints this prompt before its last
+ * message header and before its last token, so the next turn or the same prompt again (which
+ * refeeds the last token for its logits) resume there. With logits, at least the last token is
+ * fed, so that s->logits holds its row. Returns 0, -ECANCELED or the engine's error. */
 static int feed_prefix(struct scheduler *s, const int32_t *ids, size_t n, bool logits,
                        const atomic_bool *cancel, int32_t *cached) {
     size_t p = 0;
@@ -207,22 +242,22 @@ static int feed_prefix(struct scheduler *s, const int32_t *ids, size_t n, bool l
         p++;
     if (logits && p == n && p > 0)
         p--;
-    engine_truncate(s->e, (int32_t)p);
+    p = (size_t)engine_truncate(s->e, (int32_t)p);
     s->cache_n = (int32_t)p;
     if (cached)
         *cached = (int32_t)p;
-    const int32_t nb = engine_n_batch(s->e);
-    for (size_t i = p; i < n; i += (size_t)nb) {
-        if (cancel && atomic_load(cancel))
-            return -ECANCELED;
-        int32_t k = n - i < (size_t)nb ? (int32_t)(n - i) : nb;
-        int rc = engine_eval(s->e, ids + i, k, logits ? s->logits : NULL, false);
-        if (rc < 0)
-            return rc;
-        memcpy(s->cache_ids + s->cache_n, ids + i, (size_t)k * sizeof(int32_t));
-        s->cache_n += k;
+    if (engine_is_recurrent(s->e) && n > p + 1) {
+        size_t marks[2] = {last_message_start(s, ids, p, n), n - 1};
+        for (int m = 0; m < 2; m++) {
+            if (marks[m] <= (size_t)s->cache_n)
+                continue;
+            int rc = feed_range(s, ids, (size_t)s->cache_n, marks[m], false, cancel);
+            if (rc < 0)
+                return rc;
+            engine_checkpoint(s->e);
+        }
     }
-    return 0;
+    return feed_range(s, ids, (size_t)s->cache_n, n, logits, cancel);
 }
 
 static void run_job(struct scheduler *s, struct job *j) {
@@ -293,8 +328,10 @@ static void run_job(struct scheduler *s, struct job *j) {
             sum.finish_reason = "cancelled";
             break;
         }
-        if ((sum.rc = engine_eval(s->e, &tok.id, 1, s->logits, false)) < 0)
+        if ((sum.rc = engine_eval(s->e, &tok.id, 1, s->logits, false)) < 0) {
+            s->cache_n = engine_n_past(s->e); /* a recurrent model went back to a checkpoint */
             break;
+        }
         s->cache_ids[s->cache_n++] = tok.id;
     }
     /* what the decoder and the stop strings held back is text after all */
@@ -370,6 +407,9 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     s->e = e;
     s->tk = tk;
     s->n_vocab = tokenizer_n_vocab(tk);
+    s->msg_start = tokenizer_find(tk, "<|im_start|>");
+    if (s->msg_start < 0)
+        s->msg_start = tokenizer_find(tk, "<|start_header_id|>");
     s->queue_max = queue_max > 0 ? queue_max : 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
