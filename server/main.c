@@ -103,6 +103,10 @@ static void usage(FILE *f) {
             "                            ahead: prefill (default) | always | off\n"
             "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
             "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
+            "      --checkpoints N       hybrid models (Qwen3.5): recurrent-state checkpoints kept\n"
+            "                            for prompt-cache reuse, 1..64 (default 4)\n"
+            "      --checkpoint-every N  hybrid models: also one every N positions (default 512;\n"
+            "                            0: only at prompt ends and message starts)\n"
             "  Lossy speed-ups (off by default; their quality cost: docs/benchmarks.md):\n"
             "      --moe-top-k K         K experts per token instead of the model's\n"
             "      --cache-bias R        with --ram-budget: a chosen expert not in the cache gives\n"
@@ -308,6 +312,12 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
                         "\"%s\"\n", v);
                 rc = -EINVAL;
             }
+        } else if (!strcmp(a, "--checkpoints")) {
+            rc = parse_int(a, v, 1, 64, &n);
+            o->ep.n_checkpoints = (int32_t)n;
+        } else if (!strcmp(a, "--checkpoint-every")) {
+            rc = parse_int(a, v, 0, 1 << 24, &n);
+            o->ep.checkpoint_every = (int32_t)n;
         } else if (!strcmp(a, "--io-depth")) {
             rc = parse_int(a, v, 1, 1024, &n);
             o->cache.io_depth = (int)n;
@@ -498,13 +508,16 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
         return NULL;
     struct expert_cache_stats st;
     expert_cache_get_stats(c, &st);
-    const uint64_t known = m->resident_bytes + engine_kv_bytes(e) + engine_scratch_bytes(e);
+    const uint64_t known = m->resident_bytes + engine_kv_bytes(e) + engine_rec_bytes(e) +
+                           engine_scratch_bytes(e);
     const uint64_t other = (rss > known ? rss - known : 0) + BUDGET_MARGIN;
     fprintf(stderr,
-            "budget: %llu MiB = resident weights %llu + KV cache %llu + buffers %llu + other %llu "
-            "+ expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d experts; %s reads, %s eviction)\n",
+            "budget: %llu MiB = resident weights %llu + KV cache %llu + recurrent state %llu + "
+            "buffers %llu + other %llu + expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d "
+            "experts; %s reads, %s eviction)\n",
             (unsigned long long)(o->ram_budget / mib), (unsigned long long)(m->resident_bytes / mib),
             (unsigned long long)(engine_kv_bytes(e) / mib),
+            (unsigned long long)(engine_rec_bytes(e) / mib),
             (unsigned long long)(engine_scratch_bytes(e) / mib), (unsigned long long)(other / mib),
             (unsigned long long)((uint64_t)st.n_slots * st.slot_bytes / mib), st.n_slots,
             (double)st.slot_bytes / (double)mib,
@@ -512,6 +525,17 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
             st.backend, st.eviction);
     engine_set_experts(e, c);
     return c;
+}
+
+/* The engine's own memory: what --ctx-size, --kv-type and --checkpoints cost. */
+static void print_memory(const struct engine *e, const struct engine_params *p) {
+    const double mib = 1024.0 * 1024.0;
+    struct engine_kv_shape s = engine_kv_shape(e);
+    fprintf(stderr, "memory: KV cache %.1f MiB (%d positions of %s in %d attention layers), "
+            "recurrent state %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
+            (double)engine_kv_bytes(e) / mib, s.n_ctx, qtype_name(s.type), s.n_layer,
+            (double)engine_rec_bytes(e) / mib, engine_is_recurrent(e) ? p->n_checkpoints : 0,
+            (double)engine_scratch_bytes(e) / mib);
 }
 
 /* Hit rate of each layer's lookups over the run, first layer first. */
@@ -582,6 +606,7 @@ static int run_generate(const struct options *o) {
     e = engine_new(m, &o->ep, err, sizeof(err));
     if (!e)
         goto fail;
+    print_memory(e, &o->ep);
     ids = prompt_tokens(tk, o, &n_prompt);
     const int32_t V = m->hp.n_vocab;
     const int32_t n_batch = engine_n_batch(e);
@@ -847,6 +872,7 @@ static int run_daemon(const struct options *o) {
     if (!(tk = tokenizer_new(m->gguf, err, sizeof(err))) ||
         !(e = engine_new(m, &o->ep, err, sizeof(err))))
         goto out;
+    print_memory(e, &o->ep);
     err[0] = '\0';
     if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
         goto out;

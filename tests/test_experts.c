@@ -35,6 +35,20 @@ static const char *dense_model(void) {
                       "--preset tiny-dense --types q4_k_m --seed 5");
 }
 
+/* Qwen3.5's hybrid layers: Gated DeltaNet and gated attention, routed experts and a resident shared
+ * expert; and its dense twin. */
+static const char *qwen35moe_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-35moe.gguf",
+                      "--preset tiny-qwen35moe --types q4_k_m --seed 19");
+}
+
+static const char *qwen35_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-35.gguf",
+                      "--preset tiny-qwen35 --types q4_k_m --seed 29");
+}
+
 /* Twice the tiny preset's layers: one token's lookups (8 layers x 4) outnumber the smallest cache
  * (one layer's 16 experts), the case of a 2 GiB budget on the 30B model. */
 static const char *deep_moe_model(void) {
@@ -151,9 +165,9 @@ static void check_exact(struct pair *p, size_t bytes, enum expert_io_kind io, bo
     expert_cache_free(c);
 }
 
-static void test_streaming_is_exact(void) {
+static void check_moe_streaming(const char *path) {
     struct pair p;
-    if (!pair_open(&p))
+    if (!pair_open_path(&p, path))
         goto out;
     struct model *disk = p.disk;
     CHECK(disk->resident_bytes < p.ram->resident_bytes / 2);
@@ -176,11 +190,14 @@ out:
     pair_close(&p);
 }
 
+static void test_streaming_is_exact(void) { check_moe_streaming(moe_model()); }
+static void test_qwen35moe_streaming_is_exact(void) { check_moe_streaming(qwen35moe_model()); }
+
 /* A dense model's FFN streams as one expert per layer, exactly; the next layer's FFN (after the
  * last, the first's for the next step) is always the right guess. */
-static void test_dense_streaming_is_exact(void) {
+static void check_dense_streaming(const char *path) {
     struct pair p;
-    if (!pair_open_path(&p, dense_model()))
+    if (!pair_open_path(&p, path))
         goto out;
     CHECK(p.disk->resident_bytes < p.ram->resident_bytes);
     const size_t slot = expert_cache_slot_bytes(p.disk);
@@ -194,6 +211,9 @@ static void test_dense_streaming_is_exact(void) {
 out:
     pair_close(&p);
 }
+
+static void test_dense_streaming_is_exact(void) { check_dense_streaming(dense_model()); }
+static void test_qwen35_streaming_is_exact(void) { check_dense_streaming(qwen35_model()); }
 
 /* A cache smaller than one token's lookups: LRU would evict each expert before its next use and
  * hit nothing (every key comes back only after all the other layers' lookups, more keys than the
@@ -359,6 +379,8 @@ static void test_too_small(void) {
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
+    {"qwen35moe_streaming_is_exact", test_qwen35moe_streaming_is_exact},
+    {"qwen35_streaming_is_exact", test_qwen35_streaming_is_exact},
     {"small_cache_hits", test_small_cache_hits},
     {"read_fault", test_read_fault},
     {"file_shrinks", test_file_shrinks},
