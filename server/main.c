@@ -655,6 +655,8 @@ static int run_generate(const struct options *o) {
     struct expert_cache_stats before = {0}, after = {0};
     if (cache)
         expert_cache_get_stats(cache, &before);
+    struct engine_timing tm0, tm1;
+    engine_get_timing(e, &tm0);
     double t2 = clock_now_s();
     while (n_gen < (size_t)o->n_predict) {
         int32_t tok = sampler_sample(s, logits);
@@ -682,6 +684,11 @@ static int run_generate(const struct options *o) {
             "generated %zu tokens in %.3f s (%.2f tok/s), %d threads\n",
             t_load, n_prompt, t_prefill, (double)n_prompt / t_prefill, n_gen, t_decode,
             n_gen > 1 ? (double)(n_gen - 1) / t_decode : 0.0, engine_n_threads(e));
+    engine_get_timing(e, &tm1);
+    if (n_gen > 1) /* what no expert read can overlap, and the FFN's part (reads included) */
+        fprintf(stderr, "compute-decode: serial_ms_per_token=%.2f ffn_ms_per_token=%.2f\n",
+                1e3 * ((tm1.step_s - tm0.step_s) - (tm1.ffn_s - tm0.ffn_s)) / (double)(n_gen - 1),
+                1e3 * (tm1.ffn_s - tm0.ffn_s) / (double)(n_gen - 1));
     if (cache) {
         expert_cache_get_stats(cache, &after);
         print_decode_stats(&before, &after, n_gen > 1 ? n_gen - 1 : 0);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine_impl.h"
+#include "clock.h"
 #include "err.h"
 #include "expert_cache.h"
 #include "fault.h"
@@ -406,7 +407,9 @@ static void engine_norm(struct engine *e, const float *w, int32_t first, int32_t
 static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
     engine_norm(e, l->ffn_norm, 0, n_tok);
+    double t0 = clock_now_s();
     int rc = l->ffn == MODEL_FFN_MOE ? block_moe(e, il, n_tok) : block_ffn_dense(e, il, n_tok);
+    e->timing.ffn_s += clock_now_s() - t0;
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < (size_t)n_tok * (size_t)e->m->hp.n_embd; i++)
@@ -437,6 +440,7 @@ static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, f
                        bool all_logits) {
     const struct model_hparams *hp = &e->m->hp;
     const int32_t n_past = e->seq->n_past;
+    const double t0 = clock_now_s();
     engine_embed(e, tokens, n_tok);
     for (int32_t t = 0; t < n_tok; t++)
         ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, n_past + t, hp->n_rot,
@@ -457,6 +461,7 @@ static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, f
     if (logits)
         engine_output(e, all_logits ? 0 : n_tok - 1, n_tok, logits);
     e->seq->n_past += n_tok;
+    e->timing.step_s += clock_now_s() - t0;
     return 0;
 }
 
@@ -498,6 +503,10 @@ int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logit
             sequence_checkpoint(e->seq);
     }
     return 0;
+}
+
+void engine_get_timing(const struct engine *e, struct engine_timing *out) {
+    *out = e->timing;
 }
 
 void engine_set_experts(struct engine *e, struct expert_cache *c) {

@@ -97,6 +97,17 @@ void engine_checkpoint(struct engine *e);
 /* True when the model has recurrent (Gated DeltaNet) layers. */
 bool engine_is_recurrent(const struct engine *e);
 
+/* Where the forward passes' time went since engine_new, in seconds: all of it (steps), and the
+ * part spent on the streamable FFN (routed experts, or a dense model's FFN, from their lookup to
+ * their last product, waits for reads included). The rest runs while no expert read can be in
+ * flight (which experts layer L+1 needs is known only after layer L): the compute the exact-engine
+ * bound adds to the disk's time. */
+struct engine_timing {
+    double step_s;
+    double ffn_s;
+};
+void engine_get_timing(const struct engine *e, struct engine_timing *out);
+
 /* Bytes of the KV cache, of the recurrent state with its checkpoints, and of the scratch buffers
  * (for the RAM budget report). */
 size_t engine_kv_bytes(const struct engine *e);

@@ -70,6 +70,7 @@ struct engine {
     float *gate;     /* [B][Hv] decay exponent g */
     float *delta;    /* [n_threads][Dv] */
     size_t scratch_bytes;
+    struct engine_timing timing;
 
     /* per-layer state for the attention and DeltaNet tasks */
     int attn_layer;
