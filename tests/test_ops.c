@@ -112,6 +112,47 @@ static void count_task(void *ctx, int64_t task, int thread) {
     atomic_fetch_or(&c->threads_seen, 1 << thread);
 }
 
+/* ggml's f32 dot and mad: the SIMD twin gives the portable twin's bits (tails included), the dot
+ * is the float sum it claims (fixed values), and it is not a plain left-to-right sum. */
+static void test_dot_mad_ggml(void) {
+    enum { N = 128 + 7 };
+    float x[N], y[N], m1[N], m2[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = sinf((float)i * 0.37f) * 1.7f;
+        y[i] = cosf((float)i * 1.3f) / (1.0f + (float)i);
+        m1[i] = m2[i] = sinf((float)i);
+    }
+    for (int n = 0; n <= N; n += 9) {
+        float a = ops_dot_f32(x, y, n), b = ops_dot_f32_ref(x, y, n);
+        CHECK_MSG(memcmp(&a, &b, sizeof(a)) == 0, "n %d: %.9g vs %.9g", n, (double)a, (double)b);
+        double exact = 0;
+        for (int i = 0; i < n; i++)
+            exact += (double)x[i] * y[i];
+        CHECK(fabs(a - exact) < 1e-5);
+    }
+    /* the order, pinned: 1e8 in accumulator 0 and 4 in accumulators 1 and 3 (lane 0 each); ggml
+     * adds 1 to 3 first (8), then 0 to 1: 1e8 + 8 is a float. Left to right, each 4 is a tie
+     * that rounds back to 1e8. */
+    float big[32] = {0}, ones[32];
+    for (int i = 0; i < 32; i++)
+        ones[i] = 1.0f;
+    big[0] = 1e8f;
+    big[8] = big[24] = 4.0f;
+    CHECK(ops_dot_f32(big, ones, 32) == 100000008.0f);
+    CHECK(ops_dot_f32_ref(big, ones, 32) == 100000008.0f);
+    /* the mad is fused on the 32-element steps: (1 + 2^-12)^2 - 1 keeps its 2^-24 */
+    float fy[32], fx[32];
+    for (int i = 0; i < 32; i++) {
+        fx[i] = 1.0f + 0x1p-12f;
+        fy[i] = -1.0f;
+    }
+    ops_mad_f32(fy, fx, 1.0f + 0x1p-12f, 32);
+    CHECK(fy[0] == 0x1p-11f + 0x1p-24f && fy[31] == fy[0]);
+    ops_mad_f32(m1, x, 0.731f, N);
+    ops_mad_f32_ref(m2, x, 0.731f, N);
+    CHECK(memcmp(m1, m2, sizeof(m1)) == 0);
+}
+
 static void test_threadpool(void) {
     struct threadpool *tp = threadpool_new(3);
     CHECK(tp != NULL);
@@ -177,6 +218,7 @@ static void test_matmul_jobs(void) {
 }
 
 static const struct test_case cases[] = {
+    {"dot_mad_ggml", test_dot_mad_ggml},
     {"rms_norm", test_rms_norm},
     {"argmax", test_argmax},
     {"softmax", test_softmax},

@@ -29,12 +29,6 @@ static void l2_norm(float *x, int32_t n, float eps) {
         x[i] *= scale;
 }
 
-static float dot(const float *restrict a, const float *restrict b, int32_t n) {
-    float sum = 0.0f;
-    for (int32_t i = 0; i < n; i++)
-        sum += a[i] * b[i];
-    return sum;
-}
 
 /* The causal conv of the batch: the window is the state's d_conv - 1 rows then the batch's qkv
  * rows (already in place); the state becomes the window's last d_conv - 1 rows. */
@@ -75,14 +69,11 @@ static void recurrence_task(void *ctx, int64_t task, int thread) {
         for (size_t i = 0; i < (size_t)D * D; i++)
             S[i] *= decay;
         for (int32_t j = 0; j < D; j++)
-            delta[j] = (v[j] - dot(S + (size_t)j * D, k, D)) * b;
-        for (int32_t j = 0; j < D; j++) {
-            float *row = S + (size_t)j * D;
-            for (int32_t i = 0; i < D; i++)
-                row[i] += k[i] * delta[j];
-        }
+            delta[j] = (v[j] - ops_dot_f32(S + (size_t)j * D, k, D)) * b;
         for (int32_t j = 0; j < D; j++)
-            o[j] = dot(S + (size_t)j * D, q, D) * scale;
+            ops_mad_f32(S + (size_t)j * D, k, delta[j], D);
+        for (int32_t j = 0; j < D; j++)
+            o[j] = ops_dot_f32(S + (size_t)j * D, q, D) * scale;
     }
 }
 

@@ -116,6 +116,83 @@ static bool ops_has_avx2(void) {
     return has;
 }
 
+static bool ops_has_fma(void) {
+    static _Atomic int has = -1;
+    if (has < 0)
+        has = ops_has_avx2() && __builtin_cpu_supports("fma");
+    return has;
+}
+
+/* ---- ggml's f32 dot and mad, bit for bit ---------------------------------------------------- */
+
+__attribute__((target("avx2,fma"))) static float dot_f32_fma(const float *x, const float *y,
+                                                            int64_t n) {
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j),
+                                   s[j]);
+    s[0] = _mm256_add_ps(s[0], s[2]);
+    s[1] = _mm256_add_ps(s[1], s[3]);
+    s[0] = _mm256_add_ps(s[0], s[1]);
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s[0]), _mm256_extractf128_ps(s[0], 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    float sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+float ops_dot_f32_ref(const float *x, const float *y, int64_t n) {
+    float s[4][8] = {{0}};
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++)
+                s[j][l] = fmaf(x[i + 8 * j + l], y[i + 8 * j + l], s[j][l]);
+    float t0[4];
+    for (int l = 0; l < 8; l++)
+        s[0][l] = (s[0][l] + s[2][l]) + (s[1][l] + s[3][l]);
+    for (int l = 0; l < 4; l++)
+        t0[l] = s[0][l] + s[0][l + 4];
+    float sum = (t0[0] + t0[1]) + (t0[2] + t0[3]);
+    for (int64_t i = np; i < n; i++)
+        sum += x[i] * y[i];
+    return sum;
+}
+
+float ops_dot_f32(const float *x, const float *y, int64_t n) {
+    return ops_has_fma() ? dot_f32_fma(x, y, n) : ops_dot_f32_ref(x, y, n);
+}
+
+__attribute__((target("avx2,fma"))) static void mad_f32_fma(float *restrict y,
+                                                           const float *restrict x, float a,
+                                                           int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
+    for (int64_t i = np; i < n; i++)
+        y[i] += x[i] * a;
+}
+
+void ops_mad_f32_ref(float *restrict y, const float *restrict x, float a, int64_t n) {
+    const int64_t np = n & ~(int64_t)31;
+    for (int64_t i = 0; i < np; i++)
+        y[i] = fmaf(x[i], a, y[i]);
+    for (int64_t i = np; i < n; i++)
+        y[i] += x[i] * a;
+}
+
+void ops_mad_f32(float *restrict y, const float *restrict x, float a, int64_t n) {
+    if (ops_has_fma())
+        mad_f32_fma(y, x, a, n);
+    else
+        ops_mad_f32_ref(y, x, a, n);
+}
+
 void ops_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n) {
     if (ops_has_avx2()) {
         axpy_f32_avx2(y, a, x, n);

@@ -32,4 +32,19 @@ void ops_rope_norm(float *x, const float *cs, int32_t n_rot);
 void ops_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n);
 void ops_axpy_f16(float *restrict y, float a, const uint16_t *restrict x, int64_t n);
 
+/* The f32 dot product as ggml's AVX2+FMA build computes it (ggml_vec_dot_f32): 32-element steps
+ * into four 8-lane accumulators by fused multiply-adds, the accumulators added 0+2, 1+3, then 0+1,
+ * the 8 lanes as lo+hi then two horizontal adds, the tail (n % 32) added in float. The portable
+ * twin gives the same bits (fmaf, the same order). For a recurrence that carries every rounding
+ * forward (block_deltanet.c). */
+float ops_dot_f32(const float *x, const float *y, int64_t n);
+
+/* y[i] = fma(x[i], a, y[i]) over the 32-element steps, y[i] += x[i] * a for the tail: ggml's
+ * ggml_vec_mad_f32 on AVX2+FMA, with a portable twin of the same bits. */
+void ops_mad_f32(float *restrict y, const float *restrict x, float a, int64_t n);
+
+/* Both twins, for the test that pins them to each other. */
+float ops_dot_f32_ref(const float *x, const float *y, int64_t n);
+void ops_mad_f32_ref(float *restrict y, const float *restrict x, float a, int64_t n);
+
 #endif
