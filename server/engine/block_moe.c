@@ -144,11 +144,18 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
 /* The routed experts of layer il for the batch. With an expert cache the union of the batch's
  * experts is looked up once, the next layer's are guessed and prefetched, the experts already
  * resident are computed while the rest arrive, then the rest. Returns 0 or a read error. */
-/* tmp += shared expert(xn) * sigmoid(ffn_gate_inp_shexp . xn), per token. */
-static void shared_expert_add(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+/* The shared expert's output into shexp and its gate's logit into shexp_gate. It is resident, so
+ * it runs while the routed experts' misses are read; it uses the act slots and ffn_g / ffn_u, so
+ * it runs before the routed experts' activations are quantized. */
+static void shared_expert_run(struct engine *e, const struct model_layer *l, int32_t n_tok) {
     const size_t D = (size_t)e->m->hp.n_embd;
     block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp, e->shexp, n_tok);
     engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, e->shexp_gate, 1, n_tok);
+}
+
+/* tmp += shexp * sigmoid(shexp_gate), per token: after the routed experts' sum, as ggml adds. */
+static void shared_expert_add(struct engine *e, int32_t n_tok) {
+    const size_t D = (size_t)e->m->hp.n_embd;
     for (int32_t t = 0; t < n_tok; t++) {
         const float g = 1.0f / (1.0f + expf(-e->shexp_gate[t]));
         float *y = e->tmp + (size_t)t * D;
@@ -179,6 +186,8 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
             (e->p.prefetch == ENGINE_PREFETCH_PREFILL && n_tok > 1))
             prefetch(e, il + 1, n_tok);
     }
+    if (l->ffn_up_shexp.data)
+        shared_expert_run(e, l, n_tok);
     size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
     const uint8_t *au = e->act[0];
     size_t su = sg;
@@ -232,7 +241,7 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
         }
     }
     if (l->ffn_up_shexp.data)
-        shared_expert_add(e, l, n_tok);
+        shared_expert_add(e, n_tok);
     return 0;
 }
 
