@@ -111,6 +111,62 @@ static void test_batch_invariance_dense_f32(void) {
     check_batch_invariance("dense-f32.gguf", "--preset tiny-dense --types f32 --seed 13");
 }
 
+static void test_batch_invariance_qwen35moe(void) {
+    check_batch_invariance("35moe-q4km.gguf", "--preset tiny-qwen35moe --types q4_k_m --seed 15");
+}
+static void test_batch_invariance_qwen35_f32(void) {
+    check_batch_invariance("35-f32.gguf", "--preset tiny-qwen35 --types f32 --seed 16");
+}
+
+/* A recurrent state rolls back only to checkpoints: every checkpoint_every positions and where
+ * engine_checkpoint is called; what follows a rollback is bit-identical to the first run; with
+ * more checkpoints than slots the newest stays and the gaps stay even. */
+static void test_checkpoints(void) {
+    struct model *m = load(make_model("ckpt.gguf", "--preset tiny-qwen35moe --types q8_0 --seed 6"));
+    if (!m)
+        return;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_threads = 2;
+    ep.checkpoint_every = 8;
+    ep.n_checkpoints = 3;
+    char err[256];
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    CHECK_MSG(e != NULL, "%s", err);
+    const size_t V = (size_t)m->hp.n_vocab;
+    int32_t ids[64];
+    rng_lcg_ids(ids, 64, m->hp.n_vocab, 3);
+    float *want = malloc(V * 40 * sizeof(float)), *got = malloc(V * 40 * sizeof(float));
+    if (!e || !want || !got)
+        goto out;
+    CHECK(engine_is_recurrent(e) && engine_rec_bytes(e) > engine_state_size(e));
+    CHECK_EQ_INT(engine_eval(e, ids, 20, want, true), 0);
+    CHECK_EQ_INT(engine_reusable(e, 12), 8);
+    CHECK_EQ_INT(engine_reusable(e, 7), 0);
+    CHECK_EQ_INT(engine_reusable(e, 25), 20);
+    CHECK_EQ_INT(engine_truncate(e, 12), 8);
+    CHECK_EQ_INT(engine_n_past(e), 8);
+    CHECK_EQ_INT(engine_eval(e, ids + 8, 12, got, true), 0);
+    CHECK(memcmp(want + 8 * V, got, 12 * V * sizeof(float)) == 0);
+    CHECK_EQ_INT(engine_truncate(e, 19), 16); /* the 16 one came back with the refeed */
+    engine_eval(e, ids + 16, 3, NULL, false);
+    engine_checkpoint(e); /* at 19: an explicit one */
+    CHECK_EQ_INT(engine_eval(e, ids + 19, 21, NULL, false), 0); /* to 40: 24, 32, 40 */
+    /* three slots, spread: at 24, 16 (gap 8..19) went; at 32, 19 (8..24); at 40, 8 (0..24 ties
+     * with 24's 8..32, the older goes) */
+    CHECK_EQ_INT(engine_reusable(e, 39), 32);
+    CHECK_EQ_INT(engine_reusable(e, 31), 24);
+    CHECK_EQ_INT(engine_reusable(e, 23), 0);
+    CHECK_EQ_INT(engine_truncate(e, 5), 0); /* before every checkpoint: from scratch */
+    CHECK_EQ_INT(engine_eval(e, ids, 20, got, true), 0);
+    CHECK(memcmp(want, got, 20 * V * sizeof(float)) == 0);
+out:
+    free(want);
+    free(got);
+    engine_free(e);
+    model_free(m);
+}
+
 static void test_llama_runs(void) {
     check_batch_invariance("llama-q8_0.gguf", "--preset tiny-dense --arch llama --types q8_0 --seed 14");
 }
@@ -232,6 +288,9 @@ static const struct test_case cases[] = {
     {"batch_invariance_moe_q4_k_m", test_batch_invariance_moe_q4_k_m},
     {"batch_invariance_dense_f32", test_batch_invariance_dense_f32},
     {"llama_runs", test_llama_runs},
+    {"batch_invariance_qwen35moe", test_batch_invariance_qwen35moe},
+    {"batch_invariance_qwen35_f32", test_batch_invariance_qwen35_f32},
+    {"checkpoints", test_checkpoints},
     {"upcycling_identity", test_upcycling_identity},
     {"limits_and_truncate", test_limits_and_truncate},
     {0},

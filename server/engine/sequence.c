@@ -110,8 +110,9 @@ static int32_t ckpt_victim(const struct sequence *s) {
             if (j != i && q > p && q < next)
                 next = q;
         }
-        if ((int64_t)next - prev < best_gap) {
-            best_gap = (int64_t)next - prev;
+        const int64_t gap = (int64_t)next - prev; /* ties: the older goes */
+        if (gap < best_gap || (gap == best_gap && p < s->ckpt[best].pos)) {
+            best_gap = gap;
             best = i;
         }
     }

@@ -68,7 +68,7 @@ bool sequence_is_recurrent(const struct sequence *s);
 
 /* Saves the recurrent state at n_past as a checkpoint (a no-op without recurrent layers, or when
  * one is already at n_past). When all are used, the one whose removal leaves the smallest gap
- * between its neighbours goes (never the newest). */
+ * between its neighbours goes (never the newest; of equal gaps the older). */
 void sequence_checkpoint(struct sequence *s);
 
 /* Cuts the sequence back to at most n tokens (n <= n_past) and returns its new length: n without
