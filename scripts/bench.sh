@@ -7,7 +7,12 @@
 # decoded token and the disk-bound limit (the device's direct-read MB/s, measured again before
 # each run or the run's own rate if higher, / decode bytes read per token), and the same against
 # min(disk-bound, in-RAM decode): no budget decodes faster than the all-in-RAM run. Ends with a Markdown table for docs/benchmarks.md. Benchmarks are not tests: nothing is asserted.
+# Each run's exact-engine bound adds to the disk's time the compute no read can overlap (its
+# compute-decode line: attention, DeltaNet, norms, routers, output; which experts layer L+1 needs
+# is known only after layer L). With LLAMA_BENCH=/path/to/llama-bench (built apart from this
+# repository) llama.cpp runs on the same file under the same cap right after each budget's runs.
 #   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 BUDGETS="2G 4G 8G unlimited" make bench
+#   MODEL=models/qwen3.5-35b-a3b.gguf: a missing model is generated with the preset of its name
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
 #   DROP_CACHES=0 leaves the page cache alone (for trial runs on a machine someone else measures on).
 # Without root there is no cgroup and no page-cache drop: the budget is sniperd's alone (said so).
@@ -15,6 +20,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 MODEL=${MODEL:-models/qwen3-30b-a3b.gguf}
+PRESET=${PRESET:-$(basename "$MODEL" .gguf)}
+LLAMA_BENCH=${LLAMA_BENCH:-}
 THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-64}
 GEN=${GEN:-32}
@@ -83,7 +90,7 @@ if [ ! -f "$MODEL" ]; then
         exit 0
     fi
     mkdir -p "$(dirname "$MODEL")"
-    "$BUILD/sniper-mkmodel" --preset qwen3-30b-a3b -o "$MODEL"
+    "$BUILD/sniper-mkmodel" --preset "$PRESET" -o "$MODEL"
 fi
 SNIPERD=("$BUILD/sniperd" -m "$MODEL" --bench-prompt "$PROMPT" -n "$GEN" --temp 0
     --threads "$THREADS")
@@ -171,7 +178,7 @@ ROWS=()
 
 # A table row for a run that gave no figures: budget, run, what happened, empty cells.
 row_note() {
-    ROWS+=("| $1 | $2 | $3 |$(printf ' |%.0s' {1..13})")
+    ROWS+=("| $1 | $2 | $3 |$(printf ' |%.0s' {1..16})")
 }
 
 # One cold run under budget $1 (run $2; $3 = nocg: without a cgroup): prints sniperd's lines and a
@@ -271,7 +278,12 @@ run_budget() {
     if [ "$mbps" != - ] && [ "$(calc 'print (m > d)' m="$mbps" d="${dev:-0}")" = 1 ]; then
         dev=$mbps
     fi
-    local bound=- bratio=-
+    local bound=- bratio=- serial exact=- eratio=-
+    serial=$(field "$(grep '^compute-decode:' "$err" | tail -1 || true)" serial_ms_per_token)
+    if [ -n "$dev" ] && [ -n "$serial" ]; then
+        exact=$(calc 'printf "%.2f", 1 / (b / (m * 1e6) + s / 1e3)' b="$bpt" m="$dev" s="$serial")
+        eratio=$(calc 'printf "%.0f%%", 100 * d / x' d="$dps" x="$exact")
+    fi
     if [ -n "$dev" ] && [ "$(calc 'print (b > 0)' b="$bpt")" = 1 ]; then
         limit=$(calc 'printf "%.2f", m * 1e6 / b' m="$dev" b="$bpt")
         ratio=$(calc 'printf "%.0f%%", 100 * d / l' d="$dps" l="$limit")
@@ -286,20 +298,49 @@ run_budget() {
         "peak RSS $rss MiB, cgroup peak $cg_peak MiB, hit rate $hit," \
         "decode read $mbt MB/token$est at $mbps MB/s${wait:+ (I/O wait $wait ms/token)}," \
         "disk-bound limit $limit tok/s$est (device $dev MB/s), achieved $ratio of it$est;" \
-        "bound min(disk, in RAM) $bound tok/s, achieved $bratio"
+        "bound min(disk, in RAM) $bound tok/s, achieved $bratio;" \
+        "exact-engine bound $exact tok/s (serial compute ${serial:-?} ms/token), achieved $eratio"
     if [ -z "$dec" ] && [ -n "$ex" ]; then
         echo "   (no experts-decode line: decode bytes per token estimated as all bytes read /" \
             "(prompt + generated tokens); prefill shares each expert read among a batch's tokens," \
             "so this can undercount decode several times over and overstate the limit)"
     fi
     local e=${est:+ est.}
-    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt$e | $mbps | $dev | $limit$e | $ratio$e | $bound | $bratio |")
+    ROWS+=("| $label | $run | $dps | $pps | $ttft | $load | $rss | $cg_peak | $hit | $mbt$e | $mbps | $dev | $limit$e | $ratio$e | $bound | $bratio | ${serial:--} | $exact | $eratio |")
+}
+
+LROWS=()
+
+# llama.cpp's llama-bench on the same file under budget $1's cap (page cache dropped first; it
+# maps the file, so the cap bounds its page cache): prompt and decode tok/s into LROWS.
+run_llama() {
+    local budget=$1 cap= cg= out=$WORK/llama.out rc=0
+    [ "$budget" = unlimited ] || cap=$(to_bytes "$budget") || return 0
+    echo "== llama.cpp, budget $budget: $LLAMA_BENCH -m $MODEL -t $THREADS -p $PROMPT -n $GEN -r 1"
+    drop_caches
+    if [ "$use_cgroup" = 1 ] && cg_make "llama-$budget" "$cap"; then
+        cg=$CG
+        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$LLAMA_BENCH" \
+            -m "$MODEL" -t "$THREADS" -p "$PROMPT" -n "$GEN" -r 1 -o md >"$out" 2>"$WORK/llama.err" ||
+            rc=$?
+        cg_remove "$cg"
+    else
+        "$LLAMA_BENCH" -m "$MODEL" -t "$THREADS" -p "$PROMPT" -n "$GEN" -r 1 -o md >"$out" \
+            2>"$WORK/llama.err" || rc=$?
+    fi
+    cat "$out"
+    local pp tg
+    pp=$(sed -nE "s/.*\| +pp$PROMPT +\| +([0-9.]+).*/\1/p" "$out" | head -1)
+    tg=$(sed -nE "s/.*\| +tg$GEN +\| +([0-9.]+).*/\1/p" "$out" | head -1)
+    [ "$rc" -eq 0 ] || echo "llama.cpp failed (exit $rc): $(tail -1 "$WORK/llama.err")"
+    LROWS+=("| $budget | ${tg:-failed} | ${pp:-failed} |")
 }
 
 for budget in $BUDGETS; do
     for run in $(seq 1 "$RUNS"); do
         run_budget "$budget" "$run"
     done
+    [ -n "$LLAMA_BENCH" ] && run_llama "$budget"
 done
 
 echo
@@ -309,11 +350,20 @@ echo "== table ($(date -u '+%Y-%m-%d %H:%M UTC'); $MODEL; $THREADS threads; prom
 echo
 echo "| budget | run | decode tok/s | prefill tok/s | first token s | load s | peak RSS MiB |" \
     "cgroup peak MiB | hit rate | decode MB/token | read MB/s | device MB/s | disk-bound tok/s |" \
-    "achieved/limit | min(disk, in RAM) tok/s | achieved/min |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "achieved/limit | min(disk, in RAM) tok/s | achieved/min | serial ms/token |" \
+    "exact-engine bound tok/s | achieved/exact |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for row in "${ROWS[@]}"; do
     echo "$row"
 done
+if [ -n "$LLAMA_BENCH" ]; then
+    echo
+    echo "| budget | llama.cpp tg$GEN tok/s | llama.cpp pp$PROMPT tok/s |"
+    echo "|---|---|---|"
+    for row in "${LROWS[@]}"; do
+        echo "$row"
+    done
+fi
 
 # ------------------------------------------------------------------------------------------------
 # The daemon under concurrent clients (a small model: the queue and the HTTP path, not the engine)
