@@ -43,6 +43,10 @@ int model_weight_load(struct model *m, struct weight *w, const char *name, int64
 int model_floats_load(struct model *m, float **out, const char *name, int64_t ne0, int64_t ne1,
                       char *err, size_t err_len);
 
+/* The routed-expert keys (expert_count, expert_used_count, expert_feed_forward_length). Returns 0
+ * or -EINVAL with a message naming the key. */
+int arch_moe_hparams(const struct gguf *g, struct model_hparams *hp, char *err, size_t err_len);
+
 /* Tensors shared by several architectures (arch_qwen3.c), each returning 0 or a negative error:
  * attention (q has q_rows rows: n_head * head_dim, or twice that when gated), a dense SwiGLU FFN,
  * routed experts with their router, and a shared expert with its gate. The FFN loaders set the

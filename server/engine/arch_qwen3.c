@@ -6,8 +6,7 @@
 #include "arch.h"
 #include "err.h"
 
-static int qwen3moe_hparams(const struct gguf *g, struct model_hparams *hp, char *err,
-                            size_t err_len) {
+int arch_moe_hparams(const struct gguf *g, struct model_hparams *hp, char *err, size_t err_len) {
     int rc = 0;
     rc |= model_key_i32(g, "expert_count", -1, &hp->n_expert, err, err_len);
     rc |= model_key_i32(g, "expert_used_count", -1, &hp->n_expert_used, err, err_len);
@@ -115,7 +114,7 @@ static int qwen3_layer(struct model *m, int il, char *err, size_t err_len) {
 }
 
 const struct model_arch_ops arch_qwen3moe = {"qwen3moe", MODEL_ARCH_QWEN3MOE, MODEL_ROPE_NEOX,
-                                             qwen3moe_hparams, qwen3_layer};
+                                             arch_moe_hparams, qwen3_layer};
 const struct model_arch_ops arch_qwen3 = {"qwen3", MODEL_ARCH_QWEN3, MODEL_ROPE_NEOX,
                                           dense_hparams, qwen3_layer};
 const struct model_arch_ops arch_llama = {"llama", MODEL_ARCH_LLAMA, MODEL_ROPE_NORM,

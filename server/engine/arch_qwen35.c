@@ -32,13 +32,11 @@ static int deltanet_hparams(const struct gguf *g, struct model_hparams *hp, char
 
 static int qwen35moe_hparams(const struct gguf *g, struct model_hparams *hp, char *err,
                              size_t err_len) {
-    int rc = 0;
-    rc |= model_key_i32(g, "expert_count", -1, &hp->n_expert, err, err_len);
-    rc |= model_key_i32(g, "expert_used_count", -1, &hp->n_expert_used, err, err_len);
-    rc |= model_key_i32(g, "expert_feed_forward_length", -1, &hp->n_ff_exp, err, err_len);
-    rc |= model_key_i32(g, "expert_shared_feed_forward_length", -1, &hp->n_ff_shexp, err,
-                        err_len);
-    return rc ? -EINVAL : deltanet_hparams(g, hp, err, err_len);
+    if (arch_moe_hparams(g, hp, err, err_len) < 0 ||
+        model_key_i32(g, "expert_shared_feed_forward_length", -1, &hp->n_ff_shexp, err,
+                      err_len) < 0)
+        return -EINVAL;
+    return deltanet_hparams(g, hp, err, err_len);
 }
 
 static int qwen35_hparams(const struct gguf *g, struct model_hparams *hp, char *err,
