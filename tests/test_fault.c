@@ -17,9 +17,17 @@ static const char *fault_model(void) {
     return path[0] ? path : NULL;
 }
 
-/* Fails the nth call at site for n = 1, 2, ... until a load goes through untouched. */
-static void check_site(enum fault_site site, const char *want) {
-    const char *path = fault_model();
+/* A hybrid model: DeltaNet tensors, the shared expert, the sequence's state and checkpoints. */
+static const char *fault_model_hybrid(void) {
+    static char path[1024];
+    if (!path[0] && test_make_model(path, sizeof(path), "fault35.gguf",
+                                    "--preset tiny-qwen35moe --types q8_0 --seed 3") < 0)
+        path[0] = '\0';
+    return path[0] ? path : NULL;
+}
+
+/* Fails the nth call at site for n = 1, 2, ... until a load of path goes through untouched. */
+static void check_site_path(const char *path, enum fault_site site, const char *want) {
     if (!path)
         return;
     int n_failed = 0;
@@ -49,11 +57,13 @@ static void check_site(enum fault_site site, const char *want) {
 }
 
 static void test_read_faults(void) {
-    check_site(FAULT_READ, "failed");
+    check_site_path(fault_model(), FAULT_READ, "failed");
+    check_site_path(fault_model_hybrid(), FAULT_READ, "failed");
 }
 
 static void test_alloc_faults(void) {
-    check_site(FAULT_ALLOC, "out of memory");
+    check_site_path(fault_model(), FAULT_ALLOC, "out of memory");
+    check_site_path(fault_model_hybrid(), FAULT_ALLOC, "out of memory");
 }
 
 static void test_fault_countdown(void) {
