@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 #include "harness.h"
@@ -167,6 +168,49 @@ out:
     model_free(m);
 }
 
+/* Copies the file at path with the first occurrence of from (bytes) replaced by to (same length)
+ * to out; returns 0, or -1 when from is not there. */
+static int patched_copy(const char *path, const char *out, const void *from, const void *to,
+                        size_t n) {
+    size_t len = 0;
+    uint8_t *b = test_read_file(path, &len);
+    int rc = -1;
+    for (size_t i = 0; b && i + n <= len; i++)
+        if (memcmp(b + i, from, n) == 0) {
+            memcpy(b + i, to, n);
+            rc = test_write_file(out, b, len);
+            break;
+        }
+    free(b);
+    return rc;
+}
+
+/* A hybrid file that disagrees with itself is refused with the name of what is wrong: a missing
+ * DeltaNet tensor, DeltaNet sizes that do not add up. */
+static void test_qwen35_malformed(void) {
+    const char *path = make_model("bad35.gguf", "--preset tiny-qwen35moe --types q8_0 --seed 8");
+    if (!path)
+        return;
+    char bad[1200], err[256];
+    snprintf(bad, sizeof(bad), "%s.bad", path);
+    CHECK_EQ_INT(patched_copy(path, bad, "blk.1.ssm_a", "blk.1.ssm_q", 11), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "\"blk.1.ssm_a\" is missing") != NULL, "%s", err);
+    /* ssm.inner_size (u32 256 after its key and type) made 255 */
+    const char key[] = "qwen35moe.ssm.inner_size";
+    uint8_t from[sizeof(key) - 1 + 8], to[sizeof(from)];
+    memcpy(from, key, sizeof(key) - 1);
+    const uint8_t tail[8] = {4, 0, 0, 0, 0, 1, 0, 0}; /* type u32, value 256 */
+    memcpy(from + sizeof(key) - 1, tail, 8);
+    memcpy(to, from, sizeof(from));
+    to[sizeof(key) - 1 + 4] = 255;
+    to[sizeof(key) - 1 + 5] = 0;
+    CHECK_EQ_INT(patched_copy(path, bad, from, to, sizeof(from)), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "inconsistent DeltaNet sizes") != NULL, "%s", err);
+    unlink(bad);
+}
+
 static void test_llama_runs(void) {
     check_batch_invariance("llama-q8_0.gguf", "--preset tiny-dense --arch llama --types q8_0 --seed 14");
 }
@@ -291,6 +335,7 @@ static const struct test_case cases[] = {
     {"batch_invariance_qwen35moe", test_batch_invariance_qwen35moe},
     {"batch_invariance_qwen35_f32", test_batch_invariance_qwen35_f32},
     {"checkpoints", test_checkpoints},
+    {"qwen35_malformed", test_qwen35_malformed},
     {"upcycling_identity", test_upcycling_identity},
     {"limits_and_truncate", test_limits_and_truncate},
     {0},
