@@ -113,12 +113,25 @@ if [ -n "$dmin" ] && "$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --te
 else
     bad "ram-budget: dense model streams its FFN, same tokens" "min=$dmin $(cat "$TMP/dbudget.err" 2>/dev/null)"
 fi
+# Qwen3.5's hybrid layers: a 64K-token q4_0 KV cache starts and reports its bytes (one attention
+# layer of the tiny preset: 2 x 65536 rows of 128 q4_0 values, 72 bytes each = 9.0 MiB), the
+# recurrent state is reported, and bad checkpoint settings are refused
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/h35.gguf" --preset tiny-qwen35 --types q8_0 --seed 3
+if "$SNIPERD" -m "$TMP/h35.gguf" -p "Hello" -n 2 --temp 0 --ctx-size 65536 --kv-type q4_0 \
+    >/dev/null 2>"$TMP/h35.err" &&
+    grep -q "^memory: KV cache 9.0 MiB (65536 positions of q4_0 in 1 attention layers), recurrent state [0-9.]* MiB (with 4 checkpoints)" "$TMP/h35.err"; then
+    ok "qwen35: 64K q4_0 context starts and reports KV and recurrent state"
+else
+    bad "qwen35: 64K q4_0 context starts and reports KV and recurrent state" "$(cat "$TMP/h35.err")"
+fi
 expect_fail() {
     local name=$1 pattern=$2; shift 2
     out=$("$@" 2>&1); rc=$?
     if [ $rc -ne 0 ] && [ $rc -lt 128 ] && echo "$out" | grep -q -- "$pattern"; then ok "$name"
     else bad "$name" "rc=$rc out=$out"; fi
 }
+expect_fail "checkpoints out of range" "checkpoints" "$SNIPERD" -m "$TMP/h35.gguf" -p hi --checkpoints 0
+expect_fail "checkpoint-every not a number" "checkpoint-every" "$SNIPERD" -m "$TMP/h35.gguf" -p hi --checkpoint-every x
 expect_fail "ram-budget too small" "the minimum is" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget 8M
 expect_fail "ram-budget not a size" "wants a size" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget lots
 expect_fail "prefetch bad value" "wants prefill, always or off" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --prefetch soon
