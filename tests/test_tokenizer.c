@@ -527,6 +527,33 @@ static void test_mini_pretokens(void) {
     tokenizer_free(tk);
 }
 
+/* qwen35's pre-tokenizer: combining marks (\p{M}) join the letters before them and leave
+ * punctuation runs, where qwen2's splits a mark off its letter and keeps it with punctuation.
+ * U+0301 is CC 81 (81 is "\xc4\xa3" in the byte alphabet); the merges "e" + CC and 81 + "!" show
+ * which bytes share a pre-token. */
+static void test_mini_qwen35_marks(void) {
+    static const char *const extra[] = {"e\xc3\x8c", "\xc4\xa3!"};
+    static const char *const merges[] = {"e \xc3\x8c", "\xc4\xa3 !"};
+    char err[256];
+    struct mini_spec s = {"gpt2", "qwen35", extra, 2, merges, 2, false, false, false, -1};
+    struct tokenizer *tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (tk) {
+        check_encode(tk, "e\xcc\x81", 3, true, (int32_t[]){256, 0x81}, 2);
+        check_encode(tk, "\xcc\x81!", 3, true, (int32_t[]){0xcc, 0x81, '!'}, 3);
+        check_encode(tk, "ab 12", 5, true, (int32_t[]){'a', 'b', ' ', '1', '2'}, 5);
+    }
+    tokenizer_free(tk);
+    s.pre = "qwen2";
+    tk = mini_new(&s, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (tk) {
+        check_encode(tk, "e\xcc\x81", 3, true, (int32_t[]){'e', 0xcc, 0x81}, 3);
+        check_encode(tk, "\xcc\x81!", 3, true, (int32_t[]){0xcc, 257}, 2);
+    }
+    tokenizer_free(tk);
+}
+
 static void test_mini_ignore_merges(void) {
     static const char *const extra[] = {"abc", "ab"};
     static const char *const merges[] = {"a b"};
@@ -686,6 +713,7 @@ static const struct test_case cases[] = {
     {"stream_unicode_golden", test_stream_unicode_golden},
     {"mini_merge_ranks", test_mini_merge_ranks},
     {"mini_pretokens", test_mini_pretokens},
+    {"mini_qwen35_marks", test_mini_qwen35_marks},
     {"mini_ignore_merges", test_mini_ignore_merges},
     {"mini_rejects", test_mini_rejects},
     {"mini_stream", test_mini_stream},

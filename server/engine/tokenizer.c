@@ -84,6 +84,10 @@ static const char PAT_GPT2[] =
 static const char PAT_LLAMA3[] =
     CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|" PUNCT_WS_TAIL;
 static const char PAT_QWEN2[] = CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|" PUNCT_WS_TAIL;
+/* qwen2's with combining marks (\p{M}) joining letters and leaving the punctuation class */
+static const char PAT_QWEN35[] =
+    CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" SP
+    "*[\\r\\n]+|" SPACES;
 
 struct pre_spec {
     const char *name;
@@ -95,7 +99,7 @@ static const struct pre_spec pre_specs[] = {
     {"gpt-2", PAT_GPT2, false},      {"phi-2", PAT_GPT2, false},
     {"llama-bpe", PAT_LLAMA3, true}, {"llama3", PAT_LLAMA3, true},
     {"llama-v3", PAT_LLAMA3, true},  {"qwen2", PAT_QWEN2, false},
-    {"deepseek-r1-qwen", PAT_QWEN2, false},
+    {"deepseek-r1-qwen", PAT_QWEN2, false}, {"qwen35", PAT_QWEN35, false},
 };
 
 /* Token texts that end generation (llama.cpp also marks them control when the GGUF did not). */
