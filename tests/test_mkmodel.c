@@ -16,7 +16,9 @@
 
 #include "gguf.h"
 #include "gguf_write.h"
+#include "engine.h"
 #include "harness.h"
+#include "model.h"
 #include "quant.h"
 
 /* ==== helpers ================================================================================= */
@@ -560,8 +562,10 @@ static void test_tiny_dense_and_llama(void) {
 /* The fixture models (llama.cpp's own quantization) have exactly our names, shapes and types. */
 static void test_matches_fixture_layout(void) {
     static const char *const fx[] = {"tiny-qwen3moe-q4_k_m.gguf", "dense-qwen3-q4_k_m.gguf",
-                                     "tiny-qwen3moe-q8_0.gguf"};
-    static const char *const ours[] = {"moe-q4_k_m.gguf", "dense-q4.gguf", "moe-q8_0.gguf"};
+                                     "tiny-qwen3moe-q8_0.gguf", "tiny-qwen35moe-q4_k_m.gguf",
+                                     "tiny-qwen35-q4_k_m.gguf"};
+    static const char *const ours[] = {"moe-q4_k_m.gguf", "dense-q4.gguf", "moe-q8_0.gguf",
+                                       "35moe-q4.gguf", "35-q4.gguf"};
     const char *dir = test_fixtures_dir();
     if (!dir) {
         test_skip("fixtures absent: cannot compare with llama.cpp's layout");
@@ -571,7 +575,11 @@ static void test_matches_fixture_layout(void) {
                          "q4_k_m"), 0);
     CHECK_EQ_INT(MKMODEL("-o", tmp_path("moe-q4_k_m.gguf"), "--types", "q4_k_m"), 0);
     CHECK_EQ_INT(MKMODEL("-o", tmp_path("moe-q8_0.gguf"), "--types", "q8_0"), 0);
-    for (int i = 0; i < 3; i++) {
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("35moe-q4.gguf"), "--preset", "tiny-qwen35moe", "--types",
+                         "q4_k_m"), 0);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("35-q4.gguf"), "--preset", "tiny-qwen35", "--types",
+                         "q4_k_m"), 0);
+    for (int i = 0; i < 5; i++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/models/%s", dir, fx[i]);
         struct gguf *ref = open_ok(path), *g = open_ok(tmp_path(ours[i]));
@@ -586,11 +594,95 @@ static void test_matches_fixture_layout(void) {
         }
         for (uint64_t k = 0; ref && g && k < ref->n_kv; k++) {
             const char *key = ref->kv[k].key;
-            if (strncmp(key, "tokenizer.", 10) != 0 && strncmp(key, "general.", 8) != 0)
-                CHECK_MSG(gguf_find_kv(g, key) != NULL, "%s: key \"%s\" missing", fx[i], key);
+            const struct gguf_kv *ours_kv = gguf_find_kv(g, key);
+            if (strncmp(key, "tokenizer.", 10) == 0 || strncmp(key, "general.", 8) == 0)
+                continue;
+            CHECK_MSG(ours_kv != NULL, "%s: key \"%s\" missing", fx[i], key);
+            if (ours_kv && ref->kv[k].type != GGUF_VTYPE_ARRAY) /* the same value */
+                CHECK_MSG(ours_kv->type == ref->kv[k].type &&
+                          ours_kv->v.u64 == ref->kv[k].v.u64, "%s: key \"%s\" differs", fx[i], key);
         }
+        for (uint64_t k = 0; ref && g && k < g->n_kv; k++) /* and no key llama.cpp's lacks */
+            CHECK_MSG(gguf_find_kv(ref, g->kv[k].key) != NULL ||
+                      strncmp(g->kv[k].key, "tokenizer.", 10) == 0 ||
+                      strncmp(g->kv[k].key, "general.", 8) == 0,
+                      "%s: our key \"%s\" is not in llama.cpp's file", fx[i], g->kv[k].key);
         gguf_free(ref);
         gguf_free(g);
+    }
+}
+
+/* The DeltaNet parameters a recurrence needs to stay stable: -A < 0 (a decay exp(g) < 1) with A
+ * in [0.01, 4], dt bias in [0.5, 1.5]; every other value as check_values wants. */
+static void check_hybrid_values(const struct gguf *g) {
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        const char *dot = strchr(t->name + 4, '.');
+        bool a = dot && strcmp(dot, ".ssm_a") == 0, dt = dot && strcmp(dot, ".ssm_dt.bias") == 0;
+        if (!a && !dt)
+            continue;
+        float *v = read_tensor(g, t->name);
+        for (uint64_t k = 0; v && k < t->n_elems; k++)
+            CHECK_MSG(a ? v[k] < -0.0099f && v[k] > -4.001f : v[k] >= 0.5f && v[k] <= 1.5f,
+                      "\"%s\"[%llu] = %g", t->name, (unsigned long long)k, (double)v[k]);
+        free(v);
+    }
+}
+
+/* The Qwen3.5 presets: the engine loads what they write and runs it to finite logits; the big
+ * ones with their real DeltaNet, attention and expert shapes, fewer layers, narrower, 8 experts. */
+static void test_qwen35_presets(void) {
+    static const char *const args[][16] = {
+        {"--preset", "tiny-qwen35moe", "--types", "q8_0", NULL},
+        {"--preset", "tiny-qwen35", NULL},
+        {"--preset", "qwen3.5-35b-a3b", "--n-layer", "4", "--n-embd", "256", "--n-expert", "8",
+         "--n-vocab", "4096", NULL},
+        {"--preset", "qwen3.5-9b", "--n-layer", "4", "--n-embd", "256", "--n-ff", "512",
+         "--n-vocab", "4096", NULL},
+    };
+    static const char *const arch[] = {"qwen35moe", "qwen35", "qwen35moe", "qwen35"};
+    for (int i = 0; i < 4; i++) {
+        const char *path = tmp_path("q35.gguf");
+        const char *argv[20] = {"-o", path};
+        for (int k = 0; args[i][k]; k++)
+            argv[2 + k] = args[i][k];
+        CHECK_EQ_INT(mkmodel(0, argv), 0);
+        struct gguf *g = open_ok(path);
+        const char *got = g ? gguf_get_str(g, "general.architecture") : NULL;
+        CHECK_MSG(got && strcmp(got, arch[i]) == 0, "%s: architecture %s", args[i][1],
+                  got ? got : "?");
+        if (g && i == 2) { /* Qwen3.5-35B-A3B's own sizes survive the narrowing */
+            CHECK_EQ_INT(get_u32(g, "qwen35moe.ssm.time_step_rank"), 32);
+            CHECK_EQ_INT(get_u32(g, "qwen35moe.ssm.group_count"), 16);
+            CHECK_EQ_INT(get_u32(g, "qwen35moe.ssm.inner_size"), 4096);
+            CHECK_EQ_INT(get_u32(g, "qwen35moe.attention.key_length"), 256);
+            CHECK_EQ_INT(get_u32(g, "qwen35moe.expert_shared_feed_forward_length"), 512);
+            const struct gguf_tensor *q = gguf_find_tensor(g, "blk.3.attn_q.weight");
+            const struct gguf_tensor *qkv0 = gguf_find_tensor(g, "blk.0.attn_qkv.weight");
+            const struct gguf_tensor *qkv2 = gguf_find_tensor(g, "blk.2.attn_qkv.weight");
+            /* Q4_K_M: attn_qkv counts with attn_v, more bits on layers 2 and 3 of 4 */
+            CHECK(q && q->type == QTYPE_Q4_K && q->ne[1] == 2 * 16 * 256);
+            CHECK(qkv0 && qkv0->type == QTYPE_Q4_K && qkv2 && qkv2->type == QTYPE_Q6_K);
+        }
+        if (g)
+            check_hybrid_values(g);
+        gguf_free(g);
+        char err[256];
+        struct model *m = model_load(path, err, sizeof(err));
+        CHECK_MSG(m != NULL, "%s: %s", args[i][1], err);
+        struct engine_params ep = engine_params_default();
+        ep.n_ctx = 64;
+        ep.n_threads = 2;
+        struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+        float *logits = m ? malloc(sizeof(float) * (size_t)m->hp.n_vocab) : NULL;
+        const int32_t ids[4] = {1, 2, 3, 4};
+        bool finite = e && logits && engine_eval(e, ids, 4, logits, false) == 0;
+        for (int32_t k = 0; finite && k < m->hp.n_vocab; k++)
+            finite = isfinite(logits[k]);
+        CHECK_MSG(finite, "%s: no finite logits", args[i][1]);
+        free(logits);
+        engine_free(e);
+        model_free(m);
     }
 }
 
@@ -766,6 +858,7 @@ static const struct test_case cases[] = {
     {"tiny_moe_types", test_tiny_moe_types},
     {"tiny_dense_and_llama", test_tiny_dense_and_llama},
     {"matches_fixture_layout", test_matches_fixture_layout},
+    {"qwen35_presets", test_qwen35_presets},
     {"seeds", test_seeds},
     {"upcycle", test_upcycle},
     {"preset_30b_reduced", test_preset_30b_reduced},

@@ -27,12 +27,12 @@
 
 /* ==== options and presets ===================================================================== */
 
-enum mk_arch { MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA };
+enum mk_arch { MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA, MK_ARCH_QWEN35MOE, MK_ARCH_QWEN35 };
 enum mk_types { MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M };
 
 struct mk_opts {
     const char *out;            /* output path */
-    const char *preset;         /* tiny | tiny-dense | qwen3-30b-a3b */
+    const char *preset;         /* a name of mk_presets */
     const char *tok_json;       /* tokenizer.json to import, or NULL */
     const char *template_path;  /* chat template file, or NULL for the built-in ChatML one */
     int arch;                   /* enum mk_arch, -1 until set */
@@ -43,6 +43,14 @@ struct mk_opts {
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
     uint32_t n_expert, n_expert_used, n_ff_exp, ctx, n_vocab;
     float rope_base, eps;
+    /* qwen35*: the preset's, no flags */
+    uint32_t n_ff_shexp, n_rot, ssm_state, ssm_group, ssm_rank, ssm_conv, attn_interval;
+};
+
+/* A Qwen3.5 preset's Gated DeltaNet and shared-expert shapes (zero for the other families). */
+struct mk_hybrid {
+    uint32_t n_ff_shexp, n_rot, ssm_state, ssm_group, ssm_rank, ssm_conv, attn_interval;
+    float rope_base;
 };
 
 struct mk_preset {
@@ -51,22 +59,38 @@ struct mk_preset {
     enum mk_types types;
     uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
     uint32_t n_expert, n_expert_used, n_ff_exp, ctx, n_vocab; /* n_vocab 0: the tokenizer's */
+    struct mk_hybrid hy;
 };
 
 static const struct mk_preset mk_presets[] = {
-    {"tiny", MK_ARCH_QWEN3MOE, MK_TYPES_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128, 4096, 0},
-    {"tiny-dense", MK_ARCH_QWEN3, MK_TYPES_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128, 4096, 0},
+    {"tiny", MK_ARCH_QWEN3MOE, MK_TYPES_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128, 4096, 0, {0}},
+    {"tiny-dense", MK_ARCH_QWEN3, MK_TYPES_F32, 4, 256, 8, 2, 64, 512, 16, 4, 128, 4096, 0, {0}},
     {"qwen3-30b-a3b", MK_ARCH_QWEN3MOE, MK_TYPES_Q4_K_M, 48, 2048, 32, 4, 128, 6144, 128, 8, 768,
-     40960, 151936},
+     40960, 151936, {0}},
+    /* the shapes of ../shared/fixtures' tiny-qwen35moe / tiny-qwen35 */
+    {"tiny-qwen35moe", MK_ARCH_QWEN35MOE, MK_TYPES_F32, 4, 256, 8, 2, 64, 0, 16, 4, 64, 4096, 0,
+     {64, 16, 32, 4, 8, 4, 4, 1e7f}},
+    {"tiny-qwen35", MK_ARCH_QWEN35, MK_TYPES_F32, 4, 256, 8, 2, 64, 256, 0, 0, 0, 4096, 0,
+     {0, 16, 32, 4, 8, 4, 4, 1e7f}},
+    /* Qwen3.5-35B-A3B: 40 layers (10 x 3 DeltaNet + 1 gated attention), 2048 wide, attention
+     * 16 / 2 heads of 256 with 64 rotated dims, DeltaNet 16 QK / 32 V heads of 128, 256 experts
+     * of 512 (8 used) plus a shared one of 512, vocabulary 248,320 */
+    {"qwen3.5-35b-a3b", MK_ARCH_QWEN35MOE, MK_TYPES_Q4_K_M, 40, 2048, 16, 2, 256, 0, 256, 8, 512,
+     262144, 248320, {512, 64, 128, 16, 32, 4, 4, 1e7f}},
+    /* Qwen3.5-9B: 32 layers, 4096 wide, attention 16 / 4 heads of 256, the same DeltaNet heads,
+     * a dense FFN of 12,288 */
+    {"qwen3.5-9b", MK_ARCH_QWEN35, MK_TYPES_Q4_K_M, 32, 4096, 16, 4, 256, 12288, 0, 0, 0, 262144,
+     248320, {0, 64, 128, 16, 32, 4, 4, 1e7f}},
 };
 
-static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama"};
+static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35"};
 static const char *const mk_types_names[] = {"f32", "q8_0", "q4_k_m"};
 
 static void mk_usage(FILE *f) {
     fprintf(f,
-        "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b]\n"
-        "         [--arch qwen3moe|qwen3|llama] [--types f32|q8_0|q4_k_m] [--seed N]\n"
+        "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
+        "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b] [--arch qwen3moe|qwen3|llama]\n"
+        "         [--types f32|q8_0|q4_k_m] [--seed N]\n"
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
@@ -74,6 +98,14 @@ static void mk_usage(FILE *f) {
         "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
         "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
         "--arch qwen3 with the same seed writes; expert width = --n-ff.\n");
+}
+
+static bool mk_is_moe(int arch) {
+    return arch == MK_ARCH_QWEN3MOE || arch == MK_ARCH_QWEN35MOE;
+}
+
+static bool mk_is_hybrid(int arch) {
+    return arch == MK_ARCH_QWEN35MOE || arch == MK_ARCH_QWEN35;
 }
 
 static int parse_name(const char *s, const char *const *names, int n) {
@@ -170,7 +202,7 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
     else if (c == 'h')
         return 1;
     else if (c == OPT_ARCH)
-        rc = (o->arch = parse_name(arg, mk_arch_names, 3)) < 0 ? -EINVAL : 0;
+        rc = (o->arch = parse_name(arg, mk_arch_names, 3)) < 0 ? -EINVAL : 0; /* qwen35*: presets */
     else if (c == OPT_TYPES)
         rc = (o->types = parse_name(arg, mk_types_names, 3)) < 0 ? -EINVAL : 0;
     else if (c == OPT_ROPE)
@@ -209,6 +241,19 @@ static int opts_apply_preset(struct mk_opts *o) {
     }
     if (o->arch < 0)
         o->arch = (int)p->arch;
+    else if (p->hy.ssm_state) { /* a hybrid preset's shapes fit only its own family */
+        fprintf(stderr, "sniper-mkmodel: --arch does not go with --preset %s\n", p->name);
+        return -EINVAL;
+    }
+    o->n_ff_shexp = p->hy.n_ff_shexp;
+    o->n_rot = p->hy.n_rot;
+    o->ssm_state = p->hy.ssm_state;
+    o->ssm_group = p->hy.ssm_group;
+    o->ssm_rank = p->hy.ssm_rank;
+    o->ssm_conv = p->hy.ssm_conv;
+    o->attn_interval = p->hy.attn_interval;
+    if (o->rope_base == 0.0f && p->hy.rope_base > 0.0f)
+        o->rope_base = p->hy.rope_base;
     if (o->types < 0)
         o->types = (int)p->types;
     set_default(&o->n_layer, p->n_layer);
@@ -241,14 +286,15 @@ static int opts_check(const struct mk_opts *o) {
         why = "-o OUT.gguf is required";
     else if (o->n_head % o->n_head_kv != 0)
         why = "--n-head must be a multiple of --n-head-kv";
-    else if (o->arch == MK_ARCH_QWEN3MOE && o->n_expert_used > o->n_expert)
+    else if (mk_is_moe(o->arch) && o->n_expert_used > o->n_expert)
         why = "--n-expert-used exceeds --n-expert";
     else if (o->upcycle && o->arch != MK_ARCH_QWEN3MOE)
         why = "--upcycle needs --arch qwen3moe";
     else if (q_dim > UINT32_MAX)
         why = "--n-head * --head-dim is too large";
     else if (o->types != MK_TYPES_F32 &&
-             (o->n_embd % 32 || q_dim % 32 || o->n_ff % 32 || o->n_ff_exp % 32))
+             (o->n_embd % 32 || q_dim % 32 || o->n_ff % 32 || o->n_ff_exp % 32 ||
+              o->n_ff_shexp % 32))
         why = "quantized types need n-embd, n-head*head-dim, n-ff and n-ff-exp multiples of 32";
     if (why)
         fprintf(stderr, "sniper-mkmodel: %s\n", why);
@@ -393,10 +439,18 @@ static void gen_q6_K(struct rng *r, float std, struct block_q6_K *b) {
 }
 
 /* One tensor's deterministic stream of blocks. */
+/* How an F32 tensor's values are drawn. */
+enum mk_dist {
+    MK_DIST_GAUSS,     /* mean + std * N(0, 1) */
+    MK_DIST_UNIFORM,   /* U(mean - std, mean + std) */
+    MK_DIST_NEG_LOGU,  /* -exp(U(log 0.01, log 4)): a DeltaNet head's -A */
+};
+
 struct mk_stream {
     struct rng rng;
     enum qtype type;
     float mean, std;   /* of the decoded values (mean only for F32 tensors) */
+    enum mk_dist dist; /* F32 tensors */
 };
 
 static void stream_init(struct mk_stream *s, uint64_t seed, const char *name, enum qtype type,
@@ -405,6 +459,7 @@ static void stream_init(struct mk_stream *s, uint64_t seed, const char *name, en
     s->type = type;
     s->mean = mean;
     s->std = std;
+    s->dist = MK_DIST_GAUSS;
 }
 
 /* Writes the next n_blocks blocks of s->type (elements for F32) into dst. */
@@ -417,7 +472,10 @@ static void stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
         case QTYPE_Q4_K: gen_q4_K(&s->rng, s->std, (struct block_q4_K *)(void *)dst); break;
         case QTYPE_Q6_K: gen_q6_K(&s->rng, s->std, (struct block_q6_K *)(void *)dst); break;
         default: {
-            float v = s->mean + s->std * rng_gauss(&s->rng);
+            float v = s->dist == MK_DIST_UNIFORM ? s->mean + s->std * (2 * rng_unit(&s->rng) - 1)
+                    : s->dist == MK_DIST_NEG_LOGU
+                        ? -expf(logf(0.01f) + rng_unit(&s->rng) * (logf(4.0f) - logf(0.01f)))
+                        : s->mean + s->std * rng_gauss(&s->rng);
             memcpy(dst, &v, sizeof(v));
         }
         }
@@ -899,6 +957,11 @@ static const char mk_chat_template[] =
 enum mk_role {
     MK_ROLE_EMBD, MK_ROLE_OUTPUT, MK_ROLE_NORM, MK_ROLE_ROUTER, MK_ROLE_ATTN_Q, MK_ROLE_ATTN_K,
     MK_ROLE_ATTN_V, MK_ROLE_ATTN_O, MK_ROLE_FFN_GATE, MK_ROLE_FFN_UP, MK_ROLE_FFN_DOWN,
+    MK_ROLE_SSM_QKV,   /* DeltaNet attn_qkv: llama-quantize counts it with attn_v */
+    MK_ROLE_MATRIX,    /* any other matrix: Q4_K under Q4_K_M */
+    MK_ROLE_SSM_CONV,  /* f32, N(0, 1/4) */
+    MK_ROLE_SSM_DT,    /* f32, U(0.5, 1.5) */
+    MK_ROLE_SSM_A,     /* f32, -A with A log-uniform in [0.01, 4]: negative, so exp(g) < 1 */
 };
 
 struct mk_tensor {
@@ -923,11 +986,12 @@ static bool use_more_bits(uint32_t i, uint32_t n) {
 
 /* The type llama-quantize would give a tensor of this role, layer and row length. */
 static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t il, uint64_t ne0) {
-    if (o->types == MK_TYPES_F32 || role == MK_ROLE_NORM || role == MK_ROLE_ROUTER)
+    if (o->types == MK_TYPES_F32 || role == MK_ROLE_NORM || role == MK_ROLE_ROUTER ||
+        role >= MK_ROLE_SSM_CONV)
         return QTYPE_F32;
     if (o->types == MK_TYPES_Q8_0)
         return QTYPE_Q8_0;
-    bool more = (role == MK_ROLE_ATTN_V || role == MK_ROLE_FFN_DOWN) &&
+    bool more = (role == MK_ROLE_ATTN_V || role == MK_ROLE_SSM_QKV || role == MK_ROLE_FFN_DOWN) &&
                 use_more_bits(il, o->n_layer);
     enum qtype t = role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
     if (ne0 % QK_K != 0) /* llama-quantize's fallbacks for rows that are not whole super-blocks */
@@ -935,15 +999,17 @@ static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t i
     return t;
 }
 
-/* Appends one tensor; n_dims from how many of ne1/ne2 are nonzero. */
+/* Appends one tensor; n_dims from how many of ne1/ne2 are nonzero. Its name gets ".weight" unless
+ * it has a suffix already ("ssm_dt.bias") or is ssm_a (llama.cpp's converter names it bare). */
 static void plan_add(struct mk_model *m, const struct mk_opts *o, const char *name, int il,
                      enum mk_role role, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
     struct mk_tensor *t = &m->t[m->n++];
     memset(t, 0, sizeof(*t));
+    const char *suffix = strchr(name, '.') || strcmp(name, "ssm_a") == 0 ? "" : ".weight";
     if (il >= 0)
-        snprintf(t->name, sizeof(t->name), "blk.%d.%s.weight", il, name);
+        snprintf(t->name, sizeof(t->name), "blk.%d.%s%s", il, name, suffix);
     else
-        snprintf(t->name, sizeof(t->name), "%s.weight", name);
+        snprintf(t->name, sizeof(t->name), "%s%s", name, suffix);
     t->role = role;
     t->type = mk_type(o, role, il < 0 ? 0 : (uint32_t)il, ne0);
     t->ne[0] = ne0;
@@ -953,13 +1019,21 @@ static void plan_add(struct mk_model *m, const struct mk_opts *o, const char *na
     t->mean = role == MK_ROLE_NORM ? 1.0f : 0.0f;
     t->std = role == MK_ROLE_NORM ? 0.05f
            : role == MK_ROLE_EMBD ? 1.0f
+           : role == MK_ROLE_SSM_CONV ? 0.5f
            : 1.0f / sqrtf((float)ne0);
 }
 
-/* The FFN of layer il: dense, or experts (copies of the dense ones with --upcycle). */
+/* The FFN of layer il: dense, or experts (copies of the dense ones with --upcycle), with
+ * qwen35moe's gated shared expert. */
 static void plan_ffn(struct mk_model *m, const struct mk_opts *o, int il) {
     uint64_t e = o->n_embd;
-    if (o->arch != MK_ARCH_QWEN3MOE) {
+    if (o->arch == MK_ARCH_QWEN35MOE) {
+        plan_add(m, o, "ffn_gate_inp_shexp", il, MK_ROLE_ROUTER, e, 0, 0);
+        plan_add(m, o, "ffn_gate_shexp", il, MK_ROLE_FFN_GATE, e, o->n_ff_shexp, 0);
+        plan_add(m, o, "ffn_up_shexp", il, MK_ROLE_FFN_UP, e, o->n_ff_shexp, 0);
+        plan_add(m, o, "ffn_down_shexp", il, MK_ROLE_FFN_DOWN, o->n_ff_shexp, e, 0);
+    }
+    if (!mk_is_moe(o->arch)) {
         plan_add(m, o, "ffn_gate", il, MK_ROLE_FFN_GATE, e, o->n_ff, 0);
         plan_add(m, o, "ffn_up", il, MK_ROLE_FFN_UP, e, o->n_ff, 0);
         plan_add(m, o, "ffn_down", il, MK_ROLE_FFN_DOWN, o->n_ff, e, 0);
@@ -978,17 +1052,50 @@ static void plan_ffn(struct mk_model *m, const struct mk_opts *o, int il) {
     }
 }
 
+/* Layer il's mixer in a qwen35* model: gated attention every attn_interval-th layer (attn_q
+ * holds each head's query then its gate), else Gated DeltaNet. */
+static void plan_hybrid_mixer(struct mk_model *m, const struct mk_opts *o, int il) {
+    uint64_t e = o->n_embd, qd = (uint64_t)o->n_head * o->head_dim;
+    uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim;
+    uint64_t vd = (uint64_t)o->ssm_rank * o->ssm_state;
+    uint64_t conv = 2ull * o->ssm_group * o->ssm_state + vd;
+    if ((il + 1) % (int)o->attn_interval == 0) {
+        plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, 2 * qd, 0);
+        plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
+        plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
+        plan_add(m, o, "attn_output", il, MK_ROLE_ATTN_O, qd, e, 0);
+        plan_add(m, o, "attn_q_norm", il, MK_ROLE_NORM, o->head_dim, 0, 0);
+        plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, o->head_dim, 0, 0);
+        return;
+    }
+    plan_add(m, o, "attn_qkv", il, MK_ROLE_SSM_QKV, e, conv, 0);
+    plan_add(m, o, "attn_gate", il, MK_ROLE_MATRIX, e, vd, 0);
+    plan_add(m, o, "ssm_conv1d", il, MK_ROLE_SSM_CONV, o->ssm_conv, conv, 0);
+    plan_add(m, o, "ssm_dt.bias", il, MK_ROLE_SSM_DT, o->ssm_rank, 0, 0);
+    plan_add(m, o, "ssm_a", il, MK_ROLE_SSM_A, o->ssm_rank, 0, 0);
+    plan_add(m, o, "ssm_beta", il, MK_ROLE_MATRIX, e, o->ssm_rank, 0);
+    plan_add(m, o, "ssm_alpha", il, MK_ROLE_MATRIX, e, o->ssm_rank, 0);
+    plan_add(m, o, "ssm_norm", il, MK_ROLE_NORM, o->ssm_state, 0, 0);
+    plan_add(m, o, "ssm_out", il, MK_ROLE_MATRIX, vd, e, 0);
+}
+
 /* All tensors in convert_hf_to_gguf's order. Returns 0 or -ENOMEM. */
 static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vocab) {
     uint64_t e = o->n_embd, qd = (uint64_t)o->n_head * o->head_dim;
     uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim;
     bool qk_norm = o->arch != MK_ARCH_LLAMA;
     m->n = 0;
-    m->t = calloc(3 + (size_t)o->n_layer * 13, sizeof(*m->t));
+    m->t = calloc(3 + (size_t)o->n_layer * 20, sizeof(*m->t));
     if (!m->t)
         return -ENOMEM;
     plan_add(m, o, "token_embd", -1, MK_ROLE_EMBD, e, n_vocab, 0);
-    for (int il = 0; il < (int)o->n_layer; il++) {
+    for (int il = 0; mk_is_hybrid(o->arch) && il < (int)o->n_layer; il++) {
+        plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
+        plan_hybrid_mixer(m, o, il);
+        plan_add(m, o, "post_attention_norm", il, MK_ROLE_NORM, e, 0, 0);
+        plan_ffn(m, o, il);
+    }
+    for (int il = 0; !mk_is_hybrid(o->arch) && il < (int)o->n_layer; il++) {
         plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
         plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
@@ -1021,11 +1128,31 @@ static int meta_f32(struct gguf_writer *w, const char *arch, const char *suffix,
     return gguf_writer_add_f32(w, key, v);
 }
 
+/* The qwen35* keys: shared expert, partial IMRoPE (the rotated half-dimensions split into
+ * sections [s, s, rest, 0]), the DeltaNet sizes and the layer pattern. */
+static int meta_hybrid(struct gguf_writer *w, const struct mk_opts *o, const char *a) {
+    int32_t half = (int32_t)o->n_rot / 2, s0 = (half + 2) / 3;
+    const int32_t sections[4] = {s0, s0, half - 2 * s0, 0};
+    char key[128];
+    snprintf(key, sizeof(key), "%s.rope.dimension_sections", a);
+    int rc = o->arch != MK_ARCH_QWEN35MOE ? 0
+             : meta_u32(w, a, "expert_shared_feed_forward_length", o->n_ff_shexp);
+    rc = rc ? rc : meta_u32(w, a, "rope.dimension_count", o->n_rot);
+    rc = rc ? rc : gguf_writer_add_arr_i32(w, key, sections, 4);
+    rc = rc ? rc : meta_u32(w, a, "ssm.conv_kernel", o->ssm_conv);
+    rc = rc ? rc : meta_u32(w, a, "ssm.state_size", o->ssm_state);
+    rc = rc ? rc : meta_u32(w, a, "ssm.group_count", o->ssm_group);
+    rc = rc ? rc : meta_u32(w, a, "ssm.time_step_rank", o->ssm_rank);
+    rc = rc ? rc : meta_u32(w, a, "ssm.inner_size", o->ssm_rank * o->ssm_state);
+    rc = rc ? rc : meta_u32(w, a, "full_attention_interval", o->attn_interval);
+    return rc;
+}
+
 /* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
 static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     static const uint32_t file_types[] = {0, 7, 15}; /* ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_M */
     const char *a = mk_arch_names[o->arch];
-    bool moe = o->arch == MK_ARCH_QWEN3MOE;
+    bool moe = mk_is_moe(o->arch);
     char name[128], desc[160];
     snprintf(name, sizeof(name), "sniper-mkmodel-%s-%s%s", o->preset, a,
              o->upcycle ? "-upcycled" : "");
@@ -1037,7 +1164,8 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc ? rc : meta_u32(w, a, "block_count", o->n_layer);
     rc = rc ? rc : meta_u32(w, a, "context_length", o->ctx);
     rc = rc ? rc : meta_u32(w, a, "embedding_length", o->n_embd);
-    rc = rc ? rc : meta_u32(w, a, "feed_forward_length", o->n_ff);
+    /* qwen35moe files, as Qwen3.5-MoE's converter writes them, have no feed_forward_length */
+    rc = rc || o->arch == MK_ARCH_QWEN35MOE ? rc : meta_u32(w, a, "feed_forward_length", o->n_ff);
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_feed_forward_length", o->n_ff_exp);
     rc = rc ? rc : meta_u32(w, a, "attention.head_count", o->n_head);
     rc = rc ? rc : meta_u32(w, a, "attention.head_count_kv", o->n_head_kv);
@@ -1048,14 +1176,17 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc ? rc : meta_f32(w, a, "attention.layer_norm_rms_epsilon", o->eps);
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_count", o->n_expert);
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_used_count", o->n_expert_used);
+    rc = rc || !mk_is_hybrid(o->arch) ? rc : meta_hybrid(w, o, a);
     rc = rc ? rc : gguf_writer_add_u32(w, "general.file_type", file_types[o->types]);
     rc = rc ? rc : gguf_writer_add_u32(w, "general.quantization_version", 2);
     return rc;
 }
 
-static int meta_tokenizer(struct gguf_writer *w, const struct mk_vocab *v, const char *tmpl) {
+static int meta_tokenizer(struct gguf_writer *w, const struct mk_opts *o, const struct mk_vocab *v,
+                          const char *tmpl) {
     int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
-    rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.ggml.pre", "qwen2");
+    rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.ggml.pre",
+                                       mk_is_hybrid(o->arch) ? "qwen35" : "qwen2");
     rc = rc ? rc : gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens",
                                            (const char *const *)v->tokens, v->n_tokens);
     rc = rc ? rc : gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", v->types, v->n_tokens);
@@ -1080,6 +1211,13 @@ static int write_stream(struct gguf_writer *w, uint64_t seed, const char *name,
     uint64_t per_chunk = MK_CHUNK_BYTES / bb, left = n_bytes / bb;
     int rc = 0;
     stream_init(&s, seed, name, t->type, t->mean, t->std);
+    if (t->role == MK_ROLE_SSM_DT) {
+        s.dist = MK_DIST_UNIFORM;
+        s.mean = 1.0f;
+        s.std = 0.5f;
+    } else if (t->role == MK_ROLE_SSM_A) {
+        s.dist = MK_DIST_NEG_LOGU;
+    }
     while (rc == 0 && left > 0) {
         uint64_t n = left < per_chunk ? left : per_chunk;
         stream_fill(&s, buf, n);
@@ -1104,7 +1242,7 @@ static int write_tensor(struct gguf_writer *w, uint64_t seed, const struct mk_te
 static int model_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
                        const struct mk_vocab *v, const char *tmpl) {
     int rc = meta_model(w, o);
-    rc = rc ? rc : meta_tokenizer(w, v, tmpl);
+    rc = rc ? rc : meta_tokenizer(w, o, v, tmpl);
     for (uint32_t i = 0; rc == 0 && i < m->n; i++)
         rc = gguf_writer_add_tensor(w, m->t[i].name, m->t[i].type, m->t[i].n_dims, m->t[i].ne);
     uint8_t *buf = rc ? NULL : malloc(MK_CHUNK_BYTES);
