@@ -197,10 +197,10 @@ static void test_hybrid_prompt_cache(void) {
     CHECK(msg >= 0);
     int32_t ids[40], other[40];
     for (int i = 0; i < 40; i++)
-        ids[i] = (int32_t)((i * 37 + 5) % 2000);
+        ids[i] = (int32_t)((i * 37 + 5) % f.m->hp.n_vocab);
     ids[10] = ids[25] = msg; /* message headers */
     memcpy(other, ids, sizeof(ids));
-    other[30] = (other[30] + 1) % 2000; /* shares the first 30 */
+    other[30] = (other[30] + 1) % f.m->hp.n_vocab; /* shares the first 30 */
     char want[8192], want_other[8192];
     size_t want_len = direct(&f, ids, 40, 16, want, sizeof(want));
     size_t want_other_len = direct(&f, other, 40, 16, want_other, sizeof(want_other));
