@@ -10,7 +10,8 @@
 # Each run's exact-engine bound adds to the disk's time the compute no read can overlap (its
 # compute-decode line: attention, DeltaNet, norms, routers, output; which experts layer L+1 needs
 # is known only after layer L). With LLAMA_BENCH=/path/to/llama-bench (built apart from this
-# repository) llama.cpp runs on the same file under the same cap right after each budget's runs.
+# repository) llama.cpp runs on the same file under the same cap right after each budget's runs
+# (LLAMA_PROMPT and LLAMA_GEN tokens: by default PROMPT and GEN).
 #   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 BUDGETS="2G 4G 8G unlimited" make bench
 #   MODEL=models/qwen3.5-35b-a3b.gguf: a missing model is generated with the preset of its name
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
@@ -22,6 +23,8 @@ BUILD=${BUILD:-build}
 MODEL=${MODEL:-models/qwen3-30b-a3b.gguf}
 PRESET=${PRESET:-$(basename "$MODEL" .gguf)}
 LLAMA_BENCH=${LLAMA_BENCH:-}
+LLAMA_PROMPT=${LLAMA_PROMPT:-$PROMPT} # llama.cpp thrashes under small caps: fewer tokens keep it
+LLAMA_GEN=${LLAMA_GEN:-$GEN}          # to minutes
 THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-64}
 GEN=${GEN:-32}
@@ -316,22 +319,23 @@ LROWS=()
 run_llama() {
     local budget=$1 cap= cg= out=$WORK/llama.out rc=0
     [ "$budget" = unlimited ] || cap=$(to_bytes "$budget") || return 0
-    echo "== llama.cpp, budget $budget: $LLAMA_BENCH -m $MODEL -t $THREADS -p $PROMPT -n $GEN -r 1"
+    echo "== llama.cpp, budget $budget: $LLAMA_BENCH -m $MODEL -t $THREADS -p $LLAMA_PROMPT" \
+        "-n $LLAMA_GEN -r 1"
     drop_caches
     if [ "$use_cgroup" = 1 ] && cg_make "llama-$budget" "$cap"; then
         cg=$CG
         sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$LLAMA_BENCH" \
-            -m "$MODEL" -t "$THREADS" -p "$PROMPT" -n "$GEN" -r 1 -o md >"$out" 2>"$WORK/llama.err" ||
-            rc=$?
+            -m "$MODEL" -t "$THREADS" -p "$LLAMA_PROMPT" -n "$LLAMA_GEN" -r 1 -o md >"$out" \
+            2>"$WORK/llama.err" || rc=$?
         cg_remove "$cg"
     else
-        "$LLAMA_BENCH" -m "$MODEL" -t "$THREADS" -p "$PROMPT" -n "$GEN" -r 1 -o md >"$out" \
-            2>"$WORK/llama.err" || rc=$?
+        "$LLAMA_BENCH" -m "$MODEL" -t "$THREADS" -p "$LLAMA_PROMPT" -n "$LLAMA_GEN" -r 1 -o md \
+            >"$out" 2>"$WORK/llama.err" || rc=$?
     fi
     cat "$out"
     local pp tg
-    pp=$(sed -nE "s/.*\| +pp$PROMPT +\| +([0-9.]+).*/\1/p" "$out" | head -1)
-    tg=$(sed -nE "s/.*\| +tg$GEN +\| +([0-9.]+).*/\1/p" "$out" | head -1)
+    pp=$(sed -nE "s/.*\| +pp$LLAMA_PROMPT +\| +([0-9.]+).*/\1/p" "$out" | head -1)
+    tg=$(sed -nE "s/.*\| +tg$LLAMA_GEN +\| +([0-9.]+).*/\1/p" "$out" | head -1)
     [ "$rc" -eq 0 ] || echo "llama.cpp failed (exit $rc): $(tail -1 "$WORK/llama.err")"
     LROWS+=("| $budget | ${tg:-failed} | ${pp:-failed} |")
 }
@@ -358,7 +362,7 @@ for row in "${ROWS[@]}"; do
 done
 if [ -n "$LLAMA_BENCH" ]; then
     echo
-    echo "| budget | llama.cpp tg$GEN tok/s | llama.cpp pp$PROMPT tok/s |"
+    echo "| budget | llama.cpp tg$LLAMA_GEN tok/s | llama.cpp pp$LLAMA_PROMPT tok/s |"
     echo "|---|---|---|"
     for row in "${LROWS[@]}"; do
         echo "$row"
