@@ -9,9 +9,9 @@
 # min(disk-bound, in-RAM decode): no budget decodes faster than the all-in-RAM run. Ends with a Markdown table for docs/benchmarks.md. Benchmarks are not tests: nothing is asserted.
 # Each run's exact-engine bound adds to the disk's time the compute no read can overlap (its
 # compute-decode line: attention, DeltaNet, norms, routers, output; which experts layer L+1 needs
-# is known only after layer L). With LLAMA_BENCH=/path/to/llama-bench (built apart from this
+# is known only after layer L). With LLAMA_BIN=/path/to/llama-completion (built apart from this
 # repository) llama.cpp runs on the same file under the same cap right after each budget's runs
-# (LLAMA_PROMPT and LLAMA_GEN tokens: by default PROMPT and GEN).
+# (a prompt of about LLAMA_PROMPT tokens, LLAMA_GEN generated: by default PROMPT and GEN).
 #   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 BUDGETS="2G 4G 8G unlimited" make bench
 #   MODEL=models/qwen3.5-35b-a3b.gguf: a missing model is generated with the preset of its name
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
@@ -22,12 +22,12 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 MODEL=${MODEL:-models/qwen3-30b-a3b.gguf}
 PRESET=${PRESET:-$(basename "$MODEL" .gguf)}
-LLAMA_BENCH=${LLAMA_BENCH:-}
-LLAMA_PROMPT=${LLAMA_PROMPT:-$PROMPT} # llama.cpp thrashes under small caps: fewer tokens keep it
-LLAMA_GEN=${LLAMA_GEN:-$GEN}          # to minutes
 THREADS=${THREADS:-2}
 PROMPT=${PROMPT:-64}
 GEN=${GEN:-32}
+LLAMA_BIN=${LLAMA_BIN:-}
+LLAMA_PROMPT=${LLAMA_PROMPT:-$PROMPT} # llama.cpp thrashes under small caps: fewer tokens keep it
+LLAMA_GEN=${LLAMA_GEN:-$GEN}          # to minutes
 RUNS=${RUNS:-3}
 BUDGETS=${BUDGETS:-2G 4G 8G unlimited}
 WARM=${WARM:-1}
@@ -314,37 +314,41 @@ run_budget() {
 
 LROWS=()
 
-# llama.cpp's llama-bench on the same file under budget $1's cap (page cache dropped first; it
-# maps the file, so the cap bounds its page cache): prompt and decode tok/s into LROWS.
+# llama.cpp's llama-completion on the same file under budget $1's cap (page cache dropped first;
+# it maps the file, so the cap bounds its page cache; --no-repack, since repacking copies the
+# weights into anonymous memory that no cap below the model's size holds): prompt and decode
+# tok/s from its perf lines into LROWS.
 run_llama() {
-    local budget=$1 cap= cg= out=$WORK/llama.out rc=0
+    local budget=$1 cap= cg= out=$WORK/llama.out rc=0 prompt
     [ "$budget" = unlimited ] || cap=$(to_bytes "$budget") || return 0
-    echo "== llama.cpp, budget $budget: $LLAMA_BENCH -m $MODEL -t $THREADS -p $LLAMA_PROMPT" \
-        "-n $LLAMA_GEN -r 1"
+    prompt=$(printf 'the %.0s' $(seq 1 "$LLAMA_PROMPT")) # one token each in mkmodel's vocabulary
+    local cmd=("$LLAMA_BIN" -m "$MODEL" -t "$THREADS" --no-repack -p "$prompt" -n "$LLAMA_GEN"
+        --temp 0 -no-cnv)
+    echo "== llama.cpp, budget $budget: ${cmd[*]:0:8} -p \"the the ...\" ($LLAMA_PROMPT words)" \
+        "-n $LLAMA_GEN --temp 0 -no-cnv"
     drop_caches
     if [ "$use_cgroup" = 1 ] && cg_make "llama-$budget" "$cap"; then
         cg=$CG
-        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "$LLAMA_BENCH" \
-            -m "$MODEL" -t "$THREADS" -p "$LLAMA_PROMPT" -n "$LLAMA_GEN" -r 1 -o md >"$out" \
-            2>"$WORK/llama.err" || rc=$?
+        sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$cg" "${cmd[@]}" \
+            >"$out" 2>&1 </dev/null || rc=$?
         cg_remove "$cg"
     else
-        "$LLAMA_BENCH" -m "$MODEL" -t "$THREADS" -p "$LLAMA_PROMPT" -n "$LLAMA_GEN" -r 1 -o md \
-            >"$out" 2>"$WORK/llama.err" || rc=$?
+        "${cmd[@]}" >"$out" 2>&1 </dev/null || rc=$?
     fi
-    cat "$out"
-    local pp tg
-    pp=$(sed -nE "s/.*\| +pp$LLAMA_PROMPT +\| +([0-9.]+).*/\1/p" "$out" | head -1)
-    tg=$(sed -nE "s/.*\| +tg$LLAMA_GEN +\| +([0-9.]+).*/\1/p" "$out" | head -1)
-    [ "$rc" -eq 0 ] || echo "llama.cpp failed (exit $rc): $(tail -1 "$WORK/llama.err")"
-    LROWS+=("| $budget | ${tg:-failed} | ${pp:-failed} |")
+    local pp tg np
+    grep -E 'load time|eval time' "$out" || true
+    np=$(sed -nE 's/.*prompt eval time = .* \/ +([0-9]+) tokens.*/\1/p' "$out" | head -1)
+    pp=$(sed -nE 's/.*prompt eval time = .* ([0-9.]+) tokens per second.*/\1/p' "$out" | head -1)
+    tg=$(sed -nE 's/.* eval time = .* runs .* ([0-9.]+) tokens per second.*/\1/p' "$out" | head -1)
+    [ "$rc" -eq 0 ] || echo "llama.cpp failed (exit $rc): $(tail -1 "$out")"
+    LROWS+=("| $budget | ${tg:-failed} | ${pp:-failed} | ${np:--} |")
 }
 
 for budget in $BUDGETS; do
     for run in $(seq 1 "$RUNS"); do
         run_budget "$budget" "$run"
     done
-    [ -n "$LLAMA_BENCH" ] && run_llama "$budget"
+    [ -n "$LLAMA_BIN" ] && run_llama "$budget"
 done
 
 echo
@@ -360,10 +364,11 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|-
 for row in "${ROWS[@]}"; do
     echo "$row"
 done
-if [ -n "$LLAMA_BENCH" ]; then
+if [ -n "$LLAMA_BIN" ]; then
     echo
-    echo "| budget | llama.cpp tg$LLAMA_GEN tok/s | llama.cpp pp$LLAMA_PROMPT tok/s |"
-    echo "|---|---|---|"
+    echo "| budget | llama.cpp decode tok/s ($LLAMA_GEN generated) | llama.cpp prefill tok/s |" \
+        "prompt tokens |"
+    echo "|---|---|---|---|"
     for row in "${LROWS[@]}"; do
         echo "$row"
     done
