@@ -62,7 +62,10 @@ static void render_case(const json_t *c) {
         .add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt")),
         .enable_thinking = json_is_true(json_object_get(c, "enable_thinking")),
         .tools_json = tools_json};
-    enum chat_family f = strcmp(str_or_null(c, "family"), "llama3") == 0 ? CHAT_LLAMA3 : CHAT_CHATML;
+    const char *fam = str_or_null(c, "family");
+    enum chat_family f = strcmp(fam, "llama3") == 0   ? CHAT_LLAMA3
+                         : strcmp(fam, "qwen35") == 0 ? CHAT_QWEN35
+                                                      : CHAT_CHATML;
     char *got = chat_render(f, msgs, n, &o, err, sizeof(err));
     CHECK_MSG(got != NULL, "%s: %s", name, err);
     if (got && want && strcmp(got, want) != 0)
@@ -75,16 +78,17 @@ static void render_case(const json_t *c) {
 
 static void test_render_golden(void) {
     json_t *doc = load_expected();
-    size_t i, n_chatml = 0, n_llama = 0;
+    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
         render_case(c);
-        if (strcmp(str_or_null(c, "family"), "chatml") == 0)
-            n_chatml++;
-        else
-            n_llama++;
+        const char *fam = str_or_null(c, "family");
+        n_chatml += strcmp(fam, "chatml") == 0;
+        n_qwen35 += strcmp(fam, "qwen35") == 0;
+        n_llama += strcmp(fam, "llama3") == 0;
     }
     CHECK(n_chatml >= 12);
+    CHECK(n_qwen35 >= 12);
     CHECK(n_llama >= 3);
     json_decref(doc);
 }
@@ -109,6 +113,7 @@ static void test_family_fixture(void) {
               "the fixture's template changed: run tests/chat/gen_expected.py");
     CHECK_EQ_INT(chat_family_detect(tmpl), CHAT_CHATML);
     CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "llama3_template")), CHAT_LLAMA3);
+    CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "qwen35_template")), CHAT_QWEN35);
     json_decref(doc);
     gguf_free(g);
 }
@@ -122,6 +127,7 @@ static void test_family_detect(void) {
                  CHAT_LLAMA3);
     CHECK_STR(chat_family_name(CHAT_CHATML), "chatml");
     CHECK_STR(chat_family_name(CHAT_LLAMA3), "llama3");
+    CHECK_STR(chat_family_name(CHAT_QWEN35), "qwen35");
 }
 
 static void expect_render_error(enum chat_family f, const struct chat_message *m, size_t n,
@@ -169,7 +175,7 @@ static void test_render_prefix(void) {
                                   {.role = "assistant", .content = "Read.",
                                    .reasoning_content = "fine"},
                                   {.role = "user", .content = "And now?"}};
-    for (int f = CHAT_CHATML; f <= CHAT_LLAMA3; f++) {
+    for (int f = CHAT_CHATML; f <= CHAT_QWEN35; f++) {
         char err[256] = "";
         struct chat_render_opts pre = {.enable_thinking = true, .as_prefix = true};
         struct chat_render_opts full = {.add_generation_prompt = true, .enable_thinking = true};
@@ -329,6 +335,28 @@ static void test_stream_tool_calls(void) {
                   "C[<tool_call>{\"arguments\": {}}</tool_call>]", 0);
 }
 
+/* Qwen3.5: the reply starts inside <think> (its generation prompt opened it) unless thinking is
+ * off; tool calls come as <function=NAME><parameter=KEY>VALUE</parameter></function>, values that
+ * are JSON texts as those values, the rest as strings. */
+static void test_stream_qwen35(void) {
+    expect_stream(CHAT_QWEN35, true, "the user greets\n</think>\n\nHello!",
+                  "R[the user greets]C[Hello!]", 0);
+    expect_stream(CHAT_QWEN35, false, "Hello!", "C[Hello!]", 0);
+    expect_stream(CHAT_QWEN35, true,
+                  "need weather\n</think>\n\nChecking.\n\n<tool_call>\n<function=get_weather>\n"
+                  "<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n"
+                  "<parameter=opts>\n{\"metric\": true}\n</parameter>\n</function>\n</tool_call>\n"
+                  "<tool_call>\n<function=now>\n</function>\n</tool_call>",
+                  "R[need weather]C[Checking.]T[get_weather|{\"city\":\"New York\",\"days\":3,"
+                  "\"opts\":{\"metric\":true}}|0]T[now|{}|1]", 2);
+    expect_stream(CHAT_QWEN35, false,
+                  "<tool_call>\n<function=f>\n<parameter=text>\nline 1\nline 2\n</parameter>\n"
+                  "</function>\n</tool_call>",
+                  "T[f|{\"text\":\"line 1\\nline 2\"}|0]", 1);
+    expect_stream(CHAT_QWEN35, false, "<tool_call>\n{\"name\": \"f\"}\n</tool_call>",
+                  "C[<tool_call>\n{\"name\": \"f\"}\n</tool_call>]", 0);
+}
+
 static void test_stream_llama3(void) {
     expect_stream(CHAT_LLAMA3, false, "<think>not special</think> <tool_call>x",
                   "C[<think>not special</think> <tool_call>x]", 0);
@@ -346,6 +374,7 @@ static const struct test_case cases[] = {
     {"stream_content", test_stream_content},
     {"stream_unfinished", test_stream_unfinished},
     {"stream_tool_calls", test_stream_tool_calls},
+    {"stream_qwen35", test_stream_qwen35},
     {"stream_llama3", test_stream_llama3},
     {0},
 };

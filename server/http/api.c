@@ -124,7 +124,7 @@ void api_set_ready(struct api *a, const struct model *m, const struct tokenizer 
     a->sched = s;
     a->cache = c;
     a->family = chat_family_detect(gguf_get_str(m->gguf, "tokenizer.chat_template"));
-    for (int f = CHAT_CHATML; f <= CHAT_LLAMA3; f++) /* --chat-template names one (main checked) */
+    for (int f = CHAT_CHATML; f <= CHAT_QWEN35; f++) /* --chat-template names one (main checked) */
         if (a->cfg.chat_template && !strcmp(a->cfg.chat_template, chat_family_name(f)))
             a->family = (enum chat_family)f;
     a->model_id = strdup(a->cfg.model_alias && a->cfg.model_alias[0] ? a->cfg.model_alias
@@ -476,7 +476,9 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     c->created = (int64_t)time(NULL);
     snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));
-    c->cs = chat ? chat_stream_new(a->family, false) : NULL;
+    /* Qwen3.5's generation prompt opens <think>: the reply starts inside it */
+    c->cs = chat ? chat_stream_new(a->family, a->family == CHAT_QWEN35 && c->rq.enable_thinking)
+                 : NULL;
     const struct job_callbacks cb = {on_token, on_text, on_done};
     c->job = job_new(ids, n, &p, &cb, c);
     free(ids);

@@ -1,5 +1,6 @@
 /* chat.h - chat messages into a prompt, and the model's output back into content, reasoning and
- * tool calls, for the template families sniperd knows (ChatML as Qwen3 writes it, and Llama 3).
+ * tool calls, for the template families sniperd knows (ChatML as Qwen3 writes it, Qwen3.5's, and
+ * Llama 3).
  *
  *     enum chat_family f = chat_family_detect(gguf_get_str(g, "tokenizer.chat_template"));
  *     char *prompt = chat_render(f, msgs, n, &(struct chat_render_opts){.add_generation_prompt =
@@ -19,6 +20,8 @@
 enum chat_family {
     CHAT_CHATML,  /* <|im_start|>role\n...<|im_end|>: Qwen3 (tools, <think>), Qwen2.5, generic */
     CHAT_LLAMA3,  /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    CHAT_QWEN35,  /* Qwen3.5's ChatML: thinking opened by the generation prompt ("<think>\n"),
+                   * contents trimmed, tool calls as <function=NAME><parameter=KEY>VALUE</...> */
 };
 
 /* One message as the OpenAI API carries it; strings are UTF-8 and borrowed. */

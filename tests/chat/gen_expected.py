@@ -3,7 +3,11 @@
 tests/chat/expected.json, the golden strings tests/test_chat.c compares chat_render with.
 
 ChatML cases use Qwen3's real template, read from the fixture GGUF (tokenizer.chat_template);
-Llama 3 cases use LLAMA3_TEMPLATE below, written from Meta's published prompt format.
+Llama 3 cases use LLAMA3_TEMPLATE below, written from Meta's published prompt format; Qwen3.5
+cases use Qwen3.5's real template (the chat_template of Qwen3.5 GGUFs), which no fixture carries:
+it is kept in expected.json ("qwen35_template") and read from there, or at first from the file
+QWEN35_TEMPLATE names. Its tool calls take their arguments as objects (the OpenAI API's JSON text
+parsed), as inference engines hand them to it.
 tojson is defined as Hugging Face's apply_chat_template defines it (json.dumps with
 ensure_ascii=False, keys in their order), which is also what llama.cpp's template engine
 writes; plain jinja2's tojson sorts keys and HTML-escapes, which no inference engine does.
@@ -74,15 +78,24 @@ def tojson(x, indent=None, separators=None, sort_keys=False):
                       sort_keys=sort_keys)
 
 
+def raise_exception(msg):
+    raise ValueError(msg)
+
+
 def render(template, case):
     import jinja2.sandbox
-    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                       extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
     msgs = []
     for m in case["messages"]:
         m = dict(m)
         if m.get("content") is None:
             m["content"] = ""  # sniperd renders a null content as "" (the template needs a string)
+        if case["family"] == "qwen35" and m.get("tool_calls"):
+            m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.loads(
+                c["function"]["arguments"]))) for c in m["tool_calls"]]
         msgs.append(m)
     return env.from_string(template).render(
         messages=msgs, tools=case.get("tools"), add_generation_prompt=case["add_generation_prompt"],
@@ -155,6 +168,37 @@ def cases():
          None, True, True),
         ("empty_strings", [s(""), u(""), a(""), u("x")], None, True, True),
     ]
+    qwen35 = [
+        ("q35_user_only", [u("Hello")], None, True, True),
+        ("q35_thinking_off", [s(" You are terse. "), u("  What is 2+2?\n")], None, True, False),
+        ("q35_no_generation_prompt", [s("Sys"), u("Hi")], None, False, True),
+        ("q35_multi_turn", [s("Sys"), u("Hi"), a("Hello! How can I help?"), u("Tell a joke")],
+         None, True, True),
+        ("q35_reasoning_last", [u("Hi"), a("Hello!", reasoning_content="\nThe user greets.\n")],
+         None, False, True),
+        ("q35_reasoning_history_dropped",
+         [u("Hi"), a("Hello!", reasoning_content="greeting"), u("2+2?")], None, True, True),
+        ("q35_reasoning_in_content", [u("Q"), a("<think>\nhmm\n</think>\n\n Answer ")], None, False,
+         True),
+        ("q35_empty_reasoning_after_query", [u("Q"), a("Plain answer")], None, False, True),
+        ("q35_tools_list", [s("You help."), u("Weather in Paris?")], [WEATHER, SEARCH], True, True),
+        ("q35_tools_no_system", [u("Weather in Paris?")], [WEATHER], True, False),
+        ("q35_tool_call_and_result",
+         [s("You help."), u("Weather in Paris?"), a(None, tool_calls=[wcall]),
+          t('{"temp": 21, "sky": "clear"}', "call_1")], [WEATHER], True, True),
+        ("q35_tool_call_with_content",
+         [u("Weather in Paris?"),
+          a("Let me check.", reasoning_content="Need the tool.", tool_calls=[wcall]),
+          t("21C", "call_1"), a("It is 21C in Paris.")], [WEATHER], False, True),
+        ("q35_multiple_tool_calls_typed_args",
+         [u("Paris and Rome?"),
+          a("", tool_calls=[call("c1", "get_weather", '{"city": "Paris", "days": 3}'),
+                            call("c2", "search", '{"q": "Rome", "limit": 5, "score": 0.75, '
+                                 '"exact": true, "tags": ["a", "b"], "opt": {"x": null}}')]),
+          t("21C", "c1"), t("25C", "c2")], [WEATHER, SEARCH], True, True),
+        ("q35_unicode", [s("Répondez en français 🇫🇷"), u("日本語で？ tabs\tand\nnewlines\n\n")],
+         None, True, True),
+    ]
     llama = [
         ("llama3_user_only", [u("Hello")], None, True, True),
         ("llama3_system_multi", [s(" You are terse.\n"), u("Hi"), a("Hello!  \n"), u("Bye")],
@@ -164,19 +208,31 @@ def cases():
         ("llama3_unicode", [u("日本語 🇫🇷\t")], None, True, True),
     ]
     res = []
-    for fam, lst in (("chatml", out), ("llama3", llama)):
+    for fam, lst in (("chatml", out), ("qwen35", qwen35), ("llama3", llama)):
         for name, msgs, tools, agp, think in lst:
             res.append({"name": name, "family": fam, "messages": msgs, "tools": tools,
                         "add_generation_prompt": agp, "enable_thinking": think})
     return res
 
 
+def qwen35_template():
+    path = os.environ.get("QWEN35_TEMPLATE")
+    if path:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    with open(EXPECTED, encoding="utf-8") as f:
+        return json.load(f)["qwen35_template"]
+
+
 def build():
     path = os.path.join(fixtures_dir(), FIXTURE)
     qwen3 = gguf_string(path, "tokenizer.chat_template")
-    doc = {"qwen3_template": qwen3, "llama3_template": LLAMA3_TEMPLATE, "cases": []}
+    qwen35 = qwen35_template()
+    doc = {"qwen3_template": qwen3, "qwen35_template": qwen35, "llama3_template": LLAMA3_TEMPLATE,
+           "cases": []}
+    templates = {"chatml": qwen3, "qwen35": qwen35, "llama3": LLAMA3_TEMPLATE}
     for c in cases():
-        c["expected"] = render(qwen3 if c["family"] == "chatml" else LLAMA3_TEMPLATE, c)
+        c["expected"] = render(templates[c["family"]], c)
         doc["cases"].append(c)
     return json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
 

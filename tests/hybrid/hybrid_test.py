@@ -125,6 +125,19 @@ st, r = chat(d, turn1, stop=[stop])
 check("stop string ends the text before it", st == 200 and len(stop) == 2
       and content(r) == full[:full.find(stop)], f"stop {stop!r} in {full!r}: {r}")
 
+# ---- Qwen3.5's own chat template: its generation prompt opens <think>, so with thinking on the
+# reply is reasoning until </think>, with thinking off an empty think block is closed for it
+d.stop()
+d = daemon(moe, "--chat-template", "qwen35")
+st, on = chat(d, turn1, max_tokens=8)
+st2, off = chat(d, turn1, max_tokens=8, chat_template_kwargs={"enable_thinking": False})
+check("qwen35 template, thinking on: the reply is reasoning",
+      st == 200 and (on["choices"][0]["message"].get("reasoning_content") or "") != ""
+      and not on["choices"][0]["message"].get("content"), f"{st} {on}")
+check("qwen35 template, thinking off: the reply is content, the prompt longer",
+      st2 == 200 and content(off) != "" and not off["choices"][0]["message"].get("reasoning_content")
+      and off["usage"]["prompt_tokens"] > on["usage"]["prompt_tokens"], f"{st2} {off} vs {on}")
+
 # ---- contexts carry the recurrent state
 ctxdir = os.path.join(TMP, "contexts")
 d.stop()
