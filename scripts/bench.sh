@@ -324,7 +324,7 @@ run_llama() {
     prompt=$(printf 'the %.0s' $(seq 1 "$LLAMA_PROMPT")) # one token each in mkmodel's vocabulary
     local cmd=("$LLAMA_BIN" -m "$MODEL" -t "$THREADS" --no-repack -p "$prompt" -n "$LLAMA_GEN"
         --temp 0 -no-cnv)
-    echo "== llama.cpp, budget $budget: ${cmd[*]:0:7} -p \"the the ...\" ($LLAMA_PROMPT words)" \
+    echo "== llama.cpp, budget $budget: ${cmd[*]:0:6} -p \"the the ...\" ($LLAMA_PROMPT words)" \
         "-n $LLAMA_GEN --temp 0 -no-cnv"
     drop_caches
     if [ "$use_cgroup" = 1 ] && cg_make "llama-$budget" "$cap"; then

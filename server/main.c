@@ -492,14 +492,15 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
                                          struct engine *e, char *err, size_t err_len) {
     const uint64_t mib = 1u << 20, rss = procstat_rss_bytes();
     size_t slot = expert_cache_slot_bytes(m);
-    const int per_layer = expert_cache_experts_per_layer(m);
-    uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)per_layer;
+    const int per_layer = expert_cache_experts_per_layer(m), min = expert_cache_min_slots(m);
+    uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)min;
     if (o->ram_budget < need) {
-        snprintf(err, err_len, "--ram-budget %llu MiB is too small: the resident weights, KV cache "
-                 "and buffers take %llu MiB, one layer's %s %llu MiB and headroom %u MiB; the "
-                 "minimum is %llu MiB", (unsigned long long)(o->ram_budget / mib),
-                 (unsigned long long)(rss / mib), m->hp.n_expert > 0 ? "experts" : "FFN",
-                 (unsigned long long)((uint64_t)slot * (uint64_t)per_layer / mib),
+        snprintf(err, err_len, "--ram-budget %llu MiB is too small: the resident weights, KV cache, "
+                 "recurrent state and buffers take %llu MiB, one token's %s of a layer %llu MiB "
+                 "and headroom %u MiB; the minimum is %llu MiB",
+                 (unsigned long long)(o->ram_budget / mib), (unsigned long long)(rss / mib),
+                 m->hp.n_expert > 0 ? "experts" : "FFN",
+                 (unsigned long long)((uint64_t)slot * (uint64_t)min / mib),
                  BUDGET_MARGIN >> 20, (unsigned long long)((need + mib - 1) / mib));
         return NULL;
     }

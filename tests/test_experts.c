@@ -2,7 +2,7 @@
  * small that every layer misses and evicts, with prefetch on and off, through io_uring and through
  * the pread threads, logits are bit-identical to the all-in-RAM run (prefill and decode); a read
  * fault or a file that shrank fails the step cleanly and the next run is exact again; a budget
- * below one layer's experts is refused with the minimum. */
+ * below one token's experts of a layer is refused with the minimum. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -172,18 +172,21 @@ static void check_moe_streaming(const char *path) {
     struct model *disk = p.disk;
     CHECK(disk->resident_bytes < p.ram->resident_bytes / 2);
     const size_t slot = expert_cache_slot_bytes(disk), ne = (size_t)disk->hp.n_expert;
-    /* the minimum (one layer's experts: every layer evicts, nothing left for prefetch), a few
-     * slots more, and half the experts */
-    const size_t sizes[3] = {slot * ne, slot * (ne + 3), slot * ne * (size_t)disk->hp.n_layer / 2};
-    for (int i = 0; i < 3; i++)
+    const size_t k = (size_t)disk->hp.n_expert_used;
+    /* the minimum (one token's experts of a layer: a batch's experts come in groups, each group's
+     * lookup evicting the last's), a few more slots than that, one layer's experts (every layer
+     * evicts, nothing left for prefetch), a few slots more, and half the experts */
+    const size_t sizes[5] = {slot * k, slot * (k + 3), slot * ne, slot * (ne + 3),
+                             slot * ne * (size_t)disk->hp.n_layer / 2};
+    for (int i = 0; i < 5; i++)
         for (int io = 0; io < 2; io++)
             for (int pf = 0; pf < 2; pf++) {
                 struct expert_cache_stats st;
                 check_exact(&p, sizes[i], io ? EXPERT_IO_THREADS : EXPERT_IO_URING, pf, &st);
                 CHECK(st.misses > (uint64_t)st.n_slots); /* evictions happened */
-                if (i == 2)
+                if (i == 4)
                     CHECK(st.hits > 0);
-                if (i > 0 && pf)
+                if (i > 2 && pf)
                     CHECK(st.prefetch_issued > 0 && st.prefetch_used > 0);
             }
 out:
@@ -368,10 +371,14 @@ static void test_too_small(void) {
     if (!disk)
         return;
     size_t slot = expert_cache_slot_bytes(disk);
+    CHECK_EQ_INT(expert_cache_min_slots(disk), disk->hp.n_expert_used);
     struct expert_cache *c =
-        expert_cache_new(disk, slot * (size_t)(disk->hp.n_expert - 1), NULL, err, sizeof(err));
+        expert_cache_new(disk, slot * (size_t)(disk->hp.n_expert_used - 1), NULL, err, sizeof(err));
     CHECK(c == NULL);
     CHECK_MSG(strstr(err, "at least") != NULL, "message: %s", err);
+    expert_cache_free(c);
+    c = expert_cache_new(disk, slot * (size_t)disk->hp.n_expert_used, NULL, err, sizeof(err));
+    CHECK_MSG(c != NULL && expert_cache_n_slots(c) == disk->hp.n_expert_used, "%s", err);
     expert_cache_free(c);
     model_free(disk);
 }

@@ -165,42 +165,16 @@ static void shared_expert_add(struct engine *e, int32_t n_tok) {
     }
 }
 
-int block_moe(struct engine *e, int il, int32_t n_tok) {
+/* Computes the experts fetch_ids[first .. first+n), the current lookup's 0 .. n-1: what is
+ * resident now first, then each of the rest as soon as it arrives. The experts' rows of ffn_d
+ * are independent, so the grouping does not change a bit of the result. Returns 0 or a read
+ * error. */
+static int experts_group(struct engine *e, int il, int32_t first, int32_t n, size_t sg,
+                         const uint8_t *au, size_t su) {
     const struct model_layer *l = &e->m->layers[il];
-    const struct model_hparams *hp = &e->m->hp;
-    const size_t D = (size_t)hp->n_embd;
-    const int32_t k = e->k_used;
-    engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
-    route(e, il, n_tok);
-    int32_t n = 0;
-    for (int32_t x = 0; x < hp->n_expert; x++)
-        if (e->exp_n[x])
-            e->fetch_ids[n++] = x;
-    if (e->route_fn)
-        e->route_fn(e->route_ctx, il, e->fetch_ids, n);
-    if (e->experts) {
-        int rc = expert_cache_begin(e->experts, il, e->fetch_ids, n);
-        if (rc < 0)
-            return rc;
-        if (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
-            (e->p.prefetch == ENGINE_PREFETCH_PREFILL && n_tok > 1))
-            prefetch(e, il + 1, n_tok);
-    }
-    if (l->ffn_up_shexp.data)
-        shared_expert_run(e, l, n_tok);
-    size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
-    const uint8_t *au = e->act[0];
-    size_t su = sg;
-    if (quant_kernels(l->ffn_up_exps.type)->vec_dot_type !=
-        quant_kernels(l->ffn_gate_exps.type)->vec_dot_type) {
-        su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
-        au = e->act[1];
-    }
-    /* what is resident now first, then each of the rest as soon as it arrives: the experts' rows
-     * of ffn_d are independent, so the grouping does not change a bit of the result */
     int32_t *todo = e->guess_n, n_todo = n; /* guess_n is free again once prefetch ran */
     for (int32_t i = 0; i < n; i++)
-        todo[i] = i;
+        todo[i] = first + i;
     while (n_todo > 0) {
         int32_t *ready = e->guess_ids, n_ready = 0, n_left = 0;
         for (int32_t j = 0; j < n_todo; j++) {
@@ -208,7 +182,7 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
             const uint8_t **mat = e->exp_mat + (size_t)x * 3;
             int rc = 1;
             if (e->experts) {
-                rc = expert_cache_get(e->experts, i, mat, false);
+                rc = expert_cache_get(e->experts, i - first, mat, false);
             } else {
                 const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
                 for (int m = 0; m < 3; m++)
@@ -226,6 +200,51 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
             experts_run(e, il, ready, n_ready, sg, au, su);
         else if (!expert_cache_wait(e->experts))
             return -EIO; /* an expert still reading with no read in flight: cannot happen */
+    }
+    return 0;
+}
+
+int block_moe(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    const int32_t k = e->k_used;
+    engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
+    route(e, il, n_tok);
+    int32_t n = 0;
+    for (int32_t x = 0; x < hp->n_expert; x++)
+        if (e->exp_n[x])
+            e->fetch_ids[n++] = x;
+    if (e->route_fn)
+        e->route_fn(e->route_ctx, il, e->fetch_ids, n);
+    /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
+     * group's lookup releases the previous group's pins */
+    int32_t group = n;
+    if (e->experts) {
+        const int32_t slots = expert_cache_n_slots(e->experts);
+        group = n < slots ? n : slots;
+        int rc = expert_cache_begin(e->experts, il, e->fetch_ids, group);
+        if (rc < 0)
+            return rc;
+        if (group == n && (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
+                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && n_tok > 1)))
+            prefetch(e, il + 1, n_tok);
+    }
+    if (l->ffn_up_shexp.data)
+        shared_expert_run(e, l, n_tok);
+    size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
+    const uint8_t *au = e->act[0];
+    size_t su = sg;
+    if (quant_kernels(l->ffn_up_exps.type)->vec_dot_type !=
+        quant_kernels(l->ffn_gate_exps.type)->vec_dot_type) {
+        su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
+        au = e->act[1];
+    }
+    for (int32_t first = 0; first < n; first += group) {
+        const int32_t cnt = n - first < group ? n - first : group;
+        int rc = first > 0 ? expert_cache_begin(e->experts, il, e->fetch_ids + first, cnt) : 0;
+        if (rc < 0 || (rc = experts_group(e, il, first, cnt, sg, au, su)) < 0)
+            return rc;
     }
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
     for (int32_t t = 0; t < n_tok; t++) {

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,7 @@ static int engine_alloc_all(struct engine *e) {
         {(void **)&e->z, B * (size_t)e->ssm_v_dim, 4}, {(void **)&e->beta, B * Hv, 4},
         {(void **)&e->gate, B * Hv, 4}, {(void **)&e->delta, T * (size_t)hp->ssm_d_state, 4},
         {(void **)&e->kv_layer, (size_t)hp->n_layer, 4}, {(void **)&e->rec_layer, (size_t)hp->n_layer, 4},
+        {(void **)&e->embd_row, e->m->tok_embd.row_bytes, 1},
     };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (!(*bufs[i].p = engine_alloc(e, bufs[i].n, bufs[i].size)))
@@ -227,7 +229,7 @@ void engine_free(struct engine *e) {
                     e->sel, e->sel_w, e->exp_n, e->exp_tok, e->exp_out, e->fetch_ids, e->guess_n,
                     e->guess_ids, (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16,
                     e->vrow, e->qkv, e->conv, e->z, e->beta, e->gate, e->delta, e->kv_layer,
-                    e->rec_layer};
+                    e->rec_layer, e->embd_row};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
     sequence_free(e->seq);
@@ -387,12 +389,42 @@ void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float
 
 /* ---- the pass -------------------------------------------------------------------------------- */
 
-static void engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) {
+/* The token's embedding row: in the image, or read from the file when the model left it there. */
+static int engine_embd_row(struct engine *e, int32_t token, const uint8_t **row) {
+    const struct weight *w = &e->m->tok_embd;
+    if (!e->m->embd_on_disk) {
+        *row = (const uint8_t *)w->data + (size_t)token * w->row_bytes;
+        return 0;
+    }
+    off_t off = (off_t)(w->tensor->data_off + (uint64_t)token * w->row_bytes);
+    uint8_t *dst = e->embd_row;
+    size_t left = w->row_bytes;
+    while (left > 0) {
+        ssize_t r = fault_hit(FAULT_READ) ? (errno = EIO, -1)
+                                          : pread(e->m->gguf->fd, dst, left, off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return r < 0 ? -errno : -EIO; /* the file shrank */
+        dst += r;
+        left -= (size_t)r;
+        off += r;
+    }
+    *row = e->embd_row;
+    return 0;
+}
+
+static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) {
     const struct weight *w = &e->m->tok_embd;
     const size_t D = (size_t)e->m->hp.n_embd;
-    for (int32_t t = 0; t < n_tok; t++)
-        quant_dequantize_row(w->type, (const uint8_t *)w->data + (size_t)tokens[t] * w->row_bytes,
-                             e->x + t * D, (int64_t)D);
+    for (int32_t t = 0; t < n_tok; t++) {
+        const uint8_t *row = NULL;
+        int rc = engine_embd_row(e, tokens[t], &row);
+        if (rc < 0)
+            return rc;
+        quant_dequantize_row(w->type, row, e->x + t * D, (int64_t)D);
+    }
+    return 0;
 }
 
 /* xn = rmsnorm(x) * w for the batch's rows. */
@@ -441,7 +473,9 @@ static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, f
     const struct model_hparams *hp = &e->m->hp;
     const int32_t n_past = e->seq->n_past;
     const double t0 = clock_now_s();
-    engine_embed(e, tokens, n_tok);
+    int rc = engine_embed(e, tokens, n_tok);
+    if (rc < 0)
+        return rc;
     for (int32_t t = 0; t < n_tok; t++)
         ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, n_past + t, hp->n_rot,
                        hp->rope_freq_base);
@@ -452,8 +486,7 @@ static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, f
             block_deltanet(e, il, n_tok);
         else
             block_attn(e, il, n_tok);
-        int rc = engine_ffn(e, il, n_tok);
-        if (rc < 0) {
+        if ((rc = engine_ffn(e, il, n_tok)) < 0) {
             engine_step_failed(e, n_past);
             return rc;
         }

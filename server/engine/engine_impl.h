@@ -69,6 +69,7 @@ struct engine {
     float *beta;     /* [B][Hv] */
     float *gate;     /* [B][Hv] decay exponent g */
     float *delta;    /* [n_threads][Dv] */
+    uint8_t *embd_row; /* [row_bytes of token_embd]: a row read from the file (embd_on_disk) */
     size_t scratch_bytes;
     struct engine_timing timing;
 

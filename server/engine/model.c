@@ -360,7 +360,8 @@ static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
     } else {
         for (uint64_t i = 0; i < g->n_tensors; i++) {
             const struct gguf_tensor *t = &g->tensors[i];
-            if (model_tensor_streamed(&m->hp, t->name) || t->n_bytes == 0)
+            if (model_tensor_streamed(&m->hp, t->name) || t->n_bytes == 0 ||
+                (m->embd_on_disk && strcmp(t->name, "token_embd.weight") == 0))
                 continue;
             r[n].off = t->data_off & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
             r[n].end = (t->data_off + t->n_bytes + MODEL_DIO_ALIGN - 1) &
@@ -479,6 +480,7 @@ struct model *model_open_progress(const char *path, bool experts_on_disk,
         goto err;
     if (model_read_hparams(m->gguf, &m->hp, err, err_len) < 0)
         goto err;
+    m->embd_on_disk = experts_on_disk && gguf_find_tensor(m->gguf, "output.weight") != NULL;
     const char *gname = gguf_get_str(m->gguf, "general.name");
     m->path = strdup(path);
     m->name = gname && *gname ? strdup(gname) : model_default_name(path);

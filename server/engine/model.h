@@ -124,6 +124,9 @@ struct model {
     void *image;                 /* read-only copy of the file, 2 MiB aligned (address space) */
     size_t image_bytes;
     bool experts_on_disk;        /* routed experts were not read: see server/experts */
+    bool embd_on_disk;           /* with experts on disk and an untied output: token_embd was not
+                                  * read either; the engine reads the rows it needs (a few KiB a
+                                  * token, where the whole matrix is 286 MB on Qwen3.5-35B-A3B) */
     uint64_t resident_bytes;     /* bytes of the file read into the image: the weights in RAM */
 };
 

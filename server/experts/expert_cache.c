@@ -65,6 +65,14 @@ int expert_cache_experts_per_layer(const struct model *m) {
     return m->hp.n_expert > 0 ? m->hp.n_expert : 1;
 }
 
+int expert_cache_min_slots(const struct model *m) {
+    return m->hp.n_expert > 0 ? m->hp.n_expert_used : 1;
+}
+
+int expert_cache_n_slots(const struct expert_cache *c) {
+    return c->n_slots;
+}
+
 /* Matrix k (0 gate, 1 up, 2 down) of layer il: the stacked experts, or the dense FFN's. */
 static const struct weight *ec_weight(const struct model *m, int il, int k) {
     const struct model_layer *l = &m->layers[il];
@@ -129,15 +137,14 @@ static void ec_unset_lir(struct expert_cache *c, int32_t s) {
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
                                       const struct expert_cache_options *opt, char *err,
                                       size_t err_len) {
-    const int32_t per_layer = expert_cache_experts_per_layer(m);
+    const int32_t per_layer = expert_cache_experts_per_layer(m), min = expert_cache_min_slots(m);
     size_t slot = expert_cache_slot_bytes(m);
     size_t n_slots = cache_bytes / slot;
-    if (n_slots < (size_t)per_layer) {
+    if (n_slots < (size_t)min) {
         err_set(err, err_len,
-                "expert_cache: %zu MiB hold %zu experts, fewer than one layer's %d: the cache needs "
-                "at least %zu MiB",
-                cache_bytes >> 20, n_slots, per_layer,
-                ((size_t)per_layer * slot + (1u << 20) - 1) >> 20);
+                "expert_cache: %zu MiB hold %zu experts, fewer than one token's %d of a layer: the "
+                "cache needs at least %zu MiB",
+                cache_bytes >> 20, n_slots, min, ((size_t)min * slot + (1u << 20) - 1) >> 20);
         return NULL;
     }
     if (n_slots > (size_t)m->hp.n_layer * (size_t)per_layer)
@@ -187,7 +194,9 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     c->lirs = m->hp.n_expert > 0 && c->n_slots < per_token;
     /* the HIR queue: 5% of the slots, and at least a decode lookup's misses, so that those never
      * have to evict LIR slots */
-    const int32_t hir = c->n_slots / 20 > m->hp.n_expert_used ? c->n_slots / 20 : m->hp.n_expert_used;
+    int32_t hir = c->n_slots / 20 > m->hp.n_expert_used ? c->n_slots / 20 : m->hp.n_expert_used;
+    if (hir > c->n_slots / 2) /* a cache of a few tokens' experts: half and half */
+        hir = c->n_slots / 2;
     c->lir_cap = c->n_slots - (hir > 1 ? hir : 1);
     for (int32_t h = EC_MAIN(c); h <= EC_HIR(c); h++)
         c->slots[h].prev = c->slots[h].next = h;

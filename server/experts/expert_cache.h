@@ -52,9 +52,17 @@ size_t expert_cache_slot_bytes(const struct model *m);
 /* Experts per layer as the cache counts them: the model's routed experts, or 1 (dense FFN). */
 int expert_cache_experts_per_layer(const struct model *m);
 
+/* The fewest slots a cache for m may have: one token's experts of a layer (1 for a dense FFN).
+ * A batch that routes to more experts of a layer than the cache holds looks them up in groups
+ * (each begin releases the previous group's pins). */
+int expert_cache_min_slots(const struct model *m);
+
+/* Slots of c. */
+int expert_cache_n_slots(const struct expert_cache *c);
+
 /* A cache of cache_bytes / slot_bytes slots for m (opened with experts on disk; borrowed, must
  * outlive the cache). opt may be NULL (defaults). Returns NULL with a message in err when fewer
- * slots than one layer's experts would fit (the message names the minimum) or on no memory. */
+ * than expert_cache_min_slots would fit (the message names the minimum) or on no memory. */
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
                                       const struct expert_cache_options *opt, char *err,
                                       size_t err_len);
