@@ -211,6 +211,30 @@ static void test_qwen35_malformed(void) {
     unlink(bad);
 }
 
+/* Multi-token-prediction blocks after the trunk (block_count counts them, nextn_predict_layers
+ * names them) are not part of the model: the same trunk with one gives the same logits. */
+static void test_qwen35_nextn_ignored(void) {
+    static char a_path[1024], b_path[1024];
+    if (test_make_model(a_path, sizeof(a_path), "trunk.gguf",
+                        "--preset tiny-qwen35moe --types q8_0 --seed 12") < 0 ||
+        test_make_model(b_path, sizeof(b_path), "mtp.gguf",
+                        "--preset tiny-qwen35moe --types q8_0 --seed 12 --nextn 1") < 0)
+        return;
+    struct model *a = load(a_path), *b = load(b_path);
+    if (a && b) {
+        CHECK_EQ_INT(b->hp.n_layer, a->hp.n_layer);
+        enum { N = 12 };
+        int32_t ids[N];
+        rng_lcg_ids(ids, N, a->hp.n_vocab, 4);
+        float *la = run_all(a, QTYPE_F32, 4, ids, N), *lb = run_all(b, QTYPE_F32, 4, ids, N);
+        CHECK(la && lb && memcmp(la, lb, sizeof(float) * (size_t)N * (size_t)a->hp.n_vocab) == 0);
+        free(la);
+        free(lb);
+    }
+    model_free(a);
+    model_free(b);
+}
+
 static void test_llama_runs(void) {
     check_batch_invariance("llama-q8_0.gguf", "--preset tiny-dense --arch llama --types q8_0 --seed 14");
 }
@@ -336,6 +360,7 @@ static const struct test_case cases[] = {
     {"batch_invariance_qwen35_f32", test_batch_invariance_qwen35_f32},
     {"checkpoints", test_checkpoints},
     {"qwen35_malformed", test_qwen35_malformed},
+    {"qwen35_nextn_ignored", test_qwen35_nextn_ignored},
     {"upcycling_identity", test_upcycling_identity},
     {"limits_and_truncate", test_limits_and_truncate},
     {0},

@@ -45,6 +45,7 @@ struct mk_opts {
     float rope_base, eps;
     /* qwen35*: the preset's, no flags */
     uint32_t n_ff_shexp, n_rot, ssm_state, ssm_group, ssm_rank, ssm_conv, attn_interval;
+    uint32_t nextn;             /* qwen35*: multi-token-prediction blocks after the trunk */
 };
 
 /* A Qwen3.5 preset's Gated DeltaNet and shared-expert shapes (zero for the other families). */
@@ -94,10 +95,12 @@ static void mk_usage(FILE *f) {
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
-        "         [--chat-template PATH] [--upcycle] [--quiet]\n"
+        "         [--chat-template PATH] [--upcycle] [--nextn N] [--quiet]\n"
         "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
         "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
-        "--arch qwen3 with the same seed writes; expert width = --n-ff.\n");
+        "--arch qwen3 with the same seed writes; expert width = --n-ff.\n"
+        "--nextn N (qwen35*): N multi-token-prediction blocks after the trunk, as Qwen3.5 files\n"
+        "may carry them (counted in block_count, named by nextn_predict_layers).\n");
 }
 
 static bool mk_is_moe(int arch) {
@@ -149,7 +152,7 @@ static int parse_f32_pos(const char *s, float *out) {
 enum { /* long-only options */
     OPT_ARCH = 256, OPT_TYPES, OPT_NLAYER, OPT_NEMBD, OPT_NHEAD, OPT_NHEADKV, OPT_HEADDIM, OPT_NFF,
     OPT_NEXPERT, OPT_NEXPUSED, OPT_NFFEXP, OPT_CTX, OPT_NVOCAB, OPT_ROPE, OPT_EPS, OPT_TOKJSON,
-    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET,
+    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN,
 };
 
 static const struct option mk_long_opts[] = {
@@ -166,6 +169,7 @@ static const struct option mk_long_opts[] = {
     {"eps", required_argument, 0, OPT_EPS}, {"tokenizer-json", required_argument, 0, OPT_TOKJSON},
     {"chat-template", required_argument, 0, OPT_TEMPLATE},
     {"upcycle", no_argument, 0, OPT_UPCYCLE}, {"quiet", no_argument, 0, OPT_QUIET},
+    {"nextn", required_argument, 0, OPT_NEXTN},
     {0, 0, 0, 0},
 };
 
@@ -183,6 +187,7 @@ static uint32_t *opt_u32_field(struct mk_opts *o, int c) {
     case OPT_NFFEXP: return &o->n_ff_exp;
     case OPT_CTX: return &o->ctx;
     case OPT_NVOCAB: return &o->n_vocab;
+    case OPT_NEXTN: return &o->nextn;
     default: return NULL;
     }
 }
@@ -290,6 +295,8 @@ static int opts_check(const struct mk_opts *o) {
         why = "--n-expert-used exceeds --n-expert";
     else if (o->upcycle && o->arch != MK_ARCH_QWEN3MOE)
         why = "--upcycle needs --arch qwen3moe";
+    else if (o->nextn && !mk_is_hybrid(o->arch))
+        why = "--nextn needs a qwen35 preset";
     else if (q_dim > UINT32_MAX)
         why = "--n-head * --head-dim is too large";
     else if (o->types != MK_TYPES_F32 &&
@@ -1000,12 +1007,14 @@ static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t i
 }
 
 /* Appends one tensor; n_dims from how many of ne1/ne2 are nonzero. Its name gets ".weight" unless
- * it has a suffix already ("ssm_dt.bias") or is ssm_a (llama.cpp's converter names it bare). */
+ * it is a bias ("ssm_dt.bias") or ssm_a (llama.cpp's converter names it bare). */
 static void plan_add(struct mk_model *m, const struct mk_opts *o, const char *name, int il,
                      enum mk_role role, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
     struct mk_tensor *t = &m->t[m->n++];
     memset(t, 0, sizeof(*t));
-    const char *suffix = strchr(name, '.') || strcmp(name, "ssm_a") == 0 ? "" : ".weight";
+    size_t len = strlen(name);
+    bool bare = (len > 5 && strcmp(name + len - 5, ".bias") == 0) || strcmp(name, "ssm_a") == 0;
+    const char *suffix = bare ? "" : ".weight";
     if (il >= 0)
         snprintf(t->name, sizeof(t->name), "blk.%d.%s%s", il, name, suffix);
     else
@@ -1059,7 +1068,7 @@ static void plan_hybrid_mixer(struct mk_model *m, const struct mk_opts *o, int i
     uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim;
     uint64_t vd = (uint64_t)o->ssm_rank * o->ssm_state;
     uint64_t conv = 2ull * o->ssm_group * o->ssm_state + vd;
-    if ((il + 1) % (int)o->attn_interval == 0) {
+    if ((il + 1) % (int)o->attn_interval == 0 || il >= (int)o->n_layer) { /* prediction blocks too */
         plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, 2 * qd, 0);
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
         plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
@@ -1085,15 +1094,21 @@ static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vo
     uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim;
     bool qk_norm = o->arch != MK_ARCH_LLAMA;
     m->n = 0;
-    m->t = calloc(3 + (size_t)o->n_layer * 20, sizeof(*m->t));
+    m->t = calloc(3 + (size_t)(o->n_layer + o->nextn) * 24, sizeof(*m->t));
     if (!m->t)
         return -ENOMEM;
     plan_add(m, o, "token_embd", -1, MK_ROLE_EMBD, e, n_vocab, 0);
-    for (int il = 0; mk_is_hybrid(o->arch) && il < (int)o->n_layer; il++) {
+    for (int il = 0; mk_is_hybrid(o->arch) && il < (int)(o->n_layer + o->nextn); il++) {
         plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
         plan_hybrid_mixer(m, o, il);
         plan_add(m, o, "post_attention_norm", il, MK_ROLE_NORM, e, 0, 0);
         plan_ffn(m, o, il);
+        if (il >= (int)o->n_layer) { /* a prediction block: attention, FFN and its own tensors */
+            plan_add(m, o, "nextn.eh_proj", il, MK_ROLE_MATRIX, 2 * e, e, 0);
+            plan_add(m, o, "nextn.enorm", il, MK_ROLE_NORM, e, 0, 0);
+            plan_add(m, o, "nextn.hnorm", il, MK_ROLE_NORM, e, 0, 0);
+            plan_add(m, o, "nextn.shared_head_norm", il, MK_ROLE_NORM, e, 0, 0);
+        }
     }
     for (int il = 0; !mk_is_hybrid(o->arch) && il < (int)o->n_layer; il++) {
         plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
@@ -1161,7 +1176,8 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     int rc = gguf_writer_add_str(w, "general.architecture", a);
     rc = rc ? rc : gguf_writer_add_str(w, "general.name", name);
     rc = rc ? rc : gguf_writer_add_str(w, "general.description", desc);
-    rc = rc ? rc : meta_u32(w, a, "block_count", o->n_layer);
+    rc = rc ? rc : meta_u32(w, a, "block_count", o->n_layer + o->nextn);
+    rc = rc || !o->nextn ? rc : meta_u32(w, a, "nextn_predict_layers", o->nextn);
     rc = rc ? rc : meta_u32(w, a, "context_length", o->ctx);
     rc = rc ? rc : meta_u32(w, a, "embedding_length", o->n_embd);
     /* qwen35moe files, as Qwen3.5-MoE's converter writes them, have no feed_forward_length */

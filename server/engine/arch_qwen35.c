@@ -3,9 +3,30 @@
  * DeltaNet layer; every layer then runs its FFN (routed experts plus a gated shared expert, or a
  * dense SwiGLU) after post_attention_norm. Facts: ../shared/fixtures/README.md, "Qwen3.5". */
 #include <errno.h>
+#include <stdio.h>
 
 #include "arch.h"
 #include "err.h"
+
+/* Qwen3.5 files may carry multi-token-prediction blocks after the trunk: block_count counts them,
+ * nextn_predict_layers says how many there are. They draft tokens for speculative decoding, which
+ * sniperd does not do: the model is the first block_count - nextn blocks, the rest is not read. */
+static int nextn_hparams(const struct gguf *g, struct model_hparams *hp, char *err,
+                         size_t err_len) {
+    char key[128];
+    uint32_t nextn = 0;
+    snprintf(key, sizeof(key), "%s.nextn_predict_layers", gguf_get_str(g, "general.architecture"));
+    int rc = gguf_get_u32(g, key, &nextn);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc < 0 || nextn >= (uint32_t)hp->n_layer) {
+        err_set(err, err_len, "model: key \"%s\" is not a count of fewer than the %d blocks", key,
+                hp->n_layer);
+        return -EINVAL;
+    }
+    hp->n_layer -= (int32_t)nextn;
+    return 0;
+}
 
 /* The DeltaNet keys; ssm.inner_size must be Hv * Dv and Hv a multiple of Hk. */
 static int deltanet_hparams(const struct gguf *g, struct model_hparams *hp, char *err,
@@ -18,7 +39,7 @@ static int deltanet_hparams(const struct gguf *g, struct model_hparams *hp, char
     rc |= model_key_i32(g, "ssm.time_step_rank", -1, &hp->ssm_dt_rank, err, err_len);
     rc |= model_key_i32(g, "ssm.inner_size", -1, &inner, err, err_len);
     rc |= model_key_i32(g, "full_attention_interval", 4, &hp->full_attn_interval, err, err_len);
-    if (rc)
+    if (rc || nextn_hparams(g, hp, err, err_len) < 0)
         return -EINVAL;
     if (hp->ssm_dt_rank % hp->ssm_n_group != 0 ||
         (int64_t)inner != (int64_t)hp->ssm_dt_rank * hp->ssm_d_state || hp->ssm_d_conv > 16) {
