@@ -76,7 +76,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
     const int32_t g = h / (hp->n_head / hp->n_head_kv);
     const int32_t n_kv = e->seq->n_past + t + 1;
-    const int32_t kv_il = e->kv_layer[e->attn_layer];
+    const int32_t kv_il = e->kv_layer[e->task_layer];
     const float scale = 1.0f / sqrtf((float)hd);
     const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
     float *s = e->scores + (size_t)thread * e->p.n_ctx;
@@ -138,8 +138,8 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
     if (gated)
         split_gate(e, n_tok);
     qk_rope_store(e, il, n_tok);
-    e->attn_layer = il;
-    e->attn_n_tok = n_tok;
+    e->task_layer = il;
+    e->task_n_tok = n_tok;
     threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, e);
     if (gated) /* out * sigmoid(gate), elementwise */
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)

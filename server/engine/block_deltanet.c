@@ -58,9 +58,9 @@ static void recurrence_task(void *ctx, int64_t task, int thread) {
     const int32_t h = (int32_t)task, Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank;
     const int32_t D = hp->ssm_d_state, C = e->conv_ch, kh = h % Hk;
     const float scale = 1.0f / sqrtf((float)D);
-    float *S = sequence_ssm(e->seq, e->rec_layer[e->attn_layer]) + (size_t)h * D * D;
+    float *S = sequence_ssm(e->seq, e->rec_layer[e->task_layer]) + (size_t)h * D * D;
     float *delta = e->delta + (size_t)thread * D;
-    for (int32_t t = 0; t < e->attn_n_tok; t++) {
+    for (int32_t t = 0; t < e->task_n_tok; t++) {
         const float *c = e->conv + (size_t)t * C;
         const float *q = c + (size_t)kh * D, *k = c + (size_t)(Hk + kh) * D;
         const float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
@@ -98,8 +98,8 @@ void block_deltanet(struct engine *e, int il, int32_t n_tok) {
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < 2 * Hk; h++) /* q heads then k heads */
             l2_norm(e->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
-    e->attn_layer = il;
-    e->attn_n_tok = n_tok;
+    e->task_layer = il;
+    e->task_n_tok = n_tok;
     threadpool_run(e->tp, Hv, recurrence_task, e);
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < Hv; h++) {

@@ -73,9 +73,9 @@ struct engine {
     size_t scratch_bytes;
     struct engine_timing timing;
 
-    /* per-layer state for the attention and DeltaNet tasks */
-    int attn_layer;
-    int32_t attn_n_tok;
+    /* the layer and batch size the thread pool's attention or DeltaNet tasks work on */
+    int task_layer;
+    int32_t task_n_tok;
 };
 
 /* ---- matrix products (engine.c) ---- */

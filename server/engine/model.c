@@ -46,13 +46,6 @@ bool model_is_recurrent(const struct model *m) {
     return false;
 }
 
-int32_t model_n_attn_layers(const struct model *m) {
-    int32_t n = 0;
-    for (int il = 0; il < m->hp.n_layer; il++)
-        n += m->layers[il].mixer != MODEL_MIXER_DELTANET;
-    return n;
-}
-
 /* ---- hyperparameters ------------------------------------------------------------------------- */
 
 int model_key_i32(const struct gguf *g, const char *suffix, int32_t def, int32_t *out, char *err,

@@ -166,7 +166,4 @@ const char *model_arch_name(enum model_arch a);
  * cannot be rolled back token by token, only restored from a checkpoint. */
 bool model_is_recurrent(const struct model *m);
 
-/* Layers with a KV cache (the attention mixers). */
-int32_t model_n_attn_layers(const struct model *m);
-
 #endif
