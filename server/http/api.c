@@ -598,6 +598,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"tokens\":{\"prompt\":%" PRIu64 ",\"cached\":%" PRIu64 ",\"completion\":%" PRIu64
                    "},\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,"
                    "\"rss_bytes\":%" PRIu64 ",\"ram_budget_bytes\":%" PRIu64 ",\"n_ctx\":%d,"
+                   "\"kv_bytes\":%zu,\"recurrent_state_bytes\":%zu,"
                    "\"experts\":{\"streaming\":%s,\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                    ",\"hit_rate\":%.4f,\"bytes_read\":%" PRIu64 ",\"read_MBps\":%.1f,"
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
@@ -610,7 +611,9 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    f.s.prefill_s > 0 ? (double)(f.s.prompt_tokens - f.s.cached_tokens) / f.s.prefill_s
                                      : 0.0,
                    f.s.decode_s > 0 ? (double)f.s.completion_tokens / f.s.decode_s : 0.0, f.rss,
-                   a->cfg.ram_budget, a->n_ctx, f.has_cache ? "true" : "false", f.c.hits,
+                   a->cfg.ram_budget, a->n_ctx, engine_kv_bytes(scheduler_engine(a->sched)),
+                   engine_rec_bytes(scheduler_engine(a->sched)), f.has_cache ? "true" : "false",
+                   f.c.hits,
                    f.c.misses, lookups ? (double)f.c.hits / (double)lookups : 0.0, f.c.bytes_read,
                    f.c.io_busy_s > 0 ? (double)f.c.bytes_read / f.c.io_busy_s / 1e6 : 0.0,
                    f.c.io_wait_s, f.c.prefetch_used, f.c.prefetch_issued, f.c.n_slots,

@@ -138,6 +138,10 @@ check("qwen35 template, thinking off: the reply is content, the prompt longer",
       st2 == 200 and content(off) != "" and not off["choices"][0]["message"].get("reasoning_content")
       and off["usage"]["prompt_tokens"] > on["usage"]["prompt_tokens"], f"{st2} {off} vs {on}")
 
+st, stats, _ = d.request("GET", "/v1/stats")
+check("stats: KV and recurrent-state bytes", st == 200 and stats["kv_bytes"] > 0
+      and stats["recurrent_state_bytes"] > 0, f"{st} {stats}")
+
 # ---- contexts carry the recurrent state
 ctxdir = os.path.join(TMP, "contexts")
 d.stop()
