@@ -123,6 +123,17 @@ static void run(struct scheduler *s, const int32_t *ids, size_t n, const struct 
     job_release(j);
 }
 
+/* Runs ids to its end; checks it went through with `cached` prompt tokens reused and the text
+ * want (a direct run's). */
+static void run_expect(struct scheduler *s, const int32_t *ids, size_t n, const struct job_params *p,
+                       int32_t cached, const char *want, size_t want_len, struct result *r) {
+    run(s, ids, n, p, r);
+    CHECK_EQ_INT(r->sum.rc, 0);
+    CHECK_EQ_INT(r->sum.cached_tokens, cached);
+    CHECK_MSG(r->len == want_len && memcmp(r->text, want, want_len) == 0,
+              "scheduler text differs from the direct run (%zu vs %zu bytes)", r->len, want_len);
+}
+
 /* The greedy text of a direct engine run (no scheduler), n_gen tokens. */
 static size_t direct(struct fixture *f, const int32_t *ids, size_t n, int n_gen, char *out,
                      size_t cap) {
@@ -161,11 +172,7 @@ static void test_greedy_and_prompt_cache(void) {
         goto out;
     struct job_params p = greedy(16);
     struct result a, b, c;
-    run(s, ids, 40, &p, &a);
-    CHECK_EQ_INT(a.sum.rc, 0);
-    CHECK_EQ_INT(a.sum.cached_tokens, 0);
-    CHECK_MSG(a.len == want_len && memcmp(a.text, want, want_len) == 0,
-              "scheduler text differs from the direct run (%zu vs %zu bytes)", a.len, want_len);
+    run_expect(s, ids, 40, &p, 0, want, want_len, &a);
     run(s, ids, 40, &p, &b); /* the same prompt again: all but the last token cached */
     CHECK_EQ_INT(b.sum.cached_tokens, 39);
     CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
@@ -210,20 +217,11 @@ static void test_hybrid_prompt_cache(void) {
         goto out;
     struct job_params p = greedy(16);
     struct result a, b, c;
-    run(s, ids, 40, &p, &a);
-    CHECK_EQ_INT(a.sum.cached_tokens, 0);
-    CHECK_MSG(a.len == want_len && memcmp(a.text, want, want_len) == 0,
-              "scheduler text differs from the direct run (%zu vs %zu bytes)", a.len, want_len);
-    run(s, ids, 40, &p, &b); /* the same prompt: the checkpoint before its last token */
-    CHECK_EQ_INT(b.sum.cached_tokens, 39);
-    CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
-    run(s, other, 40, &p, &c); /* diverges at 30: resumes at the last header, 25 */
-    CHECK_EQ_INT(c.sum.cached_tokens, 25);
-    CHECK_MSG(c.len == want_other_len && memcmp(c.text, want_other, c.len) == 0,
-              "after a rollback the text differs from a cold run");
-    run(s, ids, 40, &p, &b); /* and back */
-    CHECK_EQ_INT(b.sum.cached_tokens, 25);
-    CHECK(b.len == a.len && memcmp(a.text, b.text, a.len) == 0);
+    run_expect(s, ids, 40, &p, 0, want, want_len, &a);
+    run_expect(s, ids, 40, &p, 39, want, want_len, &b); /* the checkpoint before the last token */
+    /* diverges at 30: resumes at the last header, 25, and says what a cold run says */
+    run_expect(s, other, 40, &p, 25, want_other, want_other_len, &c);
+    run_expect(s, ids, 40, &p, 25, want, want_len, &b); /* and back */
     scheduler_free(s);
 out:
     fixture_close(&f);
