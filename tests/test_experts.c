@@ -240,6 +240,48 @@ out:
     pair_close(&p);
 }
 
+/* A read that fails half way through a hybrid model's step leaves its recurrent state half
+ * updated: the sequence goes back to its newest checkpoint, and what is fed again from there is
+ * bit-identical to the all-in-RAM run. */
+static void test_hybrid_fault_resumes(void) {
+    struct pair p;
+    if (!pair_open_path(&p, qwen35moe_model()))
+        goto out;
+    const size_t V = (size_t)p.disk->hp.n_vocab;
+    struct expert_cache *c = cache_new(p.disk, expert_cache_slot_bytes(p.disk) *
+                                                   (size_t)expert_cache_min_slots(p.disk),
+                                       EXPERT_IO_URING);
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 16;
+    ep.n_threads = 2;
+    ep.checkpoint_every = 8;
+    ep.prefetch = ENGINE_PREFETCH_OFF;
+    char err[256];
+    struct engine *e = c ? engine_new(p.disk, &ep, err, sizeof(err)) : NULL;
+    if (!e)
+        goto free_cache;
+    engine_set_experts(e, c);
+    int32_t seq[N_PROMPT + N_GEN]; /* the prompt of run_with, then the greedy tokens */
+    for (int i = 0; i < N_PROMPT; i++)
+        seq[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)p.disk->hp.n_vocab);
+    for (int g = 0; g < N_GEN; g++)
+        seq[N_PROMPT + g] = ops_argmax(p.want + (size_t)(N_PROMPT - 1 + g) * V, (int64_t)V);
+    CHECK_EQ_INT(engine_eval(e, seq, 36, NULL, false), 0); /* checkpoints at 8 .. 32 */
+    fault_arm(FAULT_READ, 6); /* after the 4 embedding rows: an expert of an early layer */
+    CHECK_EQ_INT(engine_eval(e, seq + 36, 4, NULL, false), -EIO);
+    fault_arm(FAULT_READ, 0);
+    CHECK_EQ_INT(engine_n_past(e), 32);
+    CHECK_EQ_INT(engine_eval(e, seq + 32, 12, p.got, true), 0);
+    CHECK_MSG(memcmp(p.got, p.want + 32 * V, 12 * V * sizeof(float)) == 0,
+              "resumed from a checkpoint, the logits differ from the all-in-RAM run");
+    engine_free(e);
+free_cache:
+    expert_cache_free(c);
+out:
+    pair_close(&p);
+}
+
 /* A failed read fails the step with -EIO and leaves nothing cached that was not read. */
 static void test_read_fault(void) {
     struct pair p;
@@ -390,6 +432,7 @@ static const struct test_case cases[] = {
     {"qwen35_streaming_is_exact", test_qwen35_streaming_is_exact},
     {"small_cache_hits", test_small_cache_hits},
     {"read_fault", test_read_fault},
+    {"hybrid_fault_resumes", test_hybrid_fault_resumes},
     {"file_shrinks", test_file_shrinks},
     {"lossy_flags", test_lossy_flags},
     {"too_small", test_too_small},

@@ -457,15 +457,6 @@ static void engine_output(struct engine *e, int32_t first, int32_t n_tok, float 
     engine_matmul(e, &e->m->output, e->xn + first * D, D, out, (size_t)hp->n_vocab, n_tok - first);
 }
 
-/* After a step failed half way: the KV rows it wrote past n_past are overwritten by the next
- * step, but a recurrent state it updated is not, so that goes back to the newest checkpoint. */
-static void engine_step_failed(struct engine *e, int32_t n_past_before) {
-    if (sequence_is_recurrent(e->seq)) {
-        e->seq->n_past = n_past_before + 1; /* so the rollback restores even at n_past_before */
-        sequence_rollback(e->seq, n_past_before);
-    }
-}
-
 /* One forward step over n_tok <= n_batch tokens; logits as in engine_eval for this batch. On an
  * error the sequence ends at n_past, or for a recurrent model at its newest checkpoint. */
 static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, float *logits,
@@ -487,7 +478,7 @@ static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, f
         else
             block_attn(e, il, n_tok);
         if ((rc = engine_ffn(e, il, n_tok)) < 0) {
-            engine_step_failed(e, n_past);
+            sequence_restore(e->seq); /* a recurrent state this step half updated */
             return rc;
         }
     }

@@ -149,15 +149,9 @@ int32_t sequence_reusable(const struct sequence *s, int32_t n) {
     return c < 0 ? 0 : s->ckpt[c].pos;
 }
 
-int32_t sequence_rollback(struct sequence *s, int32_t n) {
-    if (n >= s->n_past)
-        return s->n_past;
-    if (n < 0)
-        n = 0;
-    if (!sequence_is_recurrent(s)) {
-        s->n_past = n;
-        return n;
-    }
+/* A recurrent sequence goes back to its newest checkpoint at or before n (0 and a zero state
+ * when there is none); the checkpoints past it go. */
+static int32_t ckpt_restore(struct sequence *s, int32_t n) {
     int32_t c = ckpt_at_or_before(s, n);
     if (c < 0) {
         memset(s->rec, 0, s->rec_floats * sizeof(float));
@@ -170,6 +164,22 @@ int32_t sequence_rollback(struct sequence *s, int32_t n) {
         if (s->ckpt[i].pos > s->n_past)
             s->ckpt[i].pos = -1;
     return s->n_past;
+}
+
+int32_t sequence_rollback(struct sequence *s, int32_t n) {
+    if (n >= s->n_past)
+        return s->n_past;
+    if (n < 0)
+        n = 0;
+    if (!sequence_is_recurrent(s)) {
+        s->n_past = n;
+        return n;
+    }
+    return ckpt_restore(s, n);
+}
+
+int32_t sequence_restore(struct sequence *s) {
+    return sequence_is_recurrent(s) ? ckpt_restore(s, s->n_past) : s->n_past;
 }
 
 void sequence_reset(struct sequence *s) {

@@ -76,6 +76,11 @@ void sequence_checkpoint(struct sequence *s);
  * is restored (0 with a zero state when there is none). Checkpoints past it are dropped. */
 int32_t sequence_rollback(struct sequence *s, int32_t n);
 
+/* After an update of the state that stopped half way: a recurrent sequence goes back to its newest
+ * checkpoint at or before n_past (whose state it restores) and returns its new length; one without
+ * recurrent layers is left as it is (KV rows past n_past are simply overwritten later). */
+int32_t sequence_restore(struct sequence *s);
+
 /* The position rollback(n) would return, changing nothing. */
 int32_t sequence_reusable(const struct sequence *s, int32_t n);
 
