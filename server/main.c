@@ -471,7 +471,7 @@ static int run_prefill(struct engine *e, const int32_t *ids, size_t n, int32_t n
                        float *rows, int32_t n_batch, float *last) {
     for (size_t i = 0; i < n; i += (size_t)n_batch) {
         int32_t nb = (int32_t)(n - i < (size_t)n_batch ? n - i : (size_t)n_batch);
-        int rc = engine_eval(e, ids + i, nb, dump ? rows : last, dump != NULL);
+        int rc = engine_eval(e, 0, ids + i, nb, dump ? rows : last, dump != NULL);
         if (rc < 0)
             return rc;
         if (dump) {
@@ -671,7 +671,7 @@ static int run_generate(const struct options *o) {
         fflush(stdout);
         if (n_gen == (size_t)o->n_predict)
             break;
-        if ((erc = engine_eval(e, &tok, 1, logits, false)) < 0) {
+        if ((erc = engine_eval(e, 0, &tok, 1, logits, false)) < 0) {
             snprintf(err, sizeof(err), "decode failed: %s", strerror(-erc));
             goto fail;
         }

@@ -80,7 +80,7 @@ static struct engine *prefilled(struct model *m, enum qtype kv, int32_t *ids, fl
     struct engine *e = engine_for(m, kv, N_CTX);
     rng_lcg_ids(ids, N_PROMPT, m->hp.n_vocab, 11);
     if (e)
-        CHECK_EQ_INT(engine_eval(e, ids, N_PROMPT, logits, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, ids, N_PROMPT, logits, false), 0);
     return e;
 }
 
@@ -96,7 +96,7 @@ static int greedy(struct engine *e, const float *first, int32_t n_vocab, float *
         agree += force && t == toks[i];
         if (!force)
             toks[i] = t;
-        CHECK_EQ_INT(engine_eval(e, &toks[i], 1, out + (size_t)i * n_vocab, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, &toks[i], 1, out + (size_t)i * n_vocab, false), 0);
         prev = out + (size_t)i * n_vocab;
     }
     return agree;
@@ -152,17 +152,17 @@ static void check_exact(struct model *m, enum qtype kv, bool zstd) {
     char err[512], *meta = NULL;
     const char *path = tmp_path(zstd ? "exact_z" : "exact");
     struct ctxfile_info wi, ri;
-    CHECK_MSG(ctxfile_save(path, m, a, ids, N_PROMPT, "{\"prompt\":\"hi\"}", &o, &wi, err,
+    CHECK_MSG(ctxfile_save(path, m, a, 0, ids, N_PROMPT, "{\"prompt\":\"hi\"}", &o, &wi, err,
                            sizeof(err)) == 0, "save: %s", err);
     greedy(a, first, V, ref, toks, false);
     struct engine *b = engine_for(m, kv, N_CTX);
-    int rc = ctxfile_load(path, m, b, &got, &n, &meta, &ri, err, sizeof(err));
+    int rc = ctxfile_load(path, m, b, 0, &got, &n, &meta, &ri, err, sizeof(err));
     CHECK_MSG(rc == 0, "load: %s", err);
     if (rc == 0) {
         CHECK_EQ_INT(n, N_PROMPT);
         CHECK(memcmp(got, ids, sizeof(ids)) == 0);
         CHECK_STR(meta, "{\"prompt\":\"hi\"}");
-        CHECK_EQ_INT(engine_n_past(b), N_PROMPT);
+        CHECK_EQ_INT(engine_n_past(b, 0), N_PROMPT);
         CHECK_EQ_INT(ri.store_type, kv);
         CHECK(ri.fingerprint == ctxfile_fingerprint(m->gguf));
         CHECK(ri.state_bytes == engine_state_size(b));
@@ -201,7 +201,7 @@ static void test_hybrid_refuses_prefix(void) {
     char err[512];
     struct engine *a = m ? prefilled(m, QTYPE_F16, ids, NULL) : NULL;
     if (a)
-        CHECK_EQ_INT(ctxfile_save(tmp_path("h_prefix"), m, a, ids, N_PROMPT - 1, NULL, NULL,
+        CHECK_EQ_INT(ctxfile_save(tmp_path("h_prefix"), m, a, 0, ids, N_PROMPT - 1, NULL, NULL,
                                   NULL, err, sizeof(err)), -EINVAL);
     engine_free(a);
 }
@@ -213,7 +213,7 @@ static float *kv_floats(struct engine *e, int32_t n) {
     float *out = malloc(sizeof(float) * per * 2 * (size_t)s.n_layer);
     uint8_t *k = malloc((size_t)n * s.row_bytes), *v = malloc((size_t)n * s.row_bytes);
     for (int32_t il = 0; il < s.n_layer; il++) {
-        CHECK_EQ_INT(engine_kv_export(e, il, n, k, v), 0);
+        CHECK_EQ_INT(engine_kv_export(e, 0, il, n, k, v), 0);
         quant_dequantize_row(s.type, k, out + per * (size_t)(2 * il), (int64_t)per);
         quant_dequantize_row(s.type, v, out + per * (size_t)(2 * il + 1), (int64_t)per);
     }
@@ -245,14 +245,14 @@ static void check_quantized(enum qtype kv, enum ctxfile_store store, bool zstd, 
     struct ctxfile_opts o = {.store = store, .zstd = zstd};
     char err[512], *meta = NULL;
     struct ctxfile_info qi, xi;
-    CHECK_MSG(ctxfile_save(tmp_path("q"), m, a, ids, N_PROMPT, NULL, &o, &qi, err,
+    CHECK_MSG(ctxfile_save(tmp_path("q"), m, a, 0, ids, N_PROMPT, NULL, &o, &qi, err,
                            sizeof(err)) == 0, "save: %s", err);
-    CHECK(ctxfile_save(tmp_path("x"), m, a, ids, N_PROMPT, NULL, NULL, &xi, err,
+    CHECK(ctxfile_save(tmp_path("x"), m, a, 0, ids, N_PROMPT, NULL, NULL, &xi, err,
                        sizeof(err)) == 0);
     float *orig = kv_floats(a, N_PROMPT);
     greedy(a, first, V, ref, toks, false);
     struct engine *b = engine_for(m, kv, N_CTX);
-    int rc = ctxfile_load(tmp_path("q"), m, b, &got, &n, &meta, NULL, err, sizeof(err));
+    int rc = ctxfile_load(tmp_path("q"), m, b, 0, &got, &n, &meta, NULL, err, sizeof(err));
     CHECK_MSG(rc == 0, "load: %s", err);
     if (rc == 0 && orig) {
         struct engine_kv_shape s = engine_kv_shape(b);
@@ -295,10 +295,10 @@ static void test_cross_type(void) {
     int32_t ids[N_PROMPT], *got = NULL, n = 0;
     char err[512], *meta = NULL;
     struct engine *a = prefilled(m, QTYPE_F16, ids, NULL);
-    CHECK(ctxfile_save(tmp_path("cross"), m, a, ids, N_PROMPT, NULL, NULL, NULL, err,
+    CHECK(ctxfile_save(tmp_path("cross"), m, a, 0, ids, N_PROMPT, NULL, NULL, NULL, err,
                        sizeof(err)) == 0);
     struct engine *b = engine_for(m, QTYPE_F32, N_CTX);
-    CHECK_MSG(ctxfile_load(tmp_path("cross"), m, b, &got, &n, &meta, NULL, err, sizeof(err)) == 0,
+    CHECK_MSG(ctxfile_load(tmp_path("cross"), m, b, 0, &got, &n, &meta, NULL, err, sizeof(err)) == 0,
               "load: %s", err);
     float *x = kv_floats(a, N_PROMPT), *y = kv_floats(b, N_PROMPT);
     struct engine_kv_shape s = engine_kv_shape(a);
@@ -319,7 +319,7 @@ static void test_info(void) {
     char err[512], *meta = NULL;
     struct engine *a = prefilled(m, QTYPE_F16, ids, NULL);
     struct ctxfile_opts o = {.store = CTXFILE_STORE_Q4_0, .zstd = true};
-    CHECK(ctxfile_save(tmp_path("info"), m, a, ids, 10, "{\"a\":1}", &o, NULL, err,
+    CHECK(ctxfile_save(tmp_path("info"), m, a, 0, ids, 10, "{\"a\":1}", &o, NULL, err,
                        sizeof(err)) == 0);
     struct ctxfile_info in;
     struct stat st;
@@ -334,9 +334,9 @@ static void test_info(void) {
     CHECK_STR(meta, "{\"a\":1}");
     free(meta);
     /* n beyond what the engine holds, and an empty context */
-    CHECK(ctxfile_save(tmp_path("info2"), m, a, ids, N_PROMPT + 1, NULL, NULL, NULL, err,
+    CHECK(ctxfile_save(tmp_path("info2"), m, a, 0, ids, N_PROMPT + 1, NULL, NULL, NULL, err,
                        sizeof(err)) == -EINVAL);
-    CHECK(ctxfile_save(tmp_path("empty"), m, a, ids, 0, NULL, NULL, NULL, err, sizeof(err)) == 0);
+    CHECK(ctxfile_save(tmp_path("empty"), m, a, 0, ids, 0, NULL, NULL, NULL, err, sizeof(err)) == 0);
     CHECK(ctxfile_info(tmp_path("empty"), &in, NULL, err, sizeof(err)) == 0 && in.n_tokens == 0);
     engine_free(a);
 }
@@ -358,7 +358,7 @@ static void test_header_layout(void) {
     struct ctxfile_opts o = {.store = CTXFILE_STORE_Q8_0, .zstd = true};
     size_t n = 0;
     uint8_t *f = NULL;
-    if (a && ctxfile_save(tmp_path("layout"), m, a, ids, 5, "{}", &o, NULL, err, sizeof(err)) == 0)
+    if (a && ctxfile_save(tmp_path("layout"), m, a, 0, ids, 5, "{}", &o, NULL, err, sizeof(err)) == 0)
         f = test_read_file(tmp_path("layout"), &n);
     CHECK(f != NULL);
     if (f) {
@@ -410,11 +410,11 @@ static void test_load_vs_prefill(void) {
         goto out;
     rng_lcg_ids(ids, N, m->hp.n_vocab, 5);
     double t0 = (1e3 * clock_now_s());
-    CHECK_EQ_INT(engine_eval(a, ids, N, NULL, false), 0);
+    CHECK_EQ_INT(engine_eval(a, 0, ids, N, NULL, false), 0);
     double t1 = (1e3 * clock_now_s());
-    CHECK(ctxfile_save(tmp_path("timed"), m, a, ids, N, NULL, NULL, NULL, err, sizeof(err)) == 0);
+    CHECK(ctxfile_save(tmp_path("timed"), m, a, 0, ids, N, NULL, NULL, NULL, err, sizeof(err)) == 0);
     double t2 = (1e3 * clock_now_s());
-    CHECK_MSG(ctxfile_load(tmp_path("timed"), m, b, &got, &n, &meta, NULL, err, sizeof(err)) == 0,
+    CHECK_MSG(ctxfile_load(tmp_path("timed"), m, b, 0, &got, &n, &meta, NULL, err, sizeof(err)) == 0,
               "%s", err);
     double t3 = (1e3 * clock_now_s());
     printf("%d tokens (tiny model, f16 KV): prefill %.1f ms, save %.1f ms, load %.1f ms "
@@ -435,9 +435,9 @@ static void *file_of(const char *path, size_t *n) { return test_read_file(path, 
 static int try_load(struct model *m, struct engine *e, const char *path, char *err, size_t len) {
     int32_t *got = NULL, n = 0;
     char *meta = NULL;
-    int rc = ctxfile_load(path, m, e, &got, &n, &meta, NULL, err, len);
+    int rc = ctxfile_load(path, m, e, 0, &got, &n, &meta, NULL, err, len);
     if (rc < 0)
-        CHECK(engine_n_past(e) == 0 || engine_n_past(e) == N_PROMPT);
+        CHECK(engine_n_past(e, 0) == 0 || engine_n_past(e, 0) == N_PROMPT);
     free(got);
     free(meta);
     return rc;
@@ -449,7 +449,7 @@ static uint8_t *saved(struct model *m, const char *name, bool zstd, size_t *n) {
     char err[512];
     struct engine *a = prefilled(m, QTYPE_F16, ids, NULL);
     struct ctxfile_opts o = {.store = zstd ? CTXFILE_STORE_Q8_0 : CTXFILE_STORE_EXACT, .zstd = zstd};
-    int rc = a ? ctxfile_save(tmp_path(name), m, a, ids, N_PROMPT, "{\"k\":\"v\"}", &o, NULL, err,
+    int rc = a ? ctxfile_save(tmp_path(name), m, a, 0, ids, N_PROMPT, "{\"k\":\"v\"}", &o, NULL, err,
                               sizeof(err)) : -1;
     CHECK_MSG(rc == 0, "save: %s", err);
     engine_free(a);
@@ -507,7 +507,7 @@ static void check_flipped(bool zstd) {
         int vrc = ctxfile_verify(tmp_path("flip"), NULL, err, sizeof(err));
         CHECK_MSG(vrc == CTXFILE_ECORRUPT || (off >= 8 && off < 12 && vrc == CTXFILE_EVERSION),
                   "verify, byte %zu flipped: rc %d (%s)", off, vrc, err);
-        CHECK_MSG(rc != 0 || engine_n_past(e) == N_PROMPT, "byte %zu", off);
+        CHECK_MSG(rc != 0 || engine_n_past(e, 0) == N_PROMPT, "byte %zu", off);
         tested++;
     }
     printf("flipped%s: %d offsets refused\n", zstd ? " (zstd)" : "", tested);
@@ -580,7 +580,7 @@ static void test_wrong_model(void) {
         int32_t *got = NULL, k = 0;
         char *meta = NULL, want_a[32], want_b[32];
         struct ctxfile_info in;
-        int rc = ctxfile_load(tmp_path("model_src"), m2, e, &got, &k, &meta, &in, err, sizeof(err));
+        int rc = ctxfile_load(tmp_path("model_src"), m2, e, 0, &got, &k, &meta, &in, err, sizeof(err));
         CHECK_EQ_INT(rc, CTXFILE_EMODEL);
         CHECK(in.fingerprint == fa);
         snprintf(want_a, sizeof(want_a), "%016" PRIx64, fa);
@@ -684,7 +684,7 @@ static void check_enospc(bool zstd) {
     for (long k = 1; k < 100; k++) {
         char err[512] = "";
         fault_arm(FAULT_WRITE, k);
-        int rc = ctxfile_save(path, m, a, ids, N_PROMPT, "{}", &o, NULL, err, sizeof(err));
+        int rc = ctxfile_save(path, m, a, 0, ids, N_PROMPT, "{}", &o, NULL, err, sizeof(err));
         fault_arm(FAULT_WRITE, 0);
         if (rc == 0)
             break;
@@ -719,14 +719,14 @@ static void test_fsize_limit(void) {
     lim.rlim_cur = 4096;
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     int rc = setrlimit(RLIMIT_FSIZE, &lim) == 0 ?
-        ctxfile_save(path, m, a, ids, N_PROMPT, "{}", NULL, NULL, err, sizeof(err)) : 1;
+        ctxfile_save(path, m, a, 0, ids, N_PROMPT, "{}", NULL, NULL, err, sizeof(err)) : 1;
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, prev);
     CHECK_EQ_INT(rc, -EFBIG);
     CHECK_EQ_INT(dir_entries(dir), 0);
     printf("file size limit: %s\n", err);
     snprintf(path, sizeof(path), "%s/no/such/dir/ctx", dir);
-    CHECK_EQ_INT(ctxfile_save(path, m, a, ids, N_PROMPT, "{}", NULL, NULL, err, sizeof(err)),
+    CHECK_EQ_INT(ctxfile_save(path, m, a, 0, ids, N_PROMPT, "{}", NULL, NULL, err, sizeof(err)),
                  -ENOENT);
     engine_free(a);
 }
@@ -744,18 +744,18 @@ static void test_engine_kv_api(void) {
     CHECK_EQ_INT(s.kv_dim, m->hp.n_head_kv * m->hp.head_dim);
     CHECK_EQ_INT(s.row_bytes, (size_t)s.kv_dim * 2);
     uint8_t *k = calloc((size_t)N_CTX, s.row_bytes);
-    CHECK_EQ_INT(engine_kv_export(a, 0, N_PROMPT + 1, k, NULL), -EINVAL);
-    CHECK_EQ_INT(engine_kv_export(a, s.n_layer, 1, k, NULL), -EINVAL);
-    CHECK_EQ_INT(engine_kv_export(a, 0, N_PROMPT, k, NULL), 0);
-    CHECK_EQ_INT(engine_kv_import(a, 0, QTYPE_F32, s.kv_dim, 1, k, k), -EINVAL);
-    CHECK_EQ_INT(engine_kv_import(a, 0, QTYPE_F16, s.kv_dim + 1, 1, k, k), -EINVAL);
-    CHECK_EQ_INT(engine_kv_import(a, 0, QTYPE_F16, s.kv_dim, N_CTX + 1, k, k), -EINVAL);
-    CHECK_EQ_INT(engine_n_past(a), N_PROMPT);
-    CHECK_EQ_INT(engine_kv_import(a, 0, QTYPE_F16, s.kv_dim, N_PROMPT, k, NULL), 0);
-    CHECK_EQ_INT(engine_n_past(a), 0);
-    CHECK_EQ_INT(engine_kv_commit(a, N_CTX + 1), -EINVAL);
-    CHECK_EQ_INT(engine_kv_commit(a, N_PROMPT), 0);
-    CHECK_EQ_INT(engine_n_past(a), N_PROMPT);
+    CHECK_EQ_INT(engine_kv_export(a, 0, 0, N_PROMPT + 1, k, NULL), -EINVAL);
+    CHECK_EQ_INT(engine_kv_export(a, 0, s.n_layer, 1, k, NULL), -EINVAL);
+    CHECK_EQ_INT(engine_kv_export(a, 0, 0, N_PROMPT, k, NULL), 0);
+    CHECK_EQ_INT(engine_kv_import(a, 0, 0, QTYPE_F32, s.kv_dim, 1, k, k), -EINVAL);
+    CHECK_EQ_INT(engine_kv_import(a, 0, 0, QTYPE_F16, s.kv_dim + 1, 1, k, k), -EINVAL);
+    CHECK_EQ_INT(engine_kv_import(a, 0, 0, QTYPE_F16, s.kv_dim, N_CTX + 1, k, k), -EINVAL);
+    CHECK_EQ_INT(engine_n_past(a, 0), N_PROMPT);
+    CHECK_EQ_INT(engine_kv_import(a, 0, 0, QTYPE_F16, s.kv_dim, N_PROMPT, k, NULL), 0);
+    CHECK_EQ_INT(engine_n_past(a, 0), 0);
+    CHECK_EQ_INT(engine_kv_commit(a, 0, N_CTX + 1), -EINVAL);
+    CHECK_EQ_INT(engine_kv_commit(a, 0, N_PROMPT), 0);
+    CHECK_EQ_INT(engine_n_past(a, 0), N_PROMPT);
     free(k);
     engine_free(a);
 }

@@ -2,7 +2,8 @@
  * own): batched prefill equals token-by-token decode bit for bit; f16 KV stays close to f32 KV;
  * the upcycling identity (a qwen3moe whose experts all copy a dense qwen3's FFN gives the dense
  * model's logits whatever the router picks); llama runs; context overflow and bad ids are refused;
- * truncating the cache and re-feeding reproduces the logits. */
+ * truncating the cache and re-feeding reproduces the logits; sequences run side by side in one
+ * engine give each one's logits alone, bit for bit. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -55,7 +56,7 @@ static float *run_all(struct model *m, enum qtype kv, int32_t n_batch, const int
     struct engine *e = engine_for(m, kv, n_batch);
     float *out = malloc(sizeof(float) * (size_t)m->hp.n_vocab * (size_t)n);
     if (e && out)
-        CHECK_EQ_INT(engine_eval(e, ids, n, out, true), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, ids, n, out, true), 0);
     engine_free(e);
     return out;
 }
@@ -141,25 +142,25 @@ static void test_checkpoints(void) {
     if (!e || !want || !got)
         goto out;
     CHECK(engine_is_recurrent(e) && engine_rec_bytes(e) > engine_state_size(e));
-    CHECK_EQ_INT(engine_eval(e, ids, 20, want, true), 0);
-    CHECK_EQ_INT(engine_reusable(e, 12), 8);
-    CHECK_EQ_INT(engine_reusable(e, 7), 0);
-    CHECK_EQ_INT(engine_reusable(e, 25), 20);
-    CHECK_EQ_INT(engine_truncate(e, 12), 8);
-    CHECK_EQ_INT(engine_n_past(e), 8);
-    CHECK_EQ_INT(engine_eval(e, ids + 8, 12, got, true), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 20, want, true), 0);
+    CHECK_EQ_INT(engine_reusable(e, 0, 12), 8);
+    CHECK_EQ_INT(engine_reusable(e, 0, 7), 0);
+    CHECK_EQ_INT(engine_reusable(e, 0, 25), 20);
+    CHECK_EQ_INT(engine_truncate(e, 0, 12), 8);
+    CHECK_EQ_INT(engine_n_past(e, 0), 8);
+    CHECK_EQ_INT(engine_eval(e, 0, ids + 8, 12, got, true), 0);
     CHECK(memcmp(want + 8 * V, got, 12 * V * sizeof(float)) == 0);
-    CHECK_EQ_INT(engine_truncate(e, 19), 16); /* the 16 one came back with the refeed */
-    engine_eval(e, ids + 16, 3, NULL, false);
-    engine_checkpoint(e); /* at 19: an explicit one */
-    CHECK_EQ_INT(engine_eval(e, ids + 19, 21, NULL, false), 0); /* to 40: 24, 32, 40 */
+    CHECK_EQ_INT(engine_truncate(e, 0, 19), 16); /* the 16 one came back with the refeed */
+    engine_eval(e, 0, ids + 16, 3, NULL, false);
+    engine_checkpoint(e, 0); /* at 19: an explicit one */
+    CHECK_EQ_INT(engine_eval(e, 0, ids + 19, 21, NULL, false), 0); /* to 40: 24, 32, 40 */
     /* three slots, spread: at 24, 16 (gap 8..19) went; at 32, 19 (8..24); at 40, 8 (0..24 ties
      * with 24's 8..32, the older goes) */
-    CHECK_EQ_INT(engine_reusable(e, 39), 32);
-    CHECK_EQ_INT(engine_reusable(e, 31), 24);
-    CHECK_EQ_INT(engine_reusable(e, 23), 0);
-    CHECK_EQ_INT(engine_truncate(e, 5), 0); /* before every checkpoint: from scratch */
-    CHECK_EQ_INT(engine_eval(e, ids, 20, got, true), 0);
+    CHECK_EQ_INT(engine_reusable(e, 0, 39), 32);
+    CHECK_EQ_INT(engine_reusable(e, 0, 31), 24);
+    CHECK_EQ_INT(engine_reusable(e, 0, 23), 0);
+    CHECK_EQ_INT(engine_truncate(e, 0, 5), 0); /* before every checkpoint: from scratch */
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 20, got, true), 0);
     CHECK(memcmp(want, got, 20 * V * sizeof(float)) == 0);
 out:
     free(want);
@@ -281,19 +282,19 @@ static void test_limits_and_truncate(void) {
     int32_t ids[300];
     rng_lcg_ids(ids, 300, m->hp.n_vocab, 9);
     float *l1 = malloc(V * sizeof(float)), *l2 = malloc(V * sizeof(float));
-    CHECK_EQ_INT(engine_eval(e, ids, 257, NULL, false), -ENOSPC);
-    CHECK_EQ_INT(engine_n_past(e), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 257, NULL, false), -ENOSPC);
+    CHECK_EQ_INT(engine_n_past(e, 0), 0);
     int32_t bad = m->hp.n_vocab;
-    CHECK_EQ_INT(engine_eval(e, &bad, 1, l1, false), -EINVAL);
-    CHECK_EQ_INT(engine_eval(e, ids, 20, l1, false), 0);
-    CHECK_EQ_INT(engine_n_past(e), 20);
-    engine_truncate(e, 12);
-    CHECK_EQ_INT(engine_n_past(e), 12);
-    CHECK_EQ_INT(engine_eval(e, ids + 12, 8, l2, false), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, &bad, 1, l1, false), -EINVAL);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 20, l1, false), 0);
+    CHECK_EQ_INT(engine_n_past(e, 0), 20);
+    engine_truncate(e, 0, 12);
+    CHECK_EQ_INT(engine_n_past(e, 0), 12);
+    CHECK_EQ_INT(engine_eval(e, 0, ids + 12, 8, l2, false), 0);
     CHECK(memcmp(l1, l2, V * sizeof(float)) == 0);
-    CHECK_EQ_INT(engine_eval(e, ids, 236, NULL, false), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 236, NULL, false), 0);
     CHECK_EQ_INT(engine_n_ctx(e), 256);
-    CHECK_EQ_INT(engine_eval(e, ids, 1, l1, false), -ENOSPC);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 1, l1, false), -ENOSPC);
     free(l1);
     free(l2);
     engine_free(e);
@@ -350,6 +351,135 @@ static void test_quantized_kv(void) {
     model_free(m);
 }
 
+/* ---- several sequences in one engine ---------------------------------------------------------- */
+
+enum { MS_SEQ = 3, MS_DEC = 6 };
+
+/* An engine with n_seq sequences, small batches and (for recurrent models) a checkpoint every 5
+ * positions, so steps split parts and cut segments at checkpoints. */
+static struct engine *engine_multi(struct model *m, int32_t n_seq, int32_t n_batch) {
+    struct engine_params ep = engine_params_default();
+    ep.kv_type = QTYPE_F32;
+    ep.n_ctx = 128;
+    ep.n_batch = n_batch;
+    ep.n_threads = 2;
+    ep.n_seq = n_seq;
+    ep.checkpoint_every = 5;
+    char err[256];
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    CHECK_MSG(e != NULL, "engine_new: %s", err);
+    return e;
+}
+
+/* Sequences of different prompt lengths run side by side: two prompts in one call, then the third
+ * prompt beside the first two's decode tokens, then decode steps of all three. Every logits row is
+ * bit-identical to the same sequence run alone in its own engine. */
+static void check_multi_seq(const char *name, const char *args) {
+    struct model *m = load(make_model(name, args));
+    if (!m)
+        return;
+    const size_t V = (size_t)m->hp.n_vocab;
+    const int32_t len[MS_SEQ] = {11, 4, 17};
+    int32_t ids[MS_SEQ][17 + MS_DEC];
+    float *want[MS_SEQ], *got[MS_SEQ];
+    for (int s = 0; s < MS_SEQ; s++) {
+        rng_lcg_ids(ids[s], len[s] + MS_DEC, m->hp.n_vocab, 40 + (uint32_t)s);
+        want[s] = malloc(V * (size_t)(len[s] + MS_DEC) * sizeof(float));
+        got[s] = calloc(V * (size_t)(len[s] + MS_DEC), sizeof(float));
+        struct engine *alone = engine_multi(m, 1, 16);
+        if (alone)
+            CHECK_EQ_INT(engine_eval(alone, 0, ids[s], len[s] + MS_DEC, want[s], true), 0);
+        engine_free(alone);
+    }
+    struct engine *e = engine_multi(m, MS_SEQ, 8);
+    if (!e)
+        goto out;
+    struct engine_part parts[MS_SEQ] = {
+        {.seq = 2, .tokens = ids[0], .n = len[0], .logits = got[0], .all_logits = true},
+        {.seq = 0, .tokens = ids[1], .n = len[1], .logits = got[1], .all_logits = true}};
+    const int32_t slot_of[MS_SEQ] = {2, 0, 1}; /* sequence s runs in engine sequence slot_of[s] */
+    CHECK_EQ_INT(engine_eval_batch(e, parts, 2), 0);
+    for (int s = 0; s < 2; s++) /* the first decode token of 0 and 1 beside prompt 2 */
+        parts[s] = (struct engine_part){.seq = slot_of[s], .tokens = &ids[s][len[s]], .n = 1,
+                                        .logits = got[s] + (size_t)len[s] * V};
+    parts[2] = (struct engine_part){.seq = 1, .tokens = ids[2], .n = len[2], .logits = got[2],
+                                    .all_logits = true};
+    CHECK_EQ_INT(engine_eval_batch(e, parts, 3), 0);
+    for (int d = 0; d < MS_DEC; d++) {
+        int n = 0;
+        for (int s = 0; s < MS_SEQ; s++) {
+            int32_t pos = len[s] + d + (s < 2);
+            if (pos < len[s] + MS_DEC)
+                parts[n++] = (struct engine_part){.seq = slot_of[s], .tokens = &ids[s][pos],
+                                                  .n = 1, .logits = got[s] + (size_t)pos * V};
+        }
+        CHECK_EQ_INT(engine_eval_batch(e, parts, n), 0);
+    }
+    for (int s = 0; s < MS_SEQ; s++) {
+        CHECK_EQ_INT(engine_n_past(e, slot_of[s]), len[s] + MS_DEC);
+        size_t bytes = V * (size_t)(len[s] + MS_DEC) * sizeof(float);
+        CHECK_MSG(memcmp(want[s], got[s], bytes) == 0, "%s: sequence %d beside others differs "
+                  "from it alone by %g", name, s, max_abs_diff(want[s], got[s], bytes / 4));
+    }
+    engine_free(e);
+out:
+    for (int s = 0; s < MS_SEQ; s++) {
+        free(want[s]);
+        free(got[s]);
+    }
+    model_free(m);
+}
+
+static void test_multi_seq_moe(void) {
+    check_multi_seq("moe-q4km.gguf", "--preset tiny --types q4_k_m --seed 12");
+}
+
+static void test_multi_seq_dense(void) {
+    check_multi_seq("dense-f32.gguf", "--preset tiny-dense --types f32 --seed 13");
+}
+
+static void test_multi_seq_qwen35moe(void) {
+    check_multi_seq("35moe-q4km.gguf", "--preset tiny-qwen35moe --types q4_k_m --seed 15");
+}
+
+static void test_multi_seq_qwen35(void) {
+    check_multi_seq("35-f32.gguf", "--preset tiny-qwen35 --types f32 --seed 16");
+}
+
+/* Bad parts are refused before anything is fed; a part that would overflow its sequence's context
+ * leaves every sequence as it was; truncation, checkpoints and n_past are per sequence. */
+static void test_multi_seq_limits(void) {
+    struct model *m = load(make_model("35moe-q4km.gguf",
+                                      "--preset tiny-qwen35moe --types q4_k_m --seed 15"));
+    struct engine *e = m ? engine_multi(m, 2, 8) : NULL;
+    if (!e)
+        goto out;
+    int32_t ids[130];
+    rng_lcg_ids(ids, 130, m->hp.n_vocab, 9);
+    struct engine_part two[2] = {{.seq = 0, .tokens = ids, .n = 3},
+                                 {.seq = 0, .tokens = ids, .n = 3}};
+    CHECK_EQ_INT(engine_eval_batch(e, two, 2), -EINVAL); /* sequence twice */
+    two[1].seq = 2;
+    CHECK_EQ_INT(engine_eval_batch(e, two, 2), -EINVAL); /* out of range */
+    two[1] = (struct engine_part){.seq = 1, .tokens = ids, .n = 129};
+    CHECK_EQ_INT(engine_eval_batch(e, two, 2), -ENOSPC); /* 129 > n_ctx 128 */
+    CHECK_EQ_INT(engine_n_past(e, 0), 0);
+    CHECK_EQ_INT(engine_n_past(e, 1), 0);
+    two[1].n = 12;
+    CHECK_EQ_INT(engine_eval_batch(e, two, 2), 0);
+    CHECK_EQ_INT(engine_n_past(e, 0), 3);
+    CHECK_EQ_INT(engine_n_past(e, 1), 12);
+    /* checkpoints every 5 positions, per sequence: 1 resumes at 10, 0 has none but 0 */
+    CHECK_EQ_INT(engine_reusable(e, 1, 11), 10);
+    CHECK_EQ_INT(engine_reusable(e, 0, 2), 0);
+    CHECK_EQ_INT(engine_truncate(e, 1, 11), 10);
+    CHECK_EQ_INT(engine_n_past(e, 0), 3);
+    CHECK_EQ_INT(engine_n_seq(e), 2);
+    engine_free(e);
+out:
+    model_free(m);
+}
+
 static const struct test_case cases[] = {
     {"quantized_kv", test_quantized_kv},
     {"batch_invariance_moe_q8_0", test_batch_invariance_moe_q8_0},
@@ -363,6 +493,11 @@ static const struct test_case cases[] = {
     {"qwen35_nextn_ignored", test_qwen35_nextn_ignored},
     {"upcycling_identity", test_upcycling_identity},
     {"limits_and_truncate", test_limits_and_truncate},
+    {"multi_seq_moe", test_multi_seq_moe},
+    {"multi_seq_dense", test_multi_seq_dense},
+    {"multi_seq_qwen35moe", test_multi_seq_qwen35moe},
+    {"multi_seq_qwen35", test_multi_seq_qwen35},
+    {"multi_seq_limits", test_multi_seq_limits},
     {0},
 };
 

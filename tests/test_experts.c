@@ -2,7 +2,8 @@
  * small that every layer misses and evicts, with prefetch on and off, through io_uring and through
  * the pread threads, logits are bit-identical to the all-in-RAM run (prefill and decode); a read
  * fault or a file that shrank fails the step cleanly and the next run is exact again; a budget
- * below one token's experts of a layer is refused with the minimum. */
+ * below one token's experts of a layer is refused with the minimum; several sequences in one
+ * step stream exactly too. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -75,11 +76,11 @@ static int run_with(struct model *m, struct expert_cache *c, bool prefetch, floa
     int32_t ids[N_PROMPT];
     for (int i = 0; i < N_PROMPT; i++)
         ids[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)m->hp.n_vocab);
-    int rc = engine_eval(e, ids, N_PROMPT, out, true);
+    int rc = engine_eval(e, 0, ids, N_PROMPT, out, true);
     for (int s = 0; rc == 0 && s < N_GEN; s++) {
         const float *last = out + (size_t)(N_PROMPT - 1 + s) * V;
         int32_t best = ops_argmax(last, (int64_t)V);
-        rc = engine_eval(e, &best, 1, out + (size_t)(N_PROMPT + s) * V, false);
+        rc = engine_eval(e, 0, &best, 1, out + (size_t)(N_PROMPT + s) * V, false);
     }
     engine_free(e);
     return rc;
@@ -267,12 +268,12 @@ static void test_hybrid_fault_resumes(void) {
         seq[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)p.disk->hp.n_vocab);
     for (int g = 0; g < N_GEN; g++)
         seq[N_PROMPT + g] = ops_argmax(p.want + (size_t)(N_PROMPT - 1 + g) * V, (int64_t)V);
-    CHECK_EQ_INT(engine_eval(e, seq, 36, NULL, false), 0); /* checkpoints at 8 .. 32 */
+    CHECK_EQ_INT(engine_eval(e, 0, seq, 36, NULL, false), 0); /* checkpoints at 8 .. 32 */
     fault_arm(FAULT_READ, 6); /* after the 4 embedding rows: an expert of an early layer */
-    CHECK_EQ_INT(engine_eval(e, seq + 36, 4, NULL, false), -EIO);
+    CHECK_EQ_INT(engine_eval(e, 0, seq + 36, 4, NULL, false), -EIO);
     fault_arm(FAULT_READ, 0);
-    CHECK_EQ_INT(engine_n_past(e), 32);
-    CHECK_EQ_INT(engine_eval(e, seq + 32, 12, p.got, true), 0);
+    CHECK_EQ_INT(engine_n_past(e, 0), 32);
+    CHECK_EQ_INT(engine_eval(e, 0, seq + 32, 12, p.got, true), 0);
     CHECK_MSG(memcmp(p.got, p.want + 32 * V, 12 * V * sizeof(float)) == 0,
               "resumed from a checkpoint, the logits differ from the all-in-RAM run");
     engine_free(e);
@@ -391,7 +392,7 @@ static void test_lossy_flags(void) {
             const size_t V = (size_t)p.disk->hp.n_vocab;
             bool differs = false;
             for (int i = 0; i < N_PROMPT; i++) { /* one at a time: the cache fills as it goes */
-                CHECK_EQ_INT(engine_eval(e, &ids[i], 1, p.got, false), 0);
+                CHECK_EQ_INT(engine_eval(e, 0, &ids[i], 1, p.got, false), 0);
                 differs |= memcmp(p.got, p.want + (size_t)i * V, V * sizeof(float)) != 0;
             }
             CHECK_MSG(differs, "%s changed nothing", which ? "cache_bias" : "moe_top_k");
@@ -425,6 +426,92 @@ static void test_too_small(void) {
     model_free(disk);
 }
 
+/* Three sequences of different prompt lengths side by side in one engine, their experts streamed
+ * through the smallest cache and a larger one (each step looks up the union of its sequences'
+ * experts): every logits row is bit-identical to each sequence run alone all in RAM. */
+enum { MS_N = 3, MS_DEC = 5 };
+
+/* Runs the MS_N sequences: prompts all in one call (steps of 16 tokens), then MS_DEC decode
+ * steps of all of them; rows into out[s] ([len[s] + MS_DEC][n_vocab]). */
+static int run_multi(struct model *m, struct expert_cache *c, int32_t ids[MS_N][N_PROMPT + MS_DEC],
+                     const int32_t *len, float **out) {
+    char err[256];
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 16;
+    ep.n_threads = 2;
+    ep.n_seq = MS_N;
+    ep.prefetch = ENGINE_PREFETCH_ALWAYS;
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    if (!e)
+        return -ENOMEM;
+    engine_set_experts(e, c);
+    const size_t V = (size_t)m->hp.n_vocab;
+    struct engine_part parts[MS_N];
+    for (int s = 0; s < MS_N; s++)
+        parts[s] = (struct engine_part){.seq = s, .tokens = ids[s], .n = len[s], .logits = out[s],
+                                        .all_logits = true};
+    int rc = engine_eval_batch(e, parts, MS_N);
+    for (int d = 0; rc == 0 && d < MS_DEC; d++) {
+        for (int s = 0; s < MS_N; s++)
+            parts[s] = (struct engine_part){.seq = s, .tokens = &ids[s][len[s] + d], .n = 1,
+                                            .logits = out[s] + (size_t)(len[s] + d) * V};
+        rc = engine_eval_batch(e, parts, MS_N);
+    }
+    engine_free(e);
+    return rc;
+}
+
+static void test_multi_seq_streaming(void) {
+    struct pair p;
+    if (!pair_open_path(&p, moe_model()))
+        goto out;
+    const size_t V = (size_t)p.ram->hp.n_vocab;
+    const int32_t len[MS_N] = {N_PROMPT, 23, 9};
+    int32_t ids[MS_N][N_PROMPT + MS_DEC];
+    float *want[MS_N] = {0}, *got[MS_N] = {0};
+    bool ok = true;
+    for (int s = 0; s < MS_N; s++) {
+        for (int i = 0; i < N_PROMPT + MS_DEC; i++)
+            ids[s][i] = (int32_t)(((uint32_t)i * 7919u + 131u * (uint32_t)s + 13u) % (uint32_t)V);
+        want[s] = malloc(V * (N_PROMPT + MS_DEC) * sizeof(float));
+        got[s] = malloc(V * (N_PROMPT + MS_DEC) * sizeof(float));
+        ok &= want[s] && got[s];
+    }
+    for (int s = 0; ok && s < MS_N; s++) { /* each alone, in RAM */
+        char err[256];
+        struct engine_params ep = engine_params_default();
+        ep.n_ctx = 128;
+        ep.n_threads = 2;
+        struct engine *e = engine_new(p.ram, &ep, err, sizeof(err));
+        ok &= e && engine_eval(e, 0, ids[s], len[s] + MS_DEC, want[s], true) == 0;
+        engine_free(e);
+    }
+    CHECK(ok);
+    const size_t slot = expert_cache_slot_bytes(p.disk);
+    const size_t k = (size_t)p.disk->hp.n_expert_used, ne = (size_t)p.disk->hp.n_expert;
+    const size_t sizes[2] = {slot * k, slot * (ne + 3)};
+    for (int i = 0; ok && i < 2; i++)
+        for (int io = 0; io < 2; io++) {
+            struct expert_cache *c = cache_new(p.disk, sizes[i], io ? EXPERT_IO_THREADS
+                                                                     : EXPERT_IO_URING);
+            if (!c)
+                continue;
+            CHECK_EQ_INT(run_multi(p.disk, c, ids, len, got), 0);
+            for (int s = 0; s < MS_N; s++)
+                CHECK_MSG(memcmp(want[s], got[s], V * (size_t)(len[s] + MS_DEC) * 4) == 0,
+                          "%zu-byte cache, io %d: sequence %d beside others differs from it "
+                          "alone in RAM", sizes[i], io, s);
+            expert_cache_free(c);
+        }
+    for (int s = 0; s < MS_N; s++) {
+        free(want[s]);
+        free(got[s]);
+    }
+out:
+    pair_close(&p);
+}
+
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
@@ -436,6 +523,7 @@ static const struct test_case cases[] = {
     {"file_shrinks", test_file_shrinks},
     {"lossy_flags", test_lossy_flags},
     {"too_small", test_too_small},
+    {"multi_seq_streaming", test_multi_seq_streaming},
     {0},
 };
 

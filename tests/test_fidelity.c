@@ -66,7 +66,7 @@ static void check_golden(const char *dir, const char *json_name, struct model *m
     float *logits = malloc(sizeof(float) * (size_t)V * n_gold);
     if (!e || !gl || !logits)
         goto out;
-    CHECK_EQ_INT(engine_eval(e, gold, (int32_t)n_gold, logits, true), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, gold, (int32_t)n_gold, logits, true), 0);
     double worst = 0;
     for (size_t i = 0; i < n_gold; i++) {
         const float *a = logits + i * (size_t)V, *b = gl + i * (size_t)V;
@@ -97,7 +97,7 @@ static void check_golden(const char *dir, const char *json_name, struct model *m
         if (tok != greedy[s])
             break;
         agreed++;
-        if (engine_eval(e, &tok, 1, last, false) != 0)
+        if (engine_eval(e, 0, &tok, 1, last, false) != 0)
             break;
     }
     fprintf(stderr, "  %-40s %3zu tokens, max |d| %.2e, greedy %zu/%zu agreed before a tie\n",

@@ -676,7 +676,7 @@ static void test_qwen35_presets(void) {
         struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
         float *logits = m ? malloc(sizeof(float) * (size_t)m->hp.n_vocab) : NULL;
         const int32_t ids[4] = {1, 2, 3, 4};
-        bool finite = e && logits && engine_eval(e, ids, 4, logits, false) == 0;
+        bool finite = e && logits && engine_eval(e, 0, ids, 4, logits, false) == 0;
         for (int32_t k = 0; finite && k < m->hp.n_vocab; k++)
             finite = isfinite(logits[k]);
         CHECK_MSG(finite, "%s: no finite logits", args[i][1]);

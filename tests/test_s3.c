@@ -216,11 +216,11 @@ static void test_live_context(void) {
     int32_t ids[16], *got = NULL, n = 0;
     for (int i = 0; i < 16; i++)
         ids[i] = (i * 37) % m->hp.n_vocab;
-    CHECK(e && engine_eval(e, ids, 16, NULL, false) == 0);
+    CHECK(e && engine_eval(e, 0, ids, 16, NULL, false) == 0);
     snprintf(path, sizeof(path), "%s/review", test_tmpdir());
     snprintf(tmp, sizeof(tmp), "%s/.review.download", test_tmpdir());
     struct ctxfile_opts o = {.store = CTXFILE_STORE_Q8_0, .zstd = true};
-    CHECK(ctxfile_save(path, m, e, ids, 16, "{\"prompt\":\"x\"}", &o, NULL, err, sizeof(err)) == 0);
+    CHECK(ctxfile_save(path, m, e, 0, ids, 16, "{\"prompt\":\"x\"}", &o, NULL, err, sizeof(err)) == 0);
     CHECK_MSG(s3_put_file(&c, S3_CONTEXT_PREFIX "review", path, NULL, NULL, err, sizeof(err)) == 0,
               "%s", err);
     unlink(path);
@@ -230,7 +230,7 @@ static void test_live_context(void) {
     CHECK(rename(tmp, path) == 0);
     char *meta = NULL;
     struct engine *e2 = engine_new(m, &ep, err, sizeof(err));
-    CHECK_MSG(ctxfile_load(path, m, e2, &got, &n, &meta, NULL, err, sizeof(err)) == 0, "%s", err);
+    CHECK_MSG(ctxfile_load(path, m, e2, 0, &got, &n, &meta, NULL, err, sizeof(err)) == 0, "%s", err);
     CHECK(n == 16 && got && memcmp(got, ids, sizeof(ids)) == 0);
     CHECK(s3_delete(&c, S3_CONTEXT_PREFIX "review", NULL, err, sizeof(err)) == 0);
     free(got);

@@ -140,19 +140,19 @@ static size_t direct(struct fixture *f, const int32_t *ids, size_t n, int n_gen,
     const int32_t V = f->m->hp.n_vocab;
     float *logits = malloc(sizeof(float) * (size_t)V);
     size_t len = 0;
-    engine_truncate(f->e, 0);
-    int rc = engine_eval(f->e, ids, (int32_t)n, logits, false);
+    engine_truncate(f->e, 0, 0);
+    int rc = engine_eval(f->e, 0, ids, (int32_t)n, logits, false);
     struct tokenizer_stream st = {0};
     for (int g = 0; rc == 0 && g < n_gen; g++) {
         int32_t best = ops_argmax(logits, V);
         if (tokenizer_is_eog(f->tk, best))
             break;
         len += tokenizer_decode_stream(f->tk, &st, best, out + len, cap - len);
-        rc = engine_eval(f->e, &best, 1, logits, false);
+        rc = engine_eval(f->e, 0, &best, 1, logits, false);
     }
     len += tokenizer_stream_flush(&st, out + len, cap - len);
     free(logits);
-    engine_truncate(f->e, 0);
+    engine_truncate(f->e, 0, 0);
     return len;
 }
 
@@ -332,7 +332,7 @@ static int call_prefill(void *ctx, struct scheduler *s) {
     int rc = scheduler_prefill(s, c->ids, 20, &c->cached[0]);
     if (rc == 0)
         rc = scheduler_prefill(s, c->ids, 30, &c->cached[1]);
-    c->n_past = engine_n_past(scheduler_engine(s));
+    c->n_past = engine_n_past(scheduler_engine(s), scheduler_call_seq(s));
     return rc;
 }
 

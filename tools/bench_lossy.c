@@ -48,7 +48,7 @@ static int run(struct model *m, const struct setting *s, int32_t n_slots, int n_
     engine_set_experts(e, c);
     const size_t V = (size_t)m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
-        if ((rc = engine_eval(e, &ids[i], 1, out + (size_t)i * V, false)) < 0) {
+        if ((rc = engine_eval(e, 0, &ids[i], 1, out + (size_t)i * V, false)) < 0) {
             fprintf(stderr, "bench-lossy: %s failed: %s\n", s->name, strerror(-rc));
             goto out;
         }

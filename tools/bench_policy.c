@@ -372,12 +372,12 @@ static int record(const char *path, int32_t n_prompt, int32_t n_gen, int n_threa
     engine_set_experts(e, c);
     engine_set_route_observer(e, trace_route, t);
     rng_bench_ids(ids, n_prompt, m->hp.n_vocab); /* the ids sniperd --bench-prompt uses */
-    if ((rc = engine_eval(e, ids, n_prompt, logits, false)) < 0)
+    if ((rc = engine_eval(e, 0, ids, n_prompt, logits, false)) < 0)
         goto out;
     t->decode = true;
     for (int32_t g = 0; g < n_gen; g++) {
         int32_t best = ops_argmax(logits, m->hp.n_vocab);
-        if ((rc = engine_eval(e, &best, 1, logits, false)) < 0)
+        if ((rc = engine_eval(e, 0, &best, 1, logits, false)) < 0)
             goto out;
     }
     rc = t->oom ? -ENOMEM : 0;

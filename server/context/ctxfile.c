@@ -293,11 +293,11 @@ static int rows_convert(enum qtype src_t, const uint8_t *src, size_t src_row, en
 }
 
 /* Writes one layer's K then V rows, converted to the stored type. */
-static int save_layer(struct cw *w, const struct engine *e, int32_t il, int32_t n,
+static int save_layer(struct cw *w, const struct engine *e, int32_t seq, int32_t il, int32_t n,
                       enum qtype st, size_t st_row, uint8_t *k, uint8_t *v, uint8_t *conv,
                       float *scratch, bool last, char *err, size_t err_len) {
     struct engine_kv_shape s = engine_kv_shape(e);
-    int rc = engine_kv_export(e, il, n, k, v);
+    int rc = engine_kv_export(e, seq, il, n, k, v);
     for (int kv = 0; kv < 2 && rc == 0; kv++) {
         const uint8_t *rows = kv ? v : k;
         if (st != s.type) {
@@ -311,10 +311,10 @@ static int save_layer(struct cw *w, const struct engine *e, int32_t il, int32_t 
 }
 
 /* Writes the recurrent state (f32, exact) at the end of the KV stream. */
-static int save_state(struct cw *w, const struct engine *e, uint64_t bytes, char *err,
-                      size_t err_len) {
+static int save_state(struct cw *w, const struct engine *e, int32_t seq, uint64_t bytes,
+                      char *err, size_t err_len) {
     void *state = malloc((size_t)bytes);
-    int rc = state ? engine_state_export(e, state, (size_t)bytes) : -ENOMEM;
+    int rc = state ? engine_state_export(e, seq, state, (size_t)bytes) : -ENOMEM;
     if (rc == 0)
         rc = cw_put_kv(w, state, (size_t)bytes, true, err, err_len);
     free(state);
@@ -350,16 +350,17 @@ static int temp_path(char *out, size_t len, const char *path) {
     return r < 0 || (size_t)r >= len ? -ENAMETOOLONG : 0;
 }
 
-static int save_check(const struct model *m, const struct engine *e, const int32_t *tokens,
-                      int32_t n, const struct ctxfile_opts *o, struct ctxfile_info *in,
-                      size_t *st_row, char *err, size_t err_len) {
+static int save_check(const struct model *m, const struct engine *e, int32_t seq,
+                      const int32_t *tokens, int32_t n, const struct ctxfile_opts *o,
+                      struct ctxfile_info *in, size_t *st_row, char *err, size_t err_len) {
     struct engine_kv_shape s = engine_kv_shape(e);
+    const int32_t n_past = engine_n_past(e, seq);
     /* a recurrent state exists only for n_past: it cannot be cut back to a shorter n */
-    if (n < 0 || n > engine_n_past(e) || (n > 0 && !tokens) || (unsigned)o->store > 3 ||
-        o->zstd_level < 0 || o->zstd_level > 19 ||
-        (engine_is_recurrent(e) && n != engine_n_past(e))) {
-        err_set(err, err_len, "ctxfile_save: bad arguments (n %d of %d cached tokens, store %d)",
-                n, engine_n_past(e), (int)o->store);
+    if (seq < 0 || seq >= engine_n_seq(e) || n < 0 || n > n_past || (n > 0 && !tokens) ||
+        (unsigned)o->store > 3 || o->zstd_level < 0 || o->zstd_level > 19 ||
+        (engine_is_recurrent(e) && n != n_past)) {
+        err_set(err, err_len, "ctxfile_save: bad arguments (sequence %d, n %d of %d cached "
+                "tokens, store %d)", seq, n, n_past, (int)o->store);
         return -EINVAL;
     }
     in->store_type = store_qtype(o->store, s.type);
@@ -384,7 +385,7 @@ static int save_check(const struct model *m, const struct engine *e, const int32
 }
 
 /* Writes the body (tokens, metadata, KV) after the header's place, then the header. */
-static int save_body(struct cw *w, const struct engine *e, const int32_t *tokens,
+static int save_body(struct cw *w, const struct engine *e, int32_t seq, const int32_t *tokens,
                      const char *meta, struct ctxfile_info *in, size_t st_row, char *err,
                      size_t err_len) {
     struct engine_kv_shape s = engine_kv_shape(e);
@@ -406,10 +407,10 @@ static int save_body(struct cw *w, const struct engine *e, const int32_t *tokens
         rc = cw_put(w, meta, in->meta_bytes);
     const bool with_state = in->state_bytes > 0;
     for (int32_t il = 0; il < s.n_layer && rc == 0; il++)
-        rc = save_layer(w, e, il, n, in->store_type, st_row, k, v, conv, scratch,
+        rc = save_layer(w, e, seq, il, n, in->store_type, st_row, k, v, conv, scratch,
                         il == s.n_layer - 1 && !with_state, err, err_len);
     if (rc == 0 && with_state)
-        rc = save_state(w, e, in->state_bytes, err, err_len);
+        rc = save_state(w, e, seq, in->state_bytes, err, err_len);
     if (rc == 0 && s.n_layer == 0 && !with_state && w->zc)
         rc = cw_put_kv(w, NULL, 0, true, err, err_len);
     if (rc == 0)
@@ -435,7 +436,7 @@ static const char *save_errname(int rc) {
     return rc == -ENOSPC ? "no space left on device" : strerror(-rc);
 }
 
-int ctxfile_save(const char *path, const struct model *m, const struct engine *e,
+int ctxfile_save(const char *path, const struct model *m, const struct engine *e, int32_t seq,
                  const int32_t *tokens, int32_t n, const char *metadata_json,
                  const struct ctxfile_opts *o, struct ctxfile_info *info, char *err,
                  size_t err_len) {
@@ -448,7 +449,7 @@ int ctxfile_save(const char *path, const struct model *m, const struct engine *e
     bool renamed = false;
     err_set(err, err_len, "ctxfile_save: failed");
     in.meta_bytes = strlen(meta);
-    int rc = save_check(m, e, tokens, n, o ? o : &def, &in, &st_row, err, err_len);
+    int rc = save_check(m, e, seq, tokens, n, o ? o : &def, &in, &st_row, err, err_len);
     if (rc == 0 && in.meta_bytes > CTXFILE_MAX_META_BYTES) {
         err_set(err, err_len, "ctxfile_save: metadata of %" PRIu64 " bytes (limit %u)",
                 in.meta_bytes, CTXFILE_MAX_META_BYTES);
@@ -480,7 +481,7 @@ int ctxfile_save(const char *path, const struct model *m, const struct engine *e
         err_set(err, err_len, "ctxfile_save: cannot create \"%s\": %s", tmp, strerror(-rc));
         goto free_bufs;
     }
-    rc = save_body(&w, e, tokens, meta, &in, st_row, err, err_len);
+    rc = save_body(&w, e, seq, tokens, meta, &in, st_row, err, err_len);
     if (rc == 0 && fsync(w.fd) < 0)
         rc = -errno;
     if (close(w.fd) < 0 && rc == 0)
@@ -755,7 +756,7 @@ static bool cr_done(struct cr *r) {
 }
 
 /* Reads every layer into e (converting rows to its type). */
-static int load_kv(struct cr *r, struct engine *e, const struct ctxfile_info *in) {
+static int load_kv(struct cr *r, struct engine *e, int32_t seq, const struct ctxfile_info *in) {
     struct engine_kv_shape s = engine_kv_shape(e);
     uint64_t st_row = 0;
     qtype_row_bytes(in->store_type, (uint64_t)in->kv_dim, &st_row);
@@ -777,7 +778,7 @@ static int load_kv(struct cr *r, struct engine *e, const struct ctxfile_info *in
             }
         }
         if (rc == 0)
-            rc = engine_kv_import(e, il, s.type, s.kv_dim, in->n_tokens, k, v);
+            rc = engine_kv_import(e, seq, il, s.type, s.kv_dim, in->n_tokens, k, v);
     }
     free(raw);
     free(k);
@@ -787,11 +788,11 @@ static int load_kv(struct cr *r, struct engine *e, const struct ctxfile_info *in
 }
 
 /* Reads the recurrent state that follows the KV rows into e. */
-static int load_state(struct cr *r, struct engine *e, uint64_t bytes) {
+static int load_state(struct cr *r, struct engine *e, int32_t seq, uint64_t bytes) {
     void *state = malloc((size_t)bytes);
     int rc = state ? cr_get(r, state, (size_t)bytes) : -ENOMEM;
     if (rc == 0)
-        rc = engine_state_import(e, state, (size_t)bytes);
+        rc = engine_state_import(e, seq, state, (size_t)bytes);
     free(state);
     return rc;
 }
@@ -832,15 +833,19 @@ static int load_check(const struct ctxfile_head *h, const struct model *m, struc
     return 0;
 }
 
-int ctxfile_load(const char *path, const struct model *m, struct engine *e, int32_t **tokens,
-                 int32_t *n, char **metadata_json, struct ctxfile_info *info, char *err,
-                 size_t err_len) {
+int ctxfile_load(const char *path, const struct model *m, struct engine *e, int32_t seq,
+                 int32_t **tokens, int32_t *n, char **metadata_json, struct ctxfile_info *info,
+                 char *err, size_t err_len) {
     struct ctxfile_head h;
     struct cr r = {.fd = -1};
     int32_t *ids = NULL;
     int rc = head_read(&h, path, err, err_len);
     if (rc == 0 && info)
         *info = h.in;
+    if (rc == 0 && (seq < 0 || seq >= engine_n_seq(e))) {
+        err_set(err, err_len, "ctxfile_load: sequence %d out of range", seq);
+        rc = -EINVAL;
+    }
     if (rc == 0)
         rc = load_check(&h, m, e, path, err, err_len);
     if (rc < 0)
@@ -859,14 +864,14 @@ int ctxfile_load(const char *path, const struct model *m, struct engine *e, int3
         rc = -ENOMEM;
         goto out;
     }
-    engine_truncate(e, 0);
-    rc = load_kv(&r, e, &h.in);
+    engine_truncate(e, seq, 0);
+    rc = load_kv(&r, e, seq, &h.in);
     if (rc == 0 && h.in.state_bytes > 0)
-        rc = load_state(&r, e, h.in.state_bytes);
+        rc = load_state(&r, e, seq, h.in.state_bytes);
     if (rc == 0 && (!cr_done(&r) || hash64_digest(&r.hash) != get64(h.hdr + 80)))
         rc = CTXFILE_ECORRUPT;
     if (rc < 0) {
-        engine_truncate(e, 0);
+        engine_truncate(e, seq, 0);
         if (rc == CTXFILE_ECORRUPT)
             err_set(err, err_len, "ctxfile: \"%s\" is corrupted (KV data %s)", path,
                     h.in.zstd ? "does not decompress or checksum mismatch" : "checksum mismatch");
@@ -874,7 +879,7 @@ int ctxfile_load(const char *path, const struct model *m, struct engine *e, int3
             err_set(err, err_len, "ctxfile: reading \"%s\": %s", path, strerror(-rc));
         goto out;
     }
-    engine_kv_commit(e, h.in.n_tokens);
+    engine_kv_commit(e, seq, h.in.n_tokens);
     for (int32_t i = 0; i < h.in.n_tokens; i++)
         ids[i] = (int32_t)get32(h.tok + 4 * (size_t)i);
     *tokens = ids;

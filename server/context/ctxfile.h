@@ -2,10 +2,10 @@
  * for them) with JSON metadata, in one versioned, checksummed binary file (docs/formats.md).
  *
  *     struct ctxfile_opts o = ctxfile_opts_default();        // KV as the engine holds it, no zstd
- *     ctxfile_save("/ctx/review", m, e, ids, n, "{\"prompt\":\"...\"}", &o, NULL, err, len);
+ *     ctxfile_save("/ctx/review", m, e, 0, ids, n, "{\"prompt\":\"...\"}", &o, NULL, err, len);
  *     ...
  *     int32_t *ids; int32_t n; char *meta;
- *     int rc = ctxfile_load("/ctx/review", m, e, &ids, &n, &meta, NULL, err, len);
+ *     int rc = ctxfile_load("/ctx/review", m, e, 0, &ids, &n, &meta, NULL, err, len);
  *     if (rc == CTXFILE_EMODEL) ... 409: err names both fingerprints
  *
  * Save and load read and write the engine's cache: call them where nothing else runs the engine
@@ -85,26 +85,26 @@ bool ctx_name_valid(const char *name);
  * type and value, and the tensor table (names, types, shapes, offsets), not the tensor data. */
 uint64_t ctxfile_fingerprint(const struct gguf *g);
 
-/* Writes positions 0 .. n-1 of e's KV cache (n <= engine_n_past(e)) with their token ids tokens[n]
- * and metadata_json (any NUL-terminated string; may be NULL for none) to path, atomically. m is the
- * engine's model (for the fingerprint); o may be NULL for the defaults; info, when not NULL,
- * receives the header written. Returns 0, or a negative error with a message in err: -EINVAL (bad
+/* Writes positions 0 .. n-1 of sequence seq's KV cache in e (n <= engine_n_past(e, seq)) with
+ * their token ids tokens[n] and metadata_json (any NUL-terminated string; may be NULL for none)
+ * to path, atomically. m is the engine's model (for the fingerprint); o may be NULL for the
+ * defaults; info, when not NULL, receives the header written. Returns 0, or a negative error with a message in err: -EINVAL (bad
  * arguments or options), -ENOSPC / -EIO / -errno (writing; no file is left), -ENOMEM. */
-int ctxfile_save(const char *path, const struct model *m, const struct engine *e,
+int ctxfile_save(const char *path, const struct model *m, const struct engine *e, int32_t seq,
                  const int32_t *tokens, int32_t n, const char *metadata_json,
                  const struct ctxfile_opts *o, struct ctxfile_info *info, char *err,
                  size_t err_len);
 
-/* Reads path into e's KV cache (converted to the engine's KV type) and sets n_past to its token
- * count. On success *tokens (malloc'd [*n]) and *metadata_json (malloc'd, NUL-terminated; "" when
+/* Reads path into sequence seq's KV cache in e (converted to the engine's KV type) and sets its
+ * n_past to the file's token count. On success *tokens (malloc'd [*n]) and *metadata_json (malloc'd, NUL-terminated; "" when
  * none) belong to the caller; info, when not NULL, receives the header. Returns 0, or a negative
  * error with a message in err: CTXFILE_ECORRUPT, CTXFILE_EVERSION, CTXFILE_EMODEL (the message gives
  * both fingerprints; info->fingerprint is the file's), CTXFILE_ESHAPE, -ENOENT / -EIO / -errno,
  * -ENOMEM. On failure the engine's cache is empty (n_past 0) when the KV was reached, untouched
  * before that. */
-int ctxfile_load(const char *path, const struct model *m, struct engine *e, int32_t **tokens,
-                 int32_t *n, char **metadata_json, struct ctxfile_info *info, char *err,
-                 size_t err_len);
+int ctxfile_load(const char *path, const struct model *m, struct engine *e, int32_t seq,
+                 int32_t **tokens, int32_t *n, char **metadata_json, struct ctxfile_info *info,
+                 char *err, size_t err_len);
 
 /* Reads and checks path's header, token ids and metadata (not the KV: quick, for listings). The
  * header checksum is verified; the KV's is not. metadata_json, when not NULL, receives the metadata

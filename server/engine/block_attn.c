@@ -1,9 +1,9 @@
 /* block_attn.c - the attention mixer: q, k and v projections, q/k head norms, RoPE on the first
- * n_rot dimensions of each head, causal GQA over the sequence's KV rows, an optional output gate
- * (sigmoid of per-head gate rows interleaved with the query's in attn_q: qwen35), then attn_output.
- * Scores and the weighted sum follow ggml's non-flash path per KV type (f32, f16 with the
- * probabilities rounded to f16, or q8_0/q4_0 with a q8_0 query), so a token's output does not
- * depend on the batch it ran in. */
+ * n_rot dimensions of each head, causal GQA over the KV rows of the token's own sequence, an
+ * optional output gate (sigmoid of per-head gate rows interleaved with the query's in attn_q:
+ * qwen35), then attn_output. Scores and the weighted sum follow ggml's non-flash path per KV type
+ * (f32, f16 with the probabilities rounded to f16, or q8_0/q4_0 with a q8_0 query), so a token's
+ * output does not depend on the batch it ran in nor on the other sequences in it. */
 #include <math.h>
 #include <string.h>
 
@@ -43,7 +43,8 @@ static void split_gate(struct engine *e, int32_t n_tok) {
     }
 }
 
-/* q/k head norms, RoPE, then the batch's k and v go into the sequence's rows of layer il. */
+/* q/k head norms, RoPE, then each token's k and v go into its sequence's rows of layer il, at the
+ * token's position. */
 static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
@@ -62,29 +63,32 @@ static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
                 ops_rms_norm(kh, kh, l->attn_k_norm, hd, hp->rms_eps);
             rope(hp, kh, cs);
         }
-        int32_t pos = e->seq->n_past + t;
-        kv_store(e, sequence_k_row(e->seq, kv_il, pos), e->k + (size_t)t * e->kv_dim);
-        kv_store(e, sequence_v_row(e->seq, kv_il, pos), e->v + (size_t)t * e->kv_dim);
+        const struct sequence *seq = engine_tok_seq(e, t);
+        const int32_t pos = e->tok_pos[t];
+        kv_store(e, sequence_k_row(seq, kv_il, pos), e->k + (size_t)t * e->kv_dim);
+        kv_store(e, sequence_v_row(seq, kv_il, pos), e->v + (size_t)t * e->kv_dim);
     }
 }
 
-/* One (token, head) of causal attention over the cache: task = t * n_head + h. */
+/* One (token, head) of causal attention over the token's sequence's cache: task =
+ * t * n_head + h. */
 static void attn_task(void *ctx, int64_t task, int thread) {
     struct engine *e = ctx;
     const struct model_hparams *hp = &e->m->hp;
     const int32_t hd = hp->head_dim;
     const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
     const int32_t g = h / (hp->n_head / hp->n_head_kv);
-    const int32_t n_kv = e->seq->n_past + t + 1;
+    const struct sequence *seq = engine_tok_seq(e, t);
+    const int32_t n_kv = e->tok_pos[t] + 1;
     const int32_t kv_il = e->kv_layer[e->task_layer];
     const float scale = 1.0f / sqrtf((float)hd);
     const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
     float *s = e->scores + (size_t)thread * e->p.n_ctx;
     float *out = e->attn + (size_t)t * e->q_dim + (size_t)h * hd;
-    const size_t head_off = (size_t)g * (e->seq->kv_row_bytes / (size_t)hp->n_head_kv);
-    const size_t pos_bytes = e->seq->kv_row_bytes;
-    const uint8_t *kc = sequence_k_row(e->seq, kv_il, 0) + head_off;
-    const uint8_t *vc = sequence_v_row(e->seq, kv_il, 0) + head_off;
+    const size_t head_off = (size_t)g * (seq->kv_row_bytes / (size_t)hp->n_head_kv);
+    const size_t pos_bytes = seq->kv_row_bytes;
+    const uint8_t *kc = sequence_k_row(seq, kv_il, 0) + head_off;
+    const uint8_t *vc = sequence_v_row(seq, kv_il, 0) + head_off;
     memset(out, 0, (size_t)hd * sizeof(float));
     if (e->p.kv_type == QTYPE_F32) {
         quant_vec_dot_fn dot = quant_kernels(QTYPE_F32)->vec_dot;
@@ -139,7 +143,6 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
         split_gate(e, n_tok);
     qk_rope_store(e, il, n_tok);
     e->task_layer = il;
-    e->task_n_tok = n_tok;
     threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, e);
     if (gated) /* out * sigmoid(gate), elementwise */
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)

@@ -6,8 +6,10 @@
  *   S = exp(g) S;  d = beta (v - S^T k);  S = S + k d^T;  o = S^T q / sqrt(Dk)
  *   out = ssm_out (rmsnorm(o per head) * ssm_norm * silu(z))
  * The state S of a head is kept as Dv rows of Dk (row j is S's column j), the conv state as the
- * last d_conv - 1 qkv rows, both in the sequence. Each token's arithmetic depends only on the
- * state before it, so the result is the same however a prompt is split into batches. */
+ * last d_conv - 1 qkv rows, both in the sequence. A step's tokens come in segments, each one
+ * sequence's consecutive tokens; each token's arithmetic depends only on its own sequence's state
+ * before it, so the result is the same however a prompt is split into batches and whichever other
+ * sequences share the step. */
 #include <math.h>
 #include <string.h>
 
@@ -30,37 +32,49 @@ static void l2_norm(float *x, int32_t n, float eps) {
 }
 
 
-/* The causal conv of the batch: the window is the state's d_conv - 1 rows then the batch's qkv
- * rows (already in place); the state becomes the window's last d_conv - 1 rows. */
-static void conv_run(struct engine *e, int il, int32_t n_tok) {
+/* The causal conv of segment g (its qkv rows in the batch's rows of e->qkv, after the first
+ * d_conv - 1): token t's window is the d_conv - 1 rows before it, taken from the segment where it
+ * has them and from the sequence's conv state before its first token, then its own row. The state
+ * becomes the last d_conv - 1 rows of the state followed by the segment's. */
+static void conv_seg(struct engine *e, int il, const struct engine_seg *g) {
     const struct model_hparams *hp = &e->m->hp;
     const float *w = e->m->layers[il].ssm_conv1d;
     const int32_t C = e->conv_ch, K = hp->ssm_d_conv;
-    float *state = sequence_conv(e->seq, e->rec_layer[il]);
-    memcpy(e->qkv, state, (size_t)(K - 1) * C * sizeof(float));
-    for (int32_t t = 0; t < n_tok; t++) {
-        const float *win = e->qkv + (size_t)t * C; /* rows t .. t + K - 1 */
-        float *out = e->conv + (size_t)t * C;
+    const float *rows = e->qkv + (size_t)(K - 1 + g->first) * C;
+    float *state = sequence_conv(e->seqs[g->seq], e->rec_layer[il]);
+    const float *win[16];
+    for (int32_t t = 0; t < g->n; t++) {
+        for (int32_t j = 0; j < K; j++) { /* row r of the segment; r < 0: the state's */
+            const int32_t r = t - (K - 1) + j;
+            win[j] = r >= 0 ? rows + (size_t)r * C : state + (size_t)(r + K - 1) * C;
+        }
+        float *out = e->conv + (size_t)(g->first + t) * C;
         for (int32_t ch = 0; ch < C; ch++) {
             float sum = 0.0f;
             for (int32_t j = 0; j < K; j++)
-                sum += win[(size_t)j * C + ch] * w[(size_t)ch * K + j];
+                sum += win[j][ch] * w[(size_t)ch * K + j];
             out[ch] = silu(sum);
         }
     }
-    memcpy(state, e->qkv + (size_t)n_tok * C, (size_t)(K - 1) * C * sizeof(float));
+    for (int32_t i = 0; i < K - 1; i++) { /* row n + i of (state, segment); reads never overwritten */
+        const int32_t q = g->n + i;
+        const float *src = q < K - 1 ? state + (size_t)q * C : rows + (size_t)(q - (K - 1)) * C;
+        memcpy(state + (size_t)i * C, src, (size_t)C * sizeof(float));
+    }
 }
 
-/* One V head over the batch's tokens, in order: task = head. */
+/* One V head of one segment, over its tokens in order: task = segment * Hv + head. */
 static void recurrence_task(void *ctx, int64_t task, int thread) {
     struct engine *e = ctx;
     const struct model_hparams *hp = &e->m->hp;
-    const int32_t h = (int32_t)task, Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank;
+    const int32_t Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank;
+    const int32_t h = (int32_t)(task % Hv);
+    const struct engine_seg *g = &e->seg[task / Hv];
     const int32_t D = hp->ssm_d_state, C = e->conv_ch, kh = h % Hk;
     const float scale = 1.0f / sqrtf((float)D);
-    float *S = sequence_ssm(e->seq, e->rec_layer[e->task_layer]) + (size_t)h * D * D;
+    float *S = sequence_ssm(e->seqs[g->seq], e->rec_layer[e->task_layer]) + (size_t)h * D * D;
     float *delta = e->delta + (size_t)thread * D;
-    for (int32_t t = 0; t < e->task_n_tok; t++) {
+    for (int32_t t = g->first; t < g->first + g->n; t++) {
         const float *c = e->conv + (size_t)t * C;
         const float *q = c + (size_t)kh * D, *k = c + (size_t)(Hk + kh) * D;
         const float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
@@ -94,13 +108,13 @@ void block_deltanet(struct engine *e, int il, int32_t n_tok) {
             e->beta[i] = sigmoid(e->beta[i]);
             e->gate[i] = softplus(e->gate[i] + l->ssm_dt_bias[h]) * l->ssm_a[h];
         }
-    conv_run(e, il, n_tok);
+    for (int32_t i = 0; i < e->n_seg; i++)
+        conv_seg(e, il, &e->seg[i]);
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < 2 * Hk; h++) /* q heads then k heads */
             l2_norm(e->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
     e->task_layer = il;
-    e->task_n_tok = n_tok;
-    threadpool_run(e->tp, Hv, recurrence_task, e);
+    threadpool_run(e->tp, (int64_t)e->n_seg * Hv, recurrence_task, e);
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < Hv; h++) {
             float *o = e->attn + (size_t)t * V + (size_t)h * D;

@@ -217,6 +217,8 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
             e->fetch_ids[n++] = x;
     if (e->route_fn)
         e->route_fn(e->route_ctx, il, e->fetch_ids, n);
+    e->timing.n_moe_layer_steps++;
+    e->timing.n_union_experts += (uint64_t)n;
     /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
      * group's lookup releases the previous group's pins */
     int32_t group = n;

@@ -1,9 +1,10 @@
-/* engine.c - the step driver: for each layer of a batch of tokens, the mixer block the layer names
- * (attention or Gated DeltaNet), then its FFN block (dense or experts), on one sequence's state;
- * plus creation, checkpoints and the KV / recurrent-state access contexts use. Invariants: every
- * buffer is sized in engine_new for n_batch tokens, so engine_eval never allocates; each output
- * value is one vec_dot of a weight row and a quantized activation row and every recurrence runs
- * token by token, so a token's logits do not depend on how the prompt was split into batches; the
+/* engine.c - the step driver: for each layer of a batch of tokens from one or several sequences,
+ * the mixer block the layer names (attention or Gated DeltaNet), then its FFN block (dense or
+ * experts); plus creation, checkpoints and the KV / recurrent-state access contexts use.
+ * Invariants: every buffer is sized in engine_new for n_batch tokens, so engine_eval_batch never
+ * allocates; each output value is one vec_dot of a weight row and a quantized activation row and
+ * every recurrence runs token by token on its own sequence's state, so a token's logits do not
+ * depend on how the prompt was split into batches nor on the other sequences of its step; the
  * order of float operations follows ggml's graph for these architectures (see ops.h). */
 #include "engine.h"
 
@@ -26,7 +27,7 @@
 struct engine_params engine_params_default(void) {
     return (struct engine_params){.n_threads = 0, .n_ctx = 0, .n_batch = 512,
                                   .kv_type = QTYPE_F16, .prefetch = ENGINE_PREFETCH_PREFILL,
-                                  .n_checkpoints = 4, .checkpoint_every = 512};
+                                  .n_checkpoints = 4, .checkpoint_every = 512, .n_seq = 1};
 }
 
 /* ---- creation -------------------------------------------------------------------------------- */
@@ -101,6 +102,7 @@ static struct sequence_shape engine_seq_shape(struct engine *e) {
 static int engine_alloc_all(struct engine *e) {
     const struct model_hparams *hp = &e->m->hp;
     size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, T = (size_t)e->p.n_threads;
+    size_t S = (size_t)e->p.n_seq;
     size_t n_embd = (size_t)hp->n_embd;
     size_t ne = (size_t)hp->n_expert > 0 ? (size_t)hp->n_expert : 1;
     size_t mix = max_z((size_t)e->q_dim, (size_t)e->ssm_v_dim); /* a mixer's output width */
@@ -138,12 +140,18 @@ static int engine_alloc_all(struct engine *e) {
         {(void **)&e->gate, B * Hv, 4}, {(void **)&e->delta, T * (size_t)hp->ssm_d_state, 4},
         {(void **)&e->kv_layer, (size_t)hp->n_layer, 4}, {(void **)&e->rec_layer, (size_t)hp->n_layer, 4},
         {(void **)&e->embd_row, e->m->tok_embd.row_bytes, 1},
+        {(void **)&e->tok_id, B, 4}, {(void **)&e->tok_seq, B, 4}, {(void **)&e->tok_pos, B, 4},
+        {(void **)&e->seg, S, sizeof(*e->seg)}, {(void **)&e->out, S, sizeof(*e->out)},
+        {(void **)&e->seqs, S, sizeof(*e->seqs)},
     };
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (!(*bufs[i].p = engine_alloc(e, bufs[i].n, bufs[i].size)))
             return -ENOMEM;
     struct sequence_shape sh = engine_seq_shape(e);
-    return (e->seq = sequence_new(&sh)) ? 0 : -ENOMEM;
+    for (size_t i = 0; i < S; i++)
+        if (!(e->seqs[i] = sequence_new(&sh)))
+            return -ENOMEM;
+    return 0;
 }
 
 /* Checks the parameters against the model; fills defaults. Returns 0 or -EINVAL with a message. */
@@ -180,6 +188,11 @@ static int engine_check_params(struct engine *e, char *err, size_t err_len) {
                 "out of range", e->p.n_checkpoints, e->p.checkpoint_every);
         return -EINVAL;
     }
+    if (e->p.n_seq < 1 || e->p.n_seq > ENGINE_MAX_SEQ) {
+        err_set(err, err_len, "engine: %d sequences out of range (1..%d)", e->p.n_seq,
+                ENGINE_MAX_SEQ);
+        return -EINVAL;
+    }
     return 0;
 }
 
@@ -207,7 +220,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
     e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
     e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
-    int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8;
+    int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8 + e->p.n_seq;
     if (matmul_init(&e->mm, e->tp, max_jobs) < 0 || engine_alloc_all(e) < 0) {
         err_set(err, err_len, "engine: out of memory for buffers (context %d, batch %d)",
                 e->p.n_ctx, e->p.n_batch);
@@ -229,103 +242,124 @@ void engine_free(struct engine *e) {
                     e->sel, e->sel_w, e->exp_n, e->exp_tok, e->exp_out, e->fetch_ids, e->guess_n,
                     e->guess_ids, (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16,
                     e->vrow, e->qkv, e->conv, e->z, e->beta, e->gate, e->delta, e->kv_layer,
-                    e->rec_layer, e->embd_row};
+                    e->rec_layer, e->embd_row, e->tok_id, e->tok_seq, e->tok_pos, e->seg, e->out};
+    for (int32_t i = 0; e->seqs && i < e->p.n_seq; i++)
+        sequence_free(e->seqs[i]);
+    free(e->seqs);
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         free(bufs[i]);
-    sequence_free(e->seq);
     free(e);
 }
 
-int32_t engine_n_past(const struct engine *e) { return e->seq->n_past; }
+/* The sequence seq, or NULL when it is out of range. */
+static struct sequence *engine_seq(const struct engine *e, int32_t seq) {
+    return seq >= 0 && seq < e->p.n_seq ? e->seqs[seq] : NULL;
+}
+
+int32_t engine_n_past(const struct engine *e, int32_t seq) {
+    const struct sequence *s = engine_seq(e, seq);
+    return s ? s->n_past : 0;
+}
+int32_t engine_n_seq(const struct engine *e) { return e->p.n_seq; }
 int32_t engine_n_ctx(const struct engine *e) { return e->p.n_ctx; }
 int engine_n_threads(const struct engine *e) { return e->p.n_threads; }
 int32_t engine_n_batch(const struct engine *e) { return e->p.n_batch; }
 size_t engine_scratch_bytes(const struct engine *e) { return e->scratch_bytes; }
-bool engine_is_recurrent(const struct engine *e) { return sequence_is_recurrent(e->seq); }
+bool engine_is_recurrent(const struct engine *e) { return sequence_is_recurrent(e->seqs[0]); }
 
 size_t engine_kv_bytes(const struct engine *e) {
-    return 2 * (size_t)e->seq->shape.n_kv_layer * (size_t)e->p.n_ctx * e->seq->kv_row_bytes;
+    return (size_t)e->p.n_seq * 2 * (size_t)e->seqs[0]->shape.n_kv_layer * (size_t)e->p.n_ctx *
+           e->seqs[0]->kv_row_bytes;
 }
 
 size_t engine_rec_bytes(const struct engine *e) {
-    return e->seq->bytes - engine_kv_bytes(e);
+    return (size_t)e->p.n_seq * e->seqs[0]->bytes - engine_kv_bytes(e);
 }
 
 /* ---- positions and checkpoints ---------------------------------------------------------------- */
 
-int32_t engine_truncate(struct engine *e, int32_t n) {
-    return sequence_rollback(e->seq, n);
+int32_t engine_truncate(struct engine *e, int32_t seq, int32_t n) {
+    struct sequence *s = engine_seq(e, seq);
+    return s ? sequence_rollback(s, n) : 0;
 }
 
-int32_t engine_reusable(const struct engine *e, int32_t n) {
-    return sequence_reusable(e->seq, n);
+int32_t engine_reusable(const struct engine *e, int32_t seq, int32_t n) {
+    const struct sequence *s = engine_seq(e, seq);
+    return s ? sequence_reusable(s, n) : 0;
 }
 
-void engine_checkpoint(struct engine *e) {
-    sequence_checkpoint(e->seq);
+void engine_checkpoint(struct engine *e, int32_t seq) {
+    struct sequence *s = engine_seq(e, seq);
+    if (s)
+        sequence_checkpoint(s);
 }
 
 /* ---- KV cache and recurrent state access ------------------------------------------------------ */
 
 struct engine_kv_shape engine_kv_shape(const struct engine *e) {
-    return (struct engine_kv_shape){.type = e->p.kv_type, .n_layer = e->seq->shape.n_kv_layer,
+    return (struct engine_kv_shape){.type = e->p.kv_type, .n_layer = e->seqs[0]->shape.n_kv_layer,
                                     .kv_dim = e->kv_dim, .n_ctx = e->p.n_ctx,
-                                    .row_bytes = e->seq->kv_row_bytes};
+                                    .row_bytes = e->seqs[0]->kv_row_bytes};
 }
 
-int engine_kv_export(const struct engine *e, int32_t il, int32_t n, void *k, void *v) {
-    if (il < 0 || il >= e->seq->shape.n_kv_layer || n < 0 || n > e->seq->n_past)
+int engine_kv_export(const struct engine *e, int32_t seq, int32_t il, int32_t n, void *k, void *v) {
+    const struct sequence *s = engine_seq(e, seq);
+    if (!s || il < 0 || il >= s->shape.n_kv_layer || n < 0 || n > s->n_past)
         return -EINVAL;
-    size_t bytes = (size_t)n * e->seq->kv_row_bytes;
+    size_t bytes = (size_t)n * s->kv_row_bytes;
     if (k && bytes)
-        memcpy(k, sequence_k_row(e->seq, il, 0), bytes);
+        memcpy(k, sequence_k_row(s, il, 0), bytes);
     if (v && bytes)
-        memcpy(v, sequence_v_row(e->seq, il, 0), bytes);
+        memcpy(v, sequence_v_row(s, il, 0), bytes);
     return 0;
 }
 
-int engine_kv_import(struct engine *e, int32_t il, enum qtype type, int32_t kv_dim, int32_t n,
-                     const void *k, const void *v) {
-    if (type != e->p.kv_type || kv_dim != e->kv_dim || il < 0 ||
-        il >= e->seq->shape.n_kv_layer || n < 0 || n > e->p.n_ctx)
+int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type, int32_t kv_dim,
+                     int32_t n, const void *k, const void *v) {
+    struct sequence *s = engine_seq(e, seq);
+    if (!s || type != e->p.kv_type || kv_dim != e->kv_dim || il < 0 ||
+        il >= s->shape.n_kv_layer || n < 0 || n > e->p.n_ctx)
         return -EINVAL;
-    if (e->seq->n_past != 0)
-        sequence_reset(e->seq);
-    size_t bytes = (size_t)n * e->seq->kv_row_bytes;
+    if (s->n_past != 0)
+        sequence_reset(s);
+    size_t bytes = (size_t)n * s->kv_row_bytes;
     if (k && bytes)
-        memcpy(sequence_k_row(e->seq, il, 0), k, bytes);
+        memcpy(sequence_k_row(s, il, 0), k, bytes);
     if (v && bytes)
-        memcpy(sequence_v_row(e->seq, il, 0), v, bytes);
+        memcpy(sequence_v_row(s, il, 0), v, bytes);
     return 0;
 }
 
 size_t engine_state_size(const struct engine *e) {
-    return e->seq->rec_floats * sizeof(float);
+    return e->seqs[0]->rec_floats * sizeof(float);
 }
 
-int engine_state_export(const struct engine *e, void *buf, size_t n) {
-    if (n != engine_state_size(e))
+int engine_state_export(const struct engine *e, int32_t seq, void *buf, size_t n) {
+    const struct sequence *s = engine_seq(e, seq);
+    if (!s || n != engine_state_size(e))
         return -EINVAL;
     if (n)
-        memcpy(buf, e->seq->rec, n);
+        memcpy(buf, s->rec, n);
     return 0;
 }
 
-int engine_state_import(struct engine *e, const void *buf, size_t n) {
-    if (n != engine_state_size(e))
+int engine_state_import(struct engine *e, int32_t seq, const void *buf, size_t n) {
+    struct sequence *s = engine_seq(e, seq);
+    if (!s || n != engine_state_size(e))
         return -EINVAL;
-    if (e->seq->n_past != 0)
-        sequence_reset(e->seq);
+    if (s->n_past != 0)
+        sequence_reset(s);
     if (n)
-        memcpy(e->seq->rec, buf, n);
+        memcpy(s->rec, buf, n);
     return 0;
 }
 
-int engine_kv_commit(struct engine *e, int32_t n) {
-    if (n < 0 || n > e->p.n_ctx)
+int engine_kv_commit(struct engine *e, int32_t seq, int32_t n) {
+    struct sequence *s = engine_seq(e, seq);
+    if (!s || n < 0 || n > e->p.n_ctx)
         return -EINVAL;
-    e->seq->n_past = n;
-    sequence_checkpoint(e->seq); /* a later prompt that diverges after n resumes from here */
+    s->n_past = n;
+    sequence_checkpoint(s); /* a later prompt that diverges after n resumes from here */
     return 0;
 }
 
@@ -449,26 +483,48 @@ static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     return 0;
 }
 
-/* Logits of batch rows [first, n_tok) into out (n_tok - first rows of n_vocab). */
-static void engine_output(struct engine *e, int32_t first, int32_t n_tok, float *out) {
+/* The logits rows the step's out[] asks for: their normalised rows are packed at the front of xn
+ * (a decode step of several sequences wants every row, a prefill step only its segments' last),
+ * quantized once, and each request's product goes straight to its destination, in one dispatch. */
+static void engine_output(struct engine *e) {
     const struct model_hparams *hp = &e->m->hp;
+    const struct weight *w = &e->m->output;
     const size_t D = (size_t)hp->n_embd;
-    engine_norm(e, e->m->output_norm, first, n_tok);
-    engine_matmul(e, &e->m->output, e->xn + first * D, D, out, (size_t)hp->n_vocab, n_tok - first);
+    int32_t n = 0;
+    for (int32_t o = 0; o < e->n_out; o++)
+        for (int32_t r = 0; r < e->out[o].n; r++, n++)
+            ops_rms_norm(e->xn + n * D, e->x + (size_t)(e->out[o].row + r) * D, e->m->output_norm,
+                         hp->n_embd, hp->rms_eps);
+    if (n == 0)
+        return;
+    size_t as = engine_quantize(e, 0, w->type, e->xn, D, n, w->n_in);
+    n = 0;
+    for (int32_t o = 0; o < e->n_out; o++) {
+        engine_queue(e, w, w->data, e->act[0] + (size_t)n * as, as, NULL, e->out[o].dst,
+                     (size_t)hp->n_vocab, NULL, e->out[o].n);
+        n += e->out[o].n;
+    }
+    matmul_run(&e->mm);
 }
 
-/* One forward step over n_tok <= n_batch tokens; logits as in engine_eval for this batch. On an
- * error the sequence ends at n_past, or for a recurrent model at its newest checkpoint. */
-static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, float *logits,
-                       bool all_logits) {
+/* Puts every sequence of the step back where it was before it: n_past unchanged, a recurrent
+ * state half updated restored from its newest checkpoint. */
+static void engine_step_abort(struct engine *e) {
+    for (int32_t i = 0; i < e->n_seg; i++)
+        sequence_restore(e->seqs[e->seg[i].seq]);
+}
+
+/* One forward step over the n_tok <= n_batch tokens staged in tok_id / tok_seq / tok_pos (the
+ * segments in seg[], the logits rows wanted in out[]). On an error every sequence of the step ends
+ * at its n_past, or for a recurrent model at its newest checkpoint. */
+static int engine_step(struct engine *e, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
-    const int32_t n_past = e->seq->n_past;
     const double t0 = clock_now_s();
-    int rc = engine_embed(e, tokens, n_tok);
+    int rc = engine_embed(e, e->tok_id, n_tok);
     if (rc < 0)
         return rc;
     for (int32_t t = 0; t < n_tok; t++)
-        ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, n_past + t, hp->n_rot,
+        ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], hp->n_rot,
                        hp->rope_freq_base);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
@@ -478,55 +534,111 @@ static int engine_step(struct engine *e, const int32_t *tokens, int32_t n_tok, f
         else
             block_attn(e, il, n_tok);
         if ((rc = engine_ffn(e, il, n_tok)) < 0) {
-            sequence_restore(e->seq); /* a recurrent state this step half updated */
+            engine_step_abort(e);
             return rc;
         }
     }
-    if (logits)
-        engine_output(e, all_logits ? 0 : n_tok - 1, n_tok, logits);
-    e->seq->n_past += n_tok;
+    engine_output(e);
+    for (int32_t i = 0; i < e->n_seg; i++)
+        e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
+    e->timing.n_steps++;
+    e->timing.n_step_tokens += (uint64_t)n_tok;
+    e->timing.n_step_seqs += (uint64_t)e->n_seg;
     e->timing.step_s += clock_now_s() - t0;
     return 0;
 }
 
-/* Tokens the next step may take: at most n_batch, and for a recurrent model ending at the next
- * multiple of checkpoint_every, where a checkpoint is saved. */
-static int32_t engine_step_len(const struct engine *e, int32_t left) {
-    int32_t nb = left < e->p.n_batch ? left : e->p.n_batch;
-    const int32_t every = e->p.checkpoint_every, pos = e->seq->n_past;
-    if (every > 0 && sequence_is_recurrent(e->seq)) {
-        int32_t to_next = every - pos % every;
-        if (to_next < nb)
-            nb = to_next;
+/* Tokens of sequence s the next step may take, at most left: for a recurrent model the segment
+ * ends at the next multiple of checkpoint_every, where a checkpoint is saved. */
+static int32_t engine_seg_len(const struct engine *e, const struct sequence *s, int32_t left) {
+    const int32_t every = e->p.checkpoint_every;
+    if (every > 0 && sequence_is_recurrent(s)) {
+        int32_t to_next = every - s->n_past % every;
+        if (to_next < left)
+            left = to_next;
     }
-    return nb;
+    return left;
 }
 
-int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logits, bool all_logits) {
-    if (n <= 0)
-        return 0;
-    if (n > e->p.n_ctx - e->seq->n_past)
-        return -ENOSPC;
-    for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= e->m->hp.n_vocab)
+/* Checks the parts before anything is fed. Returns 0, -EINVAL or -ENOSPC. */
+static int engine_check_parts(const struct engine *e, const struct engine_part *parts,
+                              int n_parts) {
+    uint64_t seen = 0;
+    if (n_parts < 0 || n_parts > e->p.n_seq)
+        return -EINVAL;
+    for (int i = 0; i < n_parts; i++) {
+        const struct engine_part *pt = &parts[i];
+        const struct sequence *s = engine_seq(e, pt->seq);
+        if (!s || (seen >> pt->seq & 1) || pt->n < 0)
             return -EINVAL;
-    const size_t V = (size_t)e->m->hp.n_vocab;
-    for (int32_t i = 0; i < n;) {
-        int32_t nb = engine_step_len(e, n - i);
-        bool last = i + nb == n;
-        float *out = NULL;
-        if (logits && all_logits)
-            out = logits + (size_t)i * V;
-        else if (logits && last)
-            out = logits;
-        int rc = engine_step(e, tokens + i, nb, out, all_logits);
-        if (rc < 0)
-            return rc;
-        i += nb;
-        if (e->p.checkpoint_every > 0 && e->seq->n_past % e->p.checkpoint_every == 0)
-            sequence_checkpoint(e->seq);
+        seen |= (uint64_t)1 << pt->seq;
+        for (int32_t k = 0; k < pt->n; k++)
+            if (pt->tokens[k] < 0 || pt->tokens[k] >= e->m->hp.n_vocab)
+                return -EINVAL;
+        if (pt->n > e->p.n_ctx - s->n_past)
+            return -ENOSPC;
     }
     return 0;
+}
+
+/* Stages the next step from the parts' unfed tokens (done[i] of part i are fed): segments in part
+ * order while the batch has room. Returns the step's token count. */
+static int32_t engine_stage(struct engine *e, const struct engine_part *parts, int n_parts,
+                            const int32_t *done) {
+    const size_t V = (size_t)e->m->hp.n_vocab;
+    int32_t n_tok = 0;
+    e->n_seg = e->n_out = 0;
+    for (int i = 0; i < n_parts && n_tok < e->p.n_batch; i++) {
+        const struct engine_part *pt = &parts[i];
+        const struct sequence *s = e->seqs[pt->seq];
+        int32_t left = pt->n - done[i], room = e->p.n_batch - n_tok;
+        int32_t n = engine_seg_len(e, s, left < room ? left : room);
+        if (n <= 0)
+            continue;
+        e->seg[e->n_seg++] = (struct engine_seg){.seq = pt->seq, .first = n_tok, .n = n};
+        for (int32_t k = 0; k < n; k++) {
+            e->tok_id[n_tok + k] = pt->tokens[done[i] + k];
+            e->tok_seq[n_tok + k] = pt->seq;
+            e->tok_pos[n_tok + k] = s->n_past + k;
+        }
+        if (pt->logits && pt->all_logits)
+            e->out[e->n_out++] = (struct engine_out){.row = n_tok, .n = n,
+                                                    .dst = pt->logits + (size_t)done[i] * V};
+        else if (pt->logits && done[i] + n == pt->n)
+            e->out[e->n_out++] = (struct engine_out){.row = n_tok + n - 1, .n = 1,
+                                                    .dst = pt->logits};
+        n_tok += n;
+    }
+    return n_tok;
+}
+
+int engine_eval_batch(struct engine *e, const struct engine_part *parts, int n_parts) {
+    int rc = engine_check_parts(e, parts, n_parts);
+    if (rc < 0)
+        return rc;
+    int32_t done[ENGINE_MAX_SEQ] = {0};
+    for (;;) {
+        int32_t n_tok = engine_stage(e, parts, n_parts, done);
+        if (n_tok == 0)
+            return 0;
+        if ((rc = engine_step(e, n_tok)) < 0)
+            return rc;
+        for (int32_t i = 0, j = 0; i < e->n_seg; i++) {
+            while (parts[j].seq != e->seg[i].seq)
+                j++;
+            done[j] += e->seg[i].n;
+            struct sequence *s = e->seqs[e->seg[i].seq];
+            if (e->p.checkpoint_every > 0 && s->n_past % e->p.checkpoint_every == 0)
+                sequence_checkpoint(s);
+        }
+    }
+}
+
+int engine_eval(struct engine *e, int32_t seq, const int32_t *tokens, int32_t n, float *logits,
+                bool all_logits) {
+    const struct engine_part part = {.seq = seq, .tokens = tokens, .n = n, .logits = logits,
+                                     .all_logits = all_logits};
+    return engine_eval_batch(e, &part, 1);
 }
 
 void engine_get_timing(const struct engine *e, struct engine_timing *out) {

@@ -1,14 +1,18 @@
-/* engine.h - runs a loaded model: one sequence's state (KV cache, recurrent state, checkpoints:
- * sequence.h), scratch buffers sized once at creation, the thread pool, and the forward pass of
- * every architecture model.h loads (the blocks each layer names; engine_impl.h).
+/* engine.h - runs a loaded model: n_seq sequences (parallel slots), each with its own state (KV
+ * cache, recurrent state, checkpoints: sequence.h), scratch buffers sized once at creation, the
+ * thread pool, and the forward pass of every architecture model.h loads (the blocks each layer
+ * names; engine_impl.h).
  *
  *     struct engine_params ep = engine_params_default();
- *     ep.n_ctx = 4096; ep.kv_type = QTYPE_F32;
+ *     ep.n_ctx = 4096; ep.kv_type = QTYPE_F32; ep.n_seq = 2;
  *     struct engine *e = engine_new(m, &ep, err, sizeof(err));
- *     engine_eval(e, prompt, n_prompt, logits_all, true);   // logits for every prompt token
- *     engine_eval(e, &next, 1, logits, false);              // one decode step
+ *     engine_eval(e, 0, prompt, n_prompt, logits_all, true);  // sequence 0: every prompt row
+ *     struct engine_part parts[2] = {{.seq = 0, .tokens = &next0, .n = 1, .logits = l0},
+ *                                    {.seq = 1, .tokens = &next1, .n = 1, .logits = l1}};
+ *     engine_eval_batch(e, parts, 2);   // one step decodes both: every weight is read once
  *     engine_free(e);
  *
+ * A token's logits do not depend on the batch it ran in nor on the other sequences in it.
  * engine_eval does not allocate: every buffer is sized in engine_new for n_batch tokens. */
 #ifndef SNIPER_ENGINE_H
 #define SNIPER_ENGINE_H
@@ -46,7 +50,11 @@ struct engine_params {
     int32_t n_checkpoints;    /* kept at once, 1 .. 64 (default 4) */
     int32_t checkpoint_every; /* also save one at every multiple of this position (default 512;
                                * 0: only where engine_checkpoint is called) */
+    int32_t n_seq;      /* sequences (parallel slots), 1 .. ENGINE_MAX_SEQ (default 1); each has
+                         * its own KV cache of n_ctx positions and recurrent state */
 };
+
+#define ENGINE_MAX_SEQ 64
 
 struct engine_params engine_params_default(void);
 
@@ -57,15 +65,33 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
 
 void engine_free(struct engine *e);
 
-/* Feeds n tokens at positions n_past .. n_past+n-1 and appends them to the KV cache. With
- * all_logits, logits receives [n][n_vocab] rows (one per token); otherwise [n_vocab] for the last
- * token only; logits may be NULL when no row is wanted. Returns 0, -ENOSPC when the context would
- * overflow (nothing is changed then), -EINVAL for a token id out of range, or an expert read error
- * (-EIO ...; the cache keeps n_past, the request fails, the engine stays usable). */
-int engine_eval(struct engine *e, const int32_t *tokens, int32_t n, float *logits, bool all_logits);
+/* One sequence's share of engine_eval_batch: n tokens fed at positions n_past .. n_past+n-1 of
+ * sequence seq. With all_logits, logits receives [n][n_vocab] rows (one per token); otherwise
+ * [n_vocab] for the last token only; logits may be NULL when no row is wanted. */
+struct engine_part {
+    int32_t seq;
+    const int32_t *tokens;
+    int32_t n;
+    float *logits;
+    bool all_logits;
+};
 
-/* Tokens in the KV cache. */
-int32_t engine_n_past(const struct engine *e);
+/* Feeds every part (each sequence at most once) in steps of at most n_batch tokens that mix the
+ * parts: one step reads each weight once for all of them, and under a RAM budget looks up the
+ * union of their experts once. Returns 0; -ENOSPC when a sequence would overflow its context,
+ * -EINVAL for a token id out of range, a sequence out of range or repeated (nothing is changed
+ * then); or an expert read error (-EIO ...: tokens of earlier steps stay fed, the failed step's
+ * sequences end at their n_past, or for a recurrent model at its newest checkpoint; see
+ * engine_n_past; the engine stays usable). */
+int engine_eval_batch(struct engine *e, const struct engine_part *parts, int n_parts);
+
+/* engine_eval_batch of one part: n tokens of sequence seq. */
+int engine_eval(struct engine *e, int32_t seq, const int32_t *tokens, int32_t n, float *logits,
+                bool all_logits);
+
+/* Tokens in sequence seq's KV cache. */
+int32_t engine_n_past(const struct engine *e, int32_t seq);
+int32_t engine_n_seq(const struct engine *e);
 int32_t engine_n_ctx(const struct engine *e);
 int engine_n_threads(const struct engine *e);
 int32_t engine_n_batch(const struct engine *e);
@@ -82,48 +108,56 @@ void engine_set_experts(struct engine *e, struct expert_cache *c);
 typedef void (*engine_route_fn)(void *ctx, int il, const int32_t *ids, int32_t n);
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
 
-/* Cuts the sequence back to at most n tokens, so a shared prefix can be reused, and returns its
+/* Cuts sequence seq back to at most n tokens, so a shared prefix can be reused, and returns its
  * new length: n for a model with only attention layers; for a recurrent one the newest checkpoint
  * at or before n (0 when there is none). n >= n_past changes nothing. */
-int32_t engine_truncate(struct engine *e, int32_t n);
+int32_t engine_truncate(struct engine *e, int32_t seq, int32_t n);
 
-/* What engine_truncate(e, n) would return, changing nothing. */
-int32_t engine_reusable(const struct engine *e, int32_t n);
+/* What engine_truncate(e, seq, n) would return, changing nothing. */
+int32_t engine_reusable(const struct engine *e, int32_t seq, int32_t n);
 
-/* Saves a checkpoint of the recurrent state at n_past (nothing for models without one): the end
- * of a prompt, the start of the last message, where a later request is likely to diverge. */
-void engine_checkpoint(struct engine *e);
+/* Saves a checkpoint of sequence seq's recurrent state at its n_past (nothing for models without
+ * one): the end of a prompt, the start of the last message, where a later request is likely to
+ * diverge. */
+void engine_checkpoint(struct engine *e, int32_t seq);
 
 /* True when the model has recurrent (Gated DeltaNet) layers. */
 bool engine_is_recurrent(const struct engine *e);
 
-/* Where the forward passes' time went since engine_new, in seconds: all of it (steps), and the
- * part spent on the streamable FFN (routed experts, or a dense model's FFN, from their lookup to
- * their last product, waits for reads included). The rest runs while no expert read can be in
- * flight (which experts layer L+1 needs is known only after layer L): the compute the exact-engine
- * bound adds to the disk's time. */
+/* What the forward passes did since engine_new. Time in seconds: all of it (steps), and the part
+ * spent on the streamable FFN (routed experts, or a dense model's FFN, from their lookup to their
+ * last product, waits for reads included). The rest runs while no expert read can be in flight
+ * (which experts layer L+1 needs is known only after layer L): the compute the exact-engine bound
+ * adds to the disk's time. Counts: steps, the tokens and sequences they carried, and for moe
+ * layers the (layer, step) pairs and the experts their unions held (a step looks up each expert
+ * its tokens routed to once, whatever the number of tokens). */
 struct engine_timing {
     double step_s;
     double ffn_s;
+    uint64_t n_steps;
+    uint64_t n_step_tokens;
+    uint64_t n_step_seqs;
+    uint64_t n_moe_layer_steps;
+    uint64_t n_union_experts;
 };
 void engine_get_timing(const struct engine *e, struct engine_timing *out);
 
-/* Bytes of the KV cache, of the recurrent state with its checkpoints, and of the scratch buffers
- * (for the RAM budget report). */
+/* Bytes of the KV caches and of the recurrent states with their checkpoints of all n_seq
+ * sequences, and of the scratch buffers (for the RAM budget report). */
 size_t engine_kv_bytes(const struct engine *e);
 size_t engine_rec_bytes(const struct engine *e);
 size_t engine_scratch_bytes(const struct engine *e);
 
 /* ---- KV cache and recurrent state access (contexts: server/context) ---------------------------
- * Attention layer il's cache (il counts attention layers only) holds, for positions 0 .. n_ctx-1,
- * one K row and one V row of kv_dim elements of the cache's type (row_bytes each). A recurrent
- * model also has a state of engine_state_size bytes: the state after the n_past tokens. Export
- * copies out; import writes in, then engine_kv_commit says how many positions are valid.
- * Typical import:
- *     engine_truncate(e, 0);
- *     for (il ...) engine_kv_import(e, il, shape.type, shape.kv_dim, n, k_rows, v_rows);
- *     engine_state_import(e, state, engine_state_size(e));   // recurrent models
- *     engine_kv_commit(e, n); */
+ * Each sequence's attention layer il's cache (il counts attention layers only) holds, for
+ * positions 0 .. n_ctx-1, one K row and one V row of kv_dim elements of the cache's type
+ * (row_bytes each). A recurrent model also has a state of engine_state_size bytes per sequence:
+ * the state after its n_past tokens. Export copies out; import writes in, then engine_kv_commit
+ * says how many positions are valid. Typical import into sequence s:
+ *     engine_truncate(e, s, 0);
+ *     for (il ...) engine_kv_import(e, s, il, shape.type, shape.kv_dim, n, k_rows, v_rows);
+ *     engine_state_import(e, s, state, engine_state_size(e));   // recurrent models
+ *     engine_kv_commit(e, s, n); */
 struct engine_kv_shape {
     enum qtype type;   /* QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 or QTYPE_Q4_0 */
     int32_t n_layer;   /* attention layers */
@@ -135,30 +169,33 @@ struct engine_kv_shape {
 /* The cache's type and shape. */
 struct engine_kv_shape engine_kv_shape(const struct engine *e);
 
-/* Copies positions 0 .. n-1 of layer il into k and v (each n * row_bytes, either may be NULL).
- * Returns 0, or -EINVAL when il is out of range or n is not in 0 .. n_past. */
-int engine_kv_export(const struct engine *e, int32_t il, int32_t n, void *k, void *v);
+/* Copies positions 0 .. n-1 of sequence seq's layer il into k and v (each n * row_bytes, either
+ * may be NULL). Returns 0, or -EINVAL when seq or il is out of range or n is not in 0 .. n_past. */
+int engine_kv_export(const struct engine *e, int32_t seq, int32_t il, int32_t n, void *k, void *v);
 
-/* Writes positions 0 .. n-1 of layer il from k and v (each n * row_bytes of type, borrowed for the
- * call). The positions hold other rows now, so n_past drops to 0 until engine_kv_commit. Returns 0,
- * or -EINVAL when type or kv_dim differ from the cache's, il is out of range or n > n_ctx. */
-int engine_kv_import(struct engine *e, int32_t il, enum qtype type, int32_t kv_dim, int32_t n,
-                     const void *k, const void *v);
+/* Writes positions 0 .. n-1 of sequence seq's layer il from k and v (each n * row_bytes of type,
+ * borrowed for the call). The positions hold other rows now, so n_past drops to 0 until
+ * engine_kv_commit. Returns 0, or -EINVAL when type or kv_dim differ from the cache's, seq or il
+ * is out of range or n > n_ctx. */
+int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type, int32_t kv_dim,
+                     int32_t n, const void *k, const void *v);
 
 /* Bytes of the recurrent state (0 for a model without recurrent layers): f32 values, for each
  * recurrent layer its conv state then its SSM state. */
 size_t engine_state_size(const struct engine *e);
 
-/* Copies the state after the n_past tokens into buf (n = engine_state_size bytes). Returns 0 or
- * -EINVAL for another n. */
-int engine_state_export(const struct engine *e, void *buf, size_t n);
+/* Copies sequence seq's state after its n_past tokens into buf (n = engine_state_size bytes).
+ * Returns 0 or -EINVAL for another n or a sequence out of range. */
+int engine_state_export(const struct engine *e, int32_t seq, void *buf, size_t n);
 
-/* Writes the state from buf (n = engine_state_size bytes, borrowed for the call); like a KV
- * import, n_past drops to 0 until engine_kv_commit. Returns 0 or -EINVAL for another n. */
-int engine_state_import(struct engine *e, const void *buf, size_t n);
+/* Writes sequence seq's state from buf (n = engine_state_size bytes, borrowed for the call); like
+ * a KV import, n_past drops to 0 until engine_kv_commit. Returns 0 or -EINVAL for another n or a
+ * sequence out of range. */
+int engine_state_import(struct engine *e, int32_t seq, const void *buf, size_t n);
 
-/* Declares positions 0 .. n-1 valid (n_past = n) after every layer (and the state) was imported,
- * and checkpoints the state there. Returns 0, or -EINVAL when n is not in 0 .. n_ctx. */
-int engine_kv_commit(struct engine *e, int32_t n);
+/* Declares positions 0 .. n-1 of sequence seq valid (n_past = n) after every layer (and the
+ * state) was imported, and checkpoints the state there. Returns 0, or -EINVAL when n is not in
+ * 0 .. n_ctx or seq is out of range. */
+int engine_kv_commit(struct engine *e, int32_t seq, int32_t n);
 
 #endif

@@ -4,7 +4,10 @@
  *
  * A step runs layer by layer over the batch: the mixer block (block_attn.c or block_deltanet.c)
  * adds its output to the residual stream x, then the FFN block (block_ffn.c or block_moe.c)
- * writes its output into tmp and the driver (engine.c) adds it. Blocks never allocate. */
+ * writes its output into tmp and the driver (engine.c) adds it. Blocks never allocate. The batch
+ * is made of segments, each one sequence's consecutive tokens in order (engine_step_seg); every
+ * block but the recurrent one works per token, reading the token's sequence and position from
+ * tok_seq / tok_pos. */
 #ifndef SNIPER_ENGINE_IMPL_H
 #define SNIPER_ENGINE_IMPL_H
 
@@ -22,7 +25,7 @@ struct engine {
     struct engine_params p;
     struct threadpool *tp;
     struct matmul mm;
-    struct sequence *seq;  /* the one sequence (parallel slots will hold several) */
+    struct sequence **seqs; /* [p.n_seq] */
     int32_t q_dim, kv_dim, n_ff_max, k_used; /* k_used: experts per token (1 for dense) */
     int32_t *kv_layer;     /* [n_layer] attention layer il's KV index, or -1 */
     int32_t *rec_layer;    /* [n_layer] recurrent layer il's state index, or -1 */
@@ -73,10 +76,29 @@ struct engine {
     size_t scratch_bytes;
     struct engine_timing timing;
 
-    /* the layer and batch size the thread pool's attention or DeltaNet tasks work on */
+    /* the step being run: each token's sequence and position, its segments, and the logits
+     * rows wanted (out_n rows of the batch from out_row, into out_dst, n_vocab floats apart) */
+    int32_t *tok_id;    /* [B] token ids */
+    int32_t *tok_seq;   /* [B] */
+    int32_t *tok_pos;   /* [B] */
+    int32_t n_seg;
+    struct engine_seg {
+        int32_t seq, first, n;     /* tokens first .. first+n-1 of the batch */
+    } *seg;                        /* [n_seq] */
+    int32_t n_out;
+    struct engine_out {
+        int32_t row, n;
+        float *dst;
+    } *out;                        /* [n_seq] */
+
+    /* the layer the thread pool's attention or DeltaNet tasks work on */
     int task_layer;
-    int32_t task_n_tok;
 };
+
+/* The sequence token t of the step belongs to. */
+static inline struct sequence *engine_tok_seq(const struct engine *e, int32_t t) {
+    return e->seqs[e->tok_seq[t]];
+}
 
 /* ---- matrix products (engine.c) ---- */
 

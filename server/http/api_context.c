@@ -156,8 +156,8 @@ static int save_on_engine(void *ctx, struct scheduler *s) {
         snprintf(c->err, sizeof(c->err), "prefill failed: %s", strerror(-rc));
         return rc;
     }
-    return ctxfile_save(c->path, c->a->m, scheduler_engine(s), c->ids, (int32_t)c->n, c->meta,
-                        &c->opts, &c->info, c->err, sizeof(c->err));
+    return ctxfile_save(c->path, c->a->m, scheduler_engine(s), scheduler_call_seq(s), c->ids,
+                        (int32_t)c->n, c->meta, &c->opts, &c->info, c->err, sizeof(c->err));
 }
 
 struct load_call {
@@ -173,8 +173,8 @@ struct load_call {
 static int load_on_engine(void *ctx, struct scheduler *s) {
     struct load_call *c = ctx;
     scheduler_set_cached(s, NULL, 0); /* whatever happens, the cache no longer holds the old ids */
-    int rc = ctxfile_load(c->path, c->a->m, scheduler_engine(s), &c->ids, &c->n, &c->meta,
-                          &c->info, c->err, sizeof(c->err));
+    int rc = ctxfile_load(c->path, c->a->m, scheduler_engine(s), scheduler_call_seq(s), &c->ids,
+                          &c->n, &c->meta, &c->info, c->err, sizeof(c->err));
     if (rc == 0)
         scheduler_set_cached(s, c->ids, c->n);
     return rc;

@@ -1,7 +1,9 @@
-/* scheduler.c - the engine thread and its queue.
- * Invariants: cache_ids[0..cache_n) are exactly the tokens in the engine's KV cache (engine_n_past
- * == cache_n); a job is referenced by its submitter until job_release and by the scheduler from
- * submit until its done callback returned; callbacks run on the engine thread only. */
+/* scheduler.c - the engine thread, its slots and its queue (see scheduler.h).
+ * Invariants: a slot's cache_ids[0..cache_n) are exactly the tokens in its engine sequence's KV
+ * cache (engine_n_past(e, seq) == cache_n); a job is referenced by its submitter until
+ * job_release and by the scheduler from submit until its done callback returned; callbacks run on
+ * the engine thread only; the slots are touched by the engine thread only, /v1/stats reads a
+ * snapshot taken under the mutex after each step. */
 #include "clock.h"
 #include "scheduler.h"
 
@@ -28,26 +30,59 @@ struct job {
     char *stop[JOB_MAX_STOP];
     struct job_callbacks cb;
     void *ctx;
+    double t_submit;
     struct job *next;
+};
+
+/* Text decoded but not yet shown, because its tail may begin a stop string. */
+struct holdback {
+    char buf[4096];
+    size_t len;
+};
+
+/* A slot: one engine sequence and the job running on it. */
+struct slot {
+    int32_t seq;                /* its engine sequence (= its index) */
+    enum scheduler_slot_state state;
+    int32_t *cache_ids;         /* [n_ctx] the tokens in its KV cache */
+    int32_t cache_n;
+    uint64_t last_used;         /* when its last job ended: the LRU order of idle slots */
+    uint64_t admitted;          /* when its job got the slot: prompts are read in this order */
+    struct job *job;            /* the running job, or NULL when idle */
+    size_t marks[2];            /* recurrent models: prompt positions to checkpoint at */
+    int n_marks, next_mark;
+    int32_t next;               /* decoding: the token the next step feeds */
+    int32_t fed_now;            /* tokens the step being run feeds */
+    struct sampler *smp;
+    struct tokenizer_stream ts;
+    struct holdback hb;
+    struct json_grammar jg;
+    struct job_summary sum;
+    double t_start, t_first;    /* admitted; its prompt read */
+    float *logits;              /* [n_vocab] after its last token */
+    uint64_t jobs;
 };
 
 struct scheduler {
     struct engine *e;
     const struct tokenizer *tk;
-    int32_t n_vocab;
+    int32_t n_vocab, n_ctx, n_batch;
+    int n_slots;
+    struct slot *slots;         /* [n_slots] */
+    struct engine_part *parts;  /* [n_slots] the step being built */
+    struct slot **part_slot;    /* [n_slots] the slot of each part */
     pthread_t thread;
     bool started;
-    pthread_mutex_t mu; /* guards the queue, stop, busy and stats */
+    pthread_mutex_t mu; /* guards the queue, stop, the stats snapshot */
     pthread_cond_t cv;
     pthread_cond_t done_cv; /* signalled when a call job finished */
     struct job *head, *tail;
     int queued, queue_max;
-    bool stop, busy;
-    int32_t *cache_ids; /* [n_ctx] the KV cache's tokens */
-    int32_t cache_n;
-    float *logits;      /* [n_vocab] */
+    bool stop;
+    uint64_t tick;      /* counts admissions and endings, for the slots' order */
     float *masked;      /* [n_vocab] logits with the tokens a constraint forbids at -inf */
     int32_t msg_start;  /* the token that opens a chat message (<|im_start|> ...), or -1 */
+    struct slot *call_slot; /* the slot a running call works on */
     struct scheduler_stats stats;
 };
 
@@ -95,12 +130,6 @@ void job_release(struct job *j) {
 }
 
 /* ---- generation ------------------------------------------------------------------------------ */
-
-/* Text decoded but not yet shown, because its tail may begin a stop string. */
-struct holdback {
-    char buf[4096];
-    size_t len;
-};
 
 /* Length of the longest suffix of h that is a proper prefix of one of the stop strings. */
 static size_t stop_tail(const struct job *j, const struct holdback *h) {
@@ -173,10 +202,10 @@ static void token_logprobs(const float *logits, int32_t n_vocab, int n_top, stru
         t->top_logprob[k] = logits[t->top_id[k]] - lse;
 }
 
-/* Copies the logits into s->masked with every token that would break the JSON object g has read
- * so far set to -inf (the end of generation is allowed once the object is closed; special tokens
+/* Copies logits into s->masked with every token that would break the JSON object g has read so
+ * far set to -inf (the end of generation is allowed once the object is closed; special tokens
  * never). Returns how many tokens remain allowed. */
-static int32_t json_mask(struct scheduler *s, const struct json_grammar *g) {
+static int32_t json_mask(struct scheduler *s, const float *logits, const struct json_grammar *g) {
     const bool done = json_grammar_done(g);
     int32_t allowed = 0;
     for (int32_t v = 0; v < s->n_vocab; v++) {
@@ -191,31 +220,43 @@ static int32_t json_mask(struct scheduler *s, const struct json_grammar *g) {
             struct json_grammar t = *g;
             ok = piece && len > 0 && json_grammar_feed(&t, piece, len);
         }
-        s->masked[v] = ok ? s->logits[v] : -INFINITY;
+        s->masked[v] = ok ? logits[v] : -INFINITY;
         allowed += ok;
     }
     return allowed;
 }
 
-/* Feeds ids[from .. to) a batch at a time on top of the cache, checking cancel (may be NULL)
- * between batches; logits of the last token into s->logits when wanted. Returns 0, -ECANCELED or
- * the engine's error (the cache then ends wherever the engine does). */
-static int feed_range(struct scheduler *s, const int32_t *ids, size_t from, size_t to, bool logits,
-                      const atomic_bool *cancel) {
-    const int32_t nb = engine_n_batch(s->e);
-    for (size_t i = from; i < to; i += (size_t)nb) {
-        if (cancel && atomic_load(cancel))
-            return -ECANCELED;
-        int32_t k = to - i < (size_t)nb ? (int32_t)(to - i) : nb;
-        int rc = engine_eval(s->e, ids + i, k, logits ? s->logits : NULL, false);
-        if (rc < 0) {
-            s->cache_n = engine_n_past(s->e);
-            return rc;
+/* ---- slots: choosing one, starting a job ---------------------------------------------------- */
+
+/* Tokens of ids[0..n) slot l can reuse: the common prefix with its cache, cut back to where its
+ * sequence can really resume (a recurrent model's checkpoint); with logits, at least the last
+ * token is fed again, so that its row is computed. */
+static int32_t slot_reusable(const struct scheduler *s, const struct slot *l, const int32_t *ids,
+                             size_t n, bool logits) {
+    size_t p = 0;
+    while (p < (size_t)l->cache_n && p < n && l->cache_ids[p] == ids[p])
+        p++;
+    if (logits && p == n && p > 0)
+        p--;
+    return engine_reusable(s->e, l->seq, (int32_t)p);
+}
+
+/* The idle slot for prompt ids[0..n): the longest reusable prefix, then the least recently used.
+ * NULL when every slot is busy. */
+static struct slot *slot_choose(struct scheduler *s, const int32_t *ids, size_t n, bool logits) {
+    struct slot *best = NULL;
+    int32_t best_p = -1;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *l = &s->slots[i];
+        if (l->state != SLOT_IDLE)
+            continue;
+        int32_t p = ids ? slot_reusable(s, l, ids, n, logits) : 0;
+        if (p > best_p || (p == best_p && l->last_used < best->last_used)) {
+            best = l;
+            best_p = p;
         }
-        memcpy(s->cache_ids + s->cache_n, ids + i, (size_t)k * sizeof(int32_t));
-        s->cache_n += k;
     }
-    return 0;
+    return best;
 }
 
 /* Where a recurrent model checkpoints inside a prompt being fed from p: before the last message
@@ -229,138 +270,289 @@ static size_t last_message_start(const struct scheduler *s, const int32_t *ids, 
     return 0;
 }
 
-/* Makes the cache hold exactly ids[0..n): keeps the longest prefix it can reuse (the prompt
- * cache; its length goes to *cached) and feeds the rest. A model with recurrent state reuses up to
- * its newest checkpoint within the common prefix, and checkpoints this prompt before its last
- * message header and before its last token, so the next turn or the same prompt again (which
- * refeeds the last token for its logits) resume there. With logits, at least the last token is
- * fed, so that s->logits holds its row. Returns 0, -ECANCELED or the engine's error. */
-static int feed_prefix(struct scheduler *s, const int32_t *ids, size_t n, bool logits,
-                       const atomic_bool *cancel, int32_t *cached) {
-    size_t p = 0;
-    while (p < (size_t)s->cache_n && p < n && s->cache_ids[p] == ids[p])
-        p++;
-    if (logits && p == n && p > 0)
-        p--;
-    p = (size_t)engine_truncate(s->e, (int32_t)p);
-    s->cache_n = (int32_t)p;
-    if (cached)
-        *cached = (int32_t)p;
-    if (engine_is_recurrent(s->e) && n > p + 1) {
-        size_t marks[2] = {last_message_start(s, ids, p, n), n - 1};
-        for (int m = 0; m < 2; m++) {
-            if (marks[m] <= (size_t)s->cache_n)
-                continue;
-            int rc = feed_range(s, ids, (size_t)s->cache_n, marks[m], false, cancel);
-            if (rc < 0)
-                return rc;
-            engine_checkpoint(s->e);
-        }
+/* Cuts slot l's cache back to what ids[0..n) can reuse (its length goes to *cached) and plans the
+ * checkpoints a recurrent model takes while reading the rest: before the prompt's last message
+ * header and before its last token, so the next turn or the same prompt again (which refeeds the
+ * last token for its logits) resume there. */
+static void slot_prepare(struct scheduler *s, struct slot *l, const int32_t *ids, size_t n,
+                         bool logits, int32_t *cached) {
+    int32_t p = slot_reusable(s, l, ids, n, logits);
+    l->cache_n = engine_truncate(s->e, l->seq, p);
+    *cached = l->cache_n;
+    l->n_marks = l->next_mark = 0;
+    if (engine_is_recurrent(s->e) && n > (size_t)l->cache_n + 1) {
+        size_t marks[2] = {last_message_start(s, ids, (size_t)l->cache_n, n), n - 1};
+        for (int m = 0; m < 2; m++)
+            if (marks[m] > (size_t)l->cache_n &&
+                (l->n_marks == 0 || marks[m] > l->marks[l->n_marks - 1]))
+                l->marks[l->n_marks++] = marks[m];
     }
-    return feed_range(s, ids, (size_t)s->cache_n, n, logits, cancel);
 }
 
-static void run_job(struct scheduler *s, struct job *j) {
-    struct job_summary sum = {.finish_reason = "error", .prompt_tokens = (int32_t)j->n};
-    const int32_t n_ctx = engine_n_ctx(s->e);
-    struct sampler *smp = NULL;
-    double t0 = clock_now_s(), t1 = t0;
-    if (j->n == 0 || j->n + (size_t)j->p.max_tokens > (size_t)n_ctx) {
-        sum.rc = -ENOSPC;
-        goto done;
+/* Where slot l's prompt reading stops next: its next checkpoint mark, or the prompt's end. */
+static size_t slot_prefill_end(const struct slot *l, size_t n) {
+    return l->next_mark < l->n_marks ? l->marks[l->next_mark] : n;
+}
+
+/* Records that the step fed k tokens of src to slot l: its cache grows, and a recurrent sequence
+ * that reached a mark checkpoints there. */
+static void slot_fed(struct scheduler *s, struct slot *l, const int32_t *src, int32_t k) {
+    memcpy(l->cache_ids + l->cache_n, src, (size_t)k * sizeof(int32_t));
+    l->cache_n += k;
+    while (l->next_mark < l->n_marks && (size_t)l->cache_n >= l->marks[l->next_mark]) {
+        if ((size_t)l->cache_n == l->marks[l->next_mark])
+            engine_checkpoint(s->e, l->seq);
+        l->next_mark++;
     }
-    if ((sum.rc = feed_prefix(s, j->ids, j->n, true, &j->cancelled, &sum.cached_tokens)) < 0) {
-        sum.finish_reason = sum.rc == -ECANCELED ? "cancelled" : "error";
-        sum.rc = sum.rc == -ECANCELED ? 0 : sum.rc;
-        goto done;
+}
+
+/* Stats of the job's end, the done callback, the slot idle again. */
+static void slot_finish(struct scheduler *s, struct slot *l) {
+    struct job *j = l->job;
+    struct job_summary *sum = &l->sum;
+    char piece[512]; /* what the decoder and the stop strings held back is text after all */
+    size_t len = tokenizer_stream_flush(&l->ts, piece, sizeof(piece));
+    if (len > 0 && holdback_push(j, &l->hb, piece, len, NULL))
+        sum->finish_reason = "stop";
+    else if (l->hb.len > 0)
+        j->cb.text(j->ctx, l->hb.buf, l->hb.len, NULL);
+    const double t2 = clock_now_s();
+    if (l->t_first == 0.0)
+        l->t_first = t2;
+    sum->prefill_ms = 1e3 * (l->t_first - l->t_start);
+    sum->decode_ms = 1e3 * (t2 - l->t_first);
+    pthread_mutex_lock(&s->mu);
+    s->stats.jobs_done++;
+    s->stats.jobs_cancelled += strcmp(sum->finish_reason, "cancelled") == 0;
+    s->stats.prompt_tokens += (uint64_t)sum->prompt_tokens;
+    s->stats.cached_tokens += (uint64_t)sum->cached_tokens;
+    s->stats.completion_tokens += (uint64_t)sum->completion_tokens;
+    s->stats.prefill_s += l->t_first - l->t_start;
+    s->stats.decode_s += t2 - l->t_first;
+    pthread_mutex_unlock(&s->mu);
+    j->cb.done(j->ctx, sum);
+    sampler_free(l->smp);
+    l->smp = NULL;
+    job_release(j);
+    l->job = NULL;
+    l->state = SLOT_IDLE;
+    l->last_used = ++s->tick;
+}
+
+/* Starts job j on idle slot l: checks it fits, cuts the cache back to its reusable prefix, makes
+ * its sampler. A job that cannot start ends at once (done called). */
+static void slot_start(struct scheduler *s, struct slot *l, struct job *j) {
+    l->job = j;
+    l->sum = (struct job_summary){.finish_reason = "error", .prompt_tokens = (int32_t)j->n,
+                                  .slot = (int)(l - s->slots)};
+    l->t_start = clock_now_s();
+    l->t_first = 0.0;
+    l->sum.queue_ms = 1e3 * (l->t_start - j->t_submit);
+    l->ts = (struct tokenizer_stream){0};
+    l->hb.len = 0;
+    json_grammar_init(&l->jg);
+    l->admitted = ++s->tick;
+    l->jobs++;
+    l->state = SLOT_PREFILL;
+    if (j->n == 0 || j->n + (size_t)j->p.max_tokens > (size_t)s->n_ctx) {
+        l->sum.rc = -ENOSPC;
+        slot_finish(s, l);
+        return;
     }
-    t1 = clock_now_s();
-    smp = sampler_new(&j->p.sp, s->n_vocab);
-    if (!smp) {
-        sum.rc = -ENOMEM;
-        goto done;
+    if (atomic_load(&j->cancelled)) {
+        l->sum.finish_reason = "cancelled";
+        slot_finish(s, l);
+        return;
+    }
+    if (!(l->smp = sampler_new(&j->p.sp, s->n_vocab))) {
+        l->sum.rc = -ENOMEM;
+        slot_finish(s, l);
+        return;
     }
     for (size_t i = 0; i < j->n; i++)
-        sampler_accept(smp, j->ids[i]);
-    struct tokenizer_stream ts = {0};
-    struct holdback hb = {.len = 0};
+        sampler_accept(l->smp, j->ids[i]);
+    slot_prepare(s, l, j->ids, j->n, true, &l->sum.cached_tokens);
+}
+
+/* ---- slots: generating ----------------------------------------------------------------------- */
+
+/* Samples slot l's next token from its logits, shows it, and decides whether the job goes on
+ * (the slot then decodes that token in the next step) or ends (done called). */
+static void slot_sample(struct scheduler *s, struct slot *l) {
+    struct job *j = l->job;
+    struct job_summary *sum = &l->sum;
     char piece[512];
-    struct json_grammar jg;
-    json_grammar_init(&jg);
-    for (;;) {
-        if (j->p.json_object && json_mask(s, &jg) == 0) {
-            sum.finish_reason = "stop"; /* cannot happen: some byte always continues JSON */
-            break;
-        }
-        struct job_token tok = {.id = sampler_sample(smp, j->p.json_object ? s->masked
-                                                                           : s->logits)};
+    sum->finish_reason = NULL;
+    if (j->p.json_object && json_mask(s, l->logits, &l->jg) == 0)
+        sum->finish_reason = "stop"; /* cannot happen: some byte always continues JSON */
+    struct job_token tok = {0};
+    if (!sum->finish_reason) {
+        tok.id = sampler_sample(l->smp, j->p.json_object ? s->masked : l->logits);
         if (j->p.logprobs)
-            token_logprobs(s->logits, s->n_vocab, j->p.top_logprobs, &tok);
-        sampler_accept(smp, tok.id);
-        if (tokenizer_is_eog(s->tk, tok.id)) {
-            sum.finish_reason = "stop";
-            break;
-        }
-        sum.completion_tokens++;
+            token_logprobs(l->logits, s->n_vocab, j->p.top_logprobs, &tok);
+        sampler_accept(l->smp, tok.id);
+        if (tokenizer_is_eog(s->tk, tok.id))
+            sum->finish_reason = "stop";
+    }
+    if (!sum->finish_reason) {
+        sum->completion_tokens++;
         if (j->cb.token)
             j->cb.token(j->ctx, &tok);
         if (j->p.json_object) {
             size_t raw_len = 0;
             const char *raw = tokenizer_piece(s->tk, tok.id, &raw_len);
-            json_grammar_feed(&jg, raw, raw_len); /* allowed by the mask: it cannot fail */
+            json_grammar_feed(&l->jg, raw, raw_len); /* allowed by the mask: it cannot fail */
         }
-        size_t len = tokenizer_decode_stream(s->tk, &ts, tok.id, piece, sizeof(piece));
-        if (holdback_push(j, &hb, piece, len, &tok)) {
-            sum.finish_reason = "stop";
-            hb.len = 0;
-            ts.n_pending = 0;
-            break;
+        size_t len = tokenizer_decode_stream(s->tk, &l->ts, tok.id, piece, sizeof(piece));
+        if (holdback_push(j, &l->hb, piece, len, &tok)) {
+            sum->finish_reason = "stop";
+            l->hb.len = 0;
+            l->ts.n_pending = 0;
+        } else if (j->p.json_object && json_grammar_done(&l->jg)) {
+            sum->finish_reason = "stop";
+        } else if (sum->completion_tokens >= j->p.max_tokens) {
+            sum->finish_reason = "length";
+        } else if (atomic_load(&j->cancelled)) {
+            sum->finish_reason = "cancelled";
         }
-        if (j->p.json_object && json_grammar_done(&jg)) {
-            sum.finish_reason = "stop";
-            break;
-        }
-        if (sum.completion_tokens >= j->p.max_tokens) {
-            sum.finish_reason = "length";
-            break;
-        }
-        if (atomic_load(&j->cancelled)) {
-            sum.finish_reason = "cancelled";
-            break;
-        }
-        if ((sum.rc = engine_eval(s->e, &tok.id, 1, s->logits, false)) < 0) {
-            s->cache_n = engine_n_past(s->e); /* a recurrent model went back to a checkpoint */
-            break;
-        }
-        s->cache_ids[s->cache_n++] = tok.id;
     }
-    /* what the decoder and the stop strings held back is text after all */
-    size_t len = tokenizer_stream_flush(&ts, piece, sizeof(piece));
-    bool stopped = len > 0 && holdback_push(j, &hb, piece, len, NULL);
-    if (stopped)
-        sum.finish_reason = "stop";
-    else if (hb.len > 0)
-        j->cb.text(j->ctx, hb.buf, hb.len, NULL);
-done:
-    sampler_free(smp);
-    double t2 = clock_now_s();
-    sum.prefill_ms = 1e3 * (t1 - t0);
-    sum.decode_ms = 1e3 * (t2 - t1);
-    pthread_mutex_lock(&s->mu);
-    s->stats.jobs_done++;
-    s->stats.jobs_cancelled += strcmp(sum.finish_reason, "cancelled") == 0;
-    s->stats.prompt_tokens += (uint64_t)sum.prompt_tokens;
-    s->stats.cached_tokens += (uint64_t)sum.cached_tokens;
-    s->stats.completion_tokens += (uint64_t)sum.completion_tokens;
-    s->stats.prefill_s += t1 - t0;
-    s->stats.decode_s += t2 - t1;
-    pthread_mutex_unlock(&s->mu);
-    j->cb.done(j->ctx, &sum);
+    if (sum->finish_reason) {
+        slot_finish(s, l);
+        return;
+    }
+    l->next = tok.id;
+    l->state = SLOT_DECODE;
 }
 
-/* A call job: fn runs on this thread; the caller waits on the scheduler's condition. */
+/* ---- the step -------------------------------------------------------------------------------- */
+
+/* Prompt tokens a step reads while other slots decode: a step costs about as long as its prompt
+ * chunk takes, so the decoding slots' tokens come at most this chunk's time apart. */
+#define SCHED_CHUNK_WHILE_DECODING 64
+
+/* Builds the step: every decoding slot's next token, then chunks of the prompts being read, oldest
+ * admission first, while the batch has room. Returns the number of parts. */
+static int step_build(struct scheduler *s) {
+    int n = 0;
+    int32_t used = 0;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *l = &s->slots[i];
+        if (l->state != SLOT_DECODE)
+            continue;
+        l->fed_now = 1;
+        s->part_slot[n] = l;
+        s->parts[n++] = (struct engine_part){.seq = l->seq, .tokens = &l->next, .n = 1,
+                                             .logits = l->logits};
+        used++;
+    }
+    int32_t room = s->n_batch - used;
+    if (used > 0 && room > SCHED_CHUNK_WHILE_DECODING)
+        room = SCHED_CHUNK_WHILE_DECODING;
+    for (;;) {
+        struct slot *next = NULL;
+        for (int i = 0; i < s->n_slots; i++) {
+            struct slot *l = &s->slots[i];
+            bool taken = false;
+            for (int k = 0; k < n; k++)
+                taken |= s->part_slot[k] == l;
+            if (l->state == SLOT_PREFILL && !taken && (!next || l->admitted < next->admitted))
+                next = l;
+        }
+        if (!next || room <= 0)
+            break;
+        const struct job *j = next->job;
+        size_t end = slot_prefill_end(next, j->n), from = (size_t)next->cache_n;
+        int32_t k = end - from < (size_t)room ? (int32_t)(end - from) : room;
+        next->fed_now = k;
+        s->part_slot[n] = next;
+        s->parts[n++] = (struct engine_part){
+            .seq = next->seq, .tokens = j->ids + from, .n = k,
+            .logits = from + (size_t)k == j->n ? next->logits : NULL};
+        room -= k;
+    }
+    return n;
+}
+
+/* After a failed step: each slot of it keeps what its sequence still holds (the tokens of the
+ * engine's earlier steps, or a recurrent model's checkpoint), and its job ends with the error. */
+static void step_failed(struct scheduler *s, int n_parts, int rc) {
+    for (int i = 0; i < n_parts; i++) {
+        struct slot *l = s->part_slot[i];
+        int32_t now = engine_n_past(s->e, l->seq);
+        if (now > l->cache_n)
+            memcpy(l->cache_ids + l->cache_n, s->parts[i].tokens,
+                   (size_t)(now - l->cache_n) * sizeof(int32_t));
+        l->cache_n = now;
+        l->sum.rc = rc;
+        l->sum.finish_reason = "error";
+        slot_finish(s, l);
+    }
+}
+
+/* Copies what /v1/stats shows of the slots and of this step. */
+static void step_stats(struct scheduler *s, int n_parts, const struct engine_timing *t0,
+                       const struct engine_timing *t1, double secs) {
+    pthread_mutex_lock(&s->mu);
+    struct scheduler_stats *st = &s->stats;
+    st->slots_active = n_parts;
+    st->steps += t1->n_steps - t0->n_steps;
+    st->step_tokens += t1->n_step_tokens - t0->n_step_tokens;
+    st->step_union_experts += t1->n_union_experts - t0->n_union_experts;
+    st->step_moe_layers += t1->n_moe_layer_steps - t0->n_moe_layer_steps;
+    st->last_batch_tokens = (int32_t)(t1->n_step_tokens - t0->n_step_tokens);
+    st->last_batch_seqs = n_parts;
+    uint64_t layers = t1->n_moe_layer_steps - t0->n_moe_layer_steps;
+    st->last_union_experts =
+        layers ? (double)(t1->n_union_experts - t0->n_union_experts) / (double)layers : 0.0;
+    st->busy_s += secs;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Runs one step of every active slot; the slots whose step produced logits sample from them. */
+static void step_run(struct scheduler *s) {
+    int n = step_build(s);
+    if (n == 0)
+        return;
+    struct engine_timing t0, t1;
+    engine_get_timing(s->e, &t0);
+    double start = clock_now_s();
+    int rc = engine_eval_batch(s->e, s->parts, n);
+    engine_get_timing(s->e, &t1);
+    step_stats(s, n, &t0, &t1, clock_now_s() - start);
+    if (rc < 0) {
+        step_failed(s, n, rc);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        struct slot *l = s->part_slot[i];
+        slot_fed(s, l, s->parts[i].tokens, l->fed_now);
+        if (l->state == SLOT_PREFILL && (size_t)l->cache_n < l->job->n)
+            continue;
+        if (l->state == SLOT_PREFILL)
+            l->t_first = clock_now_s();
+        slot_sample(s, l);
+    }
+}
+
+/* Ends the jobs of active slots whose client cancelled. */
+static void slots_reap_cancelled(struct scheduler *s) {
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *l = &s->slots[i];
+        if (l->state != SLOT_IDLE && atomic_load(&l->job->cancelled)) {
+            l->sum.finish_reason = "cancelled";
+            l->sum.rc = 0;
+            slot_finish(s, l);
+        }
+    }
+}
+
+/* ---- the engine thread ----------------------------------------------------------------------- */
+
+/* A call job: fn runs on this thread with an idle slot; the caller waits on done_cv. */
 static void run_call(struct scheduler *s, struct job *j) {
+    s->call_slot = slot_choose(s, NULL, 0, false);
     int rc = j->call(j->ctx, s);
+    s->call_slot = NULL;
     pthread_mutex_lock(&s->mu);
     j->call_rc = rc;
     j->call_done = true;
@@ -368,34 +560,83 @@ static void run_call(struct scheduler *s, struct job *j) {
     pthread_mutex_unlock(&s->mu);
 }
 
-static void *engine_thread(void *arg) {
-    struct scheduler *s = arg;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->stop && !s->head)
-            pthread_cond_wait(&s->cv, &s->mu);
-        if (s->stop)
-            break;
+static int slots_active(const struct scheduler *s) {
+    int n = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        n += s->slots[i].state != SLOT_IDLE;
+    return n;
+}
+
+/* Takes queued jobs while a slot is idle (called with mu held; releases it around each start). A
+ * call job runs as soon as it reaches the head and a slot is idle. */
+static void admit(struct scheduler *s) {
+    while (s->head && !s->stop && slots_active(s) < s->n_slots) {
         struct job *j = s->head;
         s->head = j->next;
         if (!s->head)
             s->tail = NULL;
         s->queued--;
-        s->busy = true;
         pthread_mutex_unlock(&s->mu);
-        if (j->call)
+        if (j->call) {
             run_call(s, j);
-        else
-            run_job(s, j);
-        job_release(j);
+            job_release(j);
+        } else {
+            slot_start(s, slot_choose(s, j->ids, j->n, true), j);
+        }
         pthread_mutex_lock(&s->mu);
-        s->busy = false;
+    }
+}
+
+static void *engine_thread(void *arg) {
+    struct scheduler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->stop && !s->head && slots_active(s) == 0) {
+            s->stats.slots_active = 0;
+            pthread_cond_wait(&s->cv, &s->mu);
+        }
+        admit(s);
+        if (s->stop && slots_active(s) == 0)
+            break;
+        pthread_mutex_unlock(&s->mu);
+        slots_reap_cancelled(s);
+        step_run(s);
+        pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
 /* ---- the scheduler --------------------------------------------------------------------------- */
+
+static void slots_free(struct scheduler *s) {
+    for (int i = 0; s->slots && i < s->n_slots; i++) {
+        free(s->slots[i].cache_ids);
+        free(s->slots[i].logits);
+    }
+    free(s->slots);
+    free(s->parts);
+    free(s->part_slot);
+}
+
+static int slots_alloc(struct scheduler *s) {
+    s->n_slots = engine_n_seq(s->e);
+    s->slots = calloc((size_t)s->n_slots, sizeof(*s->slots));
+    s->parts = calloc((size_t)s->n_slots, sizeof(*s->parts));
+    s->part_slot = calloc((size_t)s->n_slots, sizeof(*s->part_slot));
+    if (!s->slots || !s->parts || !s->part_slot)
+        return -ENOMEM;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *l = &s->slots[i];
+        l->seq = i;
+        l->cache_ids = malloc(sizeof(int32_t) * (size_t)s->n_ctx);
+        l->logits = calloc((size_t)s->n_vocab, sizeof(float));
+        if (!l->cache_ids || !l->logits)
+            return -ENOMEM;
+        engine_truncate(s->e, i, 0);
+    }
+    return 0;
+}
 
 struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, int queue_max,
                                 char *err, size_t err_len) {
@@ -407,6 +648,8 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     s->e = e;
     s->tk = tk;
     s->n_vocab = tokenizer_n_vocab(tk);
+    s->n_ctx = engine_n_ctx(e);
+    s->n_batch = engine_n_batch(e);
     s->msg_start = tokenizer_find(tk, "<|im_start|>");
     if (s->msg_start < 0)
         s->msg_start = tokenizer_find(tk, "<|start_header_id|>");
@@ -414,15 +657,14 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
-    s->cache_ids = malloc(sizeof(int32_t) * (size_t)engine_n_ctx(e));
-    s->logits = calloc((size_t)s->n_vocab, sizeof(float));
     s->masked = calloc((size_t)s->n_vocab, sizeof(float));
-    engine_truncate(e, 0);
-    if (!s->cache_ids || !s->logits || !s->masked || pthread_create(&s->thread, NULL, engine_thread, s) != 0) {
+    if (!s->masked || slots_alloc(s) < 0 ||
+        pthread_create(&s->thread, NULL, engine_thread, s) != 0) {
         err_set(err, err_len, "scheduler: cannot start the engine thread");
         scheduler_free(s);
         return NULL;
     }
+    s->stats.n_slots = s->n_slots;
     s->started = true;
     return s;
 }
@@ -442,7 +684,7 @@ void scheduler_free(struct scheduler *s) {
     while (q) { /* the queued jobs never ran */
         struct job *next = q->next;
         struct job_summary sum = {.rc = -ECANCELED, .finish_reason = "cancelled",
-                                  .prompt_tokens = (int32_t)q->n};
+                                  .prompt_tokens = (int32_t)q->n, .slot = -1};
         if (q->call) { /* callers must not be waiting past scheduler_free: wake any anyway */
             pthread_mutex_lock(&s->mu);
             q->call_done = true;
@@ -457,8 +699,7 @@ void scheduler_free(struct scheduler *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->done_cv);
-    free(s->cache_ids);
-    free(s->logits);
+    slots_free(s);
     free(s->masked);
     free(s);
 }
@@ -471,6 +712,7 @@ int scheduler_submit(struct scheduler *s, struct job *j) {
     }
     atomic_fetch_add(&j->refs, 1);
     j->next = NULL;
+    j->t_submit = clock_now_s();
     if (s->tail)
         s->tail->next = j;
     else
@@ -486,7 +728,20 @@ void scheduler_get_stats(struct scheduler *s, struct scheduler_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
     out->queued = s->queued;
-    out->busy = s->busy;
+    out->busy = false;
+    for (int i = 0; i < s->n_slots; i++) { /* racy reads of small fields: a snapshot for display */
+        const struct slot *l = &s->slots[i];
+        struct scheduler_slot_stats *o = &out->slot[i];
+        o->state = l->state;
+        o->cached = l->cache_n;
+        o->jobs = l->jobs;
+        o->prompt_tokens = l->sum.prompt_tokens;
+        o->completion_tokens = l->sum.completion_tokens;
+        double dt = l->t_first > 0.0 ? clock_now_s() - l->t_first : 0.0;
+        o->decode_tok_s = dt > 0.0 && o->completion_tokens > 1
+                              ? (double)(o->completion_tokens - 1) / dt : 0.0;
+        out->busy |= l->state != SLOT_IDLE;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -516,14 +771,40 @@ struct engine *scheduler_engine(struct scheduler *s) {
     return s->e;
 }
 
+int32_t scheduler_call_seq(struct scheduler *s) {
+    return s->call_slot ? s->call_slot->seq : -1;
+}
+
 int scheduler_prefill(struct scheduler *s, const int32_t *ids, size_t n, int32_t *cached) {
-    if (n > (size_t)engine_n_ctx(s->e))
+    if (n > (size_t)s->n_ctx)
         return -ENOSPC;
-    return feed_prefix(s, ids, n, false, NULL, cached);
+    struct slot *l = slot_choose(s, ids, n, false);
+    if (!l)
+        return -EBUSY;
+    s->call_slot = l;
+    int32_t dummy;
+    slot_prepare(s, l, ids, n, false, cached ? cached : &dummy);
+    while ((size_t)l->cache_n < n) {
+        size_t end = slot_prefill_end(l, n), from = (size_t)l->cache_n;
+        int32_t k = end - from < (size_t)s->n_batch ? (int32_t)(end - from) : s->n_batch;
+        int rc = engine_eval(s->e, l->seq, ids + from, k, NULL, false);
+        if (rc < 0) {
+            l->cache_n = engine_n_past(s->e, l->seq) < l->cache_n ? engine_n_past(s->e, l->seq)
+                                                                 : l->cache_n;
+            return rc;
+        }
+        slot_fed(s, l, ids + from, k);
+    }
+    l->last_used = ++s->tick;
+    return 0;
 }
 
 void scheduler_set_cached(struct scheduler *s, const int32_t *ids, int32_t n) {
+    struct slot *l = s->call_slot;
+    if (!l)
+        return;
     if (n > 0)
-        memcpy(s->cache_ids, ids, (size_t)n * sizeof(int32_t));
-    s->cache_n = n;
+        memcpy(l->cache_ids, ids, (size_t)n * sizeof(int32_t));
+    l->cache_n = n;
+    l->last_used = ++s->tick;
 }
