@@ -53,6 +53,7 @@ struct options {
     const char *context_dir;
     struct s3_config s3;
     int queue;
+    int parallel;        /* the daemon's slots (sequences decoded side by side) */
     uint64_t max_body;
 };
 
@@ -78,7 +79,9 @@ static void usage(FILE *f) {
             "      --s3-access-key KEY   _REGION, or the R2_* names); region default \"auto\"\n"
             "      --s3-secret-key KEY\n"
             "      --s3-region REGION\n"
-            "      --queue N             requests waiting beyond the running one (default 16;\n"
+            "      --parallel N          slots: requests decoded side by side, each with its own\n"
+            "                            KV cache of --ctx-size positions (default 1, at most %d)\n"
+            "      --queue N             requests waiting beyond the running ones (default 16;\n"
             "                            more get 503)\n"
             "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
             "\n"
@@ -126,7 +129,7 @@ static void usage(FILE *f) {
             "      --dump-logits FILE    write the logits after each prompt token (float32 "
             "[n_prompt][n_vocab])\n"
             "      --dump-tokens FILE    write {\"prompt_tokens\":[...],\"generated_tokens\":[...]}\n"
-            "  -h, --help                this text\n");
+            "  -h, --help                this text\n", ENGINE_MAX_SEQ);
 }
 
 static int parse_int(const char *flag, const char *s, long min, long max, long *out) {
@@ -301,6 +304,9 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         } else if (!strcmp(a, "--queue")) {
             rc = parse_int(a, v, 1, 4096, &n);
             o->queue = (int)n;
+        } else if (!strcmp(a, "--parallel")) {
+            rc = parse_int(a, v, 1, ENGINE_MAX_SEQ, &n);
+            o->parallel = (int)n;
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_bytes(a, v, &o->max_body);
         } else if (!strcmp(a, "--moe-top-k")) {
@@ -529,13 +535,16 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
     return c;
 }
 
-/* The engine's own memory: what --ctx-size, --kv-type and --checkpoints cost. */
+/* The engine's own memory: what --ctx-size, --kv-type, --parallel and --checkpoints cost. */
 static void print_memory(const struct engine *e, const struct engine_params *p) {
     const double mib = 1024.0 * 1024.0;
     struct engine_kv_shape s = engine_kv_shape(e);
-    fprintf(stderr, "memory: KV cache %.1f MiB (%d positions of %s in %d attention layers), "
+    char slots[32] = "";
+    if (engine_n_seq(e) > 1)
+        snprintf(slots, sizeof(slots), "%d slots of ", engine_n_seq(e));
+    fprintf(stderr, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers), "
             "recurrent state %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
-            (double)engine_kv_bytes(e) / mib, s.n_ctx, qtype_name(s.type), s.n_layer,
+            (double)engine_kv_bytes(e) / mib, slots, s.n_ctx, qtype_name(s.type), s.n_layer,
             (double)engine_rec_bytes(e) / mib, engine_is_recurrent(e) ? p->n_checkpoints : 0,
             (double)engine_scratch_bytes(e) / mib);
 }
@@ -878,18 +887,21 @@ static int run_daemon(const struct options *o) {
     if (!m)
         goto out;
     api_set_progress(api, 0.9);
+    struct engine_params ep = o->ep;
+    ep.n_seq = o->parallel;
     if (!(tk = tokenizer_new(m->gguf, err, sizeof(err))) ||
-        !(e = engine_new(m, &o->ep, err, sizeof(err))))
+        !(e = engine_new(m, &ep, err, sizeof(err))))
         goto out;
-    print_memory(e, &o->ep);
+    print_memory(e, &ep);
     err[0] = '\0';
     if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
         goto out;
     if (!(sched = scheduler_new(e, tk, o->queue, err, sizeof(err))))
         goto out;
     api_set_ready(api, m, tk, sched, cache, engine_n_ctx(e));
-    fprintf(stderr, "sniperd: ready: model %s, context %d, %d threads\n", m->name,
-            engine_n_ctx(e), engine_n_threads(e));
+    fprintf(stderr, "sniperd: ready: model %s, context %d, %d slot%s, %d threads\n", m->name,
+            engine_n_ctx(e), engine_n_seq(e), engine_n_seq(e) > 1 ? "s" : "",
+            engine_n_threads(e));
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "sniperd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -909,7 +921,7 @@ out:
 
 int main(int argc, char **argv) {
     struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
-                        .port = 8000, .queue = 16, .max_body = 8u << 20,
+                        .port = 8000, .queue = 16, .parallel = 1, .max_body = 8u << 20,
                         .api_key = getenv("SNIPER_API_KEY")};
     o.sp = sampler_params_default();
     o.ep = engine_params_default();

@@ -1,7 +1,8 @@
 /* test_scheduler.c - the engine thread and its queue: greedy output equals a direct engine run,
  * the prompt cache reuses a shared prefix without changing the output, stop strings end the text
  * before them (even split across tokens), max_tokens ends with "length", a cancel stops the job,
- * and a full queue refuses more. */
+ * and a full queue refuses more; with several slots, jobs side by side give what each gives alone,
+ * a job goes to the slot holding its prefix, and a cancel frees a slot within a step. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@ struct fixture {
 
 /* Opens a model generated once by sniper-mkmodel with args into file name. */
 static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, const char *name,
-                               const char *args) {
+                               const char *args, int32_t n_seq) {
     memset(f, 0, sizeof(*f));
     if (!path[0] && test_make_model(path, path_len, name, args) < 0)
         return false;
@@ -33,6 +34,7 @@ static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, c
     struct engine_params ep = engine_params_default();
     ep.n_ctx = 256;
     ep.n_threads = 2;
+    ep.n_seq = n_seq;
     f->e = f->tk ? engine_new(f->m, &ep, err, sizeof(err)) : NULL;
     CHECK_MSG(f->e != NULL, "%s", err);
     return f->e != NULL;
@@ -40,14 +42,14 @@ static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, c
 
 static bool fixture_open(struct fixture *f) {
     static char path[1024];
-    return fixture_open_model(f, path, sizeof(path), "sched.gguf", "--preset tiny --seed 9");
+    return fixture_open_model(f, path, sizeof(path), "sched.gguf", "--preset tiny --seed 9", 1);
 }
 
 /* A hybrid model: Gated DeltaNet layers whose state only checkpoints can roll back. */
 static bool fixture_open_hybrid(struct fixture *f) {
     static char path[1024];
     return fixture_open_model(f, path, sizeof(path), "sched35.gguf",
-                              "--preset tiny-qwen35moe --seed 9");
+                              "--preset tiny-qwen35moe --seed 9", 1);
 }
 
 static void fixture_close(struct fixture *f) {
@@ -361,12 +363,175 @@ out:
     fixture_close(&f);
 }
 
+/* ---- parallel slots ------------------------------------------------------------------------- */
+
+enum { PAR_SLOTS = 4, PAR_JOBS = 6 };
+
+/* PAR_JOBS jobs of mixed prompt lengths, greedy and seeded sampling, submitted at once to a
+ * scheduler of PAR_SLOTS slots: each one's text is what it gives alone in a one-slot scheduler
+ * (a slot's steps carry the others' tokens, which must not change a bit of its own). */
+static void check_parallel_same_as_alone(bool hybrid) {
+    static char paths[2][1024];
+    struct fixture one, par;
+    const char *name = hybrid ? "sched35.gguf" : "sched.gguf";
+    const char *args = hybrid ? "--preset tiny-qwen35moe --seed 9" : "--preset tiny --seed 9";
+    if (!fixture_open_model(&one, paths[hybrid], sizeof(paths[0]), name, args, 1) ||
+        !fixture_open_model(&par, paths[hybrid], sizeof(paths[0]), name, args, PAR_SLOTS))
+        goto out;
+    char err[256];
+    struct scheduler *s1 = scheduler_new(one.e, one.tk, 8, err, sizeof(err));
+    struct scheduler *sp = scheduler_new(par.e, par.tk, 8, err, sizeof(err));
+    CHECK(s1 && sp);
+    static int32_t ids[PAR_JOBS][90];
+    const size_t len[PAR_JOBS] = {90, 7, 33, 2, 61, 12};
+    struct job_params p[PAR_JOBS];
+    struct result alone[PAR_JOBS], side[PAR_JOBS];
+    struct job *jobs[PAR_JOBS] = {0};
+    for (int i = 0; i < PAR_JOBS; i++) {
+        for (size_t k = 0; k < len[i]; k++)
+            ids[i][k] = (int32_t)((k * 37 + 5 + 101 * (size_t)i) % (size_t)one.m->hp.n_vocab);
+        p[i] = greedy(10 + 3 * i);
+        if (i % 2) { /* seeded sampling */
+            p[i].sp.temp = 0.9f;
+            p[i].sp.seed = 1000u + (uint32_t)i;
+        }
+    }
+    for (int i = 0; s1 && sp && i < PAR_JOBS; i++)
+        run(s1, ids[i], len[i], &p[i], &alone[i]);
+    for (int i = 0; s1 && sp && i < PAR_JOBS; i++) {
+        result_init(&side[i]);
+        jobs[i] = job_new(ids[i], len[i], &p[i], &cbs, &side[i]);
+        CHECK_EQ_INT(scheduler_submit(sp, jobs[i]), 0);
+    }
+    int slots_used = 0;
+    for (int i = 0; s1 && sp && i < PAR_JOBS; i++) {
+        result_wait(&side[i]);
+        job_release(jobs[i]);
+        slots_used |= 1 << side[i].sum.slot;
+        CHECK_EQ_INT(side[i].sum.rc, 0);
+        CHECK_EQ_INT(side[i].sum.completion_tokens, alone[i].sum.completion_tokens);
+        CHECK_MSG(side[i].len == alone[i].len && memcmp(side[i].text, alone[i].text,
+                                                        alone[i].len) == 0,
+                  "job %d (%s) beside others differs from it alone", i,
+                  i % 2 ? "sampled" : "greedy");
+    }
+    CHECK_MSG(slots_used == (1 << PAR_SLOTS) - 1, "slots used: mask %x", slots_used);
+    struct scheduler_stats st;
+    if (sp) {
+        scheduler_get_stats(sp, &st);
+        CHECK_EQ_INT(st.n_slots, PAR_SLOTS);
+        CHECK_EQ_INT((int64_t)st.jobs_done, PAR_JOBS);
+        CHECK(st.steps > 0 && st.step_tokens > st.steps); /* some steps carried several tokens */
+    }
+    scheduler_free(s1);
+    scheduler_free(sp);
+out:
+    fixture_close(&one);
+    fixture_close(&par);
+}
+
+static void test_parallel_same_as_alone(void) { check_parallel_same_as_alone(false); }
+static void test_parallel_hybrid_same_as_alone(void) { check_parallel_same_as_alone(true); }
+
+/* A job goes to the slot that holds its prompt's longest prefix; with none, to the least recently
+ * used idle slot, so other conversations' caches survive. */
+static void test_slot_choice(void) {
+    static char path[1024];
+    struct fixture f;
+    if (!fixture_open_model(&f, path, sizeof(path), "sched.gguf", "--preset tiny --seed 9", 2))
+        goto out;
+    char err[256];
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    if (!s)
+        goto out;
+    int32_t a[30], b[30];
+    for (int i = 0; i < 30; i++) {
+        a[i] = (int32_t)((i * 11 + 3) % f.m->hp.n_vocab);
+        b[i] = (int32_t)((i * 29 + 8) % f.m->hp.n_vocab);
+    }
+    struct job_params p = greedy(4);
+    struct result r;
+    run(s, a, 30, &p, &r);
+    const int slot_a = r.sum.slot;
+    run(s, b, 30, &p, &r); /* the other slot: a's is the most recently used */
+    CHECK(r.sum.slot != slot_a);
+    CHECK_EQ_INT(r.sum.cached_tokens, 0);
+    run(s, a, 30, &p, &r); /* back to a's slot, all but the last token cached */
+    CHECK_EQ_INT(r.sum.slot, slot_a);
+    CHECK_EQ_INT(r.sum.cached_tokens, 29);
+    run(s, b, 30, &p, &r);
+    CHECK(r.sum.slot != slot_a);
+    CHECK_EQ_INT(r.sum.cached_tokens, 29);
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
+/* With every slot busy a job waits; cancelling a running job frees its slot within a step and the
+ * waiting job starts while the other keeps going. */
+struct slow_result {
+    struct result r;
+    struct job *cancel_at;   /* cancelled when this result saw its third token */
+};
+
+static void on_token_cancel(void *ctx, const struct job_token *tok) {
+    (void)tok;
+    struct slow_result *sr = ctx;
+    if (sr->r.sum.completion_tokens++ == 2 && sr->cancel_at)
+        job_cancel(sr->cancel_at);
+}
+
+static void test_cancel_frees_slot(void) {
+    static char path[1024];
+    struct fixture f;
+    if (!fixture_open_model(&f, path, sizeof(path), "sched.gguf", "--preset tiny --seed 9", 2))
+        goto out;
+    char err[256];
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    if (!s)
+        goto out;
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++)
+        ids[i] = (int32_t)((i * 53 + 1) % f.m->hp.n_vocab);
+    const struct job_callbacks cb = {on_token_cancel, on_text, on_done};
+    struct job_params longp = greedy(200), shortp = greedy(5);
+    struct slow_result a = {0}, b = {0}, c = {0};
+    result_init(&a.r);
+    result_init(&b.r);
+    result_init(&c.r);
+    struct job *ja = job_new(ids, 16, &longp, &cb, &a);
+    struct job *jb = job_new(ids + 1, 15, &longp, &cb, &b);
+    struct job *jc = job_new(ids + 2, 14, &shortp, &cb, &c);
+    a.cancel_at = ja; /* a cancels itself after its third token */
+    CHECK_EQ_INT(scheduler_submit(s, ja), 0);
+    CHECK_EQ_INT(scheduler_submit(s, jb), 0);
+    CHECK_EQ_INT(scheduler_submit(s, jc), 0); /* waits for a slot */
+    result_wait(&c.r);
+    CHECK(strcmp(c.r.finish, "length") == 0);
+    CHECK(a.r.done && strcmp(a.r.finish, "cancelled") == 0);
+    CHECK(!b.r.done); /* b, 200 tokens long, still running beside c */
+    job_cancel(jb);
+    result_wait(&b.r);
+    CHECK(strcmp(b.r.finish, "cancelled") == 0);
+    CHECK(a.r.sum.completion_tokens <= 4); /* stopped within a step of the cancel */
+    job_release(ja);
+    job_release(jb);
+    job_release(jc);
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
 static const struct test_case cases[] = {
     {"hybrid_prompt_cache", test_hybrid_prompt_cache},
     {"call", test_call},
     {"greedy_and_prompt_cache", test_greedy_and_prompt_cache},
     {"stop_length_cancel", test_stop_length_cancel},
     {"queue_full", test_queue_full},
+    {"parallel_same_as_alone", test_parallel_same_as_alone},
+    {"parallel_hybrid_same_as_alone", test_parallel_hybrid_same_as_alone},
+    {"slot_choice", test_slot_choice},
+    {"cancel_frees_slot", test_cancel_frees_slot},
     {0},
 };
 

@@ -587,10 +587,55 @@ static void gather(struct api *a, struct figures *f) {
     f->rss = procstat_rss_bytes();
 }
 
+static const char *slot_state_name(enum scheduler_slot_state st) {
+    return st == SLOT_DECODE ? "decode" : st == SLOT_PREFILL ? "prefill" : "idle";
+}
+
+static double ratio(double a, double b) {
+    return b > 0 ? a / b : 0.0;
+}
+
+/* The slots and the engine's steps as /v1/stats shows them: "slots":[...],"step":{...}. Returns
+ * a malloc'd string, NULL when memory ran out. */
+static char *stats_slots_json(const struct figures *f) {
+    struct strbuf b = {0};
+    char item[512];
+    strbuf_puts(&b, "\"slots\":[");
+    for (int i = 0; i < f->s.n_slots; i++) {
+        const struct scheduler_slot_stats *l = &f->s.slot[i];
+        int n = snprintf(item, sizeof(item),
+                         "%s{\"id\":%d,\"state\":\"%s\",\"cached_tokens\":%d,\"prompt_tokens\":%d,"
+                         "\"completion_tokens\":%d,\"decode_tokens_per_s\":%.2f,\"jobs\":%" PRIu64
+                         "}", i ? "," : "", i, slot_state_name(l->state), l->cached,
+                         l->prompt_tokens, l->completion_tokens, l->decode_tok_s, l->jobs);
+        strbuf_putn(&b, item, (size_t)n);
+    }
+    const double steps = (double)f->s.steps;
+    int n = snprintf(item, sizeof(item),
+                     "],\"step\":{\"slots_active\":%d,\"steps\":%" PRIu64 ",\"batch_tokens\":%d,"
+                     "\"batch_sequences\":%d,\"union_experts\":%.1f,\"avg_batch_tokens\":%.2f,"
+                     "\"avg_batch_sequences\":%.2f,"
+                     "\"avg_union_experts\":%.1f,\"bytes_read_per_step\":%.0f,"
+                     "\"bytes_read_per_token\":%.0f}",
+                     f->s.slots_active, f->s.steps, f->s.last_batch_tokens, f->s.last_batch_seqs,
+                     f->s.last_union_experts, ratio((double)f->s.step_tokens, steps),
+                     ratio((double)f->s.step_seqs, steps),
+                     ratio((double)f->s.step_union_experts, (double)f->s.step_moe_layers),
+                     ratio((double)f->c.bytes_read, steps),
+                     ratio((double)f->c.bytes_read, (double)f->s.step_tokens));
+    strbuf_putn(&b, item, (size_t)n);
+    return strbuf_take(&b);
+}
+
 static void handle_stats(struct api *a, struct http_response *out) {
     struct figures f;
     gather(a, &f);
     uint64_t lookups = f.c.hits + f.c.misses;
+    char *slots = stats_slots_json(&f);
+    if (!slots) {
+        api_reply_fail(out, 500, "server_error", "", "", "out of memory");
+        return;
+    }
     api_reply_json(
         out, 200,
         str_printf("{\"model\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
@@ -604,7 +649,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
                    ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f,\"eviction\":\"%s\"},"
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
-                   ",\"total_bytes\":%" PRIu64 "}}",
+                   ",\"total_bytes\":%" PRIu64 "},\"parallel\":%d,%s}",
                    a->model_id, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
                    f.s.busy ? "true" : "false", f.s.prompt_tokens, f.s.cached_tokens,
                    f.s.completion_tokens,
@@ -623,7 +668,22 @@ static void handle_stats(struct api *a, struct http_response *out) {
                              (double)(f.s.prompt_tokens - f.s.cached_tokens + f.s.completion_tokens)
                        : 0.0,
                    f.c.eviction ? f.c.eviction : "",
-                   f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total));
+                   f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total,
+                   f.s.n_slots, slots));
+    free(slots);
+}
+
+/* A gauge with one sample per slot, labelled slot="i". */
+static void metric_per_slot(struct strbuf *b, const char *name, const char *help,
+                            const double *v, int n) {
+    char line[256];
+    int len = snprintf(line, sizeof(line), "# HELP sniper_%s %s\n# TYPE sniper_%s gauge\n", name,
+                       help, name);
+    strbuf_putn(b, line, (size_t)len);
+    for (int i = 0; i < n; i++) {
+        len = snprintf(line, sizeof(line), "sniper_%s{slot=\"%d\"} %.17g\n", name, i, v[i]);
+        strbuf_putn(b, line, (size_t)len);
+    }
 }
 
 static void handle_metrics(struct api *a, struct http_response *out) {
@@ -655,7 +715,32 @@ static void handle_metrics(struct api *a, struct http_response *out) {
            f.c.bytes_read);
     METRIC("expert_io_wait_seconds_total", "counter", "Seconds the engine waited for reads.",
            "%.3f", f.c.io_wait_s);
+    METRIC("slots", "gauge", "Slots: requests decoded side by side.", "%d", f.s.n_slots);
+    METRIC("slots_active", "gauge", "Slots with a request in the engine's step now.", "%d",
+           f.s.slots_active);
+    METRIC("steps_total", "counter", "Engine steps run.", "%" PRIu64, f.s.steps);
+    METRIC("step_tokens_total", "counter", "Tokens the steps carried (all slots).", "%" PRIu64,
+           f.s.step_tokens);
+    METRIC("step_sequences_total", "counter", "Sequences the steps carried (summed).", "%" PRIu64,
+           f.s.step_seqs);
+    METRIC("step_union_experts_total", "counter",
+           "Experts the steps' moe layers looked up (each step's union, summed).", "%" PRIu64,
+           f.s.step_union_experts);
+    METRIC("step_moe_layers_total", "counter", "Moe layers the steps ran.", "%" PRIu64,
+           f.s.step_moe_layers);
 #undef METRIC
+    double v[3][ENGINE_MAX_SEQ];
+    for (int i = 0; i < f.s.n_slots; i++) {
+        v[0][i] = (double)f.s.slot[i].state;
+        v[1][i] = (double)f.s.slot[i].completion_tokens;
+        v[2][i] = f.s.slot[i].decode_tok_s;
+    }
+    metric_per_slot(&b, "slot_state", "Slot state: 0 idle, 1 reading its prompt, 2 decoding.",
+                    v[0], f.s.n_slots);
+    metric_per_slot(&b, "slot_completion_tokens",
+                    "Tokens the slot's current or last request generated.", v[1], f.s.n_slots);
+    metric_per_slot(&b, "slot_decode_tokens_per_second",
+                    "Decode speed of the slot's current or last request.", v[2], f.s.n_slots);
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
     out->body = strbuf_take(&b);

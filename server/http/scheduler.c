@@ -58,7 +58,7 @@ struct slot {
     struct holdback hb;
     struct json_grammar jg;
     struct job_summary sum;
-    double t_start, t_first;    /* admitted; its prompt read */
+    double t_start, t_first, t_end; /* admitted; its prompt read; its end (0: running) */
     float *logits;              /* [n_vocab] after its last token */
     uint64_t jobs;
 };
@@ -228,6 +228,26 @@ static int32_t json_mask(struct scheduler *s, const float *logits, const struct 
 
 /* ---- slots: choosing one, starting a job ---------------------------------------------------- */
 
+/* Copies what /v1/stats shows of the slots into s->stats (the engine thread, with mu held: the
+ * slots themselves are never read by another thread). */
+static void slots_snapshot(struct scheduler *s) {
+    s->stats.busy = false;
+    for (int i = 0; i < s->n_slots; i++) {
+        const struct slot *l = &s->slots[i];
+        struct scheduler_slot_stats *o = &s->stats.slot[i];
+        o->state = l->state;
+        o->cached = l->cache_n;
+        o->jobs = l->jobs;
+        o->prompt_tokens = l->sum.prompt_tokens;
+        o->completion_tokens = l->sum.completion_tokens;
+        double dt = l->t_first > 0.0 ? (l->t_end > 0.0 ? l->t_end : clock_now_s()) - l->t_first
+                                     : 0.0;
+        o->decode_tok_s = dt > 0.0 && o->completion_tokens > 1
+                              ? (double)(o->completion_tokens - 1) / dt : 0.0;
+        s->stats.busy |= l->state != SLOT_IDLE;
+    }
+}
+
 /* Tokens of ids[0..n) slot l can reuse: the common prefix with its cache, cut back to where its
  * sequence can really resume (a recurrent model's checkpoint); with logits, at least the last
  * token is fed again, so that its row is computed. */
@@ -319,6 +339,7 @@ static void slot_finish(struct scheduler *s, struct slot *l) {
     const double t2 = clock_now_s();
     if (l->t_first == 0.0)
         l->t_first = t2;
+    l->t_end = t2;
     sum->prefill_ms = 1e3 * (l->t_first - l->t_start);
     sum->decode_ms = 1e3 * (t2 - l->t_first);
     pthread_mutex_lock(&s->mu);
@@ -337,6 +358,9 @@ static void slot_finish(struct scheduler *s, struct slot *l) {
     l->job = NULL;
     l->state = SLOT_IDLE;
     l->last_used = ++s->tick;
+    pthread_mutex_lock(&s->mu);
+    slots_snapshot(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* Starts job j on idle slot l: checks it fits, cuts the cache back to its reusable prefix, makes
@@ -346,7 +370,7 @@ static void slot_start(struct scheduler *s, struct slot *l, struct job *j) {
     l->sum = (struct job_summary){.finish_reason = "error", .prompt_tokens = (int32_t)j->n,
                                   .slot = (int)(l - s->slots)};
     l->t_start = clock_now_s();
-    l->t_first = 0.0;
+    l->t_first = l->t_end = 0.0;
     l->sum.queue_ms = 1e3 * (l->t_start - j->t_submit);
     l->ts = (struct tokenizer_stream){0};
     l->hb.len = 0;
@@ -497,6 +521,7 @@ static void step_stats(struct scheduler *s, int n_parts, const struct engine_tim
     st->slots_active = n_parts;
     st->steps += t1->n_steps - t0->n_steps;
     st->step_tokens += t1->n_step_tokens - t0->n_step_tokens;
+    st->step_seqs += t1->n_step_seqs - t0->n_step_seqs;
     st->step_union_experts += t1->n_union_experts - t0->n_union_experts;
     st->step_moe_layers += t1->n_moe_layer_steps - t0->n_moe_layer_steps;
     st->last_batch_tokens = (int32_t)(t1->n_step_tokens - t0->n_step_tokens);
@@ -505,6 +530,7 @@ static void step_stats(struct scheduler *s, int n_parts, const struct engine_tim
     st->last_union_experts =
         layers ? (double)(t1->n_union_experts - t0->n_union_experts) / (double)layers : 0.0;
     st->busy_s += secs;
+    slots_snapshot(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -584,6 +610,7 @@ static void admit(struct scheduler *s) {
             slot_start(s, slot_choose(s, j->ids, j->n, true), j);
         }
         pthread_mutex_lock(&s->mu);
+        slots_snapshot(s);
     }
 }
 
@@ -728,20 +755,6 @@ void scheduler_get_stats(struct scheduler *s, struct scheduler_stats *out) {
     pthread_mutex_lock(&s->mu);
     *out = s->stats;
     out->queued = s->queued;
-    out->busy = false;
-    for (int i = 0; i < s->n_slots; i++) { /* racy reads of small fields: a snapshot for display */
-        const struct slot *l = &s->slots[i];
-        struct scheduler_slot_stats *o = &out->slot[i];
-        o->state = l->state;
-        o->cached = l->cache_n;
-        o->jobs = l->jobs;
-        o->prompt_tokens = l->sum.prompt_tokens;
-        o->completion_tokens = l->sum.completion_tokens;
-        double dt = l->t_first > 0.0 ? clock_now_s() - l->t_first : 0.0;
-        o->decode_tok_s = dt > 0.0 && o->completion_tokens > 1
-                              ? (double)(o->completion_tokens - 1) / dt : 0.0;
-        out->busy |= l->state != SLOT_IDLE;
-    }
     pthread_mutex_unlock(&s->mu);
 }
 

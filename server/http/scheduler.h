@@ -132,7 +132,7 @@ struct scheduler_stats {
     struct scheduler_slot_stats slot[ENGINE_MAX_SEQ];
     /* steps: cumulative counts, and the last step's batch (tokens, sequences) and the average
      * number of experts its moe layers looked up (the union of its tokens' choices) */
-    uint64_t steps, step_tokens, step_union_experts, step_moe_layers;
+    uint64_t steps, step_tokens, step_seqs, step_union_experts, step_moe_layers;
     int32_t last_batch_tokens, last_batch_seqs;
     double last_union_experts;
     double busy_s;               /* seconds with at least one slot active */

@@ -106,6 +106,16 @@ class Daemon:
         return self.p.returncode, self.log.read()
 
 
+def min_budget(build, model, *args):
+    """The smallest --ram-budget the daemon accepts for model with args (its slots' KV caches
+    counted), in MiB: read from its refusal of 1M."""
+    r = subprocess.run([os.path.join(build, "sniperd"), "-m", model, "--port", "0",
+                        "--ram-budget", "1M", "--threads", "2", *args], capture_output=True,
+                       text=True, timeout=60)
+    m = re.search(r"the minimum is (\d+) MiB", r.stderr)
+    return int(m.group(1)) if m else None
+
+
 def mkmodel(build, tmp, name, *args):
     path = os.path.join(tmp, name)
     subprocess.run([os.path.join(build, "sniper-mkmodel"), "--quiet", "-o", path, *args],

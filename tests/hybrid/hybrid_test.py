@@ -13,8 +13,6 @@ sniper-mkmodel generates (tiny-qwen35moe, tiny-qwen35):
 Prints ok/FAIL lines and "N passed, N failed, N skipped". Standard library only."""
 import json
 import os
-import re
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "http"))
@@ -46,14 +44,6 @@ def content(r):
 
 def cached(r):
     return (r.get("usage", {}).get("prompt_tokens_details") or {}).get("cached_tokens", 0)
-
-
-def min_budget(model):
-    """The smallest --ram-budget sniperd accepts for model, in MiB (from its refusal)."""
-    r = subprocess.run([os.path.join(BUILD, "sniperd"), "-m", model, "-p", "x", "-n", "1",
-                        "--ram-budget", "1M", "--threads", "2"], capture_output=True, text=True)
-    m = re.search(r"the minimum is (\d+) MiB", r.stderr)
-    return int(m.group(1)) if m else None
 
 
 moe = http_daemon.mkmodel(BUILD, TMP, "h35moe.gguf", "--preset", "tiny-qwen35moe", "--types",
@@ -162,7 +152,7 @@ d.stop()
 
 # ---- streamed under the smallest budget: the same answers
 for name, model in [("qwen35moe experts", moe), ("qwen35 dense FFN", dense)]:
-    mb = min_budget(model)
+    mb = http_daemon.min_budget(BUILD, model)
     check(f"{name}: a minimum budget is named", mb is not None, "no minimum in the refusal")
     if mb is None:
         continue

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Parallel slots end to end, against the real sniperd on 127.0.0.1 with tiny generated models:
+
+- eight requests of mixed prompt lengths (greedy and seeded sampling, chat and completions,
+  streamed and not) sent at once to a daemon with --parallel 4 give exactly what each gives alone
+  (one at a time, to a one-slot daemon); the steps really carried several sequences (/v1/stats);
+- the same with experts streamed under the smallest RAM budget that holds four slots, for a moe
+  and a hybrid (Qwen3.5) model;
+- a client that goes away frees its slot within a step while the others go on;
+- /v1/stats and /metrics show the slots; --parallel out of range is refused.
+
+    tests/parallel/parallel_test.py BUILD_DIR TMP_DIR
+
+Prints one line per check and ends with "N passed, N failed, N skipped". Standard library only."""
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+BUILD, TMP = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "http"))
+import http_daemon  # noqa: E402
+
+checks = http_daemon.Checks()
+check = checks.check
+SLOTS = 4
+
+
+def daemon(model, *args):
+    return http_daemon.Daemon(BUILD, TMP, model, "--ctx-size", "512", *args)
+
+
+def requests_for(n_vocab_text):
+    """Eight requests: prompts from a few words to a few hundred tokens; even ones greedy, odd ones
+    sampled with a seed; some streamed, some completions."""
+    words = n_vocab_text.split()
+    out = []
+    for i in range(8):
+        text = " ".join(words[: 3 + 29 * i % 90])  # up to ~400 tokens of the tiny vocabulary
+        body = {"max_tokens": 24 + 5 * i, "temperature": 0 if i % 2 == 0 else 0.9}
+        if i % 2:
+            body["seed"] = 100 + i
+        if i % 3 == 2:
+            body["prompt"] = text
+            path = "/v1/completions"
+        else:
+            body["messages"] = [{"role": "user", "content": text}]
+            path = "/v1/chat/completions"
+        out.append((path, body, i % 4 == 1))
+    return out
+
+
+def answer(d, path, body, stream):
+    """The text (and finish reason) of one request; streamed ones are reassembled from deltas."""
+    if not stream:
+        st, r, _ = d.request("POST", path, body)
+        if st != 200:
+            return f"HTTP {st}: {r}"
+        c = r["choices"][0]
+        return (c.get("message", {}).get("content") if "message" in c else c["text"],
+                c["finish_reason"])
+    b = dict(body, stream=True)
+    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+    c.request("POST", path, body=json.dumps(b).encode(), headers={"Content-Type": "application/json"})
+    text, finish = "", None
+    resp = c.getresponse()
+    if resp.status != 200:
+        return f"HTTP {resp.status}: {resp.read()!r}"
+    for block in resp.read().decode().split("\n\n"):
+        if not block.startswith("data: ") or block == "data: [DONE]":
+            continue
+        ch = json.loads(block[6:])["choices"][0]
+        text += (ch.get("delta", {}).get("content") or "") if "delta" in ch else ch.get("text", "")
+        finish = ch.get("finish_reason") or finish
+    c.close()
+    return text, finish
+
+
+def side_by_side(d, reqs):
+    """Sends every request at once (one thread each); returns their answers in order."""
+    got = [None] * len(reqs)
+
+    def one(i):
+        try:
+            got[i] = answer(d, *reqs[i])
+        except Exception as e:  # noqa: BLE001 - reported as a mismatch
+            got[i] = f"error: {e}"
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(reqs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    return got
+
+
+TEXT = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+REQS = requests_for(TEXT)
+
+
+def check_same(name, model, alone_args, par_args):
+    """Each request alone on a one-slot daemon, then all at once on a SLOTS-slot one."""
+    d1 = daemon(model, *alone_args)
+    check(f"{name}: one-slot daemon starts", d1.port is not None,
+          "" if d1.port else d1.stop()[1][-400:])
+    alone = [answer(d1, *r) for r in REQS] if d1.port else []
+    d1.stop()
+    dp = daemon(model, "--parallel", str(SLOTS), *par_args)
+    check(f"{name}: {SLOTS}-slot daemon starts", dp.port is not None,
+          "" if dp.port else dp.stop()[1][-400:])
+    if not dp.port or not alone:
+        return
+    got = side_by_side(dp, REQS)
+    for i, (a, g) in enumerate(zip(alone, got)):
+        kind = ("sampled" if i % 2 else "greedy") + (" streamed" if REQS[i][2] else "")
+        check(f"{name}: request {i} ({kind}) beside 7 others = alone", a == g and
+              isinstance(a, tuple) and a[0], f"alone {a!r}\n  side by side {g!r}")
+    st, stats, _ = dp.request("GET", "/v1/stats")
+    step = stats.get("step", {}) if st == 200 else {}
+    check(f"{name}: steps carried several sequences", step.get("avg_batch_sequences", 0) > 1.2,
+          f"{step}")
+    check(f"{name}: every slot ran a job",
+          st == 200 and all(s["jobs"] > 0 for s in stats["slots"]), f"{stats.get('slots')}")
+    dp.stop()
+
+
+moe = http_daemon.mkmodel(BUILD, TMP, "par.gguf", "--preset", "tiny", "--types", "q8_0",
+                          "--seed", "41")
+check_same("moe in RAM", moe, [], [])
+
+mb = http_daemon.min_budget(BUILD, moe, "--ctx-size", "512", "--parallel", str(SLOTS))
+check("moe: the minimum budget with 4 slots is named", mb is not None, "no minimum")
+if mb:
+    check_same("moe streamed at the minimum budget", moe, [], ["--ram-budget", f"{mb + 1}M"])
+
+h35 = http_daemon.mkmodel(BUILD, TMP, "par35.gguf", "--preset", "tiny-qwen35moe", "--types",
+                          "q4_k_m", "--seed", "43")
+mb35 = http_daemon.min_budget(BUILD, h35, "--ctx-size", "512", "--parallel", str(SLOTS))
+check("qwen35moe: the minimum budget with 4 slots is named", mb35 is not None, "no minimum")
+if mb35:
+    check_same("qwen35moe streamed at the minimum budget", h35, [],
+               ["--ram-budget", f"{mb35 + 1}M"])
+
+# ---- a client that goes away frees its slot; the others go on; stats and metrics show slots
+d = daemon(moe, "--parallel", "2")
+if d.port:
+    long_body = {"messages": [{"role": "user", "content": "count"}], "max_tokens": 400,
+                 "temperature": 0, "stream": True}
+    s = socket.create_connection(("127.0.0.1", d.port))
+    raw = json.dumps(long_body).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+              b"\r\nContent-Length: " + str(len(raw)).encode() + b"\r\n\r\n" + raw)
+    s.recv(4096)  # its stream started
+    other = {}
+    t = threading.Thread(target=lambda: other.update(r=answer(
+        d, "/v1/chat/completions", dict(long_body, stream=False, max_tokens=200), False)))
+    t.start()
+    time.sleep(0.2)
+    s.close()  # goes away mid-stream
+    freed = False
+    deadline = time.time() + 10
+    while time.time() < deadline and not freed:
+        st, stats, _ = d.request("GET", "/v1/stats")
+        freed = st == 200 and stats["cancelled"] >= 1
+        time.sleep(0.02)
+    check("a disconnected client's job is cancelled", freed, f"{stats}")
+    t.join(60)
+    check("the other slot's request finished", isinstance(other.get("r"), tuple),
+          f"{other}")
+    st, stats, _ = d.request("GET", "/v1/stats")
+    check("stats: parallel and two slots", st == 200 and stats["parallel"] == 2 and
+          len(stats["slots"]) == 2 and {"id", "state", "cached_tokens", "decode_tokens_per_s"} <=
+          set(stats["slots"][0]), f"{stats}")
+    check("stats: step figures", st == 200 and {"slots_active", "batch_tokens", "union_experts",
+                                                 "bytes_read_per_token"} <= set(stats["step"]),
+          f"{stats.get('step')}")
+    st, metrics, _ = d.request("GET", "/metrics")
+    check("metrics: per-slot state and step counters", st == 200 and
+          'sniper_slot_state{slot="1"}' in metrics and "sniper_steps_total" in metrics and
+          "sniper_slots 2" in metrics, metrics[-500:] if isinstance(metrics, str) else metrics)
+d.stop()
+
+r = subprocess.run([os.path.join(BUILD, "sniperd"), "-m", moe, "--parallel", "65", "--port", "0"],
+                   capture_output=True, text=True, timeout=30)
+check("--parallel 65 is refused", r.returncode != 0 and "--parallel" in r.stderr, r.stderr)
+
+sys.exit(checks.finish())
