@@ -144,6 +144,35 @@ static void print_experts(FILE *f, const json_t *s, const struct top_rates *r, c
          fmt_num(c, sizeof(c), num(s, "experts", "prefetch_issued"), 0));
 }
 
+/* One line for the slots ("0 decode 12.3 tok/s, 1 prefill, 2 idle") and one for the last step. */
+static void print_slots(FILE *f, const json_t *s, const char *eol) {
+    const json_t *slots = field(s, NULL, "slots");
+    if (!json_is_array(slots)) {
+        line(f, eol, "slots", "-");
+        return;
+    }
+    char text[512] = "", a[32], b[32], c[32], d[48];
+    size_t used = 0, n_active = 0;
+    for (size_t i = 0; i < json_array_size(slots) && used < sizeof(text); i++) {
+        const json_t *l = json_array_get(slots, i);
+        const char *state = str(l, NULL, "state");
+        n_active += strcmp(state, "idle") != 0 && state[0];
+        int k = strcmp(state, "decode") == 0
+                    ? snprintf(text + used, sizeof(text) - used, "%s%zu decode %s tok/s",
+                               i ? ", " : "", i, fmt_num(a, sizeof(a),
+                                                         num(l, NULL, "decode_tokens_per_s"), 1))
+                    : snprintf(text + used, sizeof(text) - used, "%s%zu %s", i ? ", " : "", i,
+                               state[0] ? state : "-");
+        used += k > 0 ? (size_t)k : 0;
+    }
+    line(f, eol, "slots", "%zu of %zu active: %s", n_active, json_array_size(slots), text);
+    line(f, eol, "step", "%s tokens of %s sequences, %s experts a layer; %s read a step",
+         fmt_num(a, sizeof(a), num(s, "step", "avg_batch_tokens"), 1),
+         fmt_num(b, sizeof(b), num(s, "step", "avg_batch_sequences"), 1),
+         fmt_num(c, sizeof(c), num(s, "step", "avg_union_experts"), 1),
+         fmt_bytes(d, sizeof(d), num(s, "step", "bytes_read_per_step")));
+}
+
 static void print_transfer(FILE *f, const json_t *s, const char *eol) {
     char a[32], b[32], c[32], bar[32];
     const char *kind = str(s, "transfer", "kind");
@@ -189,6 +218,7 @@ void top_print(FILE *f, const json_t *s, const struct top_rates *r, const char *
     line(f, eol, "decode", "%s tok/s avg%s",
          fmt_num(a, sizeof(a), num(s, NULL, "decode_tokens_per_s"), 1),
          fmt_now(d, sizeof(d), r, r ? r->decode_tps : NAN, 1));
+    print_slots(f, s, eol);
     print_memory(f, s, eol);
     print_experts(f, s, r, eol);
     print_transfer(f, s, eol);

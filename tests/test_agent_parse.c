@@ -287,7 +287,10 @@ static void test_top(void) {
         "\"bytes_read\":10485760,\"read_MBps\":812.3,\"io_wait_s\":1.5,\"prefetch_used\":4,"
         "\"prefetch_issued\":6,\"slots\":64,\"slot_bytes\":2097152,\"bytes_per_token\":1048576},"
         "\"transfer\":{\"kind\":\"upload\",\"name\":\"demo\",\"done_bytes\":512,"
-        "\"total_bytes\":2048}}";
+        "\"total_bytes\":2048},\"parallel\":3,\"slots\":[{\"id\":0,\"state\":\"decode\","
+        "\"decode_tokens_per_s\":12.34},{\"id\":1,\"state\":\"prefill\"},{\"id\":2,"
+        "\"state\":\"idle\"}],\"step\":{\"avg_batch_tokens\":2.5,\"avg_batch_sequences\":2,"
+        "\"avg_union_experts\":9.25,\"bytes_read_per_step\":3145728}}";
     struct top_rates r = { .valid = true, .prefill_tps = 10, .decode_tps = 2.5, .read_MBps = 3 };
     char *t = top_frame(full, &r);
     check_has(t, "sniper top  http://h:1\n");
@@ -303,6 +306,9 @@ static void test_top(void) {
     check_has(t, "reads      1.0 MiB per token, 812.3 MB/s avg, 3.0 now, 10.0 MiB in all\n");
     check_has(t, "I/O wait   1.500 s, prefetch 4 used of 6 issued\n");
     check_has(t, "transfer   upload demo: 512 B of 2.0 KiB (25 %) [#####...............]\n");
+    check_has(t, "slots      2 of 3 active: 0 decode 12.3 tok/s, 1 prefill, 2 idle\n");
+    check_has(t, "step       2.5 tokens of 2.0 sequences, 9.2 experts a layer; 3.0 MiB read a "
+                 "step\n");
     free(t);
     /* another server's stats: what is missing shows as "-", nothing crashes */
     t = top_frame("{\"requests\": 3, \"fake\": true}", NULL);
@@ -313,6 +319,7 @@ static void test_top(void) {
     check_has(t, "memory     RSS -, no budget\n");
     check_has(t, "experts    all in RAM");
     check_has(t, "transfer   none\n");
+    check_has(t, "slots      -\n");
     free(t);
 
     json_t *a = json_loads("{\"tokens\":{\"prompt\":10,\"cached\":0,\"completion\":5},"

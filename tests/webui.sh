@@ -22,7 +22,8 @@ SHOTS=$BUILD/webui-screenshots
 mkdir -p "$SHOTS"
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
 # contexts saved through the page go to $TMP (HOME too, so nothing lands outside it)
-HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts" 2>"$TMP/err1" &
+HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts" \
+    --parallel 2 2>"$TMP/err1" &
 pid1=$!
 HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts2" \
     --api-key web-key 2>"$TMP/err2" &

@@ -95,6 +95,16 @@ try {
     const n = Number(await page.getAttribute(".msg.assistant", "data-tokens"));
     check("stats update after a request", n > 0 && Number(after) >= Number(before) + n, `${before} -> ${after} (${n})`);
   });
+  await attempt("slots panel", async () => {
+    const s = await stats(url);
+    await page.waitForFunction(() => [...document.querySelectorAll("#s-slots .slot")]
+      .some(c => /[1-9]\d* requests/.test(c.title)), null, { timeout: 6000 });
+    const chips = await page.$$eval("#s-slots .slot", cs => cs.map(c => ({ state: c.dataset.state, title: c.title })));
+    const step = await page.textContent("#s-step");
+    check("slots panel: a chip per slot, the one that ran says so", s.parallel === 2 && chips.length === 2
+      && chips.every(c => ["idle", "prefill", "decode"].includes(c.state)) && /tok, .* seq \//.test(step),
+      `${s.parallel} ${JSON.stringify(chips)} ${step}`);
+  });
   await attempt("real reply escaped", async () => {
     const bad = foreign(await markup(page, ".msg.assistant .body"));
     const r = await page.evaluate(() => ({ text: [...document.querySelectorAll(".msg.assistant .body")].pop().textContent,
