@@ -16,6 +16,8 @@
 #   MODEL=models/qwen3.5-35b-a3b.gguf: a missing model is generated with the preset of its name
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
 #   DROP_CACHES=0 leaves the page cache alone (for trial runs on a machine someone else measures on).
+#   HTTP_CLIENTS=1,2,4,8 HTTP_CAPS="unlimited 4G 8G" HTTP_TOKENS=64: the concurrent-clients part;
+#   LLAMA_SERVER=/path/to/llama-server runs llama-server -np N beside sniperd --parallel N.
 # Without root there is no cgroup and no page-cache drop: the budget is sniperd's alone (said so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -375,12 +377,30 @@ if [ -n "$LLAMA_BIN" ]; then
 fi
 
 # ------------------------------------------------------------------------------------------------
-# The daemon under concurrent clients (a small model: the queue and the HTTP path, not the engine)
+# Concurrent clients: N clients against N slots (sniperd --parallel N), on $MODEL in RAM and under
+# each cap of HTTP_CAPS (a memory cgroup, page cache dropped; the budget is --ram-budget minus
+# 100 MiB for the HTTP threads), and llama-server -np N on the same file when LLAMA_SERVER names
+# one (built apart from this repository; --no-repack under a cap, as above).
 
-SMALL=${SMALL_MODEL:-models/tiny-qwen3moe-q8_0.gguf}
-[ -f "$SMALL" ] || "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 1 -o "$SMALL"
-echo
-echo "== HTTP: streaming chat completions from 1, 4 and 8 clients, 16 requests each, 32 tokens," \
-    "$SMALL (tools/bench_http.py)"
-python3 tools/bench_http.py "$BUILD/sniperd" "$SMALL" --clients 1,4,8 --requests 16 \
-    --max-tokens 32 || echo "bench: the HTTP benchmark failed"
+HTTP_CLIENTS=${HTTP_CLIENTS:-1,2,4,8}
+HTTP_CAPS=${HTTP_CAPS:-unlimited 4G 8G}
+HTTP_TOKENS=${HTTP_TOKENS:-64}
+LLAMA_SERVER=${LLAMA_SERVER:-}
+for cap in $HTTP_CAPS; do
+    echo
+    echo "== concurrent clients ($HTTP_CLIENTS), $HTTP_TOKENS tokens each, cap $cap (tools/bench_http.py)"
+    capargs=() sargs="" largs=""
+    if [ "$cap" != unlimited ]; then
+        [ "$use_cgroup" = 1 ] && capargs=(--cap "$cap")
+        sargs="--ram-budget $(( $(numfmt --from=iec "$cap") / 1048576 - 100 ))M"
+        largs="--no-repack"
+    fi
+    python3 tools/bench_http.py "$BUILD/sniperd" "$MODEL" --clients "$HTTP_CLIENTS" \
+        --max-tokens "$HTTP_TOKENS" "${capargs[@]}" --args "$sargs" ||
+        echo "bench: the sniperd HTTP benchmark failed"
+    if [ -n "$LLAMA_SERVER" ]; then
+        python3 tools/bench_http.py --server llama "$LLAMA_SERVER" "$MODEL" \
+            --clients "$HTTP_CLIENTS" --max-tokens "$HTTP_TOKENS" "${capargs[@]}" \
+            --args "$largs" || echo "bench: the llama-server HTTP benchmark failed"
+    fi
+done

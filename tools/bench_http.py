@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
-"""bench_http.py - the daemon under concurrent clients: requests/s and time to first token.
+"""bench_http.py - a server under concurrent clients: aggregate and per-client decode tok/s and
+time to the first token, for sniperd's --parallel slots or llama-server's -np slots on one file.
 
-    tools/bench_http.py SNIPERD MODEL [--clients 1,4,8] [--requests 16] [--max-tokens 32]
+    tools/bench_http.py [--server sniperd|llama] BIN MODEL [--clients 1,2,4,8] [--requests 2]
+                        [--max-tokens 64] [--cap SIZE] [--args "..."]
 
-Starts `SNIPERD -m MODEL --port 0`, then for each client count runs that many threads, each
-sending --requests streaming chat completions (a short distinct conversation each, temperature 0),
-and prints requests/s, tokens/s and the p50 / p95 time to the first content chunk. One engine
-serves one request at a time, so time to first token grows with the queue: that is what this
-measures. A benchmark, not a test: nothing is asserted. Standard library only."""
+For each client count N it starts BIN on MODEL with N slots (sniperd --parallel N; llama-server
+-np N with N x 4096 positions), waits until it answers, sends one warm-up request, then runs N
+threads that each send --requests streaming chat completions one after another (a distinct short
+conversation each, temperature 0), stops the server, and prints one Markdown row: aggregate
+decode tok/s (completion tokens of all requests / wall time from the first request to the last
+answer), per-client decode tok/s (each request's tokens after its first / the time between its
+first and last token, averaged), and the p50 / p95 time to the first token. With --cap (root
+only) the page cache is dropped and the server runs in a cgroup v1 memory cgroup capped at SIZE
+(page cache counted), as `make bench` does. A benchmark, not a test: nothing is asserted.
+Standard library only."""
 import argparse
 import http.client
 import json
+import os
 import re
+import shlex
+import socket
 import statistics
 import subprocess
 import sys
@@ -19,36 +29,102 @@ import tempfile
 import threading
 import time
 
+CG = "/sys/fs/cgroup/memory/sniper-http-bench"
 
-def start(sniperd, model):
+
+def parse_size(s):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMG]?)", s.strip().upper())
+    if not m:
+        sys.exit(f"bench_http: bad size {s!r}")
+    return int(float(m.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2)])
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def cgroup_prefix(cap):
+    """The command prefix that runs a program inside the capped cgroup (made fresh), after the page
+    cache is dropped; [] without a cap."""
+    if not cap:
+        return []
+    if os.geteuid() != 0 or not os.path.isdir(os.path.dirname(CG)):
+        sys.exit("bench_http: --cap needs root and a cgroup v1 memory controller")
+    cgroup_remove()
+    os.makedirs(CG)
+    with open(os.path.join(CG, "memory.limit_in_bytes"), "w") as f:
+        f.write(str(cap))
+    subprocess.run(["sync"], check=False)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+    return ["sh", "-c", 'echo $$ >"$0/cgroup.procs" && exec "$@"', CG]
+
+
+def cgroup_remove():
+    if not os.path.isdir(CG):
+        return
+    for _ in range(50):
+        try:
+            os.rmdir(CG)
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def cgroup_peak():
+    try:
+        with open(os.path.join(CG, "memory.max_usage_in_bytes")) as f:
+            return int(f.read()) / (1 << 20)
+    except OSError:
+        return None
+
+
+def start(kind, binary, model, slots, cap, extra):
+    """Starts the server with `slots` slots; returns (process, port, log)."""
+    port = free_port()
+    if kind == "sniperd":
+        cmd = [binary, "-m", model, "--port", str(port), "--threads", "2", "--queue", "256",
+               "--parallel", str(slots)]
+    else:
+        cmd = [binary, "-m", model, "--port", str(port), "--host", "127.0.0.1", "-t", "2",
+               "-np", str(slots), "-c", str(4096 * slots), "--no-webui"]
+    cmd = cgroup_prefix(cap) + cmd + shlex.split(extra)
     log = tempfile.TemporaryFile(mode="w+")
-    p = subprocess.Popen([sniperd, "-m", model, "--port", "0", "--queue", "64"],
-                         stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.time() + 120
+    p = subprocess.Popen(cmd, stdout=log, stderr=log)
+    deadline = time.time() + 1800
     while time.time() < deadline:
-        log.seek(0)
-        text = log.read()
-        m = re.search(r"listening on http://[^:]+:(\d+)", text)
-        if m and "ready" in text:
-            return p, int(m.group(1))
         if p.poll() is not None:
-            sys.exit(f"bench_http: sniperd exited: {text}")
-        time.sleep(0.1)
+            log.seek(0)
+            sys.exit(f"bench_http: the server exited: {log.read()[-2000:]}")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return p, port, log
+        except OSError:
+            pass
+        time.sleep(0.5)
     p.kill()
-    sys.exit("bench_http: sniperd did not become ready")
+    sys.exit("bench_http: the server did not become ready")
 
 
 def one_request(port, i, max_tokens):
-    """Returns (seconds to the first content chunk, seconds in all, completion tokens)."""
-    body = {"messages": [{"role": "user", "content": f"Question number {i}: tell me a story."}],
+    """Returns (seconds to the first token, seconds to the last, completion tokens)."""
+    body = {"messages": [{"role": "user", "content": f"Question number {i}: tell me a story "
+                                                     f"about the number {i * 7919 % 1000}."}],
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=7200)
     c.request("POST", "/v1/chat/completions", body=json.dumps(body),
               headers={"Content-Type": "application/json"})
     r = c.getresponse()
-    first, tokens, buf = None, 0, b""
+    first = last = None
+    tokens, chunks, buf = 0, 0, b""
     while True:
         chunk = r.read1(65536)
         if not chunk:
@@ -60,12 +136,18 @@ def one_request(port, i, max_tokens):
                 continue
             d = json.loads(frame[6:])
             if d.get("usage"):
-                tokens = d["usage"]["completion_tokens"]
-            if first is None and d["choices"] and (d["choices"][0]["delta"].get("content")
-                                                   or d["choices"][0].get("finish_reason")):
-                first = time.perf_counter() - t0
+                tokens = d["usage"].get("completion_tokens", tokens)
+            ch = d["choices"][0] if d.get("choices") else {}
+            delta = ch.get("delta") or {}
+            if delta.get("content") or delta.get("reasoning_content"):
+                now = time.perf_counter() - t0
+                first = now if first is None else first
+                last = now
+                chunks += 1
     c.close()
-    return first if first is not None else time.perf_counter() - t0, time.perf_counter() - t0, tokens
+    end = time.perf_counter() - t0
+    return (first if first is not None else end, last if last is not None else end,
+            tokens or chunks)
 
 
 def run(port, clients, requests, max_tokens):
@@ -86,29 +168,44 @@ def run(port, clients, requests, max_tokens):
     wall = time.perf_counter() - t0
     ttft = sorted(r[0] for r in results)
     p95 = ttft[min(len(ttft) - 1, int(round(0.95 * (len(ttft) - 1))))]
-    return len(results) / wall, sum(r[2] for r in results) / wall, statistics.median(ttft), p95
+    per = [(r[2] - 1) / (r[1] - r[0]) for r in results if r[2] > 1 and r[1] > r[0]]
+    return (sum(r[2] for r in results) / wall, statistics.mean(per) if per else 0.0,
+            statistics.median(ttft), p95, sum(r[2] for r in results))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("sniperd")
+    ap.add_argument("--server", choices=["sniperd", "llama"], default="sniperd")
+    ap.add_argument("binary")
     ap.add_argument("model")
-    ap.add_argument("--clients", default="1,4,8")
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--clients", default="1,2,4,8")
+    ap.add_argument("--requests", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--cap", default="", help="memory cgroup cap, e.g. 4G (root)")
+    ap.add_argument("--args", default="", help="more arguments for the server")
     a = ap.parse_args()
-    p, port = start(a.sniperd, a.model)
-    try:
-        one_request(port, -1, 4)  # warm-up
-        print(f"| clients | requests | requests/s | tokens/s | TTFT p50 ms | TTFT p95 ms |")
-        print(f"|---|---|---|---|---|---|")
-        for n in [int(x) for x in a.clients.split(",")]:
-            rps, tps, p50, p95 = run(port, n, a.requests, a.max_tokens)
-            print(f"| {n} | {n * a.requests} | {rps:.2f} | {tps:.1f} | {1e3 * p50:.1f} | "
-                  f"{1e3 * p95:.1f} |", flush=True)
-    finally:
-        p.terminate()
-        p.wait(30)
+    cap = parse_size(a.cap) if a.cap else 0
+    print(f"{a.server} {os.path.basename(a.model)} cap={a.cap or 'none'} args={a.args!r}")
+    print("| clients | requests | tokens | aggregate tok/s | per-client tok/s | TTFT p50 ms | "
+          "TTFT p95 ms | peak MiB |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in [int(x) for x in a.clients.split(",")]:
+        p, port, log = start(a.server, a.binary, a.model, n, cap, a.args)
+        try:
+            one_request(port, -1, 4)  # warm-up: the first request's page faults and caches
+            agg, per, p50, p95, tokens = run(port, n, a.requests, a.max_tokens)
+            peak = cgroup_peak() if cap else None
+            print(f"| {n} | {n * a.requests} | {tokens} | {agg:.2f} | {per:.2f} | "
+                  f"{1e3 * p50:.0f} | {1e3 * p95:.0f} | "
+                  f"{'%.0f' % peak if peak is not None else '-'} |", flush=True)
+        finally:
+            p.terminate()
+            try:
+                p.wait(60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            cgroup_remove()
 
 
 if __name__ == "__main__":

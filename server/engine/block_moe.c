@@ -229,7 +229,7 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
         if (rc < 0)
             return rc;
         if (group == n && (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
-                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && n_tok > 1)))
+                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)))
             prefetch(e, il + 1, n_tok);
     }
     if (l->ffn_up_shexp.data)

@@ -588,6 +588,7 @@ static int32_t engine_stage(struct engine *e, const struct engine_part *parts, i
     const size_t V = (size_t)e->m->hp.n_vocab;
     int32_t n_tok = 0;
     e->n_seg = e->n_out = 0;
+    e->step_reads_prompt = false;
     for (int i = 0; i < n_parts && n_tok < e->p.n_batch; i++) {
         const struct engine_part *pt = &parts[i];
         const struct sequence *s = e->seqs[pt->seq];
@@ -596,6 +597,7 @@ static int32_t engine_stage(struct engine *e, const struct engine_part *parts, i
         if (n <= 0)
             continue;
         e->seg[e->n_seg++] = (struct engine_seg){.seq = pt->seq, .first = n_tok, .n = n};
+        e->step_reads_prompt |= n > 1;
         for (int32_t k = 0; k < n; k++) {
             e->tok_id[n_tok + k] = pt->tokens[done[i] + k];
             e->tok_seq[n_tok + k] = pt->seq;

@@ -28,7 +28,7 @@
  * 15%; in decode half are wrong and the extra reads cost more than the overlap wins. A dense
  * model's next FFN, a sure guess, is always read ahead. */
 enum engine_prefetch {
-    ENGINE_PREFETCH_PREFILL, /* steps of more than one token (the default) */
+    ENGINE_PREFETCH_PREFILL, /* steps that read a prompt chunk, not only decode tokens (default) */
     ENGINE_PREFETCH_OFF,
     ENGINE_PREFETCH_ALWAYS,
 };

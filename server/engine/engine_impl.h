@@ -85,6 +85,7 @@ struct engine {
     struct engine_seg {
         int32_t seq, first, n;     /* tokens first .. first+n-1 of the batch */
     } *seg;                        /* [n_seq] */
+    bool step_reads_prompt;        /* a segment has several tokens (a prompt chunk, not decode) */
     int32_t n_out;
     struct engine_out {
         int32_t row, n;
