@@ -18,6 +18,7 @@
 #include "gguf_write.h"
 #include "engine.h"
 #include "harness.h"
+#include "hash64.h"
 #include "model.h"
 #include "quant.h"
 
@@ -775,6 +776,10 @@ static void test_upcycle(void) {
 
 /* ==== sniper-mkmodel: gpt-oss ================================================================ */
 
+/* XXH64 (seed 0) of `sniper-mkmodel --preset tiny-gpt-oss` (seed 42): the file the goldens in
+ * tests/fixtures/gpt-oss were made from (its README has the sha256 too). */
+#define TINY_GPTOSS_XXH64 0xc82ce952a6b6fd94ull
+
 /* The tensor called name with this type and shape (ne1/ne2 0: fewer dims), or NULL (failed). */
 static const struct gguf_tensor *expect_tensor(const struct gguf *g, const char *name,
                                                enum qtype type, uint64_t ne0, uint64_t ne1,
@@ -953,6 +958,37 @@ static void test_gptoss_tiny(void) {
     gguf_free(g);
 }
 
+/* The goldens of tests/fixtures/gpt-oss were made from this very tiny-gpt-oss file (so the F32
+ * model is regenerated, not committed), and the fixture's MXFP4 file (llama-quantize's
+ * MXFP4_MOE) has the same tensors, with MXFP4 experts, Q8_0 matrices and F32 for the rest. */
+static void test_gptoss_fixture(void) {
+    const char *path = tmp_path("tiny-gpt-oss.gguf");
+    CHECK_EQ_INT(MKMODEL("-o", path, "--preset", "tiny-gpt-oss"), 0);
+    struct gguf *g = open_ok(path);
+    if (!g)
+        return;
+    size_t n = 0;
+    char *bytes = test_read_file(path, &n);
+    uint64_t h = bytes ? hash64(bytes, n, 0) : 0;
+    CHECK_MSG(h == TINY_GPTOSS_XXH64, "tiny-gpt-oss is not the file tests/fixtures/gpt-oss's "
+              "goldens were made from (XXH64 %016llx): regenerate them (its README)",
+              (unsigned long long)h);
+    free(bytes);
+    struct gguf *q = open_ok("tests/fixtures/gpt-oss/models/tiny-gpt-oss-mxfp4_moe.gguf");
+    for (uint64_t i = 0; q && i < g->n_tensors; i++) {
+        const struct gguf_tensor *a = &g->tensors[i], *b = gguf_find_tensor(q, a->name);
+        bool exps = strstr(a->name, "_exps.weight") != NULL, mat = a->n_dims >= 2 &&
+                    !strstr(a->name, ".bias") && !strstr(a->name, "ffn_gate_inp");
+        enum qtype want = exps ? QTYPE_MXFP4 : mat ? QTYPE_Q8_0 : QTYPE_F32;
+        CHECK_MSG(b && b->type == want && b->n_elems == a->n_elems, "fixture \"%s\"", a->name);
+    }
+    CHECK(q && q->n_tensors == g->n_tensors);
+    if (q)
+        check_gptoss_values(q);
+    gguf_free(q);
+    gguf_free(g);
+}
+
 /* gpt-oss-20b / 120b narrowed (the real files are 13 and 64 GB): their own keys survive, the
  * experts are MXFP4 (file type MOSTLY_MXFP4_MOE), the rest Q8_0, biases and routers F32; 120b
  * keeps the real vocabulary size (padded). */
@@ -1084,6 +1120,7 @@ static const struct test_case cases[] = {
     {"upcycle", test_upcycle},
     {"preset_30b_reduced", test_preset_30b_reduced},
     {"gptoss_tiny", test_gptoss_tiny},
+    {"gptoss_fixture", test_gptoss_fixture},
     {"gptoss_presets", test_gptoss_presets},
     {"tokenizer_json", test_tokenizer_json},
     {"bad_options", test_bad_options},
