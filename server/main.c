@@ -19,6 +19,7 @@
 
 #include "clock.h"
 #include "api.h"
+#include "chat.h"
 #include "engine.h"
 #include "expert_cache.h"
 #include "gguf.h"
@@ -71,7 +72,7 @@ static void usage(FILE *f) {
             "      --alias NAME          the model id /v1/models reports (default: the model's\n"
             "                            name)\n"
             "      --chat-template NAME  auto (default: from the model's tokenizer.chat_template)\n"
-            "                            | chatml | qwen35 | llama3\n"
+            "                            | chatml | qwen35 | llama3 | harmony\n"
             "      --context-dir DIR     where /v1/context keeps contexts (default\n"
             "                            ~/.local/share/sniper/contexts)\n"
             "      --s3-endpoint URL     object store for context upload/download (also\n"
@@ -294,10 +295,9 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         } else if (!strcmp(a, "--s3-region")) {
             snprintf(o->s3.region, sizeof(o->s3.region), "%s", v);
         } else if (!strcmp(a, "--chat-template")) {
-            if (strcmp(v, "auto") != 0 && strcmp(v, "chatml") != 0 && strcmp(v, "llama3") != 0 &&
-                strcmp(v, "qwen35") != 0) {
-                fprintf(stderr, "sniperd: --chat-template wants auto, chatml, qwen35 or llama3, "
-                                "got \"%s\"\n", v);
+            if (strcmp(v, "auto") != 0 && chat_family_from_name(v) < 0) {
+                fprintf(stderr, "sniperd: --chat-template wants auto, chatml, qwen35, llama3 or "
+                                "harmony, got \"%s\"\n", v);
                 rc = -EINVAL;
             }
             o->chat_template = strcmp(v, "auto") != 0 ? v : NULL;

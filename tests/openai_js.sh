@@ -6,14 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 skip() { echo "SKIP: $1: the OpenAI JavaScript client is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
-command -v node >/dev/null && command -v npm >/dev/null || skip "node or npm absent"
-NPM_DIR=$BUILD/npm
-if [ ! -d "$NPM_DIR/node_modules/openai" ]; then
-    mkdir -p "$NPM_DIR"
-    (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json)
-    (cd "$NPM_DIR" && timeout 300 npm install --no-audit --no-fund --silent openai@4 >/dev/null 2>&1) ||
-        skip "npm install openai failed (no registry?)"
-fi
+. tests/lib/npm.sh
+npm_need openai openai@4
 TMP=$(mktemp -d /tmp/sniper-js.XXXXXX)
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
 "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --api-key js-key 2>"$TMP/err" &

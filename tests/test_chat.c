@@ -61,11 +61,13 @@ static void render_case(const json_t *c) {
     struct chat_render_opts o = {
         .add_generation_prompt = json_is_true(json_object_get(c, "add_generation_prompt")),
         .enable_thinking = json_is_true(json_object_get(c, "enable_thinking")),
-        .tools_json = tools_json};
+        .tools_json = tools_json, .reasoning_effort = str_or_null(c, "reasoning_effort"),
+        .date = str_or_null(c, "date")};
     const char *fam = str_or_null(c, "family");
-    enum chat_family f = strcmp(fam, "llama3") == 0   ? CHAT_LLAMA3
-                         : strcmp(fam, "qwen35") == 0 ? CHAT_QWEN35
-                                                      : CHAT_CHATML;
+    enum chat_family f = strcmp(fam, "llama3") == 0    ? CHAT_LLAMA3
+                         : strcmp(fam, "qwen35") == 0  ? CHAT_QWEN35
+                         : strcmp(fam, "harmony") == 0 ? CHAT_HARMONY
+                                                       : CHAT_CHATML;
     char *got = chat_render(f, msgs, n, &o, err, sizeof(err));
     CHECK_MSG(got != NULL, "%s: %s", name, err);
     if (got && want && strcmp(got, want) != 0)
@@ -78,7 +80,7 @@ static void render_case(const json_t *c) {
 
 static void test_render_golden(void) {
     json_t *doc = load_expected();
-    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0;
+    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0, n_harmony = 0;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
         render_case(c);
@@ -86,10 +88,12 @@ static void test_render_golden(void) {
         n_chatml += strcmp(fam, "chatml") == 0;
         n_qwen35 += strcmp(fam, "qwen35") == 0;
         n_llama += strcmp(fam, "llama3") == 0;
+        n_harmony += strcmp(fam, "harmony") == 0;
     }
     CHECK(n_chatml >= 12);
     CHECK(n_qwen35 >= 12);
     CHECK(n_llama >= 3);
+    CHECK(n_harmony >= 15);
     json_decref(doc);
 }
 
@@ -114,7 +118,20 @@ static void test_family_fixture(void) {
     CHECK_EQ_INT(chat_family_detect(tmpl), CHAT_CHATML);
     CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "llama3_template")), CHAT_LLAMA3);
     CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "qwen35_template")), CHAT_QWEN35);
+    CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "harmony_template")), CHAT_HARMONY);
     json_decref(doc);
+    gguf_free(g);
+}
+
+/* sniper-mkmodel's gpt-oss models carry a template of the harmony family. */
+static void test_family_gptoss_model(void) {
+    char path[4096], err[256];
+    if (test_make_model(path, sizeof(path), "tiny-gpt-oss.gguf", "--preset tiny-gpt-oss") < 0)
+        return;
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    CHECK_MSG(g != NULL, "%s", err);
+    CHECK_EQ_INT(chat_family_detect(g ? gguf_get_str(g, "tokenizer.chat_template") : NULL),
+                 CHAT_HARMONY);
     gguf_free(g);
 }
 
@@ -128,6 +145,9 @@ static void test_family_detect(void) {
     CHECK_STR(chat_family_name(CHAT_CHATML), "chatml");
     CHECK_STR(chat_family_name(CHAT_LLAMA3), "llama3");
     CHECK_STR(chat_family_name(CHAT_QWEN35), "qwen35");
+    CHECK_STR(chat_family_name(CHAT_HARMONY), "harmony");
+    CHECK_EQ_INT(chat_family_detect("{{ '<|start|>' + role + '<|channel|>final<|message|>' }}"),
+                 CHAT_HARMONY);
 }
 
 static void expect_render_error(enum chat_family f, const struct chat_message *m, size_t n,
@@ -163,6 +183,18 @@ static void test_render_errors(void) {
     expect_render_error(CHAT_CHATML, ok, 1, "[", "tools");
     expect_render_error(CHAT_LLAMA3, ok, 1, "[{\"type\":\"function\"}]", "not supported");
     expect_render_error(CHAT_LLAMA3, bad_call, 2, NULL, "not supported");
+    /* harmony: channel markers in a reply, a call without a name, a tool without a function */
+    struct chat_message marked[] = {{.role = "user", .content = "q"},
+                                    {.role = "assistant", .content = "x<|channel|>final<|message|>y"},
+                                    {.role = "user", .content = "q"}};
+    struct chat_message marked_r[] = {{.role = "user", .content = "q"},
+                                      {.role = "assistant", .content = "y",
+                                       .reasoning_content = "<|channel|>analysis<|message|>"}};
+    expect_render_error(CHAT_HARMONY, marked, 3, NULL, "channel markers");
+    expect_render_error(CHAT_HARMONY, marked_r, 2, NULL, "channel markers");
+    expect_render_error(CHAT_HARMONY, no_name, 2, NULL, "tool_calls[0]");
+    expect_render_error(CHAT_HARMONY, lone_tool, 2, NULL, "without a preceding tool call");
+    expect_render_error(CHAT_HARMONY, ok, 1, "[{\"type\":\"function\"}]", "tools[0]");
 }
 
 /* Arguments that are an object (not a JSON string) are written as tojson writes them. */
@@ -175,7 +207,7 @@ static void test_render_prefix(void) {
                                   {.role = "assistant", .content = "Read.",
                                    .reasoning_content = "fine"},
                                   {.role = "user", .content = "And now?"}};
-    for (int f = CHAT_CHATML; f <= CHAT_QWEN35; f++) {
+    for (int f = CHAT_CHATML; f < CHAT_N_FAMILIES; f++) {
         char err[256] = "";
         struct chat_render_opts pre = {.enable_thinking = true, .as_prefix = true};
         struct chat_render_opts full = {.add_generation_prompt = true, .enable_thinking = true};
@@ -357,6 +389,51 @@ static void test_stream_qwen35(void) {
                   "C[<tool_call>\n{\"name\": \"f\"}\n</tool_call>]", 0);
 }
 
+/* gpt-oss (harmony): the reply continues the prompt's "<|start|>assistant". The analysis channel
+ * is reasoning; final, and a commentary preamble, are content; a message to functions.NAME (the
+ * recipient in the role or in the channel header) is a tool call whose arguments end at <|call|>
+ * (or at the end of the reply, since <|call|> ends generation); other recipients are content. */
+static void test_stream_harmony(void) {
+    const enum chat_family h = CHAT_HARMONY;
+    expect_stream(h, false, "<|channel|>analysis<|message|>The user greets.<|end|><|start|>assistant"
+                  "<|channel|>final<|message|>Hello!", "R[The user greets.]C[Hello!]", 0);
+    expect_stream(h, false, "<|channel|>final<|message|>Done.<|return|>", "C[Done.]", 0);
+    expect_stream(h, false, "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>"
+                  "assistant to=functions.get_weather<|channel|>commentary json<|message|>"
+                  "{\"city\": \"Paris\"}", "R[Need the weather.]T[get_weather|{\"city\":\"Paris\"}|0]",
+                  1);
+    expect_stream(h, false, "<|channel|>commentary to=functions.search <|constrain|>json<|message|>"
+                  "{\"q\":\"x\"}<|call|>", "T[search|{\"q\":\"x\"}|0]", 1);
+    expect_stream(h, false, " to=functions.now<|channel|>commentary json<|message|>{}",
+                  "T[now|{}|0]", 1);
+    expect_stream(h, false, "<|channel|>commentary<|message|>Checking both.<|end|><|start|>assistant"
+                  " to=functions.a<|channel|>commentary json<|message|>{\"x\": [1, 2]}<|end|>"
+                  "<|start|>assistant to=functions.b<|channel|>commentary json<|message|>not json",
+                  "C[Checking both.]T[a|{\"x\":[1,2]}|0]T[b|not json|1]", 2);
+    expect_stream(h, false, "<|channel|>analysis<|message|>x<|end|><|start|>assistant "
+                  "to=browser.search<|channel|>analysis<|message|>{\"query\":\"q\"}<|call|>",
+                  "R[x]C[{\"query\":\"q\"}]", 0);
+    expect_stream(h, false, "<|channel|>analysis<|message|><|end|><|start|>assistant<|channel|>final"
+                  "<|message|>日本語 🇫🇷\n", "C[日本語 🇫🇷\n]", 0);
+}
+
+/* What is not harmony is content, and nothing is lost: text with no header, an unfinished header
+ * or end tag, text with '<' and '<|' in it, a header too long to be one. */
+static void test_stream_harmony_unfinished(void) {
+    const enum chat_family h = CHAT_HARMONY;
+    char longer[400], want[410];
+    expect_stream(h, false, "<|channel|>final<|message|>a < b <| c <|en", "C[a < b <| c <|en]", 0);
+    expect_stream(h, false, "Hello world", "C[Hello world]", 0);
+    expect_stream(h, false, "<|channel|>analy", "C[<|channel|>analy]", 0);
+    expect_stream(h, false, "<|channel|>analysis<|message|>still thinking <|end",
+                  "R[still thinking <|end]", 0);
+    expect_stream(h, false, "", "", 0);
+    memset(longer, 'x', 300);
+    strcpy(longer + 300, "<|end|>tail");
+    snprintf(want, sizeof(want), "C[%.300s%s]", longer, "tail");
+    expect_stream(h, false, longer, want, 0);
+}
+
 static void test_stream_llama3(void) {
     expect_stream(CHAT_LLAMA3, false, "<think>not special</think> <tool_call>x",
                   "C[<think>not special</think> <tool_call>x]", 0);
@@ -368,6 +445,7 @@ static const struct test_case cases[] = {
     {"render_golden", test_render_golden},
     {"family_fixture", test_family_fixture},
     {"family_detect", test_family_detect},
+    {"family_gptoss_model", test_family_gptoss_model},
     {"render_errors", test_render_errors},
     {"render_object_arguments", test_render_object_arguments},
     {"stream_think", test_stream_think},
@@ -376,6 +454,8 @@ static const struct test_case cases[] = {
     {"stream_tool_calls", test_stream_tool_calls},
     {"stream_qwen35", test_stream_qwen35},
     {"stream_llama3", test_stream_llama3},
+    {"stream_harmony", test_stream_harmony},
+    {"stream_harmony_unfinished", test_stream_harmony_unfinished},
     {0},
 };
 

@@ -18,6 +18,7 @@
 #include "gguf_write.h"
 #include "engine.h"
 #include "harness.h"
+#include "hash64.h"
 #include "model.h"
 #include "quant.h"
 
@@ -773,6 +774,262 @@ static void test_upcycle(void) {
     CHECK(!file_exists(tmp_path("bad.gguf")));
 }
 
+/* ==== sniper-mkmodel: gpt-oss ================================================================ */
+
+/* XXH64 (seed 0) of `sniper-mkmodel --preset tiny-gpt-oss` (seed 42): the file the goldens in
+ * tests/fixtures/gpt-oss were made from (its README has the sha256 too). */
+#define TINY_GPTOSS_XXH64 0xc82ce952a6b6fd94ull
+
+/* The tensor called name with this type and shape (ne1/ne2 0: fewer dims), or NULL (failed). */
+static const struct gguf_tensor *expect_tensor(const struct gguf *g, const char *name,
+                                               enum qtype type, uint64_t ne0, uint64_t ne1,
+                                               uint64_t ne2) {
+    const struct gguf_tensor *t = gguf_find_tensor(g, name);
+    uint32_t n_dims = ne2 ? 3 : ne1 ? 2 : 1;
+    CHECK_MSG(t != NULL, "missing tensor \"%s\"", name);
+    if (!t)
+        return NULL;
+    CHECK_MSG(t->n_dims == n_dims && t->ne[0] == ne0 && t->ne[1] == (ne1 ? ne1 : 1) &&
+              t->ne[2] == (ne2 ? ne2 : 1), "\"%s\": wrong shape", name);
+    CHECK_MSG(t->type == type, "\"%s\": type %s, expected %s", name, qtype_name(t->type),
+              qtype_name(type));
+    return t;
+}
+
+struct oss_shape {
+    uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff_exp, n_expert;
+    enum qtype matrix, experts; /* attention and output; ffn_*_exps */
+};
+
+/* A gpt-oss layer as llama.cpp's loader (llama_model_openai_moe) lists it: biases on q, k, v and
+ * the output, sinks, post_attention_norm, the router and its bias, experts with bias rows. */
+static void check_gptoss_layer(const struct gguf *g, const struct oss_shape *s, int il) {
+    static const char *const exps[] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    uint64_t e = s->n_embd, q = (uint64_t)s->n_head * s->head_dim;
+    uint64_t kv = (uint64_t)s->n_head_kv * s->head_dim, ff = s->n_ff_exp, n = s->n_expert;
+    char name[96];
+#define T(suffix, type, a, b, c) \
+    (snprintf(name, sizeof(name), "blk.%d.%s", il, suffix), expect_tensor(g, name, type, a, b, c))
+    T("attn_norm.weight", QTYPE_F32, e, 0, 0);
+    T("attn_q.weight", s->matrix, e, q, 0);
+    T("attn_q.bias", QTYPE_F32, q, 0, 0);
+    T("attn_k.weight", s->matrix, e, kv, 0);
+    T("attn_k.bias", QTYPE_F32, kv, 0, 0);
+    T("attn_v.weight", s->matrix, e, kv, 0);
+    T("attn_v.bias", QTYPE_F32, kv, 0, 0);
+    T("attn_output.weight", s->matrix, q, e, 0);
+    T("attn_output.bias", QTYPE_F32, e, 0, 0);
+    T("attn_sinks.weight", QTYPE_F32, s->n_head, 0, 0);
+    T("post_attention_norm.weight", QTYPE_F32, e, 0, 0);
+    T("ffn_gate_inp.weight", QTYPE_F32, e, n, 0);
+    T("ffn_gate_inp.bias", QTYPE_F32, n, 0, 0);
+    for (int k = 0; k < 3; k++) {
+        char w[48], b[48];
+        snprintf(w, sizeof(w), "%s.weight", exps[k]);
+        snprintf(b, sizeof(b), "%s.bias", exps[k]);
+        T(w, s->experts, k == 2 ? ff : e, k == 2 ? e : ff, n);
+        T(b, QTYPE_F32, k == 2 ? e : ff, n, 0);
+    }
+#undef T
+}
+
+/* MXFP4, restated from ggml's block_mxfp4 to pin the layout the tool writes: byte 0 the E8M0
+ * exponent, then value j in the low nibble of byte 1 + j and value j + 16 in the high one, codes
+ * {0, 1, 2, 3, 4, 6, 8, 12} (bit 3 the sign) times 2^(e - 128). */
+static void mxfp4_decode(const uint8_t *b, uint64_t n_blocks, float *out) {
+    static const int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (uint64_t i = 0; i < n_blocks; i++, b += 17, out += 32) {
+        float d = ldexpf(1.0f, (int)b[0] - 128);
+        for (int j = 0; j < 16; j++) {
+            out[j] = kv[b[1 + j] & 15] * d;
+            out[j + 16] = kv[b[1 + j] >> 4] * d;
+        }
+    }
+}
+
+/* Statistics of any tensor of a gpt-oss file (F32, Q8_0 or MXFP4). Returns 0 or -1. */
+static int gptoss_stats(const struct gguf *g, const struct gguf_tensor *t, struct stats *st) {
+    if (t->type != QTYPE_MXFP4)
+        return tensor_stats(g, t, st);
+    uint8_t *raw = read_tensor(g, t->name);
+    float *x = malloc(t->n_elems * sizeof(float));
+    memset(st, 0, sizeof(*st));
+    if (raw && x) {
+        mxfp4_decode(raw, t->n_elems / 32, x);
+        stats_add(st, x, t->n_elems);
+    }
+    free(raw);
+    free(x);
+    return raw && x ? 0 : -1;
+}
+
+/* The values of a gpt-oss file as the tool promises them: norms ~1, biases std 0.1 (the router's
+ * 0.5), sinks std 1, the experts' gate and up 3.5 / sqrt(row), other matrices 1 / sqrt(row). */
+static void check_gptoss_values(const struct gguf *g) {
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        const char *nm = t->name;
+        struct stats st;
+        CHECK_MSG(gptoss_stats(g, t, &st) == 0, "cannot decode \"%s\"", nm);
+        bool norm = strstr(nm, "norm") != NULL, bias = strstr(nm, ".bias") != NULL;
+        double want = norm ? 0.05 : strstr(nm, "ffn_gate_inp.bias") ? 0.5 : bias ? 0.1
+                    : strstr(nm, "attn_sinks") ? 1.0 : strcmp(nm, "token_embd.weight") == 0 ? 1.0
+                    : (strstr(nm, "ffn_gate_exps") || strstr(nm, "ffn_up_exps") ? 3.5 : 1.0) /
+                          sqrt((double)t->ne[0]);
+        double mean = st.sum / (double)st.n, std = sqrt(st.sumsq / (double)st.n - mean * mean);
+        CHECK_MSG(st.n_bad == 0 && st.max_abs < (norm ? 1.5 : 8.0 * want), "\"%s\": max |x| %g",
+                  nm, st.max_abs);
+        if (st.n < 512) /* 8 sinks, 16 router biases: too few values for their std */
+            continue;
+        CHECK_MSG(std > 0.75 * want && std < 1.25 * want, "\"%s\" (%s): std %g, want ~%g", nm,
+                  qtype_name(t->type), std, want);
+        double tol = norm ? 0.03 : fmax(0.08, 4.0 / sqrt((double)st.n)) * want; /* 4 sigma */
+        CHECK_MSG(fabs(mean - (norm ? 1.0 : 0.0)) < tol, "\"%s\": mean %g", nm, mean);
+    }
+}
+
+/* The keys llama.cpp reads for gpt-oss, with a preset's values. */
+static void check_gptoss_keys(const struct gguf *g, const struct oss_shape *s, uint32_t n_swa,
+                              uint32_t file_type) {
+    float f = 0;
+    CHECK_STR(gguf_get_str(g, "general.architecture"), "gpt-oss");
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.block_count"), s->n_layer);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.context_length"), 131072);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.embedding_length"), s->n_embd);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.feed_forward_length"), s->n_ff_exp);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.expert_feed_forward_length"), s->n_ff_exp);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.attention.head_count"), s->n_head);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.attention.head_count_kv"), s->n_head_kv);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.attention.key_length"), s->head_dim);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.attention.value_length"), s->head_dim);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.expert_count"), s->n_expert);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.expert_used_count"), 4);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.attention.sliding_window"), n_swa);
+    CHECK_STR(gguf_get_str(g, "gpt-oss.rope.scaling.type"), "yarn");
+    CHECK(gguf_get_f32(g, "gpt-oss.rope.scaling.factor", &f) == 0 && f == 32.0f);
+    CHECK_EQ_INT(get_u32(g, "gpt-oss.rope.scaling.original_context_length"), 4096);
+    CHECK(gguf_get_f32(g, "gpt-oss.rope.freq_base", &f) == 0 && f == 150000.0f);
+    CHECK(gguf_get_f32(g, "gpt-oss.attention.layer_norm_rms_epsilon", &f) == 0 && f == 1e-5f);
+    CHECK_EQ_INT(get_u32(g, "general.file_type"), file_type);
+    CHECK_STR(gguf_get_str(g, "tokenizer.ggml.pre"), "gpt-4o");
+    const char *tmpl = gguf_get_str(g, "tokenizer.chat_template");
+    CHECK(tmpl && strstr(tmpl, "<|channel|>") && strstr(tmpl, "<|start|>assistant"));
+}
+
+/* gpt-oss's 21 added tokens after the learned ones, all CONTROL; eos <|return|>, bos
+ * <|startoftext|>, pad <|endoftext|>, as its GGUFs name them. */
+static void check_gptoss_vocab(const struct gguf *g) {
+    static const char *const added[] = {"<|startoftext|>", "<|endoftext|>", "<|reserved_200000|>",
+        "<|reserved_200001|>", "<|return|>", "<|constrain|>", "<|reserved_200004|>",
+        "<|channel|>", "<|start|>", "<|end|>", "<|message|>"};
+    uint64_t n = 0, nt = 0;
+    const struct gguf_str *tok = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_VTYPE_STRING, &n);
+    const int32_t *ty = gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VTYPE_INT32, &nt);
+    uint32_t bos = get_u32(g, "tokenizer.ggml.bos_token_id");
+    CHECK(tok && ty && n == nt && bos + 21 <= n);
+    if (!tok || !ty || n != nt || bos + 21 > n)
+        return;
+    for (uint32_t i = 0; i < sizeof(added) / sizeof(added[0]); i++)
+        CHECK_MSG(strcmp(tok[bos + i].data, added[i]) == 0 && ty[bos + i] == 3, "token %u", bos + i);
+    CHECK_STR(tok[bos + 14].data, "<|call|>");
+    CHECK_STR(tok[bos + 20].data, "<|endofprompt|>");
+    CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.eos_token_id"), bos + 4);
+    CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.padding_token_id"), bos + 1);
+}
+
+/* tiny-gpt-oss: every layer's tensors, its keys, vocabulary and values. */
+static void test_gptoss_tiny(void) {
+    const struct oss_shape s = {4, 128, 8, 2, 64, 64, 16, QTYPE_F32, QTYPE_F32};
+    const char *path = tmp_path("tiny-gpt-oss.gguf");
+    CHECK_EQ_INT(MKMODEL("-o", path, "--preset", "tiny-gpt-oss"), 0);
+    struct gguf *g = open_ok(path);
+    if (!g)
+        return;
+    check_gptoss_keys(g, &s, 16, 0);
+    check_gptoss_vocab(g);
+    check_merges(g);
+    for (int il = 0; il < 4; il++)
+        check_gptoss_layer(g, &s, il);
+    expect_tensor(g, "token_embd.weight", QTYPE_F32, 128, g->tensors[0].ne[1], 0);
+    expect_tensor(g, "output.weight", QTYPE_F32, 128, g->tensors[0].ne[1], 0);
+    expect_tensor(g, "output_norm.weight", QTYPE_F32, 128, 0, 0);
+    CHECK_EQ_INT(g->n_tensors, 3 + 4 * 19);
+    check_gptoss_values(g);
+    gguf_free(g);
+}
+
+/* The goldens of tests/fixtures/gpt-oss were made from this very tiny-gpt-oss file (so the F32
+ * model is regenerated, not committed), and the fixture's MXFP4 file (llama-quantize's
+ * MXFP4_MOE) has the same tensors, with MXFP4 experts, Q8_0 matrices and F32 for the rest. */
+static void test_gptoss_fixture(void) {
+    const char *path = tmp_path("tiny-gpt-oss.gguf");
+    CHECK_EQ_INT(MKMODEL("-o", path, "--preset", "tiny-gpt-oss"), 0);
+    struct gguf *g = open_ok(path);
+    if (!g)
+        return;
+    size_t n = 0;
+    char *bytes = test_read_file(path, &n);
+    uint64_t h = bytes ? hash64(bytes, n, 0) : 0;
+    CHECK_MSG(h == TINY_GPTOSS_XXH64, "tiny-gpt-oss is not the file tests/fixtures/gpt-oss's "
+              "goldens were made from (XXH64 %016llx): regenerate them (its README)",
+              (unsigned long long)h);
+    free(bytes);
+    struct gguf *q = open_ok("tests/fixtures/gpt-oss/models/tiny-gpt-oss-mxfp4_moe.gguf");
+    for (uint64_t i = 0; q && i < g->n_tensors; i++) {
+        const struct gguf_tensor *a = &g->tensors[i], *b = gguf_find_tensor(q, a->name);
+        bool exps = strstr(a->name, "_exps.weight") != NULL, mat = a->n_dims >= 2 &&
+                    !strstr(a->name, ".bias") && !strstr(a->name, "ffn_gate_inp");
+        enum qtype want = exps ? QTYPE_MXFP4 : mat ? QTYPE_Q8_0 : QTYPE_F32;
+        CHECK_MSG(b && b->type == want && b->n_elems == a->n_elems, "fixture \"%s\"", a->name);
+    }
+    CHECK(q && q->n_tensors == g->n_tensors);
+    if (q)
+        check_gptoss_values(q);
+    gguf_free(q);
+    gguf_free(g);
+}
+
+/* gpt-oss-20b / 120b narrowed (the real files are 13 and 64 GB): their own keys survive, the
+ * experts are MXFP4 (file type MOSTLY_MXFP4_MOE), the rest Q8_0, biases and routers F32; 120b
+ * keeps the real vocabulary size (padded). */
+static void test_gptoss_presets(void) {
+    const struct oss_shape s20 = {2, 256, 64, 8, 64, 256, 32, QTYPE_Q8_0, QTYPE_MXFP4};
+    const struct oss_shape s120 = {1, 64, 64, 8, 64, 64, 128, QTYPE_Q8_0, QTYPE_MXFP4};
+    const char *path = tmp_path("gpt-oss.gguf");
+    CHECK_EQ_INT(MKMODEL("-o", path, "--preset", "gpt-oss-20b", "--n-layer", "2", "--n-embd",
+                         "256", "--n-ff-exp", "256", "--n-vocab", "1024"), 0);
+    struct gguf *g = open_ok(path);
+    if (g) {
+        check_gptoss_keys(g, &s20, 128, 38);
+        for (int il = 0; il < 2; il++)
+            check_gptoss_layer(g, &s20, il);
+        expect_tensor(g, "output.weight", QTYPE_Q8_0, 256, 1024, 0);
+        check_gptoss_values(g);
+    }
+    gguf_free(g);
+    CHECK_EQ_INT(MKMODEL("-o", path, "--preset", "gpt-oss-120b", "--n-layer", "1", "--n-embd",
+                         "64", "--n-ff-exp", "64"), 0);
+    g = open_ok(path);
+    if (g) {
+        check_gptoss_keys(g, &s120, 128, 38);
+        check_gptoss_layer(g, &s120, 0);
+        expect_tensor(g, "token_embd.weight", QTYPE_Q8_0, 64, 201088, 0);
+        check_gptoss_vocab(g);
+    }
+    gguf_free(g);
+    /* F32 experts on request; its family only */
+    CHECK_EQ_INT(MKMODEL("-o", path, "--preset", "gpt-oss-20b", "--n-layer", "1", "--n-embd", "64",
+                         "--n-ff-exp", "64", "--n-vocab", "1024", "--types", "f32"), 0);
+    g = open_ok(path);
+    const struct gguf_tensor *t = g ? gguf_find_tensor(g, "blk.0.ffn_up_exps.weight") : NULL;
+    CHECK(t && t->type == QTYPE_F32 && get_u32(g, "general.file_type") == 0);
+    gguf_free(g);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("bad.gguf"), "--preset", "tiny-gpt-oss", "--arch", "qwen3"),
+                 2);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("bad.gguf"), "--preset", "tiny-gpt-oss", "--upcycle"), 2);
+    CHECK(!file_exists(tmp_path("bad.gguf")));
+}
+
 /* ==== sniper-mkmodel: presets, tokenizer import, bad options ================================= */
 
 /* The 30B preset's metadata and vocabulary with small matrices (the full one is ~17 GiB). */
@@ -862,6 +1119,9 @@ static const struct test_case cases[] = {
     {"seeds", test_seeds},
     {"upcycle", test_upcycle},
     {"preset_30b_reduced", test_preset_30b_reduced},
+    {"gptoss_tiny", test_gptoss_tiny},
+    {"gptoss_fixture", test_gptoss_fixture},
+    {"gptoss_presets", test_gptoss_presets},
     {"tokenizer_json", test_tokenizer_json},
     {"bad_options", test_bad_options},
     {0, 0},

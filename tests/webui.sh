@@ -9,14 +9,8 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 skip() { echo "SKIP: $1: the web UI is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
 [ -x /usr/bin/chromium ] || skip "/usr/bin/chromium absent (apt-get install chromium)"
-command -v node >/dev/null && command -v npm >/dev/null || skip "node or npm absent"
-NPM_DIR=$BUILD/npm
-if [ ! -d "$NPM_DIR/node_modules/playwright-core" ]; then
-    mkdir -p "$NPM_DIR"
-    (cd "$NPM_DIR" && [ -f package.json ] || echo '{"private":true}' >package.json)
-    (cd "$NPM_DIR" && timeout 300 npm install --no-audit --no-fund --silent playwright-core@1 \
-        >/dev/null 2>&1) || skip "npm install playwright-core failed (no registry?)"
-fi
+. tests/lib/npm.sh
+npm_need playwright-core playwright-core@1
 TMP=$(mktemp -d /tmp/sniper-webui.XXXXXX)
 SHOTS=$BUILD/webui-screenshots
 mkdir -p "$SHOTS"

@@ -1,6 +1,6 @@
-/* tools/mkmodel.c - sniper-mkmodel: writes valid qwen3moe / qwen3 / llama GGUFs with deterministic
- * random but well-scaled weights, llama.cpp's tensor names, metadata and type mixes, and a
- * byte-level BPE tokenizer (built in, or imported from a Hugging Face tokenizer.json).
+/* tools/mkmodel.c - sniper-mkmodel: writes valid qwen3moe / qwen3 / llama / qwen35* / gpt-oss GGUFs
+ * with deterministic random but well-scaled weights, llama.cpp's tensor names, metadata and type
+ * mixes, and a byte-level BPE tokenizer (built in, or imported from a Hugging Face tokenizer.json).
  * Invariants: a tensor's bytes depend only on (seed, its name, its type and shape), so two models
  * that share a tensor share its bytes; quantized tensors are written as random codes plus chosen
  * scales, block by block in chunks, so a 17 GB model streams at disk speed in constant memory.
@@ -27,7 +27,9 @@
 
 /* ==== options and presets ===================================================================== */
 
-enum mk_arch { MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA, MK_ARCH_QWEN35MOE, MK_ARCH_QWEN35 };
+enum mk_arch {
+    MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA, MK_ARCH_QWEN35MOE, MK_ARCH_QWEN35, MK_ARCH_GPTOSS,
+};
 enum mk_types { MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M };
 
 struct mk_opts {
@@ -46,6 +48,11 @@ struct mk_opts {
     /* qwen35*: the preset's, no flags */
     uint32_t n_ff_shexp, n_rot, ssm_state, ssm_group, ssm_rank, ssm_conv, attn_interval;
     uint32_t nextn;             /* qwen35*: multi-token-prediction blocks after the trunk */
+    /* gpt-oss: the preset's (mk_gptoss_presets), no flags */
+    uint32_t n_swa;             /* sliding window of the even layers, in positions */
+    float yarn_factor;          /* rope.scaling.factor */
+    uint32_t yarn_orig_ctx;     /* rope.scaling.original_context_length */
+    bool mxfp4_experts;         /* ffn_*_exps in MXFP4, as the published files carry them */
 };
 
 /* A Qwen3.5 preset's Gated DeltaNet and shared-expert shapes (zero for the other families). */
@@ -82,15 +89,42 @@ static const struct mk_preset mk_presets[] = {
      * a dense FFN of 12,288 */
     {"qwen3.5-9b", MK_ARCH_QWEN35, MK_TYPES_Q4_K_M, 32, 4096, 16, 4, 256, 12288, 0, 0, 0, 262144,
      248320, {0, 64, 128, 16, 32, 4, 4, 1e7f}},
+    /* gpt-oss (window, YaRN and expert type in mk_gptoss_presets): tiny-gpt-oss is the shape of
+     * tests/fixtures/gpt-oss; the real ones are 2880 wide, attention 64 / 8 heads of 64, experts
+     * of 2880 (4 used), vocabulary 201,088: gpt-oss-20b 24 layers and 32 experts, gpt-oss-120b 36
+     * layers and 128 experts; MXFP4 experts and Q8_0 for the other matrices, as llama-quantize's
+     * MXFP4_MOE writes them (about 12.1 and 63.2 GB) */
+    {"tiny-gpt-oss", MK_ARCH_GPTOSS, MK_TYPES_F32, 4, 128, 8, 2, 64, 64, 16, 4, 64, 131072, 0, {0}},
+    {"gpt-oss-20b", MK_ARCH_GPTOSS, MK_TYPES_Q8_0, 24, 2880, 64, 8, 64, 2880, 32, 4, 2880, 131072,
+     201088, {0}},
+    {"gpt-oss-120b", MK_ARCH_GPTOSS, MK_TYPES_Q8_0, 36, 2880, 64, 8, 64, 2880, 128, 4, 2880, 131072,
+     201088, {0}},
 };
 
-static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35"};
+/* What a gpt-oss preset adds to its row: the sliding window of its even layers, YaRN (factor 32
+ * over an original context of 4,096, RoPE base 150,000), RMS eps 1e-5, and whether its experts are
+ * MXFP4. The tiny one's window is 16 so that short prompts cross it. */
+static const struct mk_gptoss {
+    const char *preset;
+    uint32_t n_swa;
+    float yarn_factor;
+    uint32_t yarn_orig_ctx;
+    bool mxfp4_experts;
+} mk_gptoss_presets[] = {
+    {"tiny-gpt-oss", 16, 32.0f, 4096, false},
+    {"gpt-oss-20b", 128, 32.0f, 4096, true},
+    {"gpt-oss-120b", 128, 32.0f, 4096, true},
+};
+
+static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35",
+                                             "gpt-oss"};
 static const char *const mk_types_names[] = {"f32", "q8_0", "q4_k_m"};
 
 static void mk_usage(FILE *f) {
     fprintf(f,
         "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
-        "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b] [--arch qwen3moe|qwen3|llama]\n"
+        "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b]\n"
+        "         [--arch qwen3moe|qwen3|llama]\n"
         "         [--types f32|q8_0|q4_k_m] [--seed N]\n"
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
@@ -104,7 +138,7 @@ static void mk_usage(FILE *f) {
 }
 
 static bool mk_is_moe(int arch) {
-    return arch == MK_ARCH_QWEN3MOE || arch == MK_ARCH_QWEN35MOE;
+    return arch == MK_ARCH_QWEN3MOE || arch == MK_ARCH_QWEN35MOE || arch == MK_ARCH_GPTOSS;
 }
 
 static bool mk_is_hybrid(int arch) {
@@ -234,6 +268,30 @@ static void set_default(uint32_t *v, uint32_t preset_value) {
         *v = preset_value;
 }
 
+/* A gpt-oss preset's own keys (its family only: --arch refused); its expert FFN is also its
+ * feed_forward_length, as the converter writes intermediate_size for both. Returns 0 or -EINVAL. */
+static int opts_apply_gptoss(struct mk_opts *o, const struct mk_preset *p) {
+    const struct mk_gptoss *g = NULL;
+    for (size_t i = 0; i < sizeof(mk_gptoss_presets) / sizeof(mk_gptoss_presets[0]); i++)
+        if (strcmp(p->name, mk_gptoss_presets[i].preset) == 0)
+            g = &mk_gptoss_presets[i];
+    if (!g || o->arch != MK_ARCH_GPTOSS || o->upcycle) {
+        fprintf(stderr, "sniper-mkmodel: --arch and --upcycle do not go with --preset %s\n",
+                p->name);
+        return -EINVAL;
+    }
+    o->n_swa = g->n_swa;
+    o->yarn_factor = g->yarn_factor;
+    o->yarn_orig_ctx = g->yarn_orig_ctx;
+    o->mxfp4_experts = g->mxfp4_experts && o->types != MK_TYPES_F32;
+    o->n_ff = o->n_ff_exp;
+    if (o->rope_base == 0.0f)
+        o->rope_base = 150000.0f;
+    if (o->eps == 0.0f)
+        o->eps = 1e-5f;
+    return 0;
+}
+
 /* Fills every unset field from the preset. Returns 0 or -EINVAL for an unknown preset. */
 static int opts_apply_preset(struct mk_opts *o) {
     const struct mk_preset *p = NULL;
@@ -276,6 +334,8 @@ static int opts_apply_preset(struct mk_opts *o) {
     set_default(&o->n_ff_exp, o->upcycle ? o->n_ff : p->n_ff_exp);
     set_default(&o->ctx, p->ctx);
     set_default(&o->n_vocab, p->n_vocab);
+    if (p->arch == MK_ARCH_GPTOSS && opts_apply_gptoss(o, p) < 0)
+        return -EINVAL;
     if (o->rope_base == 0.0f)
         o->rope_base = 1e6f;
     if (o->eps == 0.0f)
@@ -445,6 +505,24 @@ static void gen_q6_K(struct rng *r, float std, struct block_q6_K *b) {
     rng_bytes(r, b->qh, sizeof(b->qh));
 }
 
+/* MXFP4 as ggml stores it (block_mxfp4, 17 bytes for 32 values): byte 0 an E8M0 exponent e,
+ * bytes 1..16 the 4-bit codes (value j in the low nibble of byte 1 + j, value j + 16 in the high);
+ * a code decodes to {0, 1, 2, 3, 4, 6, 8, 12} (sign in bit 3) times 2^(e - 128), FP4 E2M1 with
+ * the block's power of two. Uniform codes have std sqrt(274 / 8) = 5.852 units. The exponent is
+ * floor(log2 s) or one more, drawn so the mean square of the scale is s^2 (a power of two alone
+ * would land up to sqrt 2 off the std wanted). */
+#define MK_MXFP4_BLOCK_BYTES 17
+#define MK_MXFP4_CODE_STD 5.852f
+
+static void gen_mxfp4(struct rng *r, float std, uint8_t *b) {
+    float s = std / MK_MXFP4_CODE_STD * rng_jitter(r);
+    int lo = (int)floorf(log2f(s));
+    float p_hi = (s * s / ldexpf(1.0f, 2 * lo) - 1.0f) / 3.0f; /* 4^lo (1 - p) + 4^(lo+1) p = s^2 */
+    int e = 128 + lo + (rng_unit(r) < p_hi);
+    b[0] = (uint8_t)(e < 1 ? 1 : e > 254 ? 254 : e);
+    rng_bytes(r, b + 1, MK_MXFP4_BLOCK_BYTES - 1);
+}
+
 /* One tensor's deterministic stream of blocks. */
 /* How an F32 tensor's values are drawn. */
 enum mk_dist {
@@ -478,6 +556,7 @@ static void stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
         case QTYPE_Q5_0: gen_q5_0(&s->rng, s->std, (struct block_q5_0 *)(void *)dst); break;
         case QTYPE_Q4_K: gen_q4_K(&s->rng, s->std, (struct block_q4_K *)(void *)dst); break;
         case QTYPE_Q6_K: gen_q6_K(&s->rng, s->std, (struct block_q6_K *)(void *)dst); break;
+        case QTYPE_MXFP4: gen_mxfp4(&s->rng, s->std, dst); break;
         default: {
             float v = s->dist == MK_DIST_UNIFORM ? s->mean + s->std * (2 * rng_unit(&s->rng) - 1)
                     : s->dist == MK_DIST_NEG_LOGU
@@ -805,22 +884,36 @@ static const struct { const char *text; bool special; } mk_qwen3_added[] = {
     {"<think>", false}, {"</think>", false},
 };
 
-/* Picks eos/pad/bos among the special tokens present (Qwen's choices first). */
+/* gpt-oss's added tokens (o200k_harmony) in their order, all special (CONTROL in its GGUFs);
+ * the reserved ones keep the names of their ids in the real vocabulary (199,998 ...). */
+static const char *const mk_harmony_added[] = {
+    "<|startoftext|>", "<|endoftext|>", "<|reserved_200000|>", "<|reserved_200001|>",
+    "<|return|>", "<|constrain|>", "<|reserved_200004|>", "<|channel|>", "<|start|>", "<|end|>",
+    "<|message|>", "<|reserved_200009|>", "<|reserved_200010|>", "<|reserved_200011|>",
+    "<|call|>", "<|reserved_200013|>", "<|reserved_200014|>", "<|reserved_200015|>",
+    "<|reserved_200016|>", "<|reserved_200017|>", "<|endofprompt|>",
+};
+
+/* Picks eos/pad/bos among the special tokens present (Qwen's choices first; gpt-oss's eos is
+ * <|return|>, its bos <|startoftext|>). */
 static void vocab_pick_specials(struct mk_vocab *v) {
-    static const char *const eos[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>"};
+    static const char *const eos[] = {"<|im_end|>", "<|return|>", "<|endoftext|>", "<|eot_id|>",
+                                      "</s>"};
     static const char *const pad[] = {"<|endoftext|>", "<|end_of_text|>", "<pad>"};
-    static const char *const bos[] = {"<|endoftext|>", "<|begin_of_text|>", "<s>"};
+    static const char *const bos[] = {"<|startoftext|>", "<|endoftext|>", "<|begin_of_text|>",
+                                      "<s>"};
     v->eos_id = v->pad_id = v->bos_id = -1;
-    for (size_t i = 0; i < 4 && v->eos_id < 0; i++)
+    for (size_t i = 0; i < 5 && v->eos_id < 0; i++)
         v->eos_id = vocab_find(v, eos[i]);
     for (size_t i = 0; i < 3 && v->pad_id < 0; i++)
         v->pad_id = vocab_find(v, pad[i]);
-    for (size_t i = 0; i < 3 && v->bos_id < 0; i++)
+    for (size_t i = 0; i < 4 && v->bos_id < 0; i++)
         v->bos_id = vocab_find(v, bos[i]);
 }
 
-/* The built-in vocabulary: 256 byte tokens, learned merges, Qwen3's 26 added tokens. */
-static int vocab_builtin(struct mk_vocab *v) {
+/* The built-in vocabulary: 256 byte tokens, learned merges, then Qwen3's 26 added tokens, or
+ * gpt-oss's 21 (harmony). */
+static int vocab_builtin(struct mk_vocab *v, bool harmony) {
     uint32_t cp[256], rank[256];
     char text[4];
     int rc = 0;
@@ -831,7 +924,10 @@ static int vocab_builtin(struct mk_vocab *v) {
     }
     if (rc == 0)
         rc = bpe_train(v, rank);
-    for (size_t i = 0; rc == 0 && i < sizeof(mk_qwen3_added) / sizeof(mk_qwen3_added[0]); i++)
+    for (size_t i = 0; harmony && rc == 0 && i < sizeof(mk_harmony_added) / sizeof(char *); i++)
+        rc = vocab_set(v, v->n_tokens, mk_harmony_added[i], MK_TOK_CONTROL);
+    for (size_t i = 0; !harmony && rc == 0 && i < sizeof(mk_qwen3_added) / sizeof(mk_qwen3_added[0]);
+         i++)
         rc = vocab_set(v, v->n_tokens, mk_qwen3_added[i].text,
                        mk_qwen3_added[i].special ? MK_TOK_CONTROL : MK_TOK_USER_DEFINED);
     return rc;
@@ -930,7 +1026,8 @@ static int vocab_from_json(struct mk_vocab *v, const char *path) {
 
 /* The tokenizer for o: imported or built in, padded to o->n_vocab when set. */
 static int vocab_build(struct mk_vocab *v, const struct mk_opts *o) {
-    int rc = o->tok_json ? vocab_from_json(v, o->tok_json) : vocab_builtin(v);
+    int rc = o->tok_json ? vocab_from_json(v, o->tok_json)
+                         : vocab_builtin(v, o->arch == MK_ARCH_GPTOSS);
     if (rc == 0) {
         rc = vocab_pad(v, o->n_vocab);
         if (rc == -EINVAL)
@@ -959,6 +1056,24 @@ static const char mk_chat_template[] =
     "{%- endif %}\n"
     "{%- endif %}\n";
 
+/* A compact harmony template for gpt-oss models (the real one also renders tools, reasoning and
+ * the date): enough for `tokenizer.chat_template` to name the family, by its <|channel|> marker. */
+static const char mk_harmony_template[] =
+    "{{- '<|start|>system<|message|>Reasoning: ' + (reasoning_effort | default('medium')) + "
+    "'\\n\\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.<|end|>' }}\n"
+    "{%- for message in messages %}\n"
+    "{%- if message.role == 'system' or message.role == 'developer' %}\n"
+    "{{- '<|start|>developer<|message|># Instructions\\n\\n' + message.content + "
+    "'\\n\\n<|end|>' }}\n"
+    "{%- elif message.role == 'assistant' %}\n"
+    "{{- '<|start|>assistant<|channel|>final<|message|>' + message.content + '<|end|>' }}\n"
+    "{%- elif message.role == 'user' %}\n"
+    "{{- '<|start|>user<|message|>' + message.content + '<|end|>' }}\n"
+    "{%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}\n";
+
 /* ==== model plan: names, shapes, types ======================================================== */
 
 enum mk_role {
@@ -969,6 +1084,7 @@ enum mk_role {
     MK_ROLE_SSM_CONV,  /* f32, N(0, 1/4) */
     MK_ROLE_SSM_DT,    /* f32, U(0.5, 1.5) */
     MK_ROLE_SSM_A,     /* f32, -A with A log-uniform in [0.01, 4]: negative, so exp(g) < 1 */
+    MK_ROLE_BIAS,      /* f32, N(0, std set by the planner): gpt-oss's biases and sinks */
 };
 
 struct mk_tensor {
@@ -1061,6 +1177,54 @@ static void plan_ffn(struct mk_model *m, const struct mk_opts *o, int il) {
     }
 }
 
+/* gpt-oss's random biases, sinks and expert gain: large enough that a forgotten bias or sink
+ * moves the logits well beyond the fixtures' bar, and that the clamps of its SwiGLU (limit 7) are
+ * hit: the experts' gate and up values have std 3.5, so beyond 7 about one time in twenty. */
+#define MK_GPTOSS_BIAS_STD 0.1f
+#define MK_GPTOSS_ROUTER_BIAS_STD 0.5f
+#define MK_GPTOSS_SINK_STD 1.0f
+#define MK_GPTOSS_GATE_UP_GAIN 3.5f
+
+static void plan_bias(struct mk_model *m, const struct mk_opts *o, const char *name, int il,
+                      uint64_t ne0, uint64_t ne1, float std) {
+    plan_add(m, o, name, il, MK_ROLE_BIAS, ne0, ne1, 0);
+    m->t[m->n - 1].std = std;
+}
+
+/* Layer il of a gpt-oss model, as llama.cpp's loader lists it: attention with biases on q, k, v
+ * and the output and a sink logit per head (attn_sinks, named ".weight" as the converter does),
+ * post_attention_norm, the router with its bias, and the experts with one bias row each (MXFP4
+ * when the preset's published file has them so). */
+static void plan_gptoss_layer(struct mk_model *m, const struct mk_opts *o, int il) {
+    static const char *const exps[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    static const char *const bias[3] = {"ffn_gate_exps.bias", "ffn_up_exps.bias",
+                                        "ffn_down_exps.bias"};
+    uint64_t e = o->n_embd, qd = (uint64_t)o->n_head * o->head_dim;
+    uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim, ff = o->n_ff_exp, n_exp = o->n_expert;
+    plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
+    plan_bias(m, o, "attn_q.bias", il, qd, 0, MK_GPTOSS_BIAS_STD);
+    plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
+    plan_bias(m, o, "attn_k.bias", il, kvd, 0, MK_GPTOSS_BIAS_STD);
+    plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
+    plan_bias(m, o, "attn_v.bias", il, kvd, 0, MK_GPTOSS_BIAS_STD);
+    plan_add(m, o, "attn_output", il, MK_ROLE_ATTN_O, qd, e, 0);
+    plan_bias(m, o, "attn_output.bias", il, e, 0, MK_GPTOSS_BIAS_STD);
+    plan_bias(m, o, "attn_sinks", il, o->n_head, 0, MK_GPTOSS_SINK_STD);
+    plan_add(m, o, "post_attention_norm", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "ffn_gate_inp", il, MK_ROLE_ROUTER, e, n_exp, 0);
+    plan_bias(m, o, "ffn_gate_inp.bias", il, n_exp, 0, MK_GPTOSS_ROUTER_BIAS_STD);
+    for (int k = 0; k < 3; k++) {
+        bool down = k == 2;
+        plan_add(m, o, exps[k], il, down ? MK_ROLE_FFN_DOWN : k ? MK_ROLE_FFN_UP : MK_ROLE_FFN_GATE,
+                 down ? ff : e, down ? e : ff, n_exp);
+        struct mk_tensor *t = &m->t[m->n - 1];
+        t->type = o->mxfp4_experts ? QTYPE_MXFP4 : t->type;
+        t->std *= down ? 1.0f : MK_GPTOSS_GATE_UP_GAIN;
+        plan_bias(m, o, bias[k], il, down ? e : ff, n_exp, MK_GPTOSS_BIAS_STD);
+    }
+}
+
 /* Layer il's mixer in a qwen35* model: gated attention every attn_interval-th layer (attn_q
  * holds each head's query then its gate), else Gated DeltaNet. */
 static void plan_hybrid_mixer(struct mk_model *m, const struct mk_opts *o, int il) {
@@ -1110,7 +1274,10 @@ static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vo
             plan_add(m, o, "nextn.shared_head_norm", il, MK_ROLE_NORM, e, 0, 0);
         }
     }
-    for (int il = 0; !mk_is_hybrid(o->arch) && il < (int)o->n_layer; il++) {
+    for (int il = 0; o->arch == MK_ARCH_GPTOSS && il < (int)o->n_layer; il++)
+        plan_gptoss_layer(m, o, il);
+    for (int il = 0; !mk_is_hybrid(o->arch) && o->arch != MK_ARCH_GPTOSS && il < (int)o->n_layer;
+         il++) {
         plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
         plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
@@ -1163,6 +1330,18 @@ static int meta_hybrid(struct gguf_writer *w, const struct mk_opts *o, const cha
     return rc;
 }
 
+/* The gpt-oss keys: the window of the sliding-window layers (every other one, from layer 0) and
+ * YaRN as its converter writes it (the type, the factor, the original context). */
+static int meta_gptoss(struct gguf_writer *w, const struct mk_opts *o, const char *a) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", a);
+    int rc = meta_u32(w, a, "attention.sliding_window", o->n_swa);
+    rc = rc ? rc : gguf_writer_add_str(w, key, "yarn");
+    rc = rc ? rc : meta_f32(w, a, "rope.scaling.factor", o->yarn_factor);
+    rc = rc ? rc : meta_u32(w, a, "rope.scaling.original_context_length", o->yarn_orig_ctx);
+    return rc;
+}
+
 /* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
 static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     static const uint32_t file_types[] = {0, 7, 15}; /* ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_M */
@@ -1193,7 +1372,10 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_count", o->n_expert);
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_used_count", o->n_expert_used);
     rc = rc || !mk_is_hybrid(o->arch) ? rc : meta_hybrid(w, o, a);
-    rc = rc ? rc : gguf_writer_add_u32(w, "general.file_type", file_types[o->types]);
+    rc = rc || o->arch != MK_ARCH_GPTOSS ? rc : meta_gptoss(w, o, a);
+    /* 38: MOSTLY_MXFP4_MOE */
+    rc = rc ? rc : gguf_writer_add_u32(w, "general.file_type",
+                                       o->mxfp4_experts ? 38 : file_types[o->types]);
     rc = rc ? rc : gguf_writer_add_u32(w, "general.quantization_version", 2);
     return rc;
 }
@@ -1202,7 +1384,8 @@ static int meta_tokenizer(struct gguf_writer *w, const struct mk_opts *o, const 
                           const char *tmpl) {
     int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
     rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.ggml.pre",
-                                       mk_is_hybrid(o->arch) ? "qwen35" : "qwen2");
+                                       o->arch == MK_ARCH_GPTOSS ? "gpt-4o"
+                                       : mk_is_hybrid(o->arch) ? "qwen35" : "qwen2");
     rc = rc ? rc : gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens",
                                            (const char *const *)v->tokens, v->n_tokens);
     rc = rc ? rc : gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", v->types, v->n_tokens);
@@ -1288,10 +1471,10 @@ static int model_write(struct gguf_writer *w, const struct mk_opts *o, const str
 }
 
 /* The chat template text: the file's contents (malloc'd into *owned) or the built-in one. */
-static const char *load_template(const char *path, char **owned) {
+static const char *load_template(const char *path, bool harmony, char **owned) {
     *owned = NULL;
     if (!path)
-        return mk_chat_template;
+        return harmony ? mk_harmony_template : mk_chat_template;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -1338,7 +1521,7 @@ int main(int argc, char **argv) {
     rc = vocab_build(&v, &o);
     if (rc)
         goto out;
-    tmpl = load_template(o.template_path, &tmpl_owned);
+    tmpl = load_template(o.template_path, o.arch == MK_ARCH_GPTOSS, &tmpl_owned);
     if (!tmpl) {
         fprintf(stderr, "sniper-mkmodel: cannot read chat template \"%s\"\n", o.template_path);
         rc = -EINVAL;

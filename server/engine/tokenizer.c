@@ -89,6 +89,18 @@ static const char PAT_QWEN35[] =
     CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" WS "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" SP
     "*[\\r\\n]+|" SPACES;
 
+/* gpt-4o (o200k, gpt-oss's): llama.cpp's spelling of tokenizer.json's pattern, which PCRE2 runs
+ * as written. A word is an optional non-letter/digit, "upper" letters (any letter but a-z), then
+ * "lower" ones (any letter but A-Z), or the reverse, then a contraction in either case; digits go
+ * in runs of up to three; punctuation keeps trailing \r \n and /. Unlike o200k's own pattern,
+ * combining marks (\p{M}) are not letters here: they split words, as in llama.cpp. */
+#define UPPER "(?:(?=\\p{L})[^a-z])"
+#define LOWER "(?:(?=\\p{L})[^A-Z])"
+static const char PAT_GPT4O[] =
+    "[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+" CONTRACTIONS "?|"
+    "[^\\r\\n\\p{L}\\p{N}]?" UPPER "+" LOWER "*" CONTRACTIONS "?|"
+    "\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]+[\\r\\n/]*|" SP "*[\\r\\n]+|" SPACES;
+
 struct pre_spec {
     const char *name;
     const char *pattern;
@@ -100,11 +112,19 @@ static const struct pre_spec pre_specs[] = {
     {"llama-bpe", PAT_LLAMA3, true}, {"llama3", PAT_LLAMA3, true},
     {"llama-v3", PAT_LLAMA3, true},  {"qwen2", PAT_QWEN2, false},
     {"deepseek-r1-qwen", PAT_QWEN2, false}, {"qwen35", PAT_QWEN35, false},
+    {"gpt-4o", PAT_GPT4O, false},
 };
 
-/* Token texts that end generation (llama.cpp also marks them control when the GGUF did not). */
+/* Token texts that end generation (llama.cpp also marks them control when the GGUF did not);
+ * gpt-oss's <|return|> and <|call|> (o200k_harmony) end the reply, its <|end|> only a message
+ * (load_harmony). */
 static const char *const eog_texts[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>",
-                                        "<|end_of_text|>"};
+                                        "<|end_of_text|>", "<|end|>", "<|return|>", "<|call|>"};
+
+/* gpt-oss's message markers, rendered in the output and cut from text like user-defined tokens
+ * (llama.cpp's rule for them, whatever the GGUF's types). */
+static const char *const harmony_markers[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                              "<|constrain|>"};
 
 /* ---------------------------------------------------------------------------------------------
  * Hash tables: token text -> id and (left id, right id) -> merge. Open addressing, linear probing,
@@ -325,6 +345,24 @@ static int32_t load_special_id(const struct tokenizer *tk, const struct gguf *g,
     return (int32_t)id;
 }
 
+static int32_t vocab_lookup_str(const struct tokenizer *tk, const char *s) {
+    return vocab_lookup(tk, s, strlen(s));
+}
+
+/* o200k_harmony, as llama.cpp loads it: the message markers become user-defined, and when
+ * <|return|> and <|call|> both exist, <|end|> is no end of generation and user-defined too. */
+static void load_harmony(struct tokenizer *tk) {
+    for (size_t i = 0; i < sizeof(harmony_markers) / sizeof(harmony_markers[0]); i++) {
+        int32_t id = vocab_lookup_str(tk, harmony_markers[i]);
+        if (id >= 0)
+            tk->attr[id] = TOK_ATTR_USER_DEFINED;
+    }
+    int32_t end = vocab_lookup_str(tk, "<|end|>");
+    if (end >= 0 && vocab_lookup_str(tk, "<|return|>") >= 0 &&
+        vocab_lookup_str(tk, "<|call|>") >= 0)
+        tk->attr[end] = TOK_ATTR_USER_DEFINED;
+}
+
 /* Special ids, add_bos and the end-of-generation set; EOG texts that the GGUF did not type as
  * control become control (llama.cpp does the same, which lets them be parsed as specials). */
 static void load_specials(struct tokenizer *tk, const struct gguf *g) {
@@ -343,6 +381,7 @@ static void load_specials(struct tokenizer *tk, const struct gguf *g) {
         tk->attr[tk->eos] |= TOK_ATTR_EOG;
     if (tk->eot >= 0)
         tk->attr[tk->eot] |= TOK_ATTR_EOG;
+    load_harmony(tk);
 }
 
 /* Fills the merge table from "left right" strings (split at the first space after the first

@@ -1,5 +1,5 @@
 /* tokenizer.h - byte-level BPE tokenizer built from a GGUF's tokenizer.ggml.* keys (model "gpt2"),
- * with the pre-tokenizer regexes of tokenizer.ggml.pre ("qwen2", "llama-bpe", "gpt-2", ...) run by
+ * with the pre-tokenizer regexes of tokenizer.ggml.pre ("qwen2", "llama-bpe", "gpt-4o", ...) run by
  * pcre2, special/control tokens matched before BPE, and a decoder that only emits whole UTF-8
  * characters.
  *
@@ -46,7 +46,10 @@ int32_t tokenizer_eos(const struct tokenizer *tk);
 bool tokenizer_add_bos(const struct tokenizer *tk);
 
 /* True for end-of-generation ids: eos, eot (tokenizer.ggml.eot_token_id) and, when present in the
- * vocabulary, "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>". */
+ * vocabulary, "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|return|>",
+ * "<|call|>" and "<|end|>" (but not gpt-oss's: with <|return|> and <|call|> present, <|end|> only
+ * ends a message and is a user-defined token, as are <|channel|>, <|message|>, <|start|> and
+ * <|constrain|>, as llama.cpp loads o200k_harmony). */
 bool tokenizer_is_eog(const struct tokenizer *tk, int32_t id);
 
 /* True for special tokens (control, user-defined, unknown: <|im_start|>, <think> ...). */

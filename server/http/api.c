@@ -124,9 +124,8 @@ void api_set_ready(struct api *a, const struct model *m, const struct tokenizer 
     a->sched = s;
     a->cache = c;
     a->family = chat_family_detect(gguf_get_str(m->gguf, "tokenizer.chat_template"));
-    for (int f = CHAT_CHATML; f <= CHAT_QWEN35; f++) /* --chat-template names one (main checked) */
-        if (a->cfg.chat_template && !strcmp(a->cfg.chat_template, chat_family_name(f)))
-            a->family = (enum chat_family)f;
+    if (chat_family_from_name(a->cfg.chat_template) >= 0) /* --chat-template (main checked it) */
+        a->family = (enum chat_family)chat_family_from_name(a->cfg.chat_template);
     a->model_id = strdup(a->cfg.model_alias && a->cfg.model_alias[0] ? a->cfg.model_alias
                                                                       : m->name);
     a->progress = 1.0;
@@ -370,7 +369,14 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_
         struct chat_render_opts o = {.add_generation_prompt = !as_prefix,
                                      .enable_thinking = rq->enable_thinking,
                                      .tools_json = no_tools ? NULL : rq->tools_json,
-                                     .as_prefix = as_prefix};
+                                     .as_prefix = as_prefix,
+                                     .reasoning_effort = rq->reasoning_effort};
+        if (rq->reasoning_effort && a->family != CHAT_HARMONY) {
+            oai_fail(e, 400, "invalid_request_error", "reasoning_effort", "unsupported_parameter",
+                     "'reasoning_effort' needs a gpt-oss model (harmony chat format); this "
+                     "model's template is %s", chat_family_name(a->family));
+            return NULL;
+        }
         text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
         if (!text) {
             oai_fail(e, err[0] ? 400 : 500, err[0] ? "invalid_request_error" : "server_error",

@@ -21,7 +21,7 @@
 struct api_config {
     const char *api_key;     /* NULL or "": no authentication */
     const char *model_alias; /* the id /v1/models reports (default: the model's name) */
-    const char *chat_template; /* "chatml" or "llama3"; NULL: detected from the GGUF */
+    const char *chat_template; /* a chat_family_name(); NULL: detected from the GGUF */
     uint64_t ram_budget;     /* bytes, 0: none (for stats) */
     const char *context_dir; /* where /v1/context keeps contexts (made on the first save) */
     const struct s3_config *s3; /* the object store for upload/download, or NULL (then only the

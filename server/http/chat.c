@@ -1,10 +1,10 @@
-/* chat.c - chat templates (ChatML as Qwen3's template writes it, Llama 3) and the splitter of the
- * model's output into content, reasoning and tool calls.
+/* chat.c - chat templates (ChatML as Qwen3's template writes it, Qwen3.5's, Llama 3, gpt-oss's
+ * harmony) and the splitter of the model's output into content, reasoning and tool calls.
  *
- * Invariants: chat_render's output for CHAT_CHATML is byte for byte what Qwen3's Jinja template
- * renders (with tojson as Hugging Face and llama.cpp define it: keys in their order, ", " and ": "
- * separators, non-ASCII kept); tests/chat/expected.json pins it. The stream splitter never emits
- * text that could still turn out to be the start of a tag. */
+ * Invariants: chat_render's output is byte for byte what the family's Jinja template renders (with
+ * tojson as Hugging Face and llama.cpp define it: keys in their order, ", " and ": " separators,
+ * non-ASCII kept); tests/chat/expected.json pins it. The stream splitter never emits text that
+ * could still turn out to be the start of a tag. */
 #include "chat.h"
 #include "jsonw.h"
 #include "strbuf.h"
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------------------------------------
  * A growable string; an allocation failure is remembered and reported once at the end.
@@ -51,6 +52,9 @@ enum chat_family chat_family_detect(const char *jinja_template) {
     if (jinja_template && strstr(jinja_template, "<|start_header_id|>") &&
         strstr(jinja_template, "<|eot_id|>"))
         return CHAT_LLAMA3;
+    /* gpt-oss's: messages on channels (llama.cpp detects it by the same marker) */
+    if (jinja_template && strstr(jinja_template, "<|channel|>"))
+        return CHAT_HARMONY;
     /* Qwen3.5's: XML-style tool calls, and a generation prompt that opens <think> */
     if (jinja_template && strstr(jinja_template, "<|im_start|>") &&
         strstr(jinja_template, "<function=") && strstr(jinja_template, "'<think>\\n'"))
@@ -58,8 +62,18 @@ enum chat_family chat_family_detect(const char *jinja_template) {
     return CHAT_CHATML;
 }
 
+int chat_family_from_name(const char *name) {
+    for (int f = 0; name && f < CHAT_N_FAMILIES; f++)
+        if (strcmp(name, chat_family_name((enum chat_family)f)) == 0)
+            return f;
+    return -1;
+}
+
 const char *chat_family_name(enum chat_family f) {
-    return f == CHAT_LLAMA3 ? "llama3" : f == CHAT_QWEN35 ? "qwen35" : "chatml";
+    return f == CHAT_LLAMA3    ? "llama3"
+           : f == CHAT_QWEN35  ? "qwen35"
+           : f == CHAT_HARMONY ? "harmony"
+                               : "chatml";
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -385,9 +399,9 @@ static void qwen35_system(struct strbuf *b, const struct chat_message *msgs, con
     strbuf_puts(b, "<|im_end|>\n");
 }
 
-/* A tool-call argument value as the template writes it: strings as they are, objects and arrays
- * as tojson, other scalars as Python's str() (True, False, None, 3, 1.5). */
-static void qwen35_arg_value(struct strbuf *b, const json_t *v) {
+/* A JSON value as a template's string conversion writes it (Python's str()): strings as they
+ * are, objects and arrays as tojson, other scalars as True, False, None, 3, 1.5. */
+static void put_py_str(struct strbuf *b, const json_t *v) {
     char num[64];
     if (json_is_string(v))
         strbuf_putn(b, json_string_value(v), json_string_length(v));
@@ -429,7 +443,7 @@ static int qwen35_tool_call(struct strbuf *b, const json_t *call, size_t idx, co
         strbuf_puts(b, "<parameter=");
         strbuf_puts(b, key);
         strbuf_puts(b, ">\n");
-        qwen35_arg_value(b, v);
+        put_py_str(b, v);
         strbuf_puts(b, "\n</parameter>\n");
     }
     strbuf_puts(b, "</function>\n</tool_call>");
@@ -541,6 +555,386 @@ static int qwen35_render(struct strbuf *b, const struct chat_message *msgs, size
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * gpt-oss's harmony format, as the chat template of its GGUFs renders it, with the messages as
+ * llama.cpp hands them over: reasoning_content as the template's "thinking" (an assistant message
+ * with reasoning and tool calls then loses its content), arguments as objects. A system block
+ * (date, reasoning effort, channels), the first system message and the tools (as TypeScript) in a
+ * developer block, then <|start|>ROLE...<|message|>TEXT<|end|> per message; earlier replies keep
+ * only their final channel, a tool call is a commentary message to functions.NAME.
+ * ------------------------------------------------------------------------------------------- */
+
+#define HARMONY_MAX_DEPTH 16 /* nested schemas deeper than this render as "any" */
+
+/* Jinja's truthiness of a JSON value (absent, null, false, 0, "", [] and {} are false). */
+static bool truthy(const json_t *v) {
+    if (!v || json_is_null(v) || json_is_false(v))
+        return false;
+    if (json_is_string(v))
+        return json_string_length(v) > 0;
+    if (json_is_array(v))
+        return json_array_size(v) > 0;
+    if (json_is_object(v))
+        return json_object_size(v) > 0;
+    if (json_is_integer(v))
+        return json_integer_value(v) != 0;
+    return !json_is_real(v) || json_real_value(v) != 0.0;
+}
+
+static bool str_is(const json_t *v, const char *s) {
+    return json_is_string(v) && strcmp(json_string_value(v), s) == 0;
+}
+
+/* name is in a schema's "required" list. */
+static bool is_required(const json_t *required, const char *name) {
+    size_t i;
+    json_t *r;
+    json_array_foreach(required, i, r) {
+        if (str_is(r, name))
+            return true;
+    }
+    return false;
+}
+
+/* Characters (code points) of a UTF-8 string: Jinja's |length. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+static void put_join(struct strbuf *b, const json_t *arr, const char *sep) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if (i)
+            strbuf_puts(b, sep);
+        put_py_str(b, v);
+    }
+}
+
+static void ts_type(struct strbuf *b, const json_t *spec, int depth);
+
+/* An array's element type: named for the primitives, else the inner type unless it is long. */
+static void ts_array(struct strbuf *b, const json_t *spec, int depth) {
+    const json_t *items = json_object_get(spec, "items"), *it = json_object_get(items, "type");
+    if (!truthy(items)) {
+        strbuf_puts(b, "any[]");
+    } else if (str_is(it, "string") || str_is(it, "boolean")) {
+        strbuf_puts(b, json_string_value(it));
+        strbuf_puts(b, "[]");
+    } else if (str_is(it, "number") || str_is(it, "integer")) {
+        strbuf_puts(b, "number[]");
+    } else {
+        struct strbuf inner = {0};
+        ts_type(&inner, items, depth + 1);
+        const char *t = inner.p ? inner.p : "";
+        b->oom |= inner.oom;
+        if (strcmp(t, "object | object") == 0 || utf8_chars(t) > 50)
+            strbuf_puts(b, "any[]");
+        else {
+            strbuf_puts(b, t);
+            strbuf_puts(b, "[]");
+        }
+        free(inner.p);
+    }
+    if (truthy(json_object_get(spec, "nullable")))
+        strbuf_puts(b, " | null");
+}
+
+/* oneOf: the variants in turn, each with its description and default (the template's layout,
+ * newline and indentation included). */
+static void ts_one_of(struct strbuf *b, const json_t *variants, int depth) {
+    size_t i;
+    json_t *v;
+    json_array_foreach(variants, i, v) {
+        ts_type(b, v, depth + 1);
+        const json_t *desc = json_object_get(v, "description"), *def = json_object_get(v, "default");
+        if (truthy(desc)) {
+            strbuf_puts(b, "// ");
+            put_py_str(b, desc);
+        }
+        if (def) {
+            strbuf_puts(b, "                    // default: ");
+            sb_put_json(b, def);
+        }
+        if (i + 1 < json_array_size(variants))
+            strbuf_puts(b, " | \n");
+    }
+}
+
+/* A nested object: its properties on one line each after a line break and 16 spaces. */
+static void ts_object(struct strbuf *b, const json_t *spec, int depth) {
+    const json_t *props = json_object_get(spec, "properties");
+    const json_t *required = json_object_get(spec, "required");
+    const char *key;
+    json_t *v;
+    size_t k = 0;
+    if (!truthy(props) || !json_is_object(props)) {
+        strbuf_puts(b, "object");
+        return;
+    }
+    strbuf_puts(b, "{\n");
+    json_object_foreach((json_t *)props, key, v) {
+        strbuf_puts(b, key);
+        strbuf_puts(b, is_required(required, key) ? ": \n                "
+                                                  : "?: \n                ");
+        ts_type(b, v, depth + 1);
+        if (++k < json_object_size(props))
+            strbuf_puts(b, ", ");
+    }
+    strbuf_puts(b, "}");
+}
+
+/* A JSON schema as the template's render_typescript_type writes it. */
+static void ts_type(struct strbuf *b, const json_t *spec, int depth) {
+    const json_t *type = json_object_get(spec, "type");
+    bool nullable = truthy(json_object_get(spec, "nullable"));
+    if (depth > HARMONY_MAX_DEPTH || !json_is_object(spec)) {
+        strbuf_puts(b, "any");
+    } else if (str_is(type, "array")) {
+        ts_array(b, spec, depth);
+    } else if (json_is_array(type) && json_array_size(type) > 0) {
+        put_join(b, type, " | ");
+    } else if (truthy(json_object_get(spec, "oneOf"))) {
+        ts_one_of(b, json_object_get(spec, "oneOf"), depth);
+    } else if (str_is(type, "string")) {
+        const json_t *e = json_object_get(spec, "enum");
+        if (truthy(e) && json_is_array(e)) {
+            strbuf_puts(b, "\"");
+            put_join(b, e, "\" | \"");
+            strbuf_puts(b, "\"");
+        } else {
+            strbuf_puts(b, nullable ? "string | null" : "string");
+        }
+    } else if (str_is(type, "number") || str_is(type, "integer")) {
+        strbuf_puts(b, "number");
+    } else if (str_is(type, "boolean")) {
+        strbuf_puts(b, "boolean");
+    } else if (str_is(type, "object")) {
+        ts_object(b, spec, depth);
+    } else {
+        strbuf_puts(b, "any");
+    }
+}
+
+/* One parameter line of a function's type: its description, name, type, default. */
+static void harmony_param(struct strbuf *b, const char *name, const json_t *spec,
+                          const json_t *required) {
+    const json_t *desc = json_object_get(spec, "description"), *def = json_object_get(spec, "default");
+    if (truthy(desc)) {
+        strbuf_puts(b, "// ");
+        put_py_str(b, desc);
+        strbuf_puts(b, "\n");
+    }
+    strbuf_puts(b, name);
+    strbuf_puts(b, is_required(required, name) ? ": " : "?: ");
+    ts_type(b, spec, 0);
+    if (def && truthy(json_object_get(spec, "enum"))) { /* the template's string concatenations */
+        strbuf_puts(b, ", // default: ");
+        put_py_str(b, def);
+    } else if (def && truthy(json_object_get(spec, "oneOf"))) {
+        strbuf_puts(b, "// default: ");
+        put_py_str(b, def);
+    } else if (def) {
+        strbuf_puts(b, ", // default: ");
+        sb_put_json(b, def);
+    }
+    strbuf_puts(b, ",\n");
+}
+
+/* The tools as the namespace "functions" of TypeScript function types. Returns 0 or -1 (err). */
+static int harmony_tools(struct strbuf *b, const json_t *tools, char *err, size_t err_len) {
+    size_t i;
+    json_t *tool;
+    strbuf_puts(b, "# Tools\n\n## functions\n\nnamespace functions {\n\n");
+    json_array_foreach(tools, i, tool) {
+        const json_t *fn = json_object_get(tool, "function");
+        const json_t *name = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
+        const json_t *props = json_object_get(params, "properties");
+        if (!json_is_string(name))
+            return fail(err, err_len, "tools[%zu]: no function name", i);
+        strbuf_puts(b, "// ");
+        if (json_object_get(fn, "description"))
+            put_py_str(b, json_object_get(fn, "description"));
+        strbuf_puts(b, "\ntype ");
+        strbuf_puts(b, json_string_value(name));
+        if (!truthy(props) || !json_is_object(props)) {
+            strbuf_puts(b, " = () => any;\n\n");
+            continue;
+        }
+        strbuf_puts(b, " = (_: {\n");
+        const char *key;
+        json_t *spec;
+        json_object_foreach((json_t *)props, key, spec) {
+            harmony_param(b, key, spec, json_object_get(params, "required"));
+        }
+        strbuf_puts(b, "}) => any;\n\n");
+    }
+    strbuf_puts(b, "} // namespace functions");
+    return 0;
+}
+
+/* YYYY-MM-DD: opts' date, or today's (local time, as the template's strftime_now). */
+static const char *harmony_date(const struct chat_render_opts *opts, char buf[16]) {
+    if (opts->date)
+        return opts->date;
+    time_t now = time(NULL);
+    struct tm tm;
+    if (!localtime_r(&now, &tm) || strftime(buf, 16, "%Y-%m-%d", &tm) == 0)
+        snprintf(buf, 16, "1970-01-01");
+    return buf;
+}
+
+static void harmony_system(struct strbuf *b, const struct chat_render_opts *opts, bool tools) {
+    char date[16];
+    strbuf_puts(b, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+                   "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ");
+    strbuf_puts(b, harmony_date(opts, date));
+    strbuf_puts(b, "\n\nReasoning: ");
+    strbuf_puts(b, opts->reasoning_effort ? opts->reasoning_effort : "medium");
+    strbuf_puts(b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included "
+                   "for every message.");
+    if (tools)
+        strbuf_puts(b, "\nCalls to these tools must go to the commentary channel: 'functions'.");
+    strbuf_puts(b, "<|end|>");
+}
+
+/* The first system message's instructions and the tools, when there are any. */
+static int harmony_developer(struct strbuf *b, const char *instructions, const json_t *tools,
+                             char *err, size_t err_len) {
+    bool has_tools = tools && json_array_size(tools) > 0;
+    if (!(instructions && *instructions) && !has_tools)
+        return 0;
+    strbuf_puts(b, "<|start|>developer<|message|>");
+    if (instructions && *instructions) {
+        strbuf_puts(b, "# Instructions\n\n");
+        strbuf_puts(b, instructions);
+        strbuf_puts(b, "\n\n");
+    }
+    if (has_tools && harmony_tools(b, tools, err, err_len) < 0)
+        return -1;
+    strbuf_puts(b, "<|end|>");
+    return 0;
+}
+
+static void harmony_message(struct strbuf *b, const char *header, const char *text,
+                            const char *end) {
+    strbuf_puts(b, header);
+    strbuf_puts(b, text);
+    strbuf_puts(b, end);
+}
+
+/* Text the model's channel markers would break: the template refuses it in a reply. */
+static bool has_channel_marker(const char *s) {
+    return s && (strstr(s, "<|channel|>analysis<|message|>") ||
+                 strstr(s, "<|channel|>final<|message|>"));
+}
+
+/* A later assistant message without tool calls: the template then drops this call's analysis. */
+static bool final_follows(const struct chat_message *msgs, size_t n, size_t i) {
+    for (size_t k = i + 1; k < n; k++)
+        if (is_role(&msgs[k], "assistant") && !msgs[k].tool_calls_json)
+            return true;
+    return false;
+}
+
+/* An assistant message with tool calls: its analysis unless a final answer follows, then its
+ * first call (the template renders one) to functions.NAME. *name gets the call's name (malloc'd,
+ * for the tool messages after it). Returns 0 or -1 (err). */
+static int harmony_tool_call(struct strbuf *b, const struct chat_message *msgs, size_t n, size_t i,
+                             char **name, char *err, size_t err_len) {
+    const struct chat_message *m = &msgs[i];
+    json_t *calls = json_loads(m->tool_calls_json, 0, NULL);
+    const json_t *call = json_array_get(calls, 0), *fn = json_object_get(call, "function");
+    if (json_is_object(fn))
+        call = fn;
+    const json_t *fname = json_object_get(call, "name"), *args = json_object_get(call, "arguments");
+    if (!json_is_string(fname) || !args) {
+        json_decref(calls);
+        return fail(err, err_len, "messages[%zu].tool_calls[0]: no function name or arguments", i);
+    }
+    /* llama.cpp passes reasoning_content as "thinking" and then drops the content */
+    const char *analysis = m->reasoning_content ? m->reasoning_content : m->content;
+    if (analysis && *analysis && !final_follows(msgs, n, i))
+        harmony_message(b, "<|start|>assistant<|channel|>analysis<|message|>", analysis, "<|end|>");
+    strbuf_puts(b, "<|start|>assistant to=functions.");
+    strbuf_puts(b, json_string_value(fname));
+    strbuf_puts(b, "<|channel|>commentary json<|message|>");
+    json_t *parsed = json_is_string(args) ? json_loads(json_string_value(args), JSON_DECODE_ANY,
+                                                       NULL) : NULL;
+    sb_put_json(b, parsed ? parsed : args);
+    strbuf_puts(b, "<|call|>");
+    free(*name);
+    *name = strdup(json_string_value(fname));
+    if (!*name)
+        b->oom = true;
+    json_decref(parsed);
+    json_decref(calls);
+    return 0;
+}
+
+/* A tool's result, addressed from functions.NAME (the last call's) and written as a JSON string. */
+static int harmony_tool_result(struct strbuf *b, const struct chat_message *m, size_t i,
+                               const char *name, char *err, size_t err_len) {
+    if (!name)
+        return fail(err, err_len, "messages[%zu]: a tool message without a preceding tool call", i);
+    json_t *s = json_string(text_of(m->content));
+    strbuf_puts(b, "<|start|>functions.");
+    strbuf_puts(b, name);
+    strbuf_puts(b, " to=assistant<|channel|>commentary<|message|>");
+    if (s)
+        sb_put_json(b, s);
+    else
+        b->oom = true;
+    strbuf_puts(b, "<|end|>");
+    json_decref(s);
+    return 0;
+}
+
+static int harmony_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
+                          const struct chat_render_opts *opts, const json_t *tools, char *err,
+                          size_t err_len) {
+    bool first_sys = is_role(&msgs[0], "system");
+    char *call_name = NULL;
+    int rc = 0;
+    harmony_system(b, opts, tools && json_array_size(tools) > 0);
+    rc = harmony_developer(b, first_sys ? text_of(msgs[0].content) : NULL, tools, err, err_len);
+    for (size_t i = first_sys; rc == 0 && i < n; i++) {
+        const struct chat_message *m = &msgs[i];
+        bool calls = m->tool_calls_json != NULL;
+        if (is_role(m, "user")) {
+            harmony_message(b, "<|start|>user<|message|>", text_of(m->content), "<|end|>");
+        } else if (is_role(m, "tool")) {
+            rc = harmony_tool_result(b, m, i, call_name, err, err_len);
+        } else if (!is_role(m, "assistant")) {
+            continue; /* later system messages: the template renders only the first */
+        } else if (has_channel_marker(calls && m->reasoning_content ? NULL : m->content) ||
+                   has_channel_marker(m->reasoning_content)) {
+            rc = fail(err, err_len, "messages[%zu]: channel markers in an assistant message (put "
+                      "the analysis in reasoning_content and the answer in content)", i);
+        } else if (calls) {
+            rc = harmony_tool_call(b, msgs, n, i, &call_name, err, err_len);
+        } else if (i == n - 1 && !opts->add_generation_prompt) {
+            if (m->reasoning_content)
+                harmony_message(b, "<|start|>assistant<|channel|>analysis<|message|>",
+                                m->reasoning_content, "<|end|>");
+            harmony_message(b, "<|start|>assistant<|channel|>final<|message|>", text_of(m->content),
+                            "<|return|>");
+        } else {
+            harmony_message(b, "<|start|>assistant<|channel|>final<|message|>", text_of(m->content),
+                            "<|end|>");
+            free(call_name);
+            call_name = NULL;
+        }
+    }
+    free(call_name);
+    if (rc == 0 && opts->add_generation_prompt)
+        strbuf_puts(b, "<|start|>assistant");
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * chat_render
  * ------------------------------------------------------------------------------------------- */
 
@@ -563,7 +957,9 @@ static char *render_prefix(enum chat_family f, const struct chat_message *msgs, 
     m[n] = (struct chat_message){.role = "user", .content = sentinel};
     char *text = render(f, m, n + 1, &o, err, err_len);
     free(m);
-    const char *marker = f == CHAT_LLAMA3 ? "<|start_header_id|>" : "<|im_start|>";
+    const char *marker = f == CHAT_LLAMA3    ? "<|start_header_id|>"
+                         : f == CHAT_HARMONY ? "<|start|>"
+                                             : "<|im_start|>";
     char *end = text ? strstr(text, sentinel) : NULL, *cut = NULL;
     for (char *p = text; end && (p = strstr(p, marker)) && p < end; p++)
         cut = p; /* the last message start before the sentinel: the sentinel turn's */
@@ -608,6 +1004,8 @@ static char *render(enum chat_family f, const struct chat_message *msgs, size_t 
         rc = llama3_render(&b, msgs, n, opts, tools, err, err_len);
     else if (f == CHAT_QWEN35)
         rc = qwen35_render(&b, msgs, n, opts, tools, err, err_len);
+    else if (f == CHAT_HARMONY)
+        rc = harmony_render(&b, msgs, n, opts, tools, err, err_len);
     else
         rc = chatml_render(&b, msgs, n, opts, tools, err, err_len);
     json_decref(tools);
@@ -626,7 +1024,11 @@ static char *render(enum chat_family f, const struct chat_message *msgs, size_t 
  * tag, the trailing newlines of reasoning (dropped before </think>), the body of a tool call.
  * ------------------------------------------------------------------------------------------- */
 
-enum stream_state { STREAM_CONTENT, STREAM_THINK, STREAM_TOOL };
+enum stream_state {
+    STREAM_CONTENT, STREAM_THINK, STREAM_TOOL,
+    STREAM_H_HEADER, /* harmony: a message's header, up to <|message|> */
+    STREAM_H_BODY,   /* harmony: its text, up to <|end|> (or the end of the reply) */
+};
 
 struct chat_stream {
     enum chat_family family;
@@ -634,6 +1036,8 @@ struct chat_stream {
     bool trim_lead;   /* drop leading whitespace of the text that comes next */
     struct strbuf pend; /* text not yet turned into events */
     int n_tools;
+    enum chat_event_kind h_kind; /* harmony: what the current message's text is */
+    char *h_name;     /* harmony, h_kind TOOL_CALL: the function's name (after "functions.") */
 };
 
 static const char TAG_THINK[] = "<think>", TAG_THINK_END[] = "</think>";
@@ -644,8 +1048,9 @@ struct chat_stream *chat_stream_new(enum chat_family f, bool in_think) {
     if (!s)
         return NULL;
     s->family = f;
-    s->state = in_think && f != CHAT_LLAMA3 ? STREAM_THINK : STREAM_CONTENT;
-    s->trim_lead = f != CHAT_LLAMA3;
+    s->state = f == CHAT_HARMONY ? STREAM_H_HEADER
+               : in_think && f != CHAT_LLAMA3 ? STREAM_THINK : STREAM_CONTENT;
+    s->trim_lead = f != CHAT_LLAMA3 && f != CHAT_HARMONY;
     return s;
 }
 
@@ -653,6 +1058,7 @@ void chat_stream_free(struct chat_stream *s) {
     if (!s)
         return;
     free(s->pend.p);
+    free(s->h_name);
     free(s);
 }
 
@@ -846,6 +1252,116 @@ static int step_tool(struct chat_stream *s, chat_event_fn fn, void *ctx) {
     return 1;
 }
 
+/* ---- harmony: the reply is messages, each a header up to <|message|> (the first continues the
+ * prompt's "<|start|>assistant") and a text up to <|end|>; <|return|> and <|call|> end the reply
+ * (the scheduler stops there and does not pass them on, but they end a text when they come). */
+
+#define HARMONY_MAX_HEADER 256 /* longer without <|message|>: not a header, it is content */
+
+static const char H_MESSAGE[] = "<|message|>";
+static const char *const H_ENDS[] = {"<|end|>", "<|return|>", "<|call|>"};
+
+/* What a header says the text is: a call (recipient functions.NAME), reasoning (the analysis
+ * channel) or content (final, a commentary preamble, anything else). */
+static int harmony_header(struct chat_stream *s, const char *h, size_t n) {
+    const char *to = memmem(h, n, "to=", 3), *ch = memmem(h, n, "<|channel|>", 11);
+    free(s->h_name);
+    s->h_name = NULL;
+    s->h_kind = CHAT_EVENT_CONTENT;
+    if (to) {
+        const char *r = to + 3, *end = h + n, *e = r;
+        while (e < end && !is_space(*e) && *e != '<')
+            e++;
+        if (e - r > 10 && memcmp(r, "functions.", 10) == 0) {
+            s->h_name = strndup(r + 10, (size_t)(e - r - 10));
+            s->h_kind = CHAT_EVENT_TOOL_CALL;
+            return s->h_name ? 0 : -ENOMEM;
+        }
+    } else if (ch && (size_t)(h + n - ch) >= 19 && memcmp(ch + 11, "analysis", 8) == 0) {
+        s->h_kind = CHAT_EVENT_REASONING;
+    }
+    return 0;
+}
+
+static int harmony_step_header(struct chat_stream *s) {
+    long at = find_tag(s->pend.p, s->pend.n, H_MESSAGE);
+    if (at < 0 && s->pend.n <= HARMONY_MAX_HEADER)
+        return 0;
+    if (at < 0) { /* no harmony header: the text is content */
+        s->h_kind = CHAT_EVENT_CONTENT;
+        s->state = STREAM_H_BODY;
+        return 1;
+    }
+    if (harmony_header(s, s->pend.p, (size_t)at) < 0)
+        return -ENOMEM;
+    pend_consume(s, (size_t)at + strlen(H_MESSAGE));
+    s->state = STREAM_H_BODY;
+    return 1;
+}
+
+/* A call's arguments: the text as compact JSON when it is JSON, else as it is. */
+static int harmony_emit_call(struct chat_stream *s, const char *body, size_t n, chat_event_fn fn,
+                             void *ctx) {
+    json_t *v = json_loadb(body, n, JSON_DECODE_ANY, NULL);
+    char *args = v ? jsonw_dumps(v, JSONW_COMPACT) : strndup(body, n);
+    json_decref(v);
+    if (!args)
+        return -ENOMEM;
+    struct chat_event ev = {.kind = CHAT_EVENT_TOOL_CALL, .name = s->h_name, .arguments = args,
+                            .index = s->n_tools++};
+    fn(ctx, &ev);
+    free(args);
+    return 0;
+}
+
+static int harmony_step_body(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    const char *p = s->pend.p;
+    size_t n = s->pend.n, keep = 0, tag_len = 0;
+    long at = -1;
+    for (size_t i = 0; i < sizeof(H_ENDS) / sizeof(H_ENDS[0]); i++) {
+        long k = find_tag(p, n, H_ENDS[i]);
+        if (k >= 0 && (at < 0 || k < at))
+            at = k, tag_len = strlen(H_ENDS[i]);
+        size_t part = partial_tag(p, n, H_ENDS[i]);
+        keep = part > keep ? part : keep;
+    }
+    if (at < 0) { /* stream what cannot be an end tag; a call waits for all of its arguments */
+        if (s->h_kind != CHAT_EVENT_TOOL_CALL) {
+            emit_text(s->h_kind, p, n - keep, fn, ctx);
+            pend_consume(s, n - keep);
+        }
+        return 0;
+    }
+    if (s->h_kind == CHAT_EVENT_TOOL_CALL) {
+        if (harmony_emit_call(s, p, (size_t)at, fn, ctx) < 0)
+            return -ENOMEM;
+    } else {
+        emit_text(s->h_kind, p, (size_t)at, fn, ctx);
+    }
+    pend_consume(s, (size_t)at + tag_len);
+    s->state = STREAM_H_HEADER;
+    return 1;
+}
+
+static int harmony_feed(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    int rc = 1;
+    while (rc > 0)
+        rc = s->state == STREAM_H_HEADER ? harmony_step_header(s) : harmony_step_body(s, fn, ctx);
+    return rc;
+}
+
+/* The end of a harmony reply: a call ends with its arguments (<|call|> ended the generation), a
+ * header that never reached <|message|> is content, so nothing is lost. */
+static void harmony_finish(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    if (s->state == STREAM_H_BODY && s->h_kind == CHAT_EVENT_TOOL_CALL)
+        harmony_emit_call(s, s->pend.p, s->pend.n, fn, ctx); /* no memory: the call is lost */
+    else
+        emit_text(s->state == STREAM_H_BODY ? s->h_kind : CHAT_EVENT_CONTENT, s->pend.p,
+                  s->pend.n, fn, ctx);
+    pend_consume(s, s->pend.n);
+    s->state = STREAM_H_HEADER;
+}
+
 int chat_stream_feed(struct chat_stream *s, const char *text, size_t len, chat_event_fn fn,
                      void *ctx) {
     if (s->family == CHAT_LLAMA3) {
@@ -855,6 +1371,8 @@ int chat_stream_feed(struct chat_stream *s, const char *text, size_t len, chat_e
     strbuf_putn(&s->pend, text, len);
     if (s->pend.oom)
         return -ENOMEM;
+    if (s->family == CHAT_HARMONY)
+        return harmony_feed(s, fn, ctx);
     for (int rc = 1; rc > 0;) {
         if (s->state != STREAM_TOOL && !trim_leading(s))
             return 0;
@@ -868,6 +1386,10 @@ int chat_stream_feed(struct chat_stream *s, const char *text, size_t len, chat_e
 }
 
 int chat_stream_finish(struct chat_stream *s, chat_event_fn fn, void *ctx) {
+    if (s->family == CHAT_HARMONY) {
+        harmony_finish(s, fn, ctx);
+        return s->n_tools;
+    }
     if (s->state == STREAM_TOOL) {
         emit_text(CHAT_EVENT_CONTENT, TAG_TOOL, strlen(TAG_TOOL), fn, ctx);
         emit_text(CHAT_EVENT_CONTENT, s->pend.p, s->pend.n, fn, ctx);

@@ -1,6 +1,6 @@
 /* chat.h - chat messages into a prompt, and the model's output back into content, reasoning and
- * tool calls, for the template families sniperd knows (ChatML as Qwen3 writes it, Qwen3.5's, and
- * Llama 3).
+ * tool calls, for the template families sniperd knows (ChatML as Qwen3 writes it, Qwen3.5's,
+ * Llama 3, and gpt-oss's harmony).
  *
  *     enum chat_family f = chat_family_detect(gguf_get_str(g, "tokenizer.chat_template"));
  *     char *prompt = chat_render(f, msgs, n, &(struct chat_render_opts){.add_generation_prompt =
@@ -22,6 +22,9 @@ enum chat_family {
     CHAT_LLAMA3,  /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     CHAT_QWEN35,  /* Qwen3.5's ChatML: thinking opened by the generation prompt ("<think>\n"),
                    * contents trimmed, tool calls as <function=NAME><parameter=KEY>VALUE</...> */
+    CHAT_HARMONY, /* gpt-oss: <|start|>ROLE<|channel|>CHANNEL<|message|>...<|end|>; reasoning on
+                   * the analysis channel, tool calls to functions.NAME on commentary */
+    CHAT_N_FAMILIES,
 };
 
 /* One message as the OpenAI API carries it; strings are UTF-8 and borrowed. */
@@ -45,12 +48,18 @@ struct chat_render_opts {
                                  * cut where that turn begins (templates may render the last
                                  * assistant turn differently when it is the last message); no
                                  * generation prompt */
+    const char *reasoning_effort; /* CHAT_HARMONY: "low", "medium" or "high"; NULL: medium */
+    const char *date;           /* CHAT_HARMONY: the system block's date, YYYY-MM-DD; NULL: today
+                                 * (local time) */
 };
 
 /* The family of a GGUF's tokenizer.chat_template (NULL or unknown: CHAT_CHATML). */
 enum chat_family chat_family_detect(const char *jinja_template);
 
 const char *chat_family_name(enum chat_family f);
+
+/* The family chat_family_name calls name, or -1. */
+int chat_family_from_name(const char *name);
 
 /* Renders msgs[0..n) into a prompt (malloc'd, NUL-terminated), or NULL with a message in err
  * (unknown role, a tool message without a preceding tool call, malformed tools_json ...). A NULL

@@ -132,7 +132,7 @@ static bool in_list(const char *key, const char *const *list) {
 /* Parameters of the API sniperd does not implement: refused by name (unless null). */
 static const char *const UNSUPPORTED[] = {
     "logit_bias", "audio", "modalities", "prediction", "service_tier", "store", "metadata",
-    "functions", "function_call", "web_search_options", "reasoning_effort", "safety_identifier",
+    "functions", "function_call", "web_search_options", "safety_identifier",
     "prompt_cache_key", "verbosity", "instructions", "input", NULL};
 
 static const char *const CHAT_KEYS[] = {
@@ -140,7 +140,7 @@ static const char *const CHAT_KEYS[] = {
     "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repeat_penalty", "seed", "stop", "logprobs", "top_logprobs", "tools", "tool_choice",
     "response_format", "enable_thinking", "chat_template_kwargs", "n", "user",
-    "parallel_tool_calls", NULL};
+    "parallel_tool_calls", "reasoning_effort", NULL};
 
 static const char *const COMPLETION_KEYS[] = {
     "model", "prompt", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k",
@@ -720,8 +720,40 @@ static int parse_response_format(struct parser *p) {
     return 0;
 }
 
+/* A reasoning effort at key of obj (param names it): low, medium or high (static strings), NULL
+ * when absent or null. Returns 0 or -1 with e. */
+static int reasoning_effort(struct parser *p, const json_t *obj, const char *key, const char *param,
+                            const char **out) {
+    static const char *const levels[] = {"low", "medium", "high", NULL};
+    const json_t *v = json_object_get(obj, key);
+    *out = NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    for (int i = 0; json_is_string(v) && levels[i]; i++)
+        if (strcmp(json_string_value(v), levels[i]) == 0)
+            *out = levels[i];
+    if (!*out)
+        return oai_fail(p->e, 400, INVALID, param, "invalid_value",
+                        "'%s' must be \"low\", \"medium\" or \"high\"", param);
+    return 0;
+}
+
+/* reasoning_effort, at the top level or in chat_template_kwargs (they must agree). */
+static int parse_reasoning_effort(struct parser *p) {
+    const char *top = NULL, *kw = NULL;
+    if (reasoning_effort(p, p->root, "reasoning_effort", "reasoning_effort", &top) < 0 ||
+        reasoning_effort(p, field(p, "chat_template_kwargs"), "reasoning_effort",
+                         "chat_template_kwargs.reasoning_effort", &kw) < 0)
+        return -1;
+    if (top && kw && top != kw)
+        return oai_fail(p->e, 400, INVALID, "reasoning_effort", "invalid_value",
+                        "'reasoning_effort' and 'chat_template_kwargs.reasoning_effort' disagree");
+    p->r->reasoning_effort = top ? top : kw;
+    return 0;
+}
+
 static int parse_thinking(struct parser *p) {
-    static const char *const keys[] = {"enable_thinking", NULL};
+    static const char *const keys[] = {"enable_thinking", "reasoning_effort", NULL};
     bool top = true, kw = true;
     json_t *k = field(p, "chat_template_kwargs");
     if (get_bool(p, "enable_thinking", &top) < 0)
@@ -799,7 +831,7 @@ int oai_parse_chat(const char *body, size_t len, const struct oai_limits *lim,
     request_defaults(out, true);
     if (load_body(&p, body, len) < 0 || parse_common(&p, true) < 0 || parse_messages(&p) < 0 ||
         parse_tools(&p) < 0 || parse_tool_choice(&p) < 0 || parse_response_format(&p) < 0 ||
-        parse_thinking(&p) < 0 || parse_chat_logprobs(&p) < 0)
+        parse_thinking(&p) < 0 || parse_reasoning_effort(&p) < 0 || parse_chat_logprobs(&p) < 0)
         goto out;
     rc = 0;
 out:

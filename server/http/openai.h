@@ -74,6 +74,8 @@ struct oai_request {
     bool json_object;              /* response_format {"type":"json_object"} */
     bool enable_thinking;          /* chat_template_kwargs.enable_thinking / "enable_thinking";
                                     * default true */
+    const char *reasoning_effort;  /* "reasoning_effort" / chat_template_kwargs.reasoning_effort:
+                                    * "low", "medium" or "high" (static), NULL when not given */
 };
 
 /* Parses and checks a request body. Returns 0, or -1 with e filled (400 for bad JSON, a wrong

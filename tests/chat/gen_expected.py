@@ -7,7 +7,11 @@ Llama 3 cases use LLAMA3_TEMPLATE below, written from Meta's published prompt fo
 cases use Qwen3.5's real template (the chat_template of Qwen3.5 GGUFs), which no fixture carries:
 it is kept in expected.json ("qwen35_template") and read from there, or at first from the file
 QWEN35_TEMPLATE names. Its tool calls take their arguments as objects (the OpenAI API's JSON text
-parsed), as inference engines hand them to it.
+parsed), as inference engines hand them to it. Harmony cases use the chat template of the gpt-oss
+GGUFs (llama.cpp ships it as models/templates/openai-gpt-oss-120b.jinja), kept the same way
+("harmony_template", at first from the file GPTOSS_TEMPLATE names), with the messages adjusted as
+llama.cpp hands them to it: reasoning_content becomes "thinking" (and an assistant message with
+tool calls then loses its content), arguments are objects; strftime_now gives the case's date.
 tojson is defined as Hugging Face's apply_chat_template defines it (json.dumps with
 ensure_ascii=False, keys in their order), which is also what llama.cpp's template engine
 writes; plain jinja2's tojson sorts keys and HTML-escapes, which no inference engine does.
@@ -82,24 +86,37 @@ def raise_exception(msg):
     raise ValueError(msg)
 
 
+def harmony_message(m):
+    """A message as llama.cpp's gpt-oss handler passes it to the template."""
+    if isinstance(m.get("reasoning_content"), str):
+        m["thinking"] = m.pop("reasoning_content")
+        if m.get("tool_calls"):
+            m.pop("content", None)
+    return m
+
+
 def render(template, case):
     import jinja2.sandbox
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                                        extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: case.get("date", "")
     msgs = []
     for m in case["messages"]:
         m = dict(m)
         if m.get("content") is None:
             m["content"] = ""  # sniperd renders a null content as "" (the template needs a string)
-        if case["family"] == "qwen35" and m.get("tool_calls"):
+        if case["family"] in ("qwen35", "harmony") and m.get("tool_calls"):
             m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.loads(
                 c["function"]["arguments"]))) for c in m["tool_calls"]]
+        if case["family"] == "harmony":
+            m = harmony_message(m)
         msgs.append(m)
+    kwargs = {"reasoning_effort": case["reasoning_effort"]} if "reasoning_effort" in case else {}
     return env.from_string(template).render(
         messages=msgs, tools=case.get("tools"), add_generation_prompt=case["add_generation_prompt"],
-        enable_thinking=case["enable_thinking"], bos_token="", eos_token="")
+        enable_thinking=case["enable_thinking"], bos_token="", eos_token="", **kwargs)
 
 
 WEATHER = {"type": "function", "function": {
@@ -199,6 +216,78 @@ def cases():
         ("q35_unicode", [s("Répondez en français 🇫🇷"), u("日本語で？ tabs\tand\nnewlines\n\n")],
          None, True, True),
     ]
+    types = {"type": "function", "function": {
+        "name": "configure", "description": "Every schema shape the template renders",
+        "parameters": {"type": "object", "properties": {
+            "name": {"type": "string", "description": "A name"},
+            "count": {"type": "integer", "default": 3},
+            "mode": {"type": "string", "enum": ["fast", "safe"], "default": "safe"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "ids": {"type": "array", "items": {"type": "integer"}, "nullable": True},
+            "points": {"type": "array", "items": {"type": "object", "properties": {
+                "x": {"type": "number"}, "y": {"type": "number"}}, "required": ["x"]}},
+            "opts": {"type": "object", "properties": {"deep": {"type": "boolean"},
+                                                      "level": {"type": "integer"}},
+                     "required": ["deep"]},
+            "maybe": {"type": ["string", "null"]},
+            "one": {"type": ["number"]},
+            "either": {"oneOf": [{"type": "string", "description": "text"},
+                                 {"type": "number", "default": 1}]},
+            "note": {"type": "string", "nullable": True},
+            "list": {"type": "array"},
+            "anything": {},
+            "ratio": {"type": "number", "default": 0.5},
+            "strict": {"type": "boolean", "default": False},
+            "empty": {"type": "object"},
+            "nulldef": {"type": "string", "default": None},
+            "levels": {"type": "integer", "enum": [1, 2, 3]},
+        }, "required": ["name"]}}}
+    noargs = {"type": "function", "function": {"name": "now", "description": "The time",
+                                                "parameters": {"type": "object", "properties": {}}}}
+    h = lambda name, msgs, tools=None, agp=True, effort=None: (name, msgs, tools, agp, effort)
+    harmony = [
+        h("h_user_only", [u("Hello")]),
+        h("h_system_user", [s("You are terse."), u("Hi there")], effort="low"),
+        h("h_effort_high", [u("Prove it.")], effort="high"),
+        h("h_no_generation_prompt", [s("Sys"), u("Hi"), a("Yo")], agp=False),
+        h("h_reasoning_last", [u("Hi"), a("Hello!", reasoning_content="The user greets.")],
+          agp=False),
+        h("h_reasoning_history_dropped",
+          [u("Hi"), a("Hello!", reasoning_content="greeting"), u("2+2?")]),
+        h("h_tools_list", [s("You help."), u("Weather in Paris?")], [WEATHER, SEARCH],
+          effort="medium"),
+        h("h_tools_no_system", [u("Weather in Paris?")], [WEATHER]),
+        h("h_tool_schemas", [u("Set it up.")], [types, noargs]),
+        h("h_tool_call_and_result",
+          [s("You help."), u("Weather in Paris?"), a(None, tool_calls=[wcall]),
+           t('{"temp": 21, "sky": "clear"}', "call_1")], [WEATHER]),
+        h("h_tool_call_reasoning_then_final",
+          [u("Weather in Paris?"),
+           a("Let me check.", reasoning_content="Need the tool.", tool_calls=[wcall]),
+           t("21C", "call_1"), a("It is 21C in Paris.")], [WEATHER], agp=False),
+        h("h_tool_call_reasoning_pending",
+          [u("Weather in Paris?"), a(None, reasoning_content="Need the tool.", tool_calls=[wcall]),
+           t("21C", "call_1")], [WEATHER], effort="high"),
+        h("h_tool_call_content_as_analysis",
+          [u("Weather in Paris?"), a("Checking the weather.", tool_calls=[wcall]),
+           t("21C", "call_1")], [WEATHER]),
+        h("h_multiple_tool_calls",
+          [u("Paris and Rome?"),
+           a("", tool_calls=[call("c1", "get_weather", '{"city": "Paris"}'),
+                             call("c2", "get_weather", '{"city": "Rome", "unit": "celsius"}')]),
+           t("21C", "c1"), t("25C", "c2")], [WEATHER]),
+        h("h_tool_result_then_user",
+          [u("Paris?"), a(None, tool_calls=[wcall]), t("21C", "call_1"), a("21C."),
+           u("Thanks, and \"Zürich\"?")], [WEATHER]),
+        h("h_typed_arguments",
+          [u("Search"), a(None, tool_calls=[call("c1", "search", '{"q": "Zürich \\"quoted\\"", '
+                                                  '"limit": 5, "score": 0.75, "exact": true, '
+                                                  '"tags": ["a"], "opt": {"x": null}}')]),
+           t("nothing found\nat all", "c1")], [SEARCH]),
+        h("h_system_in_middle", [u("Hi"), s("Be brief."), u("Again")]),
+        h("h_unicode", [s("Répondez en français 🇫🇷"), u("日本語で？ tabs\tand\nnewlines\n\n")]),
+        h("h_empty_strings", [s(""), u(""), a(""), u("x")]),
+    ]
     llama = [
         ("llama3_user_only", [u("Hello")], None, True, True),
         ("llama3_system_multi", [s(" You are terse.\n"), u("Hi"), a("Hello!  \n"), u("Bye")],
@@ -212,25 +301,33 @@ def cases():
         for name, msgs, tools, agp, think in lst:
             res.append({"name": name, "family": fam, "messages": msgs, "tools": tools,
                         "add_generation_prompt": agp, "enable_thinking": think})
+    for name, msgs, tools, agp, effort in harmony:
+        c = {"name": name, "family": "harmony", "messages": msgs, "tools": tools,
+             "add_generation_prompt": agp, "enable_thinking": True, "date": "2025-08-05"}
+        if effort:
+            c["reasoning_effort"] = effort
+        res.append(c)
     return res
 
 
-def qwen35_template():
-    path = os.environ.get("QWEN35_TEMPLATE")
+def kept_template(env, key):
+    """A template from the file $env names, else the copy kept in expected.json under key."""
+    path = os.environ.get(env)
     if path:
         with open(path, encoding="utf-8") as f:
             return f.read()
     with open(EXPECTED, encoding="utf-8") as f:
-        return json.load(f)["qwen35_template"]
+        return json.load(f)[key]
 
 
 def build():
     path = os.path.join(fixtures_dir(), FIXTURE)
     qwen3 = gguf_string(path, "tokenizer.chat_template")
-    qwen35 = qwen35_template()
+    qwen35 = kept_template("QWEN35_TEMPLATE", "qwen35_template")
+    harmony = kept_template("GPTOSS_TEMPLATE", "harmony_template")
     doc = {"qwen3_template": qwen3, "qwen35_template": qwen35, "llama3_template": LLAMA3_TEMPLATE,
-           "cases": []}
-    templates = {"chatml": qwen3, "qwen35": qwen35, "llama3": LLAMA3_TEMPLATE}
+           "harmony_template": harmony, "cases": []}
+    templates = {"chatml": qwen3, "qwen35": qwen35, "llama3": LLAMA3_TEMPLATE, "harmony": harmony}
     for c in cases():
         c["expected"] = render(templates[c["family"]], c)
         doc["cases"].append(c)

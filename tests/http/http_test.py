@@ -283,6 +283,8 @@ bad = [
     ("POST", "/v1/chat/completions", dict(good, frequency_penalty=[1]), 400),
     ("POST", "/v1/chat/completions", dict(good, n=0), 400),
     ("POST", "/v1/chat/completions", dict(good, model=5), 400),
+    ("POST", "/v1/chat/completions", dict(good, reasoning_effort="extreme"), 400),
+    ("POST", "/v1/chat/completions", dict(good, reasoning_effort="low"), 400),  # not harmony
     ("POST", "/v1/completions", {"prompt": ["a", "b"]}, 400),
     ("POST", "/v1/completions", {"prompt": "a", "messages": []}, 400),
     ("POST", "/v1/completions", {"prompt": "a", "echo": True}, 400),
@@ -354,6 +356,18 @@ st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_
 chatml_tokens = base["usage"]["prompt_tokens"]
 check("--chat-template llama3 renders another prompt", st == 200
       and body["usage"]["prompt_tokens"] != chatml_tokens, f"{st} {body} vs {chatml_tokens}")
+d.stop()
+
+# ---- --chat-template harmony (gpt-oss's format) on this model: reasoning_effort is rendered
+d = Daemon(model, "--chat-template", "harmony")
+counts = {}
+for effort in ("low", "medium"):
+    st, body, _ = d.request("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 1,
+                                                             "reasoning_effort": effort})
+    counts[effort] = body["usage"]["prompt_tokens"] if st == 200 else (st, body)
+check("--chat-template harmony renders reasoning_effort",
+      isinstance(counts["low"], int) and isinstance(counts["medium"], int)
+      and counts["low"] != counts["medium"] and counts["low"] != chatml_tokens, f"{counts}")
 d.stop()
 
 # ---- the context limit
