@@ -318,7 +318,7 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             rc = parse_int(a, v, 1, ENGINE_MAX_SEQ, &n);
             o->parallel = (int)n;
         } else if (!strcmp(a, "--models-dir")) {
-            o->models_dir = v;
+            o->models_dir = v[0] ? v : NULL;
         } else if (!strcmp(a, "--load-timeout")) {
             rc = parse_int(a, v, 1, 86400, &n);
             o->load_timeout = (double)n;
@@ -748,7 +748,7 @@ static int load_config(const char *path, struct options *o, json_t **keep) {
                         path);
                 rc = -EINVAL;
             }
-            o->models = val;
+            o->models = json_array_size(val) ? val : NULL;
             continue;
         }
         for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
@@ -927,7 +927,7 @@ static int run_daemon(const struct options *o) {
         fprintf(stderr, "\r\033[K");
     api_set_ready(api, pool, several);
     struct pool_entry_info def;
-    pool_entry(pool, 0, &def);
+    pool_entry(pool, pool_default(pool), &def);
     fprintf(stderr, "sniperd: ready: model %s, context %d, %d slot%s, %d model%s served\n",
             def.id, def.n_ctx, o->parallel, o->parallel > 1 ? "s" : "", pool_size(pool),
             pool_size(pool) > 1 ? "s" : "");

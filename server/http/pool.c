@@ -35,6 +35,7 @@ struct entry {
     uint64_t file_bytes, fingerprint;
     uint64_t estimate;            /* its bytes in RAM with its engine (budget_estimate) */
     uint64_t measured;            /* what its last load added to the resident set (0: unknown) */
+    int32_t n_ctx;                /* the context its engine gets */
     struct model_progress prog;   /* of the load in progress */
     int in_use;
     uint64_t loads, unloads;
@@ -97,6 +98,8 @@ static void entry_read_header(struct entry *en) {
     en->file_bytes = g->file_bytes;
     en->fingerprint = ctxfile_fingerprint(g);
     en->estimate = budget_estimate(g, &en->o.ep);
+    en->n_ctx = en->o.ep.n_ctx > 0 ? en->o.ep.n_ctx
+                                   : hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096;
     gguf_free(g);
 }
 
@@ -407,10 +410,18 @@ int pool_size(const struct pool *p) {
     return p->n;
 }
 
-/* The entry id names (NULL or "": the first), or NULL. */
+/* The default entry: the first one added whose file could be read (else the first). */
+static struct entry *entry_default(struct pool *p) {
+    for (int i = 0; i < p->n; i++)
+        if (!p->entries[i].unusable)
+            return &p->entries[i];
+    return p->n ? &p->entries[0] : NULL;
+}
+
+/* The entry id names (NULL or "": the default), or NULL. */
 static struct entry *entry_find(struct pool *p, const char *id) {
     if (!id || !id[0])
-        return p->n ? &p->entries[0] : NULL;
+        return entry_default(p);
     for (int i = 0; i < p->n; i++)
         if (strcmp(p->entries[i].o.id, id) == 0)
             return &p->entries[i];
@@ -478,6 +489,11 @@ int pool_preload(struct pool *p, void (*progress)(void *ctx, double f), void *ct
         rc = -EIO;
         goto out;
     }
+    if (en != &p->entries[0]) { /* -m's model is the first: it could not be read */
+        err_set(err, err_len, "%s", p->entries[0].error);
+        rc = -EIO;
+        goto out;
+    }
     if (en->state != POOL_READY) {
         en->state = POOL_LOADING;
         pthread_cond_signal(&p->work);
@@ -526,6 +542,11 @@ struct pool_model *pool_acquire_recent(struct pool *p) {
     return best ? &best->pm : NULL;
 }
 
+int pool_default(struct pool *p) {
+    struct entry *en = entry_default(p);
+    return en ? (int)(en - p->entries) : -1;
+}
+
 int pool_find_fingerprint(struct pool *p, uint64_t fp) {
     for (int i = 0; i < p->n; i++)
         if (p->entries[i].fingerprint == fp && fp != 0)
@@ -551,7 +572,7 @@ bool pool_entry(struct pool *p, int i, struct pool_entry_info *out) {
     out->loads = en->loads;
     out->unloads = en->unloads;
     out->last_used_s = en->last_used > 0 ? clock_now_s() - en->last_used : -1;
-    out->n_ctx = en->state == POOL_READY ? en->pm.n_ctx : en->o.ep.n_ctx;
+    out->n_ctx = en->n_ctx;
     out->streamed = en->state == POOL_READY && en->pm.cache != NULL;
     out->bytes = entry_size(en);
     pthread_mutex_unlock(&p->mu);

@@ -97,7 +97,7 @@ void pool_free(struct pool *p);
 
 /* Adds a model (o copied). Its file's header is read now: a file that cannot be read is added all
  * the same, in state POOL_FAILED with the reason (listed, never loaded). Returns 0, -EEXIST for an
- * id already taken or -ENOMEM. The first model added is the default. */
+ * id already taken or -ENOMEM. The first model added whose file can be read is the default. */
 int pool_add(struct pool *p, const struct pool_model_opts *o);
 
 /* Adds every *.gguf file of dir (sorted by name; the id is the file name without .gguf), with
@@ -124,6 +124,9 @@ int pool_preload(struct pool *p, void (*progress)(void *ctx, double f), void *ct
 
 /* Ends one pool_acquire's hold. Accepts NULL. */
 void pool_release(struct pool *p, struct pool_model *pm);
+
+/* The default model's index: the first added whose file could be read (-1: no models). */
+int pool_default(struct pool *p);
 
 /* The model whose fingerprint is fp: its index, or -1. */
 int pool_find_fingerprint(struct pool *p, uint64_t fp);
