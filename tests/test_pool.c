@@ -180,6 +180,12 @@ static void test_load_on_demand(void) {
 /* Under a budget for two models, a third unloads the least recently used idle one; a held model
  * is never unloaded. Outputs after a reload are the first load's. */
 static void test_budget_unloads_lru(void) {
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer keeps freed memory in quarantine and adds shadow memory: the resident set
+     * the budget is measured on says nothing then */
+    test_skip("budget_unloads_lru: the resident set is meaningless under AddressSanitizer");
+    return;
+#endif
     if (!make_dir())
         return;
     struct pool *probe = pool_over_dir(0, 30);

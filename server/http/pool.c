@@ -30,7 +30,7 @@ struct entry {
     enum pool_state state;
     bool unusable;                /* the file's header could not be read: never loaded */
     bool unnamed;                 /* added without an id: named after the model (general.name) */
-    char error[256];
+    char error[512];
     char arch[32], quant[32];
     uint64_t file_bytes, fingerprint;
     uint64_t estimate;            /* its bytes in RAM with its engine (budget_estimate) */

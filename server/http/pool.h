@@ -72,7 +72,7 @@ enum pool_state { POOL_UNLOADED, POOL_LOADING, POOL_READY, POOL_FAILED };
 struct pool_entry_info {
     char id[POOL_ID_MAX];
     enum pool_state state;
-    char error[256];              /* why the last load failed, or why the file is unusable */
+    char error[512];              /* why the last load failed, or why the file is unusable */
     char arch[32];                /* general.architecture ("" when unreadable) */
     char quant[32];               /* the type most of its bytes are ("q4_K" ...) */
     uint64_t file_bytes;

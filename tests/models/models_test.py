@@ -152,34 +152,41 @@ check("stats list the models", st == 200 and len(stats.get("models", [])) == 4 a
       stats.get("model_loads") == 3, f"{stats.get('models')} {stats.get('model_loads')}")
 d.stop()
 
-# ---- a budget that holds two of them
-idle = http_daemon.Daemon(BUILD, TMP, None, "--models-dir", MODELS)
-st, s0, _ = idle.request("GET", "/v1/stats")
-idle.stop()
-big = sorted(sizes.values(), reverse=True)
-budget = s0["rss_bytes"] + big[0] + big[1] + big[2] // 4
-d = http_daemon.Daemon(BUILD, TMP, None, "--models-dir", MODELS, "--ram-budget",
-                       f"{budget // 1024}K")
-order = ["moe", "dense", "hybrid"]
-ans = [answer(d, m, QUESTIONS[1]) for m in order]
-ms = models(d)
-st, stats, _ = d.request("GET", "/v1/stats")
-check("a third model unloads the least recently used", ms.get("moe", {}).get("state") ==
-      "unloaded" and ms["moe"]["unloads"] == 1 and ms["dense"]["state"] == "loaded" and
-      ms["hybrid"]["state"] == "loaded" and stats.get("model_unloads") == 1,
-      f"budget {budget >> 20} MiB, sizes {sizes}: " +
-      f"{[(k, v['state'], v['unloads']) for k, v in ms.items()]}")
-again = answer(d, "moe", QUESTIONS[1])
-ms = models(d)
-check("asking again loads it again, with the same answer", again == ans[0] == want[
-      ("moe", QUESTIONS[1])] and ms["moe"]["loads"] == 2 and ms["dense"]["state"] == "unloaded",
-      f"{again} {[(k, v['state'], v['loads']) for k, v in ms.items()]}")
-check("answers under the budget are the unbudgeted ones", all(
-      a == want[(m, QUESTIONS[1])] for a, m in zip(ans, order)), f"{ans}")
-st, metrics, _ = d.request("GET", "/metrics")
-check("metrics name the loaded models", st == 200 and 'sniper_model_loaded{model="moe"} 1' in
-      metrics and 'sniper_model_unloads_total{model="dense"} 1' in metrics, metrics[-600:])
-d.stop()
+# ---- a budget that holds two of them (measured on the resident set, which AddressSanitizer's
+# quarantine and shadow memory make meaningless: skipped under make check)
+if os.environ.get("SNIPER_CHECK"):
+    checks.skip("the RAM budget's unloads are not checked under AddressSanitizer")
+    MODELS_BUDGET = False
+else:
+    MODELS_BUDGET = True
+idle = http_daemon.Daemon(BUILD, TMP, None, "--models-dir", MODELS) if MODELS_BUDGET else None
+if MODELS_BUDGET:
+    st, s0, _ = idle.request("GET", "/v1/stats")
+    idle.stop()
+    big = sorted(sizes.values(), reverse=True)
+    budget = s0["rss_bytes"] + big[0] + big[1] + big[2] // 4
+    d = http_daemon.Daemon(BUILD, TMP, None, "--models-dir", MODELS, "--ram-budget",
+                           f"{budget // 1024}K")
+    order = ["moe", "dense", "hybrid"]
+    ans = [answer(d, m, QUESTIONS[1]) for m in order]
+    ms = models(d)
+    st, stats, _ = d.request("GET", "/v1/stats")
+    check("a third model unloads the least recently used", ms.get("moe", {}).get("state") ==
+          "unloaded" and ms["moe"]["unloads"] == 1 and ms["dense"]["state"] == "loaded" and
+          ms["hybrid"]["state"] == "loaded" and stats.get("model_unloads") == 1,
+          f"budget {budget >> 20} MiB, sizes {sizes}: " +
+          f"{[(k, v['state'], v['unloads']) for k, v in ms.items()]}")
+    again = answer(d, "moe", QUESTIONS[1])
+    ms = models(d)
+    check("asking again loads it again, with the same answer", again == ans[0] == want[
+          ("moe", QUESTIONS[1])] and ms["moe"]["loads"] == 2 and ms["dense"]["state"] == "unloaded",
+          f"{again} {[(k, v['state'], v['loads']) for k, v in ms.items()]}")
+    check("answers under the budget are the unbudgeted ones", all(
+          a == want[(m, QUESTIONS[1])] for a, m in zip(ans, order)), f"{ans}")
+    st, metrics, _ = d.request("GET", "/metrics")
+    check("metrics name the loaded models", st == 200 and 'sniper_model_loaded{model="moe"} 1' in
+          metrics and 'sniper_model_unloads_total{model="dense"} 1' in metrics, metrics[-600:])
+    d.stop()
 
 # ---- the config's models list: ids and per-model settings
 cfg = os.path.join(TMP, "models.json")
