@@ -146,9 +146,11 @@ if mb35:
                ["--ram-budget", f"{mb35 + 1}M"])
 
 # ---- a client that goes away frees its slot; the others go on; stats and metrics show slots
-d = daemon(moe, "--parallel", "2")
+# The departing job must outlast the client by far even on a fast CPU (the tiny model decodes
+# thousands of tokens a second), so its context is long and its answer fills it.
+d = http_daemon.Daemon(BUILD, TMP, moe, "--ctx-size", "32768", "--parallel", "2")
 if d.port:
-    long_body = {"messages": [{"role": "user", "content": "count"}], "max_tokens": 400,
+    long_body = {"messages": [{"role": "user", "content": "count"}], "max_tokens": 32000,
                  "temperature": 0, "stream": True}
     s = socket.create_connection(("127.0.0.1", d.port))
     raw = json.dumps(long_body).encode()
@@ -159,7 +161,7 @@ if d.port:
     t = threading.Thread(target=lambda: other.update(r=answer(
         d, "/v1/chat/completions", dict(long_body, stream=False, max_tokens=200), False)))
     t.start()
-    time.sleep(0.2)
+    time.sleep(0.05)
     s.close()  # goes away mid-stream
     freed = False
     deadline = time.time() + 10
