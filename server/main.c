@@ -54,6 +54,9 @@ struct options {
     struct s3_config s3;
     int queue;
     uint64_t max_body;
+    int max_connections;
+    int max_per_ip;
+    double read_timeout_s;
 };
 
 static void usage(FILE *f) {
@@ -81,6 +84,13 @@ static void usage(FILE *f) {
             "      --queue N             requests waiting beyond the running one (default 16;\n"
             "                            more get 503)\n"
             "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
+            "      --max-connections N   open connections in all (default %d)\n"
+            "      --max-connections-per-ip N\n"
+            "                            open connections from one client address (default %d;\n"
+            "                            0: no limit, e.g. behind a load balancer)\n"
+            "      --read-timeout S      seconds a client has to send a whole request, from its\n"
+            "                            connection or its previous reply (default %d); a reply\n"
+            "                            may stream for as long as it takes\n"
             "\n"
             "  -c, --config FILE         settings as JSON (config.example.json lists every key);\n"
             "                            flags override them\n"
@@ -126,7 +136,8 @@ static void usage(FILE *f) {
             "      --dump-logits FILE    write the logits after each prompt token (float32 "
             "[n_prompt][n_vocab])\n"
             "      --dump-tokens FILE    write {\"prompt_tokens\":[...],\"generated_tokens\":[...]}\n"
-            "  -h, --help                this text\n");
+            "  -h, --help                this text\n",
+            HTTP_MAX_CONNECTIONS, HTTP_MAX_PER_IP, HTTP_READ_TIMEOUT_S);
 }
 
 static int parse_int(const char *flag, const char *s, long min, long max, long *out) {
@@ -303,6 +314,15 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             o->queue = (int)n;
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_bytes(a, v, &o->max_body);
+        } else if (!strcmp(a, "--max-connections")) {
+            rc = parse_int(a, v, 1, 65536, &n);
+            o->max_connections = (int)n;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            rc = parse_int(a, v, 0, 65536, &n); /* 0: no limit */
+            o->max_per_ip = (int)n;
+        } else if (!strcmp(a, "--read-timeout")) {
+            rc = parse_int(a, v, 1, 3600, &n);
+            o->read_timeout_s = (double)n;
         } else if (!strcmp(a, "--moe-top-k")) {
             rc = parse_int(a, v, 0, 1024, &n); /* 0: the model's */
             o->ep.moe_top_k = (int32_t)n;
@@ -844,7 +864,10 @@ static int run_daemon(const struct options *o) {
                               .context_dir = o->context_dir, .s3 = &o->s3};
     struct api *api = api_new(&acfg, err, sizeof(err));
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
-                                      .max_body = (size_t)o->max_body, .max_connections = 64};
+                                      .max_body = (size_t)o->max_body,
+                                      .max_connections = o->max_connections,
+                                      .max_per_ip = o->max_per_ip,
+                                      .read_timeout_s = o->read_timeout_s};
     struct http_server *srv = api ? http_server_start(&hcfg, api_handle, api, err, sizeof(err))
                                   : NULL;
     if (!srv) {
@@ -910,6 +933,8 @@ out:
 int main(int argc, char **argv) {
     struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
                         .port = 8000, .queue = 16, .max_body = 8u << 20,
+                        .max_connections = HTTP_MAX_CONNECTIONS, .max_per_ip = HTTP_MAX_PER_IP,
+                        .read_timeout_s = HTTP_READ_TIMEOUT_S,
                         .api_key = getenv("SNIPER_API_KEY")};
     o.sp = sampler_params_default();
     o.ep = engine_params_default();
