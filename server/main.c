@@ -17,8 +17,9 @@
 
 #include <jansson.h>
 
-#include "clock.h"
 #include "api.h"
+#include "clock.h"
+#include "defaults.h"
 #include "engine.h"
 #include "expert_cache.h"
 #include "gguf.h"
@@ -61,14 +62,38 @@ struct options {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sniperd -m MODEL [--host ADDR] [--port N] [--api-key KEY] [options]\n"
+            "usage: sniperd -m MODEL [options]              serve the OpenAI-compatible API\n"
             "       sniperd -m MODEL (-p TEXT | -f FILE | --bench-prompt N) [options]\n"
+            "                                               run one prompt and exit\n"
             "\n"
-            "Without a prompt: serve the OpenAI-compatible API (/v1/chat/completions,\n"
-            "/v1/completions, /v1/models, /health, /v1/stats, /metrics; docs/api.md).\n"
+            "The model and the engine (both modes):\n"
+            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama, qwen35moe, qwen35)\n"
+            "  -t, --threads N           threads (default: the online CPUs)\n"
+            "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
+            "  -b, --batch N             prompt tokens per forward step (default 512)\n"
+            "      --kv-type TYPE        f32 | f16 (default) | q8_0 | q4_0 (quantized: a half and a\n"
+            "                            quarter of f16's RAM, not bit-exact with f16)\n"
+            "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
+            "                            disk and are read into a cache of what is left (a dense\n"
+            "                            model's FFN matrices likewise)\n"
+            "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
+            "                            ahead: prefill (default) | always | off\n"
+            "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
+            "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
+            "      --checkpoints N       hybrid models (Qwen3.5): recurrent-state checkpoints kept\n"
+            "                            for prompt-cache reuse, 1..64 (default 4)\n"
+            "      --checkpoint-every N  hybrid models: also one every N positions (default 512;\n"
+            "                            0: only at prompt ends and message starts)\n"
+            "  Lossy speed-ups (off by default; their quality cost: docs/benchmarks.md):\n"
+            "      --moe-top-k K         K experts per token instead of the model's\n"
+            "      --cache-bias R        with --ram-budget: a chosen expert not in the cache gives\n"
+            "                            way to a cached one with at least R times its probability\n"
+            "\n"
+            "The daemon (no prompt): /v1/chat/completions, /v1/completions, /v1/models, /health,\n"
+            "/v1/stats, /metrics, /v1/context and the web UI at / (docs/api.md).\n"
             "      --host ADDR           address to bind (default 127.0.0.1; any other needs\n"
             "                            --api-key)\n"
-            "      --port N              (default 8000; 0: any free port, printed)\n"
+            "      --port N              (default %d; 0: any free port, printed)\n"
             "      --api-key KEY         require Authorization: Bearer KEY (or $SNIPER_API_KEY)\n"
             "      --alias NAME          the model id /v1/models reports (default: the model's\n"
             "                            name)\n"
@@ -91,36 +116,14 @@ static void usage(FILE *f) {
             "      --read-timeout S      seconds a client has to send a whole request, from its\n"
             "                            connection or its previous reply (default %d); a reply\n"
             "                            may stream for as long as it takes\n"
+            "  -c, --config FILE         these settings and the engine's as JSON\n"
+            "                            (config.example.json lists every key); flags override it\n"
             "\n"
-            "  -c, --config FILE         settings as JSON (config.example.json lists every key);\n"
-            "                            flags override them\n"
-            "\n"
-            "With a prompt: run it, print the completion and a timing line.\n"
-            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama)\n"
+            "One prompt (-p, -f or --bench-prompt): print the completion and a timing line.\n"
             "  -p, --prompt TEXT         prompt text (special tokens such as <|im_start|> are "
             "recognised)\n"
             "  -f, --file PATH           read the prompt text from a file\n"
             "  -n, --n-predict N         tokens to generate (default 64; 0: none)\n"
-            "  -t, --threads N           threads (default: the online CPUs)\n"
-            "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
-            "  -b, --batch N             prompt tokens per forward step (default 512)\n"
-            "      --kv-type TYPE        f32 | f16 (default) | q8_0 | q4_0 (quantized: a half and a\n"
-            "                            quarter of f16's RAM, not bit-exact with f16)\n"
-            "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
-            "                            disk and are read into a cache of what is left (a dense\n"
-            "                            model's FFN matrices likewise)\n"
-            "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
-            "                            ahead: prefill (default) | always | off\n"
-            "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
-            "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
-            "      --checkpoints N       hybrid models (Qwen3.5): recurrent-state checkpoints kept\n"
-            "                            for prompt-cache reuse, 1..64 (default 4)\n"
-            "      --checkpoint-every N  hybrid models: also one every N positions (default 512;\n"
-            "                            0: only at prompt ends and message starts)\n"
-            "  Lossy speed-ups (off by default; their quality cost: docs/benchmarks.md):\n"
-            "      --moe-top-k K         K experts per token instead of the model's\n"
-            "      --cache-bias R        with --ram-budget: a chosen expert not in the cache gives\n"
-            "                            way to a cached one with at least R times its probability\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k N             (default 40; 0: off)\n"
             "      --top-p P             (default 0.95; 1: off)\n"
@@ -136,8 +139,9 @@ static void usage(FILE *f) {
             "      --dump-logits FILE    write the logits after each prompt token (float32 "
             "[n_prompt][n_vocab])\n"
             "      --dump-tokens FILE    write {\"prompt_tokens\":[...],\"generated_tokens\":[...]}\n"
+            "\n"
             "  -h, --help                this text\n",
-            HTTP_MAX_CONNECTIONS, HTTP_MAX_PER_IP, HTTP_READ_TIMEOUT_S);
+            SNIPER_PORT, HTTP_MAX_CONNECTIONS, HTTP_MAX_PER_IP, HTTP_READ_TIMEOUT_S);
 }
 
 static int parse_int(const char *flag, const char *s, long min, long max, long *out) {
@@ -184,15 +188,21 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             i++; /* read before the flags (load_config): the flags override it */
             continue;
         }
+        if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+            fprintf(stderr, "sniperd: %s wants a file (see --help)\n", a);
+            return -EINVAL;
+        }
         if (!strcmp(a, "--tokenize")) {
             o->tokenize = true;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "sniperd: unknown option or missing value: \"%s\"\n", a);
+        if (a[0] != '-') {
+            fprintf(stderr, "sniperd: unexpected argument \"%s\" (the model is -m PATH; see "
+                            "--help)\n", a);
             return -EINVAL;
         }
-        const char *v = argv[++i];
+        const bool missing = i + 1 >= argc; /* known options then say they want a value */
+        const char *v = missing ? "" : argv[++i];
         long n;
         int rc = 0;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
@@ -348,6 +358,10 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         }
         if (rc < 0)
             return rc;
+        if (missing) {
+            fprintf(stderr, "sniperd: %s wants a value (see --help)\n", a);
+            return -EINVAL;
+        }
     }
     if (!final)
         return 0;
@@ -844,7 +858,23 @@ static void *load_watcher(void *arg) {
     return NULL;
 }
 
-/* The daemon: listen at once (so /health can say "loading"), load, serve until SIGINT/SIGTERM. */
+/* Reads the model's header (metadata and tensor table, no weights) so that a bad -m fails before
+ * the daemon says it is listening. Returns 0, or -EINVAL with a message in err; *generated tells
+ * a sniper-mkmodel file (random weights). */
+static int check_model(const char *path, bool *generated, char *err, size_t err_len) {
+    struct gguf *g = gguf_open(path, err, err_len);
+    if (!g)
+        return -EINVAL;
+    struct model_hparams hp;
+    int rc = model_read_hparams(g, &hp, err, err_len) < 0 ? -EINVAL : 0;
+    const char *name = gguf_get_str(g, "general.name");
+    *generated = name && !strncmp(name, "sniper-mkmodel-", 15);
+    gguf_free(g);
+    return rc;
+}
+
+/* The daemon: check the model's header, listen (so /health can say "loading"), load, serve until
+ * SIGINT/SIGTERM. */
 static int run_daemon(const struct options *o) {
     if (!is_loopback(o->host) && !(o->api_key && o->api_key[0])) {
         fprintf(stderr, "sniperd: refusing to serve on %s without an API key: anyone who can "
@@ -859,6 +889,11 @@ static int run_daemon(const struct options *o) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started from here inherits it */
     signal(SIGPIPE, SIG_IGN);
     char err[512] = "";
+    bool generated = false;
+    if (check_model(o->model, &generated, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sniperd: %s\n", err);
+        return 1;
+    }
     struct api_config acfg = {.api_key = o->api_key, .model_alias = o->alias,
                               .chat_template = o->chat_template, .ram_budget = o->ram_budget,
                               .context_dir = o->context_dir, .s3 = &o->s3};
@@ -878,6 +913,10 @@ static int run_daemon(const struct options *o) {
     const bool v6 = strchr(o->host, ':') != NULL;
     fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "",
             o->host, v6 ? "]" : "", http_server_port(srv), o->model);
+    if (generated)
+        fprintf(stderr, "sniperd: %s was generated by sniper-mkmodel: its weights are random, so "
+                        "replies are gibberish; serve a real GGUF with -m PATH (make run "
+                        "MODEL=PATH)\n", o->model);
     int rc = 1;
     struct load_watch watch = {.api = api};
     pthread_mutex_init(&watch.mu, NULL);
@@ -932,7 +971,7 @@ out:
 
 int main(int argc, char **argv) {
     struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
-                        .port = 8000, .queue = 16, .max_body = 8u << 20,
+                        .port = SNIPER_PORT, .queue = 16, .max_body = 8u << 20,
                         .max_connections = HTTP_MAX_CONNECTIONS, .max_per_ip = HTTP_MAX_PER_IP,
                         .read_timeout_s = HTTP_READ_TIMEOUT_S,
                         .api_key = getenv("SNIPER_API_KEY")};
