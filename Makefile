@@ -2,7 +2,8 @@
 #   make          build build/sniperd, build/sniper, build/sniper-mkmodel
 #   make test     install missing packages, build, run every test (closing line: N passed, N failed)
 #   make check    the tests again under ASan+UBSan (build-check/)
-#   make run      install missing packages, build, generate the default model, serve it
+#   make run      install missing packages, build the three binaries, generate the default model,
+#                 serve it
 #   make bench    benchmarks (see docs/benchmarks.md)
 CC      ?= cc
 BUILD   ?= build
@@ -102,8 +103,8 @@ check: deps
 	@BUILD=build-check SNIPER_CHECK=1 tests/run.sh
 
 run: deps
-	@$(MAKE) --no-print-directory all
-	@MODEL=$(MODEL) scripts/run.sh $(ARGS)
+	@$(MAKE) --no-print-directory $(BINS)
+	@BUILD=$(BUILD) MODEL=$(MODEL) scripts/run.sh $(ARGS)
 
 bench: deps
 	@$(MAKE) --no-print-directory all

@@ -1,6 +1,7 @@
 /* config.c - defaults, the JSON file and the environment; see config.h. The file is untrusted:
  * every key's type is checked and unknown keys are refused. */
 #include "config.h"
+#include "defaults.h"
 #include "err.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ int config_init(struct agent_config *c) {
     c->price_output_per_mtok = 15.0;
     c->grades_path = home_path(".local/share/sniper/grades.jsonl");
     c->history_path = home_path(".local/share/sniper/history");
-    if (config_set_str(&c->server, "http://127.0.0.1:8080") < 0 ||
+    if (config_set_str(&c->server, SNIPER_SERVER_URL) < 0 ||
         config_set_str(&c->system_prompt, "You are a helpful, concise assistant.") < 0 ||
         config_set_str(&c->search_backend, "duckduckgo") < 0 ||
         config_set_str(&c->search_url, "https://html.duckduckgo.com/html/") < 0)

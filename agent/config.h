@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 struct agent_config {
-    char *server;            /* base URL without /v1, e.g. "http://127.0.0.1:8080" */
+    char *server;            /* base URL without /v1, e.g. "http://127.0.0.1:8000" */
     char *api_key;           /* NULL: no Authorization header */
     char *model;             /* NULL: the first model the server lists */
     char *system_prompt;     /* prepended to every chat request; never NULL */

@@ -3,7 +3,7 @@
  * server's other endpoints (/v1/stats, /v1/context/...). Non-2xx answers become one clear line:
  * the status, the server's error message, and a hint for 401.
  *
- *     struct llm l;  llm_init(&l, "http://127.0.0.1:8080", "model", &http);
+ *     struct llm l;  llm_init(&l, "http://127.0.0.1:8000", "model", &http);
  *     struct llm_opts o = LLM_OPTS_DEFAULT;  o.stream = true;
  *     char *answer;  struct llm_stats st;
  *     llm_chat(&l, messages, &o, print_token, NULL, &answer, &st, err, sizeof(err));

@@ -3,6 +3,7 @@
  * REPL, or `sniper top` (the daemon's stats as a live dashboard). The only file of the agent that
  * exits; Ctrl-C only raises the cancel flag. */
 #include "config.h"
+#include "defaults.h"
 #include "http_client.h"
 #include "input.h"
 #include "repl.h"
@@ -30,7 +31,7 @@ static void usage(FILE *f) {
             "       sniper [--server URL] [--api-key KEY] top [--once] [--server URL]\n"
             "              [--api-key KEY]\n"
             "  --server URL    the OpenAI-compatible server (sniperd), default "
-            "http://127.0.0.1:8080\n"
+            SNIPER_SERVER_URL "\n"
             "  --api-key KEY   sent as Authorization: Bearer KEY\n"
             "  --model NAME    the model to ask (default: the first the server lists)\n"
             "  --yes           run generated shell commands without asking\n"

@@ -1,16 +1,25 @@
-/* spin.h - busy-waiting with a time limit, for waits short enough that sleeping costs more than it
- * saves (in a VM a vCPU that slept resumes slowly: docs/benchmarks.md, "Waiting for reads").
+/* spin.h - waiting without taking a CPU someone else wants. A waiter polls while its CPU has
+ * nothing else to run (in a VM a vCPU that slept resumes slowly: docs/benchmarks.md, "Waiting for
+ * reads"), and yields the CPU every few microseconds to find out: a yield that comes back late
+ * means another thread or process was waiting for it. Then the waiter stops and should block, and
+ * for the next SPIN_CONTENDED_S every wait in the process polls only SPIN_BRIEF_S before it
+ * blocks (docs/benchmarks.md, "Sharing the machine").
  *
  *     struct spin s = spin_start(0.1);
  *     while (!ready() && spin_more(&s))
  *         ;
- *     if (!ready()) sleep_until_ready();  */
+ *     if (!ready()) block_until_ready();  */
 #ifndef SNIPER_SPIN_H
 #define SNIPER_SPIN_H
 
 #include <stdbool.h>
 
-#include "clock.h"
+#define SPIN_BRIEF_S 50e-6      /* the poll left while the machine is contended */
+#define SPIN_SLOW_YIELD_S 200e-6 /* a yield longer than this: someone else ran on our CPU (a
+                                 * CPU-bound program gets a slice of 0.7 ms or more; a kernel
+                                 * thread passing by, tens of microseconds) */
+#define SPIN_CONTENDED_S 0.25   /* how long one slow yield keeps every wait brief */
+#define SPIN_POLLS 64           /* polls between two looks at the clock (about 3 us) */
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,16 +30,23 @@ static inline void cpu_relax(void) {
 struct spin {
     double until; /* clock_now_s() deadline */
     unsigned n;   /* polls so far */
+    bool probe;   /* yield every SPIN_POLLS polls (false while the machine is contended) */
 };
 
-static inline struct spin spin_start(double seconds) {
-    return (struct spin){clock_now_s() + seconds, 0};
-}
+/* A wait of at most `seconds` (SPIN_BRIEF_S while the process has lately seen contention). */
+struct spin spin_start(double seconds);
 
-/* Pauses once; false once the time is up (the clock is read every 256 polls). */
+/* The slow path of spin_more: the clock and the yield. */
+bool spin_check(struct spin *s);
+
+/* Pauses once; false once the time is up or another thread or process wants this CPU (then the
+ * caller should block). */
 static inline bool spin_more(struct spin *s) {
     cpu_relax();
-    return ++s->n % 256 != 0 || clock_now_s() < s->until;
+    return ++s->n % SPIN_POLLS != 0 || spin_check(s);
 }
+
+/* True while a slow yield was seen in the last SPIN_CONTENDED_S (for tests and statistics). */
+bool spin_contended(void);
 
 #endif

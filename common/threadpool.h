@@ -4,9 +4,11 @@
  *     threadpool_run(tp, n_tasks, my_task, &ctx);       // my_task(ctx, task, thread) for each task
  *     threadpool_free(tp);
  *
- * Tasks are handed out one at a time from an atomic counter, so uneven tasks balance themselves.
- * Workers spin for a tenth of a second between runs (the token loop dispatches thousands of small
- * runs a second, between waits for expert reads) and then sleep on a condition variable. threadpool_run allocates nothing. */
+ * Tasks are handed out one at a time from an atomic counter, so uneven tasks balance themselves,
+ * and a run ends when its tasks are done, whether or not every worker came. Workers poll for a
+ * tenth of a second between runs (the token loop dispatches thousands of small runs a second,
+ * between waits for expert reads) while nothing else wants their CPU, and otherwise sleep at once
+ * (spin.h); the caller waits for the last tasks the same way. threadpool_run allocates nothing. */
 #ifndef SNIPER_THREADPOOL_H
 #define SNIPER_THREADPOOL_H
 

@@ -15,7 +15,7 @@ cat >&2 <<'HELP'
 run: talk to it with, for example,
   curl http://127.0.0.1:8000/v1/chat/completions -H 'Content-Type: application/json' \
        -d '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":32}'
-  build/sniper --server http://127.0.0.1:8000 "Hello"
+  build/sniper "Hello"            (the agent's default server is this one)
   (docs/api.md lists every endpoint; Ctrl-C stops the daemon)
 HELP
 exec "$BUILD/sniperd" -m "$model" "$@"

@@ -17,11 +17,12 @@
 
 #include <jansson.h>
 
-#include "budget.h"
-#include "clock.h"
 #include "api.h"
-#include "pool.h"
+#include "budget.h"
 #include "chat.h"
+#include "clock.h"
+#include "defaults.h"
+#include "pool.h"
 #include "engine.h"
 #include "expert_cache.h"
 #include "gguf.h"
@@ -61,18 +62,45 @@ struct options {
     const json_t *models;    /* the config's "models" list (borrowed from the config) */
     double load_timeout;     /* seconds a request waits for its model to load */
     uint64_t max_body;
+    int max_connections;
+    int max_per_ip;
+    double read_timeout_s;
 };
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: sniperd -m MODEL [--host ADDR] [--port N] [--api-key KEY] [options]\n"
+            "usage: sniperd -m MODEL [options]              serve the OpenAI-compatible API\n"
             "       sniperd -m MODEL (-p TEXT | -f FILE | --bench-prompt N) [options]\n"
+            "                                               run one prompt and exit\n"
             "\n"
-            "Without a prompt: serve the OpenAI-compatible API (/v1/chat/completions,\n"
-            "/v1/completions, /v1/models, /health, /v1/stats, /metrics; docs/api.md).\n"
+            "The model and the engine (both modes):\n"
+            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama, qwen35moe, qwen35)\n"
+            "  -t, --threads N           threads (default: the online CPUs)\n"
+            "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
+            "  -b, --batch N             prompt tokens per forward step (default 512)\n"
+            "      --kv-type TYPE        f32 | f16 (default) | q8_0 | q4_0 (quantized: a half and a\n"
+            "                            quarter of f16's RAM, not bit-exact with f16)\n"
+            "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
+            "                            disk and are read into a cache of what is left (a dense\n"
+            "                            model's FFN matrices likewise)\n"
+            "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
+            "                            ahead: prefill (default) | always | off\n"
+            "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
+            "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
+            "      --checkpoints N       hybrid models (Qwen3.5): recurrent-state checkpoints kept\n"
+            "                            for prompt-cache reuse, 1..64 (default 4)\n"
+            "      --checkpoint-every N  hybrid models: also one every N positions (default 512;\n"
+            "                            0: only at prompt ends and message starts)\n"
+            "  Lossy speed-ups (off by default; their quality cost: docs/benchmarks.md):\n"
+            "      --moe-top-k K         K experts per token instead of the model's\n"
+            "      --cache-bias R        with --ram-budget: a chosen expert not in the cache gives\n"
+            "                            way to a cached one with at least R times its probability\n"
+            "\n"
+            "The daemon (no prompt): /v1/chat/completions, /v1/completions, /v1/models, /health,\n"
+            "/v1/stats, /metrics, /v1/context and the web UI at / (docs/api.md).\n"
             "      --host ADDR           address to bind (default 127.0.0.1; any other needs\n"
             "                            --api-key)\n"
-            "      --port N              (default 8000; 0: any free port, printed)\n"
+            "      --port N              (default %d; 0: any free port, printed)\n"
             "      --api-key KEY         require Authorization: Bearer KEY (or $SNIPER_API_KEY)\n"
             "      --alias NAME          the model id /v1/models reports (default: the model's\n"
             "                            name)\n"
@@ -95,36 +123,21 @@ static void usage(FILE *f) {
             "      --queue N             requests waiting beyond the running ones (default 16;\n"
             "                            more get 503)\n"
             "      --max-body SIZE       largest request body (default 8M; larger get 413)\n"
+            "      --max-connections N   open connections in all (default %d)\n"
+            "      --max-connections-per-ip N\n"
+            "                            open connections from one client address (default %d;\n"
+            "                            0: no limit, e.g. behind a load balancer)\n"
+            "      --read-timeout S      seconds a client has to send a whole request, from its\n"
+            "                            connection or its previous reply (default %d); a reply\n"
+            "                            may stream for as long as it takes\n"
+            "  -c, --config FILE         these settings and the engine's as JSON\n"
+            "                            (config.example.json lists every key); flags override it\n"
             "\n"
-            "  -c, --config FILE         settings as JSON (config.example.json lists every key);\n"
-            "                            flags override them\n"
-            "\n"
-            "With a prompt: run it, print the completion and a timing line.\n"
-            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama)\n"
+            "One prompt (-p, -f or --bench-prompt): print the completion and a timing line.\n"
             "  -p, --prompt TEXT         prompt text (special tokens such as <|im_start|> are "
             "recognised)\n"
             "  -f, --file PATH           read the prompt text from a file\n"
             "  -n, --n-predict N         tokens to generate (default 64; 0: none)\n"
-            "  -t, --threads N           threads (default: the online CPUs)\n"
-            "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
-            "  -b, --batch N             prompt tokens per forward step (default 512)\n"
-            "      --kv-type TYPE        f32 | f16 (default) | q8_0 | q4_0 (quantized: a half and a\n"
-            "                            quarter of f16's RAM, not bit-exact with f16)\n"
-            "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
-            "                            disk and are read into a cache of what is left (a dense\n"
-            "                            model's FFN matrices likewise)\n"
-            "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
-            "                            ahead: prefill (default) | always | off\n"
-            "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
-            "      --io-depth N          with --ram-budget: reads in flight (default 32)\n"
-            "      --checkpoints N       hybrid models (Qwen3.5): recurrent-state checkpoints kept\n"
-            "                            for prompt-cache reuse, 1..64 (default 4)\n"
-            "      --checkpoint-every N  hybrid models: also one every N positions (default 512;\n"
-            "                            0: only at prompt ends and message starts)\n"
-            "  Lossy speed-ups (off by default; their quality cost: docs/benchmarks.md):\n"
-            "      --moe-top-k K         K experts per token instead of the model's\n"
-            "      --cache-bias R        with --ram-budget: a chosen expert not in the cache gives\n"
-            "                            way to a cached one with at least R times its probability\n"
             "      --temp T              temperature (default 0.8; 0: greedy)\n"
             "      --top-k N             (default 40; 0: off)\n"
             "      --top-p P             (default 0.95; 1: off)\n"
@@ -140,7 +153,9 @@ static void usage(FILE *f) {
             "      --dump-logits FILE    write the logits after each prompt token (float32 "
             "[n_prompt][n_vocab])\n"
             "      --dump-tokens FILE    write {\"prompt_tokens\":[...],\"generated_tokens\":[...]}\n"
-            "  -h, --help                this text\n", ENGINE_MAX_SEQ);
+            "\n"
+            "  -h, --help                this text\n",
+            SNIPER_PORT, ENGINE_MAX_SEQ, HTTP_MAX_CONNECTIONS, HTTP_MAX_PER_IP, HTTP_READ_TIMEOUT_S);
 }
 
 static int parse_int(const char *flag, const char *s, long min, long max, long *out) {
@@ -187,15 +202,21 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             i++; /* read before the flags (load_config): the flags override it */
             continue;
         }
+        if (!strcmp(a, "-c") || !strcmp(a, "--config")) {
+            fprintf(stderr, "sniperd: %s wants a file (see --help)\n", a);
+            return -EINVAL;
+        }
         if (!strcmp(a, "--tokenize")) {
             o->tokenize = true;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "sniperd: unknown option or missing value: \"%s\"\n", a);
+        if (a[0] != '-') {
+            fprintf(stderr, "sniperd: unexpected argument \"%s\" (the model is -m PATH; see "
+                            "--help)\n", a);
             return -EINVAL;
         }
-        const char *v = argv[++i];
+        const bool missing = i + 1 >= argc; /* known options then say they want a value */
+        const char *v = missing ? "" : argv[++i];
         long n;
         int rc = 0;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
@@ -324,6 +345,15 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             o->load_timeout = (double)n;
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_bytes(a, v, &o->max_body);
+        } else if (!strcmp(a, "--max-connections")) {
+            rc = parse_int(a, v, 1, 65536, &n);
+            o->max_connections = (int)n;
+        } else if (!strcmp(a, "--max-connections-per-ip")) {
+            rc = parse_int(a, v, 0, 65536, &n); /* 0: no limit */
+            o->max_per_ip = (int)n;
+        } else if (!strcmp(a, "--read-timeout")) {
+            rc = parse_int(a, v, 1, 3600, &n);
+            o->read_timeout_s = (double)n;
         } else if (!strcmp(a, "--moe-top-k")) {
             rc = parse_int(a, v, 0, 1024, &n); /* 0: the model's */
             o->ep.moe_top_k = (int32_t)n;
@@ -349,6 +379,10 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         }
         if (rc < 0)
             return rc;
+        if (missing) {
+            fprintf(stderr, "sniperd: %s wants a value (see --help)\n", a);
+            return -EINVAL;
+        }
     }
     if (!final)
         return 0;
@@ -786,6 +820,22 @@ static struct pool_model_opts model_opts(const struct options *o) {
     return m;
 }
 
+/* Reads the model's header (metadata and tensor table, no weights) so that a bad -m fails before
+ * the daemon says it is listening. Returns 0, or -EINVAL with a message in err; *generated tells
+ * a sniper-mkmodel file (random weights). */
+static int check_model(const char *path, bool *generated, char *err, size_t err_len) {
+    struct gguf *g = gguf_open(path, err, err_len);
+    if (!g)
+        return -EINVAL;
+    struct model_hparams hp;
+    int rc = model_read_hparams(g, &hp, err, err_len) < 0 ? -EINVAL : 0;
+    const char *name = gguf_get_str(g, "general.name");
+    *generated = name && !strncmp(name, "sniper-mkmodel-", 15);
+    gguf_free(g);
+    return rc;
+}
+
+
 /* One entry of the config's "models" list: {"id", "path", and per-model settings named as the
  * flags}, over the daemon's options. Returns 0 or -EINVAL with a message. */
 static int model_entry(const json_t *obj, const struct options *o, struct pool_model_opts *out) {
@@ -897,6 +947,11 @@ static int run_daemon(const struct options *o) {
     signal(SIGPIPE, SIG_IGN);
     const bool several = o->models_dir || o->models;
     char err[512] = "";
+    bool generated = false;
+    if (o->model && check_model(o->model, &generated, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sniperd: %s\n", err);
+        return 1;
+    }
     struct pool *pool = pool_setup(o, several);
     if (!pool)
         return 1;
@@ -904,7 +959,10 @@ static int run_daemon(const struct options *o) {
                               .context_dir = o->context_dir, .s3 = &o->s3};
     struct api *api = api_new(&acfg, err, sizeof(err));
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
-                                      .max_body = (size_t)o->max_body, .max_connections = 64};
+                                      .max_body = (size_t)o->max_body,
+                                      .max_connections = o->max_connections,
+                                      .max_per_ip = o->max_per_ip,
+                                      .read_timeout_s = o->read_timeout_s};
     struct http_server *srv = api ? http_server_start(&hcfg, api_handle, api, err, sizeof(err))
                                   : NULL;
     if (!srv) {
@@ -917,6 +975,10 @@ static int run_daemon(const struct options *o) {
     fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (%s %s)\n", v6 ? "[" : "", o->host,
             v6 ? "]" : "", http_server_port(srv), o->model ? "loading" : "serving",
             o->model ? o->model : o->models_dir ? o->models_dir : "the config's models");
+    if (generated)
+        fprintf(stderr, "sniperd: %s was generated by sniper-mkmodel: its weights are random, so "
+                        "replies are gibberish; serve a real GGUF with -m PATH (make run "
+                        "MODEL=PATH)\n", o->model);
     int rc = 1;
     if (o->model && pool_preload(pool, show_progress, api, err, sizeof(err)) < 0) {
         if (isatty(STDERR_FILENO))
@@ -946,7 +1008,9 @@ out:
 
 int main(int argc, char **argv) {
     struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
-                        .port = 8000, .queue = 16, .parallel = 1, .max_body = 8u << 20,
+                        .port = SNIPER_PORT, .queue = 16, .parallel = 1, .max_body = 8u << 20,
+                        .max_connections = HTTP_MAX_CONNECTIONS, .max_per_ip = HTTP_MAX_PER_IP,
+                        .read_timeout_s = HTTP_READ_TIMEOUT_S,
                         .api_key = getenv("SNIPER_API_KEY")};
     o.sp = sampler_params_default();
     o.ep = engine_params_default();

@@ -149,5 +149,54 @@ head -c 100 /dev/urandom >"$TMP/rand.gguf"
 expect_fail "not a gguf" "magic" "$SNIPERD" -m "$TMP/rand.gguf" -p hi
 expect_fail "unsupported kv type" "not supported" "$SNIPERD" -m x.gguf -p hi --kv-type q2_k
 
+expect_fail "unknown flag points at --help" "see --help" "$SNIPERD" --frobnicate
+expect_fail "flag without its value" "wants a value" "$SNIPERD" -m x.gguf --alias
+expect_fail "a stray argument" "unexpected argument" "$SNIPERD" x.gguf
+
+# the daemon checks its model before it says it is listening (no "listening" line, then an error)
+for m in "$TMP/x.gguf" "$TMP/bad.gguf" "$TMP/rand.gguf"; do
+    out=$(timeout 20 "$SNIPERD" -m "$m" --port 0 2>&1); rc=$?
+    if [ $rc -ne 0 ] && [ $rc -lt 124 ] && echo "$out" | grep -q "$(basename "$m")" \
+        && ! echo "$out" | grep -q listening; then ok "daemon: bad model $(basename "$m") refused before listening"
+    else bad "daemon: bad model $(basename "$m") refused before listening" "rc=$rc out=$out"; fi
+done
+# serving a generated model says that its replies are gibberish, once it is listening
+"$SNIPERD" -m "$TMP/moe.gguf" --port 0 --threads 1 2>"$TMP/gen.err" &
+pid=$!
+for _ in $(seq 100); do grep -q "ready" "$TMP/gen.err" && break; sleep 0.1; done
+kill "$pid"; wait "$pid" 2>/dev/null
+grep -A1 "listening on" "$TMP/gen.err" | grep -q "random, so replies are gibberish; serve a real GGUF with -m" \
+    && ok "daemon: a generated model is announced as gibberish" \
+    || bad "daemon: a generated model is announced as gibberish" "$(cat "$TMP/gen.err")"
+
+# --help: what both modes take is in one group, the daemon's and the prompt's in theirs
+"$SNIPERD" --help >"$TMP/help.txt"
+check "help groups the options by mode" python3 - "$TMP/help.txt" <<'PY'
+import sys
+paras = open(sys.argv[1]).read().split("\n\n")
+def para(title):
+    found = [p for p in paras if p.startswith(title)]
+    assert len(found) == 1, (title, found)
+    return found[0]
+both, daemon, prompt = para("The model and the engine (both modes)"), para("The daemon"), para("One prompt")
+for o in ["--model", "--threads", "--ctx-size", "--batch", "--kv-type", "--ram-budget", "--prefetch",
+          "--io ", "--checkpoints", "--moe-top-k"]:
+    assert o in both and o not in daemon and o not in prompt, o
+for o in ["--host", "--port", "--api-key", "--queue", "--max-connections", "--read-timeout", "--config"]:
+    assert o in daemon and o not in both and o not in prompt, o
+for o in ["--prompt", "--n-predict", "--temp", "--seed", "--tokenize", "--dump-logits"]:
+    assert o in prompt and o not in both and o not in daemon, o
+PY
+# the agent's default server is the daemon's default address
+dport=$("$SNIPERD" --help | sed -nE 's/.*--port N +\(default ([0-9]+).*/\1/p')
+aurl=$("$BUILD/sniper" --help 2>&1 | sed -nE 's/.*default (http:[^ ]+).*/\1/p')
+[ -n "$dport" ] && [ "$aurl" = "http://127.0.0.1:$dport" ] && ok "the agent's default server is sniperd's default port" \
+    || bad "the agent's default server is sniperd's default port" "sniperd $dport, sniper $aurl"
+# `make run` builds the binaries it serves and the agent, not the tests and benchmarks
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -n run BUILD="$TMP/mk" >"$TMP/mk.txt" 2>&1
+if grep -q -- "-o $TMP/mk/sniperd " "$TMP/mk.txt" && grep -q -- "-o $TMP/mk/sniper-mkmodel " "$TMP/mk.txt" \
+    && ! grep -qE -- "-o $TMP/mk/(tests/|bench-)" "$TMP/mk.txt"; then ok "make run builds only what it serves"
+else bad "make run builds only what it serves" "$(grep -oE -- "-o $TMP/mk/[^ ]+" "$TMP/mk.txt" | tr '\n' ' ')"; fi
+
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -171,7 +171,7 @@ static void test_config(void) {
     struct agent_config c;
     snprintf(path, sizeof(path), "%s/agent.json", test_tmpdir());
     CHECK_EQ_INT(config_init(&c), 0);
-    CHECK_STR(c.server, "http://127.0.0.1:8080");
+    CHECK_STR(c.server, "http://127.0.0.1:8000"); /* sniperd's default port (defaults.h) */
     CHECK_STR(c.search_backend, "duckduckgo");
     write_text(path, "{\"server\": \"http://h:1/v1/\", \"model\": \"m\", \"timeout_s\": 2.5, "
                      "\"shell_output_bytes\": 100, \"yes\": true, \"api_key\": null}");

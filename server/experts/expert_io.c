@@ -19,10 +19,11 @@
 #include "fault.h"
 #include "spin.h"
 
-/* Seconds a waiting reap polls for a completion before it sleeps. A read takes up to tens of ms;
- * in a VM a vCPU that slept in the wait resumes slowly and computes slower for a while (measured:
- * the next layer's experts 3.7x slower after a 13 ms sleep; docs/benchmarks.md), and a polling one
- * also sees its completion sooner. */
+/* Seconds a waiting reap polls for a completion before it sleeps, while nothing else wants its CPU
+ * (spin.h: otherwise it sleeps at once). A read takes up to tens of ms; in a VM a vCPU that slept
+ * in the wait resumes slowly and computes slower for a while (measured: the next layer's experts
+ * 3.7x slower after a 13 ms sleep; docs/benchmarks.md), and a polling one also sees its
+ * completion sooner. */
 #define EXPERT_IO_POLL_S 0.1
 
 struct io_req {
@@ -169,8 +170,8 @@ static void ring_fill(struct expert_io *io) {
     }
 }
 
-/* Takes one completion from the ring (waiting for one when wait: polling EXPERT_IO_POLL_S, then
- * sleeping); returns the finished request or -1 (nothing finished yet, or a read went back to the
+/* Takes one completion from the ring (waiting for one when wait: polling up to EXPERT_IO_POLL_S,
+ * then sleeping); returns the finished request or -1 (nothing finished yet, or a read went back to the
  * ring for its rest). */
 static int32_t ring_take(struct expert_io *io, bool wait) {
     struct io_uring_cqe *cqe = NULL;

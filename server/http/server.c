@@ -1,20 +1,37 @@
-/* server.c - libmicrohttpd with a thread per connection.
+/* server.c - libmicrohttpd with a thread per connection (a slow client costs a parked thread and no
+ * CPU; docs/api.md has the measurements against an epoll thread pool).
  * Invariants: a connection's body buffer never grows past max_body (beyond it the request is
- * answered 413 and the rest of the body is discarded); an http_stream is freed when both its
- * writer and its reply have let go; the gone callback runs at most once. */
+ * answered 413 and the rest of the body is discarded); a request must arrive whole within
+ * read_timeout_s of its connection (or of the previous reply on a kept-alive one), else the
+ * sweeper shuts the socket; a socket is shut only while its connection is registered, and
+ * libmicrohttpd closes it only after unregistering it, so a reused descriptor is never touched;
+ * an http_stream is freed when both its writer and its reply have let go; the gone callback runs
+ * at most once. */
 #include "server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "err.h"
+
+/* A connection the sweeper watches while its request is being read. */
+struct conn_watch {
+    int fd;
+    double deadline;   /* clock_now_s() by which the request must be in */
+    bool reading;      /* between the connection's start (or its last reply) and a whole request */
+    struct conn_watch *prev, *next;
+};
 
 struct http_server {
     struct MHD_Daemon *d;
@@ -22,6 +39,13 @@ struct http_server {
     http_handler fn;
     void *ctx;
     int port;
+    /* the read deadline */
+    pthread_mutex_t mu;       /* guards the list, every watch's fields and stop */
+    pthread_cond_t cv;        /* a connection started reading, or stop */
+    struct conn_watch *conns; /* registered connections */
+    bool stop;
+    bool sweeping;            /* the sweeper thread was started */
+    pthread_t sweeper;
 };
 
 /* ---- streams --------------------------------------------------------------------------------- */
@@ -139,6 +163,87 @@ static void stream_reply_free(void *cls) {
     stream_unref(st);
 }
 
+/* ---- the read deadline ------------------------------------------------------------------------
+ * libmicrohttpd's own timeout counts inactivity, so a client sending a byte every few seconds
+ * would keep a connection forever; the sweeper instead shuts a connection whose request is not
+ * in by its deadline. It runs only while some connection is reading. */
+
+static void *sweeper_main(void *arg) {
+    struct http_server *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        double now = clock_now_s(), next = 0.0;
+        for (struct conn_watch *w = s->conns; w; w = w->next) {
+            if (!w->reading)
+                continue;
+            if (w->deadline <= now) {
+                shutdown(w->fd, SHUT_RDWR); /* its thread sees the end and closes it */
+                w->reading = false;
+            } else if (next == 0.0 || w->deadline < next) {
+                next = w->deadline;
+            }
+        }
+        if (next == 0.0) {
+            pthread_cond_wait(&s->cv, &s->mu);
+        } else {
+            struct timespec until = clock_deadline_ms((long)((next - now) * 1e3) + 1);
+            pthread_cond_timedwait(&s->cv, &s->mu, &until);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Starts (reading) or ends (the request is in) a connection's read deadline. */
+static void watch_set_reading(struct http_server *s, struct MHD_Connection *c, bool reading) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct conn_watch *w = ci ? ci->socket_context : NULL;
+    if (!w)
+        return;
+    pthread_mutex_lock(&s->mu);
+    w->reading = reading;
+    w->deadline = clock_now_s() + s->cfg.read_timeout_s;
+    if (reading)
+        pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A connection starts (registered, reading) or closes (unregistered, before its socket is). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    struct http_server *s = cls;
+    struct conn_watch *w = *socket_context;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ci || !(w = calloc(1, sizeof(*w))))
+            return; /* unwatched: libmicrohttpd's inactivity timeout still applies */
+        w->fd = ci->connect_fd;
+        w->reading = true;
+        w->deadline = clock_now_s() + s->cfg.read_timeout_s;
+        pthread_mutex_lock(&s->mu);
+        w->next = s->conns;
+        if (s->conns)
+            s->conns->prev = w;
+        s->conns = w;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        *socket_context = w;
+    } else if (w) {
+        pthread_mutex_lock(&s->mu);
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            s->conns = w->next;
+        if (w->next)
+            w->next->prev = w->prev;
+        pthread_mutex_unlock(&s->mu);
+        free(w);
+        *socket_context = NULL;
+    }
+}
+
 /* ---- requests -------------------------------------------------------------------------------- */
 
 struct conn_state {
@@ -209,6 +314,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *data_len = 0;
         return MHD_YES;
     }
+    watch_set_reading(s, c, false); /* the request is in: no deadline while it is answered */
     if (cs->too_big)
         return queue_too_big(c, s->cfg.max_body);
     char *q = strchr(url, '?');
@@ -248,9 +354,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls;
-    (void)c;
     (void)toe;
+    watch_set_reading(cls, c, true); /* a kept-alive connection: the next request's deadline */
     struct conn_state *cs = *con_cls;
     if (cs) {
         free(cs->body);
@@ -272,7 +377,73 @@ bool http_peer_gone(const struct http_request *rq) {
     return (p.revents & POLLIN) && recv(rq->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
+/* ---- libmicrohttpd's messages ---------------------------------------------------------------- */
+
+/* What a message is: a client that went away or sent a bad request is not the daemon's error. */
+static const char *mhd_log_level(const char *fmt) {
+    static const char *const client[] = {"closed by remote", "disconnected", "Failed to send",
+                                         "closed when reading", "without `Host'",
+                                         "Error processing request", "Content-Length",
+                                         "incomplete upload", "Not enough memory in pool"};
+    for (size_t i = 0; i < sizeof(client) / sizeof(client[0]); i++)
+        if (strstr(fmt, client[i]))
+            return "info";
+    return strstr(fmt, "limit") ? "warning" : "error";
+}
+
+/* libmicrohttpd's logger: one line with the daemon's prefix and a level, at most one line per
+ * message kind every 10 s (a flood of refused connections must not flood the log). */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static struct { const char *fmt; double last; unsigned n_quiet; } seen[16];
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '.' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    if (msg[0] >= 'A' && msg[0] <= 'Z' && !(msg[1] >= 'A' && msg[1] <= 'Z'))
+        msg[0] = (char)(msg[0] - 'A' + 'a');
+    double now = clock_now_s();
+    unsigned quiet = 0;
+    pthread_mutex_lock(&mu);
+    size_t k = 0;
+    while (k < 16 && seen[k].fmt && seen[k].fmt != fmt)
+        k++;
+    if (k == 16)
+        k = (size_t)((uintptr_t)fmt / 8 % 16); /* table full: share a slot */
+    bool print = seen[k].fmt != fmt || now - seen[k].last >= 10.0;
+    if (print) {
+        quiet = seen[k].fmt == fmt ? seen[k].n_quiet : 0;
+        seen[k].fmt = fmt;
+        seen[k].last = now;
+        seen[k].n_quiet = 0;
+    } else {
+        seen[k].n_quiet++;
+    }
+    pthread_mutex_unlock(&mu);
+    if (!print)
+        return;
+    if (quiet)
+        fprintf(stderr, "sniperd: http: %s: %s (%u more since the last such line)\n",
+                mhd_log_level(fmt), msg, quiet);
+    else
+        fprintf(stderr, "sniperd: http: %s: %s\n", mhd_log_level(fmt), msg);
+}
+
 /* ---- the daemon ------------------------------------------------------------------------------ */
+
+/* Raises the soft limit on open files to what max_connections needs, as far as the hard one allows
+ * (a thread per connection and its socket; the model, the expert reads and the web of libraries
+ * take a few dozen more). */
+static void raise_fd_limit(unsigned max_connections) {
+    struct rlimit rl;
+    rlim_t want = (rlim_t)max_connections + 128;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
 
 struct http_server *http_server_start(const struct http_server_config *cfg, http_handler fn,
                                       void *ctx, char *err, size_t err_len) {
@@ -280,8 +451,9 @@ struct http_server *http_server_start(const struct http_server_config *cfg, http
     memset(&ss, 0, sizeof(ss));
     struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+    /* poll, not select: descriptors past FD_SETSIZE work */
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ERROR_LOG;
+                     MHD_USE_POLL | MHD_USE_ERROR_LOG;
     if (inet_pton(AF_INET, cfg->host, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
         v4->sin_port = htons((uint16_t)cfg->port);
@@ -299,29 +471,58 @@ struct http_server *http_server_start(const struct http_server_config *cfg, http
         return NULL;
     }
     s->cfg = *cfg;
+    if (s->cfg.max_connections <= 0)
+        s->cfg.max_connections = HTTP_MAX_CONNECTIONS;
+    if (s->cfg.max_per_ip < 0)
+        s->cfg.max_per_ip = HTTP_MAX_PER_IP;
+    if (s->cfg.read_timeout_s <= 0)
+        s->cfg.read_timeout_s = HTTP_READ_TIMEOUT_S;
     s->fn = fn;
     s->ctx = ctx;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->sweeper, NULL, sweeper_main, s) != 0) {
+        err_set(err, err_len, "http: cannot start a thread");
+        goto err_free;
+    }
+    s->sweeping = true;
+    raise_fd_limit((unsigned)s->cfg.max_connections);
     s->d = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)(cfg->max_connections > 0 ? cfg->max_connections : 64),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600, MHD_OPTION_END);
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_per_ip,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_WRITE_TIMEOUT_S,
+                            MHD_OPTION_END);
     if (!s->d) {
         err_set(err, err_len, "http: cannot listen on %s port %d (in use, or not an address of "
                 "this machine)", cfg->host, cfg->port);
-        free(s);
-        return NULL;
+        goto err_free;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : cfg->port;
     return s;
+err_free:
+    http_server_stop(s);
+    return NULL;
 }
 
 void http_server_stop(struct http_server *s) {
     if (!s)
         return;
-    MHD_stop_daemon(s->d);
+    if (s->sweeping) { /* first: past this, nothing but libmicrohttpd touches a socket */
+        pthread_mutex_lock(&s->mu);
+        s->stop = true;
+        pthread_cond_signal(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->sweeper, NULL);
+    }
+    if (s->d)
+        MHD_stop_daemon(s->d);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
     free(s);
 }
 

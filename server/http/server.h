@@ -1,6 +1,8 @@
 /* server.h - the HTTP plumbing (libmicrohttpd, a thread per connection): requests with their whole
- * body handed to one handler, replies as a whole body or as a stream another thread writes into.
- * The routes and the API live in api.c; this file knows nothing of them.
+ * body handed to one handler, replies as a whole body or as a stream another thread writes into;
+ * limits on connections (in all and per client address) and a deadline for reading a request, so
+ * that slow clients cannot starve the others. The routes and the API live in api.c; this file
+ * knows nothing of them.
  *
  *     struct http_server *s = http_server_start(&cfg, handler, ctx, err, sizeof(err));
  *     ... handler(ctx, &request, &response) runs on the connection's thread; it may block ...
@@ -11,11 +13,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define HTTP_MAX_CONNECTIONS 512 /* open connections in all (more are closed at once) */
+#define HTTP_MAX_PER_IP 64        /* open connections from one client address */
+#define HTTP_READ_TIMEOUT_S 10    /* seconds to send a whole request (headers and body) */
+#define HTTP_WRITE_TIMEOUT_S 600  /* seconds a client may leave a reply unread */
+
 struct http_server_config {
     const char *host;      /* address to bind, e.g. "127.0.0.1", "0.0.0.0", "::1" */
     int port;              /* 0: any free port (see http_server_port) */
     size_t max_body;       /* larger request bodies get 413 before they are read */
-    int max_connections;
+    int max_connections;   /* <= 0: HTTP_MAX_CONNECTIONS */
+    int max_per_ip;        /* 0: no limit; < 0: HTTP_MAX_PER_IP */
+    double read_timeout_s; /* <= 0: HTTP_READ_TIMEOUT_S; from the connection, or from the
+                            * previous reply on a kept-alive one, to the request's last byte */
 };
 
 struct http_request {
@@ -47,10 +57,15 @@ typedef void (*http_handler)(void *ctx, const struct http_request *rq, struct ht
 
 struct http_server;
 
-/* Starts serving. Returns NULL with a message in err (bad address, port in use ...). */
+/* Starts serving (libmicrohttpd's own messages go to stderr as "sniperd: http: LEVEL: ..."; a
+ * client that went away is "info"). Raises the soft limit on open files to fit max_connections.
+ * Returns NULL with a message in err (bad address, port in use ...). */
 struct http_server *http_server_start(const struct http_server_config *cfg, http_handler fn,
                                       void *ctx, char *err, size_t err_len);
+/* Stops serving: closes every connection, waits for the handlers running. Accepts NULL. */
 void http_server_stop(struct http_server *s);
+
+/* The port listened on (the one picked when cfg.port was 0). */
 int http_server_port(const struct http_server *s);
 
 /* A body written by one thread while the connection's thread sends it. Two references: the

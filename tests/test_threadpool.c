@@ -1,0 +1,298 @@
+/* test_threadpool.c - the thread pool and spin.h: every task of every run exactly once with its
+ * own function and context, also when the pool's threads share one CPU (workers late to a run);
+ * and how they wait: a waiter yields to a process that wants its CPU and then sleeps, a caller
+ * waiting for a long task sleeps after its poll, an idle pool beside a busy process costs it
+ * almost no CPU. These measure CPU time, never speed. */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "harness.h"
+#include "spin.h"
+#include "threadpool.h"
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static double thread_cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double process_cpu_s(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Pins the calling thread (and the threads it starts later) to the CPU it is on; *old keeps the
+ * affinity to put back. Returns the CPU, or -1 when it cannot (the case is then skipped, saying
+ * that `what` was not checked). */
+static int pin_here(cpu_set_t *old, const char *what) {
+    int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    if (cpu >= 0 && sched_getaffinity(0, sizeof(*old), old) == 0) {
+        CPU_SET(cpu, &one);
+        if (sched_setaffinity(0, sizeof(one), &one) == 0)
+            return cpu;
+    }
+    test_skip("cannot pin threads to one CPU: %s NOT checked", what);
+    return -1;
+}
+
+/* A child process busy on `cpu` until contender_stop (another program on a shared machine). */
+static pid_t contender_start(int cpu) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        sched_setaffinity(0, sizeof(one), &one);
+        for (volatile unsigned long n = 0;; n++)
+            ;
+    }
+    if (pid > 0)
+        sleep_s(0.05); /* let it start */
+    return pid;
+}
+
+static void contender_stop(pid_t pid) {
+    if (pid <= 0)
+        return;
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+/* ---- every task once ------------------------------------------------------------------------ */
+
+struct tally {
+    int id;                 /* which run this context belongs to */
+    atomic_int hits[16];
+    atomic_int wrong;       /* tasks run with another run's function */
+    atomic_int by_workers;  /* tasks run by a thread other than the caller */
+};
+
+/* Counts the task; `parity` is which of the two functions ran it (even runs use tally_a). */
+static void tally(struct tally *t, int64_t task, int parity) {
+    atomic_fetch_add(&t->hits[task], 1);
+    if (t->id % 2 != parity)
+        atomic_fetch_add(&t->wrong, 1);
+}
+
+static void tally_a(void *ctx, int64_t task, int thread) {
+    tally(ctx, task, 0);
+    if (thread != 0)
+        atomic_fetch_add(&((struct tally *)ctx)->by_workers, 1);
+}
+
+static void tally_b(void *ctx, int64_t task, int thread) {
+    tally(ctx, task, 1);
+    if (thread != 0)
+        atomic_fetch_add(&((struct tally *)ctx)->by_workers, 1);
+}
+
+/* Many small runs, alternating two functions and contexts: each task of each run exactly once.
+ * Returns how many tasks threads other than the caller ran. */
+static int many_runs(struct threadpool *tp, int n_runs) {
+    static struct tally t[2];
+    int bad = 0, by_workers = 0;
+    for (int r = 0; r < n_runs && bad < 5; r++) {
+        struct tally *c = &t[r % 2];
+        memset(c, 0, sizeof(*c));
+        c->id = r;
+        int n = 1 + (r * 7) % 16;
+        threadpool_run(tp, n, r % 2 ? tally_b : tally_a, c);
+        for (int i = 0; i < 16; i++)
+            if (atomic_load(&c->hits[i]) != (i < n)) {
+                CHECK_MSG(false, "run %d: task %d of %d ran %d times", r, i, n,
+                          atomic_load(&c->hits[i]));
+                bad++;
+            }
+        CHECK_MSG(atomic_load(&c->wrong) == 0, "run %d: a task ran another run's function", r);
+        by_workers += atomic_load(&c->by_workers);
+    }
+    return by_workers;
+}
+
+static void test_every_task_once(void) {
+    struct threadpool *tp = threadpool_new(4);
+    CHECK(tp != NULL);
+    if (tp)
+        many_runs(tp, 20000);
+    threadpool_free(tp);
+}
+
+/* Four threads on one CPU: workers are preempted mid-run and come late to the next ones; and a
+ * worker on the caller's CPU could only take it from the caller, so it leaves every task to it. */
+static void test_every_task_once_on_one_cpu(void) {
+    cpu_set_t old;
+    if (pin_here(&old, "late workers") < 0)
+        return;
+    struct threadpool *tp = threadpool_new(4);
+    CHECK(tp != NULL);
+    if (tp) {
+        int by_workers = many_runs(tp, 5000);
+        CHECK_MSG(by_workers == 0, "workers on the caller's CPU ran %d tasks", by_workers);
+    }
+    threadpool_free(tp);
+    sched_setaffinity(0, sizeof(old), &old);
+}
+
+/* ---- how they wait -------------------------------------------------------------------------- */
+
+/* A spin beside a process that wants the same CPU stops at its first yield rather than polling for
+ * its time limit, and the spins after it are brief. */
+static void test_spin_yields(void) {
+    cpu_set_t old;
+    int cpu = pin_here(&old, "contention");
+    if (cpu < 0)
+        return;
+    pid_t pid = contender_start(cpu);
+    CHECK(pid > 0);
+    double t0 = clock_now_s(), c0 = thread_cpu_s();
+    struct spin sp = spin_start(0.5);
+    while (spin_more(&sp))
+        ;
+    double wall = clock_now_s() - t0, cpu_s = thread_cpu_s() - c0;
+    CHECK_MSG(wall < 0.1 && cpu_s < 0.02, "a 0.5 s spin beside a busy process: %.3f s, %.3f s CPU",
+              wall, cpu_s);
+    CHECK(spin_contended());
+    c0 = thread_cpu_s();
+    sp = spin_start(0.5);
+    while (spin_more(&sp))
+        ;
+    cpu_s = thread_cpu_s() - c0;
+    CHECK_MSG(cpu_s < 0.005, "the next spin polled %.4f s of CPU", cpu_s);
+    contender_stop(pid);
+    sched_setaffinity(0, sizeof(old), &old);
+}
+
+/* Alone on its CPU, a spin polls to its time limit (an idle machine keeps its speed). */
+static void test_spin_alone(void) {
+    sleep_s(SPIN_CONTENDED_S); /* forget the last case's contention */
+    double t0 = clock_now_s();
+    struct spin sp = spin_start(0.02);
+    while (spin_more(&sp))
+        ;
+    double wall = clock_now_s() - t0;
+    /* another program may have wanted this CPU meanwhile (a shared machine): then it stops early */
+    CHECK_MSG(wall >= 0.02 || spin_contended(), "a 0.02 s spin alone ended after %.4f s", wall);
+}
+
+struct slow_ctx {
+    atomic_int worker_slept;
+};
+
+static void slow_on_worker(void *ctx, int64_t task, int thread) {
+    struct slow_ctx *c = ctx;
+    (void)task;
+    if (thread != 0) {
+        sleep_s(1.0);
+        atomic_store(&c->worker_slept, 1);
+    } else { /* a few ms of work, so that the worker takes the other task */
+        double until = clock_now_s() + 0.005;
+        while (clock_now_s() < until)
+            ;
+    }
+}
+
+static void nothing(void *ctx, int64_t task, int thread) {
+    (void)ctx;
+    (void)task;
+    (void)thread;
+}
+
+/* The caller, waiting for a worker's task that takes a second, sleeps after its poll (at most
+ * THREADPOOL_SPIN_S, 0.1 s) instead of polling for the whole second. */
+static void test_caller_sleeps(void) {
+    /* the worker on one CPU (it inherits the affinity it is created with), the caller on another:
+     * a worker on the caller's CPU would leave both tasks to it */
+    cpu_set_t old, one;
+    int n_cpu = 0, cpus[2];
+    if (sched_getaffinity(0, sizeof(old), &old) == 0)
+        for (int c = 0; c < CPU_SETSIZE && n_cpu < 2; c++)
+            if (CPU_ISSET(c, &old))
+                cpus[n_cpu++] = c;
+    if (n_cpu < 2) {
+        test_skip("fewer than 2 CPUs: the caller's wait NOT checked");
+        return;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(cpus[1], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    struct threadpool *tp = threadpool_new(2);
+    CPU_ZERO(&one);
+    CPU_SET(cpus[0], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    CHECK(tp != NULL);
+    bool measured = false;
+    for (int attempt = 0; tp && attempt < 5 && !measured; attempt++) {
+        struct slow_ctx c = {0};
+        threadpool_run(tp, 8, nothing, &c); /* the worker is awake and polling */
+        double c0 = thread_cpu_s();
+        threadpool_run(tp, 2, slow_on_worker, &c);
+        double cpu_s = thread_cpu_s() - c0;
+        if (!atomic_load(&c.worker_slept))
+            continue; /* the caller took both tasks: the worker was late */
+        measured = true;
+        CHECK_MSG(cpu_s < 0.2, "the caller used %.3f s of CPU waiting 1 s for a worker", cpu_s);
+    }
+    if (!measured)
+        test_skip("the worker never took a task in 5 runs: the caller's wait NOT checked");
+    threadpool_free(tp);
+    sched_setaffinity(0, sizeof(old), &old);
+}
+
+/* An idle pool beside a process busy on the same CPU: the workers stop polling at once and
+ * sleep, leaving the CPU to it. */
+static void test_idle_pool_yields(void) {
+    cpu_set_t old;
+    int cpu = pin_here(&old, "contention");
+    if (cpu < 0)
+        return;
+    struct threadpool *tp = threadpool_new(4);
+    CHECK(tp != NULL);
+    pid_t pid = contender_start(cpu);
+    CHECK(pid > 0);
+    if (tp) {
+        threadpool_run(tp, 16, nothing, NULL);
+        double c0 = process_cpu_s(), m0 = thread_cpu_s();
+        sleep_s(0.5);
+        double workers = (process_cpu_s() - c0) - (thread_cpu_s() - m0);
+        CHECK_MSG(workers < 0.005,
+                  "three idle workers took %.4f s of CPU from a busy process in 0.5 s", workers);
+    }
+    contender_stop(pid);
+    threadpool_free(tp);
+    sched_setaffinity(0, sizeof(old), &old);
+}
+
+static const struct test_case cases[] = {
+    {"every_task_once", test_every_task_once},
+    {"every_task_once_on_one_cpu", test_every_task_once_on_one_cpu},
+    {"spin_yields", test_spin_yields},
+    {"spin_alone", test_spin_alone},
+    {"caller_sleeps", test_caller_sleeps},
+    {"idle_pool_yields", test_idle_pool_yields},
+    {0},
+};
+
+int main(int argc, char **argv) {
+    return test_run(argc, argv, cases);
+}
