@@ -5,6 +5,7 @@
  * function in every ISA variant, so activations never depend on the CPU. */
 #include "quant.h"
 #include "quant_impl.h"
+#include "quant_iq.h"
 
 #include <errno.h>
 #include <math.h>
@@ -300,11 +301,13 @@ static dequant_fn dequant_for(enum qtype t) {
 
 /* Contract in quant.h. */
 bool quant_can_dequantize(enum qtype t) {
-    return dequant_for(t) != NULL;
+    return dequant_for(t) != NULL || quant_iq_is_grid(t);
 }
 
 /* Contract in quant.h. */
 int quant_dequantize_row(enum qtype t, const void *src, float *dst, int64_t n) {
+    if (quant_iq_is_grid(t))
+        return quant_iq_dequantize_row(t, src, dst, n);
     dequant_fn fn = dequant_for(t);
     if (!fn || n < 0 || n % qtype_block_elems(t) != 0)
         return -EINVAL;
