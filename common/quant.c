@@ -878,6 +878,13 @@ static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_Q4_K, QTYPE_Q8_K, quant_q8_K_from_f32, vec_dot_q4_K_q8_K_ref),
     KERNELS_REF(QTYPE_Q5_K, QTYPE_Q8_K, quant_q8_K_from_f32, vec_dot_q5_K_q8_K_ref),
     KERNELS_REF(QTYPE_Q6_K, QTYPE_Q8_K, quant_q8_K_from_f32, vec_dot_q6_K_q8_K_ref),
+    KERNELS_REF(QTYPE_IQ2_XXS, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq2_xxs_vec_dot_ref),
+    KERNELS_REF(QTYPE_IQ2_XS, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq2_xs_vec_dot_ref),
+    KERNELS_REF(QTYPE_IQ2_S, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq2_s_vec_dot_ref),
+    KERNELS_REF(QTYPE_IQ3_XXS, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq3_xxs_vec_dot_ref),
+    KERNELS_REF(QTYPE_IQ3_S, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq3_s_vec_dot_ref),
+    KERNELS_REF(QTYPE_IQ1_S, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq1_s_vec_dot_ref),
+    KERNELS_REF(QTYPE_IQ1_M, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq1_m_vec_dot_ref),
 };
 
 enum quant_isa { QUANT_ISA_REF, QUANT_ISA_AVX2, QUANT_ISA_AVX512 };

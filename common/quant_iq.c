@@ -207,3 +207,54 @@ int quant_iq_dequantize_row(enum qtype t, const void *src, float *dst, int64_t n
     }
     return 0;
 }
+
+/* ==== dot products against Q8_K =============================================================== */
+
+/* The contract of quant_iq.h, over any decoder. */
+static void iq_vec_dot(decode_fn decode, uint32_t block_bytes, int64_t n, float *restrict s,
+                       const void *restrict w, const void *restrict a) {
+    const uint8_t *x = w;
+    const struct block_q8_K *y = a;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    struct quant_iq_decoded o;
+    for (int64_t i = 0; i < n / QK_K; i++, x += block_bytes) {
+        decode(x, &o);
+        int32_t isum = 0;
+        for (int g = 0; g < QK_K / 16; g++) {
+            int32_t dot = 0;
+            for (int j = 0; j < 16; j++)
+                dot += o.q[16 * g + j] * y[i].qs[16 * g + j];
+            isum += o.m[g] * dot;
+        }
+        float d = o.d * y[i].d * o.unit;
+        acc[i % 4] = fmaf(d, (float)isum, acc[i % 4]);
+    }
+    *s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+/* quant_<name>_vec_dot_ref and its four-at-a-time forms (four calls: bit-identical by
+ * construction). */
+#define IQ_REF_KERNELS(name, block)                                                               \
+    void quant_##name##_vec_dot_ref(int64_t n, float *restrict s, const void *restrict w,         \
+                                    const void *restrict a) {                                     \
+        iq_vec_dot(decode_##name, sizeof(struct block), n, s, w, a);                              \
+    }                                                                                             \
+    void quant_##name##_vec_dot_ref_x4(int64_t n, float *restrict s, const void *restrict w,      \
+                                       const void *const a[4]) {                                  \
+        for (int j = 0; j < 4; j++)                                                               \
+            quant_##name##_vec_dot_ref(n, &s[j], w, a[j]);                                        \
+    }                                                                                             \
+    void quant_##name##_vec_dot_ref_r4(int64_t n, float *restrict s, const void *restrict w,      \
+                                       size_t row_bytes, const void *restrict a) {                \
+        for (int r = 0; r < 4; r++)                                                               \
+            quant_##name##_vec_dot_ref(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);  \
+    }
+
+/* Contracts in quant_iq.h. */
+IQ_REF_KERNELS(iq2_xxs, block_iq2_xxs)
+IQ_REF_KERNELS(iq2_xs, block_iq2_xs)
+IQ_REF_KERNELS(iq2_s, block_iq2_s)
+IQ_REF_KERNELS(iq3_xxs, block_iq3_xxs)
+IQ_REF_KERNELS(iq3_s, block_iq3_s)
+IQ_REF_KERNELS(iq1_s, block_iq1_s)
+IQ_REF_KERNELS(iq1_m, block_iq1_m)

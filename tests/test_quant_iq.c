@@ -232,11 +232,163 @@ static void test_dequant_rejects(void) {
     CHECK_EQ_INT(quant_iq_dequantize_row(QTYPE_Q4_K, b, y, QK_K), -EINVAL);
 }
 
+/* ==== the dot product's spec ================================================================== */
+
+/* The pattern blocks against a Q8_K row of codes (29k + 7) mod 255 - 127 with d = 1 and 0.5: every
+ * product is exact, so the result must be sum_i y_i * a_i over gguf-py's values exactly. */
+static const struct {
+    enum qtype t;
+    double dot;
+} pattern_dots[] = {
+    {QTYPE_IQ2_XXS, -17734.453125}, {QTYPE_IQ2_XS, -38867.75}, {QTYPE_IQ2_S, -4195.84375},
+    {QTYPE_IQ3_XXS, 20591.125},     {QTYPE_IQ3_S, 14066.375},  {QTYPE_IQ1_S, -2969.953125},
+    {QTYPE_IQ1_M, -796.890625},
+};
+
+static void pattern_act(struct block_q8_K a[2]) {
+    for (int k = 0; k < 2 * QK_K; k++)
+        a[k / QK_K].qs[k % QK_K] = (int8_t)((k * 29 + 7) % 255 - 127);
+    for (int r = 0; r < 2; r++) {
+        a[r].d = r ? 0.5f : 1.0f;
+        for (int g = 0; g < QK_K / 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++)
+                sum += a[r].qs[16 * g + j];
+            a[r].bsums[g] = (int16_t)sum;
+        }
+    }
+}
+
+static void test_vec_dot_golden(void) {
+    struct block_q8_K a[2];
+    pattern_act(a);
+    for (size_t p = 0; p < sizeof(pattern_dots) / sizeof(pattern_dots[0]); p++) {
+        enum qtype t = pattern_dots[p].t;
+        const struct quant_kernels *k = quant_kernels_ref(t);
+        uint8_t b[2 * MAX_BLOCK];
+        pattern_blocks(t, b, 2);
+        CHECK(k && k->vec_dot_type == QTYPE_Q8_K && k->from_float == quant_q8_K_from_f32);
+        if (!k)
+            continue;
+        float got = NAN;
+        k->vec_dot(2 * QK_K, &got, b, a);
+        CHECK_MSG((double)got == pattern_dots[p].dot, "%s: vec_dot %.9g want %.9g",
+                  qtype_name(t), got, pattern_dots[p].dot);
+    }
+}
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Uniform in [-1, 1). */
+static float rng_unit(void) {
+    return (float)((double)(rng_next() >> 11) / 4503599627370496.0 - 1.0);
+}
+
+/* n_blocks random blocks of t: random bytes, the fp16 d a random finite value of either sign. */
+static void random_blocks(enum qtype t, uint8_t *w, int64_t n_blocks) {
+    uint32_t bb = qtype_block_bytes(t);
+    for (int64_t i = 0; i < n_blocks * bb; i++)
+        w[i] = (uint8_t)rng_next();
+    for (int64_t i = 0; i < n_blocks; i++) {
+        fp16_t d = f32_to_fp16(rng_unit() * 0.01f);
+        uint8_t *b = w + i * bb;
+        if (t == QTYPE_IQ1_M) { /* the top nibbles of bytes 49, 51, 53, 55 */
+            for (int k = 0; k < 4; k++)
+                b[49 + 2 * k] = (uint8_t)((b[49 + 2 * k] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+        } else {
+            memcpy(b, &d, sizeof(d));
+        }
+    }
+}
+
+/* The accumulation contract, written out here from the decoded blocks: four float accumulators,
+ * block b into acc[b % 4] with one fmaf, summed as (acc0 + acc1) + (acc2 + acc3). */
+static float contract_dot(enum qtype t, const uint8_t *w, const struct block_q8_K *a, int nb) {
+    float acc[4] = {0, 0, 0, 0};
+    struct quant_iq_decoded o;
+    for (int i = 0; i < nb; i++, w += qtype_block_bytes(t)) {
+        CHECK_EQ_INT(quant_iq_decode(t, w, &o), 0);
+        int64_t isum = 0;
+        for (int j = 0; j < QK_K; j++)
+            isum += (int64_t)o.m[j / 16] * o.q[j] * a[i].qs[j];
+        CHECK(isum == (int32_t)isum);
+        acc[i % 4] = fmaf(o.d * a[i].d * o.unit, (float)isum, acc[i % 4]);
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+static void test_vec_dot_contract(void) {
+    const int nb = 9;
+    uint8_t *w = malloc((size_t)nb * MAX_BLOCK);
+    struct block_q8_K *a = calloc(nb, sizeof(*a));
+    float *x = calloc((size_t)nb * QK_K, sizeof(*x));
+    if (!w || !a || !x) {
+        CHECK(false);
+        goto out;
+    }
+    for (int rep = 0; rep < 20; rep++) {
+        for (int k = 0; k < N_IQ_TYPES; k++) {
+            enum qtype t = iq_types[k];
+            random_blocks(t, w, nb);
+            for (int i = 0; i < nb * QK_K; i++)
+                x[i] = rng_unit() * (rep % 2 ? 100.0f : 1.0f);
+            quant_q8_K_from_f32(x, a, (int64_t)nb * QK_K);
+            for (int n = 1; n <= nb; n += 4) {
+                float got = NAN, want = contract_dot(t, w, a, n);
+                quant_kernels_ref(t)->vec_dot((int64_t)n * QK_K, &got, w, a);
+                CHECK_MSG(bits_of(got) == bits_of(want), "%s %d blocks: %.9g want %.9g",
+                          qtype_name(t), n, got, want);
+            }
+        }
+    }
+out:
+    free(w);
+    free(a);
+    free(x);
+}
+
+/* The largest codes and multipliers against +-127 everywhere: the integer sum must not overflow
+ * (the spec's int32 against a 64-bit sum). */
+static void test_vec_dot_extremes(void) {
+    struct block_q8_K a[1];
+    uint8_t w[MAX_BLOCK];
+    for (int k = 0; k < N_IQ_TYPES; k++) {
+        enum qtype t = iq_types[k];
+        for (int rep = 0; rep < 64; rep++) {
+            random_blocks(t, w, 1);
+            struct quant_iq_decoded o;
+            quant_iq_decode(t, w, &o);
+            a[0].d = 1.0f;
+            for (int j = 0; j < QK_K; j++) /* the sign that makes every product positive */
+                a[0].qs[j] = (int8_t)(o.q[j] < 0 ? -127 : 127);
+            for (int g = 0; g < QK_K / 16; g++)
+                a[0].bsums[g] = 0;
+            for (int g = 0; g < QK_K / 16; g++)
+                for (int j = 0; j < 16; j++)
+                    a[0].bsums[g] = (int16_t)(a[0].bsums[g] + a[0].qs[16 * g + j]);
+            float got = NAN, want = contract_dot(t, w, a, 1);
+            quant_kernels_ref(t)->vec_dot(QK_K, &got, w, a);
+            CHECK_MSG(bits_of(got) == bits_of(want), "%s: %.9g want %.9g", qtype_name(t), got,
+                      want);
+        }
+    }
+}
+
 static const struct test_case cases[] = {
     {"codebooks", test_codebooks},
     {"golden_blocks", test_golden_blocks},
     {"golden_patterns", test_golden_patterns},
     {"dequant_rejects", test_dequant_rejects},
+    {"vec_dot_golden", test_vec_dot_golden},
+    {"vec_dot_contract", test_vec_dot_contract},
+    {"vec_dot_extremes", test_vec_dot_extremes},
     {0},
 };
 
