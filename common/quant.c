@@ -916,10 +916,14 @@ static void best_table_init(void) {
     bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq");
-    if (has_avx2 && cap >= QUANT_ISA_AVX2)
+    if (has_avx2 && cap >= QUANT_ISA_AVX2) {
         quant_register_avx2(best_table, QTYPE_COUNT);
-    if (has_avx512 && cap >= QUANT_ISA_AVX512)
+        quant_iq_register_avx2(best_table, QTYPE_COUNT);
+    }
+    if (has_avx512 && cap >= QUANT_ISA_AVX512) {
         quant_register_avx512(best_table, QTYPE_COUNT);
+        quant_iq_register_avx512(best_table, QTYPE_COUNT);
+    }
 #else
     (void)cap;
 #endif

@@ -60,6 +60,7 @@ struct block_iq1_m {
 /* The codebooks (see quant_iq_tables.c): entry e packs its values little-endian, byte j = value
  * j. quant_iq_ksigns maps a 7-bit sign index to 8 sign bits (the eighth makes the count even). */
 extern const uint8_t quant_iq_ksigns[128];
+extern const uint64_t quant_iq_ksigns64[128]; /* the same as bytes: -1 where the bit is set, else 1 */
 extern const uint64_t quant_iq_grid2xxs[256];
 extern const uint64_t quant_iq_grid2xs[512];
 extern const uint64_t quant_iq_grid2s[1024];

@@ -381,6 +381,148 @@ static void test_vec_dot_extremes(void) {
     }
 }
 
+/* ==== SIMD twins: bit-identical to the spec =================================================== */
+
+static bool cpu_has_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+static bool cpu_has_avx512(void) {
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
+/* The reference table with an ISA's kernels registered over it (AVX-512 over AVX2, as the
+ * dispatch does). */
+static void table_for(struct quant_kernels tab[QTYPE_COUNT], bool avx512) {
+    memset(tab, 0, sizeof(*tab) * QTYPE_COUNT);
+    for (int t = 0; t < QTYPE_COUNT; t++)
+        if (quant_kernels_ref((enum qtype)t))
+            tab[t] = *quant_kernels_ref((enum qtype)t);
+    quant_iq_register_avx2(tab, QTYPE_COUNT);
+    if (avx512)
+        quant_iq_register_avx512(tab, QTYPE_COUNT);
+}
+
+/* A random activation row of n values: mode 0 small, 1 with outliers, 2 only +-127 codes. */
+static void random_act(struct block_q8_K *a, float *x, int64_t n, int mode) {
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = rng_unit();
+        if (mode == 1 && rng_next() % 32 == 0)
+            x[i] *= 50.0f;
+        if (mode == 2)
+            x[i] = x[i] < 0 ? -1.0f : 1.0f;
+    }
+    quant_q8_K_from_f32(x, a, n);
+}
+
+static int n_compared;
+
+static bool same_float(float a, float b) {
+    return memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+/* One random case of nb blocks: k->vec_dot against the reference, vec_dot4 and vec_dot_rows4
+ * against k->vec_dot (row spacing padded by pad bytes), all bitwise. */
+static void compare_simd(const struct quant_kernels *k, enum qtype t, int nb, int mode,
+                         size_t pad) {
+    const struct quant_kernels *ref = quant_kernels_ref(t);
+    const int64_t n = (int64_t)nb * QK_K;
+    const size_t rb = (size_t)nb * qtype_block_bytes(t) + pad;
+    uint8_t *w = malloc(4 * rb + 8);
+    uint8_t *abuf = malloc(4 * ((size_t)nb * sizeof(struct block_q8_K) + 8));
+    float *x = calloc((size_t)n, sizeof(*x));
+    if (!w || !abuf || !x) {
+        CHECK(false);
+        goto out;
+    }
+    const void *a[4];
+    for (int r = 0; r < 4; r++) {
+        random_blocks(t, w + (size_t)r * rb, nb);
+        for (size_t b = 0; b < pad; b++)
+            w[(size_t)r * rb + rb - pad + b] = (uint8_t)rng_next();
+        /* activation rows 4 bytes off any vector alignment, the last one repeated sometimes */
+        struct block_q8_K *ar =
+            (void *)(abuf + 4 + (size_t)r * ((size_t)nb * sizeof(struct block_q8_K) + 8));
+        random_act(ar, x, n, (mode + r) % 3);
+        a[r] = r == 3 && mode == 1 ? a[2] : ar;
+    }
+    float want = NAN, got = NAN, got4[4], one[4], rows4[4];
+    ref->vec_dot(n, &want, w, a[0]);
+    k->vec_dot(n, &got, w, a[0]);
+    CHECK_MSG(same_float(got, want), "%s %s %d blocks mode %d: vec_dot %.9g ref %.9g", k->isa,
+              qtype_name(t), nb, mode, got, want);
+    k->vec_dot4(n, got4, w, a);
+    for (int j = 0; j < 4; j++) {
+        k->vec_dot(n, &one[j], w, a[j]);
+        CHECK_MSG(same_float(got4[j], one[j]), "%s %s %d blocks col %d: vec_dot4 %.9g vec_dot %.9g",
+                  k->isa, qtype_name(t), nb, j, got4[j], one[j]);
+    }
+    k->vec_dot_rows4(n, rows4, w, rb, a[1]);
+    for (int r = 0; r < 4; r++) {
+        k->vec_dot(n, &one[r], w + (size_t)r * rb, a[1]);
+        CHECK_MSG(same_float(rows4[r], one[r]),
+                  "%s %s %d blocks pad %zu row %d: vec_dot_rows4 %.9g vec_dot %.9g", k->isa,
+                  qtype_name(t), nb, pad, r, rows4[r], one[r]);
+    }
+    n_compared++;
+out:
+    free(w);
+    free(abuf);
+    free(x);
+}
+
+static void check_isa(bool avx512, const char *isa) {
+    struct quant_kernels tab[QTYPE_COUNT];
+    table_for(tab, avx512);
+    static const int blocks[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 32};
+    n_compared = 0;
+    for (int k = 0; k < N_IQ_TYPES; k++) {
+        enum qtype t = iq_types[k];
+        const struct quant_kernels *ref = quant_kernels_ref(t);
+        CHECK_MSG(strcmp(tab[t].isa, isa) == 0, "%s: %s not registered (isa %s)", isa,
+                  qtype_name(t), tab[t].isa);
+        CHECK(tab[t].vec_dot_type == ref->vec_dot_type && tab[t].from_float == ref->from_float);
+        for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+            for (int mode = 0; mode < 3; mode++)
+                compare_simd(&tab[t], t, blocks[b], mode, mode == 2 ? 4 * (rng_next() % 16) : 0);
+    }
+    printf("  %s: %d random rows of %d types, bitwise\n", isa, n_compared, N_IQ_TYPES);
+}
+
+static void test_avx2_bitwise(void) {
+    if (!cpu_has_avx2()) {
+        test_skip("cpu lacks avx2/fma/f16c: AVX2 i-quant kernels NOT checked");
+        return;
+    }
+    check_isa(false, "avx2");
+}
+
+static void test_avx512_bitwise(void) {
+    if (!cpu_has_avx512()) {
+        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 i-quant kernels NOT checked");
+        return;
+    }
+    check_isa(true, "avx512");
+}
+
+/* The dispatched table hands out SIMD kernels for every grid type (unless SNIPER_ISA caps it). */
+static void test_dispatch(void) {
+    const char *env = getenv("SNIPER_ISA");
+    for (int k = 0; k < N_IQ_TYPES; k++) {
+        const struct quant_kernels *best = quant_kernels(iq_types[k]);
+        CHECK(best != NULL);
+        if (!best || (env && *env))
+            continue;
+        const char *want = cpu_has_avx512() ? "avx512" : cpu_has_avx2() ? "avx2" : "ref";
+        CHECK_MSG(strcmp(best->isa, want) == 0, "%s dispatched to %s, want %s",
+                  qtype_name(iq_types[k]), best->isa, want);
+    }
+}
+
 static const struct test_case cases[] = {
     {"codebooks", test_codebooks},
     {"golden_blocks", test_golden_blocks},
@@ -389,6 +531,9 @@ static const struct test_case cases[] = {
     {"vec_dot_golden", test_vec_dot_golden},
     {"vec_dot_contract", test_vec_dot_contract},
     {"vec_dot_extremes", test_vec_dot_extremes},
+    {"avx2_bitwise", test_avx2_bitwise},
+    {"avx512_bitwise", test_avx512_bitwise},
+    {"dispatch", test_dispatch},
     {0},
 };
 
