@@ -922,7 +922,7 @@ static void best_table_init(void) {
     }
     if (has_avx512 && cap >= QUANT_ISA_AVX512) {
         quant_register_avx512(best_table, QTYPE_COUNT);
-        quant_iq_register_avx512(best_table, QTYPE_COUNT);
+        quant_iq_register_avx512(best_table, QTYPE_COUNT); /* over the AVX2 ones it sets first */
     }
 #else
     (void)cap;

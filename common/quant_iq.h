@@ -117,8 +117,9 @@ int quant_iq_decode(enum qtype t, const void *block, struct quant_iq_decoded *ou
 
 /* ---- SIMD twins ------------------------------------------------------------------------------ */
 
-/* Fill tab (indexed by qtype) with the AVX2 / AVX-512 kernels of the grid types, leaving other
- * entries alone. Only called when the CPU has the ISA (quant.c's dispatch). */
+/* Fill tab (indexed by qtype) with the AVX2 / AVX-512 kernels of the grid types (the AVX-512 one
+ * registers the AVX2 ones first, then its own over them), leaving other entries alone. Only
+ * called when the CPU has the ISA (quant.c's dispatch). */
 void quant_iq_register_avx2(struct quant_kernels *tab, int n_tab);
 void quant_iq_register_avx512(struct quant_kernels *tab, int n_tab);
 

@@ -5,6 +5,7 @@
  * multipliers into int16 lanes for _mm512_madd_epi16. */
 #include <immintrin.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "quant_iq.h"
@@ -57,45 +58,59 @@ typedef void (*iq_block_fn)(const uint8_t *x, const struct block_q8_K *const *y,
                             __m512i *out);
 typedef float (*iq_d_fn)(const uint8_t *x);
 
-/* The contract's float steps over na activation rows a[j] (as quant_iq_avx2.c's iq_dot). */
+/* [sum a, sum b, sum c, sum d] of four vectors of 16 int32 lanes. */
+ALWAYS __m128i hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
+    const __m256i a8 = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+    const __m256i b8 = _mm256_add_epi32(_mm512_castsi512_si256(b), _mm512_extracti64x4_epi64(b, 1));
+    const __m256i c8 = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+    const __m256i d8 = _mm256_add_epi32(_mm512_castsi512_si256(d), _mm512_extracti64x4_epi64(d, 1));
+    const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a8, b8), _mm256_hadd_epi32(c8, d8));
+    return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+/* The contract's float steps over na activation rows a[j]: s[j] = the dot of row x with a[j].
+ * Four blocks at a time: their integer sums go to the four lanes of one float FMA, block b into
+ * lane b % 4; the last n_blocks % 4 blocks take a scalar fmaf each, into the same lanes. */
 ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb,
                    const void *const *a, int na, iq_block_fn blk, iq_d_fn dfn, float unit) {
     const int64_t nb = n / QK_K;
     const struct block_q8_K *y[4];
     __m128 acc[4];
-    int32_t isum[4][4];
-    float dw[4];
     for (int j = 0; j < na; j++)
         acc[j] = _mm_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m512i r[4][4];
+        for (int k = 0; k < 4; k++) {
+            for (int j = 0; j < na; j++)
+                y[j] = (const struct block_q8_K *)a[j] + i + k;
+            blk(x + (size_t)(i + k) * bb, y, na, r[k]);
+        }
+        const uint8_t *xb = x + (size_t)i * bb;
+        const __m128 dw = _mm_setr_ps(dfn(xb), dfn(xb + bb), dfn(xb + 2 * bb), dfn(xb + 3 * bb));
+        for (int j = 0; j < na; j++) {
+            const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i;
+            const __m128 dy = _mm_setr_ps(yj[0].d, yj[1].d, yj[2].d, yj[3].d);
+            const __m128 d = _mm_mul_ps(_mm_mul_ps(dw, dy), _mm_set1_ps(unit));
+            const __m128i v = hsum4_epi32(r[0][j], r[1][j], r[2][j], r[3][j]);
+            acc[j] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(v), acc[j]);
+        }
+    }
+    float t[4][4];
+    for (int j = 0; j < na; j++)
+        _mm_storeu_ps(t[j], acc[j]);
+    for (; i < nb; i++) {
         const uint8_t *xb = x + (size_t)i * bb;
         __m512i r[4];
         for (int j = 0; j < na; j++)
             y[j] = (const struct block_q8_K *)a[j] + i;
         blk(xb, y, na, r);
-        dw[i % 4] = dfn(xb);
+        const float dw = dfn(xb);
         for (int j = 0; j < na; j++)
-            isum[j][i % 4] = hsum_epi32(r[j]);
-        if (i % 4 == 3) {
-            const __m128 d4 = _mm_loadu_ps(dw);
-            for (int j = 0; j < na; j++) {
-                const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i - 3;
-                const __m128 dy = _mm_setr_ps(yj[0].d, yj[1].d, yj[2].d, yj[3].d);
-                const __m128 d = _mm_mul_ps(_mm_mul_ps(d4, dy), _mm_set1_ps(unit));
-                const __m128 v = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)isum[j]));
-                acc[j] = _mm_fmadd_ps(d, v, acc[j]);
-            }
-        }
+            t[j][i % 4] = fmaf(dw * y[j]->d * unit, (float)hsum_epi32(r[j]), t[j][i % 4]);
     }
-    for (int j = 0; j < na; j++) {
-        float t[4];
-        _mm_storeu_ps(t, acc[j]);
-        for (int64_t i = nb - nb % 4; i < nb; i++) {
-            const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i;
-            t[i % 4] = fmaf(dw[i % 4] * yj->d * unit, (float)isum[j][i % 4], t[i % 4]);
-        }
-        s[j] = (t[0] + t[1]) + (t[2] + t[3]);
-    }
+    for (int j = 0; j < na; j++)
+        s[j] = (t[j][0] + t[j][1]) + (t[j][2] + t[j][3]);
 }
 
 #define IQ_KERNELS(name, block, blk, dfn, unit)                                                   \
@@ -124,30 +139,26 @@ ALWAYS float d_at0(const uint8_t *x) {
 ALWAYS void blk_iq2_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na,
                         __m512i *out) {
     const __m512i q = _mm512_loadu_si512(x + 2);
-    /* sign indices: aux word k/4 shifted by 7 * (k % 4), for k = 0..31 */
-    const __m512i shifts = _mm512_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21);
-    const __m512i f0 = _mm512_srlv_epi32(
-        _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7), q),
-        shifts);
-    const __m512i f1 = _mm512_srlv_epi32(
-        _mm512_permutexvar_epi32(
-            _mm512_setr_epi32(9, 9, 9, 9, 11, 11, 11, 11, 13, 13, 13, 13, 15, 15, 15, 15), q),
-        shifts);
-    const __m256i f = _mm256_and_si256(
-        _mm256_setr_m128i(_mm512_cvtepi32_epi8(f0), _mm512_cvtepi32_epi8(f1)), _mm256_set1_epi8(127));
+    /* per u64 (index word | aux word << 32): the 4 sign indices of aux to bytes 0-3 */
+    const __m512i aux = _mm512_srli_epi64(q, 32);
+    __m512i f = _mm512_and_si512(aux, _mm512_set1_epi64(0x7f));
+    f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 1), _mm512_set1_epi64(0x7f00), f, 0xea);
+    f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 2), _mm512_set1_epi64(0x7f0000), f, 0xea);
+    f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 3), _mm512_set1_epi64(0x7f000000), f, 0xea);
     uint64_t sg[4];
-    _mm256_storeu_si256((__m256i *)sg, ksigns32(f));
+    _mm256_storeu_si256((__m256i *)sg, ksigns32(_mm512_cvtepi64_epi32(f)));
     /* multipliers 2s + 1 in the low word of each odd u32 */
     const __m512i m = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1),
                                       _mm512_set1_epi32(1));
-    /* index bytes of groups 2t, 2t+1 to the low 8 bytes of each 128-bit lane */
+    int16_t ms[32];
+    _mm512_storeu_si512(ms, m);
     const __m512i ib = _mm512_shuffle_epi8(
         q, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1,
                                                 -1, -1)));
     for (int j = 0; j < na; j++)
         out[j] = _mm512_setzero_si512();
     for (int t = 0; t < 4; t++) {
-        const __m512i mul = _mm512_permutexvar_epi16(halves16(8 * t + 2, 8 * t + 6), m);
+        const __m512i mul = _mm512_mask_set1_epi16(_mm512_set1_epi16(ms[8 * t + 2]), 0xFFFF0000u, ms[8 * t + 6]);
         const __m128i lane = t == 0   ? _mm512_castsi512_si128(ib)
                              : t == 1 ? _mm512_extracti32x4_epi32(ib, 1)
                              : t == 2 ? _mm512_extracti32x4_epi32(ib, 2)
@@ -300,14 +311,23 @@ ALWAYS void blk_iq3_s(const uint8_t *x, const struct block_q8_K *const *y, int n
 IQ_KERNELS(iq3_s, block_iq3_s, blk_iq3_s, d_at0, 1.0f)
 
 /* ---- iq1_s / iq1_m --------------------------------------------------------------------------- */
-/* With g' = grid + 1 and d' = delta + 1 (0 or 2): 8 * grid + delta = (8g' + d') - 9, so a group's
- * sum is m * (sum of w * q over w = 8g' + d' in 0..18) - 9m * sum(q), the last from bsums.
- * maddubs pairs stay below 2 * 18 * 127. */
+/* With g' = grid + 1 and d' = delta + 1 (0 or 2): 8 * grid + delta = w - 9 for w = 8g' + d' in
+ * 0..18, so a group's sum is m * sum(w * q) - 9m * sum(q), the last from bsums. w comes straight
+ * from iq1_w, the grid expanded with the delta's sign as a twelfth index bit (built once from the
+ * codebook when the kernels are registered). maddubs pairs stay below 2 * 18 * 127. */
 
-/* w bytes of 8 grid entries (gathered) with d' = 2 where dmask has no bit, per 8 values. */
-ALWAYS __m512i iq1_weights(__m512i g, __mmask8 neg_delta) {
-    const __m512i g8 = _mm512_slli_epi16(_mm512_add_epi8(g, _mm512_set1_epi8(1)), 3);
-    return _mm512_add_epi8(g8, _mm512_andnot_si512(_mm512_movm_epi64(neg_delta), _mm512_set1_epi8(2)));
+static uint64_t iq1_w[4096];
+static pthread_once_t iq1_w_once = PTHREAD_ONCE_INIT;
+
+static void iq1_w_init(void) {
+    for (int e = 0; e < 4096; e++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) {
+            int g = (int8_t)(quant_iq_grid1s[e & 2047] >> (8 * j));
+            v |= (uint64_t)(8 * (g + 1) + (e & 2048 ? 0 : 2)) << (8 * j);
+        }
+        iq1_w[e] = v;
+    }
 }
 
 /* acc + madd(maddubs(w, q), mul) for 64 values. */
@@ -323,26 +343,14 @@ ALWAYS __m512i iq1_bsums(__m512i acc, __m512i m16, const int16_t *bsums) {
     return _mm512_add_epi32(acc, _mm512_zextsi256_si512(p));
 }
 
-/* iq1_s: 32 low index bytes; per 32 values a u16 qh: 3 index bits per entry (bits 3l..3l+2),
- * s in bits 12-14, the delta's sign in bit 15. */
-ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
+/* The block loop shared by iq1_s and iq1_m: idx = 32 twelve-bit iq1_w indices, m16 = 16 per-16
+ * multipliers. */
+ALWAYS void iq1_block(__m512i idx, __m512i m16, const struct block_q8_K *const *y, int na,
                       __m512i *out) {
-    const __m128i qh = _mm_loadu_si128((const __m128i *)(x + 34));
-    const __m512i shifts = _mm512_set1_epi64(0x0009000600030000);
-    const __m512i hi = spread4_words(qh, shifts, 7);
-    const __m512i idx = _mm512_or_si512(
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(x + 2))), _mm512_slli_epi16(hi, 8));
-    /* m per 32 values in words 0-7, repeated for the halves: m16 word g = m of group g / 2 */
-    const __m128i m8 = _mm_or_si128(
-        _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1), _mm_set1_epi16(1));
-    const __m512i m16 = _mm512_castsi256_si512(_mm256_permutexvar_epi16(
-        _mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm256_castsi128_si256(m8)));
-    const unsigned neg = (unsigned)_mm_movemask_epi8(_mm_packs_epi16(_mm_srai_epi16(qh, 15), _mm_setzero_si128()));
     for (int j = 0; j < na; j++)
         out[j] = _mm512_setzero_si512();
     for (int t = 0; t < 4; t++) {
-        const __mmask8 nd = (__mmask8)(((neg >> (2 * t)) & 1 ? 0x0F : 0) | ((neg >> (2 * t + 1)) & 1 ? 0xF0 : 0));
-        const __m512i w = iq1_weights(gather8_w(quant_iq_grid1s, idx, t), nd);
+        const __m512i w = gather8_w(iq1_w, idx, t);
         const __m512i mul = step_muls16(m16, t);
         for (int j = 0; j < na; j++)
             out[j] = dot64u(out[j], w, mul, y[j]->qs + 64 * t);
@@ -350,10 +358,30 @@ ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int n
     for (int j = 0; j < na; j++)
         out[j] = iq1_bsums(out[j], m16, y[j]->bsums);
 }
+
+/* iq1_s: 32 low index bytes; per 32 values a u16 qh: 3 index bits per entry (bits 3l..3l+2),
+ * s in bits 12-14, the delta's sign in bit 15 (bit 11 of all four of its w indices). */
+ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
+                      __m512i *out) {
+    const __m128i qh = _mm_loadu_si128((const __m128i *)(x + 34));
+    const __m512i hi = spread4_words(qh, _mm512_set1_epi64(0x0009000600030000), 7);
+    const __m512i neg = spread4_words(_mm_srli_epi16(qh, 15), _mm512_setzero_si512(), 1);
+    const __m512i idx = _mm512_or_si512(
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(x + 2))),
+        _mm512_or_si512(_mm512_slli_epi16(hi, 8), _mm512_slli_epi16(neg, 11)));
+    /* m per 32 values (words 0-7) repeated for the halves: m16 word g = m of group g / 2 */
+    const __m128i m8 = _mm_or_si128(
+        _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
+        _mm_set1_epi16(1));
+    const __m512i m16 = _mm512_castsi256_si512(_mm256_permutexvar_epi16(
+        _mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm256_castsi128_si256(m8)));
+    iq1_block(idx, m16, y, na, out);
+}
 IQ_KERNELS(iq1_s, block_iq1_s, blk_iq1_s, d_at0, 0.125f)
 
-/* iq1_m: 32 low index bytes; per entry a qh nibble (3 index bits, the delta's sign); per 16
- * values a 3-bit s in the four scale words (bits 0-11), whose top nibbles hold the fp16 d. */
+/* iq1_m: 32 low index bytes; per entry a qh nibble (3 index bits, then the delta's sign: the
+ * nibble is bits 8-11 of the w index); per 16 values a 3-bit s in the four scale words (bits
+ * 0-11), whose top nibbles hold the fp16 d. */
 ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int na,
                       __m512i *out) {
     /* word k = nibble k of qh: byte k / 2 shifted by 4 * (k % 2) */
@@ -365,22 +393,11 @@ ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int n
         _mm512_srlv_epi16(_mm512_permutexvar_epi16(rep2, qhw), _mm512_set1_epi32(0x00040000)),
         _mm512_set1_epi16(15));
     const __m512i idx = _mm512_or_si512(
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x)),
-        _mm512_slli_epi16(_mm512_and_si512(nib, _mm512_set1_epi16(7)), 8));
-    const __mmask32 neg = _mm512_test_epi16_mask(nib, _mm512_set1_epi16(8));
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)x)), _mm512_slli_epi16(nib, 8));
     const __m512i s16 = spread4_words(_mm_loadl_epi64((const __m128i *)(x + 48)),
                                       _mm512_set1_epi64(0x0009000600030000), 7);
     const __m512i m16 = _mm512_or_si512(_mm512_slli_epi16(s16, 1), _mm512_set1_epi16(1));
-    for (int j = 0; j < na; j++)
-        out[j] = _mm512_setzero_si512();
-    for (int t = 0; t < 4; t++) {
-        const __m512i w = iq1_weights(gather8_w(quant_iq_grid1s, idx, t), (__mmask8)(neg >> (8 * t)));
-        const __m512i mul = step_muls16(m16, t);
-        for (int j = 0; j < na; j++)
-            out[j] = dot64u(out[j], w, mul, y[j]->qs + 64 * t);
-    }
-    for (int j = 0; j < na; j++)
-        out[j] = iq1_bsums(out[j], m16, y[j]->bsums);
+    iq1_block(idx, m16, y, na, out);
 }
 
 /* iq1_m's fp16 d from the top nibbles of its four scale words. */
@@ -405,6 +422,8 @@ IQ_KERNELS(iq1_m, block_iq1_m, blk_iq1_m, d_iq1_m, 0.125f)
 
 /* Contract in quant_iq.h. */
 void quant_iq_register_avx512(struct quant_kernels *tab, int n_tab) {
+    quant_iq_register_avx2(tab, n_tab);
+    pthread_once(&iq1_w_once, iq1_w_init);
     SET_IQ(tab, n_tab, QTYPE_IQ2_XXS, iq2_xxs);
     SET_IQ(tab, n_tab, QTYPE_IQ2_XS, iq2_xs);
     SET_IQ(tab, n_tab, QTYPE_IQ2_S, iq2_s);

@@ -395,16 +395,16 @@ static bool cpu_has_avx512(void) {
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
 
-/* The reference table with an ISA's kernels registered over it (AVX-512 over AVX2, as the
- * dispatch does). */
+/* The reference table with an ISA's kernels registered over it. */
 static void table_for(struct quant_kernels tab[QTYPE_COUNT], bool avx512) {
     memset(tab, 0, sizeof(*tab) * QTYPE_COUNT);
     for (int t = 0; t < QTYPE_COUNT; t++)
         if (quant_kernels_ref((enum qtype)t))
             tab[t] = *quant_kernels_ref((enum qtype)t);
-    quant_iq_register_avx2(tab, QTYPE_COUNT);
     if (avx512)
         quant_iq_register_avx512(tab, QTYPE_COUNT);
+    else
+        quant_iq_register_avx2(tab, QTYPE_COUNT);
 }
 
 /* A random activation row of n values: mode 0 small, 1 with outliers, 2 only +-127 codes. */
