@@ -258,3 +258,25 @@ IQ_REF_KERNELS(iq3_xxs, block_iq3_xxs)
 IQ_REF_KERNELS(iq3_s, block_iq3_s)
 IQ_REF_KERNELS(iq1_s, block_iq1_s)
 IQ_REF_KERNELS(iq1_m, block_iq1_m)
+
+/* ==== the iq1 grid for the SIMD twins ========================================================= */
+
+static uint64_t iq1_w[4096];
+static pthread_once_t iq1_w_once = PTHREAD_ONCE_INIT;
+
+static void iq1_w_init(void) {
+    for (int e = 0; e < 4096; e++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 8; j++) {
+            int g = (int8_t)grid_byte(quant_iq_grid1s[e & 2047], j);
+            v |= (uint64_t)(8 * (g + 1) + (e & 2048 ? 0 : 2)) << (8 * j);
+        }
+        iq1_w[e] = v;
+    }
+}
+
+/* Contract in quant_iq.h. */
+const uint64_t *quant_iq1_w_table(void) {
+    pthread_once(&iq1_w_once, iq1_w_init);
+    return iq1_w;
+}

@@ -60,7 +60,7 @@ struct block_iq1_m {
 /* The codebooks (see quant_iq_tables.c): entry e packs its values little-endian, byte j = value
  * j. quant_iq_ksigns maps a 7-bit sign index to 8 sign bits (the eighth makes the count even). */
 extern const uint8_t quant_iq_ksigns[128];
-extern const uint64_t quant_iq_ksigns64[128]; /* the same as bytes: -1 where the bit is set, else 1 */
+extern const uint64_t quant_iq_ksigns64[128]; /* as bytes: -1 where the bit is set, else 1 */
 extern const uint64_t quant_iq_grid2xxs[256];
 extern const uint64_t quant_iq_grid2xs[512];
 extern const uint64_t quant_iq_grid2s[1024];
@@ -68,7 +68,7 @@ extern const uint32_t quant_iq_grid3xxs[256];
 extern const uint32_t quant_iq_grid3s[512];
 extern const uint64_t quant_iq_grid1s[2048]; /* int8 values in {-1, 0, 1} */
 
-/* ---- reference (scalar) functions: the spec --------------------------------------------------- */
+/* ---- reference (scalar) functions: the spec ------------------------------------------------- */
 
 /* True when t is one of the grid i-quants above. */
 bool quant_iq_is_grid(enum qtype t);
@@ -107,7 +107,7 @@ QUANT_IQ_DECLARE_REF(iq1_m)
  * d * unit * m[i / 16] * q[i]. */
 struct quant_iq_decoded {
     float d;               /* the block's fp16 scale, as a float */
-    float unit;            /* the type's constant factor: 1/8 (iq1, iq2), 1/4 (iq3_xxs), 1 (iq3_s) */
+    float unit;            /* the type's factor: 1/8 (iq1, iq2), 1/4 (iq3_xxs), 1 (iq3_s) */
     int8_t q[QK_K];        /* signed codes: grid value with its sign (iq1: 8 * grid +- 1) */
     int16_t m[QK_K / 16];  /* odd multipliers 2s+1 */
 };
@@ -116,6 +116,11 @@ struct quant_iq_decoded {
 int quant_iq_decode(enum qtype t, const void *block, struct quant_iq_decoded *out);
 
 /* ---- SIMD twins ------------------------------------------------------------------------------ */
+
+/* The iq1 grid as the SIMD twins use it: entry e (12 bits: grid index | negative delta << 11) packs
+ * w = 8 * (grid + 1) + (delta + 1) per value, in 0..18, so that value * 8 = w - 9. Built from
+ * quant_iq_grid1s on the first call (thread-safe); static storage. */
+const uint64_t *quant_iq1_w_table(void);
 
 /* Fill tab (indexed by qtype) with the AVX2 / AVX-512 kernels of the grid types (the AVX-512 one
  * registers the AVX2 ones first, then its own over them), leaving other entries alone. Only

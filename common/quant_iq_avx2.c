@@ -53,7 +53,8 @@ ALWAYS __m256i bits_to_signs(uint32_t bits) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
                                             2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread), bit);
+    const __m256i v =
+        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread), bit);
     return _mm256_or_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(1));
 }
 
@@ -82,62 +83,72 @@ typedef void (*iq_block_fn)(const uint8_t *x, const struct block_q8_K *const *y,
 /* A block's fp16 d as a float. */
 typedef float (*iq_d_fn)(const uint8_t *x);
 
-/* The contract's float steps over na activation rows a[j]: s[j] = the dot of row x with a[j]. */
-ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb,
-                   const void *const *a, int na, iq_block_fn blk, iq_d_fn dfn, float unit) {
+/* [sum a, sum b, sum c, sum d] of four vectors of 8 int32 lanes. */
+ALWAYS __m128i hsum4_epi32(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i abcd = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+    return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
+}
+
+/* The contract's float steps over na activation rows a[j]: s[j] = the dot of row x with a[j].
+ * Four blocks at a time: their integer sums go to the four lanes of one float FMA, block b into
+ * lane b % 4; the last n_blocks % 4 blocks take a scalar fmaf each, into the same lanes. */
+ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb, const void *const *a,
+                   int na, iq_block_fn blk, iq_d_fn dfn, float unit) {
     const int64_t nb = n / QK_K;
     const struct block_q8_K *y[4];
     __m128 acc[4];
-    int32_t isum[4][4];
-    float dw[4];
     for (int j = 0; j < na; j++)
         acc[j] = _mm_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        __m256i r[4][4];
+        for (int k = 0; k < 4; k++) {
+            for (int j = 0; j < na; j++)
+                y[j] = (const struct block_q8_K *)a[j] + i + k;
+            blk(x + (size_t)(i + k) * bb, y, na, r[k]);
+        }
+        const uint8_t *xb = x + (size_t)i * bb;
+        const __m128 dw = _mm_setr_ps(dfn(xb), dfn(xb + bb), dfn(xb + 2 * bb), dfn(xb + 3 * bb));
+        for (int j = 0; j < na; j++) {
+            const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i;
+            const __m128 dy = _mm_setr_ps(yj[0].d, yj[1].d, yj[2].d, yj[3].d);
+            const __m128 d = _mm_mul_ps(_mm_mul_ps(dw, dy), _mm_set1_ps(unit));
+            const __m128i v = hsum4_epi32(r[0][j], r[1][j], r[2][j], r[3][j]);
+            acc[j] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(v), acc[j]);
+        }
+    }
+    float t[4][4];
+    for (int j = 0; j < na; j++)
+        _mm_storeu_ps(t[j], acc[j]);
+    for (; i < nb; i++) {
         const uint8_t *xb = x + (size_t)i * bb;
         __m256i r[4];
         for (int j = 0; j < na; j++)
             y[j] = (const struct block_q8_K *)a[j] + i;
         blk(xb, y, na, r);
-        dw[i % 4] = dfn(xb);
+        const float dw = dfn(xb);
         for (int j = 0; j < na; j++)
-            isum[j][i % 4] = hsum_epi32(r[j]);
-        if (i % 4 == 3) {
-            const __m128 d4 = _mm_loadu_ps(dw);
-            for (int j = 0; j < na; j++) {
-                const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i - 3;
-                const __m128 dy = _mm_setr_ps(yj[0].d, yj[1].d, yj[2].d, yj[3].d);
-                const __m128 d = _mm_mul_ps(_mm_mul_ps(d4, dy), _mm_set1_ps(unit));
-                const __m128 v = _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)isum[j]));
-                acc[j] = _mm_fmadd_ps(d, v, acc[j]);
-            }
-        }
+            t[j][i % 4] = fmaf(dw * y[j]->d * unit, (float)hsum_epi32(r[j]), t[j][i % 4]);
     }
-    for (int j = 0; j < na; j++) {
-        float t[4];
-        _mm_storeu_ps(t, acc[j]);
-        for (int64_t i = nb - nb % 4; i < nb; i++) {
-            const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i;
-            t[i % 4] = fmaf(dw[i % 4] * yj->d * unit, (float)isum[j][i % 4], t[i % 4]);
-        }
-        s[j] = (t[0] + t[1]) + (t[2] + t[3]);
-    }
+    for (int j = 0; j < na; j++)
+        s[j] = (t[j][0] + t[j][1]) + (t[j][2] + t[j][3]);
 }
 
 /* vec_dot, vec_dot4 and vec_dot_rows4 of one type from its block function. */
-#define IQ_KERNELS(name, block, blk, dfn, unit)                                                   \
-    static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict w,              \
-                               const void *restrict a) {                                          \
-        const void *a1[1] = {a};                                                                  \
-        iq_dot(n, s, w, sizeof(struct block), a1, 1, blk, dfn, unit);                             \
-    }                                                                                             \
-    static void vec_dot_##name##_x4(int64_t n, float *restrict s, const void *restrict w,         \
-                                    const void *const a[4]) {                                     \
-        iq_dot(n, s, w, sizeof(struct block), a, 4, blk, dfn, unit);                              \
-    }                                                                                             \
-    static void vec_dot_##name##_r4(int64_t n, float *restrict s, const void *restrict w,         \
-                                    size_t row_bytes, const void *restrict a) {                   \
-        for (int r = 0; r < 4; r++)                                                               \
-            vec_dot_##name(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);              \
+#define IQ_KERNELS(name, block, blk, dfn, unit)                                                    \
+    static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict w,               \
+                               const void *restrict a) {                                           \
+        const void *a1[1] = {a};                                                                   \
+        iq_dot(n, s, w, sizeof(struct block), a1, 1, blk, dfn, unit);                              \
+    }                                                                                              \
+    static void vec_dot_##name##_x4(int64_t n, float *restrict s, const void *restrict w,          \
+                                    const void *const a[4]) {                                      \
+        iq_dot(n, s, w, sizeof(struct block), a, 4, blk, dfn, unit);                               \
+    }                                                                                              \
+    static void vec_dot_##name##_r4(int64_t n, float *restrict s, const void *restrict w,          \
+                                    size_t row_bytes, const void *restrict a) {                    \
+        for (int r = 0; r < 4; r++)                                                                \
+            vec_dot_##name(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);               \
     }
 
 ALWAYS float d_at0(const uint8_t *x) {
@@ -146,15 +157,26 @@ ALWAYS float d_at0(const uint8_t *x) {
 
 /* ---- iq2_xxs: per 32 values 4 index bytes, then 4 sign indices and s in one u32 ------------- */
 
-ALWAYS void blk_iq2_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                        __m256i *out) {
+/* 32 sign indices (7 bits, one per byte) -> their 8-bit sign masks (ksigns): bit 7 set where the
+ * index has an odd number of set bits. */
+ALWAYS __m256i ksigns32(__m256i f) {
+    const __m256i lut = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0,
+                                         1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
+    const __m256i lo = _mm256_and_si256(f, _mm256_set1_epi8(15));
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(f, 4), _mm256_set1_epi8(15));
+    const __m256i par =
+        _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
+    return _mm256_or_si256(f, _mm256_slli_epi16(par, 7));
+}
+
+ALWAYS void blk_iq2_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
     const uint8_t *qs = x + 2;
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        const uint32_t idx = rd32(qs + 8 * ib), aux = rd32(qs + 8 * ib + 4);
-        const __m256i g = grid8x4(quant_iq_grid2xxs, idx & 255, (idx >> 8) & 255,
-                                  (idx >> 16) & 255, idx >> 24);
+        const uint32_t aux = rd32(qs + 8 * ib + 4);
+        const __m256i g =
+            grid8x4(quant_iq_grid2xxs, qs[8 * ib], qs[8 * ib + 1], qs[8 * ib + 2], qs[8 * ib + 3]);
         const __m256i sgn =
             ksigns4(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
         const __m256i mul = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
@@ -166,16 +188,22 @@ IQ_KERNELS(iq2_xxs, block_iq2_xxs, blk_iq2_xxs, d_at0, 0.125f)
 
 /* ---- iq2_xs: per 8 values a u16 of index (9 bits) and sign index; nibble scales ------------- */
 
-ALWAYS void blk_iq2_xs(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                       __m256i *out) {
+ALWAYS void blk_iq2_xs(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
     const uint8_t *qs = x + 2, *sc = x + 66;
+    const __m256i q0 = _mm256_loadu_si256((const __m256i *)qs);
+    const __m256i q1 = _mm256_loadu_si256((const __m256i *)(qs + 32));
+    /* the 32 sign indices (u16 >> 9) as bytes in entry order, then their masks */
+    const __m256i f = _mm256_permute4x64_epi64(
+        _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), 0xD8);
+    uint32_t sg[8];
+    _mm256_storeu_si256((__m256i *)sg, ksigns32(f));
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        const unsigned q0 = rd16(qs + 8 * ib), q1 = rd16(qs + 8 * ib + 2);
-        const unsigned q2 = rd16(qs + 8 * ib + 4), q3 = rd16(qs + 8 * ib + 6);
-        const __m256i g = grid8x4(quant_iq_grid2xs, q0 & 511, q1 & 511, q2 & 511, q3 & 511);
-        const __m256i sgn = ksigns4(q0 >> 9, q1 >> 9, q2 >> 9, q3 >> 9);
+        const unsigned q0w = rd16(qs + 8 * ib), q1w = rd16(qs + 8 * ib + 2);
+        const unsigned q2w = rd16(qs + 8 * ib + 4), q3w = rd16(qs + 8 * ib + 6);
+        const __m256i g = grid8x4(quant_iq_grid2xs, q0w & 511, q1w & 511, q2w & 511, q3w & 511);
+        const __m256i sgn = bits_to_signs(sg[ib]);
         const __m256i mul = mul16x2(2 * (sc[ib] & 15) + 1, 2 * (sc[ib] >> 4) + 1);
         for (int j = 0; j < na; j++)
             out[j] = dot_group(out[j], g, sgn, mul, y[j]->qs + 32 * ib);
@@ -185,16 +213,22 @@ IQ_KERNELS(iq2_xs, block_iq2_xs, blk_iq2_xs, d_at0, 0.125f)
 
 /* ---- iq2_s: index low bytes, sign bytes, 2 index bits per group in qh, nibble scales -------- */
 
-ALWAYS void blk_iq2_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m256i *out) {
+ALWAYS void blk_iq2_s(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
     const uint8_t *qs = x + 2, *signs = x + 34, *qh = x + 66, *sc = x + 74;
+    const __m256i shifts = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    uint32_t idx[32];
+    for (int k = 0; k < 4; k++) { /* groups 2k and 2k + 1 */
+        const __m256i hi = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(rd16(qh + 2 * k)), shifts), _mm256_set1_epi32(3));
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * k)));
+        _mm256_storeu_si256((__m256i *)(idx + 8 * k),
+                            _mm256_or_si256(lo, _mm256_slli_epi32(hi, 8)));
+    }
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        const unsigned h = qh[ib];
-        const __m256i g = grid8x4(quant_iq_grid2s, qs[4 * ib] | (h & 3) << 8,
-                                  qs[4 * ib + 1] | (h & 12) << 6, qs[4 * ib + 2] | (h & 48) << 4,
-                                  qs[4 * ib + 3] | (h & 192) << 2);
+        const __m256i g = grid8x4(quant_iq_grid2s, idx[4 * ib], idx[4 * ib + 1], idx[4 * ib + 2],
+                                  idx[4 * ib + 3]);
         const __m256i sgn = bits_to_signs(rd32(signs + 4 * ib));
         const __m256i mul = mul16x2(2 * (sc[ib] & 15) + 1, 2 * (sc[ib] >> 4) + 1);
         for (int j = 0; j < na; j++)
@@ -205,20 +239,29 @@ IQ_KERNELS(iq2_s, block_iq2_s, blk_iq2_s, d_at0, 0.125f)
 
 /* ---- iq3_xxs: 8 index bytes per 32 values, then per 32 a u32 of sign indices and s ---------- */
 
-ALWAYS void blk_iq3_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                        __m256i *out) {
-    const uint8_t *qs = x + 2, *ss = x + 66;
+ALWAYS void blk_iq3_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
+    const uint8_t *qs = x + 2;
+    const __m256i aux = _mm256_loadu_si256((const __m256i *)(x + 66));
+    /* the four 7-bit sign indices of u32 ib to its bytes 0-3 */
+    __m256i f = _mm256_and_si256(aux, _mm256_set1_epi32(0x7f));
+    f = _mm256_or_si256(f, _mm256_and_si256(_mm256_slli_epi32(aux, 1), _mm256_set1_epi32(0x7f00)));
+    f = _mm256_or_si256(f,
+                        _mm256_and_si256(_mm256_slli_epi32(aux, 2), _mm256_set1_epi32(0x7f0000)));
+    f = _mm256_or_si256(f,
+                        _mm256_and_si256(_mm256_slli_epi32(aux, 3), _mm256_set1_epi32(0x7f000000)));
+    uint32_t sg[8];
+    _mm256_storeu_si256((__m256i *)sg, ksigns32(f));
+    int16_t ms[16]; /* 2s + 1 in the low word of each u32 */
+    _mm256_storeu_si256(
+        (__m256i *)ms,
+        _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(aux, 28), 1), _mm256_set1_epi32(1)));
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        unsigned idx[8];
-        for (int k = 0; k < 8; k++)
-            idx[k] = qs[8 * ib + k];
-        const uint32_t aux = rd32(ss + 4 * ib);
-        const __m256i g = grid4x8(quant_iq_grid3xxs, idx);
-        const __m256i sgn =
-            ksigns4(aux & 127, (aux >> 7) & 127, (aux >> 14) & 127, (aux >> 21) & 127);
-        const __m256i mul = _mm256_set1_epi16((short)(2 * (aux >> 28) + 1));
+        const __m256i idx = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * ib)));
+        const __m256i g = _mm256_i32gather_epi32((const int *)quant_iq_grid3xxs, idx, 4);
+        const __m256i sgn = bits_to_signs(sg[ib]);
+        const __m256i mul = _mm256_set1_epi16(ms[2 * ib]);
         for (int j = 0; j < na; j++)
             out[j] = dot_group(out[j], g, sgn, mul, y[j]->qs + 32 * ib);
     }
@@ -227,109 +270,142 @@ IQ_KERNELS(iq3_xxs, block_iq3_xxs, blk_iq3_xxs, d_at0, 0.25f)
 
 /* ---- iq3_s: index low bytes, one high bit each in qh, sign bytes, nibble scales per 32 ------ */
 
-ALWAYS void blk_iq3_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m256i *out) {
+ALWAYS void blk_iq3_s(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
     const uint8_t *qs = x + 2, *qh = x + 66, *signs = x + 74, *sc = x + 106;
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    int16_t ms[8];
+    for (int k = 0; k < 4; k++) {
+        ms[2 * k] = (int16_t)(2 * (sc[k] & 15) + 1);
+        ms[2 * k + 1] = (int16_t)(2 * (sc[k] >> 4) + 1);
+    }
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        unsigned idx[8];
-        for (int k = 0; k < 8; k++)
-            idx[k] = qs[8 * ib + k] | ((qh[ib] >> k) & 1) << 8;
-        const __m256i g = grid4x8(quant_iq_grid3s, idx);
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * ib)));
+        const __m256i h = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(qh[ib]), bit), bit);
+        const __m256i idx = _mm256_or_si256(lo, _mm256_and_si256(h, _mm256_set1_epi32(256)));
+        const __m256i g = _mm256_i32gather_epi32((const int *)quant_iq_grid3s, idx, 4);
         const __m256i sgn = bits_to_signs(rd32(signs + 4 * ib));
-        const __m256i mul = _mm256_set1_epi16((short)(2 * ((sc[ib / 2] >> (4 * (ib % 2))) & 15) + 1));
+        const __m256i mul = _mm256_set1_epi16(ms[ib]);
         for (int j = 0; j < na; j++)
             out[j] = dot_group(out[j], g, sgn, mul, y[j]->qs + 32 * ib);
     }
 }
 IQ_KERNELS(iq3_s, block_iq3_s, blk_iq3_s, d_at0, 1.0f)
 
-/* ---- iq1_s / iq1_m: value = m * (8 * grid +- 1) in eighths ----------------------------------- */
-/* The grid part: sign_epi8(q, grid) is q * grid (grid in {-1, 0, 1}), its pairs summed by
- * maddubs with ones (|pair| <= 254) and weighted by 8m in madd. */
+/* ---- iq1_s / iq1_m ----------------------------------------------------------------------- */
+/* 8 * grid + delta = w - 9 with w = 8 * (grid + 1) + (delta + 1) in 0..18, from
+ * quant_iq1_w_table() (index: grid index | negative delta << 11), so a group's sum is
+ * m * sum(w * q) - 9m * sum(q), the last from bsums. maddubs pairs stay below 2 * 18 * 127. */
 
-ALWAYS __m256i iq1_grid_part(__m256i acc, __m256i g, __m256i mul8, const int8_t *q) {
-    const __m256i t = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)q), g);
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), t), mul8));
+static const uint64_t *iq1_w; /* quant_iq1_w_table(), set at registration */
+
+/* acc + madd(maddubs(w, q), mul). */
+ALWAYS __m256i dot_group_u(__m256i acc, __m256i w, __m256i mul, const int8_t *q) {
+    const __m256i p = _mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)q));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, mul));
 }
 
-/* iq1_s: the delta +-1 per 32 values, m per 32: the delta part is sum_g c_g * bsums[g] over the
- * 16 bsums with c = m * delta (the same for both halves of a group of 32). */
-ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m256i *out) {
-    const uint8_t *qs = x + 2, *qh = x + 34;
-    int16_t c[16];
+/* acc - 9 * sum_g m[g] * bsums[g] over the 16 per-16 multipliers m. */
+ALWAYS __m256i iq1_bsums(__m256i acc, const int16_t m[16], const int16_t *bsums) {
+    const __m256i c =
+        _mm256_mullo_epi16(_mm256_loadu_si256((const __m256i *)m), _mm256_set1_epi16(-9));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), c));
+}
+
+/* iq1_s: per 32 values a u16 qh: 3 index bits per entry, s in bits 12-14, the delta's sign in
+ * bit 15 (bit 11 of all four w indices). */
+ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
+    const uint8_t *qs = x + 2;
+    const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + 34)));
+    const __m256i shifts = _mm256_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9);
+    uint32_t idx[32];
+    for (int k = 0; k < 4; k++) { /* groups 2k and 2k + 1 */
+        const __m256i h =
+            _mm256_permutevar8x32_epi32(qh, _mm256_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1,
+                                                              2 * k + 1, 2 * k + 1, 2 * k + 1));
+        const __m256i hi = _mm256_slli_epi32(
+            _mm256_and_si256(_mm256_srlv_epi32(h, shifts), _mm256_set1_epi32(7)), 8);
+        const __m256i neg = _mm256_and_si256(_mm256_srli_epi32(h, 4), _mm256_set1_epi32(0x800));
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * k)));
+        _mm256_storeu_si256((__m256i *)(idx + 8 * k),
+                            _mm256_or_si256(_mm256_or_si256(lo, hi), neg));
+    }
+    int16_t m[16];
+    const __m256i mv = _mm256_or_si256(
+        _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7)), 1),
+        _mm256_set1_epi32(1));
+    _mm256_storeu_si256((__m256i *)m, _mm256_or_si256(mv, _mm256_slli_epi32(mv, 16)));
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        const unsigned h = rd16(qh + 2 * ib);
-        const int m = 2 * ((h >> 12) & 7) + 1;
-        c[2 * ib] = c[2 * ib + 1] = (int16_t)(h & 0x8000 ? -m : m);
-        const __m256i g = grid8x4(quant_iq_grid1s, qs[4 * ib] | (h & 7) << 8,
-                                  qs[4 * ib + 1] | (h & 56) << 5, qs[4 * ib + 2] | (h & 448) << 2,
-                                  qs[4 * ib + 3] | (h & 3584) >> 1);
-        const __m256i mul8 = _mm256_set1_epi16((short)(8 * m));
+        const __m256i w =
+            grid8x4(iq1_w, idx[4 * ib], idx[4 * ib + 1], idx[4 * ib + 2], idx[4 * ib + 3]);
+        const __m256i mul = _mm256_set1_epi16(m[2 * ib]);
         for (int j = 0; j < na; j++)
-            out[j] = iq1_grid_part(out[j], g, mul8, y[j]->qs + 32 * ib);
+            out[j] = dot_group_u(out[j], w, mul, y[j]->qs + 32 * ib);
     }
-    const __m256i cv = _mm256_loadu_si256((const __m256i *)c);
     for (int j = 0; j < na; j++)
-        out[j] = _mm256_add_epi32(
-            out[j], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[j]->bsums), cv));
+        out[j] = iq1_bsums(out[j], m, y[j]->bsums);
 }
 IQ_KERNELS(iq1_s, block_iq1_s, blk_iq1_s, d_at0, 0.125f)
 
-/* iq1_m: the delta +-1 per 8 values, m per 16: 8 * (grid pairs) + (delta pairs), both from
- * maddubs with ones (|8 * 254 + 254| < 32767), then madd with m. */
-ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m256i *out) {
+/* iq1_m: per entry a qh nibble (3 index bits, then the delta's sign: bits 8-11 of the w index);
+ * per 16 values a 3-bit s in the scale words. */
+ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int na, __m256i *out) {
     const uint8_t *qs = x, *qh = x + 32, *sc = x + 48;
-    const __m256i ones = _mm256_set1_epi8(1);
-    const __m256i dbit = _mm256_setr_epi64x(0x08, 0x80, 0x800, 0x8000);
+    const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    uint32_t idx[32];
+    int16_t m[16];
+    for (int k = 0; k < 4; k++) { /* groups 2k and 2k + 1: qh bytes 4k..4k+3 */
+        const __m256i nib =
+            _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)rd32(qh + 4 * k)), shifts),
+                             _mm256_set1_epi32(15));
+        const __m256i lo = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8 * k)));
+        _mm256_storeu_si256((__m256i *)(idx + 8 * k),
+                            _mm256_or_si256(lo, _mm256_slli_epi32(nib, 8)));
+    }
+    for (int ib = 0; ib < 8; ib++) {
+        const unsigned s = (unsigned)rd16(sc + 2 * (ib / 2)) >> (6 * (ib % 2));
+        m[2 * ib] = (int16_t)(2 * (s & 7) + 1);
+        m[2 * ib + 1] = (int16_t)(2 * ((s >> 3) & 7) + 1);
+    }
     for (int j = 0; j < na; j++)
         out[j] = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ib++) {
-        const unsigned h = rd16(qh + 2 * ib);
-        const unsigned s = (unsigned)rd16(sc + 2 * (ib / 2)) >> (6 * (ib % 2));
-        const __m256i g = grid8x4(quant_iq_grid1s, qs[4 * ib] | (h & 7) << 8,
-                                  qs[4 * ib + 1] | (h & 0x70) << 4, qs[4 * ib + 2] | (h & 0x700),
-                                  qs[4 * ib + 3] | (h & 0x7000) >> 4);
-        const __m256i hv = _mm256_and_si256(_mm256_set1_epi64x(h), dbit);
-        const __m256i delta = _mm256_or_si256(_mm256_cmpeq_epi64(hv, dbit), ones);
-        const __m256i mul = mul16x2(2 * (s & 7) + 1, 2 * ((s >> 3) & 7) + 1);
-        for (int j = 0; j < na; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(y[j]->qs + 32 * ib));
-            const __m256i pg = _mm256_maddubs_epi16(ones, _mm256_sign_epi8(q, g));
-            const __m256i pd = _mm256_maddubs_epi16(ones, _mm256_sign_epi8(q, delta));
-            const __m256i p = _mm256_add_epi16(_mm256_slli_epi16(pg, 3), pd);
-            out[j] = _mm256_add_epi32(out[j], _mm256_madd_epi16(p, mul));
-        }
+        const __m256i w =
+            grid8x4(iq1_w, idx[4 * ib], idx[4 * ib + 1], idx[4 * ib + 2], idx[4 * ib + 3]);
+        const __m256i mul = mul16x2(m[2 * ib], m[2 * ib + 1]);
+        for (int j = 0; j < na; j++)
+            out[j] = dot_group_u(out[j], w, mul, y[j]->qs + 32 * ib);
     }
+    for (int j = 0; j < na; j++)
+        out[j] = iq1_bsums(out[j], m, y[j]->bsums);
 }
 
 /* iq1_m's fp16 d from the top nibbles of its four scale words. */
 ALWAYS float d_iq1_m(const uint8_t *x) {
     const uint8_t *sc = x + 48;
-    return _cvtsh_ss((unsigned short)(sc[1] >> 4 | (sc[3] & 0xf0) | (sc[5] >> 4) << 8 |
-                                      (sc[7] & 0xf0) << 8));
+    return _cvtsh_ss(
+        (unsigned short)(sc[1] >> 4 | (sc[3] & 0xf0) | (sc[5] >> 4) << 8 | (sc[7] & 0xf0) << 8));
 }
 IQ_KERNELS(iq1_m, block_iq1_m, blk_iq1_m, d_iq1_m, 0.125f)
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-#define SET_IQ(tab, n_tab, t, name)                                                               \
-    do {                                                                                          \
-        if ((int)(t) < (n_tab)) {                                                                 \
-            (tab)[t].vec_dot = vec_dot_##name;                                                    \
-            (tab)[t].vec_dot4 = vec_dot_##name##_x4;                                              \
-            (tab)[t].vec_dot_rows4 = vec_dot_##name##_r4;                                         \
-            (tab)[t].isa = "avx2";                                                                \
-        }                                                                                         \
+#define SET_IQ(tab, n_tab, t, name)                                                                \
+    do {                                                                                           \
+        if ((int)(t) < (n_tab)) {                                                                  \
+            (tab)[t].vec_dot = vec_dot_##name;                                                     \
+            (tab)[t].vec_dot4 = vec_dot_##name##_x4;                                               \
+            (tab)[t].vec_dot_rows4 = vec_dot_##name##_r4;                                          \
+            (tab)[t].isa = "avx2";                                                                 \
+        }                                                                                          \
     } while (0)
 
 /* Contract in quant_iq.h. */
 void quant_iq_register_avx2(struct quant_kernels *tab, int n_tab) {
+    iq1_w = quant_iq1_w_table();
     SET_IQ(tab, n_tab, QTYPE_IQ2_XXS, iq2_xxs);
     SET_IQ(tab, n_tab, QTYPE_IQ2_XS, iq2_xs);
     SET_IQ(tab, n_tab, QTYPE_IQ2_S, iq2_s);

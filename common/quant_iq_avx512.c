@@ -5,7 +5,6 @@
  * multipliers into int16 lanes for _mm512_madd_epi16. */
 #include <immintrin.h>
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "quant_iq.h"
@@ -27,11 +26,12 @@ ALWAYS float rdh(const uint8_t *p) {
 /* 32 sign indices (7 bits, one per byte) -> their 8-bit sign masks (ksigns): bit 7 set where the
  * index has an odd number of set bits, so every mask has an even count. */
 ALWAYS __m256i ksigns32(__m256i f) {
-    const __m256i lut = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1,
-                                         0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
+    const __m256i lut = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0,
+                                         1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
     const __m256i lo = _mm256_and_si256(f, _mm256_set1_epi8(15));
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(f, 4), _mm256_set1_epi8(15));
-    const __m256i par = _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
+    const __m256i par =
+        _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
     return _mm256_or_si256(f, _mm256_slli_epi16(par, 7));
 }
 
@@ -71,8 +71,8 @@ ALWAYS __m128i hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
 /* The contract's float steps over na activation rows a[j]: s[j] = the dot of row x with a[j].
  * Four blocks at a time: their integer sums go to the four lanes of one float FMA, block b into
  * lane b % 4; the last n_blocks % 4 blocks take a scalar fmaf each, into the same lanes. */
-ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb,
-                   const void *const *a, int na, iq_block_fn blk, iq_d_fn dfn, float unit) {
+ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb, const void *const *a,
+                   int na, iq_block_fn blk, iq_d_fn dfn, float unit) {
     const int64_t nb = n / QK_K;
     const struct block_q8_K *y[4];
     __m128 acc[4];
@@ -113,20 +113,20 @@ ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb,
         s[j] = (t[j][0] + t[j][1]) + (t[j][2] + t[j][3]);
 }
 
-#define IQ_KERNELS(name, block, blk, dfn, unit)                                                   \
-    static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict w,              \
-                               const void *restrict a) {                                          \
-        const void *a1[1] = {a};                                                                  \
-        iq_dot(n, s, w, sizeof(struct block), a1, 1, blk, dfn, unit);                             \
-    }                                                                                             \
-    static void vec_dot_##name##_x4(int64_t n, float *restrict s, const void *restrict w,         \
-                                    const void *const a[4]) {                                     \
-        iq_dot(n, s, w, sizeof(struct block), a, 4, blk, dfn, unit);                              \
-    }                                                                                             \
-    static void vec_dot_##name##_r4(int64_t n, float *restrict s, const void *restrict w,         \
-                                    size_t row_bytes, const void *restrict a) {                   \
-        for (int r = 0; r < 4; r++)                                                               \
-            vec_dot_##name(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);              \
+#define IQ_KERNELS(name, block, blk, dfn, unit)                                                    \
+    static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict w,               \
+                               const void *restrict a) {                                           \
+        const void *a1[1] = {a};                                                                   \
+        iq_dot(n, s, w, sizeof(struct block), a1, 1, blk, dfn, unit);                              \
+    }                                                                                              \
+    static void vec_dot_##name##_x4(int64_t n, float *restrict s, const void *restrict w,          \
+                                    const void *const a[4]) {                                      \
+        iq_dot(n, s, w, sizeof(struct block), a, 4, blk, dfn, unit);                               \
+    }                                                                                              \
+    static void vec_dot_##name##_r4(int64_t n, float *restrict s, const void *restrict w,          \
+                                    size_t row_bytes, const void *restrict a) {                    \
+        for (int r = 0; r < 4; r++)                                                                \
+            vec_dot_##name(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);               \
     }
 
 ALWAYS float d_at0(const uint8_t *x) {
@@ -136,42 +136,44 @@ ALWAYS float d_at0(const uint8_t *x) {
 /* ---- iq2_xxs ------------------------------------------------------------------------------- */
 /* The 64 bytes after d are 16 u32: even ones hold 4 index bytes, odd ones 4 sign indices and s. */
 
-ALWAYS void blk_iq2_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                        __m512i *out) {
+ALWAYS void blk_iq2_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     const __m512i q = _mm512_loadu_si512(x + 2);
     /* per u64 (index word | aux word << 32): the 4 sign indices of aux to bytes 0-3 */
     const __m512i aux = _mm512_srli_epi64(q, 32);
     __m512i f = _mm512_and_si512(aux, _mm512_set1_epi64(0x7f));
     f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 1), _mm512_set1_epi64(0x7f00), f, 0xea);
     f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 2), _mm512_set1_epi64(0x7f0000), f, 0xea);
-    f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 3), _mm512_set1_epi64(0x7f000000), f, 0xea);
+    f = _mm512_ternarylogic_epi64(_mm512_slli_epi64(aux, 3), _mm512_set1_epi64(0x7f000000), f,
+                                  0xea);
     uint64_t sg[4];
     _mm256_storeu_si256((__m256i *)sg, ksigns32(_mm512_cvtepi64_epi32(f)));
     /* multipliers 2s + 1 in the low word of each odd u32 */
-    const __m512i m = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1),
-                                      _mm512_set1_epi32(1));
+    const __m512i m =
+        _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(q, 28), 1), _mm512_set1_epi32(1));
     int16_t ms[32];
     _mm512_storeu_si512(ms, m);
-    const __m512i ib = _mm512_shuffle_epi8(
-        q, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1, -1, -1, -1, -1, -1,
-                                                -1, -1)));
+    const __m512i ib =
+        _mm512_shuffle_epi8(q, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, -1,
+                                                                    -1, -1, -1, -1, -1, -1, -1)));
     for (int j = 0; j < na; j++)
         out[j] = _mm512_setzero_si512();
     for (int t = 0; t < 4; t++) {
-        const __m512i mul = _mm512_mask_set1_epi16(_mm512_set1_epi16(ms[8 * t + 2]), 0xFFFF0000u, ms[8 * t + 6]);
+        const __m512i mul =
+            _mm512_mask_set1_epi16(_mm512_set1_epi16(ms[8 * t + 2]), 0xFFFF0000u, ms[8 * t + 6]);
         const __m128i lane = t == 0   ? _mm512_castsi512_si128(ib)
                              : t == 1 ? _mm512_extracti32x4_epi32(ib, 1)
                              : t == 2 ? _mm512_extracti32x4_epi32(ib, 2)
                                       : _mm512_extracti32x4_epi32(ib, 3);
-        const __m512i g = _mm512_i64gather_epi64(_mm512_cvtepu8_epi64(lane),
-                                                 (const void *)quant_iq_grid2xxs, 8);
+        const __m512i g =
+            _mm512_i64gather_epi64(_mm512_cvtepu8_epi64(lane), (const void *)quant_iq_grid2xxs, 8);
         for (int j = 0; j < na; j++)
             out[j] = dot64(out[j], g, sg[t], mul, y[j]->qs + 64 * t);
     }
 }
 IQ_KERNELS(iq2_xxs, block_iq2_xxs, blk_iq2_xxs, d_at0, 0.125f)
 
-/* ---- per-block multiplier vectors ------------------------------------------------------------- */
+/* ---- per-block multiplier vectors -------------------------------------------------------------
+ */
 
 /* n scale bytes (n = 8 or 4) -> 2n int16 multipliers 2 * nibble + 1, low nibble first:
  * word 2b = byte b's low nibble, word 2b + 1 its high nibble. */
@@ -186,9 +188,9 @@ ALWAYS __m512i nibble_muls(uint64_t bytes) {
 
 /* The multipliers of step t (values 64t..64t+63) from 16 per-16 multipliers in words 0-15. */
 ALWAYS __m512i step_muls16(__m512i m16, int t) {
-    const __m512i base = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
-                                          0x0002000200020002, 0x0001000100010001, 0x0001000100010001,
-                                          0, 0);
+    const __m512i base =
+        _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                         0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
     return _mm512_permutexvar_epi16(_mm512_add_epi16(base, _mm512_set1_epi16((short)(4 * t))), m16);
 }
 
@@ -213,8 +215,7 @@ ALWAYS __m512i gather8_w(const uint64_t *grid, __m512i idx, int t) {
 
 /* ---- iq2_xs: 32 u16 of index (9 bits) | sign index << 9; per 16 values a scale nibble ------- */
 
-ALWAYS void blk_iq2_xs(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                       __m512i *out) {
+ALWAYS void blk_iq2_xs(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     const __m512i q = _mm512_loadu_si512(x + 2);
     uint64_t sg[4], sc;
     _mm256_storeu_si256((__m256i *)sg, ksigns32(_mm512_cvtepi16_epi8(_mm512_srli_epi16(q, 9))));
@@ -234,16 +235,17 @@ IQ_KERNELS(iq2_xs, block_iq2_xs, blk_iq2_xs, d_at0, 0.125f)
 
 /* ---- iq2_s: 32 low index bytes, 32 sign bytes, 2 index bits per entry in qh, nibble scales -- */
 
-ALWAYS void blk_iq2_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m512i *out) {
+ALWAYS void blk_iq2_s(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     uint64_t sc, qh;
     memcpy(&sc, x + 74, sizeof(sc));
     memcpy(&qh, x + 66, sizeof(qh));
     const __m512i m16 = nibble_muls(sc);
     const __m512i shifts = _mm512_set1_epi64(0x0006000400020000);
-    const __m512i hi = spread4_words(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)qh)), shifts, 3);
-    const __m512i idx = _mm512_or_si512(
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(x + 2))), _mm512_slli_epi16(hi, 8));
+    const __m512i hi =
+        spread4_words(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)qh)), shifts, 3);
+    const __m512i idx =
+        _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(x + 2))),
+                        _mm512_slli_epi16(hi, 8));
     for (int j = 0; j < na; j++)
         out[j] = _mm512_setzero_si512();
     for (int t = 0; t < 4; t++) {
@@ -259,27 +261,31 @@ IQ_KERNELS(iq2_s, block_iq2_s, blk_iq2_s, d_at0, 0.125f)
 
 /* ---- iq3_xxs: 64 index bytes (4 values each), then 8 u32 of sign indices and s ------------- */
 
-ALWAYS void blk_iq3_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                        __m512i *out) {
+ALWAYS void blk_iq3_xxs(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     const __m512i aux = _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x + 66)));
-    const __m512i shifts = _mm512_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21);
+    const __m512i shifts =
+        _mm512_setr_epi32(0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21, 0, 7, 14, 21);
     const __m512i f0 = _mm512_srlv_epi32(
-        _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), aux),
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
+                                 aux),
         shifts);
     const __m512i f1 = _mm512_srlv_epi32(
-        _mm512_permutexvar_epi32(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7), aux),
+        _mm512_permutexvar_epi32(_mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
+                                 aux),
         shifts);
-    const __m256i f = _mm256_and_si256(
-        _mm256_setr_m128i(_mm512_cvtepi32_epi8(f0), _mm512_cvtepi32_epi8(f1)), _mm256_set1_epi8(127));
+    const __m256i f =
+        _mm256_and_si256(_mm256_setr_m128i(_mm512_cvtepi32_epi8(f0), _mm512_cvtepi32_epi8(f1)),
+                         _mm256_set1_epi8(127));
     uint64_t sg[4];
     _mm256_storeu_si256((__m256i *)sg, ksigns32(f));
-    const __m512i m = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(aux, 28), 1),
-                                      _mm512_set1_epi32(1));
+    const __m512i m =
+        _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(aux, 28), 1), _mm512_set1_epi32(1));
     for (int j = 0; j < na; j++)
         out[j] = _mm512_setzero_si512();
     for (int t = 0; t < 4; t++) {
         const __m512i mul = _mm512_permutexvar_epi16(halves16(4 * t, 4 * t + 2), m);
-        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x + 2 + 16 * t)));
+        const __m512i idx =
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(x + 2 + 16 * t)));
         const __m512i g = _mm512_i32gather_epi32(idx, (const void *)quant_iq_grid3xxs, 4);
         for (int j = 0; j < na; j++)
             out[j] = dot64(out[j], g, sg[t], mul, y[j]->qs + 64 * t);
@@ -289,8 +295,7 @@ IQ_KERNELS(iq3_xxs, block_iq3_xxs, blk_iq3_xxs, d_at0, 0.25f)
 
 /* ---- iq3_s: 64 low index bytes, their 9th bits in qh, sign bytes, a nibble per 32 values ---- */
 
-ALWAYS void blk_iq3_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m512i *out) {
+ALWAYS void blk_iq3_s(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     uint32_t sc;
     memcpy(&sc, x + 106, sizeof(sc));
     const __m512i m8 = nibble_muls(sc);
@@ -313,22 +318,10 @@ IQ_KERNELS(iq3_s, block_iq3_s, blk_iq3_s, d_at0, 1.0f)
 /* ---- iq1_s / iq1_m --------------------------------------------------------------------------- */
 /* With g' = grid + 1 and d' = delta + 1 (0 or 2): 8 * grid + delta = w - 9 for w = 8g' + d' in
  * 0..18, so a group's sum is m * sum(w * q) - 9m * sum(q), the last from bsums. w comes straight
- * from iq1_w, the grid expanded with the delta's sign as a twelfth index bit (built once from the
- * codebook when the kernels are registered). maddubs pairs stay below 2 * 18 * 127. */
+ * from quant_iq1_w_table(), the grid expanded with the delta's sign as a twelfth index bit.
+ * maddubs pairs stay below 2 * 18 * 127. */
 
-static uint64_t iq1_w[4096];
-static pthread_once_t iq1_w_once = PTHREAD_ONCE_INIT;
-
-static void iq1_w_init(void) {
-    for (int e = 0; e < 4096; e++) {
-        uint64_t v = 0;
-        for (int j = 0; j < 8; j++) {
-            int g = (int8_t)(quant_iq_grid1s[e & 2047] >> (8 * j));
-            v |= (uint64_t)(8 * (g + 1) + (e & 2048 ? 0 : 2)) << (8 * j);
-        }
-        iq1_w[e] = v;
-    }
-}
+static const uint64_t *iq1_w; /* quant_iq1_w_table(), set at registration */
 
 /* acc + madd(maddubs(w, q), mul) for 64 values. */
 ALWAYS __m512i dot64u(__m512i acc, __m512i w, __m512i mul, const int8_t *q) {
@@ -361,20 +354,20 @@ ALWAYS void iq1_block(__m512i idx, __m512i m16, const struct block_q8_K *const *
 
 /* iq1_s: 32 low index bytes; per 32 values a u16 qh: 3 index bits per entry (bits 3l..3l+2),
  * s in bits 12-14, the delta's sign in bit 15 (bit 11 of all four of its w indices). */
-ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m512i *out) {
+ALWAYS void blk_iq1_s(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     const __m128i qh = _mm_loadu_si128((const __m128i *)(x + 34));
     const __m512i hi = spread4_words(qh, _mm512_set1_epi64(0x0009000600030000), 7);
     const __m512i neg = spread4_words(_mm_srli_epi16(qh, 15), _mm512_setzero_si512(), 1);
-    const __m512i idx = _mm512_or_si512(
-        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(x + 2))),
-        _mm512_or_si512(_mm512_slli_epi16(hi, 8), _mm512_slli_epi16(neg, 11)));
+    const __m512i idx =
+        _mm512_or_si512(_mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(x + 2))),
+                        _mm512_or_si512(_mm512_slli_epi16(hi, 8), _mm512_slli_epi16(neg, 11)));
     /* m per 32 values (words 0-7) repeated for the halves: m16 word g = m of group g / 2 */
-    const __m128i m8 = _mm_or_si128(
-        _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
-        _mm_set1_epi16(1));
-    const __m512i m16 = _mm512_castsi256_si512(_mm256_permutexvar_epi16(
-        _mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), _mm256_castsi128_si256(m8)));
+    const __m128i m8 =
+        _mm_or_si128(_mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 12), _mm_set1_epi16(7)), 1),
+                     _mm_set1_epi16(1));
+    const __m512i m16 = _mm512_castsi256_si512(
+        _mm256_permutexvar_epi16(_mm256_setr_epi16(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                                 _mm256_castsi128_si256(m8)));
     iq1_block(idx, m16, y, na, out);
 }
 IQ_KERNELS(iq1_s, block_iq1_s, blk_iq1_s, d_at0, 0.125f)
@@ -382,13 +375,13 @@ IQ_KERNELS(iq1_s, block_iq1_s, blk_iq1_s, d_at0, 0.125f)
 /* iq1_m: 32 low index bytes; per entry a qh nibble (3 index bits, then the delta's sign: the
  * nibble is bits 8-11 of the w index); per 16 values a 3-bit s in the four scale words (bits
  * 0-11), whose top nibbles hold the fp16 d. */
-ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                      __m512i *out) {
+ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int na, __m512i *out) {
     /* word k = nibble k of qh: byte k / 2 shifted by 4 * (k % 2) */
-    const __m512i rep2 = _mm512_set_epi64(0x000f000f000e000e, 0x000d000d000c000c, 0x000b000b000a000a,
-                                          0x0009000900080008, 0x0007000700060006, 0x0005000500040004,
-                                          0x0003000300020002, 0x0001000100000000);
-    const __m512i qhw = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x + 32))));
+    const __m512i rep2 = _mm512_set_epi64(
+        0x000f000f000e000e, 0x000d000d000c000c, 0x000b000b000a000a, 0x0009000900080008,
+        0x0007000700060006, 0x0005000500040004, 0x0003000300020002, 0x0001000100000000);
+    const __m512i qhw =
+        _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(x + 32))));
     const __m512i nib = _mm512_and_si512(
         _mm512_srlv_epi16(_mm512_permutexvar_epi16(rep2, qhw), _mm512_set1_epi32(0x00040000)),
         _mm512_set1_epi16(15));
@@ -403,27 +396,27 @@ ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int n
 /* iq1_m's fp16 d from the top nibbles of its four scale words. */
 ALWAYS float d_iq1_m(const uint8_t *x) {
     const uint8_t *sc = x + 48;
-    return _cvtsh_ss((unsigned short)(sc[1] >> 4 | (sc[3] & 0xf0) | (sc[5] >> 4) << 8 |
-                                      (sc[7] & 0xf0) << 8));
+    return _cvtsh_ss(
+        (unsigned short)(sc[1] >> 4 | (sc[3] & 0xf0) | (sc[5] >> 4) << 8 | (sc[7] & 0xf0) << 8));
 }
 IQ_KERNELS(iq1_m, block_iq1_m, blk_iq1_m, d_iq1_m, 0.125f)
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-#define SET_IQ(tab, n_tab, t, name)                                                               \
-    do {                                                                                          \
-        if ((int)(t) < (n_tab)) {                                                                 \
-            (tab)[t].vec_dot = vec_dot_##name;                                                    \
-            (tab)[t].vec_dot4 = vec_dot_##name##_x4;                                              \
-            (tab)[t].vec_dot_rows4 = vec_dot_##name##_r4;                                         \
-            (tab)[t].isa = "avx512";                                                              \
-        }                                                                                         \
+#define SET_IQ(tab, n_tab, t, name)                                                                \
+    do {                                                                                           \
+        if ((int)(t) < (n_tab)) {                                                                  \
+            (tab)[t].vec_dot = vec_dot_##name;                                                     \
+            (tab)[t].vec_dot4 = vec_dot_##name##_x4;                                               \
+            (tab)[t].vec_dot_rows4 = vec_dot_##name##_r4;                                          \
+            (tab)[t].isa = "avx512";                                                               \
+        }                                                                                          \
     } while (0)
 
 /* Contract in quant_iq.h. */
 void quant_iq_register_avx512(struct quant_kernels *tab, int n_tab) {
     quant_iq_register_avx2(tab, n_tab);
-    pthread_once(&iq1_w_once, iq1_w_init);
+    iq1_w = quant_iq1_w_table();
     SET_IQ(tab, n_tab, QTYPE_IQ2_XXS, iq2_xxs);
     SET_IQ(tab, n_tab, QTYPE_IQ2_XS, iq2_xs);
     SET_IQ(tab, n_tab, QTYPE_IQ2_S, iq2_s);
