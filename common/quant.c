@@ -538,6 +538,8 @@ static void quantize_bf16_row(const float *x, void *dst, int64_t n) {
 
 /* Contract in quant.h. */
 int quant_quantize_row(enum qtype t, const float *src, void *dst, int64_t n) {
+    if (quant_iq_is_grid(t))
+        return quant_iq_quantize_row(t, src, dst, n);
     void (*fn)(const float *, void *, int64_t) = NULL;
     switch (t) {
     case QTYPE_F32: fn = quantize_f32_row; break;

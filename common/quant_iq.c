@@ -280,3 +280,293 @@ const uint64_t *quant_iq1_w_table(void) {
     pthread_once(&iq1_w_once, iq1_w_init);
     return iq1_w;
 }
+
+/* ==== weight quantizers ======================================================================= */
+/* Per block: one scale per sub-block (16 or 32 values) maps its largest magnitude onto the grid's
+ * largest level; the fp16 d makes the largest of those the largest odd multiplier; each group of
+ * 8 (4) values then takes the grid entry nearest (least squares, searched exhaustively) to its
+ * magnitudes, with the signs of the values. Where the format codes 8 signs with 7 bits (an even
+ * count of negatives), the value whose flip costs least is flipped. iq1 has no sign bits: its
+ * entries hold signed values and a +-1/8 delta per 32 (iq1_s) or 8 (iq1_m) values, both chosen
+ * by least squares. The result is what the dequantizer reads back, not llama-quantize's search. */
+
+/* How a type codes a block, for the quantizer. */
+struct iq_qdesc {
+    const void *grid;   /* codebook: n_entries entries of width values */
+    int n_entries, width;
+    int qmax;           /* largest level, in code units (iq1: 8 + 1) */
+    float unit;         /* value = d * unit * m * q */
+    int sub;            /* values per multiplier: 16 or 32 */
+    int s_max;          /* largest s (m = 2s + 1): 15, or 7 for iq1 */
+    bool parity;        /* 8 signs coded in 7 bits */
+    int delta_span;     /* iq1: values per delta (32 or 8); 0 otherwise */
+};
+
+/* What a block holds, before packing. */
+struct iq_choice {
+    float d;            /* fp16-rounded d, as a float */
+    fp16_t d16;
+    int s[16];          /* per sub-block */
+    int idx[64];        /* per group of width values */
+    uint8_t signs[32];  /* per 8 values: bit j negates value 8k + j */
+    bool neg_delta[32]; /* iq1: per delta_span values, by group of 8 */
+};
+
+static uint64_t grid_entry(const struct iq_qdesc *qd, int e) {
+    return qd->width == 8 ? ((const uint64_t *)qd->grid)[e] : ((const uint32_t *)qd->grid)[e];
+}
+
+/* The entry nearest to target a[0..width) in squared error; *err gets that error. For iq1 the
+ * entry's values are signed grid values g and the code is 8g + delta. */
+static int nearest_entry(const struct iq_qdesc *qd, const float *a, int delta, float *err) {
+    int best = 0;
+    float best_err = INFINITY;
+    for (int e = 0; e < qd->n_entries; e++) {
+        uint64_t v = grid_entry(qd, e);
+        float sum = 0.0f;
+        for (int j = 0; j < qd->width && sum < best_err; j++) {
+            float g = qd->delta_span ? (float)(8 * (int8_t)grid_byte(v, j) + delta)
+                                     : (float)grid_byte(v, j);
+            sum += (a[j] - g) * (a[j] - g);
+        }
+        if (sum < best_err) {
+            best_err = sum;
+            best = e;
+        }
+    }
+    *err = best_err;
+    return best;
+}
+
+/* Sign-coded types: group k of width values at t (targets in code units); 8-value sign masks go
+ * to c->signs, with the parity fix applied per 8 values once both halves (iq3) are chosen. */
+static void choose_signed(const struct iq_qdesc *qd, const float *t, int first_group,
+                          struct iq_choice *c) {
+    float a[8];
+    for (int k = 0; k < 8 / qd->width; k++) {
+        int gi = first_group + k;
+        for (int j = 0; j < qd->width; j++)
+            a[j] = fabsf(t[qd->width * k + j]);
+        float err;
+        c->idx[gi] = nearest_entry(qd, a, 0, &err);
+    }
+    int g8 = first_group * qd->width / 8;
+    unsigned mask = 0;
+    for (int j = 0; j < 8; j++)
+        mask |= (unsigned)(t[j] < 0) << j;
+    if (qd->parity && __builtin_popcount(mask) % 2) {
+        /* flip the value whose flip costs least: 4 |t_j| g_j */
+        int flip = 0;
+        float best = INFINITY;
+        for (int j = 0; j < 8; j++) {
+            int gv = grid_byte(grid_entry(qd, c->idx[first_group + j / qd->width]), j % qd->width);
+            float cost = fabsf(t[j]) * (float)gv;
+            if (cost < best) {
+                best = cost;
+                flip = j;
+            }
+        }
+        mask ^= 1u << flip;
+    }
+    c->signs[g8] = (uint8_t)mask;
+}
+
+/* iq1: the groups of one delta span at t, both deltas tried; returns the error of the best. */
+static float choose_iq1(const struct iq_qdesc *qd, const float *t, int first_group, int n_groups,
+                        struct iq_choice *c) {
+    float best_err = INFINITY;
+    int best_idx[4] = {0, 0, 0, 0};
+    bool best_neg = false;
+    for (int neg = 0; neg < 2; neg++) {
+        float total = 0.0f;
+        int idx[4];
+        for (int k = 0; k < n_groups; k++) {
+            float err;
+            idx[k] = nearest_entry(qd, t + 8 * k, neg ? -1 : 1, &err);
+            total += err;
+        }
+        if (total < best_err) {
+            best_err = total;
+            best_neg = neg;
+            memcpy(best_idx, idx, sizeof(idx));
+        }
+    }
+    for (int k = 0; k < n_groups; k++) {
+        c->idx[first_group + k] = best_idx[k];
+        c->neg_delta[first_group + k] = best_neg;
+    }
+    return best_err;
+}
+
+/* Fills c for the 256 values at x. */
+static void iq_choose(const struct iq_qdesc *qd, const float *x, struct iq_choice *c) {
+    const int n_sub = QK_K / qd->sub, m_max = 2 * qd->s_max + 1;
+    float sub_scale[16], top = 0.0f;
+    memset(c, 0, sizeof(*c));
+    for (int sb = 0; sb < n_sub; sb++) {
+        float amax = 0.0f;
+        for (int j = 0; j < qd->sub; j++)
+            amax = fmaxf(amax, fabsf(x[qd->sub * sb + j]));
+        sub_scale[sb] = amax / (float)qd->qmax; /* value per code unit */
+        top = fmaxf(top, sub_scale[sb]);
+    }
+    c->d16 = f32_to_fp16(top / (float)m_max / qd->unit);
+    c->d = fp16_to_f32(c->d16);
+    if (c->d == 0.0f)
+        return; /* all zero: index 0 everywhere still decodes to 0 with d = 0 */
+    float t[32];
+    for (int sb = 0; sb < n_sub; sb++) {
+        float ratio = sub_scale[sb] / (c->d * qd->unit);
+        int s = (int)lrintf((ratio - 1.0f) / 2.0f);
+        c->s[sb] = s < 0 ? 0 : s > qd->s_max ? qd->s_max : s;
+        float e = c->d * qd->unit * (float)(2 * c->s[sb] + 1), ie = 1.0f / e;
+        for (int j = 0; j < qd->sub; j++)
+            t[j] = x[qd->sub * sb + j] * ie;
+        int groups = qd->sub / qd->width, g0 = qd->sub * sb / qd->width;
+        if (qd->delta_span) {
+            int span = qd->delta_span / 8;
+            for (int k = 0; k < groups; k += span)
+                choose_iq1(qd, t + 8 * k, g0 + k, span, c);
+        } else {
+            for (int k = 0; k < groups; k += 8 / qd->width)
+                choose_signed(qd, t + qd->width * k, g0 + k, c);
+        }
+    }
+}
+
+/* ---- packing ---------------------------------------------------------------------------------- */
+
+static void put_le16(uint8_t *p, unsigned v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int k = 0; k < 4; k++)
+        p[k] = (uint8_t)(v >> (8 * k));
+}
+
+static void pack_iq2_xxs(const struct iq_choice *c, void *blk) {
+    struct block_iq2_xxs *b = blk;
+    uint8_t *qs = (uint8_t *)b->qs;
+    b->d = c->d16;
+    for (int ib = 0; ib < 8; ib++, qs += 8) {
+        uint32_t aux = (uint32_t)c->s[ib] << 28;
+        for (int l = 0; l < 4; l++) {
+            qs[l] = (uint8_t)c->idx[4 * ib + l];
+            aux |= (uint32_t)(c->signs[4 * ib + l] & 127) << (7 * l);
+        }
+        put_le32(qs + 4, aux);
+    }
+}
+
+static void pack_iq2_xs(const struct iq_choice *c, void *blk) {
+    struct block_iq2_xs *b = blk;
+    b->d = c->d16;
+    for (int g = 0; g < 32; g++)
+        put_le16((uint8_t *)b->qs + 2 * g, (unsigned)c->idx[g] | (c->signs[g] & 127u) << 9);
+    for (int ib = 0; ib < 8; ib++)
+        b->scales[ib] = (uint8_t)(c->s[2 * ib] | c->s[2 * ib + 1] << 4);
+}
+
+static void pack_iq2_s(const struct iq_choice *c, void *blk) {
+    struct block_iq2_s *b = blk;
+    b->d = c->d16;
+    memset(b->qh, 0, sizeof(b->qh));
+    for (int g = 0; g < 32; g++) {
+        b->qs[g] = (uint8_t)c->idx[g];
+        b->qs[QK_K / 8 + g] = c->signs[g];
+        b->qh[g / 4] |= (uint8_t)((c->idx[g] >> 8) << (2 * (g % 4)));
+    }
+    for (int ib = 0; ib < 8; ib++)
+        b->scales[ib] = (uint8_t)(c->s[2 * ib] | c->s[2 * ib + 1] << 4);
+}
+
+static void pack_iq3_xxs(const struct iq_choice *c, void *blk) {
+    struct block_iq3_xxs *b = blk;
+    b->d = c->d16;
+    for (int g = 0; g < 64; g++)
+        b->qs[g] = (uint8_t)c->idx[g];
+    for (int ib = 0; ib < 8; ib++) {
+        uint32_t aux = (uint32_t)c->s[ib] << 28;
+        for (int l = 0; l < 4; l++)
+            aux |= (uint32_t)(c->signs[4 * ib + l] & 127) << (7 * l);
+        put_le32(b->qs + QK_K / 4 + 4 * ib, aux);
+    }
+}
+
+static void pack_iq3_s(const struct iq_choice *c, void *blk) {
+    struct block_iq3_s *b = blk;
+    b->d = c->d16;
+    memset(b->qh, 0, sizeof(b->qh));
+    for (int g = 0; g < 64; g++) {
+        b->qs[g] = (uint8_t)c->idx[g];
+        b->qh[g / 8] |= (uint8_t)((c->idx[g] >> 8) << (g % 8));
+    }
+    memcpy(b->signs, c->signs, sizeof(b->signs));
+    for (int k = 0; k < 4; k++)
+        b->scales[k] = (uint8_t)(c->s[2 * k] | c->s[2 * k + 1] << 4);
+}
+
+static void pack_iq1_s(const struct iq_choice *c, void *blk) {
+    struct block_iq1_s *b = blk;
+    b->d = c->d16;
+    for (int ib = 0; ib < 8; ib++) {
+        unsigned h = (unsigned)c->s[ib] << 12 | (c->neg_delta[4 * ib] ? 0x8000u : 0);
+        for (int l = 0; l < 4; l++) {
+            b->qs[4 * ib + l] = (uint8_t)c->idx[4 * ib + l];
+            h |= (unsigned)(c->idx[4 * ib + l] >> 8) << (3 * l);
+        }
+        put_le16((uint8_t *)b->qh + 2 * ib, h);
+    }
+}
+
+static void pack_iq1_m(const struct iq_choice *c, void *blk) {
+    struct block_iq1_m *b = blk;
+    uint16_t sc[4] = {0, 0, 0, 0};
+    memset(b->qh, 0, sizeof(b->qh));
+    for (int g = 0; g < 32; g++) {
+        b->qs[g] = (uint8_t)c->idx[g];
+        unsigned nib = (unsigned)(c->idx[g] >> 8) | (c->neg_delta[g] ? 8u : 0);
+        b->qh[g / 2] |= (uint8_t)(nib << (4 * (g % 2)));
+    }
+    for (int k = 0; k < 16; k++) /* sub-block k: word k / 4, bits 3 (k % 4) */
+        sc[k / 4] |= (uint16_t)(c->s[k] << (3 * (k % 4)));
+    for (int k = 0; k < 4; k++) {
+        sc[k] |= (uint16_t)(((c->d16 >> (4 * k)) & 15) << 12);
+        put_le16(b->scales + 2 * k, sc[k]);
+    }
+}
+
+typedef void (*pack_fn)(const struct iq_choice *c, void *blk);
+
+/* Contract in quant_iq.h. */
+int quant_iq_quantize_row(enum qtype t, const float *src, void *dst, int64_t n) {
+    static const struct {
+        enum qtype t;
+        struct iq_qdesc qd;
+        pack_fn pack;
+    } types[] = {
+        {QTYPE_IQ2_XXS, {quant_iq_grid2xxs, 256, 8, 43, 0.125f, 32, 15, true, 0}, pack_iq2_xxs},
+        {QTYPE_IQ2_XS, {quant_iq_grid2xs, 512, 8, 43, 0.125f, 16, 15, true, 0}, pack_iq2_xs},
+        {QTYPE_IQ2_S, {quant_iq_grid2s, 1024, 8, 43, 0.125f, 16, 15, false, 0}, pack_iq2_s},
+        {QTYPE_IQ3_XXS, {quant_iq_grid3xxs, 256, 4, 62, 0.25f, 32, 15, true, 0}, pack_iq3_xxs},
+        {QTYPE_IQ3_S, {quant_iq_grid3s, 512, 4, 15, 1.0f, 32, 15, false, 0}, pack_iq3_s},
+        {QTYPE_IQ1_S, {quant_iq_grid1s, 2048, 8, 9, 0.125f, 32, 7, false, 32}, pack_iq1_s},
+        {QTYPE_IQ1_M, {quant_iq_grid1s, 2048, 8, 9, 0.125f, 16, 7, false, 8}, pack_iq1_m},
+    };
+    size_t k = 0;
+    while (k < sizeof(types) / sizeof(types[0]) && types[k].t != t)
+        k++;
+    if (k == sizeof(types) / sizeof(types[0]) || n < 0 || n % QK_K != 0)
+        return -EINVAL;
+    uint8_t *out = dst;
+    uint32_t bb = qtype_block_bytes(t);
+    struct iq_choice c;
+    for (int64_t i = 0; i < n / QK_K; i++, src += QK_K, out += bb) {
+        iq_choose(&types[k].qd, src, &c);
+        memset(out, 0, bb);
+        types[k].pack(&c, out);
+    }
+    return 0;
+}
