@@ -5,6 +5,7 @@
  * follows the four-accumulator contract in quant_iq.h, which the SIMD twins reproduce bit for bit.
  * Reading order: decoders, dequantizer, dot products, quantizers. */
 #include "quant_iq.h"
+#include "rng.h"
 
 #include <errno.h>
 #include <math.h>
@@ -434,7 +435,7 @@ static void iq_choose(const struct iq_qdesc *qd, const float *x, struct iq_choic
     }
 }
 
-/* ---- packing ---------------------------------------------------------------------------------- */
+/* ---- packing --------------------------------------------------------------------------------- */
 
 static void put_le16(uint8_t *p, unsigned v) {
     p[0] = (uint8_t)v;
@@ -540,13 +541,11 @@ static void pack_iq1_m(const struct iq_choice *c, void *blk) {
 
 typedef void (*pack_fn)(const struct iq_choice *c, void *blk);
 
-/* Contract in quant_iq.h. */
-int quant_iq_quantize_row(enum qtype t, const float *src, void *dst, int64_t n) {
-    static const struct {
-        enum qtype t;
-        struct iq_qdesc qd;
-        pack_fn pack;
-    } types[] = {
+static const struct iq_type {
+    enum qtype t;
+    struct iq_qdesc qd;
+    pack_fn pack;
+} iq_types[] = {
         {QTYPE_IQ2_XXS, {quant_iq_grid2xxs, 256, 8, 43, 0.125f, 32, 15, true, 0}, pack_iq2_xxs},
         {QTYPE_IQ2_XS, {quant_iq_grid2xs, 512, 8, 43, 0.125f, 16, 15, true, 0}, pack_iq2_xs},
         {QTYPE_IQ2_S, {quant_iq_grid2s, 1024, 8, 43, 0.125f, 16, 15, false, 0}, pack_iq2_s},
@@ -554,19 +553,84 @@ int quant_iq_quantize_row(enum qtype t, const float *src, void *dst, int64_t n) 
         {QTYPE_IQ3_S, {quant_iq_grid3s, 512, 4, 15, 1.0f, 32, 15, false, 0}, pack_iq3_s},
         {QTYPE_IQ1_S, {quant_iq_grid1s, 2048, 8, 9, 0.125f, 32, 7, false, 32}, pack_iq1_s},
         {QTYPE_IQ1_M, {quant_iq_grid1s, 2048, 8, 9, 0.125f, 16, 7, false, 8}, pack_iq1_m},
-    };
-    size_t k = 0;
-    while (k < sizeof(types) / sizeof(types[0]) && types[k].t != t)
-        k++;
-    if (k == sizeof(types) / sizeof(types[0]) || n < 0 || n % QK_K != 0)
+};
+#define N_IQ_TYPES (sizeof(iq_types) / sizeof(iq_types[0]))
+
+static const struct iq_type *iq_type_of(enum qtype t) {
+    for (size_t k = 0; k < N_IQ_TYPES; k++)
+        if (iq_types[k].t == t)
+            return &iq_types[k];
+    return NULL;
+}
+
+/* Contract in quant_iq.h. */
+int quant_iq_quantize_row(enum qtype t, const float *src, void *dst, int64_t n) {
+    const struct iq_type *ty = iq_type_of(t);
+    if (!ty || n < 0 || n % QK_K != 0)
         return -EINVAL;
     uint8_t *out = dst;
     uint32_t bb = qtype_block_bytes(t);
     struct iq_choice c;
     for (int64_t i = 0; i < n / QK_K; i++, src += QK_K, out += bb) {
-        iq_choose(&types[k].qd, src, &c);
+        iq_choose(&ty->qd, src, &c);
         memset(out, 0, bb);
-        types[k].pack(&c, out);
+        ty->pack(&c, out);
     }
+    return 0;
+}
+
+/* ==== random blocks (sniper-mkmodel) ========================================================== */
+
+/* RMS of a type's signed codes over uniform entries and signs (iq1: 8g +- 1). */
+static float code_rms[N_IQ_TYPES];
+static pthread_once_t code_rms_once = PTHREAD_ONCE_INIT;
+
+static void code_rms_init(void) {
+    for (size_t k = 0; k < N_IQ_TYPES; k++) {
+        const struct iq_qdesc *qd = &iq_types[k].qd;
+        double sum = 0.0;
+        for (int e = 0; e < qd->n_entries; e++) {
+            for (int j = 0; j < qd->width; j++) {
+                int g = grid_byte(grid_entry(qd, e), j);
+                g = qd->delta_span ? 8 * (int8_t)g : g;
+                sum += (double)g * g;
+            }
+        }
+        code_rms[k] = (float)sqrt(sum / (qd->n_entries * qd->width) + (qd->delta_span ? 1 : 0));
+    }
+}
+
+/* Contract in quant_iq.h. Multipliers are drawn from the upper half of their range (s in
+ * s_max/2+1 .. s_max), as trained weights mostly use it; the block's d is scaled by a jitter in
+ * [0.85, 1.15) so that blocks differ. */
+int quant_iq_random_block(enum qtype t, struct rng *r, float std, void *dst) {
+    const struct iq_type *ty = iq_type_of(t);
+    if (!ty)
+        return -EINVAL;
+    pthread_once(&code_rms_once, code_rms_init);
+    const struct iq_qdesc *qd = &ty->qd;
+    struct iq_choice c;
+    memset(&c, 0, sizeof(c));
+    double m2 = 0.0;
+    int lo = qd->s_max / 2 + 1;
+    for (int k = 0; k < QK_K / qd->sub; k++) {
+        c.s[k] = lo + (int)(rng_next(r) % (uint64_t)(qd->s_max - lo + 1));
+        m2 += (double)(2 * c.s[k] + 1) * (2 * c.s[k] + 1);
+    }
+    float m_rms = (float)sqrt(m2 / (QK_K / qd->sub));
+    float jitter = 0.85f + 0.3f * (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f);
+    c.d16 = f32_to_fp16(std / (qd->unit * code_rms[ty - iq_types] * m_rms) * jitter);
+    for (int g = 0; g < QK_K / qd->width; g++)
+        c.idx[g] = (int)(rng_next(r) % (uint64_t)qd->n_entries);
+    for (int k = 0; k < QK_K / 8; k++) {
+        uint64_t v = rng_next(r);
+        c.signs[k] = (uint8_t)v;
+        c.neg_delta[k] = (v >> 8) & 1;
+    }
+    if (qd->delta_span == 32) /* iq1_s: one delta per 32 values */
+        for (int k = 0; k < QK_K / 8; k++)
+            c.neg_delta[k] = c.neg_delta[k - k % 4];
+    memset(dst, 0, qtype_block_bytes(t));
+    ty->pack(&c, dst);
     return 0;
 }

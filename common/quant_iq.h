@@ -15,6 +15,8 @@
 
 #include "quant.h"
 
+struct rng; /* rng.h */
+
 /* Groups of 8 values share a grid entry (4 for the iq3 types). Comments give bytes per field. */
 struct block_iq2_xxs {
     fp16_t d;
@@ -82,6 +84,12 @@ int quant_iq_dequantize_row(enum qtype t, const void *src, float *dst, int64_t n
  * smallest one flipped where the format wants an even count). Not llama-quantize's search; it
  * round-trips within the format's precision. Returns 0 or -EINVAL. Thread-safe. */
 int quant_iq_quantize_row(enum qtype t, const float *src, void *dst, int64_t n);
+
+/* Writes one block of grid i-quant t with random valid codes (uniform entries, signs and
+ * deltas; multipliers in the upper half of their range) and a d that gives its values an RMS of
+ * about std: what sniper-mkmodel writes for the big presets, where searching the grid for
+ * billions of weights would take hours. Draws from r. Returns 0 or -EINVAL for another type. */
+int quant_iq_random_block(enum qtype t, struct rng *r, float std, void *dst);
 
 /* The dot products against Q8_K (the activation format of every grid type). For block b in row
  * order, isum_b is the exact integer sum of m * q * a over the block and

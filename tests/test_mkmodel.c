@@ -784,6 +784,45 @@ static void test_preset_30b_reduced(void) {
     gguf_free(g);
 }
 
+/* The i-quant mixes: the names, shapes and types llama-quantize gave the fixtures' x256 files
+ * (2 layers, expert FFN 256) and values of the intended spread; with 8 layers the IQ2_M recipe
+ * gives layer 0's ffn_down IQ3_S. */
+static void test_iq_mixes(void) {
+    static const char *const mixes[] = {"iq2_m", "iq3_xxs"};
+    const char *dir = test_fixtures_dir();
+    for (int m = 0; m < 2; m++) {
+        char name[64], path[4200];
+        snprintf(name, sizeof(name), "x256-%s.gguf", mixes[m]);
+        CHECK_EQ_INT(MKMODEL("-o", tmp_path(name), "--types", mixes[m], "--n-layer", "2",
+                             "--n-ff-exp", "256"), 0);
+        struct gguf *g = open_ok(tmp_path(name));
+        if (g)
+            check_values(g);
+        if (!dir) {
+            test_skip("fixtures absent: i-quant mixes NOT compared with llama.cpp's");
+        } else if (g) {
+            snprintf(path, sizeof(path), "%s/models/tiny-qwen3moe-x256-%s.gguf", dir, mixes[m]);
+            struct gguf *ref = open_ok(path);
+            CHECK(!ref || ref->n_tensors == g->n_tensors);
+            for (uint64_t k = 0; ref && k < ref->n_tensors; k++) {
+                const struct gguf_tensor *a = &ref->tensors[k], *b = gguf_find_tensor(g, a->name);
+                CHECK_MSG(b && b->type == a->type && b->ne[0] == a->ne[0],
+                          "%s: \"%s\" is %s here, %s in llama.cpp's", mixes[m], a->name,
+                          b ? qtype_name(b->type) : "missing", qtype_name(a->type));
+            }
+            gguf_free(ref);
+        }
+        gguf_free(g);
+    }
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("iq2_m-8.gguf"), "--types", "iq2_m", "--n-layer", "8",
+                         "--n-ff-exp", "256", "--n-expert", "4", "--n-expert-used", "2"), 0);
+    struct gguf *g = open_ok(tmp_path("iq2_m-8.gguf"));
+    const struct gguf_tensor *d0 = g ? gguf_find_tensor(g, "blk.0.ffn_down_exps.weight") : NULL;
+    const struct gguf_tensor *d1 = g ? gguf_find_tensor(g, "blk.1.ffn_down_exps.weight") : NULL;
+    CHECK(d0 && d0->type == QTYPE_IQ3_S && d1 && d1->type == QTYPE_IQ2_S);
+    gguf_free(g);
+}
+
 static const char tok_json[] =
     "{\"version\":\"1.0\",\"added_tokens\":["
     "{\"id\":8,\"content\":\"<|endoftext|>\",\"special\":true},"
@@ -862,6 +901,7 @@ static const struct test_case cases[] = {
     {"seeds", test_seeds},
     {"upcycle", test_upcycle},
     {"preset_30b_reduced", test_preset_30b_reduced},
+    {"iq_mixes", test_iq_mixes},
     {"tokenizer_json", test_tokenizer_json},
     {"bad_options", test_bad_options},
     {0, 0},

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "gguf_write.h"
 #include "quant.h"
+#include "quant_iq.h"
 #include "rng.h"
 
 #define MK_MAX_NAME 64
@@ -28,7 +29,7 @@
 /* ==== options and presets ===================================================================== */
 
 enum mk_arch { MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA, MK_ARCH_QWEN35MOE, MK_ARCH_QWEN35 };
-enum mk_types { MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M };
+enum mk_types { MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M, MK_TYPES_IQ2_M, MK_TYPES_IQ3_XXS };
 
 struct mk_opts {
     const char *out;            /* output path */
@@ -85,13 +86,14 @@ static const struct mk_preset mk_presets[] = {
 };
 
 static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35"};
-static const char *const mk_types_names[] = {"f32", "q8_0", "q4_k_m"};
+static const char *const mk_types_names[] = {"f32", "q8_0", "q4_k_m", "iq2_m", "iq3_xxs"};
+#define MK_N_TYPES (int)(sizeof(mk_types_names) / sizeof(mk_types_names[0]))
 
 static void mk_usage(FILE *f) {
     fprintf(f,
         "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
         "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b] [--arch qwen3moe|qwen3|llama]\n"
-        "         [--types f32|q8_0|q4_k_m] [--seed N]\n"
+        "         [--types f32|q8_0|q4_k_m|iq2_m|iq3_xxs] [--seed N]\n"
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
@@ -209,7 +211,7 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
     else if (c == OPT_ARCH)
         rc = (o->arch = parse_name(arg, mk_arch_names, 3)) < 0 ? -EINVAL : 0; /* qwen35*: presets */
     else if (c == OPT_TYPES)
-        rc = (o->types = parse_name(arg, mk_types_names, 3)) < 0 ? -EINVAL : 0;
+        rc = (o->types = parse_name(arg, mk_types_names, MK_N_TYPES)) < 0 ? -EINVAL : 0;
     else if (c == OPT_ROPE)
         rc = parse_f32_pos(arg, &o->rope_base);
     else if (c == OPT_EPS)
@@ -445,6 +447,14 @@ static void gen_q6_K(struct rng *r, float std, struct block_q6_K *b) {
     rng_bytes(r, b->qh, sizeof(b->qh));
 }
 
+/* One block of a type without a generator of its own: N(0, std) values through its quantizer. */
+static void gen_quantized(struct rng *r, enum qtype t, float std, void *dst) {
+    float v[QK_K];
+    for (uint32_t i = 0; i < qtype_block_elems(t); i++)
+        v[i] = std * rng_gauss(r);
+    quant_quantize_row(t, v, dst, qtype_block_elems(t));
+}
+
 /* One tensor's deterministic stream of blocks. */
 /* How an F32 tensor's values are drawn. */
 enum mk_dist {
@@ -478,7 +488,12 @@ static void stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
         case QTYPE_Q5_0: gen_q5_0(&s->rng, s->std, (struct block_q5_0 *)(void *)dst); break;
         case QTYPE_Q4_K: gen_q4_K(&s->rng, s->std, (struct block_q4_K *)(void *)dst); break;
         case QTYPE_Q6_K: gen_q6_K(&s->rng, s->std, (struct block_q6_K *)(void *)dst); break;
+        case QTYPE_Q5_K: gen_quantized(&s->rng, s->type, s->std, dst); break;
         default: {
+            if (quant_iq_is_grid(s->type)) { /* random codes: a grid search would take hours */
+                quant_iq_random_block(s->type, &s->rng, s->std, dst);
+                break;
+            }
             float v = s->dist == MK_DIST_UNIFORM ? s->mean + s->std * (2 * rng_unit(&s->rng) - 1)
                     : s->dist == MK_DIST_NEG_LOGU
                         ? -expf(logf(0.01f) + rng_unit(&s->rng) * (logf(4.0f) - logf(0.01f)))
@@ -991,13 +1006,37 @@ static bool use_more_bits(uint32_t i, uint32_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* The type llama-quantize would give a tensor of this role, layer and row length. */
+/* llama-quantize's IQ2_M and IQ3_XXS recipes (with an importance matrix) for these models, whose
+ * attention has n_head / n_head_kv >= 4: IQ3_S token_embd and attn_output, Q5_K output, Q4_K
+ * attn_v (and the DeltaNet attn_qkv it counts with attn_v); IQ2_M: IQ2_S elsewhere but IQ3_S
+ * ffn_down in the first eighth of the layers (llama-quantize counts ffn_down tensors, not layers);
+ * IQ3_XXS: IQ2_S attn_q/attn_k, IQ3_XXS elsewhere. */
+static enum qtype mk_type_iq(const struct mk_opts *o, enum mk_role role, uint32_t il) {
+    bool m = o->types == MK_TYPES_IQ2_M;
+    switch (role) {
+    case MK_ROLE_EMBD:
+    case MK_ROLE_ATTN_O: return QTYPE_IQ3_S;
+    case MK_ROLE_OUTPUT: return QTYPE_Q5_K;
+    case MK_ROLE_ATTN_V:
+    case MK_ROLE_SSM_QKV: return QTYPE_Q4_K;
+    case MK_ROLE_ATTN_Q:
+    case MK_ROLE_ATTN_K: return QTYPE_IQ2_S;
+    case MK_ROLE_FFN_DOWN:
+        return !m ? QTYPE_IQ3_XXS : il < o->n_layer / 8 ? QTYPE_IQ3_S : QTYPE_IQ2_S;
+    default: return m ? QTYPE_IQ2_S : QTYPE_IQ3_XXS;
+    }
+}
+
+/* The type llama-quantize would give a tensor of this role, layer and row length (rows that are
+ * not whole super-blocks: Q5_0 under the i-quant mixes, where llama-quantize takes IQ4_NL). */
 static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t il, uint64_t ne0) {
     if (o->types == MK_TYPES_F32 || role == MK_ROLE_NORM || role == MK_ROLE_ROUTER ||
         role >= MK_ROLE_SSM_CONV)
         return QTYPE_F32;
     if (o->types == MK_TYPES_Q8_0)
         return QTYPE_Q8_0;
+    if (o->types == MK_TYPES_IQ2_M || o->types == MK_TYPES_IQ3_XXS)
+        return ne0 % QK_K ? QTYPE_Q5_0 : mk_type_iq(o, role, il);
     bool more = (role == MK_ROLE_ATTN_V || role == MK_ROLE_SSM_QKV || role == MK_ROLE_FFN_DOWN) &&
                 use_more_bits(il, o->n_layer);
     enum qtype t = role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
@@ -1165,7 +1204,8 @@ static int meta_hybrid(struct gguf_writer *w, const struct mk_opts *o, const cha
 
 /* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
 static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
-    static const uint32_t file_types[] = {0, 7, 15}; /* ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_M */
+    /* ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_M, MOSTLY_IQ2_M, MOSTLY_IQ3_XXS */
+    static const uint32_t file_types[] = {0, 7, 15, 29, 23};
     const char *a = mk_arch_names[o->arch];
     bool moe = mk_is_moe(o->arch);
     char name[128], desc[160];
