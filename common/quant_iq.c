@@ -317,19 +317,87 @@ static uint64_t grid_entry(const struct iq_qdesc *qd, int e) {
     return qd->width == 8 ? ((const uint64_t *)qd->grid)[e] : ((const uint32_t *)qd->grid)[e];
 }
 
+/* Every grid has few levels (iq2: 8, 25, 43; iq1: -1, 0, 1; iq3_xxs: 4, 12, .., 62; iq3_s: 1, 3,
+ * .., 15): each entry's first and second half (4 values of 8, 2 of 4) is stored as a base-L number
+ * of its values' level indices, so that a group's error against an entry is two lookups in
+ * tables of the L^half combinations (81 or 64), filled per group. */
+struct grid_codes {
+    const void *grid;
+    int n_entries, width, n_levels;
+    int level[8];       /* the grid's values, ascending */
+    uint8_t (*code)[2]; /* [n_entries]: the halves' level numbers */
+};
+static uint8_t code2xxs[256][2], code2xs[512][2], code2s[1024][2], code1s[2048][2];
+static uint8_t code3xxs[256][2], code3s[512][2];
+static struct grid_codes grid_codes[] = {
+    {quant_iq_grid2xxs, 256, 8, 3, {8, 25, 43}, code2xxs},
+    {quant_iq_grid2xs, 512, 8, 3, {8, 25, 43}, code2xs},
+    {quant_iq_grid2s, 1024, 8, 3, {8, 25, 43}, code2s},
+    {quant_iq_grid1s, 2048, 8, 3, {-1, 0, 1}, code1s},
+    {quant_iq_grid3xxs, 256, 4, 8, {4, 12, 20, 28, 36, 44, 52, 62}, code3xxs},
+    {quant_iq_grid3s, 512, 4, 8, {1, 3, 5, 7, 9, 11, 13, 15}, code3s},
+};
+static pthread_once_t grid_codes_once = PTHREAD_ONCE_INIT;
+
+static void grid_codes_init(void) {
+    for (size_t g = 0; g < sizeof(grid_codes) / sizeof(grid_codes[0]); g++) {
+        struct grid_codes *gc = &grid_codes[g];
+        const struct iq_qdesc qd = {.grid = gc->grid, .width = gc->width};
+        for (int e = 0; e < gc->n_entries; e++) {
+            for (int h = 0; h < 2; h++) {
+                int k = 0;
+                for (int j = gc->width / 2 - 1; j >= 0; j--) {
+                    int v = grid_byte(grid_entry(&qd, e), gc->width / 2 * h + j), l = 0;
+                    v = gc->level[0] < 0 ? (int8_t)v : v;
+                    while (l < gc->n_levels - 1 && gc->level[l] != v)
+                        l++;
+                    k = gc->n_levels * k + l;
+                }
+                gc->code[e][h] = (uint8_t)k;
+            }
+        }
+    }
+}
+
+static const struct grid_codes *grid_codes_of(const void *grid) {
+    pthread_once(&grid_codes_once, grid_codes_init);
+    for (size_t g = 0; g < sizeof(grid_codes) / sizeof(grid_codes[0]); g++)
+        if (grid_codes[g].grid == grid)
+            return &grid_codes[g];
+    return NULL;
+}
+
 /* The entry nearest to target a[0..width) in squared error; *err gets that error. For iq1 the
  * entry's values are signed grid values g and the code is 8g + delta. */
 static int nearest_entry(const struct iq_qdesc *qd, const float *a, int delta, float *err) {
+    const struct grid_codes *gc = grid_codes_of(qd->grid);
+    const int half = gc->width / 2, nl = gc->n_levels;
+    float c[8][8], t[2][81]; /* c[j][l]: the error of value j at level l */
+    for (int j = 0; j < gc->width; j++) {
+        for (int l = 0; l < nl; l++) {
+            float d = a[j] - (qd->delta_span ? (float)(8 * gc->level[l] + delta)
+                                             : (float)gc->level[l]);
+            c[j][l] = d * d;
+        }
+    }
+    for (int h = 0; h < 2; h++) { /* combination k = l0 + nl l1 (+ nl^2 l2 + nl^3 l3) */
+        const float(*ch)[8] = c + half * h;
+        if (half == 2) {
+            for (int l1 = 0; l1 < nl; l1++)
+                for (int l0 = 0; l0 < nl; l0++)
+                    t[h][l0 + nl * l1] = ch[0][l0] + ch[1][l1];
+        } else {
+            for (int k = 0, l3 = 0; l3 < 3; l3++)
+                for (int l2 = 0; l2 < 3; l2++)
+                    for (int l1 = 0; l1 < 3; l1++)
+                        for (int l0 = 0; l0 < 3; l0++)
+                            t[h][k++] = ch[0][l0] + ch[1][l1] + ch[2][l2] + ch[3][l3];
+        }
+    }
     int best = 0;
     float best_err = INFINITY;
-    for (int e = 0; e < qd->n_entries; e++) {
-        uint64_t v = grid_entry(qd, e);
-        float sum = 0.0f;
-        for (int j = 0; j < qd->width && sum < best_err; j++) {
-            float g = qd->delta_span ? (float)(8 * (int8_t)grid_byte(v, j) + delta)
-                                     : (float)grid_byte(v, j);
-            sum += (a[j] - g) * (a[j] - g);
-        }
+    for (int e = 0; e < gc->n_entries; e++) {
+        float sum = t[0][gc->code[e][0]] + t[1][gc->code[e][1]];
         if (sum < best_err) {
             best_err = sum;
             best = e;
