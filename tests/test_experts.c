@@ -57,6 +57,20 @@ static const char *deep_moe_model(void) {
                       "--preset tiny --n-layer 8 --types q4_k_m --seed 23");
 }
 
+/* Grid i-quant experts (expert FFN 256 wide, so no row falls back to another type): IQ2_S under
+ * the IQ2_M mix, IQ3_XXS under IQ3_XXS. */
+static const char *iq2_m_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-iq2_m.gguf",
+                      "--preset tiny --types iq2_m --n-ff-exp 256 --seed 31");
+}
+
+static const char *iq3_xxs_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-iq3_xxs.gguf",
+                      "--preset tiny --types iq3_xxs --n-ff-exp 256 --seed 37");
+}
+
 enum { N_PROMPT = 40, N_GEN = 8 };
 
 /* Prompt logits (all rows) then N_GEN greedy decode steps' logits, into out. */
@@ -195,6 +209,25 @@ out:
 
 static void test_streaming_is_exact(void) { check_moe_streaming(moe_model()); }
 static void test_qwen35moe_streaming_is_exact(void) { check_moe_streaming(qwen35moe_model()); }
+/* Grid i-quant experts stream exactly: the smallest cache and half the experts (the cache-size
+ * matrix above is format-blind; what differs here is the slice's block type). */
+static void check_iq_streaming(const char *path) {
+    struct pair p;
+    if (pair_open_path(&p, path)) {
+        const size_t slot = expert_cache_slot_bytes(p.disk);
+        const size_t ne = (size_t)p.disk->hp.n_expert, nl = (size_t)p.disk->hp.n_layer;
+        const size_t sizes[2] = {slot * (size_t)p.disk->hp.n_expert_used, slot * ne * nl / 2};
+        for (int i = 0; i < 2; i++) {
+            struct expert_cache_stats st;
+            check_exact(&p, sizes[i], i ? EXPERT_IO_THREADS : EXPERT_IO_URING, true, &st);
+            CHECK(st.misses > (uint64_t)st.n_slots);
+        }
+    }
+    pair_close(&p);
+}
+
+static void test_iq2_m_streaming_is_exact(void) { check_iq_streaming(iq2_m_model()); }
+static void test_iq3_xxs_streaming_is_exact(void) { check_iq_streaming(iq3_xxs_model()); }
 
 /* A dense model's FFN streams as one expert per layer, exactly; the next layer's FFN (after the
  * last, the first's for the next step) is always the right guess. */
@@ -430,6 +463,8 @@ static const struct test_case cases[] = {
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
     {"qwen35moe_streaming_is_exact", test_qwen35moe_streaming_is_exact},
     {"qwen35_streaming_is_exact", test_qwen35_streaming_is_exact},
+    {"iq2_m_streaming_is_exact", test_iq2_m_streaming_is_exact},
+    {"iq3_xxs_streaming_is_exact", test_iq3_xxs_streaming_is_exact},
     {"small_cache_hits", test_small_cache_hits},
     {"read_fault", test_read_fault},
     {"hybrid_fault_resumes", test_hybrid_fault_resumes},
