@@ -4,62 +4,18 @@
  * 64-bit masks that negate activation bytes (codes in [-127, 127]: no overflow), and the odd
  * multipliers into int16 lanes for _mm512_madd_epi16. */
 #include <immintrin.h>
-#include <math.h>
-#include <string.h>
 
 #include "quant_iq.h"
 
-#define ALWAYS static inline __attribute__((always_inline))
+typedef __m512i iq_vec;
 
-/* ---- helpers --------------------------------------------------------------------------------- */
-
-ALWAYS uint16_t rd16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-ALWAYS float rdh(const uint8_t *p) {
-    return _cvtsh_ss(rd16(p));
-}
-
-/* 32 sign indices (7 bits, one per byte) -> their 8-bit sign masks (ksigns): bit 7 set where the
- * index has an odd number of set bits, so every mask has an even count. */
-ALWAYS __m256i ksigns32(__m256i f) {
-    const __m256i lut = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0,
-                                         1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
-    const __m256i lo = _mm256_and_si256(f, _mm256_set1_epi8(15));
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(f, 4), _mm256_set1_epi8(15));
-    const __m256i par =
-        _mm256_xor_si256(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut, hi));
-    return _mm256_or_si256(f, _mm256_slli_epi16(par, 7));
-}
-
-/* int16 lane indices: a for lanes 0-15, b for lanes 16-31 (for _mm512_permutexvar_epi16). */
-ALWAYS __m512i halves16(int a, int b) {
-    return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a),
-                                   _mm512_set1_epi16((short)b));
-}
-
-ALWAYS int32_t hsum_epi32(__m512i v) {
+static inline __attribute__((always_inline)) int32_t hsum_epi32(__m512i v) {
     return _mm512_reduce_add_epi32(v);
 }
 
-/* acc + madd(maddubs(g, q negated where k), mul): 64 values, g unsigned. */
-ALWAYS __m512i dot64(__m512i acc, __m512i g, __mmask64 k, __m512i mul, const int8_t *q) {
-    const __m512i qv = _mm512_loadu_si512(q);
-    const __m512i qs = _mm512_mask_sub_epi8(qv, k, _mm512_setzero_si512(), qv);
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(g, qs), mul));
-}
-
-/* One block of a type against na (1 or 4) activation blocks: out[j] = 16 int32 lanes summing to
- * the spec's isum for activation j. */
-typedef void (*iq_block_fn)(const uint8_t *x, const struct block_q8_K *const *y, int na,
-                            __m512i *out);
-typedef float (*iq_d_fn)(const uint8_t *x);
-
 /* [sum a, sum b, sum c, sum d] of four vectors of 16 int32 lanes. */
-ALWAYS __m128i hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
+static inline __attribute__((always_inline)) __m128i hsum4_epi32(__m512i a, __m512i b, __m512i c,
+                                                                 __m512i d) {
     const __m256i a8 = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
     const __m256i b8 = _mm256_add_epi32(_mm512_castsi512_si256(b), _mm512_extracti64x4_epi64(b, 1));
     const __m256i c8 = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
@@ -68,69 +24,21 @@ ALWAYS __m128i hsum4_epi32(__m512i a, __m512i b, __m512i c, __m512i d) {
     return _mm_add_epi32(_mm256_castsi256_si128(abcd), _mm256_extracti128_si256(abcd, 1));
 }
 
-/* The contract's float steps over na activation rows a[j]: s[j] = the dot of row x with a[j].
- * Four blocks at a time: their integer sums go to the four lanes of one float FMA, block b into
- * lane b % 4; the last n_blocks % 4 blocks take a scalar fmaf each, into the same lanes. */
-ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb, const void *const *a,
-                   int na, iq_block_fn blk, iq_d_fn dfn, float unit) {
-    const int64_t nb = n / QK_K;
-    const struct block_q8_K *y[4];
-    __m128 acc[4];
-    for (int j = 0; j < na; j++)
-        acc[j] = _mm_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        __m512i r[4][4];
-        for (int k = 0; k < 4; k++) {
-            for (int j = 0; j < na; j++)
-                y[j] = (const struct block_q8_K *)a[j] + i + k;
-            blk(x + (size_t)(i + k) * bb, y, na, r[k]);
-        }
-        const uint8_t *xb = x + (size_t)i * bb;
-        const __m128 dw = _mm_setr_ps(dfn(xb), dfn(xb + bb), dfn(xb + 2 * bb), dfn(xb + 3 * bb));
-        for (int j = 0; j < na; j++) {
-            const struct block_q8_K *yj = (const struct block_q8_K *)a[j] + i;
-            const __m128 dy = _mm_setr_ps(yj[0].d, yj[1].d, yj[2].d, yj[3].d);
-            const __m128 d = _mm_mul_ps(_mm_mul_ps(dw, dy), _mm_set1_ps(unit));
-            const __m128i v = hsum4_epi32(r[0][j], r[1][j], r[2][j], r[3][j]);
-            acc[j] = _mm_fmadd_ps(d, _mm_cvtepi32_ps(v), acc[j]);
-        }
-    }
-    float t[4][4];
-    for (int j = 0; j < na; j++)
-        _mm_storeu_ps(t[j], acc[j]);
-    for (; i < nb; i++) {
-        const uint8_t *xb = x + (size_t)i * bb;
-        __m512i r[4];
-        for (int j = 0; j < na; j++)
-            y[j] = (const struct block_q8_K *)a[j] + i;
-        blk(xb, y, na, r);
-        const float dw = dfn(xb);
-        for (int j = 0; j < na; j++)
-            t[j][i % 4] = fmaf(dw * y[j]->d * unit, (float)hsum_epi32(r[j]), t[j][i % 4]);
-    }
-    for (int j = 0; j < na; j++)
-        s[j] = (t[j][0] + t[j][1]) + (t[j][2] + t[j][3]);
+#include "quant_iq_simd.h"
+
+/* ---- helpers --------------------------------------------------------------------------------- */
+
+/* int16 lane indices: a for lanes 0-15, b for lanes 16-31 (for _mm512_permutexvar_epi16). */
+ALWAYS __m512i halves16(int a, int b) {
+    return _mm512_mask_blend_epi16(0xFFFF0000u, _mm512_set1_epi16((short)a),
+                                   _mm512_set1_epi16((short)b));
 }
 
-#define IQ_KERNELS(name, block, blk, dfn, unit)                                                    \
-    static void vec_dot_##name(int64_t n, float *restrict s, const void *restrict w,               \
-                               const void *restrict a) {                                           \
-        const void *a1[1] = {a};                                                                   \
-        iq_dot(n, s, w, sizeof(struct block), a1, 1, blk, dfn, unit);                              \
-    }                                                                                              \
-    static void vec_dot_##name##_x4(int64_t n, float *restrict s, const void *restrict w,          \
-                                    const void *const a[4]) {                                      \
-        iq_dot(n, s, w, sizeof(struct block), a, 4, blk, dfn, unit);                               \
-    }                                                                                              \
-    static void vec_dot_##name##_r4(int64_t n, float *restrict s, const void *restrict w,          \
-                                    size_t row_bytes, const void *restrict a) {                    \
-        for (int r = 0; r < 4; r++)                                                                \
-            vec_dot_##name(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);               \
-    }
-
-ALWAYS float d_at0(const uint8_t *x) {
-    return rdh(x);
+/* acc + madd(maddubs(g, q negated where k), mul): 64 values, g unsigned. */
+ALWAYS __m512i dot64(__m512i acc, __m512i g, __mmask64 k, __m512i mul, const int8_t *q) {
+    const __m512i qv = _mm512_loadu_si512(q);
+    const __m512i qs = _mm512_mask_sub_epi8(qv, k, _mm512_setzero_si512(), qv);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(g, qs), mul));
 }
 
 /* ---- iq2_xxs ------------------------------------------------------------------------------- */
@@ -393,35 +301,19 @@ ALWAYS void blk_iq1_m(const uint8_t *x, const struct block_q8_K *const *y, int n
     iq1_block(idx, m16, y, na, out);
 }
 
-/* iq1_m's fp16 d from the top nibbles of its four scale words. */
-ALWAYS float d_iq1_m(const uint8_t *x) {
-    const uint8_t *sc = x + 48;
-    return _cvtsh_ss(
-        (unsigned short)(sc[1] >> 4 | (sc[3] & 0xf0) | (sc[5] >> 4) << 8 | (sc[7] & 0xf0) << 8));
-}
 IQ_KERNELS(iq1_m, block_iq1_m, blk_iq1_m, d_iq1_m, 0.125f)
 
 /* ---- registration ---------------------------------------------------------------------------- */
-
-#define SET_IQ(tab, n_tab, t, name)                                                                \
-    do {                                                                                           \
-        if ((int)(t) < (n_tab)) {                                                                  \
-            (tab)[t].vec_dot = vec_dot_##name;                                                     \
-            (tab)[t].vec_dot4 = vec_dot_##name##_x4;                                               \
-            (tab)[t].vec_dot_rows4 = vec_dot_##name##_r4;                                          \
-            (tab)[t].isa = "avx512";                                                               \
-        }                                                                                          \
-    } while (0)
 
 /* Contract in quant_iq.h. */
 void quant_iq_register_avx512(struct quant_kernels *tab, int n_tab) {
     quant_iq_register_avx2(tab, n_tab);
     iq1_w = quant_iq1_w_table();
-    SET_IQ(tab, n_tab, QTYPE_IQ2_XXS, iq2_xxs);
-    SET_IQ(tab, n_tab, QTYPE_IQ2_XS, iq2_xs);
-    SET_IQ(tab, n_tab, QTYPE_IQ2_S, iq2_s);
-    SET_IQ(tab, n_tab, QTYPE_IQ3_XXS, iq3_xxs);
-    SET_IQ(tab, n_tab, QTYPE_IQ3_S, iq3_s);
-    SET_IQ(tab, n_tab, QTYPE_IQ1_S, iq1_s);
-    SET_IQ(tab, n_tab, QTYPE_IQ1_M, iq1_m);
+    SET_IQ(tab, n_tab, QTYPE_IQ2_XXS, iq2_xxs, "avx512");
+    SET_IQ(tab, n_tab, QTYPE_IQ2_XS, iq2_xs, "avx512");
+    SET_IQ(tab, n_tab, QTYPE_IQ2_S, iq2_s, "avx512");
+    SET_IQ(tab, n_tab, QTYPE_IQ3_XXS, iq3_xxs, "avx512");
+    SET_IQ(tab, n_tab, QTYPE_IQ3_S, iq3_s, "avx512");
+    SET_IQ(tab, n_tab, QTYPE_IQ1_S, iq1_s, "avx512");
+    SET_IQ(tab, n_tab, QTYPE_IQ1_M, iq1_m, "avx512");
 }

@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "quant.h"
 #include "quant_iq.h"
+#include "rng.h"
 
 static const enum qtype iq_types[] = {QTYPE_IQ2_XXS, QTYPE_IQ2_XS, QTYPE_IQ2_S, QTYPE_IQ3_XXS,
                                       QTYPE_IQ3_S,   QTYPE_IQ1_S,  QTYPE_IQ1_M};
@@ -277,25 +278,22 @@ static void test_vec_dot_golden(void) {
     }
 }
 
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+static struct rng rng = {{0x2545F4914F6CDD1DULL, 1, 2, 3}};
 
-static uint64_t rng_next(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+static uint64_t next_u64(void) {
+    return rng_next(&rng);
 }
 
 /* Uniform in [-1, 1). */
 static float rng_unit(void) {
-    return (float)((double)(rng_next() >> 11) / 4503599627370496.0 - 1.0);
+    return (float)((double)(next_u64() >> 11) * 0x1p-52 - 1.0);
 }
 
 /* n_blocks random blocks of t: random bytes, the fp16 d a random finite value of either sign. */
 static void random_blocks(enum qtype t, uint8_t *w, int64_t n_blocks) {
     uint32_t bb = qtype_block_bytes(t);
     for (int64_t i = 0; i < n_blocks * bb; i++)
-        w[i] = (uint8_t)rng_next();
+        w[i] = (uint8_t)next_u64();
     for (int64_t i = 0; i < n_blocks; i++) {
         fp16_t d = f32_to_fp16(rng_unit() * 0.01f);
         uint8_t *b = w + i * bb;
@@ -383,18 +381,6 @@ static void test_vec_dot_extremes(void) {
 
 /* ==== SIMD twins: bit-identical to the spec =================================================== */
 
-static bool cpu_has_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-}
-
-static bool cpu_has_avx512(void) {
-    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
-}
-
 /* The reference table with an ISA's kernels registered over it. */
 static void table_for(struct quant_kernels tab[QTYPE_COUNT], bool avx512) {
     memset(tab, 0, sizeof(*tab) * QTYPE_COUNT);
@@ -411,7 +397,7 @@ static void table_for(struct quant_kernels tab[QTYPE_COUNT], bool avx512) {
 static void random_act(struct block_q8_K *a, float *x, int64_t n, int mode) {
     for (int64_t i = 0; i < n; i++) {
         x[i] = rng_unit();
-        if (mode == 1 && rng_next() % 32 == 0)
+        if (mode == 1 && next_u64() % 32 == 0)
             x[i] *= 50.0f;
         if (mode == 2)
             x[i] = x[i] < 0 ? -1.0f : 1.0f;
@@ -450,7 +436,7 @@ static void compare_simd(const struct quant_kernels *k, enum qtype t, int nb, in
             random_blocks(t, w + (size_t)r * rb, nb);
         }
         for (size_t b = 0; b < pad; b++)
-            w[(size_t)r * rb + rb - pad + b] = (uint8_t)rng_next();
+            w[(size_t)r * rb + rb - pad + b] = (uint8_t)next_u64();
         /* activation rows 4 bytes off any vector alignment, the last one repeated sometimes */
         struct block_q8_K *ar =
             (void *)(abuf + 4 + (size_t)r * ((size_t)nb * sizeof(struct block_q8_K) + 8));
@@ -496,7 +482,7 @@ static void check_isa(bool avx512, const char *isa) {
         CHECK(tab[t].vec_dot_type == ref->vec_dot_type && tab[t].from_float == ref->from_float);
         for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
             for (int mode = 0; mode < 3; mode++)
-                compare_simd(&tab[t], t, blocks[b], mode, mode == 2 ? 4 * (rng_next() % 16) : 0);
+                compare_simd(&tab[t], t, blocks[b], mode, mode == 2 ? 4 * (next_u64() % 16) : 0);
         for (size_t b = 0; b < sizeof(quantized) / sizeof(quantized[0]); b++)
             compare_simd(&tab[t], t, quantized[b], 3, 0);
     }
@@ -504,7 +490,7 @@ static void check_isa(bool avx512, const char *isa) {
 }
 
 static void test_avx2_bitwise(void) {
-    if (!cpu_has_avx2()) {
+    if (!test_cpu_has("avx2")) {
         test_skip("cpu lacks avx2/fma/f16c: AVX2 i-quant kernels NOT checked");
         return;
     }
@@ -512,7 +498,7 @@ static void test_avx2_bitwise(void) {
 }
 
 static void test_avx512_bitwise(void) {
-    if (!cpu_has_avx512()) {
+    if (!test_cpu_has("avx512")) {
         test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 i-quant kernels NOT checked");
         return;
     }
@@ -527,7 +513,7 @@ static void test_dispatch(void) {
         CHECK(best != NULL);
         if (!best || (env && *env))
             continue;
-        const char *want = cpu_has_avx512() ? "avx512" : cpu_has_avx2() ? "avx2" : "ref";
+        const char *want = test_cpu_has("avx512") ? "avx512" : test_cpu_has("avx2") ? "avx2" : "ref";
         CHECK_MSG(strcmp(best->isa, want) == 0, "%s dispatched to %s, want %s",
                   qtype_name(iq_types[k]), best->isa, want);
     }

@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "quant.h"
+#include "quant_iq.h"
 
 struct bench_opts {
     int64_t rows;   /* rows of the in-cache matrix */
@@ -233,10 +234,14 @@ static void tables_init(void) {
         if (ref)
             tab_avx2[t] = tab_avx512[t] = *ref;
     }
-    if (cpu_has("avx2"))
+    if (cpu_has("avx2")) {
         quant_register_avx2(tab_avx2, QTYPE_COUNT);
-    if (cpu_has("avx512"))
+        quant_iq_register_avx2(tab_avx2, QTYPE_COUNT);
+    }
+    if (cpu_has("avx512")) {
         quant_register_avx512(tab_avx512, QTYPE_COUNT);
+        quant_iq_register_avx512(tab_avx512, QTYPE_COUNT);
+    }
 }
 
 /* Benchmarks one type at one matrix size over every ISA; returns 0 or -1. */
