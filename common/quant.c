@@ -702,13 +702,28 @@ static void quantize_q3_K(const float *x, void *dst, int64_t n) {
     }
 }
 
-/* The index of tab's value nearest v (the first of two equally near). */
+/* The index of the value nearest v among n ascending values tab[0..n-1] (the lower of two
+ * equally near), by bisection over the midpoints. */
+static int nearest_sorted(const int8_t *tab, int n, float v) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (v > 0.5f * (float)(tab[mid] + tab[mid + 1]))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The index of tab's value nearest v (the first of two equally near): IQ4_NL's table ascends;
+ * MXFP4's holds 0..12 ascending in codes 0-7 and their negatives in codes 8-15 (-0 is code 8, so
+ * a value nearest 0 takes code 0). */
 static int nearest_index(const int8_t tab[16], float v) {
-    int best = 0;
-    for (int k = 1; k < 16; k++)
-        if (fabsf(v - (float)tab[k]) < fabsf(v - (float)tab[best]))
-            best = k;
-    return best;
+    if (tab[0] <= tab[1] && tab[7] <= tab[8])
+        return nearest_sorted(tab, 16, v);
+    int k = nearest_sorted(tab, 8, fabsf(v));
+    return v < 0.0f && k > 0 ? k + 8 : k;
 }
 
 /* Packs 32 table indices of x / d into a nibble run (layout: dequant_nibble_run). */

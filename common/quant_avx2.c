@@ -130,64 +130,50 @@ static ALWAYS_INLINE void s8_set(struct s8_u *u, __m256i x) {
     u->ax = _mm256_sign_epi8(x, x);
 }
 
-static ALWAYS_INLINE __m128i s8_isum(const struct s8_u *u, const int8_t *qy) {
-    return hsum8_to4(dot_s8(u->ax, u->x, _mm256_loadu_si256((const __m256i *)qy)));
+static ALWAYS_INLINE struct qsum s8_block(const struct s8_u *u, const int8_t *qy) {
+    struct qsum r = {dot_s8(u->ax, u->x, _mm256_loadu_si256((const __m256i *)qy)),
+                     _mm256_setzero_si256()};
+    return r;
+}
+
+static ALWAYS_INLINE struct qsum u8_block(const __m256i *u, const int8_t *qy) {
+    struct qsum r = {dot_u8(*u, _mm256_loadu_si256((const __m256i *)qy)), _mm256_setzero_si256()};
+    return r;
 }
 
 static ALWAYS_INLINE void q8_0_unpack(const struct block_q8_0 *x, struct s8_u *u) {
     s8_set(u, _mm256_loadu_si256((const __m256i *)x->qs));
 }
-
-static ALWAYS_INLINE void q8_0_block(const struct s8_u *u, const struct block_q8_0 *x,
-                                     const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(q8_0, struct block_q8_0, struct block_q8_0, QK8_0, struct s8_u, QTERM_ONE)
+S8_TYPE(q8_0, struct block_q8_0)
 
 static ALWAYS_INLINE void q4_0_unpack(const struct block_q4_0 *x, struct s8_u *u) {
     s8_set(u, _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8)));
 }
-
-static ALWAYS_INLINE void q4_0_block(const struct s8_u *u, const struct block_q4_0 *x,
-                                     const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(q4_0, struct block_q4_0, struct block_q8_0, QK4_0, struct s8_u, QTERM_ONE)
+S8_TYPE(q4_0, struct block_q4_0)
 
 /* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
 static ALWAYS_INLINE void q5_0_unpack(const struct block_q5_0 *x, struct s8_u *u) {
     const __m256i hi = _mm256_andnot_si256(bits_to_bytes(x->qh), _mm256_set1_epi8((char)0xF0));
     s8_set(u, _mm256_or_si256(nibbles32(x->qs), hi));
 }
-
-static ALWAYS_INLINE void q5_0_block(const struct s8_u *u, const struct block_q5_0 *x,
-                                     const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(q5_0, struct block_q5_0, struct block_q8_0, QK5_0, struct s8_u, QTERM_ONE)
+S8_TYPE(q5_0, struct block_q5_0)
 
 static ALWAYS_INLINE void iq4_nl_unpack(const struct block_iq4_nl *x, struct s8_u *u) {
     s8_set(u, _mm256_shuffle_epi8(table16(quant_iq4nl_values), nibbles32(x->qs)));
 }
-
-static ALWAYS_INLINE void iq4_nl_block(const struct s8_u *u, const struct block_iq4_nl *x,
-                                       const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(iq4_nl, struct block_iq4_nl, struct block_q8_0, QK4_NL, struct s8_u, QTERM_ONE)
+S8_TYPE(iq4_nl, struct block_iq4_nl)
 
 static ALWAYS_INLINE void mxfp4_unpack(const struct block_mxfp4 *x, struct s8_u *u) {
     s8_set(u, _mm256_shuffle_epi8(table16(quant_mxfp4_values), nibbles32(x->qs)));
 }
 
-static ALWAYS_INLINE void mxfp4_block(const struct s8_u *u, const struct block_mxfp4 *x,
-                                      const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = quant_e8m0_half(x->e) * h2f(y->d);
+static ALWAYS_INLINE struct qsum mxfp4_block(const struct s8_u *u, const struct block_q8_0 *y) {
+    return s8_block(u, y->qs);
+}
+
+static ALWAYS_INLINE void mxfp4_scales(const struct block_mxfp4 *x, const struct block_q8_0 *y,
+                                       const int n_ok, struct qscale4 *f) {
+    f->d = _mm_mul_ps(e8m0x4(x, n_ok), f16x4(&y->d, sizeof(*y), n_ok));
 }
 QUANT_DRIVER(mxfp4, struct block_mxfp4, struct block_q8_0, QK_MXFP4, struct s8_u, QTERM_ONE)
 
@@ -195,60 +181,26 @@ QUANT_DRIVER(mxfp4, struct block_mxfp4, struct block_q8_0, QK_MXFP4, struct s8_u
 static ALWAYS_INLINE void q4_1_unpack(const struct block_q4_1 *x, __m256i *u) {
     *u = nibbles32(x->qs);
 }
-
-static ALWAYS_INLINE void q4_1_block(const __m256i *u, const struct block_q4_1 *x,
-                                     const struct block_q8_1 *y, struct qblk *r) {
-    r->isum = hsum8_to4(dot_u8(*u, _mm256_loadu_si256((const __m256i *)y->qs)));
-    r->d = h2f(x->d) * h2f(y->d);
-    r->m = h2f(x->m);
-    r->s = h2f(y->s);
-}
-QUANT_DRIVER(q4_1, struct block_q4_1, struct block_q8_1, QK4_1, __m256i, QTERM_FLOAT)
+U8_TYPE(q4_1, struct block_q4_1)
 
 static ALWAYS_INLINE void q5_1_unpack(const struct block_q5_1 *x, __m256i *u) {
     const __m256i hi = _mm256_and_si256(bits_to_bytes(x->qh), _mm256_set1_epi8(0x10));
     *u = _mm256_or_si256(nibbles32(x->qs), hi);
 }
-
-static ALWAYS_INLINE void q5_1_block(const __m256i *u, const struct block_q5_1 *x,
-                                     const struct block_q8_1 *y, struct qblk *r) {
-    r->isum = hsum8_to4(dot_u8(*u, _mm256_loadu_si256((const __m256i *)y->qs)));
-    r->d = h2f(x->d) * h2f(y->d);
-    r->m = h2f(x->m);
-    r->s = h2f(y->s);
-}
-QUANT_DRIVER(q5_1, struct block_q5_1, struct block_q8_1, QK5_1, __m256i, QTERM_FLOAT)
+U8_TYPE(q5_1, struct block_q5_1)
 
 /* ---- K-quants and iq4_xs against Q8_K: 256-element blocks, eight 32-code chunks --------------- */
 
 /* An unpacked 256-element block: the codes of chunk j (elements 32j..32j+31, unsigned, at most
- * 63) and the int16 multiplier of each of its 16 pairs, plus what the type's second sum needs. */
+ * 63), the int16 scales that multiply its pairs (kept compact: 16 ymm of scale vectors would not
+ * fit the register file beside the codes), and the int16 vector the type's second sum or offset
+ * correction multiplies the 16 bsums with. */
 struct k_u {
-    __m256i q[8], k[8];
-    __m256i sc16; /* q2_K: its 16 mins; q3_K, q6_K: its 16 signed scales (int16) */
+    __m256i q[8];
+    __m256i sc_lo, sc_hi; /* scales 0-7 and 8-15 as int16, each in both 128-bit lanes */
+    __m256i sc16;         /* q2_K: its 16 mins; q4_K/q5_K: the 8 mins twice; q3_K, q6_K: scales */
+    int per16;            /* 1: one scale per 16 weights (16 scales); 0: per 32 (8, in sc_lo) */
 };
-
-/* sum over the 8 chunks of madd(maddubs(q[j], y chunk j), k[j]): 8 int32 lanes. */
-static ALWAYS_INLINE __m256i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
-    __m256i sum = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j++) {
-        const __m256i p =
-            _mm256_maddubs_epi16(u->q[j], _mm256_loadu_si256((const __m256i *)(qy + 32 * j)));
-        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, u->k[j]));
-    }
-    return sum;
-}
-
-/* Unpacks the 12 bytes of 6-bit scales and mins of a q4_K/q5_K block into 16 bytes:
- * bytes 0..7 the scales of the 8 sub-blocks, bytes 8..15 their mins. */
-static ALWAYS_INLINE __m128i k4_scales_mins(const uint8_t *p) {
-    const uint32_t u0 = load_u32(p), u1 = load_u32(p + 4), u2 = load_u32(p + 8);
-    const uint32_t sc_lo = u0 & 0x3f3f3f3fu;
-    const uint32_t mn_lo = u1 & 0x3f3f3f3fu;
-    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
-    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
-    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
-}
 
 /* Int16 scale j in every lane, out of 8 int16 scales broadcast to both 128-bit lanes. */
 static ALWAYS_INLINE __m256i scale_at(__m256i sc16, int j) {
@@ -263,58 +215,90 @@ static ALWAYS_INLINE __m256i scale_pair(__m256i sc16, int a) {
     return _mm256_shuffle_epi8(sc16, _mm256_permute2x128_si256(lo, hi, 0x20));
 }
 
-/* The 16 int16 scales s[0..15] as two vectors of 8 broadcast to both lanes, then as 8 pair
- * vectors: k[j] covers weights 32j..32j+31 (scales 2j and 2j+1). */
-static ALWAYS_INLINE void pairs_from16(__m256i s16, __m256i k[8]) {
-    const __m256i lo = _mm256_permute2x128_si256(s16, s16, 0x00);
-    const __m256i hi = _mm256_permute2x128_si256(s16, s16, 0x11);
-    for (int j = 0; j < 4; j++) {
-        k[j] = scale_pair(lo, 2 * j);
-        k[j + 4] = scale_pair(hi, 2 * j);
-    }
+/* The multiplier of chunk j's 16 pairs. */
+static ALWAYS_INLINE __m256i k_scale(const struct k_u *u, int j) {
+    if (!u->per16)
+        return scale_at(u->sc_lo, j);
+    return scale_pair(j < 4 ? u->sc_lo : u->sc_hi, 2 * (j % 4));
 }
 
-/* q4_K/q5_K: k[j] = scale j (sub-block j of 32) and sc16 = the mins, each twice (for bsums). */
+/* 16 int16 scales (one per 16 weights) into sc_lo / sc_hi. */
+static ALWAYS_INLINE void k_scales16(struct k_u *u, __m256i s16) {
+    u->per16 = 1;
+    u->sc_lo = _mm256_permute2x128_si256(s16, s16, 0x00);
+    u->sc_hi = _mm256_permute2x128_si256(s16, s16, 0x11);
+}
+
+/* sum over the 8 chunks of madd(maddubs(q[j], y chunk j), scale): 8 int32 lanes. */
+static ALWAYS_INLINE __m256i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
+    __m256i sum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        const __m256i p =
+            _mm256_maddubs_epi16(u->q[j], _mm256_loadu_si256((const __m256i *)(qy + 32 * j)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, k_scale(u, j)));
+    }
+    return sum;
+}
+
+/* sum bsums[g] * sc16[g] over the 16 groups of 16: 8 int32 lanes. */
+static ALWAYS_INLINE __m256i k_bsums_dot(const struct k_u *u, const struct block_q8_K *y) {
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
+}
+
+/* Types with a min term (q2_K, q4_K, q5_K): isum over the chunks, msum over the bsums. */
+static ALWAYS_INLINE struct qsum k_min_block(const struct k_u *u, const struct block_q8_K *y) {
+    struct qsum r = {k_chunks_dot(u, y->qs), k_bsums_dot(u, y)};
+    return r;
+}
+
+/* Codes stored + 2^shift (q3_K, q6_K): sum sc*(q - 2^shift)*y = sum sc*q*y - (sum sc*bsum) <<
+ * shift. */
+static ALWAYS_INLINE struct qsum k_offset_block(const struct k_u *u, const struct block_q8_K *y,
+                                                int shift) {
+    struct qsum r = {_mm256_sub_epi32(k_chunks_dot(u, y->qs),
+                                      _mm256_slli_epi32(k_bsums_dot(u, y), shift)),
+                     _mm256_setzero_si256()};
+    return r;
+}
+
+/* Unpacks the 12 bytes of 6-bit scales and mins of a q4_K/q5_K block into 16 bytes:
+ * bytes 0..7 the scales of the 8 sub-blocks, bytes 8..15 their mins. */
+static ALWAYS_INLINE __m128i k4_scales_mins(const uint8_t *p) {
+    const uint32_t u0 = load_u32(p), u1 = load_u32(p + 4), u2 = load_u32(p + 8);
+    const uint32_t sc_lo = u0 & 0x3f3f3f3fu;
+    const uint32_t mn_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+}
+
+/* q4_K/q5_K: the 8 scales (one per 32 weights) and sc16 = the mins, each twice (for bsums). */
 static ALWAYS_INLINE void k4_scales_unpack(const uint8_t *scales, struct k_u *u) {
     const __m128i scm = k4_scales_mins(scales);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    u->per16 = 0;
+    u->sc_lo = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    u->sc_hi = u->sc_lo;
     u->sc16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-    for (int j = 0; j < 8; j++)
-        u->k[j] = scale_at(sc16, j);
 }
 
 /* q4_K: chunk 2c is the low nibbles of qs[32c..32c+31], chunk 2c+1 their high nibbles. */
 static ALWAYS_INLINE void q4_K_unpack(const struct block_q4_K *x, struct k_u *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     k4_scales_unpack(x->scales, u);
-    for (int c = 0; c < 4; c++) {
+    _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
         u->q[2 * c] = _mm256_and_si256(qb, m4);
         u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
     }
 }
-
-/* q4_K and q5_K: msum pairs each sub-block's min with its two 16-sums. */
-static ALWAYS_INLINE void k4_block(const struct k_u *u, fp16_t d, fp16_t dmin,
-                                   const struct block_q8_K *y, struct qblk *r) {
-    r->isum = hsum8_to4(k_chunks_dot(u, y->qs));
-    r->msum = hsum8_to4(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16));
-    r->d = y->d * h2f(d);
-    r->m = -(y->d * h2f(dmin));
-}
-
-static ALWAYS_INLINE void q4_K_block(const struct k_u *u, const struct block_q4_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    k4_block(u, x->d, x->dmin, y, r);
-}
-QUANT_DRIVER(q4_K, struct block_q4_K, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
+K_MIN_TYPE(q4_K, struct block_q4_K)
 
 /* q5_K: chunk 2c takes bit 2c of qh[l] as its fifth bit, chunk 2c+1 bit 2c+1. */
 static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u) {
     const __m256i b4 = _mm256_set1_epi8(0x10), m4 = _mm256_set1_epi8(0x0F);
     k4_scales_unpack(x->scales, u);
     __m256i hb = _mm256_loadu_si256((const __m256i *)x->qh);
-    for (int c = 0; c < 4; c++) {
+    _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
         const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
         u->q[2 * c] = _mm256_or_si256(_mm256_and_si256(qb, m4),
                                       _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
@@ -323,19 +307,14 @@ static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u)
         hb = _mm256_srli_epi16(hb, 2); /* 16-bit shifts by <= 6 keep each byte's low bits */
     }
 }
+K_MIN_TYPE(q5_K, struct block_q5_K)
 
-static ALWAYS_INLINE void q5_K_block(const struct k_u *u, const struct block_q5_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    k4_block(u, x->d, x->dmin, y, r);
-}
-QUANT_DRIVER(q5_K, struct block_q5_K, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
-
-/* q6_K: codes stored +32, so sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum. */
+/* q6_K: codes stored +32. */
 static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x30);
     u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
-    pairs_from16(u->sc16, u->k);
-    for (int h = 0; h < 2; h++) {
+    k_scales16(u, u->sc16);
+    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
         const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
         const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
         const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -351,26 +330,12 @@ static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u)
                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), m6));
     }
 }
-
-/* sum - (sum sc * bsum) << shift: the offset correction of codes stored + 2^shift. */
-static ALWAYS_INLINE __m128i k_offset_isum(const struct k_u *u, const struct block_q8_K *y,
-                                           int shift) {
-    const __m256i corr =
-        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
-    return hsum8_to4(_mm256_sub_epi32(k_chunks_dot(u, y->qs), _mm256_slli_epi32(corr, shift)));
-}
-
-static ALWAYS_INLINE void q6_K_block(const struct k_u *u, const struct block_q6_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    r->isum = k_offset_isum(u, y, 5);
-    r->d = y->d * h2f(x->d);
-}
-QUANT_DRIVER(q6_K, struct block_q6_K, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)
+K_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
 
 /* q2_K / q3_K: chunk j = 4h + k holds bits 2k..2k+1 of qs[32h..32h+31]. */
 static ALWAYS_INLINE void k2_codes(const uint8_t *qs, __m256i q[8]) {
     const __m256i m3 = _mm256_set1_epi8(3);
-    for (int h = 0; h < 2; h++) {
+    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
         const __m256i b = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
         q[4 * h] = _mm256_and_si256(b, m3);
         q[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 2), m3);
@@ -383,22 +348,14 @@ static ALWAYS_INLINE void q2_K_unpack(const struct block_q2_K *x, struct k_u *u)
     const __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
     const __m128i m4 = _mm_set1_epi8(0x0F);
     k2_codes(x->qs, u->q);
-    pairs_from16(_mm256_cvtepu8_epi16(_mm_and_si128(sc, m4)), u->k);
+    k_scales16(u, _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4)));
     u->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
 }
-
-static ALWAYS_INLINE void q2_K_block(const struct k_u *u, const struct block_q2_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    r->isum = hsum8_to4(k_chunks_dot(u, y->qs));
-    r->msum = hsum8_to4(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16));
-    r->d = y->d * h2f(x->d);
-    r->m = -(y->d * h2f(x->dmin));
-}
-QUANT_DRIVER(q2_K, struct block_q2_K, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
+K_MIN_TYPE(q2_K, struct block_q2_K)
 
 /* q3_K's 16 signed 6-bit scales as bytes: the low nibbles of bytes 0-7 (scales 0-7) and their
  * high nibbles (8-15), with bits 2(j/4)..+1 of byte 8 + j%4 on top, minus 32. */
-static ALWAYS_INLINE __m128i q3_K_scales(const uint8_t *p) {
+static ALWAYS_INLINE __m128i q3_K_sc6(const uint8_t *p) {
     const uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), a2 = load_u32(p + 8);
     const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
     const __m128i v = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4),
@@ -413,20 +370,14 @@ static ALWAYS_INLINE void q3_K_unpack(const struct block_q3_K *x, struct k_u *u)
     const __m256i b2 = _mm256_set1_epi8(4);
     k2_codes(x->qs, u->q);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
-    for (int j = 0; j < 8; j++) { /* chunk j's third bits: bit j of hmask[l] */
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) { /* chunk j's third bits: bit j of hmask[l] */
         const __m256i hb = j <= 2 ? _mm256_slli_epi16(hm, 2 - j) : _mm256_srli_epi16(hm, j - 2);
         u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(hb, b2));
     }
-    u->sc16 = _mm256_cvtepi8_epi16(q3_K_scales(x->scales));
-    pairs_from16(u->sc16, u->k);
+    u->sc16 = _mm256_cvtepi8_epi16(q3_K_sc6(x->scales));
+    k_scales16(u, u->sc16);
 }
-
-static ALWAYS_INLINE void q3_K_block(const struct k_u *u, const struct block_q3_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    r->isum = k_offset_isum(u, y, 2);
-    r->d = y->d * h2f(x->d);
-}
-QUANT_DRIVER(q3_K, struct block_q3_K, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)
+K_OFFSET_TYPE(q3_K, struct block_q3_K, 2)
 
 /* iq4_xs: table values (signed) per sub-block of 32, times the sub-block's ls - 32. */
 struct iq4_xs_u {
@@ -436,7 +387,7 @@ struct iq4_xs_u {
 
 static ALWAYS_INLINE void iq4_xs_unpack(const struct block_iq4_xs *x, struct iq4_xs_u *u) {
     const __m256i tab = table16(quant_iq4nl_values);
-    for (int j = 0; j < 8; j++) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
         const int ls = (((x->scales_l[j / 2] >> (4 * (j % 2))) & 15) |
                         ((x->scales_h >> (2 * j)) & 3) << 4) - 32;
         s8_set(&u->v[j], _mm256_shuffle_epi8(tab, nibbles32(x->qs + 16 * j)));
@@ -444,16 +395,21 @@ static ALWAYS_INLINE void iq4_xs_unpack(const struct block_iq4_xs *x, struct iq4
     }
 }
 
-static ALWAYS_INLINE void iq4_xs_block(const struct iq4_xs_u *u, const struct block_iq4_xs *x,
-                                       const struct block_q8_K *y, struct qblk *r) {
+static ALWAYS_INLINE struct qsum iq4_xs_block(const struct iq4_xs_u *u,
+                                              const struct block_q8_K *y) {
     __m256i sum = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j++) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
         const __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j));
         const __m256i p = _mm256_maddubs_epi16(u->v[j].ax, _mm256_sign_epi8(qy, u->v[j].x));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, u->k[j]));
     }
-    r->isum = hsum8_to4(sum);
-    r->d = y->d * h2f(x->d);
+    struct qsum r = {sum, _mm256_setzero_si256()};
+    return r;
+}
+
+static ALWAYS_INLINE void iq4_xs_scales(const struct block_iq4_xs *x, const struct block_q8_K *y,
+                                        const int n_ok, struct qscale4 *f) {
+    f->d = QSCALE_Q8K(x, d, y, n_ok);
 }
 QUANT_DRIVER(iq4_xs, struct block_iq4_xs, struct block_q8_K, QK_K, struct iq4_xs_u, QTERM_ONE)
 

@@ -29,9 +29,19 @@ static ALWAYS_INLINE __m256i nibbles32(const uint8_t *q) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
 }
 
-/* Four int32 lanes summing to the sum of v's sixteen (exact). */
-static ALWAYS_INLINE __m128i hsum16_to4(__m512i v) {
-    return hsum8_to4(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+/* Eight int32 lanes summing to the sum of v's sixteen (exact). */
+static ALWAYS_INLINE __m256i hsum16_to8(__m512i v) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+/* 0xFF in byte i where bit i of the 32-bit little-endian word at p is set, else 0. */
+static ALWAYS_INLINE __m256i bits_to_bytes(const uint8_t *p) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                            2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i v =
+        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(p)), spread), bit);
+    return _mm256_cmpeq_epi8(v, bit);
 }
 
 /* A 16-entry int8 table in every 128-bit lane, for vpshufb lookups of 4-bit codes. */
@@ -113,105 +123,81 @@ static ALWAYS_INLINE void s8_set(struct s8_u *u, __m256i x) {
     u->ax = _mm256_abs_epi8(x);
 }
 
-static ALWAYS_INLINE __m128i s8_isum(const struct s8_u *u, const int8_t *qy) {
+static ALWAYS_INLINE struct qsum s8_block(const struct s8_u *u, const int8_t *qy) {
     const __m256i y = _mm256_loadu_si256((const __m256i *)qy);
-    return hsum8_to4(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u->ax, _mm256_sign_epi8(y, u->x)));
+    struct qsum r = {_mm256_dpbusd_epi32(_mm256_setzero_si256(), u->ax, _mm256_sign_epi8(y, u->x)),
+                     _mm256_setzero_si256()};
+    return r;
 }
 
 /* Unsigned codes u (<= 255) against signed activations. */
-static ALWAYS_INLINE __m128i u8_isum(__m256i u, const int8_t *qy) {
+static ALWAYS_INLINE struct qsum u8_block(const __m256i *u, const int8_t *qy) {
     const __m256i y = _mm256_loadu_si256((const __m256i *)qy);
-    return hsum8_to4(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, y));
+    struct qsum r = {_mm256_dpbusd_epi32(_mm256_setzero_si256(), *u, y), _mm256_setzero_si256()};
+    return r;
 }
 
 static ALWAYS_INLINE void q8_0_unpack(const struct block_q8_0 *x, struct s8_u *u) {
     s8_set(u, _mm256_loadu_si256((const __m256i *)x->qs));
 }
-
-static ALWAYS_INLINE void q8_0_block(const struct s8_u *u, const struct block_q8_0 *x,
-                                     const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(q8_0, struct block_q8_0, struct block_q8_0, QK8_0, struct s8_u, QTERM_ONE)
+S8_TYPE(q8_0, struct block_q8_0)
 
 /* sum (nib - 8) * y = sum nib * y - sum 8 * y: two unsigned dots instead of the sign dance. */
 static ALWAYS_INLINE void q4_0_unpack(const struct block_q4_0 *x, __m256i *u) {
     *u = nibbles32(x->qs);
 }
 
-static ALWAYS_INLINE void q4_0_block(const __m256i *u, const struct block_q4_0 *x,
-                                     const struct block_q8_0 *y, struct qblk *r) {
+static ALWAYS_INLINE struct qsum q4_0_block(const __m256i *u, const struct block_q8_0 *y) {
     const __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
     const __m256i p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), *u, qy);
     const __m256i m = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(8), qy);
-    r->isum = hsum8_to4(_mm256_sub_epi32(p, m));
-    r->d = h2f(x->d) * h2f(y->d);
+    struct qsum r = {_mm256_sub_epi32(p, m), _mm256_setzero_si256()};
+    return r;
+}
+
+static ALWAYS_INLINE void q4_0_scales(const struct block_q4_0 *x, const struct block_q8_0 *y,
+                                      const int n_ok, struct qscale4 *f) {
+    f->d = QSCALE_F16_F16(x, d, y, n_ok);
 }
 QUANT_DRIVER(q4_0, struct block_q4_0, struct block_q8_0, QK4_0, __m256i, QTERM_ONE)
 
 /* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
 static ALWAYS_INLINE void q5_0_unpack(const struct block_q5_0 *x, struct s8_u *u) {
-    const __m256i hbits = _mm256_movm_epi8((__mmask32)load_u32(x->qh));
-    s8_set(u, _mm256_ternarylogic_epi32(nibbles32(x->qs), hbits, _mm256_set1_epi8((char)0xF0),
-                                        0xF2));
+    const __m256i hi = _mm256_andnot_si256(bits_to_bytes(x->qh), _mm256_set1_epi8((char)0xF0));
+    s8_set(u, _mm256_or_si256(nibbles32(x->qs), hi));
 }
-
-static ALWAYS_INLINE void q5_0_block(const struct s8_u *u, const struct block_q5_0 *x,
-                                     const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(q5_0, struct block_q5_0, struct block_q8_0, QK5_0, struct s8_u, QTERM_ONE)
+S8_TYPE(q5_0, struct block_q5_0)
 
 static ALWAYS_INLINE void iq4_nl_unpack(const struct block_iq4_nl *x, struct s8_u *u) {
     s8_set(u, _mm256_shuffle_epi8(table16(quant_iq4nl_values), nibbles32(x->qs)));
 }
-
-static ALWAYS_INLINE void iq4_nl_block(const struct s8_u *u, const struct block_iq4_nl *x,
-                                       const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-}
-QUANT_DRIVER(iq4_nl, struct block_iq4_nl, struct block_q8_0, QK4_NL, struct s8_u, QTERM_ONE)
+S8_TYPE(iq4_nl, struct block_iq4_nl)
 
 static ALWAYS_INLINE void mxfp4_unpack(const struct block_mxfp4 *x, struct s8_u *u) {
     s8_set(u, _mm256_shuffle_epi8(table16(quant_mxfp4_values), nibbles32(x->qs)));
 }
 
-static ALWAYS_INLINE void mxfp4_block(const struct s8_u *u, const struct block_mxfp4 *x,
-                                      const struct block_q8_0 *y, struct qblk *r) {
-    r->isum = s8_isum(u, y->qs);
-    r->d = quant_e8m0_half(x->e) * h2f(y->d);
+static ALWAYS_INLINE struct qsum mxfp4_block(const struct s8_u *u, const struct block_q8_0 *y) {
+    return s8_block(u, y->qs);
+}
+
+static ALWAYS_INLINE void mxfp4_scales(const struct block_mxfp4 *x, const struct block_q8_0 *y,
+                                       const int n_ok, struct qscale4 *f) {
+    f->d = _mm_mul_ps(e8m0x4(x, n_ok), f16x4(&y->d, sizeof(*y), n_ok));
 }
 QUANT_DRIVER(mxfp4, struct block_mxfp4, struct block_q8_0, QK_MXFP4, struct s8_u, QTERM_ONE)
 
+/* q4_1 / q5_1: unsigned codes, and the min term fmaf(m_w, s_a). */
 static ALWAYS_INLINE void q4_1_unpack(const struct block_q4_1 *x, __m256i *u) {
     *u = nibbles32(x->qs);
 }
-
-static ALWAYS_INLINE void q4_1_block(const __m256i *u, const struct block_q4_1 *x,
-                                     const struct block_q8_1 *y, struct qblk *r) {
-    r->isum = u8_isum(*u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-    r->m = h2f(x->m);
-    r->s = h2f(y->s);
-}
-QUANT_DRIVER(q4_1, struct block_q4_1, struct block_q8_1, QK4_1, __m256i, QTERM_FLOAT)
+U8_TYPE(q4_1, struct block_q4_1)
 
 static ALWAYS_INLINE void q5_1_unpack(const struct block_q5_1 *x, __m256i *u) {
-    const __m256i hbits = _mm256_movm_epi8((__mmask32)load_u32(x->qh));
-    *u = _mm256_or_si256(nibbles32(x->qs), _mm256_and_si256(hbits, _mm256_set1_epi8(0x10)));
+    const __m256i hi = _mm256_and_si256(bits_to_bytes(x->qh), _mm256_set1_epi8(0x10));
+    *u = _mm256_or_si256(nibbles32(x->qs), hi);
 }
-
-static ALWAYS_INLINE void q5_1_block(const __m256i *u, const struct block_q5_1 *x,
-                                     const struct block_q8_1 *y, struct qblk *r) {
-    r->isum = u8_isum(*u, y->qs);
-    r->d = h2f(x->d) * h2f(y->d);
-    r->m = h2f(x->m);
-    r->s = h2f(y->s);
-}
-QUANT_DRIVER(q5_1, struct block_q5_1, struct block_q8_1, QK5_1, __m256i, QTERM_FLOAT)
+U8_TYPE(q5_1, struct block_q5_1)
 
 /* ---- 256-element blocks against Q8_K: four 64-weight chunks ----------------------------------- */
 
@@ -223,21 +209,37 @@ struct k_u {
     __m256i sc16;
 };
 
-/* sum over the 4 chunks of dpwssd(maddubs(q[j], y chunk j), k[j]): 16 int32 lanes. */
-static ALWAYS_INLINE __m512i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
+/* sum over the 4 chunks of dpwssd(maddubs(q[j], y chunk j), k[j]): 8 int32 lanes. */
+static ALWAYS_INLINE __m256i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j += 2) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j += 2) {
         const __m512i p0 = _mm512_maddubs_epi16(u->q[j], _mm512_loadu_si512(qy + 64 * j));
         const __m512i p1 = _mm512_maddubs_epi16(u->q[j + 1], _mm512_loadu_si512(qy + 64 * j + 64));
         s0 = _mm512_dpwssd_epi32(s0, p0, u->k[j]);
         s1 = _mm512_dpwssd_epi32(s1, p1, u->k[j + 1]);
     }
-    return _mm512_add_epi32(s0, s1);
+    return hsum16_to8(_mm512_add_epi32(s0, s1));
 }
 
 /* sum bsums[g] * sc16[g] over the 16 groups of 16: 8 int32 lanes. */
 static ALWAYS_INLINE __m256i k_bsums_dot(const struct k_u *u, const struct block_q8_K *y) {
     return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
+}
+
+/* Types with a min term (q2_K, q4_K, q5_K): isum over the chunks, msum over the bsums. */
+static ALWAYS_INLINE struct qsum k_min_block(const struct k_u *u, const struct block_q8_K *y) {
+    struct qsum r = {k_chunks_dot(u, y->qs), k_bsums_dot(u, y)};
+    return r;
+}
+
+/* Codes stored + 2^shift (q3_K, q6_K): sum sc*(q - 2^shift)*y = sum sc*q*y - (sum sc*bsum) <<
+ * shift. */
+static ALWAYS_INLINE struct qsum k_offset_block(const struct k_u *u, const struct block_q8_K *y,
+                                                int shift) {
+    struct qsum r = {_mm256_sub_epi32(k_chunks_dot(u, y->qs),
+                                      _mm256_slli_epi32(k_bsums_dot(u, y), shift)),
+                     _mm256_setzero_si256()};
+    return r;
 }
 
 /* vpermw indices picking int16 scale j for words 0..15 and scale j+1 for words 16..31 (one scale
@@ -259,7 +261,7 @@ static ALWAYS_INLINE __m512i idx_quad8(int j) {
 /* k[j] for 16 per-16 scales (q2_K, q3_K, q6_K): scales 4j..4j+3 over chunk j's 32 pairs. */
 static ALWAYS_INLINE void k_scales16(__m256i sc16, __m512i k[4]) {
     const __m512i v = _mm512_zextsi256_si512(sc16);
-    for (int j = 0; j < 4; j++)
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++)
         k[j] = _mm512_permutexvar_epi16(idx_quad8(4 * j), v);
 }
 
@@ -288,7 +290,7 @@ static ALWAYS_INLINE void k4_scales_unpack(const uint8_t *scales, struct k_u *u)
     const __m128i scm = k4_scales_mins(scales);
     const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(scm));
     u->sc16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-    for (int j = 0; j < 4; j++)
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++)
         u->k[j] = _mm512_permutexvar_epi16(idx_pair16(2 * j), sc16);
 }
 
@@ -300,23 +302,11 @@ static ALWAYS_INLINE __m512i q4k_chunk(const uint8_t *q) {
 
 static ALWAYS_INLINE void q4_K_unpack(const struct block_q4_K *x, struct k_u *u) {
     k4_scales_unpack(x->scales, u);
-    for (int j = 0; j < 4; j++)
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++)
         u->q[j] = q4k_chunk(x->qs + 32 * j);
 }
 
-static ALWAYS_INLINE void k4_block(const struct k_u *u, fp16_t d, fp16_t dmin,
-                                   const struct block_q8_K *y, struct qblk *r) {
-    r->isum = hsum16_to4(k_chunks_dot(u, y->qs));
-    r->msum = hsum8_to4(k_bsums_dot(u, y));
-    r->d = y->d * h2f(d);
-    r->m = -(y->d * h2f(dmin));
-}
-
-static ALWAYS_INLINE void q4_K_block(const struct k_u *u, const struct block_q4_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    k4_block(u, x->d, x->dmin, y, r);
-}
-QUANT_DRIVER(q4_K, struct block_q4_K, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
+K_MIN_TYPE(q4_K, struct block_q4_K)
 
 /* q5_K: chunk j needs bit 2j of qh[l] in its low half and bit 2j+1 in its high half: shift the
  * high copy by one, then both by 2 per chunk (16-bit shifts by <= 7 keep bit 0 in its byte). */
@@ -325,25 +315,14 @@ static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u)
     k4_scales_unpack(x->scales, u);
     __m512i hb = dup256(x->qh);
     hb = _mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 1);
-    for (int j = 0; j < 4; j++) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++) {
         const __m512i hi = _mm512_and_si512(_mm512_slli_epi16(hb, 4), b4);
         u->q[j] = _mm512_or_si512(q4k_chunk(x->qs + 32 * j), hi);
         hb = _mm512_srli_epi16(hb, 2);
     }
 }
 
-static ALWAYS_INLINE void q5_K_block(const struct k_u *u, const struct block_q5_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    k4_block(u, x->d, x->dmin, y, r);
-}
-QUANT_DRIVER(q5_K, struct block_q5_K, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
-
-/* Codes stored + 2^shift: sum sc*(q - 2^shift)*y = sum sc*q*y - (sum sc*bsum) << shift. */
-static ALWAYS_INLINE __m128i k_offset_isum(const struct k_u *u, const struct block_q8_K *y,
-                                           int shift) {
-    const __m256i corr = _mm256_slli_epi32(k_bsums_dot(u, y), shift);
-    return hsum16_to4(_mm512_sub_epi32(k_chunks_dot(u, y->qs), _mm512_zextsi256_si512(corr)));
-}
+K_MIN_TYPE(q5_K, struct block_q5_K)
 
 /* q6_K: the 6-bit codes (+32) of weights 64j..64j+63 of half h = j/2 from ql[64h..] (low 4
  * bits) and qh[32h..] (top 2 bits, pairs of bits per 32 weights). */
@@ -351,7 +330,7 @@ static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u)
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x30);
     u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
     k_scales16(u->sc16, u->k);
-    for (int h = 0; h < 2; h++) {
+    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
         const __m512i l = _mm512_loadu_si512(x->ql + 64 * h);
         const __m512i hb = dup256(x->qh + 32 * h);
         /* weights 0..63 of the half: bits 0-1 of qh[l] (first 32), bits 2-3 (next 32) */
@@ -359,23 +338,18 @@ static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u)
         ha = _mm512_and_si512(_mm512_mask_slli_epi16(ha, 0x0000FFFFu, ha, 2), m6);
         /* weights 64..127: bits 4-5, then bits 6-7 */
         const __m512i hc = _mm512_and_si512(_mm512_mask_srli_epi16(hb, 0xFFFF0000u, hb, 2), m6);
-        u->q[2 * h] = _mm512_ternarylogic_epi32(l, m4, ha, 0xEA);
-        u->q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, hc, 0xEA);
+        u->q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4), ha);
+        u->q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), hc);
     }
 }
 
-static ALWAYS_INLINE void q6_K_block(const struct k_u *u, const struct block_q6_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    r->isum = k_offset_isum(u, y, 5);
-    r->d = y->d * h2f(x->d);
-}
-QUANT_DRIVER(q6_K, struct block_q6_K, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)
+K_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
 
 /* q2_K / q3_K: chunk j = weights 64j..64j+63 = bits 4(j%2)..+1 (first 32) and 4(j%2)+2..+3 (next
  * 32) of qs[32(j/2)..+31]. */
 static ALWAYS_INLINE void k2_codes(const uint8_t *qs, __m512i q[4]) {
     const __m512i m3 = _mm512_set1_epi8(3);
-    for (int h = 0; h < 2; h++) {
+    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
         const __m512i b = dup256(qs + 32 * h);
         const __m512i b02 = _mm512_mask_srli_epi16(b, 0xFFFF0000u, b, 2); /* shifts 0 | 2 */
         q[2 * h] = _mm512_and_si512(b02, m3);
@@ -391,18 +365,11 @@ static ALWAYS_INLINE void q2_K_unpack(const struct block_q2_K *x, struct k_u *u)
     u->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
 }
 
-static ALWAYS_INLINE void q2_K_block(const struct k_u *u, const struct block_q2_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    r->isum = hsum16_to4(k_chunks_dot(u, y->qs));
-    r->msum = hsum8_to4(k_bsums_dot(u, y));
-    r->d = y->d * h2f(x->d);
-    r->m = -(y->d * h2f(x->dmin));
-}
-QUANT_DRIVER(q2_K, struct block_q2_K, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
+K_MIN_TYPE(q2_K, struct block_q2_K)
 
 /* q3_K's 16 signed 6-bit scales as bytes: the low nibbles of bytes 0-7 (scales 0-7) and their
  * high nibbles (8-15), with bits 2(j/4)..+1 of byte 8 + j%4 on top, minus 32. */
-static ALWAYS_INLINE __m128i q3_K_scales(const uint8_t *p) {
+static ALWAYS_INLINE __m128i q3_K_sc6(const uint8_t *p) {
     const uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), a2 = load_u32(p + 8);
     const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
     const __m128i v = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4),
@@ -419,22 +386,17 @@ static ALWAYS_INLINE void q3_K_unpack(const struct block_q3_K *x, struct k_u *u)
     /* chunk j's halves take bits 2j and 2j+1 of hmask[l] to bit 2 */
     __m512i hm = dup256(x->hmask);
     hm = _mm512_mask_srli_epi16(hm, 0xFFFF0000u, hm, 1);
-    for (int j = 0; j < 4; j++) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++) {
         const __m512i hb = j == 0 ? _mm512_slli_epi16(hm, 2)
                          : j == 1 ? hm
                                   : _mm512_srli_epi16(hm, 2 * j - 2);
         u->q[j] = _mm512_or_si512(u->q[j], _mm512_and_si512(hb, b2));
     }
-    u->sc16 = _mm256_cvtepi8_epi16(q3_K_scales(x->scales));
+    u->sc16 = _mm256_cvtepi8_epi16(q3_K_sc6(x->scales));
     k_scales16(u->sc16, u->k);
 }
 
-static ALWAYS_INLINE void q3_K_block(const struct k_u *u, const struct block_q3_K *x,
-                                     const struct block_q8_K *y, struct qblk *r) {
-    r->isum = k_offset_isum(u, y, 2);
-    r->d = y->d * h2f(x->d);
-}
-QUANT_DRIVER(q3_K, struct block_q3_K, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)
+K_OFFSET_TYPE(q3_K, struct block_q3_K, 2)
 
 /* iq4_xs: chunk j = sub-blocks 2j and 2j+1 (qs[32j..32j+31]: 16 bytes each, low nibbles then high
  * nibbles), looked up in the table; |value| against sign-adjusted activations, then the
@@ -446,12 +408,15 @@ struct iq4_xs_u {
 static ALWAYS_INLINE void iq4_xs_unpack(const struct block_iq4_xs *x, struct iq4_xs_u *u) {
     const __m512i tab = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    int16_t ls[8];
-    for (int j = 0; j < 8; j++)
-        ls[j] = (int16_t)((((x->scales_l[j / 2] >> (4 * (j % 2))) & 15) |
-                           ((x->scales_h >> (2 * j)) & 3) << 4) - 32);
-    const __m512i sc16 = _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)ls));
-    for (int j = 0; j < 4; j++) {
+    /* byte j of ls: sub-block j's 6-bit scale (nibble j of scales_l, bits 2j..2j+1 of
+     * scales_h on top), built in a register (an array in memory stalls the vector load) */
+    const uint64_t sl = load_u32(x->scales_l), sh = x->scales_h;
+    uint64_t ls = 0;
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+        ls |= (((sl >> (4 * j)) & 15) | ((sh >> (2 * j)) & 3) << 4) << (8 * j);
+    const __m128i ls8 = _mm_sub_epi8(_mm_cvtsi64_si128((long long)ls), _mm_set1_epi8(32));
+    const __m512i sc16 = _mm512_zextsi128_si512(_mm_cvtepi8_epi16(ls8));
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j++) {
         /* 128-bit lanes: bytes 0-15 (lo nibbles), 0-15 (hi), 16-31 (lo), 16-31 (hi) */
         const __m512i b = _mm512_shuffle_i64x2(dup256(x->qs + 32 * j), dup256(x->qs + 32 * j),
                                               _MM_SHUFFLE(1, 1, 0, 0));
@@ -462,10 +427,10 @@ static ALWAYS_INLINE void iq4_xs_unpack(const struct block_iq4_xs *x, struct iq4
     }
 }
 
-static ALWAYS_INLINE void iq4_xs_block(const struct iq4_xs_u *u, const struct block_iq4_xs *x,
-                                       const struct block_q8_K *y, struct qblk *r) {
+static ALWAYS_INLINE struct qsum iq4_xs_block(const struct iq4_xs_u *u,
+                                              const struct block_q8_K *y) {
     __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    for (int j = 0; j < 4; j += 2) {
+    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j += 2) {
         const __m512i y0 = _mm512_loadu_si512(y->qs + 64 * j);
         const __m512i y1 = _mm512_loadu_si512(y->qs + 64 * j + 64);
         const __m512i p0 = _mm512_maddubs_epi16(u->ax[j], _mm512_mask_sub_epi8(
@@ -475,8 +440,13 @@ static ALWAYS_INLINE void iq4_xs_block(const struct iq4_xs_u *u, const struct bl
         s0 = _mm512_dpwssd_epi32(s0, p0, u->k[j]);
         s1 = _mm512_dpwssd_epi32(s1, p1, u->k[j + 1]);
     }
-    r->isum = hsum16_to4(_mm512_add_epi32(s0, s1));
-    r->d = y->d * h2f(x->d);
+    struct qsum r = {hsum16_to8(_mm512_add_epi32(s0, s1)), _mm256_setzero_si256()};
+    return r;
+}
+
+static ALWAYS_INLINE void iq4_xs_scales(const struct block_iq4_xs *x, const struct block_q8_K *y,
+                                        const int n_ok, struct qscale4 *f) {
+    f->d = QSCALE_Q8K(x, d, y, n_ok);
 }
 QUANT_DRIVER(iq4_xs, struct block_iq4_xs, struct block_q8_K, QK_K, struct iq4_xs_u, QTERM_ONE)
 
