@@ -57,6 +57,20 @@ static const char *deep_moe_model(void) {
                       "--preset tiny --n-layer 8 --types q4_k_m --seed 23");
 }
 
+/* The low-bit types' expert slices: Q3_K_M's Q3_K and Q4_K experts (110- and 144-byte blocks),
+ * and MXFP4_MOE's 17-byte MXFP4 blocks, whose slices start at no particular alignment. */
+static const char *q3_k_m_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-q3km.gguf",
+                      "--preset tiny --n-ff-exp 256 --types q3_k_m --seed 31");
+}
+
+static const char *mxfp4_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-mxfp4.gguf",
+                      "--preset tiny --types mxfp4_moe --seed 37");
+}
+
 /* Grid i-quant experts (expert FFN 256 wide, so no row falls back to another type): IQ2_S under
  * the IQ2_M mix, IQ3_XXS under IQ3_XXS. */
 static const char *iq2_m_model(void) {
@@ -179,7 +193,9 @@ static void check_exact(struct pair *p, size_t bytes, enum expert_io_kind io, bo
     expert_cache_free(c);
 }
 
-static void check_moe_streaming(const char *path) {
+/* all: every cache size, both I/O backends, prefetch off and on; else (another block format
+ * through the same path) the smallest cache and half the experts, both backends, prefetch on. */
+static void check_moe_streaming(const char *path, bool all) {
     struct pair p;
     if (!pair_open_path(&p, path))
         goto out;
@@ -194,7 +210,7 @@ static void check_moe_streaming(const char *path) {
                              slot * ne * (size_t)disk->hp.n_layer / 2};
     for (int i = 0; i < 5; i++)
         for (int io = 0; io < 2; io++)
-            for (int pf = 0; pf < 2; pf++) {
+            for (int pf = all ? 0 : 1; pf < 2 && (all || i == 0 || i == 4); pf++) {
                 struct expert_cache_stats st;
                 check_exact(&p, sizes[i], io ? EXPERT_IO_THREADS : EXPERT_IO_URING, pf, &st);
                 CHECK(st.misses > (uint64_t)st.n_slots); /* evictions happened */
@@ -207,27 +223,16 @@ out:
     pair_close(&p);
 }
 
-static void test_streaming_is_exact(void) { check_moe_streaming(moe_model()); }
-static void test_qwen35moe_streaming_is_exact(void) { check_moe_streaming(qwen35moe_model()); }
-/* Grid i-quant experts stream exactly: the smallest cache and half the experts (the cache-size
- * matrix above is format-blind; what differs here is the slice's block type). */
-static void check_iq_streaming(const char *path) {
-    struct pair p;
-    if (pair_open_path(&p, path)) {
-        const size_t slot = expert_cache_slot_bytes(p.disk);
-        const size_t ne = (size_t)p.disk->hp.n_expert, nl = (size_t)p.disk->hp.n_layer;
-        const size_t sizes[2] = {slot * (size_t)p.disk->hp.n_expert_used, slot * ne * nl / 2};
-        for (int i = 0; i < 2; i++) {
-            struct expert_cache_stats st;
-            check_exact(&p, sizes[i], i ? EXPERT_IO_THREADS : EXPERT_IO_URING, true, &st);
-            CHECK(st.misses > (uint64_t)st.n_slots);
-        }
-    }
-    pair_close(&p);
+static void test_streaming_is_exact(void) { check_moe_streaming(moe_model(), true); }
+static void test_qwen35moe_streaming_is_exact(void) {
+    check_moe_streaming(qwen35moe_model(), true);
 }
-
-static void test_iq2_m_streaming_is_exact(void) { check_iq_streaming(iq2_m_model()); }
-static void test_iq3_xxs_streaming_is_exact(void) { check_iq_streaming(iq3_xxs_model()); }
+static void test_q3_k_m_streaming_is_exact(void) { check_moe_streaming(q3_k_m_model(), false); }
+static void test_mxfp4_streaming_is_exact(void) { check_moe_streaming(mxfp4_model(), false); }
+static void test_iq2_m_streaming_is_exact(void) { check_moe_streaming(iq2_m_model(), false); }
+static void test_iq3_xxs_streaming_is_exact(void) {
+    check_moe_streaming(iq3_xxs_model(), false);
+}
 
 /* A dense model's FFN streams as one expert per layer, exactly; the next layer's FFN (after the
  * last, the first's for the next step) is always the right guess. */
@@ -462,6 +467,8 @@ static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
     {"qwen35moe_streaming_is_exact", test_qwen35moe_streaming_is_exact},
+    {"q3_k_m_streaming_is_exact", test_q3_k_m_streaming_is_exact},
+    {"mxfp4_streaming_is_exact", test_mxfp4_streaming_is_exact},
     {"qwen35_streaming_is_exact", test_qwen35_streaming_is_exact},
     {"iq2_m_streaming_is_exact", test_iq2_m_streaming_is_exact},
     {"iq3_xxs_streaming_is_exact", test_iq3_xxs_streaming_is_exact},

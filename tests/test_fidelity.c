@@ -173,6 +173,14 @@ static void test_qwen35moe_q4_k_m(void) { check_model("tiny-qwen35moe-q4_k_m", 5
 static void test_qwen35_f32(void) { check_model("tiny-qwen35-f32", 4, 0.5); }
 static void test_qwen35_q4_k_m(void) { check_model("tiny-qwen35-q4_k_m", 4, 0.5); }
 
+/* The low-bit files (fixtures README "Low-bit fixtures"): goldens on p2, p3 and p4 only. */
+static void test_x256_q2_k(void) { check_model("tiny-qwen3moe-x256-q2_k", 3, 0.25); }
+static void test_x256_q3_k_m(void) { check_model("tiny-qwen3moe-x256-q3_k_m", 3, 0.25); }
+static void test_x256_iq4_xs(void) { check_model("tiny-qwen3moe-x256-iq4_xs", 3, 0.25); }
+static void test_x256_mxfp4_moe(void) { check_model("tiny-qwen3moe-x256-mxfp4_moe", 3, 0.25); }
+static void test_dense_iq4_nl(void) { check_model("dense-qwen3-iq4_nl", 3, 0.25); }
+static void test_dense_q4_1(void) { check_model("dense-qwen3-q4_1", 3, 0.25); }
+static void test_dense_q5_1(void) { check_model("dense-qwen3-q5_1", 3, 0.25); }
 /* check_model for a file of which every tensor type has kernels in this build; otherwise a loud
  * skip naming the type (the iq1/iq2_xxs/iq2_xs files keep token_embd in Q2_K, which comes with the
  * other low-bit types). */
@@ -212,6 +220,13 @@ static const struct test_case cases[] = {
     {"qwen35moe_q4_k_m", test_qwen35moe_q4_k_m},
     {"qwen35_f32", test_qwen35_f32},
     {"qwen35_q4_k_m", test_qwen35_q4_k_m},
+    {"x256_q2_k", test_x256_q2_k},
+    {"x256_q3_k_m", test_x256_q3_k_m},
+    {"x256_iq4_xs", test_x256_iq4_xs},
+    {"x256_mxfp4_moe", test_x256_mxfp4_moe},
+    {"dense_iq4_nl", test_dense_iq4_nl},
+    {"dense_q4_1", test_dense_q4_1},
+    {"dense_q5_1", test_dense_q5_1},
     {"x256_iq1_m", test_x256_iq1_m},
     {"x256_iq2_m", test_x256_iq2_m},
     {"x256_iq3_xxs", test_x256_iq3_xxs},
