@@ -1006,11 +1006,11 @@ static bool use_more_bits(uint32_t i, uint32_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* llama-quantize's IQ2_M and IQ3_XXS recipes (with an importance matrix) for these models, whose
- * attention has n_head / n_head_kv >= 4: IQ3_S token_embd and attn_output, Q5_K output, Q4_K
- * attn_v (and the DeltaNet attn_qkv it counts with attn_v); IQ2_M: IQ2_S elsewhere but IQ3_S
- * ffn_down in the first eighth of the layers (llama-quantize counts ffn_down tensors, not layers);
- * IQ3_XXS: IQ2_S attn_q/attn_k, IQ3_XXS elsewhere. */
+/* llama-quantize's IQ2_M and IQ3_XXS recipes (with an importance matrix): IQ3_S token_embd and
+ * attn_output, Q5_K output; attn_v (and the DeltaNet attn_qkv it counts with attn_v) Q4_K with 4
+ * or more query heads per KV head (IQ2_M also with 4 or more experts; else IQ3_S / IQ3_XXS);
+ * IQ2_M: IQ2_S elsewhere but IQ3_S ffn_down in the first eighth of the layers (llama-quantize
+ * counts ffn_down tensors, not layers); IQ3_XXS: IQ2_S attn_q/attn_k, IQ3_XXS elsewhere. */
 static enum qtype mk_type_iq(const struct mk_opts *o, enum mk_role role, uint32_t il) {
     bool m = o->types == MK_TYPES_IQ2_M;
     switch (role) {
@@ -1018,7 +1018,10 @@ static enum qtype mk_type_iq(const struct mk_opts *o, enum mk_role role, uint32_
     case MK_ROLE_ATTN_O: return QTYPE_IQ3_S;
     case MK_ROLE_OUTPUT: return QTYPE_Q5_K;
     case MK_ROLE_ATTN_V:
-    case MK_ROLE_SSM_QKV: return QTYPE_Q4_K;
+    case MK_ROLE_SSM_QKV:
+        if (o->n_head / o->n_head_kv >= 4 || (m && mk_is_moe(o->arch) && o->n_expert >= 4))
+            return QTYPE_Q4_K;
+        return m ? QTYPE_IQ3_S : QTYPE_IQ3_XXS;
     case MK_ROLE_ATTN_Q:
     case MK_ROLE_ATTN_K: return QTYPE_IQ2_S;
     case MK_ROLE_FFN_DOWN:
