@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "quant_impl.h"
 #include "quant_iq.h"
 
 #define ALWAYS static inline __attribute__((always_inline))
@@ -70,6 +71,7 @@ ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb, co
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
         iq_vec r[4][4];
+        prefetch_ahead(x + (size_t)i * bb, 4 * bb);
         for (int k = 0; k < 4; k++) {
             for (int j = 0; j < na; j++)
                 y[j] = (const struct block_q8_K *)a[j] + i + k;
