@@ -37,8 +37,8 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/common/quant_avx2.o: CFLAGS += $(AVX2_FLAGS)
-$(BUILD)/obj/common/quant_avx512.o: CFLAGS += $(AVX512_FLAGS)
+$(BUILD)/obj/common/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
+$(BUILD)/obj/common/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
 
 $(BUILD)/obj/server/context/%.o: CFLAGS += $(shell pkg-config --cflags libxml-2.0 2>/dev/null)
 

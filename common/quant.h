@@ -7,9 +7,42 @@
  *
  * Block layouts are bit-identical to ggml's (pinned by tests against gguf-py's dequantization).
  * Activations are quantized exactly as ggml's CPU decode path does: Q8_0 blocks (scale amax/127
- * stored as fp16, codes x*(127/amax) rounded half to even) for Q4_0/Q5_0/Q8_0 weights, Q8_1 for
- * Q4_1/Q5_1, Q8_K (ggml's reference quantizer) for K-quants, fp16 for F16 weights, bf16 for BF16,
- * plain f32 for F32. That is what makes our logits land where llama.cpp's do. */
+ * stored as fp16, codes x*(127/amax) rounded half to even) for Q4_0/Q5_0/Q8_0/IQ4_NL/MXFP4
+ * weights, Q8_1 for Q4_1/Q5_1, Q8_K (ggml's reference quantizer) for K-quants and IQ4_XS, fp16 for
+ * F16 weights, bf16 for BF16, plain f32 for F32. That is what makes our logits land where
+ * llama.cpp's do.
+ *
+ * THE ACCUMULATION CONTRACT. Every vec_dot, in every ISA, performs exactly these float operations,
+ * so each SIMD kernel is bit-identical to the scalar reference and logits are the same on every
+ * CPU (tests/test_quant_simd.c compares them with memcmp; quant_kernels() re-checks the selected
+ * twins at start-up).
+ *  - Block-quantized types. For block b of the row (in row order) the kernel computes exact
+ *    integer sums: isum_b, and for types with a min/offset term a second one, msum_b. Their order
+ *    is free (they are integers; no intermediate may saturate or overflow). A fixed float
+ *    expression per type gives the block scale d_b (and the second term's factors); four float
+ *    accumulators, all +0 at the start, take
+ *        acc[b % 4] = fmaf(d_b, (float)isum_b, acc[b % 4]);
+ *    and, for two-term types, right after it in the same accumulator
+ *        acc[b % 4] = fmaf(-dmin_b, (float)msum_b, acc[b % 4]);   (K-quants with mins)
+ *        acc[b % 4] = fmaf(m_w, s_a, acc[b % 4]);                  (Q4_1, Q5_1: fp16 m and s)
+ *    The result is (acc[0] + acc[1]) + (acc[2] + acc[3]). Per type (w: weight block, a:
+ *    activation block, fp16() the exact conversion, products in float):
+ *        q4_0 q5_0 q8_0 iq4_nl  d = fp16(w.d) * fp16(a.d)      isum = sum q_w * q_a
+ *        q4_1 q5_1              d = fp16(w.d) * fp16(a.d)      isum = sum q_w * q_a (q_w >= 0),
+ *                               then fmaf(fp16(w.m), fp16(a.s))
+ *        mxfp4                  d = e8m0_half(w.e) * fp16(a.d) isum = sum kv[q_w] * q_a
+ *        q2_K q4_K q5_K         d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a),
+ *                               dmin = a.d * fp16(w.dmin)      msum = sum_sub m * sum(q_a)
+ *        q3_K q6_K              d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a)
+ *                                                              (signed codes and scales)
+ *        iq4_xs                 d = a.d * fp16(w.d)            isum = sum_sub (ls-32) * dot(kv, q_a)
+ *  - Float types (F32, F16, BF16; each product in f32 of the converted values): 32 lanes; lane l
+ *    accumulates elements i = l (mod 32) of the first floor(n/32)*32 with fmaf in element order;
+ *    then lane l += lane l+16 (l < 16), l += l+8, l += l+4, l += l+2, l += l+1; then the tail
+ *    elements are added to lane 0 one by one with fmaf. (AVX2: four __m256 accumulators; AVX-512:
+ *    two __m512.)
+ *  - vec_dot4 and vec_dot_rows4 perform, per output, vec_dot's operations.
+ *  - The activation quantizers (from_float) are one function for every ISA. */
 #ifndef SNIPER_QUANT_H
 #define SNIPER_QUANT_H
 
@@ -27,6 +60,8 @@
 #define QK8_1 32
 #define QK_K 256
 #define K_SCALE_SIZE 12
+#define QK4_NL 32
+#define QK_MXFP4 32
 
 typedef uint16_t fp16_t; /* IEEE half, stored as bits */
 typedef uint16_t bf16_t; /* bfloat16, stored as bits */
@@ -43,6 +78,26 @@ struct block_q5_K {
 };
 struct block_q6_K { uint8_t ql[QK_K / 2]; uint8_t qh[QK_K / 4]; int8_t scales[QK_K / 16]; fp16_t d; };
 struct block_q8_K { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+/* q2_K: 16 sub-blocks of 16; scales[j] = 4-bit scale | 4-bit min << 4; 2-bit codes. */
+struct block_q2_K { uint8_t scales[QK_K / 16]; uint8_t qs[QK_K / 4]; fp16_t d; fp16_t dmin; };
+/* q3_K: 2-bit low codes in qs, the third bit in hmask, 16 six-bit signed scales in 12 bytes. */
+struct block_q3_K { uint8_t hmask[QK_K / 8]; uint8_t qs[QK_K / 4]; uint8_t scales[12]; fp16_t d; };
+/* iq4_nl: 4-bit indices into a 16-value non-linear table (quant_iq4nl_values). */
+struct block_iq4_nl { fp16_t d; uint8_t qs[QK4_NL / 2]; };
+/* iq4_xs: 8 sub-blocks of 32 with 6-bit scales (low 4 bits in scales_l, high 2 in scales_h). */
+struct block_iq4_xs { fp16_t d; uint16_t scales_h; uint8_t scales_l[QK_K / 64]; uint8_t qs[QK_K / 2]; };
+/* mxfp4: an E8M0 exponent e and 32 e2m1 codes (quant_mxfp4_values, doubled; scale
+ * quant_e8m0_half(e)). */
+struct block_mxfp4 { uint8_t e; uint8_t qs[QK_MXFP4 / 2]; };
+
+/* The format tables (tools/derive_quant_values.py derives them from the reference): IQ4_NL's and
+ * IQ4_XS's 16 values, and MXFP4's 16 e2m1 values times two. */
+extern const int8_t quant_iq4nl_values[16];
+extern const int8_t quant_mxfp4_values[16];
+
+/* MXFP4's block scale for exponent byte e, halved to match the doubled values: 2^(e - 128),
+ * exact (a float subnormal for e < 2). */
+float quant_e8m0_half(uint8_t e);
 
 /* ---- scalar conversions ---------------------------------------------------------------------- */
 
@@ -56,8 +111,8 @@ bf16_t f32_to_bf16(float f);
 
 /* ---- reference (scalar) functions: the spec ---------------------------------------------------- */
 
-/* True when t has a dequantizer here (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q4_K,
- * q5_K, q6_K, q8_K). */
+/* True when t has a dequantizer here (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q8_1, q2_K,
+ * q3_K, q4_K, q5_K, q6_K, q8_K, iq4_nl, iq4_xs, mxfp4). */
 bool quant_can_dequantize(enum qtype t);
 
 /* Dequantizes n elements (a multiple of t's block size) from src into dst. Returns 0, or -EINVAL for
@@ -65,8 +120,9 @@ bool quant_can_dequantize(enum qtype t);
 int quant_dequantize_row(enum qtype t, const void *src, float *dst, int64_t n);
 
 /* Quantizes n float elements into blocks of type t (a weight quantizer, used by sniper-mkmodel and
- * tests; round-trips through quant_dequantize_row within the format's precision). Supports f32, f16,
- * bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K. Returns 0 or -EINVAL. */
+ * tests; round-trips through quant_dequantize_row within the format's precision). Supports every
+ * type quant_can_dequantize accepts except the activation formats q8_1 and q8_K. Returns 0 or
+ * -EINVAL. */
 int quant_quantize_row(enum qtype t, const float *src, void *dst, int64_t n);
 
 /* Activation quantizers, exactly as ggml's CPU decode path. n is a multiple of the block size. */
@@ -111,10 +167,20 @@ struct quant_kernels {
 /* The scalar reference kernels for weight type t, or NULL when t has none. Static storage. */
 const struct quant_kernels *quant_kernels_ref(enum qtype t);
 
-/* The fastest kernels for t on this CPU (chosen once, by CPUID, on first use; thread-safe), or NULL
- * when t has none. SNIPER_ISA=ref|avx2|avx512 in the environment caps the choice (for tests and
- * benchmarks). Static storage. */
+/* The fastest kernels for t on this CPU (chosen once, on first use; thread-safe), or NULL when t
+ * has none: quant_kernels_select(table, getenv("SNIPER_ISA"), NULL). SNIPER_ISA=ref|avx2|avx512
+ * caps the choice (for tests and benchmarks). Static storage. */
 const struct quant_kernels *quant_kernels(enum qtype t);
+
+/* Fills tab[QTYPE_COUNT] with the kernels for this CPU, no wider than cap ("ref", "avx2",
+ * "avx512"; NULL or "" for no cap). Each SIMD type entry (vec_dot, vec_dot4 and vec_dot_rows4)
+ * first runs on fixed blocks (a fixed seed, 1, 3, 4 and 7 blocks, edge values) against the
+ * scalar reference; one that differs in any bit is not used: stderr says "quant_kernels: <type>
+ * <isa> kernel disagrees with the reference; using <narrower isa>" and the next narrower twin,
+ * checked the same way, takes over (avx512 -> avx2 -> ref). corrupt ("<type>:<isa>", e.g.
+ * "q4_K:avx512", or NULL) is a test hook: that type's vec_dot in that ISA flips its result's last
+ * bit, as a miscompiled kernel would. Returns how many candidate entries were rejected. */
+int quant_kernels_select(struct quant_kernels *tab, const char *cap, const char *corrupt);
 
 /* Bytes of the activation row of n elements in t's vec_dot_type (for sizing buffers), 0 when t has no
  * kernels or n is not a multiple of the block size. */

@@ -1,226 +1,270 @@
 /* quant_avx2.c - AVX2+FMA+F16C twins of the reference vec_dot kernels in quant.c.
- * Each kernel computes the same sum as its reference: integer products per block (exact), then one
- * float scale per block, so results differ from the reference only by float summation order.
- * Signed-by-signed byte products use the |x| * sign(y, x) trick, which is exact as long as the
- * activation byte is never -128: Q8_0/Q8_1 activations lie in [-127, 127] by construction. */
+ * Each follows the accumulation contract of quant.h: per block the exact integer sums, computed
+ * here with byte multiplies, then the contract's float operations through QUANT_DRIVER (quant_impl.h),
+ * so every result is bit-identical to the reference. Signed-by-signed byte products use the
+ * |x| * sign(y, x) trick, exact while the activation byte is never -128 (Q8_0/Q8_1/Q8_K codes lie
+ * in [-127, 127] by construction); no maddubs pair here can reach 32767. */
 #include <immintrin.h>
+#include <string.h>
 
 #include "quant.h"
 #include "quant_impl.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline float h2f(fp16_t h) {
     return _cvtsh_ss(h);
 }
 
-/* 8 int32 lanes summing x[i]*y[i] over 32 signed bytes; y must not hold -128. */
-static inline __m256i dot_s8(__m256i x, __m256i y) {
-    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+/* 8 int32 lanes summing x[i]*y[i] over 32 signed bytes, given ax = |x| (x = -128 reads as 128);
+ * y must not hold -128. */
+static ALWAYS_INLINE __m256i dot_s8(__m256i ax, __m256i x, __m256i y) {
+    const __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(y, x));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* 8 int32 lanes summing u[i]*y[i] over 32 bytes, u unsigned and small enough (<= 63). */
-static inline __m256i dot_u8(__m256i u, __m256i y) {
+/* 8 int32 lanes summing u[i]*y[i] over 32 bytes, u unsigned and at most 63. */
+static ALWAYS_INLINE __m256i dot_u8(__m256i u, __m256i y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
 }
 
 /* 32 nibbles of 16 bytes: low nibbles in bytes 0..15, high nibbles in bytes 16..31. */
-static inline __m256i nibbles32(const uint8_t *q) {
+static ALWAYS_INLINE __m256i nibbles32(const uint8_t *q) {
     const __m128i v = _mm_loadu_si128((const __m128i *)q);
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
 }
 
+static ALWAYS_INLINE uint32_t load_u32(const uint8_t *p) {
+    uint32_t u;
+    memcpy(&u, p, sizeof(u));
+    return u;
+}
+
 /* 0xFF in byte i where bit i of the 32-bit little-endian word at p is set, else 0. */
-static inline __m256i bits_to_bytes(const uint8_t *p) {
-    const uint32_t bits =
-        (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+static ALWAYS_INLINE __m256i bits_to_bytes(const uint8_t *p) {
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
                                             2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
     const __m256i v =
-        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread), bit);
+        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(p)), spread), bit);
     return _mm256_cmpeq_epi8(v, bit);
 }
 
-/* ---- float kernels --------------------------------------------------------------------------- */
-
-static void vec_dot_f32(int64_t n, float *restrict s, const void *restrict w,
-                        const void *restrict a) {
-    const float *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
-    }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++)
-        sum += x[i] * y[i];
-    *s = sum;
+/* A 16-entry int8 table in both 128-bit lanes, for vpshufb lookups of 4-bit codes. */
+static ALWAYS_INLINE __m256i table16(const int8_t *t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
 }
 
-static inline __m256 load_f16(const fp16_t *p) {
+/* ---- float kernels: 32 lanes as four __m256 (elements 0-7, 8-15, 16-23, 24-31) ---------------- */
+
+/* The contract's reduction of the 32 lanes (l += l+16, +8, +4, +2, +1); returns lane 0. */
+static ALWAYS_INLINE float lanes32_reduce(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 c = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 d = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
+    const __m128 e = _mm_add_ps(d, _mm_movehl_ps(d, d));
+    return _mm_cvtss_f32(_mm_add_ss(e, _mm_movehdup_ps(e)));
+}
+
+static ALWAYS_INLINE __m256 load_f16(const fp16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-static void vec_dot_f16(int64_t n, float *restrict s, const void *restrict w,
-                        const void *restrict a) {
-    const fp16_t *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), acc0);
-        acc1 = _mm256_fmadd_ps(load_f16(x + i + 8), load_f16(y + i + 8), acc1);
-        acc2 = _mm256_fmadd_ps(load_f16(x + i + 16), load_f16(y + i + 16), acc2);
-        acc3 = _mm256_fmadd_ps(load_f16(x + i + 24), load_f16(y + i + 24), acc3);
-    }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(load_f16(x + i), load_f16(y + i), acc0);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-    for (; i < n; i++)
-        sum += h2f(x[i]) * h2f(y[i]);
-    *s = sum;
-}
-
-static inline __m256 load_bf16(const bf16_t *p) {
+static ALWAYS_INLINE __m256 load_bf16(const bf16_t *p) {
     const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-static inline float bf2f(bf16_t h) {
-    return _mm_cvtss_f32(_mm_castsi128_ps(_mm_cvtsi32_si128((int)((uint32_t)h << 16))));
+static ALWAYS_INLINE __m256 load_f32(const float *p) {
+    return _mm256_loadu_ps(p);
 }
 
-static void vec_dot_bf16(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const bf16_t *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), acc0);
-        acc1 = _mm256_fmadd_ps(load_bf16(x + i + 8), load_bf16(y + i + 8), acc1);
+static inline float f32_at(const float *p) {
+    return *p;
+}
+
+static inline float f16_at(const fp16_t *p) {
+    return h2f(*p);
+}
+
+static inline float bf16_at(const bf16_t *p) {
+    uint32_t u = (uint32_t)*p << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+#define FLOAT_DOT_AVX2(name, T, load, at)                                                         \
+    static void name(int64_t n, float *restrict s, const void *restrict w,                        \
+                     const void *restrict a) {                                                    \
+        const T *x = w, *y = a;                                                                   \
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();                                \
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();                                \
+        int64_t i = 0;                                                                            \
+        for (; i + 32 <= n; i += 32) {                                                            \
+            a0 = _mm256_fmadd_ps(load(x + i), load(y + i), a0);                                   \
+            a1 = _mm256_fmadd_ps(load(x + i + 8), load(y + i + 8), a1);                           \
+            a2 = _mm256_fmadd_ps(load(x + i + 16), load(y + i + 16), a2);                         \
+            a3 = _mm256_fmadd_ps(load(x + i + 24), load(y + i + 24), a3);                         \
+        }                                                                                         \
+        float sum = lanes32_reduce(a0, a1, a2, a3);                                               \
+        for (; i < n; i++)                                                                        \
+            sum = fmaf(at(x + i), at(y + i), sum);                                                \
+        *s = sum;                                                                                 \
+    }                                                                                             \
+    VEC_DOT4_GENERIC(name)                                                                        \
+    VEC_DOT_ROWS4_GENERIC(name)
+
+FLOAT_DOT_AVX2(f32_dot, float, load_f32, f32_at)
+FLOAT_DOT_AVX2(f16_dot, fp16_t, load_f16, f16_at)
+FLOAT_DOT_AVX2(bf16_dot, bf16_t, load_bf16, bf16_at)
+
+/* ---- 32-element blocks against Q8_0 / Q8_1 ---------------------------------------------------- */
+
+/* A block of 32 signed codes x, with |x| for the sign trick. */
+struct s8_u {
+    __m256i x, ax;
+};
+
+static ALWAYS_INLINE void s8_set(struct s8_u *u, __m256i x) {
+    u->x = x;
+    u->ax = _mm256_sign_epi8(x, x);
+}
+
+static ALWAYS_INLINE struct qsum s8_block(const struct s8_u *u, const int8_t *qy) {
+    struct qsum r = {dot_s8(u->ax, u->x, _mm256_loadu_si256((const __m256i *)qy)),
+                     _mm256_setzero_si256()};
+    return r;
+}
+
+static ALWAYS_INLINE struct qsum u8_block(const __m256i *u, const int8_t *qy) {
+    struct qsum r = {dot_u8(*u, _mm256_loadu_si256((const __m256i *)qy)), _mm256_setzero_si256()};
+    return r;
+}
+
+static ALWAYS_INLINE void q8_0_unpack(const struct block_q8_0 *x, struct s8_u *u) {
+    s8_set(u, _mm256_loadu_si256((const __m256i *)x->qs));
+}
+S8_TYPE(q8_0, struct block_q8_0)
+
+static ALWAYS_INLINE void q4_0_unpack(const struct block_q4_0 *x, struct s8_u *u) {
+    s8_set(u, _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8)));
+}
+S8_TYPE(q4_0, struct block_q4_0)
+
+/* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
+static ALWAYS_INLINE void q5_0_unpack(const struct block_q5_0 *x, struct s8_u *u) {
+    const __m256i hi = _mm256_andnot_si256(bits_to_bytes(x->qh), _mm256_set1_epi8((char)0xF0));
+    s8_set(u, _mm256_or_si256(nibbles32(x->qs), hi));
+}
+S8_TYPE(q5_0, struct block_q5_0)
+
+static ALWAYS_INLINE void iq4_nl_unpack(const struct block_iq4_nl *x, struct s8_u *u) {
+    s8_set(u, _mm256_shuffle_epi8(table16(quant_iq4nl_values), nibbles32(x->qs)));
+}
+S8_TYPE(iq4_nl, struct block_iq4_nl)
+
+static ALWAYS_INLINE void mxfp4_unpack(const struct block_mxfp4 *x, struct s8_u *u) {
+    s8_set(u, _mm256_shuffle_epi8(table16(quant_mxfp4_values), nibbles32(x->qs)));
+}
+
+static ALWAYS_INLINE struct qsum mxfp4_block(const struct s8_u *u, const struct block_q8_0 *y) {
+    return s8_block(u, y->qs);
+}
+
+static ALWAYS_INLINE void mxfp4_scales(const struct block_mxfp4 *x, const struct block_q8_0 *y,
+                                       const int n_ok, struct qscale4 *f) {
+    f->d = _mm_mul_ps(e8m0x4(x, n_ok), f16x4(&y->d, sizeof(*y), n_ok));
+}
+QUANT_DRIVER(mxfp4, struct block_mxfp4, struct block_q8_0, QK_MXFP4, struct s8_u, QTERM_ONE)
+
+/* q4_1 / q5_1: unsigned codes, and the min term fmaf(m_w, s_a). */
+static ALWAYS_INLINE void q4_1_unpack(const struct block_q4_1 *x, __m256i *u) {
+    *u = nibbles32(x->qs);
+}
+U8_TYPE(q4_1, struct block_q4_1)
+
+static ALWAYS_INLINE void q5_1_unpack(const struct block_q5_1 *x, __m256i *u) {
+    const __m256i hi = _mm256_and_si256(bits_to_bytes(x->qh), _mm256_set1_epi8(0x10));
+    *u = _mm256_or_si256(nibbles32(x->qs), hi);
+}
+U8_TYPE(q5_1, struct block_q5_1)
+
+/* ---- K-quants and iq4_xs against Q8_K: 256-element blocks, eight 32-code chunks --------------- */
+
+/* An unpacked 256-element block: the codes of chunk j (elements 32j..32j+31, unsigned, at most
+ * 63), the int16 scales that multiply its pairs (kept compact: 16 ymm of scale vectors would not
+ * fit the register file beside the codes), and the int16 vector the type's second sum or offset
+ * correction multiplies the 16 bsums with. */
+struct k_u {
+    __m256i q[8];
+    __m256i sc_lo, sc_hi; /* scales 0-7 and 8-15 as int16, each in both 128-bit lanes */
+    __m256i sc16;         /* q2_K: its 16 mins; q4_K/q5_K: the 8 mins twice; q3_K, q6_K: scales */
+    int per16;            /* 1: one scale per 16 weights (16 scales); 0: per 32 (8, in sc_lo) */
+};
+
+/* Int16 scale j in every lane, out of 8 int16 scales broadcast to both 128-bit lanes. */
+static ALWAYS_INLINE __m256i scale_at(__m256i sc16, int j) {
+    return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
+}
+
+/* Int16 scale a in the low 128-bit lane and a+1 in the high one (one scale per 16 weights), out
+ * of 8 int16 scales broadcast to both lanes. */
+static ALWAYS_INLINE __m256i scale_pair(__m256i sc16, int a) {
+    const __m256i lo = _mm256_set1_epi16((short)(0x0100 + 0x0202 * a));
+    const __m256i hi = _mm256_set1_epi16((short)(0x0100 + 0x0202 * (a + 1)));
+    return _mm256_shuffle_epi8(sc16, _mm256_permute2x128_si256(lo, hi, 0x20));
+}
+
+/* The multiplier of chunk j's 16 pairs. */
+static ALWAYS_INLINE __m256i k_scale(const struct k_u *u, int j) {
+    if (!u->per16)
+        return scale_at(u->sc_lo, j);
+    return scale_pair(j < 4 ? u->sc_lo : u->sc_hi, 2 * (j % 4));
+}
+
+/* 16 int16 scales (one per 16 weights) into sc_lo / sc_hi. */
+static ALWAYS_INLINE void k_scales16(struct k_u *u, __m256i s16) {
+    u->per16 = 1;
+    u->sc_lo = _mm256_permute2x128_si256(s16, s16, 0x00);
+    u->sc_hi = _mm256_permute2x128_si256(s16, s16, 0x11);
+}
+
+/* sum over the 8 chunks of madd(maddubs(q[j], y chunk j), scale): 8 int32 lanes. */
+static ALWAYS_INLINE __m256i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
+    __m256i sum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        const __m256i p =
+            _mm256_maddubs_epi16(u->q[j], _mm256_loadu_si256((const __m256i *)(qy + 32 * j)));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, k_scale(u, j)));
     }
-    for (; i + 8 <= n; i += 8)
-        acc0 = _mm256_fmadd_ps(load_bf16(x + i), load_bf16(y + i), acc0);
-    float sum = hsum_ps(_mm256_add_ps(acc0, acc1));
-    for (; i < n; i++)
-        sum += bf2f(x[i]) * bf2f(y[i]);
-    *s = sum;
+    return sum;
 }
 
-/* ---- 32-element block kernels ---------------------------------------------------------------- */
-
-static void vec_dot_q8_0(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q8_0 *x = w, *y = a;
-    const int64_t nb = n / QK8_0;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m256i qx = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8(qx, qy)), acc);
-    }
-    *s = hsum_ps(acc);
+/* sum bsums[g] * sc16[g] over the 16 groups of 16: 8 int32 lanes. */
+static ALWAYS_INLINE __m256i k_bsums_dot(const struct k_u *u, const struct block_q8_K *y) {
+    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), u->sc16);
 }
 
-static void vec_dot_q4_0(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q4_0 *x = w;
-    const struct block_q8_0 *y = a;
-    const int64_t nb = n / QK4_0;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m256i qx = _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8(qx, qy)), acc);
-    }
-    *s = hsum_ps(acc);
+/* Types with a min term (q2_K, q4_K, q5_K): isum over the chunks, msum over the bsums. */
+static ALWAYS_INLINE struct qsum k_min_block(const struct k_u *u, const struct block_q8_K *y) {
+    struct qsum r = {k_chunks_dot(u, y->qs), k_bsums_dot(u, y)};
+    return r;
 }
 
-static void vec_dot_q5_0(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q5_0 *x = w;
-    const struct block_q8_0 *y = a;
-    const int64_t nb = n / QK5_0;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        /* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
-        const __m256i hi =
-            _mm256_andnot_si256(bits_to_bytes(x[i].qh), _mm256_set1_epi8((char)0xF0));
-        const __m256i qx = _mm256_or_si256(nibbles32(x[i].qs), hi);
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8(qx, qy)), acc);
-    }
-    *s = hsum_ps(acc);
+/* Codes stored + 2^shift (q3_K, q6_K): sum sc*(q - 2^shift)*y = sum sc*q*y - (sum sc*bsum) <<
+ * shift. */
+static ALWAYS_INLINE struct qsum k_offset_block(const struct k_u *u, const struct block_q8_K *y,
+                                                int shift) {
+    struct qsum r = {_mm256_sub_epi32(k_chunks_dot(u, y->qs),
+                                      _mm256_slli_epi32(k_bsums_dot(u, y), shift)),
+                     _mm256_setzero_si256()};
+    return r;
 }
-
-static void vec_dot_q4_1(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q4_1 *x = w;
-    const struct block_q8_1 *y = a;
-    const int64_t nb = n / QK4_1;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8(nibbles32(x[i].qs), qy)), acc);
-        summs += h2f(x[i].m) * h2f(y[i].s);
-    }
-    *s = hsum_ps(acc) + summs;
-}
-
-static void vec_dot_q5_1(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q5_1 *x = w;
-    const struct block_q8_1 *y = a;
-    const int64_t nb = n / QK5_1;
-    __m256 acc = _mm256_setzero_ps();
-    float summs = 0.0f;
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const __m256i hi = _mm256_and_si256(bits_to_bytes(x[i].qh), _mm256_set1_epi8(0x10));
-        const __m256i qx = _mm256_or_si256(nibbles32(x[i].qs), hi);
-        const __m256i qy = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8(qx, qy)), acc);
-        summs += h2f(x[i].m) * h2f(y[i].s);
-    }
-    *s = hsum_ps(acc) + summs;
-}
-
-/* ---- K-quants -------------------------------------------------------------------------------- */
 
 /* Unpacks the 12 bytes of 6-bit scales and mins of a q4_K/q5_K block into 16 bytes:
  * bytes 0..7 the scales of the 8 sub-blocks, bytes 8..15 their mins. */
-static inline __m128i k4_scales_mins(const uint8_t *p) {
-    uint32_t u0 =
-        (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-    uint32_t u1 =
-        (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-    uint32_t u2 =
-        (uint32_t)p[8] | (uint32_t)p[9] << 8 | (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24;
+static ALWAYS_INLINE __m128i k4_scales_mins(const uint8_t *p) {
+    const uint32_t u0 = load_u32(p), u1 = load_u32(p + 4), u2 = load_u32(p + 8);
     const uint32_t sc_lo = u0 & 0x3f3f3f3fu;
     const uint32_t mn_lo = u1 & 0x3f3f3f3fu;
     const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
@@ -228,455 +272,170 @@ static inline __m128i k4_scales_mins(const uint8_t *p) {
     return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
 }
 
-/* 8 int32 lanes summing min[j] * (bsums[2j] + bsums[2j+1]) given the bytes of k4_scales_mins. */
-static inline __m256i k4_mins_dot(__m128i scm, const int16_t *bsums) {
-    const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-    return _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bsums), mdup);
+/* q4_K/q5_K: the 8 scales (one per 32 weights) and sc16 = the mins, each twice (for bsums). */
+static ALWAYS_INLINE void k4_scales_unpack(const uint8_t *scales, struct k_u *u) {
+    const __m128i scm = k4_scales_mins(scales);
+    u->per16 = 0;
+    u->sc_lo = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+    u->sc_hi = u->sc_lo;
+    u->sc16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
 }
 
-/* The sub-block scale j (int16, both lanes) out of the 8 int16 scales broadcast to both lanes. */
-static inline __m256i k_scale_at(__m256i sc16, int j) {
-    return _mm256_shuffle_epi8(sc16, _mm256_set1_epi16((short)(0x0100 + 0x0202 * j)));
-}
-
-static void vec_dot_q4_K(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q4_K *x = w;
-    const struct block_q8_K *y = a;
-    const int64_t nb = n / QK_K;
+/* q4_K: chunk 2c is the low nibbles of qs[32c..32c+31], chunk 2c+1 their high nibbles. */
+static ALWAYS_INLINE void q4_K_unpack(const struct block_q4_K *x, struct k_u *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const float d = y[i].d * h2f(x[i].d), dmin = y[i].d * h2f(x[i].dmin);
-        const __m128i scm = k4_scales_mins(x[i].scales);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
-                               _mm256_cvtepi32_ps(k4_mins_dot(scm, y[i].bsums)), accm);
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
-        const uint8_t *q = x[i].qs;
-        const int8_t *q8 = y[i].qs;
-        __m256i sumi = _mm256_setzero_si256();
-        for (int k = 0; k < 4; k++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
-            const __m256i lo = _mm256_and_si256(qb, m4);
-            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-            const __m256i plo =
-                _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(q8 + 64 * k)));
-            const __m256i phi =
-                _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 64 * k + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, k_scale_at(sc16, 2 * k)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, k_scale_at(sc16, 2 * k + 1)));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    k4_scales_unpack(x->scales, u);
+    _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        u->q[2 * c] = _mm256_and_si256(qb, m4);
+        u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
     }
-    *s = hsum_ps(acc) - hsum_ps(accm);
 }
+K_MIN_TYPE(q4_K, struct block_q4_K)
 
-static void vec_dot_q5_K(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q5_K *x = w;
-    const struct block_q8_K *y = a;
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const float d = y[i].d * h2f(x[i].d), dmin = y[i].d * h2f(x[i].dmin);
-        const __m128i scm = k4_scales_mins(x[i].scales);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
-                               _mm256_cvtepi32_ps(k4_mins_dot(scm, y[i].bsums)), accm);
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
-        const uint8_t *q = x[i].qs;
-        const int8_t *q8 = y[i].qs;
-        /* chunk k takes bit 2k of qh[l] for its low half, bit 2k+1 for its high half: shifting
-         * 16-bit lanes right by 2 per chunk keeps each byte's low bits its own for k <= 3 */
-        __m256i hb = _mm256_loadu_si256((const __m256i *)x[i].qh);
-        __m256i sumi = _mm256_setzero_si256();
-        for (int k = 0; k < 4; k++) {
-            const __m256i qb = _mm256_loadu_si256((const __m256i *)(q + 32 * k));
-            const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
-            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
-            hb = _mm256_srli_epi16(hb, 2);
-            const __m256i plo =
-                _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(q8 + 64 * k)));
-            const __m256i phi =
-                _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 64 * k + 32)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(plo, k_scale_at(sc16, 2 * k)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(phi, k_scale_at(sc16, 2 * k + 1)));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+/* q5_K: chunk 2c takes bit 2c of qh[l] as its fifth bit, chunk 2c+1 bit 2c+1. */
+static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u) {
+    const __m256i b4 = _mm256_set1_epi8(0x10), m4 = _mm256_set1_epi8(0x0F);
+    k4_scales_unpack(x->scales, u);
+    __m256i hb = _mm256_loadu_si256((const __m256i *)x->qh);
+    _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
+        const __m256i qb = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        u->q[2 * c] = _mm256_or_si256(_mm256_and_si256(qb, m4),
+                                      _mm256_and_si256(_mm256_slli_epi16(hb, 4), b4));
+        u->q[2 * c + 1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                          _mm256_and_si256(_mm256_slli_epi16(hb, 3), b4));
+        hb = _mm256_srli_epi16(hb, 2); /* 16-bit shifts by <= 6 keep each byte's low bits */
     }
-    *s = hsum_ps(acc) - hsum_ps(accm);
 }
+K_MIN_TYPE(q5_K, struct block_q5_K)
 
-/* Scale vector for q6_K: int16 sc[a] in the low 128-bit lane, sc[a+1] in the high one, out of the
- * 8 int16 scales of a half-block broadcast to both lanes. */
-static inline __m256i q6_scale_pair(__m256i sc16, int a) {
-    const __m256i ctl = _mm256_setr_epi8(
-        (char)(2 * a), (char)(2 * a + 1), (char)(2 * a), (char)(2 * a + 1), (char)(2 * a),
-        (char)(2 * a + 1), (char)(2 * a), (char)(2 * a + 1), (char)(2 * a), (char)(2 * a + 1),
-        (char)(2 * a), (char)(2 * a + 1), (char)(2 * a), (char)(2 * a + 1), (char)(2 * a),
-        (char)(2 * a + 1), (char)(2 * a + 2), (char)(2 * a + 3), (char)(2 * a + 2),
-        (char)(2 * a + 3), (char)(2 * a + 2), (char)(2 * a + 3), (char)(2 * a + 2),
-        (char)(2 * a + 3), (char)(2 * a + 2), (char)(2 * a + 3), (char)(2 * a + 2),
-        (char)(2 * a + 3), (char)(2 * a + 2), (char)(2 * a + 3), (char)(2 * a + 2),
-        (char)(2 * a + 3));
-    return _mm256_shuffle_epi8(sc16, ctl);
-}
-
-static void vec_dot_q6_K(int64_t n, float *restrict s, const void *restrict w,
-                         const void *restrict a) {
-    const struct block_q6_K *x = w;
-    const struct block_q8_K *y = a;
-    const int64_t nb = n / QK_K;
+/* q6_K: codes stored +32. */
+static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x30);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const float d = y[i].d * h2f(x[i].d);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
-        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[i].bsums),
-                                               _mm256_cvtepi8_epi16(sc8));
-        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = x[i].ql + 64 * h, *qh = x[i].qh + 32 * h;
-            const int8_t *q8 = y[i].qs + 128 * h;
-            const __m256i sc16 =
-                _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8, 8) : sc8));
-            const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-            const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-            const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-            const __m256i e0 = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m6));
-            const __m256i e1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m6));
-            const __m256i e2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                                               _mm256_and_si256(hb, m6));
-            const __m256i e3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m6));
-            const __m256i p0 = _mm256_maddubs_epi16(e0, _mm256_loadu_si256((const __m256i *)q8));
-            const __m256i p1 =
-                _mm256_maddubs_epi16(e1, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
-            const __m256i p2 =
-                _mm256_maddubs_epi16(e2, _mm256_loadu_si256((const __m256i *)(q8 + 64)));
-            const __m256i p3 =
-                _mm256_maddubs_epi16(e3, _mm256_loadu_si256((const __m256i *)(q8 + 96)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, q6_scale_pair(sc16, 0)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p1, q6_scale_pair(sc16, 2)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p2, q6_scale_pair(sc16, 4)));
-            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p3, q6_scale_pair(sc16, 6)));
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    u->sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales));
+    k_scales16(u, u->sc16);
+    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+        const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+        __m256i *q = u->q + 4 * h;
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 4), m6));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(hb, 2), m6));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(hb, m6));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(hb, 2), m6));
     }
-    *s = hsum_ps(acc);
+}
+K_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
+
+/* q2_K / q3_K: chunk j = 4h + k holds bits 2k..2k+1 of qs[32h..32h+31]. */
+static ALWAYS_INLINE void k2_codes(const uint8_t *qs, __m256i q[8]) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(qs + 32 * h));
+        q[4 * h] = _mm256_and_si256(b, m3);
+        q[4 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(b, 2), m3);
+        q[4 * h + 2] = _mm256_and_si256(_mm256_srli_epi16(b, 4), m3);
+        q[4 * h + 3] = _mm256_and_si256(_mm256_srli_epi16(b, 6), m3);
+    }
 }
 
-/* ---- four-column kernels --------------------------------------------------------------------- */
+static ALWAYS_INLINE void q2_K_unpack(const struct block_q2_K *x, struct k_u *u) {
+    const __m128i sc = _mm_loadu_si128((const __m128i *)x->scales);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    k2_codes(x->qs, u->q);
+    k_scales16(u, _mm256_cvtepu8_epi16(_mm_and_si128(sc, m4)));
+    u->sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), m4));
+}
+K_MIN_TYPE(q2_K, struct block_q2_K)
 
-/* vec_dot4 for q4_K and q6_K: the weights are unpacked once per block (into locals that may live on
- * the stack: reloading them beats unpacking again) for four columns. Each column keeps its own
- * accumulators and runs vec_dot_q4_K's / vec_dot_q6_K's float operations in the same order (same
- * products of the block scales, one FMA per block, the same horizontal sums), so s[c] is
- * bit-identical to vec_dot's (pinned by test_quant_simd). Only exact integer work differs. The
- * one-column kernels stay separate: instantiated for one column, these bodies keep the unpacked
- * vectors in arrays that 16 ymm registers cannot hold, which cost 20-50% there. */
-
-#define NC_MAX 4
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#define FOR_COLS(c, nc) _Pragma("GCC unroll 4") for (int c = 0; c < (nc); c++)
-
-/* Instantiates vec_dot_<t>_x4 from <t>_cols. */
-#define VEC_DOT_COLS(t)                                                                           \
-    static void vec_dot_##t##_x4(int64_t n, float *restrict s, const void *restrict w,            \
-                                 const void *const a[4]) {                                        \
-        t##_cols(n, s, w, a, 4);                                                                  \
-    }
-
-/* The 32 codes of q4_K sub-block j (0..7) out of the block's qs. */
-static inline __m256i q4k_sub(const uint8_t *qs, int j, __m256i m4) {
-    const __m256i qb = _mm256_loadu_si256((const __m256i *)(qs + 32 * (j / 2)));
-    return _mm256_and_si256(j & 1 ? _mm256_srli_epi16(qb, 4) : qb, m4);
+/* q3_K's 16 signed 6-bit scales as bytes: the low nibbles of bytes 0-7 (scales 0-7) and their
+ * high nibbles (8-15), with bits 2(j/4)..+1 of byte 8 + j%4 on top, minus 32. */
+static ALWAYS_INLINE __m128i q3_K_sc6(const uint8_t *p) {
+    const uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), a2 = load_u32(p + 8);
+    const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
+    const __m128i v = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4),
+                                     (int)((a1 & lo) | ((a2 >> 2) & hi) << 4),
+                                     (int)(((a0 >> 4) & lo) | ((a2 >> 4) & hi) << 4),
+                                     (int)(((a1 >> 4) & lo) | ((a2 >> 6) & hi) << 4));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
 }
 
-static ALWAYS_INLINE void q4_K_cols(int64_t n, float *restrict s, const void *restrict w,
-                                    const void *const *a, const int nc) {
-    const struct block_q4_K *x = w;
-    const struct block_q8_K *y[NC_MAX];
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[NC_MAX], accm[NC_MAX];
-    FOR_COLS(c, nc) {
-        y[c] = a[c];
-        acc[c] = _mm256_setzero_ps();
-        accm[c] = _mm256_setzero_ps();
+/* q3_K: code + 4 = 2-bit code | hmask bit << 2, in 0..7; the -4 is the offset correction. */
+static ALWAYS_INLINE void q3_K_unpack(const struct block_q3_K *x, struct k_u *u) {
+    const __m256i b2 = _mm256_set1_epi8(4);
+    k2_codes(x->qs, u->q);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)x->hmask);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) { /* chunk j's third bits: bit j of hmask[l] */
+        const __m256i hb = j <= 2 ? _mm256_slli_epi16(hm, 2 - j) : _mm256_srli_epi16(hm, j - 2);
+        u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(hb, b2));
     }
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const float dx = h2f(x[i].d), dmx = h2f(x[i].dmin);
-        const __m128i scm = k4_scales_mins(x[i].scales);
-        const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-        const __m256i sc16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
-        /* q[j]: the 32 codes of sub-block j; k[j]: its scale in every int16 */
-        __m256i q[8], k[8];
-        for (int j = 0; j < 8; j++) {
-            q[j] = q4k_sub(x[i].qs, j, m4);
-            k[j] = k_scale_at(sc16, j);
-        }
-        FOR_COLS(c, nc) {
-            const float d = y[c][i].d * dx, dmin = y[c][i].d * dmx;
-            const __m256i md =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), mdup);
-            accm[c] = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(md), accm[c]);
-            __m256i sumi = _mm256_setzero_si256();
-            for (int j = 0; j < 8; j++) {
-                const __m256i qy = _mm256_loadu_si256((const __m256i *)(y[c][i].qs + 32 * j));
-                const __m256i p = _mm256_maddubs_epi16(q[j], qy);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, k[j]));
-            }
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[c]);
-        }
-    }
-    FOR_COLS(c, nc) s[c] = hsum_ps(acc[c]) - hsum_ps(accm[c]);
+    u->sc16 = _mm256_cvtepi8_epi16(q3_K_sc6(x->scales));
+    k_scales16(u, u->sc16);
 }
-VEC_DOT_COLS(q4_K)
+K_OFFSET_TYPE(q3_K, struct block_q3_K, 2)
 
-/* The 6-bit codes (+32) of weights 32j..32j+31 of half h (e[0..3]) and their two 16-weight
- * scale vectors (k[0..3]), from the half's ql (64 bytes), qh (32 bytes) and int16 scales sc16. */
-static inline void q6k_half(const uint8_t *ql, const uint8_t *qh, __m256i sc16, __m256i e[4],
-                            __m256i k[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x30);
-    const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-    const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-    e[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                           _mm256_and_si256(_mm256_slli_epi16(hb, 4), m6));
-    e[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                           _mm256_and_si256(_mm256_slli_epi16(hb, 2), m6));
-    e[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                           _mm256_and_si256(hb, m6));
-    e[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m6));
-    for (int j = 0; j < 4; j++)
-        k[j] = q6_scale_pair(sc16, 2 * j);
+/* iq4_xs: table values (signed) per sub-block of 32, times the sub-block's ls - 32. */
+struct iq4_xs_u {
+    struct s8_u v[8];
+    __m256i k[8];
+};
+
+static ALWAYS_INLINE void iq4_xs_unpack(const struct block_iq4_xs *x, struct iq4_xs_u *u) {
+    const __m256i tab = table16(quant_iq4nl_values);
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        const int ls = (((x->scales_l[j / 2] >> (4 * (j % 2))) & 15) |
+                        ((x->scales_h >> (2 * j)) & 3) << 4) - 32;
+        s8_set(&u->v[j], _mm256_shuffle_epi8(tab, nibbles32(x->qs + 16 * j)));
+        u->k[j] = _mm256_set1_epi16((short)ls);
+    }
 }
 
-static ALWAYS_INLINE void q6_K_cols(int64_t n, float *restrict s, const void *restrict w,
-                                    const void *const *a, const int nc) {
-    const struct block_q6_K *x = w;
-    const struct block_q8_K *y[NC_MAX];
-    const int64_t nb = n / QK_K;
-    __m256 acc[NC_MAX];
-    FOR_COLS(c, nc) {
-        y[c] = a[c];
-        acc[c] = _mm256_setzero_ps();
+static ALWAYS_INLINE struct qsum iq4_xs_block(const struct iq4_xs_u *u,
+                                              const struct block_q8_K *y) {
+    __m256i sum = _mm256_setzero_si256();
+    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) {
+        const __m256i qy = _mm256_loadu_si256((const __m256i *)(y->qs + 32 * j));
+        const __m256i p = _mm256_maddubs_epi16(u->v[j].ax, _mm256_sign_epi8(qy, u->v[j].x));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(p, u->k[j]));
     }
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const float dx = h2f(x[i].d);
-        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
-        const __m256i sc8w = _mm256_cvtepi8_epi16(sc8);
-        const __m256i sc16[2] = {
-            _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(sc8)),
-            _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(_mm_srli_si128(sc8, 8))),
-        };
-        /* e[j]: codes (+32) of weights 32j..32j+31; k[j]: their two 16-weight scales */
-        __m256i e[8], k[8];
-        q6k_half(x[i].ql, x[i].qh, sc16[0], e, k);
-        q6k_half(x[i].ql + 64, x[i].qh + 32, sc16[1], e + 4, k + 4);
-        FOR_COLS(c, nc) {
-            const float d = y[c][i].d * dx;
-            /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum (16-sums) */
-            const __m256i corr =
-                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[c][i].bsums), sc8w);
-            __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
-            for (int j = 0; j < 8; j++) {
-                const __m256i qy = _mm256_loadu_si256((const __m256i *)(y[c][i].qs + 32 * j));
-                const __m256i p = _mm256_maddubs_epi16(e[j], qy);
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, k[j]));
-            }
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[c]);
-        }
-    }
-    FOR_COLS(c, nc) s[c] = hsum_ps(acc[c]);
-}
-VEC_DOT_COLS(q6_K)
-
-/* ---- four-row kernels ------------------------------------------------------------------------ */
-
-/* vec_dot_rows4 for q4_K and q6_K: four weight rows against one activation row. The activation
- * codes and bsums are loaded once per block for the four rows, and the rows' integer work is
- * interleaved so that four weight streams are in flight. Each row keeps its own accumulators and
- * runs vec_dot_q4_K's / vec_dot_q6_K's float operations in the same order (the same block-scale
- * products, one FMA per block, the same horizontal sums), so s[r] is bit-identical to vec_dot's on
- * that row (pinned by test_quant_simd). */
-
-#define FOR_ROWS4(r) _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-
-static void vec_dot_rows4_q4_K(int64_t n, float *restrict s, const void *restrict w,
-                               size_t row_bytes, const void *restrict a) {
-    const struct block_q4_K *x[4];
-    const struct block_q8_K *y = a;
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256 acc[4], accm[4];
-    FOR_ROWS4(r) {
-        x[r] = (const void *)((const uint8_t *)w + (size_t)r * row_bytes);
-        acc[r] = _mm256_setzero_ps();
-        accm[r] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_rows4(w, i, row_bytes, sizeof(x[0][i]));
-        const float dy = y[i].d;
-        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        __m256i sc16[4], sumi[4];
-        FOR_ROWS4(r) {
-            const float dmin = dy * h2f(x[r][i].dmin);
-            const __m128i scm = k4_scales_mins(x[r][i].scales);
-            const __m256i mdup = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scm, scm));
-            accm[r] = _mm256_fmadd_ps(_mm256_set1_ps(dmin),
-                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(bsums, mdup)), accm[r]);
-            sc16[r] = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
-            sumi[r] = _mm256_setzero_si256();
-        }
-        _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++) {
-            const __m256i ylo = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * k));
-            const __m256i yhi = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * k + 32));
-            FOR_ROWS4(r) {
-                const __m256i qb = _mm256_loadu_si256((const __m256i *)(x[r][i].qs + 32 * k));
-                const __m256i lo = _mm256_and_si256(qb, m4);
-                const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-                const __m256i plo = _mm256_maddubs_epi16(lo, ylo);
-                const __m256i phi = _mm256_maddubs_epi16(hi, yhi);
-                sumi[r] = _mm256_add_epi32(sumi[r],
-                                           _mm256_madd_epi16(plo, k_scale_at(sc16[r], 2 * k)));
-                sumi[r] = _mm256_add_epi32(sumi[r],
-                                           _mm256_madd_epi16(phi, k_scale_at(sc16[r], 2 * k + 1)));
-            }
-        }
-        FOR_ROWS4(r) {
-            const float d = dy * h2f(x[r][i].d);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-        }
-    }
-    FOR_ROWS4(r) s[r] = hsum_ps(acc[r]) - hsum_ps(accm[r]);
+    struct qsum r = {sum, _mm256_setzero_si256()};
+    return r;
 }
 
-static void vec_dot_rows4_q6_K(int64_t n, float *restrict s, const void *restrict w,
-                               size_t row_bytes, const void *restrict a) {
-    const struct block_q6_K *x[4];
-    const struct block_q8_K *y = a;
-    const int64_t nb = n / QK_K;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m6 = _mm256_set1_epi8(0x30);
-    __m256 acc[4];
-    FOR_ROWS4(r) {
-        x[r] = (const void *)((const uint8_t *)w + (size_t)r * row_bytes);
-        acc[r] = _mm256_setzero_ps();
-    }
-    for (int64_t i = 0; i < nb; i++) {
-        prefetch_rows4(w, i, row_bytes, sizeof(x[0][i]));
-        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        __m128i sc8[4];
-        __m256i sumi[4];
-        FOR_ROWS4(r) {
-            sc8[r] = _mm_loadu_si128((const __m128i *)x[r][i].scales);
-            /* codes are stored +32: sum sc*(q-32)*y = sum sc*q*y - 32 * sum sc*bsum */
-            const __m256i corr = _mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8[r]));
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
-        }
-        for (int h = 0; h < 2; h++) {
-            const int8_t *q8 = y[i].qs + 128 * h;
-            const __m256i y0 = _mm256_loadu_si256((const __m256i *)q8);
-            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(q8 + 32));
-            const __m256i y2 = _mm256_loadu_si256((const __m256i *)(q8 + 64));
-            const __m256i y3 = _mm256_loadu_si256((const __m256i *)(q8 + 96));
-            FOR_ROWS4(r) {
-                const uint8_t *ql = x[r][i].ql + 64 * h, *qh = x[r][i].qh + 32 * h;
-                const __m256i sc16 = _mm256_broadcastsi128_si256(
-                    _mm_cvtepi8_epi16(h ? _mm_srli_si128(sc8[r], 8) : sc8[r]));
-                const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-                const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-                const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
-                const __m256i e0 = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                                                   _mm256_and_si256(_mm256_slli_epi16(hb, 4), m6));
-                const __m256i e1 = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                                                   _mm256_and_si256(_mm256_slli_epi16(hb, 2), m6));
-                const __m256i e2 = _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m6));
-                const __m256i e3 =
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m6));
-                __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(e0, y0),
-                                              q6_scale_pair(sc16, 0));
-                t = _mm256_add_epi32(t, _mm256_madd_epi16(_mm256_maddubs_epi16(e1, y1),
-                                                          q6_scale_pair(sc16, 2)));
-                t = _mm256_add_epi32(t, _mm256_madd_epi16(_mm256_maddubs_epi16(e2, y2),
-                                                          q6_scale_pair(sc16, 4)));
-                t = _mm256_add_epi32(t, _mm256_madd_epi16(_mm256_maddubs_epi16(e3, y3),
-                                                          q6_scale_pair(sc16, 6)));
-                sumi[r] = _mm256_add_epi32(sumi[r], t);
-            }
-        }
-        FOR_ROWS4(r) {
-            const float d = y[i].d * h2f(x[r][i].d);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-        }
-    }
-    FOR_ROWS4(r) s[r] = hsum_ps(acc[r]);
+static ALWAYS_INLINE void iq4_xs_scales(const struct block_iq4_xs *x, const struct block_q8_K *y,
+                                        const int n_ok, struct qscale4 *f) {
+    f->d = QSCALE_Q8K(x, d, y, n_ok);
 }
-
-VEC_DOT4_GENERIC(vec_dot_f32)
-VEC_DOT4_GENERIC(vec_dot_f16)
-VEC_DOT4_GENERIC(vec_dot_bf16)
-VEC_DOT4_GENERIC(vec_dot_q8_0)
-VEC_DOT4_GENERIC(vec_dot_q4_0)
-VEC_DOT4_GENERIC(vec_dot_q5_0)
-VEC_DOT4_GENERIC(vec_dot_q4_1)
-VEC_DOT4_GENERIC(vec_dot_q5_1)
-VEC_DOT4_GENERIC(vec_dot_q5_K)
-VEC_DOT_ROWS4_GENERIC(vec_dot_f32)
-VEC_DOT_ROWS4_GENERIC(vec_dot_f16)
-VEC_DOT_ROWS4_GENERIC(vec_dot_bf16)
-VEC_DOT_ROWS4_GENERIC(vec_dot_q8_0)
-VEC_DOT_ROWS4_GENERIC(vec_dot_q4_0)
-VEC_DOT_ROWS4_GENERIC(vec_dot_q5_0)
-VEC_DOT_ROWS4_GENERIC(vec_dot_q4_1)
-VEC_DOT_ROWS4_GENERIC(vec_dot_q5_1)
-VEC_DOT_ROWS4_GENERIC(vec_dot_q5_K)
-#define vec_dot_q4_K_r4 vec_dot_rows4_q4_K
-#define vec_dot_q6_K_r4 vec_dot_rows4_q6_K
+QUANT_DRIVER(iq4_xs, struct block_iq4_xs, struct block_q8_K, QK_K, struct iq4_xs_u, QTERM_ONE)
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-/* Sets vec_dot, vec_dot4 and vec_dot_rows4 together, so a table never mixes ISAs within a type. */
-#define SET_KERNEL(tab, n_tab, t, fn) set_kernel(tab, n_tab, t, fn, fn##_x4, fn##_r4)
+#define SET_FLOAT(tab, n_tab, t, fn) quant_set_kernel(tab, n_tab, t, fn, fn##_x4, fn##_r4, "avx2")
 
-static void set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t, quant_vec_dot_fn fn,
-                       quant_vec_dot4_fn fn4, quant_vec_dot_rows4_fn fnr4) {
-    if ((int)t >= n_tab)
-        return;
-    tab[t].vec_dot = fn;
-    tab[t].vec_dot4 = fn4;
-    tab[t].vec_dot_rows4 = fnr4;
-    tab[t].isa = "avx2";
-}
-
-/* Fills tab[t].vec_dot, vec_dot4, vec_dot_rows4 and isa ("avx2") for f32, f16, bf16, q4_0, q4_1,
- * q5_0, q5_1, q8_0, q4_K, q5_K, q6_K (vec_dot4 shares the unpacking and vec_dot_rows4 the
- * activation loads for q4_K and q6_K; elsewhere they are four vec_dot calls); type, vec_dot_type
- * and from_float stay as they are. Call only on a CPU with AVX2, FMA and F16C. */
+/* Fills vec_dot, vec_dot4, vec_dot_rows4 and isa ("avx2") of f32, f16, bf16, q4_0, q4_1, q5_0,
+ * q5_1, q8_0, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs (the quantized types'
+ * vec_dot4 share each weight block's unpacking across the four columns); type, vec_dot_type and
+ * from_float stay as they are. Call only on a CPU with AVX2, FMA and F16C. */
 void quant_register_avx2(struct quant_kernels *tab, int n_tab) {
-    SET_KERNEL(tab, n_tab, QTYPE_F32, vec_dot_f32);
-    SET_KERNEL(tab, n_tab, QTYPE_F16, vec_dot_f16);
-    SET_KERNEL(tab, n_tab, QTYPE_BF16, vec_dot_bf16);
-    SET_KERNEL(tab, n_tab, QTYPE_Q8_0, vec_dot_q8_0);
-    SET_KERNEL(tab, n_tab, QTYPE_Q4_0, vec_dot_q4_0);
-    SET_KERNEL(tab, n_tab, QTYPE_Q5_0, vec_dot_q5_0);
-    SET_KERNEL(tab, n_tab, QTYPE_Q4_1, vec_dot_q4_1);
-    SET_KERNEL(tab, n_tab, QTYPE_Q5_1, vec_dot_q5_1);
-    SET_KERNEL(tab, n_tab, QTYPE_Q4_K, vec_dot_q4_K);
-    SET_KERNEL(tab, n_tab, QTYPE_Q5_K, vec_dot_q5_K);
-    SET_KERNEL(tab, n_tab, QTYPE_Q6_K, vec_dot_q6_K);
+    SET_FLOAT(tab, n_tab, QTYPE_F32, f32_dot);
+    SET_FLOAT(tab, n_tab, QTYPE_F16, f16_dot);
+    SET_FLOAT(tab, n_tab, QTYPE_BF16, bf16_dot);
+    QUANT_SET(tab, n_tab, QTYPE_Q8_0, q8_0, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q4_0, q4_0, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q5_0, q5_0, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q4_1, q4_1, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q5_1, q5_1, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_IQ4_NL, iq4_nl, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_MXFP4, mxfp4, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q2_K, q2_K, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q3_K, q3_K, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q4_K, q4_K, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q5_K, q5_K, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_Q6_K, q6_K, "avx2");
+    QUANT_SET(tab, n_tab, QTYPE_IQ4_XS, iq4_xs, "avx2");
 }

@@ -60,6 +60,25 @@ PY
     fi
 fi
 
+# the same logits, bit for bit, whichever kernels run (SNIPER_ISA caps them: the scalar reference,
+# AVX2, AVX-512), on type mixes that use every block format with a kernel of its own
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/isa-q3.gguf" --preset tiny --types q3_k_m --seed 3
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/isa-mx.gguf" --preset tiny --types mxfp4_moe --seed 3
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/isa-x4.gguf" --preset tiny-dense --types iq4_xs --seed 3
+"$BUILD/sniper-mkmodel" --quiet -o "$TMP/isa-q5.gguf" --preset tiny-qwen35 --types q5_1 --seed 3
+for m in isa-q3 isa-mx isa-x4 isa-q5; do
+    for isa in ref avx2 avx512; do
+        SNIPER_ISA=$isa "$SNIPERD" -m "$TMP/$m.gguf" -p "Hello world, again" -n 4 --temp 0 \
+            --dump-logits "$TMP/$m-$isa.f32" >/dev/null 2>&1
+    done
+    if [ -s "$TMP/$m-ref.f32" ] && cmp -s "$TMP/$m-ref.f32" "$TMP/$m-avx2.f32" &&
+        cmp -s "$TMP/$m-ref.f32" "$TMP/$m-avx512.f32"; then
+        ok "$m: same logits bits under SNIPER_ISA=ref, avx2, avx512"
+    else
+        bad "$m: same logits bits under SNIPER_ISA=ref, avx2, avx512" "$(ls -l "$TMP/$m"-*.f32)"
+    fi
+done
+
 # --ram-budget: experts streamed from disk give the same greedy tokens as all in RAM, the
 # experts line reports the misses, and a budget below one layer's experts is refused
 "$BUILD/sniper-mkmodel" --quiet -o "$TMP/moe.gguf" --preset tiny --types q4_k_m --seed 3

@@ -36,6 +36,17 @@ int test_failures(void) {
     return case_failures;
 }
 
+bool test_cpu_has(const char *isa) {
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("f16c");
+    if (strcmp(isa, "avx2") == 0)
+        return avx2;
+    return strcmp(isa, "avx512") == 0 && avx2 && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+}
+
 const char *test_fixtures_dir(void) {
     static char path[4096];
     const char *env = getenv("SNIPER_FIXTURES");

@@ -58,6 +58,34 @@ static const char *deep_moe_model(void) {
                       "--preset tiny --n-layer 8 --types q4_k_m --seed 23");
 }
 
+/* The low-bit types' expert slices: Q3_K_M's Q3_K and Q4_K experts (110- and 144-byte blocks),
+ * and MXFP4_MOE's 17-byte MXFP4 blocks, whose slices start at no particular alignment. */
+static const char *q3_k_m_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-q3km.gguf",
+                      "--preset tiny --n-ff-exp 256 --types q3_k_m --seed 31");
+}
+
+static const char *mxfp4_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-mxfp4.gguf",
+                      "--preset tiny --types mxfp4_moe --seed 37");
+}
+
+/* Grid i-quant experts (expert FFN 256 wide, so no row falls back to another type): IQ2_S under
+ * the IQ2_M mix, IQ3_XXS under IQ3_XXS. */
+static const char *iq2_m_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-iq2_m.gguf",
+                      "--preset tiny --types iq2_m --n-ff-exp 256 --seed 31");
+}
+
+static const char *iq3_xxs_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-iq3_xxs.gguf",
+                      "--preset tiny --types iq3_xxs --n-ff-exp 256 --seed 37");
+}
+
 enum { N_PROMPT = 40, N_GEN = 8 };
 
 /* Prompt logits (all rows) then N_GEN greedy decode steps' logits, into out. */
@@ -166,7 +194,9 @@ static void check_exact(struct pair *p, size_t bytes, enum expert_io_kind io, bo
     expert_cache_free(c);
 }
 
-static void check_moe_streaming(const char *path) {
+/* all: every cache size, both I/O backends, prefetch off and on; else (another block format
+ * through the same path) the smallest cache and half the experts, both backends, prefetch on. */
+static void check_moe_streaming(const char *path, bool all) {
     struct pair p;
     if (!pair_open_path(&p, path))
         goto out;
@@ -181,7 +211,7 @@ static void check_moe_streaming(const char *path) {
                              slot * ne * (size_t)disk->hp.n_layer / 2};
     for (int i = 0; i < 5; i++)
         for (int io = 0; io < 2; io++)
-            for (int pf = 0; pf < 2; pf++) {
+            for (int pf = all ? 0 : 1; pf < 2 && (all || i == 0 || i == 4); pf++) {
                 struct expert_cache_stats st;
                 check_exact(&p, sizes[i], io ? EXPERT_IO_THREADS : EXPERT_IO_URING, pf, &st);
                 CHECK(st.misses > (uint64_t)st.n_slots); /* evictions happened */
@@ -194,8 +224,16 @@ out:
     pair_close(&p);
 }
 
-static void test_streaming_is_exact(void) { check_moe_streaming(moe_model()); }
-static void test_qwen35moe_streaming_is_exact(void) { check_moe_streaming(qwen35moe_model()); }
+static void test_streaming_is_exact(void) { check_moe_streaming(moe_model(), true); }
+static void test_qwen35moe_streaming_is_exact(void) {
+    check_moe_streaming(qwen35moe_model(), true);
+}
+static void test_q3_k_m_streaming_is_exact(void) { check_moe_streaming(q3_k_m_model(), false); }
+static void test_mxfp4_streaming_is_exact(void) { check_moe_streaming(mxfp4_model(), false); }
+static void test_iq2_m_streaming_is_exact(void) { check_moe_streaming(iq2_m_model(), false); }
+static void test_iq3_xxs_streaming_is_exact(void) {
+    check_moe_streaming(iq3_xxs_model(), false);
+}
 
 /* A dense model's FFN streams as one expert per layer, exactly; the next layer's FFN (after the
  * last, the first's for the next step) is always the right guess. */
@@ -516,7 +554,11 @@ static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
     {"qwen35moe_streaming_is_exact", test_qwen35moe_streaming_is_exact},
+    {"q3_k_m_streaming_is_exact", test_q3_k_m_streaming_is_exact},
+    {"mxfp4_streaming_is_exact", test_mxfp4_streaming_is_exact},
     {"qwen35_streaming_is_exact", test_qwen35_streaming_is_exact},
+    {"iq2_m_streaming_is_exact", test_iq2_m_streaming_is_exact},
+    {"iq3_xxs_streaming_is_exact", test_iq3_xxs_streaming_is_exact},
     {"small_cache_hits", test_small_cache_hits},
     {"read_fault", test_read_fault},
     {"hybrid_fault_resumes", test_hybrid_fault_resumes},

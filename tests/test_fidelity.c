@@ -11,9 +11,11 @@
 #include <string.h>
 
 #include "engine.h"
+#include "gguf.h"
 #include "harness.h"
 #include "model.h"
 #include "ops.h"
+#include "quant.h"
 #include "tokenizer.h"
 
 struct model_score {
@@ -171,6 +173,42 @@ static void test_qwen35moe_q4_k_m(void) { check_model("tiny-qwen35moe-q4_k_m", 5
 static void test_qwen35_f32(void) { check_model("tiny-qwen35-f32", 4, 0.5); }
 static void test_qwen35_q4_k_m(void) { check_model("tiny-qwen35-q4_k_m", 4, 0.5); }
 
+/* The low-bit files (fixtures README "Low-bit fixtures"): goldens on p2, p3 and p4 only. */
+static void test_x256_q2_k(void) { check_model("tiny-qwen3moe-x256-q2_k", 3, 0.25); }
+static void test_x256_q3_k_m(void) { check_model("tiny-qwen3moe-x256-q3_k_m", 3, 0.25); }
+static void test_x256_iq4_xs(void) { check_model("tiny-qwen3moe-x256-iq4_xs", 3, 0.25); }
+static void test_x256_mxfp4_moe(void) { check_model("tiny-qwen3moe-x256-mxfp4_moe", 3, 0.25); }
+static void test_dense_iq4_nl(void) { check_model("dense-qwen3-iq4_nl", 3, 0.25); }
+static void test_dense_q4_1(void) { check_model("dense-qwen3-q4_1", 3, 0.25); }
+static void test_dense_q5_1(void) { check_model("dense-qwen3-q5_1", 3, 0.25); }
+/* check_model for a file of which every tensor type has kernels in this build; otherwise a loud
+ * skip naming the type (the iq1/iq2_xxs/iq2_xs files keep token_embd in Q2_K, which comes with the
+ * other low-bit types). */
+static void check_model_if_supported(const char *name) {
+    const char *dir = test_fixtures_dir();
+    char path[1024], err[256];
+    snprintf(path, sizeof(path), "%s/models/%s.gguf", dir ? dir : ".", name);
+    struct gguf *g = dir ? gguf_open(path, err, sizeof(err)) : NULL;
+    const char *missing = NULL;
+    for (uint64_t i = 0; g && !missing && i < g->n_tensors; i++)
+        if (!quant_can_dequantize(g->tensors[i].type))
+            missing = qtype_name(g->tensors[i].type);
+    gguf_free(g);
+    if (missing)
+        test_skip("%s: no kernels for %s in this build: NOT checked", name, missing);
+    else
+        check_model(name, 3, 0.25);
+}
+
+/* The grid i-quant files (fixtures README "Low-bit fixtures"): goldens on p2, p3 and p4 only. */
+static void test_x256_iq1_m(void) { check_model_if_supported("tiny-qwen3moe-x256-iq1_m"); }
+static void test_x256_iq2_m(void) { check_model_if_supported("tiny-qwen3moe-x256-iq2_m"); }
+static void test_x256_iq3_xxs(void) { check_model_if_supported("tiny-qwen3moe-x256-iq3_xxs"); }
+static void test_dense_iq1_s(void) { check_model_if_supported("dense-qwen3-iq1_s"); }
+static void test_dense_iq2_xxs(void) { check_model_if_supported("dense-qwen3-iq2_xxs"); }
+static void test_dense_iq2_xs(void) { check_model_if_supported("dense-qwen3-iq2_xs"); }
+static void test_dense_iq3_m(void) { check_model_if_supported("dense-qwen3-iq3_m"); }
+
 static const struct test_case cases[] = {
     {"dense_f32", test_dense_f32},
     {"dense_q8_0", test_dense_q8_0},
@@ -182,6 +220,20 @@ static const struct test_case cases[] = {
     {"qwen35moe_q4_k_m", test_qwen35moe_q4_k_m},
     {"qwen35_f32", test_qwen35_f32},
     {"qwen35_q4_k_m", test_qwen35_q4_k_m},
+    {"x256_q2_k", test_x256_q2_k},
+    {"x256_q3_k_m", test_x256_q3_k_m},
+    {"x256_iq4_xs", test_x256_iq4_xs},
+    {"x256_mxfp4_moe", test_x256_mxfp4_moe},
+    {"dense_iq4_nl", test_dense_iq4_nl},
+    {"dense_q4_1", test_dense_q4_1},
+    {"dense_q5_1", test_dense_q5_1},
+    {"x256_iq1_m", test_x256_iq1_m},
+    {"x256_iq2_m", test_x256_iq2_m},
+    {"x256_iq3_xxs", test_x256_iq3_xxs},
+    {"dense_iq1_s", test_dense_iq1_s},
+    {"dense_iq2_xxs", test_dense_iq2_xxs},
+    {"dense_iq2_xs", test_dense_iq2_xs},
+    {"dense_iq3_m", test_dense_iq3_m},
     {0},
 };
 

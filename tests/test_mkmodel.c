@@ -630,6 +630,28 @@ static void check_hybrid_values(const struct gguf *g) {
     }
 }
 
+/* The engine loads the model at path and runs four tokens to finite logits (label: for
+ * messages). */
+static void check_engine_runs(const char *path, const char *label) {
+    char err[256];
+    struct model *m = model_load(path, err, sizeof(err));
+    CHECK_MSG(m != NULL, "%s: %s", label, err);
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 64;
+    ep.n_threads = 2;
+    struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    CHECK_MSG(!m || e != NULL, "%s: engine_new: %s", label, err);
+    float *logits = m ? malloc(sizeof(float) * (size_t)m->hp.n_vocab) : NULL;
+    const int32_t ids[4] = {1, 2, 3, 4};
+    bool finite = e && logits && engine_eval(e, 0, ids, 4, logits, false) == 0;
+    for (int32_t k = 0; finite && k < m->hp.n_vocab; k++)
+        finite = isfinite(logits[k]);
+    CHECK_MSG(finite, "%s: no finite logits", label);
+    free(logits);
+    engine_free(e);
+    model_free(m);
+}
+
 /* The Qwen3.5 presets: the engine loads what they write and runs it to finite logits; the big
  * ones with their real DeltaNet, attention and expert shapes, fewer layers, narrower, 8 experts. */
 static void test_qwen35_presets(void) {
@@ -668,22 +690,85 @@ static void test_qwen35_presets(void) {
         if (g)
             check_hybrid_values(g);
         gguf_free(g);
-        char err[256];
-        struct model *m = model_load(path, err, sizeof(err));
-        CHECK_MSG(m != NULL, "%s: %s", args[i][1], err);
-        struct engine_params ep = engine_params_default();
-        ep.n_ctx = 64;
-        ep.n_threads = 2;
-        struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
-        float *logits = m ? malloc(sizeof(float) * (size_t)m->hp.n_vocab) : NULL;
-        const int32_t ids[4] = {1, 2, 3, 4};
-        bool finite = e && logits && engine_eval(e, 0, ids, 4, logits, false) == 0;
-        for (int32_t k = 0; finite && k < m->hp.n_vocab; k++)
-            finite = isfinite(logits[k]);
-        CHECK_MSG(finite, "%s: no finite logits", args[i][1]);
-        free(logits);
-        engine_free(e);
-        model_free(m);
+        check_engine_runs(path, args[i][1]);
+    }
+}
+
+/* The low-bit mixes: the types llama-quantize's recipe (with an importance matrix) gave the
+ * fixtures' files, tensor for tensor, and general.file_type; values of the right scale from
+ * every generator; and the real-shaped presets, narrowed, load and run in the engine. */
+static void test_low_bit_mixes(void) {
+    static const struct { const char *mix, *fixture; bool dense; } cases[] = {
+        {"q2_k", "tiny-qwen3moe-x256-q2_k.gguf", false},
+        {"q3_k_m", "tiny-qwen3moe-x256-q3_k_m.gguf", false},
+        {"iq4_xs", "tiny-qwen3moe-x256-iq4_xs.gguf", false},
+        {"mxfp4_moe", "tiny-qwen3moe-x256-mxfp4_moe.gguf", false},
+        {"iq4_nl", "dense-qwen3-iq4_nl.gguf", true},
+        {"q4_1", "dense-qwen3-q4_1.gguf", true},
+        {"q5_1", "dense-qwen3-q5_1.gguf", true},
+    };
+    const char *dir = test_fixtures_dir();
+    if (!dir)
+        test_skip("fixtures absent: mixes NOT compared with llama-quantize's files");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *path = tmp_path("mix.gguf");
+        int rc = cases[i].dense ? MKMODEL("-o", path, "--preset", "tiny-dense", "--types",
+                                          cases[i].mix)
+                                : MKMODEL("-o", path, "--n-layer", "2", "--n-ff-exp", "256",
+                                          "--types", cases[i].mix);
+        CHECK_EQ_INT(rc, 0);
+        struct gguf *g = open_ok(path), *ref = NULL;
+        if (g)
+            check_values(g);
+        char fx[4200];
+        snprintf(fx, sizeof(fx), "%s/models/%s", dir ? dir : "", cases[i].fixture);
+        ref = g && dir ? open_ok(fx) : NULL;
+        CHECK(!ref || ref->n_tensors == g->n_tensors);
+        for (uint64_t k = 0; ref && k < ref->n_tensors; k++) {
+            const struct gguf_tensor *a = &ref->tensors[k], *b = gguf_find_tensor(g, a->name);
+            CHECK_MSG(b && b->type == a->type && b->ne[0] == a->ne[0] && b->ne[2] == a->ne[2],
+                      "%s: \"%s\" is %s, llama-quantize made %s", cases[i].mix, a->name,
+                      b ? qtype_name(b->type) : "missing", qtype_name(a->type));
+        }
+        CHECK(!ref || get_u32(g, "general.file_type") == get_u32(ref, "general.file_type"));
+        gguf_free(ref);
+        gguf_free(g);
+        if (i < 2 || cases[i].dense)
+            check_engine_runs(path, cases[i].mix);
+    }
+    static const char *const presets[][18] = {
+        {"--preset", "qwen3-30b-a3b", "--types", "q3_k_m", "--n-layer", "4", "--n-embd", "256",
+         "--n-expert", "16", "--n-vocab", "4096", NULL},
+        {"--preset", "qwen3-30b-a3b", "--types", "iq4_xs", "--n-layer", "4", "--n-embd", "256",
+         "--n-expert", "16", "--n-vocab", "4096", NULL},
+        {"--preset", "qwen3.5-35b-a3b", "--types", "q3_k_m", "--n-layer", "4", "--n-embd", "256",
+         "--n-expert", "16", "--n-vocab", "4096", NULL},
+        {"--preset", "qwen3.5-35b-a3b", "--types", "iq4_xs", "--n-layer", "4", "--n-embd", "256",
+         "--n-expert", "16", "--n-vocab", "4096", NULL},
+    };
+    /* per preset: a tensor and its type under the mix (attn_v / attn_qkv of layers 0-1: Q5_K
+     * under Q3_K_M; with 8 or 16 query heads per KV head, attn_v is Q5_K under IQ4_XS) */
+    static const struct { const char *name; enum qtype type, bulk; } want[] = {
+        {"blk.1.attn_v.weight", QTYPE_Q5_K, QTYPE_Q3_K},
+        {"blk.3.attn_v.weight", QTYPE_Q5_K, QTYPE_IQ4_XS},
+        {"blk.1.attn_qkv.weight", QTYPE_Q5_K, QTYPE_Q3_K},
+        {"blk.2.attn_qkv.weight", QTYPE_Q5_K, QTYPE_IQ4_XS},
+    };
+    for (int i = 0; i < 4; i++) {
+        const char *path = tmp_path("mix-preset.gguf");
+        const char *argv[20] = {"-o", path};
+        for (int k = 0; presets[i][k]; k++)
+            argv[2 + k] = presets[i][k];
+        CHECK_EQ_INT(mkmodel(0, argv), 0);
+        struct gguf *g = open_ok(path);
+        const struct gguf_tensor *t = g ? gguf_find_tensor(g, want[i].name) : NULL;
+        const struct gguf_tensor *up = g ? gguf_find_tensor(g, "blk.2.ffn_up_exps.weight") : NULL;
+        CHECK_MSG(t && t->type == want[i].type, "%s %s: \"%s\" is %s", presets[i][1],
+                  presets[i][3], want[i].name, t ? qtype_name(t->type) : "missing");
+        CHECK_MSG(up && up->type == want[i].bulk, "%s %s: experts are %s", presets[i][1],
+                  presets[i][3], up ? qtype_name(up->type) : "missing");
+        gguf_free(g);
+        check_engine_runs(path, presets[i][1]);
     }
 }
 
@@ -1041,6 +1126,45 @@ static void test_preset_30b_reduced(void) {
     gguf_free(g);
 }
 
+/* The i-quant mixes: the names, shapes and types llama-quantize gave the fixtures' x256 files
+ * (2 layers, expert FFN 256) and values of the intended spread; with 8 layers the IQ2_M recipe
+ * gives layer 0's ffn_down IQ3_S. */
+static void test_iq_mixes(void) {
+    static const char *const mixes[] = {"iq2_m", "iq3_xxs"};
+    const char *dir = test_fixtures_dir();
+    for (int m = 0; m < 2; m++) {
+        char name[64], path[4200];
+        snprintf(name, sizeof(name), "x256-%s.gguf", mixes[m]);
+        CHECK_EQ_INT(MKMODEL("-o", tmp_path(name), "--types", mixes[m], "--n-layer", "2",
+                             "--n-ff-exp", "256"), 0);
+        struct gguf *g = open_ok(tmp_path(name));
+        if (g)
+            check_values(g);
+        if (!dir) {
+            test_skip("fixtures absent: i-quant mixes NOT compared with llama.cpp's");
+        } else if (g) {
+            snprintf(path, sizeof(path), "%s/models/tiny-qwen3moe-x256-%s.gguf", dir, mixes[m]);
+            struct gguf *ref = open_ok(path);
+            CHECK(!ref || ref->n_tensors == g->n_tensors);
+            for (uint64_t k = 0; ref && k < ref->n_tensors; k++) {
+                const struct gguf_tensor *a = &ref->tensors[k], *b = gguf_find_tensor(g, a->name);
+                CHECK_MSG(b && b->type == a->type && b->ne[0] == a->ne[0],
+                          "%s: \"%s\" is %s here, %s in llama.cpp's", mixes[m], a->name,
+                          b ? qtype_name(b->type) : "missing", qtype_name(a->type));
+            }
+            gguf_free(ref);
+        }
+        gguf_free(g);
+    }
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("iq2_m-8.gguf"), "--types", "iq2_m", "--n-layer", "8",
+                         "--n-ff-exp", "256", "--n-expert", "4", "--n-expert-used", "2"), 0);
+    struct gguf *g = open_ok(tmp_path("iq2_m-8.gguf"));
+    const struct gguf_tensor *d0 = g ? gguf_find_tensor(g, "blk.0.ffn_down_exps.weight") : NULL;
+    const struct gguf_tensor *d1 = g ? gguf_find_tensor(g, "blk.1.ffn_down_exps.weight") : NULL;
+    CHECK(d0 && d0->type == QTYPE_IQ3_S && d1 && d1->type == QTYPE_IQ2_S);
+    gguf_free(g);
+}
+
 static const char tok_json[] =
     "{\"version\":\"1.0\",\"added_tokens\":["
     "{\"id\":8,\"content\":\"<|endoftext|>\",\"special\":true},"
@@ -1108,6 +1232,7 @@ static void test_bad_options(void) {
 
 static const struct test_case cases[] = {
     {"writer_roundtrip", test_writer_roundtrip},
+    {"low_bit_mixes", test_low_bit_mixes},
     {"writer_rejects", test_writer_rejects},
     {"writer_stream_errors", test_writer_stream_errors},
     {"writer_unwritable", test_writer_unwritable},
@@ -1122,6 +1247,7 @@ static const struct test_case cases[] = {
     {"gptoss_tiny", test_gptoss_tiny},
     {"gptoss_fixture", test_gptoss_fixture},
     {"gptoss_presets", test_gptoss_presets},
+    {"iq_mixes", test_iq_mixes},
     {"tokenizer_json", test_tokenizer_json},
     {"bad_options", test_bad_options},
     {0, 0},

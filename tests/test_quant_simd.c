@@ -12,16 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "clock.h"
 #include "harness.h"
 #include "quant.h"
 
-/* Float-summation slack: SIMD and reference differ only in the order of float additions. */
-#define SIMD_REL_TOL 1e-5
-#define SIMD_ABS_TOL 1e-6
-
 static const enum qtype all_types[] = {
-    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16, QTYPE_Q8_0, QTYPE_Q4_0, QTYPE_Q5_0,
-    QTYPE_Q4_1, QTYPE_Q5_1, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K,
+    QTYPE_F32,  QTYPE_F16,  QTYPE_BF16,  QTYPE_Q8_0,   QTYPE_Q4_0,   QTYPE_Q5_0,
+    QTYPE_Q4_1, QTYPE_Q5_1, QTYPE_Q2_K,  QTYPE_Q3_K,   QTYPE_Q4_K,   QTYPE_Q5_K,
+    QTYPE_Q6_K, QTYPE_MXFP4, QTYPE_IQ4_NL, QTYPE_IQ4_XS,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -83,6 +83,16 @@ static void randomize_scales(enum qtype t, void *row, int64_t nb) {
             ((struct block_q5_K *)row)[i].dmin = rng_scale();
             break;
         case QTYPE_Q6_K: ((struct block_q6_K *)row)[i].d = rng_scale(); break;
+        case QTYPE_Q2_K:
+            ((struct block_q2_K *)row)[i].d = rng_scale();
+            ((struct block_q2_K *)row)[i].dmin = rng_scale();
+            break;
+        case QTYPE_Q3_K: ((struct block_q3_K *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ4_NL: ((struct block_iq4_nl *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ4_XS: ((struct block_iq4_xs *)row)[i].d = rng_scale(); break;
+        case QTYPE_MXFP4: /* a scale of 2^-32..2^31 keeps the sums finite */
+            ((struct block_mxfp4 *)row)[i].e = (uint8_t)(96 + rng_next() % 64);
+            break;
         default: break;
         }
     }
@@ -93,24 +103,6 @@ static bool is_float_type(enum qtype t) {
 }
 
 /* ---- one comparison -------------------------------------------------------------------------- */
-
-/* The test's tolerance for a row pair: sum |w_i * a_i| over the dequantized rows. */
-static double abs_terms(enum qtype t, const void *w, const void *a, int64_t n) {
-    const struct quant_kernels *ref = quant_kernels_ref(t);
-    float *wf = calloc((size_t)n, sizeof(*wf)), *af = calloc((size_t)n, sizeof(*af));
-    double sum = 0.0;
-    if (!wf || !af || quant_dequantize_row(t, w, wf, n) < 0 ||
-        quant_dequantize_row(ref->vec_dot_type, a, af, n) < 0) {
-        test_fail(__FILE__, __LINE__, "abs_terms: cannot dequantize %s", qtype_name(t));
-        sum = NAN;
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            sum += fabs((double)wf[i] * (double)af[i]);
-    }
-    free(wf);
-    free(af);
-    return sum;
-}
 
 /* Fills w (w_bytes) with a random weight row of n elements of type t: mode 0 quantizes random
  * floats, mode 1 writes random codes and random scales. xf is scratch for n floats. */
@@ -127,7 +119,7 @@ static void fill_weight_row(enum qtype t, uint8_t *w, uint64_t w_bytes, int64_t 
 }
 
 /* Builds a random weight row (mode 0: quantized floats; mode 1: random codes and scales) and
- * activation row of n elements and checks k->vec_dot against the reference. */
+ * activation row of n elements and checks that k->vec_dot has the reference's bits. */
 static void compare_one(const struct quant_kernels *k, enum qtype t, int64_t n, int mode) {
     const struct quant_kernels *ref = quant_kernels_ref(t);
     uint64_t w_bytes = 0;
@@ -146,10 +138,9 @@ static void compare_one(const struct quant_kernels *k, enum qtype t, int64_t n, 
     float got = NAN, want = NAN;
     ref->vec_dot(n, &want, w, a);
     k->vec_dot(n, &got, w, a);
-    double tol = SIMD_REL_TOL * abs_terms(t, w, a, n) + SIMD_ABS_TOL;
-    CHECK_MSG(fabs((double)got - (double)want) <= tol,
-              "%s %s n=%lld mode=%d: simd %.9g ref %.9g (tol %.3g)", k->isa, qtype_name(t),
-              (long long)n, mode, got, want, tol);
+    CHECK_MSG(memcmp(&got, &want, sizeof(float)) == 0,
+              "%s %s n=%lld mode=%d: simd %.9g ref %.9g (not bitwise equal)", k->isa,
+              qtype_name(t), (long long)n, mode, got, want);
 out:
     free(xf);
     free(w);
@@ -355,28 +346,23 @@ static void check_isa(const char *isa, void (*reg)(struct quant_kernels *, int),
 
 static void test_avx2_vs_ref(void) {
     if (!cpu_has_avx2()) {
-        test_skip("cpu lacks avx2/fma/f16c");
+        test_skip("cpu lacks avx2/fma/f16c: AVX2 kernels NOT checked");
         return;
     }
-    static const enum qtype req[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_Q8_0, QTYPE_Q4_0,
-                                     QTYPE_Q5_0, QTYPE_Q4_1, QTYPE_Q5_1, QTYPE_Q4_K,
-                                     QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_BF16};
-    check_isa("avx2", quant_register_avx2, req, (int)(sizeof(req) / sizeof(req[0])));
+    check_isa("avx2", quant_register_avx2, all_types, (int)N_TYPES);
 }
 
 static void test_avx512_vs_ref(void) {
     if (!cpu_has_avx512()) {
-        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni");
+        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 kernels NOT checked");
         return;
     }
-    static const enum qtype req[] = {QTYPE_F32,  QTYPE_F16,  QTYPE_Q8_0, QTYPE_Q4_0,
-                                     QTYPE_Q5_0, QTYPE_Q4_K, QTYPE_Q5_K, QTYPE_Q6_K};
-    check_isa("avx512", quant_register_avx512, req, (int)(sizeof(req) / sizeof(req[0])));
+    check_isa("avx512", quant_register_avx512, all_types, (int)N_TYPES);
 }
 
-/* The tolerance must be tight enough to notice one wrong code: changing one weight byte of a q4_K
- * row (whose block has a non-zero scale) moves the reference by more than the tolerance. */
-static void test_tolerance_catches_one_code(void) {
+/* One wrong code anywhere in a row changes the result's bits: the bitwise comparison would see a
+ * kernel that mishandles a single weight. */
+static void test_one_code_changes_bits(void) {
     const int64_t n = 2048;
     float *xf = calloc((size_t)n, sizeof(*xf));
     struct block_q4_K *w = calloc((size_t)(n / QK_K), sizeof(*w));
@@ -390,11 +376,9 @@ static void test_tolerance_catches_one_code(void) {
     quant_q8_K_from_f32(xf, a, n);
     float before, after;
     quant_kernels_ref(QTYPE_Q4_K)->vec_dot(n, &before, w, a);
-    w[3].qs[17] ^= 0x0F;
+    w[3].qs[17] ^= 0x01;
     quant_kernels_ref(QTYPE_Q4_K)->vec_dot(n, &after, w, a);
-    double tol = SIMD_REL_TOL * abs_terms(QTYPE_Q4_K, w, a, n) + SIMD_ABS_TOL;
-    CHECK_MSG(fabs((double)after - (double)before) > tol, "one code moved %g, tol %g",
-              fabs((double)after - (double)before), tol);
+    CHECK_MSG(memcmp(&before, &after, sizeof(float)) != 0, "one code did not change the result");
 out:
     free(xf);
     free(w);
@@ -403,15 +387,17 @@ out:
 
 /* quant_kernels() must hand out one of our SIMD tables on a CPU that has the ISA. */
 static void test_dispatch_picks_simd(void) {
-    const struct quant_kernels *k = quant_kernels(QTYPE_Q4_K);
     const char *env = getenv("SNIPER_ISA");
-    CHECK(k != NULL);
-    if (!k || (env && *env))
-        return;
-    if (cpu_has_avx512())
-        CHECK_STR(k->isa, "avx512");
-    else if (cpu_has_avx2())
-        CHECK_STR(k->isa, "avx2");
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        const struct quant_kernels *k = quant_kernels(all_types[ti]);
+        CHECK(k != NULL);
+        if (!k || (env && *env))
+            continue;
+        if (cpu_has_avx512())
+            CHECK_MSG(strcmp(k->isa, "avx512") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
+        else if (cpu_has_avx2())
+            CHECK_MSG(strcmp(k->isa, "avx2") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
+    }
 }
 
 /* The reference table's vec_dot4 (four calls of vec_dot) and the dispatched table's, per type. */
@@ -429,13 +415,11 @@ static void test_vec_dot4_ref_and_best(void) {
     }
 }
 
-/* The AVX-512 tables replace vec_dot, vec_dot4 and vec_dot_rows4 together: the four-column and
- * four-row kernels of a type must differ from AVX2's (real kernels, not the AVX2 ones left behind)
- * where AVX-512 has one; and every SIMD table must have its own vec_dot_rows4 (never the
- * reference's) where its vec_dot is not the reference's. */
+/* The AVX-512 tables replace vec_dot, vec_dot4 and vec_dot_rows4 together, and every SIMD table
+ * has its own vec_dot_rows4 (never the reference's) where its vec_dot is not the reference's. */
 static void test_vec_dot4_registered_with_vec_dot(void) {
     if (!cpu_has_avx512()) {
-        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni");
+        test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 registration NOT checked");
         return;
     }
     struct quant_kernels t2[QTYPE_COUNT], t5[QTYPE_COUNT];
@@ -454,13 +438,98 @@ static void test_vec_dot4_registered_with_vec_dot(void) {
     }
 }
 
+/* Runs quant_kernels_select(tab, cap, corrupt) with stderr captured into log (size bytes). */
+static int select_logged(struct quant_kernels *tab, const char *cap, const char *corrupt,
+                         char *log, size_t size) {
+    FILE *tmp = tmpfile();
+    int saved = dup(STDERR_FILENO), rc;
+    log[0] = 0;
+    if (!tmp || saved < 0) {
+        CHECK_MSG(false, "cannot capture stderr");
+        if (tmp)
+            fclose(tmp);
+        return quant_kernels_select(tab, cap, corrupt);
+    }
+    fflush(stderr);
+    dup2(fileno(tmp), STDERR_FILENO);
+    rc = quant_kernels_select(tab, cap, corrupt);
+    fflush(stderr);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    rewind(tmp);
+    size_t got = fread(log, 1, size - 1, tmp);
+    log[got] = 0;
+    fclose(tmp);
+    return rc;
+}
+
+/* Every type of a freshly selected table against the reference on random rows (bitwise). */
+static void check_table_vs_ref(const struct quant_kernels *tab) {
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        enum qtype t = all_types[ti];
+        for (int mode = 0; mode < 2; mode++) {
+            compare_one(&tab[t], t, 3 * qtype_block_elems(t), mode);
+            compare_one(&tab[t], t, 2048, mode);
+        }
+        check_rows4(&tab[t], t);
+    }
+}
+
+/* The start-up self-check passes every kernel of this CPU, and quickly (it runs in every
+ * process). */
+static void test_self_check_clean(void) {
+    struct quant_kernels tab[QTYPE_COUNT];
+    char log[4096];
+    double t0 = clock_now_s();
+    int rejected = select_logged(tab, NULL, NULL, log, sizeof(log));
+    double ms = (clock_now_s() - t0) * 1e3;
+    CHECK_MSG(rejected == 0 && log[0] == 0, "%d kernels rejected: %s", rejected, log);
+    printf("  start-up self-check: %.2f ms, q4_K -> %s\n", ms, tab[QTYPE_Q4_K].isa);
+    check_table_vs_ref(tab);
+}
+
+/* A kernel that disagrees with the reference is not used: the log names it, the next narrower
+ * twin takes over (avx512 -> avx2, avx2 -> ref), and the results stay the reference's. */
+static void test_self_check_fallback(void) {
+    struct quant_kernels tab[QTYPE_COUNT];
+    char log[4096];
+    if (!cpu_has_avx2()) {
+        test_skip("cpu lacks avx2: no SIMD kernel to reject");
+        return;
+    }
+    int rejected = select_logged(tab, "avx2", "q4_K:avx2", log, sizeof(log));
+    CHECK_EQ_INT(rejected, 1);
+    CHECK_STR(tab[QTYPE_Q4_K].isa, "ref");
+    CHECK_STR(tab[QTYPE_Q6_K].isa, "avx2");
+    CHECK_MSG(strstr(log, "quant_kernels: q4_K avx2 kernel disagrees with the reference; using "
+                          "ref\n") != NULL, "log: %s", log);
+    check_table_vs_ref(tab);
+    if (!cpu_has_avx512()) {
+        test_skip("cpu lacks avx512: the avx512 -> avx2 fallback NOT checked");
+        return;
+    }
+    rejected = select_logged(tab, NULL, "q8_0:avx512", log, sizeof(log));
+    CHECK_EQ_INT(rejected, 1);
+    CHECK_STR(tab[QTYPE_Q8_0].isa, "avx2");
+    CHECK_STR(tab[QTYPE_Q4_K].isa, "avx512");
+    CHECK_MSG(strstr(log, "quant_kernels: q8_0 avx512 kernel disagrees with the reference; using "
+                          "avx2\n") != NULL, "log: %s", log);
+    check_table_vs_ref(tab);
+    /* a corruption naming an ISA above the cap changes nothing */
+    rejected = select_logged(tab, "avx2", "q8_0:avx512", log, sizeof(log));
+    CHECK_EQ_INT(rejected, 0);
+    CHECK_STR(tab[QTYPE_Q8_0].isa, "avx2");
+}
+
 static const struct test_case cases[] = {
     {"avx2_vs_ref", test_avx2_vs_ref},
     {"avx512_vs_ref", test_avx512_vs_ref},
-    {"tolerance_catches_one_code", test_tolerance_catches_one_code},
+    {"one_code_changes_bits", test_one_code_changes_bits},
     {"dispatch_picks_simd", test_dispatch_picks_simd},
     {"vec_dot4_ref_and_best", test_vec_dot4_ref_and_best},
     {"vec_dot4_registered_with_vec_dot", test_vec_dot4_registered_with_vec_dot},
+    {"self_check_clean", test_self_check_clean},
+    {"self_check_fallback", test_self_check_fallback},
     {0},
 };
 

@@ -1,6 +1,6 @@
-/* bench_kernels.c - single-thread matrix x vector throughput of the vec_dot kernels, per ISA.
+/* bench_kernels.c - matrix x vector throughput of the vec_dot kernels, per ISA.
  *
- *     build/bench-kernels [type ...] [--rows N] [--cols N] [--big-mb N] [--secs S]
+ *     build/bench-kernels [type ...] [--rows N] [--cols N] [--big-mb N] [--secs S] [--threads T]
  *
  * For each weight type (default q4_K q6_K q8_0) and ISA (ref, then avx2/avx512 when the CPU has
  * them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
@@ -9,7 +9,10 @@
  * vec_dot4 (one row against four activation rows) and prints its ns per row per column next to
  * vec_dot's ns per row, with the speed-up and a bitwise check of its columns against vec_dot. In
  * and out of cache it times vec_dot_rows4 (four rows against one activation row, the decode path)
- * and checks each of its outputs bitwise against vec_dot's. Matrices live on transparent huge pages
+ * and checks each of its outputs bitwise against vec_dot's. Every SIMD result is checked bitwise
+ * against the scalar reference (the accumulation contract of quant.h). With --threads T the
+ * vec_dot_rows4 and vec_dot4 passes split the rows into T contiguous shares, one per thread (as
+ * the engine's decode tasks stream contiguous chunks). Matrices live on transparent huge pages
  * (2 MiB-aligned anonymous memory with MADV_HUGEPAGE), as the engine's weights do. */
 #include <math.h>
 #include <stdbool.h>
@@ -21,12 +24,16 @@
 
 #include "clock.h"
 #include "quant.h"
+#include "quant_iq.h"
+#include "threadpool.h"
 
 struct bench_opts {
     int64_t rows;   /* rows of the in-cache matrix */
     int64_t cols;   /* elements per row */
     int64_t big_mb; /* MiB of weights in the out-of-cache matrix */
     double secs;    /* minimum seconds per measurement */
+    int threads;    /* threads of the rows4 and vec_dot4 passes */
+    struct threadpool *tp; /* threads > 1: the pool that runs them */
 };
 
 static uint64_t rng = 88172645463325252ULL;
@@ -98,49 +105,67 @@ static void matvec(const struct quant_kernels *k, const uint8_t *m, size_t row_b
         k->vec_dot(cols, &out[r], m + (size_t)r * row_bytes, act);
 }
 
-static void matvec4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes, int64_t rows,
-                    int64_t cols, const void *const act[4], float *out4) {
-    for (int64_t r = 0; r < rows; r++)
-        k->vec_dot4(cols, &out4[4 * r], m + (size_t)r * row_bytes, act);
+/* One pass of a rows4 or vec_dot4 matrix product, split into n_parts contiguous shares. */
+struct pass {
+    const struct quant_kernels *k;
+    const uint8_t *m;
+    size_t row_bytes;
+    int64_t rows, cols;
+    const void *act;         /* rows4: the activation row */
+    const void *const *act4; /* vec_dot4: four activation rows, else NULL */
+    float *out;              /* [rows] (rows4) or [rows][4] (vec_dot4) */
+    int n_parts;
+};
+
+/* Rows [r0, r1): four at a time through vec_dot_rows4 and the rest through vec_dot (as matmul
+ * does), or each through vec_dot4. */
+static void pass_range(const struct pass *p, int64_t r0, int64_t r1) {
+    int64_t r = r0;
+    if (p->act4) {
+        for (; r < r1; r++)
+            p->k->vec_dot4(p->cols, &p->out[4 * r], p->m + (size_t)r * p->row_bytes, p->act4);
+        return;
+    }
+    for (; r + 4 <= r1; r += 4)
+        p->k->vec_dot_rows4(p->cols, &p->out[r], p->m + (size_t)r * p->row_bytes, p->row_bytes,
+                            p->act);
+    for (; r < r1; r++)
+        p->k->vec_dot(p->cols, &p->out[r], p->m + (size_t)r * p->row_bytes, p->act);
 }
 
-/* out[r] for every row: four at a time through vec_dot_rows4, the last rows % 4 through vec_dot
- * (as matmul does). */
-static void matvec_rows4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
-                         int64_t rows, int64_t cols, const void *act, float *out) {
-    int64_t r = 0;
-    for (; r + 4 <= rows; r += 4)
-        k->vec_dot_rows4(cols, &out[r], m + (size_t)r * row_bytes, row_bytes, act);
-    for (; r < rows; r++)
-        k->vec_dot(cols, &out[r], m + (size_t)r * row_bytes, act);
+/* Share `task` of the pass: a contiguous run of rows, a multiple of 4 long. */
+static void pass_task(void *ctx, int64_t task, int thread) {
+    const struct pass *p = ctx;
+    (void)thread;
+    const int64_t per = ((p->rows + 3) / 4 + p->n_parts - 1) / p->n_parts * 4;
+    const int64_t r0 = task * per, r1 = r0 + per < p->rows ? r0 + per : p->rows;
+    if (r0 < r1)
+        pass_range(p, r0, r1);
 }
 
-/* Best seconds per pass of matvec_rows4 over at least secs of passes (at least 3). */
-static double time_matvec_rows4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
-                                int64_t rows, int64_t cols, const void *act, float *out,
-                                double secs) {
+/* Best seconds per pass over at least secs of passes (at least 3), on o->threads threads. */
+static double time_pass(struct pass *p, const struct bench_opts *o, double secs) {
     double best = INFINITY, start = clock_now_s();
-    for (int pass = 0; pass < 3 || clock_now_s() - start < secs; pass++) {
+    p->n_parts = o->threads > 1 ? o->threads : 1;
+    for (int n = 0; n < 3 || clock_now_s() - start < secs; n++) {
         double t0 = clock_now_s();
-        matvec_rows4(k, m, row_bytes, rows, cols, act, out);
+        if (p->n_parts > 1)
+            threadpool_run(o->tp, p->n_parts, pass_task, p);
+        else
+            pass_range(p, 0, p->rows);
         double dt = clock_now_s() - t0;
         best = dt < best ? dt : best;
     }
     return best;
 }
 
-/* Best seconds per pass of matvec4 over at least secs of passes (at least 3). */
-static double time_matvec4(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
-                           int64_t rows, int64_t cols, const void *const act[4], float *out4,
-                           double secs) {
-    double best = INFINITY, start = clock_now_s();
-    for (int pass = 0; pass < 3 || clock_now_s() - start < secs; pass++) {
-        double t0 = clock_now_s();
-        matvec4(k, m, row_bytes, rows, cols, act, out4);
-        double dt = clock_now_s() - t0;
-        best = dt < best ? dt : best;
-    }
-    return best;
+/* ", T threads" when the pass ran on more than one, else "". Static string. */
+static const char *threads_note(const struct bench_opts *o) {
+    static char buf[32];
+    if (o->threads <= 1)
+        return "";
+    snprintf(buf, sizeof(buf), ", %d threads", o->threads);
+    return buf;
 }
 
 /* Times vec_dot4 of k over the matrix against four activation rows made from x (perturbed per
@@ -162,7 +187,8 @@ static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t ro
         k->from_float(xs, acts + (size_t)j * a_bytes, cols);
         act[j] = acts + (size_t)j * a_bytes;
     }
-    double dt = time_matvec4(k, m, row_bytes, rows, cols, act, out4, o->secs);
+    struct pass p = {k, m, row_bytes, rows, cols, NULL, act, out4, 1};
+    double dt = time_pass(&p, o, o->secs);
     int64_t n_diff = 0;
     for (int64_t r = 0; r < rows && r < 64; r++) {
         for (int j = 0; j < 4; j++) {
@@ -172,9 +198,9 @@ static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t ro
         }
     }
     double ns = dt * 1e9 / (double)rows / 4.0;
-    printf("%-5s %-6s %-9s %6lldx%-5lld vec_dot4 %9.1f ns/row/col  vs vec_dot %7.1f: %.2fx  (%s)\n",
-           qtype_name(k->type), k->isa, "in-cache", (long long)rows, (long long)cols, ns, dot_ns,
-           dot_ns / ns, n_diff ? "NOT BITWISE" : "bitwise = vec_dot");
+    printf("%-5s %-6s %-9s %6lldx%-5lld vec_dot4 %9.1f ns/row/col  vs vec_dot %7.1f: %.2fx  (%s)"
+           "%s\n", qtype_name(k->type), k->isa, "in-cache", (long long)rows, (long long)cols, ns,
+           dot_ns, dot_ns / ns, n_diff ? "NOT BITWISE" : "bitwise = vec_dot", threads_note(o));
     fflush(stdout);
     rc = n_diff ? -1 : 0;
 out:
@@ -233,10 +259,14 @@ static void tables_init(void) {
         if (ref)
             tab_avx2[t] = tab_avx512[t] = *ref;
     }
-    if (cpu_has("avx2"))
+    if (cpu_has("avx2")) {
         quant_register_avx2(tab_avx2, QTYPE_COUNT);
-    if (cpu_has("avx512"))
+        quant_iq_register_avx2(tab_avx2, QTYPE_COUNT);
+    }
+    if (cpu_has("avx512")) {
         quant_register_avx512(tab_avx512, QTYPE_COUNT);
+        quant_iq_register_avx512(tab_avx512, QTYPE_COUNT);
+    }
 }
 
 /* Benchmarks one type at one matrix size over every ISA; returns 0 or -1. */
@@ -269,26 +299,29 @@ static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label
             continue;
         double secs = i == 0 && mb > 32 ? 0.0 : o->secs;
         double dt = time_matvec(ks[i], m, row_bytes, rows, cols, act, out, secs);
-        double maxdiff = 0.0;
+        int64_t n_off = 0;
         for (int64_t r = 0; r < rows && r < 64; r++)
-            maxdiff = fmax(maxdiff, fabs((double)out[r] - out_ref[r]) / (fabs(out_ref[r]) + 1e-3));
-        printf("%-5s %-6s %-9s %6lldx%-5lld %8.1f MB %9.1f ns/row %7.2f GB/s  (rel diff %.1e)\n",
+            n_off += memcmp(&out[r], &out_ref[r], sizeof(float)) != 0;
+        printf("%-5s %-6s %-9s %6lldx%-5lld %8.1f MB %9.1f ns/row %7.2f GB/s  (%s)\n",
                qtype_name(t), ks[i]->isa, label, (long long)rows, (long long)cols, mb,
-               dt * 1e9 / (double)rows, mb / 1e3 / dt, maxdiff);
+               dt * 1e9 / (double)rows, mb / 1e3 / dt, n_off ? "NOT BITWISE = ref" : "bitwise = ref");
         fflush(stdout);
+        if (n_off)
+            goto out;
         if (i > 0) {
             float *out4 = calloc((size_t)rows, sizeof(*out4));
             if (!out4)
                 goto out;
-            double dt4 = time_matvec_rows4(ks[i], m, row_bytes, rows, cols, act, out4, secs);
+            struct pass p = {ks[i], m, row_bytes, rows, cols, act, NULL, out4, 1};
+            double dt4 = time_pass(&p, o, secs);
             int64_t n_diff = 0;
             for (int64_t r = 0; r < rows; r++)
                 n_diff += memcmp(&out4[r], &out[r], sizeof(float)) != 0;
             free(out4);
-            printf("%-5s %-6s %-9s %6lldx%-5lld rows4    %9.1f ns/row %7.2f GB/s  %.2fx  (%s)\n",
+            printf("%-5s %-6s %-9s %6lldx%-5lld rows4    %9.1f ns/row %7.2f GB/s  %.2fx  (%s)%s\n",
                    qtype_name(t), ks[i]->isa, label, (long long)rows, (long long)cols,
                    dt4 * 1e9 / (double)rows, mb / 1e3 / dt4, dt / dt4,
-                   n_diff ? "NOT BITWISE" : "bitwise = vec_dot");
+                   n_diff ? "NOT BITWISE" : "bitwise = vec_dot", threads_note(o));
             fflush(stdout);
             if (n_diff)
                 goto out;
@@ -318,7 +351,7 @@ static int parse_type(const char *s, enum qtype *t) {
 }
 
 int main(int argc, char **argv) {
-    struct bench_opts o = {768, 2048, 256, 0.3};
+    struct bench_opts o = {768, 2048, 256, 0.3, 1, NULL};
     enum qtype types[QTYPE_COUNT];
     int n_types = 0;
     for (int i = 1; i < argc; i++) {
@@ -330,6 +363,8 @@ int main(int argc, char **argv) {
             o.big_mb = atoll(argv[++i]);
         else if (strcmp(argv[i], "--secs") == 0 && i + 1 < argc)
             o.secs = atof(argv[++i]);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            o.threads = atoi(argv[++i]);
         else if (n_types < QTYPE_COUNT && parse_type(argv[i], &types[n_types]) == 0)
             n_types++;
         else {
@@ -342,9 +377,14 @@ int main(int argc, char **argv) {
         types[n_types++] = QTYPE_Q6_K;
         types[n_types++] = QTYPE_Q8_0;
     }
-    if (o.rows <= 0 || o.cols <= 0 || o.big_mb < 0 || o.secs < 0) {
+    if (o.rows <= 0 || o.cols <= 0 || o.big_mb < 0 || o.secs < 0 || o.threads < 1 ||
+        o.threads > 256) {
         fprintf(stderr, "bench-kernels: bad sizes\n");
         return 2;
+    }
+    if (o.threads > 1 && !(o.tp = threadpool_new(o.threads))) {
+        fprintf(stderr, "bench-kernels: cannot start %d threads\n", o.threads);
+        return 1;
     }
     tables_init();
     int rc = 0;
@@ -362,5 +402,6 @@ int main(int argc, char **argv) {
         if (big_rows > 0 && bench_one(types[i], big_rows, o.cols, "in-memory", &o) < 0)
             rc = 1;
     }
+    threadpool_free(o.tp);
     return rc;
 }

@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "gguf_write.h"
 #include "quant.h"
+#include "quant_iq.h"
 #include "rng.h"
 
 #define MK_MAX_NAME 64
@@ -30,7 +31,12 @@
 enum mk_arch {
     MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA, MK_ARCH_QWEN35MOE, MK_ARCH_QWEN35, MK_ARCH_GPTOSS,
 };
-enum mk_types { MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M };
+/* Indexes of mk_mixes (the --types choices). */
+enum mk_types {
+    MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M, MK_TYPES_Q3_K_M, MK_TYPES_Q2_K,
+    MK_TYPES_IQ4_XS, MK_TYPES_IQ4_NL, MK_TYPES_MXFP4_MOE, MK_TYPES_Q4_1, MK_TYPES_Q5_1,
+    MK_TYPES_IQ2_M, MK_TYPES_IQ3_XXS,
+};
 
 struct mk_opts {
     const char *out;            /* output path */
@@ -118,14 +124,17 @@ static const struct mk_gptoss {
 
 static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35",
                                              "gpt-oss"};
-static const char *const mk_types_names[] = {"f32", "q8_0", "q4_k_m"};
+
+static int mk_mix_find(const char *name);
 
 static void mk_usage(FILE *f) {
     fprintf(f,
         "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
         "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b]\n"
         "         [--arch qwen3moe|qwen3|llama]\n"
-        "         [--types f32|q8_0|q4_k_m] [--seed N]\n"
+        "         [--types f32|q8_0|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4_moe|q4_1|q5_1|\n"
+        "         iq2_m|iq3_xxs]\n"
+        "         [--seed N]\n"
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
@@ -243,7 +252,7 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
     else if (c == OPT_ARCH)
         rc = (o->arch = parse_name(arg, mk_arch_names, 3)) < 0 ? -EINVAL : 0; /* qwen35*: presets */
     else if (c == OPT_TYPES)
-        rc = (o->types = parse_name(arg, mk_types_names, 3)) < 0 ? -EINVAL : 0;
+        rc = (o->types = mk_mix_find(arg)) < 0 ? -EINVAL : 0;
     else if (c == OPT_ROPE)
         rc = parse_f32_pos(arg, &o->rope_base);
     else if (c == OPT_EPS)
@@ -505,22 +514,108 @@ static void gen_q6_K(struct rng *r, float std, struct block_q6_K *b) {
     rng_bytes(r, b->qh, sizeof(b->qh));
 }
 
-/* MXFP4 as ggml stores it (block_mxfp4, 17 bytes for 32 values): byte 0 an E8M0 exponent e,
- * bytes 1..16 the 4-bit codes (value j in the low nibble of byte 1 + j, value j + 16 in the high);
- * a code decodes to {0, 1, 2, 3, 4, 6, 8, 12} (sign in bit 3) times 2^(e - 128), FP4 E2M1 with
- * the block's power of two. Uniform codes have std sqrt(274 / 8) = 5.852 units. The exponent is
- * floor(log2 s) or one more, drawn so the mean square of the scale is s^2 (a power of two alone
- * would land up to sqrt 2 off the std wanted). */
-#define MK_MXFP4_BLOCK_BYTES 17
-#define MK_MXFP4_CODE_STD 5.852f
+/* The low-bit types: random code bytes (every code, scale and min uniform over its range) with
+ * one super-scale per block chosen for the std; the constants are the rms of what the random
+ * bytes decode to per unit of that scale. */
+#define MK_Q2_K_RMS 13.87f   /* d*sc*q - 1.5d*m, sc, m in 0..15, q in 0..3 (mean 0) */
+#define MK_Q3_K_RMS 43.33f   /* d*s*q, s in -32..31 (rms 18.48), q in -4..3 (rms 2.345) */
+#define MK_Q5_K_CODE_STD 9.233f /* q in 0..31 */
+#define MK_IQ4_RMS 67.44f    /* the IQ4_NL table's rms */
+#define MK_IQ4_XS_RMS 1246.4f /* (ls - 32) * table, ls uniform in 0..63 */
+#define MK_MXFP4_RMS 5.852f  /* the doubled e2m1 values' rms */
+#define MK_Q4_0_CODE_STD 4.637f /* q - 8, q in 0..15 */
 
-static void gen_mxfp4(struct rng *r, float std, uint8_t *b) {
-    float s = std / MK_MXFP4_CODE_STD * rng_jitter(r);
-    int lo = (int)floorf(log2f(s));
-    float p_hi = (s * s / ldexpf(1.0f, 2 * lo) - 1.0f) / 3.0f; /* 4^lo (1 - p) + 4^(lo+1) p = s^2 */
-    int e = 128 + lo + (rng_unit(r) < p_hi);
-    b[0] = (uint8_t)(e < 1 ? 1 : e > 254 ? 254 : e);
-    rng_bytes(r, b + 1, MK_MXFP4_BLOCK_BYTES - 1);
+/* std / rms with the block jitter, and a random sign where the codes' mean is not 0. */
+static float gen_scale(struct rng *r, float std, float rms, bool random_sign) {
+    float d = std / rms * rng_jitter(r);
+    return random_sign && (rng_next(r) & 1) ? -d : d;
+}
+
+static void gen_q2_K(struct rng *r, float std, struct block_q2_K *b) {
+    float d = gen_scale(r, std, MK_Q2_K_RMS, false);
+    b->d = f32_to_fp16(d);
+    b->dmin = f32_to_fp16(1.5f * d);
+    rng_bytes(r, b->scales, sizeof(b->scales));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+static void gen_q3_K(struct rng *r, float std, struct block_q3_K *b) {
+    b->d = f32_to_fp16(gen_scale(r, std, MK_Q3_K_RMS, false));
+    rng_bytes(r, b->hmask, sizeof(b->hmask));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+    rng_bytes(r, b->scales, sizeof(b->scales));
+}
+
+/* As gen_q4_K with 5-bit codes: dmin = 16d, m = round(15.5 sc / 16). */
+static void gen_q5_K(struct rng *r, float std, struct block_q5_K *b) {
+    float d = std / (MK_Q5_K_CODE_STD * MK_Q4_K_SC_RMS) * rng_jitter(r);
+    uint8_t sc[8], mn[8], raw[8];
+    b->d = f32_to_fp16(d);
+    b->dmin = f32_to_fp16(16.0f * d);
+    rng_bytes(r, raw, sizeof(raw));
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(32 + (raw[j] & 31));
+        mn[j] = (uint8_t)((sc[j] * 31 + 16) / 32);
+    }
+    q4_K_pack_scales(sc, mn, b->scales);
+    rng_bytes(r, b->qh, sizeof(b->qh));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+static void gen_iq4_xs(struct rng *r, float std, struct block_iq4_xs *b) {
+    b->d = f32_to_fp16(gen_scale(r, std, MK_IQ4_XS_RMS, false));
+    rng_bytes(r, (uint8_t *)&b->scales_h, sizeof(b->scales_h));
+    rng_bytes(r, b->scales_l, sizeof(b->scales_l));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+/* The table's mean is -5.9 of its rms 67: a random sign per block cancels it. */
+static void gen_iq4_nl(struct rng *r, float std, struct block_iq4_nl *b) {
+    b->d = f32_to_fp16(gen_scale(r, std, MK_IQ4_RMS, true));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+/* The scale is a power of two: 2^e0 or 2^(e0+1) at random, weighted so that the mean square
+ * is std^2. */
+static void gen_mxfp4(struct rng *r, float std, struct block_mxfp4 *b) {
+    float t = log2f(std / MK_MXFP4_RMS), e0 = floorf(t);
+    float p_up = (exp2f(2.0f * (t - e0)) - 1.0f) / 3.0f;
+    int e = 128 + (int)e0 + (rng_unit(r) < p_up ? 1 : 0);
+    b->e = (uint8_t)(e < 0 ? 0 : e > 254 ? 254 : e);
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+static void gen_q4_0(struct rng *r, float std, struct block_q4_0 *b) {
+    b->d = f32_to_fp16(gen_scale(r, std, MK_Q4_0_CODE_STD, true));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+/* q4_1 / q5_1: d*q + m with m = -d * (the codes' mean). */
+static void gen_q4_1(struct rng *r, float std, struct block_q4_1 *b) {
+    float d = gen_scale(r, std, MK_Q4_K_CODE_STD, false);
+    b->d = f32_to_fp16(d);
+    b->m = f32_to_fp16(-7.5f * d);
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+static void gen_q5_1(struct rng *r, float std, struct block_q5_1 *b) {
+    float d = gen_scale(r, std, MK_Q5_K_CODE_STD, false);
+    b->d = f32_to_fp16(d);
+    b->m = f32_to_fp16(-15.5f * d);
+    rng_bytes(r, b->qh, sizeof(b->qh));
+    rng_bytes(r, b->qs, sizeof(b->qs));
+}
+
+/* One block of a quantized type without a generator here: uniform values of the std, quantized
+ * (slower: for types that no large preset writes). Returns 0 or -EINVAL. */
+static int gen_quantized(struct rng *r, float std, enum qtype t, uint8_t *dst) {
+    float x[QK_K];
+    uint32_t n = qtype_block_elems(t);
+    if (n > QK_K)
+        return -EINVAL;
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = std * 1.7320508f * (2.0f * rng_unit(r) - 1.0f);
+    return quant_quantize_row(t, x, dst, n);
 }
 
 /* One tensor's deterministic stream of blocks. */
@@ -547,25 +642,42 @@ static void stream_init(struct mk_stream *s, uint64_t seed, const char *name, en
     s->dist = MK_DIST_GAUSS;
 }
 
-/* Writes the next n_blocks blocks of s->type (elements for F32) into dst. */
-static void stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
+/* Writes the next n_blocks blocks of s->type (elements for F32) into dst. Returns 0, or -EINVAL
+ * for a type nothing here can write. */
+static int stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
     uint32_t bb = qtype_block_bytes(s->type);
-    for (uint64_t i = 0; i < n_blocks; i++, dst += bb) {
+    int rc = 0;
+    for (uint64_t i = 0; rc == 0 && i < n_blocks; i++, dst += bb) {
+        void *b = dst;
         switch (s->type) {
-        case QTYPE_Q8_0: gen_q8_0(&s->rng, s->std, (struct block_q8_0 *)(void *)dst); break;
-        case QTYPE_Q5_0: gen_q5_0(&s->rng, s->std, (struct block_q5_0 *)(void *)dst); break;
-        case QTYPE_Q4_K: gen_q4_K(&s->rng, s->std, (struct block_q4_K *)(void *)dst); break;
-        case QTYPE_Q6_K: gen_q6_K(&s->rng, s->std, (struct block_q6_K *)(void *)dst); break;
-        case QTYPE_MXFP4: gen_mxfp4(&s->rng, s->std, dst); break;
-        default: {
+        case QTYPE_Q8_0: gen_q8_0(&s->rng, s->std, b); break;
+        case QTYPE_Q5_0: gen_q5_0(&s->rng, s->std, b); break;
+        case QTYPE_Q4_K: gen_q4_K(&s->rng, s->std, b); break;
+        case QTYPE_Q6_K: gen_q6_K(&s->rng, s->std, b); break;
+        case QTYPE_Q2_K: gen_q2_K(&s->rng, s->std, b); break;
+        case QTYPE_Q3_K: gen_q3_K(&s->rng, s->std, b); break;
+        case QTYPE_Q5_K: gen_q5_K(&s->rng, s->std, b); break;
+        case QTYPE_IQ4_XS: gen_iq4_xs(&s->rng, s->std, b); break;
+        case QTYPE_IQ4_NL: gen_iq4_nl(&s->rng, s->std, b); break;
+        case QTYPE_MXFP4: gen_mxfp4(&s->rng, s->std, b); break;
+        case QTYPE_Q4_0: gen_q4_0(&s->rng, s->std, b); break;
+        case QTYPE_Q4_1: gen_q4_1(&s->rng, s->std, b); break;
+        case QTYPE_Q5_1: gen_q5_1(&s->rng, s->std, b); break;
+        case QTYPE_F32: {
             float v = s->dist == MK_DIST_UNIFORM ? s->mean + s->std * (2 * rng_unit(&s->rng) - 1)
                     : s->dist == MK_DIST_NEG_LOGU
                         ? -expf(logf(0.01f) + rng_unit(&s->rng) * (logf(4.0f) - logf(0.01f)))
                         : s->mean + s->std * rng_gauss(&s->rng);
             memcpy(dst, &v, sizeof(v));
+            break;
         }
+        default: /* grid i-quants: random valid codes (a grid search would take hours) */
+            rc = quant_iq_is_grid(s->type) ? quant_iq_random_block(s->type, &s->rng, s->std, b)
+                                           : gen_quantized(&s->rng, s->std, s->type, dst);
+            break;
         }
     }
+    return rc;
 }
 
 /* ==== tokenizer =============================================================================== */
@@ -1102,23 +1214,194 @@ struct mk_model {
     uint32_t n;
 };
 
-/* llama-quantize's use_more_bits: which layers' attn_v / ffn_down get Q6_K under Q4_K_M. */
+/* ---- type mixes: llama-quantize's recipes ---------------------------------------------------- */
+/* Each --types choice restates one llama-quantize ftype's rules (llama_tensor_get_type) for the
+ * roles here, as applied with an importance matrix where a rule depends on one (every published
+ * low-bit GGUF is made with one); Mixtral-style 8-expert special cases are not modelled. A mix is
+ * a rule and a line in mk_mixes. */
+
+/* What a rule sees of a tensor: its role, layer (0 for global tensors), whether it stacks experts
+ * (ne2 > 1), and the model's options. */
+struct mk_slot {
+    const struct mk_opts *o;
+    enum mk_role role;
+    uint32_t il;
+    bool experts;
+};
+
+/* llama-quantize's use_more_bits: which layers' attn_v / ffn_down get more bits. */
 static bool use_more_bits(uint32_t i, uint32_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* The type llama-quantize would give a tensor of this role, layer and row length. */
-static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t il, uint64_t ne0) {
+/* attn_v, and the DeltaNet attn_qkv that llama-quantize counts with it. */
+static bool role_is_attn_v(enum mk_role r) {
+    return r == MK_ROLE_ATTN_V || r == MK_ROLE_SSM_QKV;
+}
+
+static uint32_t n_gqa(const struct mk_opts *o) {
+    return o->n_head / o->n_head_kv;
+}
+
+static enum qtype mix_f32(const struct mk_slot *s) {
+    (void)s;
+    return QTYPE_F32;
+}
+
+static enum qtype mix_q8_0(const struct mk_slot *s) {
+    (void)s;
+    return QTYPE_Q8_0;
+}
+
+static enum qtype mix_q4_k_m(const struct mk_slot *s) {
+    bool more = (role_is_attn_v(s->role) || s->role == MK_ROLE_FFN_DOWN) &&
+                use_more_bits(s->il, s->o->n_layer);
+    return s->role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
+}
+
+static enum qtype mix_q3_k_m(const struct mk_slot *s) {
+    switch (s->role) {
+    case MK_ROLE_OUTPUT: return QTYPE_Q6_K;
+    case MK_ROLE_ATTN_V:
+    case MK_ROLE_SSM_QKV: return s->il < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
+    case MK_ROLE_FFN_DOWN: return s->il < s->o->n_layer / 16 ? QTYPE_Q5_K : QTYPE_Q4_K;
+    case MK_ROLE_ATTN_O: return QTYPE_Q4_K;
+    default: return QTYPE_Q3_K;
+    }
+}
+
+static enum qtype mix_q2_k(const struct mk_slot *s) {
+    switch (s->role) {
+    case MK_ROLE_OUTPUT: return QTYPE_Q6_K;
+    case MK_ROLE_ATTN_V:
+    case MK_ROLE_SSM_QKV: return n_gqa(s->o) >= 4 ? QTYPE_Q4_K : QTYPE_Q3_K;
+    case MK_ROLE_FFN_DOWN:
+    case MK_ROLE_ATTN_O: return QTYPE_Q3_K;
+    default: return QTYPE_Q2_K;
+    }
+}
+
+/* IQ4_XS and IQ4_NL: attn_v gets Q5_K with 4 or more query heads per KV head. */
+static enum qtype mix_iq4(const struct mk_slot *s, enum qtype base) {
+    if (s->role == MK_ROLE_OUTPUT)
+        return QTYPE_Q6_K;
+    if (role_is_attn_v(s->role) && n_gqa(s->o) >= 4)
+        return QTYPE_Q5_K;
+    return base;
+}
+
+static enum qtype mix_iq4_xs(const struct mk_slot *s) {
+    return mix_iq4(s, QTYPE_IQ4_XS);
+}
+
+static enum qtype mix_iq4_nl(const struct mk_slot *s) {
+    return mix_iq4(s, QTYPE_IQ4_NL);
+}
+
+/* MXFP4_MOE: the stacked expert tensors MXFP4, every other matrix (output included) Q8_0. */
+static enum qtype mix_mxfp4_moe(const struct mk_slot *s) {
+    return s->experts ? QTYPE_MXFP4 : QTYPE_Q8_0;
+}
+
+static enum qtype mix_q4_1(const struct mk_slot *s) {
+    return s->role == MK_ROLE_OUTPUT ? QTYPE_Q6_K : QTYPE_Q4_1;
+}
+
+static enum qtype mix_q5_1(const struct mk_slot *s) {
+    return s->role == MK_ROLE_OUTPUT ? QTYPE_Q6_K : QTYPE_Q5_1;
+}
+
+/* IQ2_M and IQ3_XXS: IQ3_S token_embd and attn_output, Q5_K output; attn_v Q4_K with 4 or more
+ * query heads per KV head (IQ2_M also with 4 or more experts; else IQ3_S / IQ3_XXS). IQ2_M: IQ2_S
+ * elsewhere, but IQ3_S ffn_down in the first eighth of the layers (llama-quantize counts ffn_down
+ * tensors); IQ3_XXS: IQ2_S attn_q/attn_k, IQ3_XXS elsewhere. */
+static enum qtype mix_iq_grid(const struct mk_slot *s, bool iq2_m) {
+    switch (s->role) {
+    case MK_ROLE_EMBD:
+    case MK_ROLE_ATTN_O: return QTYPE_IQ3_S;
+    case MK_ROLE_OUTPUT: return QTYPE_Q5_K;
+    case MK_ROLE_ATTN_V:
+    case MK_ROLE_SSM_QKV:
+        if (n_gqa(s->o) >= 4 || (iq2_m && mk_is_moe(s->o->arch) && s->o->n_expert >= 4))
+            return QTYPE_Q4_K;
+        return iq2_m ? QTYPE_IQ3_S : QTYPE_IQ3_XXS;
+    case MK_ROLE_ATTN_Q:
+    case MK_ROLE_ATTN_K: return QTYPE_IQ2_S;
+    case MK_ROLE_FFN_DOWN:
+        return !iq2_m ? QTYPE_IQ3_XXS : s->il < s->o->n_layer / 8 ? QTYPE_IQ3_S : QTYPE_IQ2_S;
+    default: return iq2_m ? QTYPE_IQ2_S : QTYPE_IQ3_XXS;
+    }
+}
+
+static enum qtype mix_iq2_m(const struct mk_slot *s) {
+    return mix_iq_grid(s, true);
+}
+
+static enum qtype mix_iq3_xxs(const struct mk_slot *s) {
+    return mix_iq_grid(s, false);
+}
+
+struct mk_mix {
+    const char *name;                          /* the --types value */
+    uint32_t file_type;                        /* general.file_type: llama.cpp's llama_ftype */
+    enum qtype (*rule)(const struct mk_slot *); /* a matrix's type (norms, routers: F32) */
+};
+
+/* Indexed by enum mk_types. */
+static const struct mk_mix mk_mixes[] = {
+    [MK_TYPES_F32] = {"f32", 0, mix_f32},
+    [MK_TYPES_Q8_0] = {"q8_0", 7, mix_q8_0},
+    [MK_TYPES_Q4_K_M] = {"q4_k_m", 15, mix_q4_k_m},
+    [MK_TYPES_Q3_K_M] = {"q3_k_m", 12, mix_q3_k_m},
+    [MK_TYPES_Q2_K] = {"q2_k", 10, mix_q2_k},
+    [MK_TYPES_IQ4_XS] = {"iq4_xs", 30, mix_iq4_xs},
+    [MK_TYPES_IQ4_NL] = {"iq4_nl", 25, mix_iq4_nl},
+    [MK_TYPES_MXFP4_MOE] = {"mxfp4_moe", 38, mix_mxfp4_moe},
+    [MK_TYPES_Q4_1] = {"q4_1", 3, mix_q4_1},
+    [MK_TYPES_Q5_1] = {"q5_1", 9, mix_q5_1},
+    [MK_TYPES_IQ2_M] = {"iq2_m", 29, mix_iq2_m},
+    [MK_TYPES_IQ3_XXS] = {"iq3_xxs", 23, mix_iq3_xxs},
+};
+#define MK_N_MIXES (int)(sizeof(mk_mixes) / sizeof(mk_mixes[0]))
+
+/* The mk_mixes index named name, or -1. */
+static int mk_mix_find(const char *name) {
+    for (int i = 0; i < MK_N_MIXES; i++)
+        if (mk_mixes[i].name && strcmp(name, mk_mixes[i].name) == 0)
+            return i;
+    return -1;
+}
+
+/* llama-quantize's fallback for rows that are not whole blocks of t (tensor_type_fallback). */
+static enum qtype mk_fallback(enum qtype t) {
+    switch (t) {
+    case QTYPE_IQ1_S:
+    case QTYPE_IQ1_M:
+    case QTYPE_IQ2_XXS:
+    case QTYPE_IQ2_XS:
+    case QTYPE_IQ2_S:
+    case QTYPE_IQ3_XXS:
+    case QTYPE_IQ3_S:
+    case QTYPE_IQ4_XS: return QTYPE_IQ4_NL;
+    case QTYPE_Q2_K:
+    case QTYPE_Q3_K: return QTYPE_Q4_0;
+    case QTYPE_Q4_K: return QTYPE_Q5_0;
+    case QTYPE_Q5_K: return QTYPE_Q5_1;
+    case QTYPE_Q6_K: return QTYPE_Q8_0;
+    default: return t;
+    }
+}
+
+/* The type llama-quantize would give a tensor of this role, layer, row length and expert count. */
+static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t il, uint64_t ne0,
+                          uint64_t ne2) {
     if (o->types == MK_TYPES_F32 || role == MK_ROLE_NORM || role == MK_ROLE_ROUTER ||
         role >= MK_ROLE_SSM_CONV)
         return QTYPE_F32;
-    if (o->types == MK_TYPES_Q8_0)
-        return QTYPE_Q8_0;
-    bool more = (role == MK_ROLE_ATTN_V || role == MK_ROLE_SSM_QKV || role == MK_ROLE_FFN_DOWN) &&
-                use_more_bits(il, o->n_layer);
-    enum qtype t = role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
-    if (ne0 % QK_K != 0) /* llama-quantize's fallbacks for rows that are not whole super-blocks */
-        t = t == QTYPE_Q6_K ? QTYPE_Q8_0 : QTYPE_Q5_0;
+    const struct mk_slot slot = {o, role, il, ne2 > 1};
+    enum qtype t = mk_mixes[o->types].rule(&slot);
+    if (ne0 % qtype_block_elems(t) != 0)
+        t = mk_fallback(t);
     return t;
 }
 
@@ -1136,7 +1419,7 @@ static void plan_add(struct mk_model *m, const struct mk_opts *o, const char *na
     else
         snprintf(t->name, sizeof(t->name), "%s%s", name, suffix);
     t->role = role;
-    t->type = mk_type(o, role, il < 0 ? 0 : (uint32_t)il, ne0);
+    t->type = mk_type(o, role, il < 0 ? 0 : (uint32_t)il, ne0, ne2);
     t->ne[0] = ne0;
     t->ne[1] = ne1;
     t->ne[2] = ne2;
@@ -1344,7 +1627,6 @@ static int meta_gptoss(struct gguf_writer *w, const struct mk_opts *o, const cha
 
 /* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
 static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
-    static const uint32_t file_types[] = {0, 7, 15}; /* ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_M */
     const char *a = mk_arch_names[o->arch];
     bool moe = mk_is_moe(o->arch);
     char name[128], desc[160];
@@ -1373,9 +1655,9 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_used_count", o->n_expert_used);
     rc = rc || !mk_is_hybrid(o->arch) ? rc : meta_hybrid(w, o, a);
     rc = rc || o->arch != MK_ARCH_GPTOSS ? rc : meta_gptoss(w, o, a);
-    /* 38: MOSTLY_MXFP4_MOE */
     rc = rc ? rc : gguf_writer_add_u32(w, "general.file_type",
-                                       o->mxfp4_experts ? 38 : file_types[o->types]);
+                                       o->mxfp4_experts ? mk_mixes[MK_TYPES_MXFP4_MOE].file_type
+                                                        : mk_mixes[o->types].file_type);
     rc = rc ? rc : gguf_writer_add_u32(w, "general.quantization_version", 2);
     return rc;
 }
@@ -1419,8 +1701,8 @@ static int write_stream(struct gguf_writer *w, uint64_t seed, const char *name,
     }
     while (rc == 0 && left > 0) {
         uint64_t n = left < per_chunk ? left : per_chunk;
-        stream_fill(&s, buf, n);
-        rc = gguf_writer_write(w, buf, (size_t)(n * bb));
+        rc = stream_fill(&s, buf, n);
+        rc = rc ? rc : gguf_writer_write(w, buf, (size_t)(n * bb));
         left -= n;
     }
     return rc;
