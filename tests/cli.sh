@@ -198,7 +198,7 @@ def para(title):
     assert len(found) == 1, (title, found)
     return found[0]
 both, daemon, prompt = para("The model and the engine (both modes)"), para("The daemon"), para("One prompt")
-for o in ["--model", "--threads", "--ctx-size", "--batch", "--kv-type", "--ram-budget", "--prefetch",
+for o in ["--model ", "--threads", "--ctx-size", "--batch", "--kv-type", "--ram-budget", "--prefetch",
           "--io ", "--checkpoints", "--moe-top-k"]:
     assert o in both and o not in daemon and o not in prompt, o
 for o in ["--host", "--port", "--api-key", "--queue", "--max-connections", "--read-timeout", "--config"]:
