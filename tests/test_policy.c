@@ -1,14 +1,17 @@
 /* test_policy.c - bench-policy's engine (tools/route_trace.c): the route traces of
  * ../shared/fixtures/routing read and replayed with its authors' counting rules (their published
  * LRU and Belady hit rates reproduced to the digit), malformed traces refused with the line named,
- * and a recorded trace written and read back. */
+ * a recorded trace written and read back, and the replay of lru/frecency/lirs agreeing with the
+ * real expert cache lookup for lookup, so that its tables describe the cache sniperd runs. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "expert_cache.h"
 #include "harness.h"
+#include "model.h"
 #include "route_trace.h"
 
 #define MIB ((uint64_t)1 << 20)
@@ -199,11 +202,91 @@ static void test_write_read(void) {
     route_trace_free(t);
 }
 
+/* ---- the replay is the cache ------------------------------------------------------------------- */
+
+/* n_cycles cycles of lookups (each layer once, n_used distinct experts), drawn mostly from a few
+ * hot experts per layer that drift every 40 cycles, the rest uniform: frequency and recency both
+ * matter, and more than EC_HALVE cycles pass. */
+static struct route_trace *skewed_trace(const struct model *m, int n_cycles) {
+    const int32_t L = m->hp.n_layer, E = m->hp.n_expert, K = m->hp.n_expert_used;
+    struct route_trace *t = route_trace_new(L, E, K, expert_cache_slot_bytes(m));
+    uint32_t x = 12345;
+    for (int c = 0; t && c < n_cycles; c++)
+        for (int32_t l = 0; l < L; l++) {
+            int32_t ids[64], n = 0;
+            while (n < K) {
+                x = x * 1664525u + 1013904223u;
+                uint32_t r = x >> 8;
+                int32_t e = r % 4 < 3 ? (int32_t)((r / 4 % 5 + (uint32_t)(c / 40) + (uint32_t)l) % (uint32_t)E)
+                                      : (int32_t)(r / 4 % (uint32_t)E);
+                bool dup = false;
+                for (int32_t i = 0; i < n; i++)
+                    dup |= ids[i] == e;
+                if (!dup)
+                    ids[n++] = e;
+            }
+            CHECK(route_trace_add(t, l, ids, NULL, n, true) == 0);
+        }
+    return t;
+}
+
+/* Feeds t's lookups to a real cache of n_slots and to the replay of policy p at the same bytes:
+ * the same hits and misses, lookup for lookup. */
+static void check_replay_is_cache(const char *args, int n_slots, enum route_policy p,
+                                  const char *eviction) {
+    char path[1024], err[256] = "";
+    if (test_make_model(path, sizeof(path), "policy.gguf", args) < 0)
+        return;
+    struct model *m = model_open(path, true, err, sizeof(err));
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m)
+        return;
+    struct expert_cache_options o = {EXPERT_IO_URING, 4};
+    const size_t slot = expert_cache_slot_bytes(m);
+    struct expert_cache *c = expert_cache_new(m, slot * (size_t)n_slots, &o, err, sizeof(err));
+    struct route_trace *t = skewed_trace(m, 150);
+    CHECK_MSG(c != NULL && t != NULL, "%s", err);
+    if (!c || !t)
+        goto out;
+    struct expert_cache_stats st;
+    expert_cache_get_stats(c, &st);
+    CHECK_STR(st.eviction, eviction);
+    for (size_t k = 0; k < t->n_look; k++) {
+        const struct route_lookup *l = &t->look[k];
+        CHECK_EQ_INT(expert_cache_begin(c, l->layer, t->ids + l->off, l->n), 0);
+        for (int32_t i = 0; i < l->n; i++) {
+            const uint8_t *mats[3];
+            CHECK_EQ_INT(expert_cache_get(c, i, mats, true), 1);
+        }
+    }
+    struct route_result r;
+    CHECK_EQ_INT(route_replay(t, p, (uint64_t)slot * (uint64_t)n_slots, 0, &r), 0);
+    expert_cache_get_stats(c, &st);
+    fprintf(stderr, "  %d slots, %s: cache %llu hits, replay %llu\n", n_slots, eviction,
+            (unsigned long long)st.hits, (unsigned long long)r.hits);
+    CHECK(st.hits == r.hits && st.misses == r.misses);
+    CHECK(st.hits > 0 && st.misses > (uint64_t)n_slots);
+    struct route_result lru;
+    CHECK_EQ_INT(route_replay(t, ROUTE_LRU, (uint64_t)slot * (uint64_t)n_slots, 0, &lru), 0);
+    CHECK_MSG(lru.hits != r.hits, "the sequence does not tell %s from lru", eviction);
+out:
+    route_trace_free(t);
+    expert_cache_free(c);
+    model_free(m);
+}
+
+static void test_replay_is_cache(void) {
+    /* 4 layers x 4 experts a token = 16: 20 slots is frecency's, 12 (below a token) LIRS's */
+    check_replay_is_cache("--preset tiny --types q4_k_m --seed 17", 20, ROUTE_FRECENCY, "frecency");
+    check_replay_is_cache("--preset tiny --types q4_k_m --seed 17", 12, ROUTE_LIRS, "lirs");
+}
+
 static const struct test_case cases[] = {
     {"published_rates", test_published_rates},
     {"belady_bounds", test_belady_bounds},
     {"malformed", test_malformed},
     {"write_read", test_write_read},
+    {"replay_is_cache", test_replay_is_cache},
     {0},
 };
 

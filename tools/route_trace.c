@@ -1,10 +1,9 @@
 /* route_trace.c - route traces (read, recorded, written) and their replay against eviction
- * policies. Invariants of the replay: a key (layer * n_expert + expert) is resident or not, the
- * resident bytes never pass the cache's, the lookup being served never loses an expert it pinned
- * (unless it is larger than the cache: then it goes in groups, as the engine's), and every list
- * node is on at most one list. Each policy's bookkeeping is O(1) per lookup of an expert (a victim
- * search skips pinned keys; frecency compares the heads of its CMAX lists) except belady's, which
- * scans: it is the bound, not a policy a cache could run. */
+ * policies. Replay invariants: the resident bytes never pass the cache's; the lookup being served
+ * never loses an expert it pinned (unless it is larger than the cache: then it goes in groups, as
+ * the engine's); a key is on at most one list. Bookkeeping is O(1) per expert looked up (victim
+ * searches skip pinned keys; frecency compares its 33 list heads) except belady's, which scans:
+ * it is the bound, not a policy a cache could run. */
 #include "route_trace.h"
 
 #include <errno.h>
@@ -346,8 +345,8 @@ int route_trace_write(const struct route_trace *t, const char *path) {
 
 /* ---- replay ---------------------------------------------------------------------------------- */
 
-#define RP_CMAX 32   /* frecency: lookups counted per key, at most */
-#define RP_K 2       /* frecency: cycles one lookup is worth */
+#define RP_CMAX 32   /* frecency: lookups counted per key, at most (as expert_cache's) */
+#define RP_K 2       /* frecency: cycles one lookup is worth (as expert_cache's) */
 #define RP_HALVE 32  /* frecency: every key's count is halved every this many cycles */
 #define RP_HEADS 34  /* list heads: lru 1, lirs 2, arc 4, frecency RP_CMAX + 1 (counts 0..) */
 

@@ -62,6 +62,7 @@ uint64_t route_trace_token_bytes(const struct route_trace *t);
 /* Bytes of all experts of all layers. */
 uint64_t route_trace_all_bytes(const struct route_trace *t);
 
+/* Frees t and all it owns. Accepts NULL. */
 void route_trace_free(struct route_trace *t);
 
 /* ---- replay ---------------------------------------------------------------------------------- */
