@@ -21,7 +21,7 @@ AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx51
 COMMON_SRC := $(wildcard common/*.c)
 ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c) \
               $(wildcard server/context/*.c)
-LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC)
+LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC) tools/route_trace.c
 LIB_OBJ    := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/webui.o
 TEST_SRC   := $(wildcard tests/test_*.c)
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)

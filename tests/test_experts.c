@@ -279,6 +279,52 @@ out:
     pair_close(&p);
 }
 
+/* Frecency, by hand: 16 slots (one token's lookups of the tiny model), lookups of 4 experts in
+ * cycles of layers 0 and 1. After cycle 2, layer 0's experts 0-3 were looked up 3 times (score
+ * 2 x 3 + cycle 2 = 8) and layer 1's 0-3, 4-7, 8-11 once in cycles 0, 1, 2 (scores 2, 3, 4); cycle 3
+ * evicts layer 1's 0-3 for layer 0's 4-7 (score 5), then layer 1's 4-7 for its 12-15 (5); in cycle 4
+ * layer 0's 8-11 evict layer 1's 8-11 (4), where LRU would evict layer 0's 0-3, the least recent;
+ * so cycle 5's lookup of layer 0's 0-3 hits. */
+static void test_frecency_by_hand(void) {
+    char err[256] = "";
+    const char *path = moe_model();
+    struct model *m = path ? model_open(path, true, err, sizeof(err)) : NULL;
+    CHECK_MSG(m != NULL, "%s", err);
+    if (!m)
+        return;
+    struct expert_cache *c = cache_new(m, expert_cache_slot_bytes(m) * 16, EXPERT_IO_URING);
+    if (!c)
+        goto out;
+    struct expert_cache_stats st;
+    expert_cache_get_stats(c, &st);
+    CHECK_STR(st.eviction, "frecency");
+    static const struct {
+        int il, first; /* experts first .. first + 3 */
+    } seq[] = {{0, 0}, {1, 0}, {0, 0}, {1, 4}, {0, 0}, {1, 8}, {0, 4}, {1, 12}, {0, 8}, {0, 0}};
+    for (size_t k = 0; k < sizeof(seq) / sizeof(seq[0]); k++) {
+        if (k == 9) { /* before cycle 5: what cycle 4 kept */
+            for (int32_t e = 0; e < 16; e++) {
+                bool want0 = e < 12, want1 = e >= 12;
+                CHECK_MSG(expert_cache_resident(c, 0, e) == want0, "layer 0 expert %d", e);
+                CHECK_MSG(expert_cache_resident(c, 1, e) == want1, "layer 1 expert %d", e);
+            }
+        }
+        const int32_t ids[4] = {seq[k].first, seq[k].first + 1, seq[k].first + 2,
+                                seq[k].first + 3};
+        CHECK_EQ_INT(expert_cache_begin(c, seq[k].il, ids, 4), 0);
+        for (int i = 0; i < 4; i++) {
+            const uint8_t *mats[3];
+            CHECK_EQ_INT(expert_cache_get(c, i, mats, true), 1);
+        }
+    }
+    expert_cache_get_stats(c, &st);
+    CHECK_EQ_INT(st.hits, 12);
+    CHECK_EQ_INT(st.misses, 28);
+    expert_cache_free(c);
+out:
+    model_free(m);
+}
+
 /* A read that fails half way through a hybrid model's step leaves its recurrent state half
  * updated: the sequence goes back to its newest checkpoint, and what is fed again from there is
  * bit-identical to the all-in-RAM run. */
@@ -560,6 +606,7 @@ static const struct test_case cases[] = {
     {"iq2_m_streaming_is_exact", test_iq2_m_streaming_is_exact},
     {"iq3_xxs_streaming_is_exact", test_iq3_xxs_streaming_is_exact},
     {"small_cache_hits", test_small_cache_hits},
+    {"frecency_by_hand", test_frecency_by_hand},
     {"read_fault", test_read_fault},
     {"hybrid_fault_resumes", test_hybrid_fault_resumes},
     {"file_shrinks", test_file_shrinks},

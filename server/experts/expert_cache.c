@@ -2,10 +2,10 @@
  * Invariants: where[key] is the slot holding or reading key, or -1, and slot.key names it back;
  * a slot is READY only after all three of its reads succeeded, and a failed one goes back to FREE
  * (its key forgotten); slots pinned by the current lookup (pin == epoch) and slots still being read
- * are never chosen as victims; every slot is on exactly one of two lists, each ordered oldest
- * first: with LRU, the main list (all slots, by last use; the second stays empty); with LIRS, the
- * main list holds the LIR slots (by last lookup) and the second the HIR queue, FREE slots at its
- * front; n_lir counts the slots with lir set, which are all on the main list. */
+ * are never chosen as victims; every slot is on exactly one list, each ordered oldest first. The
+ * waiting list holds FREE slots and unused guesses, first to go (with LIRS it is the HIR queue,
+ * FREE slots at its front). Frecency: a looked-up slot is on the list of its key's count, ordered
+ * by (stamp, tick); LIRS: the main list holds the LIR slots (by last lookup), n_lir of them. */
 #include "clock.h"
 #include "expert_cache.h"
 
@@ -30,7 +30,9 @@ struct ec_slot {
     int rc;             /* first error of its last reads */
     uint64_t pin;       /* epoch of the lookup that pinned it */
     bool lir;           /* LIRS: in the LIR set (short reuse distance) */
-    int32_t prev, next; /* on one of the two lists (see the invariants) */
+    int64_t stamp;      /* frecency: cycle of its key's last lookup (or of its guess) */
+    uint64_t tick;      /* frecency: tick of the same, to order lookups of one cycle */
+    int32_t prev, next; /* on one list (see the invariants) */
     const uint8_t *mat[3];
 };
 
@@ -41,18 +43,22 @@ struct expert_cache {
     uint8_t *mem; /* [n_slots][slot_bytes] */
     size_t mem_bytes;
     int32_t *where;        /* [n_layer * n_expert] */
-    struct ec_slot *slots; /* [n_slots + 2]: then the heads of the main list and the HIR queue */
+    struct ec_slot *slots; /* [n_slots + EC_HEADS]: then the heads of the lists */
     uint64_t epoch;
     int32_t lookup[EC_MAX_LOOKUP]; /* slots of the current lookup's ids */
     int32_t lookup_n;
     int32_t guessed[EC_MAX_LOOKUP]; /* slots the last prefetch filled, for layer guessed_layer */
     int32_t guessed_n, guessed_layer;
     struct expert_io *io;
-    /* LIRS, in caches smaller than one token's lookups (see ec_touch) */
+    /* LIRS in caches smaller than one token's lookups, frecency in the others (see ec_touch) */
     bool lirs;
     int32_t n_lir, lir_cap;
     uint64_t tick;   /* bumped per expert looked up */
     uint64_t *klast; /* [n_layer * n_expert] tick of the key's last lookup, 0: never */
+    uint8_t *count;  /* [n_layer * n_expert] frecency: lookups of the key, at most EC_CMAX, halved
+                      * every EC_HALVE cycles; kept while the key is not resident */
+    int64_t cycle;   /* lookups whose layer went down: one per decode token or prefill batch */
+    int32_t last_il; /* layer of the last lookup */
     uint64_t *layer_hits, *layer_misses;
     struct expert_cache_stats stats;
 };
@@ -100,8 +106,16 @@ size_t expert_cache_slot_bytes(const struct model *m) {
 
 /* ---- the lists ------------------------------------------------------------------------------- */
 
-#define EC_MAIN(c) ((c)->n_slots)    /* head of the LRU list, or of LIRS's LIR list */
-#define EC_HIR(c) ((c)->n_slots + 1) /* head of LIRS's HIR queue */
+/* Frecency (tools/bench_policy.c replays it on real models' routing): the victim is the slot with
+ * the lowest EC_K x count + stamp, counts kept per key up to EC_CMAX and halved every EC_HALVE
+ * cycles. One list per count, each ordered by stamp, so the lowest is one of their heads. */
+#define EC_CMAX 32
+#define EC_K 2
+#define EC_HALVE 32
+#define EC_MAIN(c) ((c)->n_slots)                  /* LIRS's LIR list */
+#define EC_WAIT(c) ((c)->n_slots + 1)              /* the waiting list; LIRS's HIR queue */
+#define EC_COUNT(c, n) ((c)->n_slots + 2 + (n))    /* frecency: slots whose key's count is n */
+#define EC_HEADS (2 + EC_CMAX + 1)
 
 static void list_unlink(struct expert_cache *c, int32_t s) {
     struct ec_slot *x = &c->slots[s];
@@ -117,11 +131,6 @@ static void list_move(struct expert_cache *c, int32_t s, int32_t h, bool front) 
     c->slots[s].prev = c->slots[before].prev;
     c->slots[c->slots[before].prev].next = s;
     c->slots[before].prev = s;
-}
-
-/* Where slots that are not (yet) looked up wait: FREE ones and prefetch guesses. */
-static int32_t ec_waiting_list(const struct expert_cache *c) {
-    return c->lirs ? EC_HIR(c) : EC_MAIN(c);
 }
 
 /* Takes slot s out of the LIR set (it stays where it is until moved). */
@@ -171,11 +180,12 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     memset(c->mem, 0, c->mem_bytes);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
-    c->slots = calloc(n_slots + 2, sizeof(*c->slots));
+    c->slots = calloc(n_slots + EC_HEADS, sizeof(*c->slots));
     c->layer_hits = calloc((size_t)c->n_layer, sizeof(*c->layer_hits));
     c->layer_misses = calloc((size_t)c->n_layer, sizeof(*c->layer_misses));
     c->klast = calloc(n_keys, sizeof(*c->klast));
-    if (!c->where || !c->slots || !c->layer_hits || !c->layer_misses || !c->klast)
+    c->count = calloc(n_keys, sizeof(*c->count));
+    if (!c->where || !c->slots || !c->layer_hits || !c->layer_misses || !c->klast || !c->count)
         goto oom;
     struct expert_cache_options o = {EXPERT_IO_URING, 32};
     if (opt)
@@ -198,18 +208,18 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     if (hir > c->n_slots / 2) /* a cache of a few tokens' experts: half and half */
         hir = c->n_slots / 2;
     c->lir_cap = c->n_slots - (hir > 1 ? hir : 1);
-    for (int32_t h = EC_MAIN(c); h <= EC_HIR(c); h++)
+    for (int32_t h = EC_MAIN(c); h < c->n_slots + EC_HEADS; h++)
         c->slots[h].prev = c->slots[h].next = h;
     for (int32_t s = 0; s < c->n_slots; s++) {
         c->slots[s].key = -1;
         c->slots[s].prev = c->slots[s].next = s;
-        list_move(c, s, ec_waiting_list(c), false);
+        list_move(c, s, EC_WAIT(c), false);
     }
     c->epoch = 1;
     c->stats.n_slots = c->n_slots;
     c->stats.slot_bytes = slot;
     c->stats.backend = expert_io_backend(c->io);
-    c->stats.eviction = c->lirs ? "lirs" : "lru";
+    c->stats.eviction = c->lirs ? "lirs" : "frecency";
     return c;
 oom:
     err_set(err, err_len, "expert_cache: out of memory for %zu slots of %zu bytes", n_slots, slot);
@@ -228,6 +238,7 @@ void expert_cache_free(struct expert_cache *c) {
     free(c->layer_hits);
     free(c->layer_misses);
     free(c->klast);
+    free(c->count);
     free(c);
 }
 
@@ -251,7 +262,7 @@ static void ec_complete(struct expert_cache *c, uint64_t tag, int rc) {
     x->state = EC_FREE;
     x->prefetched = false;
     ec_unset_lir(c, s);
-    list_move(c, s, ec_waiting_list(c), true);
+    list_move(c, s, EC_WAIT(c), true);
 }
 
 /* Waits for one read to finish (or only takes finished ones when !wait). Returns 1 if one did. */
@@ -284,16 +295,35 @@ static int32_t ec_oldest(const struct expert_cache *c, int32_t h) {
     return -1;
 }
 
-/* The slot to evict, among those neither pinned by the current lookup nor being read: with LRU
- * the least recently used; with LIRS the front of the HIR queue (FREE slots, unused guesses, then
- * the HIR slots in queue order), else the least recent LIR slot. With wait, waits for reads when
- * all candidates are busy; without (a prefetch guess never waits), takes only what is free now.
+/* Frecency's victim: the evictable slot of the lowest EC_K x count + stamp (the older tick on a
+ * tie), which heads its count's list; -1 when none. */
+static int32_t ec_frecency_victim(const struct expert_cache *c) {
+    int32_t best = -1;
+    int64_t best_score = 0;
+    for (int n = 0; n <= EC_CMAX; n++) {
+        int32_t s = ec_oldest(c, EC_COUNT(c, n));
+        if (s < 0)
+            continue;
+        int64_t score = (int64_t)n * EC_K + c->slots[s].stamp;
+        if (best < 0 || score < best_score ||
+            (score == best_score && c->slots[s].tick < c->slots[best].tick)) {
+            best = s;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+/* The slot to evict, among those neither pinned by the current lookup nor being read: the front
+ * of the waiting list (FREE slots, unused guesses; with LIRS then the HIR slots in queue order),
+ * then frecency's victim, or LIRS's least recent LIR slot. With wait, waits for reads when all
+ * candidates are busy; without (a prefetch guess never waits), takes only what is free now.
  * Returns -1 when there is none. */
 static int32_t ec_victim(struct expert_cache *c, bool wait) {
     for (;;) {
-        int32_t s = c->lirs ? ec_oldest(c, EC_HIR(c)) : -1;
+        int32_t s = ec_oldest(c, EC_WAIT(c));
         if (s < 0)
-            s = ec_oldest(c, EC_MAIN(c));
+            s = c->lirs ? ec_oldest(c, EC_MAIN(c)) : ec_frecency_victim(c);
         if (s >= 0) {
             ec_unset_lir(c, s);
             return s;
@@ -303,7 +333,41 @@ static int32_t ec_victim(struct expert_cache *c, bool wait) {
     }
 }
 
-/* A lookup of slot s's key (hit: it was resident). LRU: s becomes the most recent. LIRS (Jiang and
+/* Frecency: slot s goes to the newest end of the list of count n, stamped now. */
+static void ec_frecency_place(struct expert_cache *c, int32_t s, int n) {
+    c->slots[s].stamp = c->cycle;
+    c->slots[s].tick = c->tick;
+    list_move(c, s, EC_COUNT(c, n), false);
+}
+
+/* Frecency's ageing: every key's count halves, and the slots of count n join those of n / 2, the
+ * two lists merged so that each stays ordered by (stamp, tick). Once per EC_HALVE cycles: O(slots
+ * + keys), a fraction of a step per lookup. */
+static void ec_frecency_halve(struct expert_cache *c) {
+    for (int n = 1; n <= EC_CMAX; n++) { /* list n / 2 has given its own slots to n / 4 by now */
+        const int32_t to = EC_COUNT(c, n / 2), from = EC_COUNT(c, n);
+        int32_t at = c->slots[to].next;
+        while (c->slots[from].next != from) {
+            const int32_t s = c->slots[from].next;
+            const struct ec_slot *x = &c->slots[s];
+            while (at != to && (c->slots[at].stamp < x->stamp ||
+                                (c->slots[at].stamp == x->stamp && c->slots[at].tick < x->tick)))
+                at = c->slots[at].next;
+            list_unlink(c, s);
+            c->slots[s].next = at; /* before at */
+            c->slots[s].prev = c->slots[at].prev;
+            c->slots[c->slots[at].prev].next = s;
+            c->slots[at].prev = s;
+        }
+    }
+    for (size_t k = 0; k < (size_t)c->n_layer * (size_t)c->n_expert; k++)
+        c->count[k] /= 2;
+}
+
+/* A lookup of slot s's key (hit: it was resident). Frecency: the key's count goes up and s is
+ * stamped with this cycle, so an expert looked up often outlives one looked up once, by EC_K
+ * cycles per lookup (tools/bench_policy.c on real models' routing: 4-16% fewer bytes per token
+ * than LRU from one to five tokens' experts, docs/benchmarks.md). LIRS (Jiang and
  * Zhang, SIGMETRICS 2002), in the form that keeps a last-lookup tick per key instead of the
  * recency stack: a key is "in the stack" when its previous lookup is not older than the least
  * recent LIR slot's; LIR slots stay resident while HIR ones queue for eviction. A LIR slot just
@@ -316,7 +380,13 @@ static void ec_touch(struct expert_cache *c, int32_t s, bool hit) {
     struct ec_slot *x = &c->slots[s];
     uint64_t prev = c->klast[x->key];
     c->klast[x->key] = ++c->tick;
-    if (!c->lirs || x->lir) {
+    if (!c->lirs) {
+        uint8_t *n = &c->count[x->key];
+        *n += *n < EC_CMAX;
+        ec_frecency_place(c, s, *n);
+        return;
+    }
+    if (x->lir) {
         list_move(c, s, EC_MAIN(c), false);
         return;
     }
@@ -329,11 +399,11 @@ static void ec_touch(struct expert_cache *c, int32_t s, bool hit) {
         list_move(c, s, EC_MAIN(c), false);
         if (!filling) {
             ec_unset_lir(c, bottom);
-            list_move(c, bottom, EC_HIR(c), false);
+            list_move(c, bottom, EC_WAIT(c), false);
         }
         return;
     }
-    list_move(c, s, EC_HIR(c), false);
+    list_move(c, s, EC_WAIT(c), false);
 }
 
 /* Submits one read, reaping finished ones while the queue is full. */
@@ -362,7 +432,7 @@ static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch)
     x->rc = 0;
     x->prefetched = prefetch;
     c->where[key] = s;
-    list_move(c, s, ec_waiting_list(c), false);
+    list_move(c, s, EC_WAIT(c), false);
     uint8_t *base = c->mem + (size_t)s * c->slot_bytes;
     size_t region = 0;
     for (int k = 0; k < 3; k++) {
@@ -389,9 +459,17 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->n_expert)
             return -EINVAL;
+    if (il < c->last_il && ++c->cycle % EC_HALVE == 0 && !c->lirs)
+        ec_frecency_halve(c);
+    c->last_il = il;
     c->epoch++;
     c->lookup_n = 0;
     ec_reap_finished(c);
+    for (int i = 0; i < n; i++) { /* the lookup's residents first: its misses must not evict them */
+        int32_t s = c->where[il * c->n_expert + ids[i]];
+        if (s >= 0)
+            c->slots[s].pin = c->epoch;
+    }
     for (int i = 0; i < n; i++) {
         int32_t s = c->where[il * c->n_expert + ids[i]];
         const bool hit = s >= 0;
@@ -420,7 +498,7 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
         struct ec_slot *x = &c->slots[c->guessed[j]];
         if (x->prefetched && x->key / c->n_expert == il) {
             x->prefetched = false;
-            list_move(c, c->guessed[j], ec_waiting_list(c), true);
+            list_move(c, c->guessed[j], EC_WAIT(c), true);
         }
     }
     c->guessed_n = 0;
@@ -459,6 +537,10 @@ int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, in
         int32_t s = ec_load(c, il, ids[i], true);
         if (s < 0)
             break;
+        if (!c->lirs) { /* placed as a lookup now would be, uncounted until it is looked up */
+            const uint8_t n_looked = c->count[il * c->n_expert + ids[i]];
+            ec_frecency_place(c, s, n_looked < EC_CMAX ? n_looked + 1 : EC_CMAX);
+        }
         if (c->guessed_layer != il)
             c->guessed_n = 0;
         c->guessed_layer = il;

@@ -1,6 +1,7 @@
 /* expert_cache.h - the Expert Sniper: routed experts read from the model file on demand into a
- * bounded RAM cache of fixed-size slots keyed (layer, expert), evicting the least recently used
- * (in a cache smaller than one token's lookups, by LIRS).
+ * bounded RAM cache of fixed-size slots keyed (layer, expert), evicting by frecency (the lowest
+ * 2 x recent lookups + layer cycle of the last one; in a cache smaller than one token's lookups,
+ * by LIRS).
  * For a dense model each layer's FFN (gate, up, down) is the layer's one "expert", so files larger
  * than the budget stream the same way.
  *
@@ -42,7 +43,7 @@ struct expert_cache_stats {
     int32_t n_slots;
     size_t slot_bytes;
     const char *backend;      /* "io_uring" or "threads" */
-    const char *eviction;     /* "lru", or "lirs" in a cache smaller than one token's lookups */
+    const char *eviction;     /* "frecency", or "lirs" in a cache smaller than one token's lookups */
 };
 
 /* Bytes of one slot for model m: the largest (gate + up + down) of any layer, each padded for
