@@ -545,7 +545,7 @@ static void print_memory(const struct engine *e, const struct engine_params *p) 
     fprintf(stderr, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers), "
             "recurrent state %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
             (double)engine_kv_bytes(e) / mib, slots, s.n_ctx, qtype_name(s.type), s.n_layer,
-            (double)engine_rec_bytes(e) / mib, engine_is_recurrent(e) ? p->n_checkpoints : 0,
+            (double)engine_rec_bytes(e) / mib, engine_has_checkpoints(e) ? p->n_checkpoints : 0,
             (double)engine_scratch_bytes(e) / mib);
 }
 

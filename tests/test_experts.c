@@ -3,7 +3,8 @@
  * the pread threads, logits are bit-identical to the all-in-RAM run (prefill and decode); a read
  * fault or a file that shrank fails the step cleanly and the next run is exact again; a budget
  * below one token's experts of a layer is refused with the minimum; several sequences in one
- * step stream exactly too. */
+ * step stream exactly too; gpt-oss's experts (Q8_0, and MXFP4 as the published files, with their
+ * resident bias rows) likewise. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "harness.h"
 #include "model.h"
 #include "ops.h"
+#include "quant.h"
 
 /* The generated model at path (made on first use, from sniper-mkmodel args), or NULL. */
 static const char *model_once(char *path, size_t len, const char *name, const char *args) {
@@ -56,6 +58,23 @@ static const char *deep_moe_model(void) {
     static char path[1024];
     return model_once(path, sizeof(path), "experts-deep.gguf",
                       "--preset tiny --n-layer 8 --types q4_k_m --seed 23");
+}
+
+/* gpt-oss: biased router and experts, the clamped SwiGLU, sliding-window layers. */
+static const char *gptoss_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-oss.gguf",
+                      "--preset tiny-gpt-oss --types q8_0 --seed 31");
+}
+
+/* The MXFP4 fixture (tests/fixtures/gpt-oss: llama-quantize's MXFP4_MOE of the tiny model), or
+ * NULL with a loud skip when this build has no MXFP4 kernels. */
+static const char *gptoss_mxfp4_model(void) {
+    if (!quant_kernels(QTYPE_MXFP4)) {
+        test_skip("this build has no MXFP4 kernels: MXFP4 experts NOT streamed");
+        return NULL;
+    }
+    return "tests/fixtures/gpt-oss/models/tiny-gpt-oss-mxfp4_moe.gguf";
 }
 
 enum { N_PROMPT = 40, N_GEN = 8 };
@@ -196,6 +215,12 @@ out:
 
 static void test_streaming_is_exact(void) { check_moe_streaming(moe_model()); }
 static void test_qwen35moe_streaming_is_exact(void) { check_moe_streaming(qwen35moe_model()); }
+static void test_gptoss_streaming_is_exact(void) { check_moe_streaming(gptoss_model()); }
+static void test_gptoss_mxfp4_streaming_is_exact(void) {
+    const char *path = gptoss_mxfp4_model();
+    if (path)
+        check_moe_streaming(path);
+}
 
 /* A dense model's FFN streams as one expert per layer, exactly; the next layer's FFN (after the
  * last, the first's for the next step) is always the right guess. */
@@ -462,9 +487,9 @@ static int run_multi(struct model *m, struct expert_cache *c, int32_t ids[MS_N][
     return rc;
 }
 
-static void test_multi_seq_streaming(void) {
+static void check_multi_seq_streaming(const char *path) {
     struct pair p;
-    if (!pair_open_path(&p, moe_model()))
+    if (!pair_open_path(&p, path))
         goto out;
     const size_t V = (size_t)p.ram->hp.n_vocab;
     const int32_t len[MS_N] = {N_PROMPT, 23, 9};
@@ -512,6 +537,9 @@ out:
     pair_close(&p);
 }
 
+static void test_multi_seq_streaming(void) { check_multi_seq_streaming(moe_model()); }
+static void test_multi_seq_streaming_gptoss(void) { check_multi_seq_streaming(gptoss_model()); }
+
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
@@ -524,6 +552,9 @@ static const struct test_case cases[] = {
     {"lossy_flags", test_lossy_flags},
     {"too_small", test_too_small},
     {"multi_seq_streaming", test_multi_seq_streaming},
+    {"gptoss_streaming_is_exact", test_gptoss_streaming_is_exact},
+    {"gptoss_mxfp4_streaming_is_exact", test_gptoss_mxfp4_streaming_is_exact},
+    {"multi_seq_streaming_gptoss", test_multi_seq_streaming_gptoss},
     {0},
 };
 
