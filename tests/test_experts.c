@@ -190,7 +190,7 @@ static void check_moe_streaming(const char *path) {
     if (!pair_open_path(&p, path))
         goto out;
     struct model *disk = p.disk;
-    CHECK(disk->resident_bytes < p.ram->resident_bytes / 2);
+    CHECK(disk->resident_bytes < p.ram->resident_bytes); /* MXFP4 experts are a small part */
     const size_t slot = expert_cache_slot_bytes(disk), ne = (size_t)disk->hp.n_expert;
     const size_t k = (size_t)disk->hp.n_expert_used;
     /* the minimum (one token's experts of a layer: a batch's experts come in groups, each group's
