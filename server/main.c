@@ -539,12 +539,17 @@ static struct expert_cache *budget_setup(const struct options *o, const struct m
 static void print_memory(const struct engine *e, const struct engine_params *p) {
     const double mib = 1024.0 * 1024.0;
     struct engine_kv_shape s = engine_kv_shape(e);
-    char slots[32] = "";
+    char slots[32] = "", windows[96] = "";
     if (engine_n_seq(e) > 1)
         snprintf(slots, sizeof(slots), "%d slots of ", engine_n_seq(e));
-    fprintf(stderr, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers), "
-            "recurrent state %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
+    if (s.n_swa_layer > 0)
+        snprintf(windows, sizeof(windows), ", %d of them sliding windows of %d in rings",
+                 s.n_swa_layer, s.n_swa);
+    fprintf(stderr, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers%s), "
+            "%s %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
             (double)engine_kv_bytes(e) / mib, slots, s.n_ctx, qtype_name(s.type), s.n_layer,
+            windows, engine_is_recurrent(e) || !engine_has_checkpoints(e) ? "recurrent state"
+                                                                           : "window checkpoints",
             (double)engine_rec_bytes(e) / mib, engine_has_checkpoints(e) ? p->n_checkpoints : 0,
             (double)engine_scratch_bytes(e) / mib);
 }

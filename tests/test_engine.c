@@ -147,7 +147,8 @@ static void test_batch_invariance_gptoss_q8_0(void) {
  * checkpoint (which keeps each ring's last rows) once it has moved on; what follows is
  * bit-identical to the first run. */
 static void test_gptoss_rollback(void) {
-    struct model *m = load(make_model("oss-q8_0.gguf", "--preset tiny-gpt-oss --types q8_0 --seed 18"));
+    struct model *m = load(make_model("oss-q8_0.gguf",
+                                      "--preset tiny-gpt-oss --types q8_0 --seed 18"));
     if (!m)
         return;
     struct engine_params ep = engine_params_default();
@@ -193,7 +194,8 @@ out:
 /* The window layers' KV is a ring of window - 1 + n_batch rows whatever the context: the bytes
  * grow with n_ctx only by the full layers' rows. */
 static void test_gptoss_kv_bounded(void) {
-    struct model *m = load(make_model("oss-f32.gguf", "--preset tiny-gpt-oss --types f32 --seed 17"));
+    struct model *m = load(make_model("oss-f32.gguf",
+                                      "--preset tiny-gpt-oss --types f32 --seed 17"));
     if (!m)
         return;
     struct engine_params ep = engine_params_default();

@@ -2,7 +2,8 @@
  * q/k/v/o and a sink logit per head, over a sliding window of attention.sliding_window positions
  * on layers il % pattern < pattern - 1 (every even layer) and over the whole context on the
  * others, with YaRN RoPE (model.c); then routed experts after post_attention_norm: a biased
- * router, softmax over the top k, biased experts with the clamped SwiGLU. Facts: docs/gpt-oss.md. */
+ * router, softmax over the top k, biased experts with the clamped SwiGLU.
+ * Facts: docs/gpt-oss.md. */
 #include <errno.h>
 #include <stdio.h>
 

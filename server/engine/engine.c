@@ -253,7 +253,8 @@ void engine_free(struct engine *e) {
                     e->sel, e->sel_w, e->exp_n, e->exp_tok, e->exp_out, e->fetch_ids, e->guess_n,
                     e->guess_ids, (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16,
                     e->vrow, e->qkv, e->conv, e->z, e->beta, e->gate, e->delta, e->kv_layer,
-                    e->rec_layer, e->kv_swa, e->embd_row, e->tok_id, e->tok_seq, e->tok_pos, e->seg, e->out};
+                    e->rec_layer, e->kv_swa, e->embd_row, e->tok_id, e->tok_seq, e->tok_pos,
+                    e->seg, e->out};
     for (int32_t i = 0; e->seqs && i < e->p.n_seq; i++)
         sequence_free(e->seqs[i]);
     free(e->seqs);

@@ -81,7 +81,8 @@ struct scheduler {
     bool stop;
     uint64_t tick;      /* counts admissions and endings, for the slots' order */
     float *masked;      /* [n_vocab] logits with the tokens a constraint forbids at -inf */
-    int32_t msg_start;  /* the token that opens a chat message (<|im_start|>, <|start|> ...), or -1 */
+    int32_t msg_start;  /* the token that opens a chat message (<|im_start|>, <|start|> ...),
+                         * or -1 */
     struct slot *call_slot; /* the slot a running call works on */
     struct scheduler_stats stats;
 };
