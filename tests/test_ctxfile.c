@@ -161,30 +161,39 @@ static void test_names(void) {
 
 /* ---- round trips ----------------------------------------------------------------------------- */
 
-static void check_exact(struct model *m, enum qtype kv, bool zstd) {
+/* n tokens prefilled in steps of batch_a, saved, loaded into an engine with steps of batch_b (for
+ * gpt-oss: other ring lengths), then N_GEN greedy tokens: the logits are bit-identical to the
+ * engine that prefilled. The header written goes to wi. */
+static void check_exact_n(struct model *m, enum qtype kv, bool zstd, int32_t n_prompt,
+                          int32_t batch_a, int32_t batch_b, struct ctxfile_info *wi) {
     if (!m)
         return;
-    int32_t V = m->hp.n_vocab, ids[N_PROMPT], toks[N_GEN], *got = NULL, n = 0;
+    int32_t V = m->hp.n_vocab, toks[N_GEN], *got = NULL, n = 0;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_prompt);
     float *first = malloc(sizeof(float) * (size_t)V);
     float *ref = malloc(sizeof(float) * (size_t)V * N_GEN);
     float *out = malloc(sizeof(float) * (size_t)V * N_GEN);
-    struct engine *a = prefilled(m, kv, ids, first);
+    struct engine *a = engine_batch(m, kv, N_CTX, batch_a), *b = engine_batch(m, kv, N_CTX, batch_b);
     struct ctxfile_opts o = ctxfile_opts_default();
     o.zstd = zstd;
     char err[512], *meta = NULL;
     const char *path = tmp_path(zstd ? "exact_z" : "exact");
-    struct ctxfile_info wi, ri;
-    CHECK_MSG(ctxfile_save(path, m, a, 0, ids, N_PROMPT, "{\"prompt\":\"hi\"}", &o, &wi, err,
+    struct ctxfile_info ri;
+    if (!a || !b || !ids)
+        goto out;
+    rng_lcg_ids(ids, n_prompt, V, 11);
+    CHECK_EQ_INT(engine_eval(a, 0, ids, n_prompt, first, false), 0);
+    CHECK_MSG(ctxfile_save(path, m, a, 0, ids, n_prompt, "{\"prompt\":\"hi\"}", &o, wi, err,
                            sizeof(err)) == 0, "save: %s", err);
     greedy(a, first, V, ref, toks, false);
-    struct engine *b = engine_for(m, kv, N_CTX);
     int rc = ctxfile_load(path, m, b, 0, &got, &n, &meta, &ri, err, sizeof(err));
     CHECK_MSG(rc == 0, "load: %s", err);
     if (rc == 0) {
-        CHECK_EQ_INT(n, N_PROMPT);
-        CHECK(memcmp(got, ids, sizeof(ids)) == 0);
+        CHECK_EQ_INT(n, n_prompt);
+        CHECK(memcmp(got, ids, sizeof(int32_t) * (size_t)n_prompt) == 0);
         CHECK_STR(meta, "{\"prompt\":\"hi\"}");
-        CHECK_EQ_INT(engine_n_past(b, 0), N_PROMPT);
+        CHECK_EQ_INT(engine_n_past(b, 0), n_prompt);
+        CHECK_EQ_INT(ri.version, CTXFILE_VERSION);
         CHECK_EQ_INT(ri.store_type, kv);
         CHECK(ri.fingerprint == ctxfile_fingerprint(m->gguf));
         CHECK(ri.state_bytes == engine_state_size(b));
@@ -192,12 +201,14 @@ static void check_exact(struct model *m, enum qtype kv, bool zstd) {
         /* the last prompt token's logits are not in the file: take a's */
         greedy(b, first, V, out, toks, true);
         CHECK_MSG(memcmp(out, ref, sizeof(float) * (size_t)V * N_GEN) == 0,
-                  "%s%s: logits after load differ from the engine that prefilled", qtype_name(kv),
-                  zstd ? "+zstd" : "");
-        printf("exact %s%s: %" PRIu64 " bytes (KV %" PRIu64 " stored of %" PRIu64 ")\n",
-               qtype_name(kv), zstd ? "+zstd" : "", wi.file_bytes, wi.kv_stored_bytes,
-               wi.kv_bytes);
+                  "%s %s%s: logits after load differ from the engine that prefilled",
+                  model_arch_name(m->hp.arch), qtype_name(kv), zstd ? "+zstd" : "");
+        printf("exact %s %s%s: %d tokens, %" PRIu64 " bytes (KV %" PRIu64 " stored of %" PRIu64
+               ")\n", model_arch_name(m->hp.arch), qtype_name(kv), zstd ? "+zstd" : "", n_prompt,
+               wi->file_bytes, wi->kv_stored_bytes, wi->kv_bytes);
     }
+out:
+    free(ids);
     free(got);
     free(meta);
     engine_free(a);
@@ -205,6 +216,11 @@ static void check_exact(struct model *m, enum qtype kv, bool zstd) {
     free(first);
     free(ref);
     free(out);
+}
+
+static void check_exact(struct model *m, enum qtype kv, bool zstd) {
+    struct ctxfile_info wi;
+    check_exact_n(m, kv, zstd, N_PROMPT, 512, 512, &wi);
 }
 
 static void test_exact_f32(void) { check_exact(model_a(), QTYPE_F32, false); }
@@ -229,57 +245,28 @@ static void test_hybrid_refuses_prefix(void) {
 }
 
 /* gpt-oss: 60 tokens through rings of 16 - 1 + 8 rows, saved (the window layers as their last 15
- * rows), loaded into an engine with other rings (16 - 1 + 5), then 12 greedy tokens: the logits
- * are bit-identical to the engine that prefilled, and the file holds only the window's rows. */
+ * rows), loaded into an engine with rings of 16 - 1 + 5 rows, continued bit-identically; a
+ * prefix the rings no longer hold is refused. */
 static void check_window(enum qtype kv, bool zstd) {
     struct model *m = model_gptoss();
     enum { N = 60 };
-    if (!m)
+    struct ctxfile_info wi = {0};
+    check_exact_n(m, kv, zstd, N, 8, 5, &wi);
+    struct engine *a = m ? engine_batch(m, kv, N_CTX, 8) : NULL;
+    if (!a)
         return;
-    int32_t V = m->hp.n_vocab, ids[N], toks[N_GEN], *got = NULL, n = 0;
-    float *first = malloc(sizeof(float) * (size_t)V);
-    float *ref = malloc(sizeof(float) * (size_t)V * N_GEN);
-    float *out = malloc(sizeof(float) * (size_t)V * N_GEN);
-    struct engine *a = engine_batch(m, kv, N_CTX, 8), *b = engine_batch(m, kv, N_CTX, 5);
-    struct ctxfile_opts o = {.zstd = zstd};
-    char err[512], *meta = NULL;
-    struct ctxfile_info wi, ri;
-    rng_lcg_ids(ids, N, V, 12);
-    if (!a || !b)
-        goto out;
-    CHECK_EQ_INT(engine_eval(a, 0, ids, N, first, false), 0);
-    CHECK_EQ_INT(engine_reusable(a, 0, 40), 0); /* the rings have moved on: no way back to 40 */
-    CHECK_MSG(ctxfile_save(tmp_path("window"), m, a, 0, ids, N, "{}", &o, &wi, err,
-                           sizeof(err)) == 0, "save: %s", err);
-    CHECK_EQ_INT(ctxfile_save(tmp_path("window40"), m, a, 0, ids, 40, "{}", &o, NULL, err,
-                              sizeof(err)), -EINVAL); /* nor a context of its first 40 */
     struct engine_kv_shape s = engine_kv_shape(a);
     CHECK(wi.kv_bytes == 2 * (uint64_t)s.row_bytes * (2 * N + 2 * 15));
     CHECK_EQ_INT(wi.n_swa_layer, 2);
     CHECK_EQ_INT(wi.n_swa, 16);
-    greedy(a, first, V, ref, toks, false);
-    int rc = ctxfile_load(tmp_path("window"), m, b, 0, &got, &n, &meta, &ri, err, sizeof(err));
-    CHECK_MSG(rc == 0, "load: %s", err);
-    if (rc == 0) {
-        CHECK_EQ_INT(n, N);
-        CHECK_EQ_INT(ri.version, CTXFILE_VERSION);
-        CHECK_EQ_INT(engine_n_past(b, 0), N);
-        greedy(b, first, V, out, toks, true);
-        CHECK_MSG(memcmp(out, ref, sizeof(float) * (size_t)V * N_GEN) == 0,
-                  "gpt-oss %s%s: logits after load differ from the engine that prefilled",
-                  qtype_name(kv), zstd ? "+zstd" : "");
-        printf("gpt-oss %s%s: %d tokens, %" PRIu64 " bytes (KV %" PRIu64 " of rows; all of them "
-               "would be %" PRIu64 ")\n", qtype_name(kv), zstd ? "+zstd" : "", N, wi.file_bytes,
-               wi.kv_bytes, 2 * (uint64_t)s.row_bytes * 4 * N);
-    }
-out:
-    free(got);
-    free(meta);
+    int32_t ids[N];
+    char err[512];
+    rng_lcg_ids(ids, N, m->hp.n_vocab, 11);
+    CHECK_EQ_INT(engine_eval(a, 0, ids, N, NULL, false), 0);
+    CHECK_EQ_INT(engine_reusable(a, 0, 40), 0); /* the rings have moved on: no way back to 40 */
+    CHECK_EQ_INT(ctxfile_save(tmp_path("window40"), m, a, 0, ids, 40, "{}", NULL, NULL, err,
+                              sizeof(err)), -EINVAL); /* nor a context of its first 40 */
     engine_free(a);
-    engine_free(b);
-    free(first);
-    free(ref);
-    free(out);
 }
 
 static void test_window_f16(void) { check_window(QTYPE_F16, false); }

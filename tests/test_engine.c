@@ -130,6 +130,20 @@ static void test_batch_invariance_qwen35_f32(void) {
 static int patched_copy(const char *path, const char *out, const void *from, const void *to,
                         size_t n);
 
+/* An engine with a checkpoint every 8 positions, 3 kept, n_batch tokens a step. */
+static struct engine *engine_ckpt(struct model *m, int32_t n_batch) {
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = n_batch;
+    ep.n_threads = 2;
+    ep.checkpoint_every = 8;
+    ep.n_checkpoints = 3;
+    char err[256];
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    CHECK_MSG(e != NULL, "%s", err);
+    return e;
+}
+
 /* 40 tokens through a window of 16: the rings (16 - 1 + n_batch rows) wrap both ways. gpt-oss's
  * tiny model is chaotic (random routers with biases, experts driven into the SwiGLU's clamps):
  * f16 KV lands about 2e-3 from f32 KV at every position, until an expert choice flips (here at
@@ -151,15 +165,7 @@ static void test_gptoss_rollback(void) {
                                       "--preset tiny-gpt-oss --types q8_0 --seed 18"));
     if (!m)
         return;
-    struct engine_params ep = engine_params_default();
-    ep.n_ctx = 128;
-    ep.n_batch = 4; /* rings of 16 - 1 + 4 = 19 rows */
-    ep.n_threads = 2;
-    ep.checkpoint_every = 8;
-    ep.n_checkpoints = 3;
-    char err[256];
-    struct engine *e = engine_new(m, &ep, err, sizeof(err));
-    CHECK_MSG(e != NULL, "%s", err);
+    struct engine *e = engine_ckpt(m, 4); /* rings of 16 - 1 + 4 = 19 rows */
     const size_t V = (size_t)m->hp.n_vocab;
     int32_t ids[40];
     rng_lcg_ids(ids, 40, m->hp.n_vocab, 5);
@@ -253,14 +259,7 @@ static void test_checkpoints(void) {
     struct model *m = load(make_model("ckpt.gguf", "--preset tiny-qwen35moe --types q8_0 --seed 6"));
     if (!m)
         return;
-    struct engine_params ep = engine_params_default();
-    ep.n_ctx = 128;
-    ep.n_threads = 2;
-    ep.checkpoint_every = 8;
-    ep.n_checkpoints = 3;
-    char err[256];
-    struct engine *e = engine_new(m, &ep, err, sizeof(err));
-    CHECK_MSG(e != NULL, "%s", err);
+    struct engine *e = engine_ckpt(m, 512);
     const size_t V = (size_t)m->hp.n_vocab;
     int32_t ids[64];
     rng_lcg_ids(ids, 64, m->hp.n_vocab, 3);

@@ -32,10 +32,9 @@ static void rope(const struct model_hparams *hp, float *x, const float *cs) {
 }
 
 /* rows[t] += b for n_tok rows of n values, stride apart (ggml adds a bias after its product). */
-static void add_bias(float *rows, size_t stride, const float *b, size_t n, int32_t n_tok) {
+static void add_bias(float *rows, size_t stride, const float *b, int64_t n, int32_t n_tok) {
     for (int32_t t = 0; t < n_tok; t++)
-        for (size_t i = 0; i < n; i++)
-            rows[(size_t)t * stride + i] = rows[(size_t)t * stride + i] + b[i];
+        ops_add(rows + (size_t)t * stride, b, n);
 }
 
 /* Gated layers: splits qg's per-head (query, gate) rows into q and, in place, the gate. */
@@ -178,7 +177,7 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
     const float *const biases[3] = {l->bq, l->bk, l->bv};
     for (int i = 0; i < 3; i++)
         if (biases[i])
-            add_bias(outs[i], strides[i], biases[i], (size_t)ws[i]->n_out, n_tok);
+            add_bias(outs[i], strides[i], biases[i], ws[i]->n_out, n_tok);
     if (gated)
         split_gate(e, n_tok);
     qk_rope_store(e, il, n_tok);
@@ -189,7 +188,7 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
             e->attn[i] = e->attn[i] * (1.0f / (1.0f + expf(-e->qg[i])));
     engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok);
     if (l->bo)
-        add_bias(e->tmp, D, l->bo, D, n_tok);
+        add_bias(e->tmp, D, l->bo, (int64_t)D, n_tok);
     for (size_t i = 0; i < (size_t)n_tok * D; i++)
         e->x[i] = e->tmp[i] + e->x[i];
 }

@@ -1,10 +1,10 @@
 /* block_moe.c - routed experts (softmax router, top-k, weights renormalised to sum 1; or gpt-oss's
  * biased router, top-k of the logits and a softmax over those; lossy --moe-top-k / --cache-bias
  * variants; expert biases and gpt-oss's clamped SwiGLU) and the gated shared expert of qwen35moe.
- * Under a RAM budget
- * the union of the batch's experts is looked up in the expert cache once, the next layer's are
- * guessed and read ahead, the resident ones are computed while the rest arrive, each missed expert
- * as soon as it lands: experts write disjoint rows, so the grouping changes no bit of the result. */
+ * Under a RAM budget the union of the batch's experts is looked up in the expert cache once, the
+ * next layer's are guessed and read ahead, the resident ones are computed while the rest arrive,
+ * each missed expert as soon as it lands: experts write disjoint rows, so the grouping changes no
+ * bit of the result. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -59,8 +59,7 @@ static void bias_to_cache(const struct engine *e, int il, const float *p, bool l
 static void router_bias(const struct engine *e, const struct model_layer *l, int32_t n_tok) {
     const int32_t ne = e->m->hp.n_expert;
     for (int32_t t = 0; l->ffn_gate_inp_b && t < n_tok; t++)
-        for (int32_t x = 0; x < ne; x++)
-            e->router[(size_t)t * ne + x] = e->router[(size_t)t * ne + x] + l->ffn_gate_inp_b[x];
+        ops_add(e->router + (size_t)t * ne, l->ffn_gate_inp_b, ne);
 }
 
 /* Token t's experts (sel, best first) and weights (w) from its router logits p: softmax over all,
@@ -141,12 +140,6 @@ static void prefetch(struct engine *e, int il, int32_t n_tok) {
     expert_cache_prefetch(e->experts, il, e->guess_ids, n);
 }
 
-/* y[i] += b[i] over n values. */
-static void bias_add(float *y, const float *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        y[i] = y[i] + b[i];
-}
-
 /* Computes the experts fetch_ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up
  * for their tokens, SwiGLU, down, into ffn_d's rows. Only those experts' rows are touched, so the
  * experts of a layer may be computed in several groups. */
@@ -171,9 +164,9 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
         for (int32_t r = 0; r < e->exp_n[x]; r++) {
             float *g = e->ffn_g + (size_t)out[r] * F, *u = e->ffn_u + (size_t)out[r] * F;
             if (l->ffn_gate_exps_b) /* ggml's add_id: the expert's bias row */
-                bias_add(g, l->ffn_gate_exps_b + (size_t)x * F, F);
+                ops_add(g, l->ffn_gate_exps_b + (size_t)x * F, (int64_t)F);
             if (l->ffn_up_exps_b)
-                bias_add(u, l->ffn_up_exps_b + (size_t)x * F, F);
+                ops_add(u, l->ffn_up_exps_b + (size_t)x * F, (int64_t)F);
             if (hp->act == MODEL_ACT_SWIGLU_OAI)
                 ops_swiglu_oai(g, g, u, (int64_t)F);
             else
@@ -188,7 +181,7 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
         int32_t x = e->fetch_ids[list[j]];
         const int32_t *out = e->exp_out + (size_t)x * B;
         for (int32_t r = 0; r < e->exp_n[x]; r++)
-            bias_add(e->ffn_d + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, D);
+            ops_add(e->ffn_d + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
     }
 }
 

@@ -54,6 +54,11 @@ void ops_softmax_sink(float *x, int64_t n, float sink) {
         x[i] *= inv;
 }
 
+void ops_add(float *restrict y, const float *restrict b, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = y[i] + b[i];
+}
+
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float s = g[i] / (1.0f + expf(-g[i]));

@@ -20,6 +20,9 @@ void ops_softmax_sink(float *x, int64_t n, float sink);
 /* The index of the largest of x[0..n) (the first of equals): the greedy token of a row of logits. */
 int32_t ops_argmax(const float *x, int64_t n);
 
+/* y[i] += b[i] over n elements (a bias after a product). */
+void ops_add(float *restrict y, const float *restrict b, int64_t n);
+
 /* y[i] = silu(g[i]) * u[i]. y may alias g or u. */
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
 

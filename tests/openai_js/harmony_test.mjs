@@ -5,18 +5,11 @@
 // tool_calls. Prints "ok NAME" / "FAIL NAME" and "N passed, N failed, 0 skipped".
 // Usage: node harmony_test.mjs REASON_BASE_URL TOOL_BASE_URL API_KEY
 import OpenAI from "openai";
+import { attempt, check, done } from "./check.mjs";
 
 const [reasonURL, toolURL, apiKey] = process.argv.slice(2);
 const reason = new OpenAI({ baseURL: reasonURL, apiKey, maxRetries: 0, timeout: 60000 });
 const tool = new OpenAI({ baseURL: toolURL, apiKey, maxRetries: 0, timeout: 60000 });
-let passed = 0, failed = 0;
-function check(name, cond, why = "") {
-  if (cond) { passed++; console.log(`ok     ${name}`); }
-  else { failed++; console.log(`FAIL   ${name}: ${why}`); }
-}
-async function attempt(name, fn) {
-  try { await fn(); } catch (e) { check(name, false, `threw ${e?.status ?? ""} ${e?.message ?? e}`); }
-}
 
 const model = (await reason.models.list()).data[0]?.id;
 const messages = [{ role: "user", content: "Hello" }];
@@ -71,5 +64,4 @@ await attempt("harmony tool call stream", async () => {
   check("harmony tool call stream", name === "add" && args === "{}" && content === ""
     && finish === "tool_calls", `name ${name}, args ${args}, content ${content}, finish ${finish}`);
 });
-console.log(`${passed} passed, ${failed} failed, 0 skipped`);
-process.exit(failed ? 1 : 0);
+done();
