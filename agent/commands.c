@@ -81,30 +81,58 @@ static int cmd_quit(struct session *s, const char *args) {
 
 /* ---- the server ---- */
 
+/* One line of /model's list: current mark, id, state, architecture, quantization, size, error. */
+static void print_model(const json_t *m, const char *current) {
+    const char *id = llm_model_id(m), *state = json_string_value(json_object_get(m, "state"));
+    const char *arch = json_string_value(json_object_get(m, "architecture"));
+    const char *quant = json_string_value(json_object_get(m, "quantization"));
+    const char *error = json_string_value(json_object_get(m, "error"));
+    json_t *size = json_object_get(m, "size_bytes");
+    printf("%s %s", current && strcmp(current, id) == 0 ? "*" : " ", id);
+    if (state)
+        printf("  %s", state);
+    if (arch && arch[0])
+        printf("  %s %s", arch, quant ? quant : "");
+    double bytes = json_is_number(size) ? json_number_value(size) : 0;
+    if (bytes >= (1u << 30))
+        printf("  %.1f GiB", bytes / (1u << 30));
+    else if (bytes > 0)
+        printf("  %.1f MiB", bytes / (1u << 20));
+    if (error)
+        printf("  (%s)", error);
+    printf("\n");
+}
+
+/* /model: the server's models and their states; /model NAME: the next requests go to NAME. */
 static int cmd_model(struct session *s, const char *args) {
     char err[512] = "";
-    json_t *ids = NULL;
-    int rc = llm_models(&s->llm, &ids, err, sizeof(err));
+    json_t *models = NULL;
+    int rc = llm_models(&s->llm, &models, err, sizeof(err));
     if (rc < 0 && !*args)
         return fail(rc, err);
-    if (rc == 0 && !s->llm.model && json_array_size(ids) > 0)
-        rc = llm_set_model(&s->llm, json_string_value(json_array_get(ids, 0)));  /* the default */
+    if (rc == 0 && !s->llm.model && json_array_size(models) > 0)
+        rc = llm_ensure_model(&s->llm, err, sizeof(err)); /* the server's default */
     if (*args) {
-        bool listed = false;
-        for (size_t i = 0; i < json_array_size(ids); i++)
-            listed |= strcmp(json_string_value(json_array_get(ids, i)), args) == 0;
-        if (rc == 0 && !listed)
-            fprintf(stderr, "sniper: warning: the server does not list \"%s\"\n", args);
+        const json_t *found = NULL;
+        for (size_t i = 0; i < json_array_size(models); i++)
+            if (strcmp(llm_model_id(json_array_get(models, i)), args) == 0)
+                found = json_array_get(models, i);
+        if (models && !found) { /* the server answered and has no such model */
+            fprintf(stderr, "sniper: the server does not list \"%s\" (/model lists them)\n", args);
+            json_decref(models);
+            return -ENOENT;
+        }
+        if (!models)
+            fprintf(stderr, "sniper: warning: the server did not answer (%s); using \"%s\"\n",
+                    err, args);
         rc = llm_set_model(&s->llm, args);
         if (rc == 0)
             printf("model: %s\n", args);
     } else {
-        for (size_t i = 0; i < json_array_size(ids); i++) {
-            const char *id = json_string_value(json_array_get(ids, i));
-            printf("%s %s\n", s->llm.model && strcmp(s->llm.model, id) == 0 ? "*" : " ", id);
-        }
+        for (size_t i = 0; i < json_array_size(models); i++)
+            print_model(json_array_get(models, i), s->llm.model);
     }
-    json_decref(ids);
+    json_decref(models);
     return rc;
 }
 

@@ -93,10 +93,10 @@ out:
     return rc;
 }
 
-int llm_models(struct llm *l, json_t **ids, char *err, size_t err_len) {
+int llm_models(struct llm *l, json_t **models, char *err, size_t err_len) {
     json_t *root = NULL;
     int rc = llm_json(l, "GET", "/v1/models", NULL, &root, err, err_len);
-    *ids = NULL;
+    *models = NULL;
     if (rc < 0)
         return rc;
     json_t *data = json_object_get(root, "data");
@@ -105,30 +105,39 @@ int llm_models(struct llm *l, json_t **ids, char *err, size_t err_len) {
         json_decref(root);
         return -EPROTO;
     }
-    *ids = json_array();
+    *models = json_array();
     size_t i;
     json_t *m;
     json_array_foreach(data, i, m) {
-        const char *id = json_string_value(json_object_get(m, "id"));
-        if (id)
-            json_array_append_new(*ids, json_string(id));
+        if (json_is_string(json_object_get(m, "id")))
+            json_array_append(*models, m);
     }
     json_decref(root);
     return 0;
 }
 
+const char *llm_model_id(const json_t *model) {
+    return json_string_value(json_object_get(model, "id"));
+}
+
 int llm_ensure_model(struct llm *l, char *err, size_t err_len) {
     if (l->model)
         return 0;
-    json_t *ids = NULL;
-    int rc = llm_models(l, &ids, err, err_len);
-    if (rc == 0 && json_array_size(ids) == 0) {
-        err_set(err, err_len, "the server lists no models; pick one with --model");
+    json_t *models = NULL;
+    int rc = llm_models(l, &models, err, err_len);
+    const json_t *pick = NULL; /* the first that did not fail to load (sniperd's default) */
+    for (size_t i = 0; rc == 0 && i < json_array_size(models) && !pick; i++) {
+        const char *state = json_string_value(json_object_get(json_array_get(models, i), "state"));
+        if (!state || strcmp(state, "failed") != 0)
+            pick = json_array_get(models, i);
+    }
+    if (rc == 0 && !pick) {
+        err_set(err, err_len, "the server lists no usable models; pick one with --model");
         rc = -EPROTO;
     }
     if (rc == 0)
-        rc = llm_set_model(l, json_string_value(json_array_get(ids, 0)));
-    json_decref(ids);
+        rc = llm_set_model(l, llm_model_id(pick));
+    json_decref(models);
     return rc;
 }
 

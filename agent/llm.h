@@ -60,9 +60,13 @@ int llm_ensure_model(struct llm *l, char *err, size_t err_len);
 int llm_chat(struct llm *l, json_t *messages, const struct llm_opts *o, llm_token_fn on_token,
              void *ctx, char **content, struct llm_stats *st, char *err, size_t err_len);
 
-/* The ids of the server's models into *ids (a new JSON array of strings, caller decrefs).
- * Returns 0 or a negative error with err filled. */
-int llm_models(struct llm *l, json_t **ids, char *err, size_t err_len);
+/* The server's models (GET /v1/models) into *models: a new JSON array of its model objects
+ * (each with a string "id"; sniperd adds "state", "architecture", "quantization", "size_bytes",
+ * "error" ...), caller decrefs. Returns 0 or a negative error with err filled. */
+int llm_models(struct llm *l, json_t **models, char *err, size_t err_len);
+
+/* A model object's id (borrowed), or NULL. */
+const char *llm_model_id(const json_t *model);
 
 /* GET (body NULL) or POST (body borrowed) a JSON endpoint, path starting with "/v1/". On success
  * returns 0 and *out is a new reference (caller decrefs). Errors as llm_chat(). */

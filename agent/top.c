@@ -173,6 +173,28 @@ static void print_slots(FILE *f, const json_t *s, const char *eol) {
          fmt_bytes(d, sizeof(d), num(s, "step", "bytes_read_per_step")));
 }
 
+/* The models the daemon serves, when it lists them: "2 of 3 loaded: a (loaded), b (unloaded) ..."
+ * (a load in progress with its percentage). */
+static void print_models(FILE *f, const json_t *s, const char *eol) {
+    const json_t *models = field(s, NULL, "models");
+    if (!json_is_array(models) || json_array_size(models) == 0)
+        return;
+    char text[768] = "";
+    size_t used = 0, loaded = 0;
+    for (size_t i = 0; i < json_array_size(models) && used < sizeof(text); i++) {
+        const json_t *m = json_array_get(models, i);
+        const char *state = str(m, NULL, "state");
+        loaded += strcmp(state, "loaded") == 0;
+        int k = strcmp(state, "loading") == 0
+                    ? snprintf(text + used, sizeof(text) - used, "%s%s (loading %.0f%%)",
+                               i ? ", " : "", str(m, NULL, "id"), 100 * num(m, NULL, "progress"))
+                    : snprintf(text + used, sizeof(text) - used, "%s%s (%s)", i ? ", " : "",
+                               str(m, NULL, "id"), state[0] ? state : "-");
+        used += k > 0 ? (size_t)k : 0;
+    }
+    line(f, eol, "models", "%zu of %zu loaded: %s", loaded, json_array_size(models), text);
+}
+
 static void print_transfer(FILE *f, const json_t *s, const char *eol) {
     char a[32], b[32], c[32], bar[32];
     const char *kind = str(s, "transfer", "kind");
@@ -199,6 +221,7 @@ void top_print(FILE *f, const json_t *s, const struct top_rates *r, const char *
     fputs(eol, f);
     line(f, eol, "model", "%s, context %s tokens", model[0] ? model : "-",
          fmt_num(a, sizeof(a), num(s, NULL, "n_ctx"), 0));
+    print_models(f, s, eol);
     line(f, eol, "uptime", "%s", fmt_duration(a, sizeof(a), num(s, NULL, "uptime_s")));
     line(f, eol, "requests", "%s (%s errors), %s completions, %s cancelled",
          fmt_num(a, sizeof(a), num(s, NULL, "requests"), 0),

@@ -17,8 +17,10 @@
 
 #include <jansson.h>
 
+#include "budget.h"
 #include "clock.h"
 #include "api.h"
+#include "pool.h"
 #include "chat.h"
 #include "engine.h"
 #include "expert_cache.h"
@@ -55,6 +57,9 @@ struct options {
     struct s3_config s3;
     int queue;
     int parallel;        /* the daemon's slots (sequences decoded side by side) */
+    const char *models_dir;  /* serve every *.gguf there, loaded on demand */
+    const json_t *models;    /* the config's "models" list (borrowed from the config) */
+    double load_timeout;     /* seconds a request waits for its model to load */
     uint64_t max_body;
 };
 
@@ -80,6 +85,11 @@ static void usage(FILE *f) {
             "      --s3-access-key KEY   _REGION, or the R2_* names); region default \"auto\"\n"
             "      --s3-secret-key KEY\n"
             "      --s3-region REGION\n"
+            "      --models-dir DIR      serve every *.gguf in DIR (ids: the file names), loaded on\n"
+            "                            demand within --ram-budget, the least recently used idle\n"
+            "                            model unloaded first (with -m: that one is the default)\n"
+            "      --load-timeout S      seconds a request waits for its model to load (default\n"
+            "                            300)\n"
             "      --parallel N          slots: requests decoded side by side, each with its own\n"
             "                            KV cache of --ctx-size positions (default 1, at most %d)\n"
             "      --queue N             requests waiting beyond the running ones (default 16;\n"
@@ -307,6 +317,11 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         } else if (!strcmp(a, "--parallel")) {
             rc = parse_int(a, v, 1, ENGINE_MAX_SEQ, &n);
             o->parallel = (int)n;
+        } else if (!strcmp(a, "--models-dir")) {
+            o->models_dir = v[0] ? v : NULL;
+        } else if (!strcmp(a, "--load-timeout")) {
+            rc = parse_int(a, v, 1, 86400, &n);
+            o->load_timeout = (double)n;
         } else if (!strcmp(a, "--max-body")) {
             rc = parse_bytes(a, v, &o->max_body);
         } else if (!strcmp(a, "--moe-top-k")) {
@@ -337,11 +352,12 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
     }
     if (!final)
         return 0;
-    if (!o->model) {
-        fprintf(stderr, "sniperd: no model: pass -m MODEL.gguf\n");
+    int n_prompts = (o->prompt != NULL) + (o->prompt_file != NULL) + (o->bench_prompt > 0);
+    if (!o->model && (n_prompts > 0 || o->tokenize || (!o->models_dir && !o->models))) {
+        fprintf(stderr, "sniperd: no model: pass -m MODEL.gguf%s\n",
+                n_prompts > 0 || o->tokenize ? "" : " (or --models-dir DIR)");
         return -EINVAL;
     }
-    int n_prompts = (o->prompt != NULL) + (o->prompt_file != NULL) + (o->bench_prompt > 0);
     if (n_prompts > 1 || (o->tokenize && n_prompts == 0)) {
         fprintf(stderr, "sniperd: pass at most one of -p TEXT, -f FILE and --bench-prompt N "
                         "(none: serve the API)\n");
@@ -489,71 +505,6 @@ static int run_prefill(struct engine *e, const int32_t *ids, size_t n, int32_t n
     return 0;
 }
 
-#define BUDGET_MARGIN (32u << 20) /* headroom for the sampler, stdio and allocator slack */
-
-/* With --ram-budget: gives the expert cache what the budget leaves after everything already
- * resident (weights read, KV cache, buffers) and prints the split. Returns the cache, or NULL with
- * a message in err when the budget cannot hold one layer's experts (naming the minimum). */
-static struct expert_cache *budget_setup(const struct options *o, const struct model *m,
-                                         struct engine *e, char *err, size_t err_len) {
-    const uint64_t mib = 1u << 20, rss = procstat_rss_bytes();
-    size_t slot = expert_cache_slot_bytes(m);
-    const int per_layer = expert_cache_experts_per_layer(m), min = expert_cache_min_slots(m);
-    uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)min;
-    if (o->ram_budget < need) {
-        snprintf(err, err_len, "--ram-budget %llu MiB is too small: the resident weights, KV cache, "
-                 "recurrent state and buffers take %llu MiB, one token's %s of a layer %llu MiB "
-                 "and headroom %u MiB; the minimum is %llu MiB",
-                 (unsigned long long)(o->ram_budget / mib), (unsigned long long)(rss / mib),
-                 m->hp.n_expert > 0 ? "experts" : "FFN",
-                 (unsigned long long)((uint64_t)slot * (uint64_t)min / mib),
-                 BUDGET_MARGIN >> 20, (unsigned long long)((need + mib - 1) / mib));
-        return NULL;
-    }
-    uint64_t cache_bytes = o->ram_budget - rss - BUDGET_MARGIN;
-    struct expert_cache *c = expert_cache_new(m, cache_bytes, &o->cache, err, err_len);
-    if (!c)
-        return NULL;
-    struct expert_cache_stats st;
-    expert_cache_get_stats(c, &st);
-    const uint64_t known = m->resident_bytes + engine_kv_bytes(e) + engine_rec_bytes(e) +
-                           engine_scratch_bytes(e);
-    const uint64_t other = (rss > known ? rss - known : 0) + BUDGET_MARGIN;
-    fprintf(stderr,
-            "budget: %llu MiB = resident weights %llu + KV cache %llu + recurrent state %llu + "
-            "buffers %llu + other %llu + expert cache %llu (%d slots of %.2f MiB, %.0f%% of the %d "
-            "experts; %s reads, %s eviction)\n",
-            (unsigned long long)(o->ram_budget / mib), (unsigned long long)(m->resident_bytes / mib),
-            (unsigned long long)(engine_kv_bytes(e) / mib),
-            (unsigned long long)(engine_rec_bytes(e) / mib),
-            (unsigned long long)(engine_scratch_bytes(e) / mib), (unsigned long long)(other / mib),
-            (unsigned long long)((uint64_t)st.n_slots * st.slot_bytes / mib), st.n_slots,
-            (double)st.slot_bytes / (double)mib,
-            100.0 * st.n_slots / ((double)m->hp.n_layer * per_layer), m->hp.n_layer * per_layer,
-            st.backend, st.eviction);
-    engine_set_experts(e, c);
-    return c;
-}
-
-/* The engine's own memory: what --ctx-size, --kv-type, --parallel and --checkpoints cost. */
-static void print_memory(const struct engine *e, const struct engine_params *p) {
-    const double mib = 1024.0 * 1024.0;
-    struct engine_kv_shape s = engine_kv_shape(e);
-    char slots[32] = "", windows[96] = "";
-    if (engine_n_seq(e) > 1)
-        snprintf(slots, sizeof(slots), "%d slots of ", engine_n_seq(e));
-    if (s.n_swa_layer > 0)
-        snprintf(windows, sizeof(windows), ", %d of them sliding windows of %d in rings",
-                 s.n_swa_layer, s.n_swa);
-    fprintf(stderr, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers%s), "
-            "%s %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
-            (double)engine_kv_bytes(e) / mib, slots, s.n_ctx, qtype_name(s.type), s.n_layer,
-            windows, engine_is_recurrent(e) || !engine_has_checkpoints(e) ? "recurrent state"
-                                                                           : "window checkpoints",
-            (double)engine_rec_bytes(e) / mib, engine_has_checkpoints(e) ? p->n_checkpoints : 0,
-            (double)engine_scratch_bytes(e) / mib);
-}
-
 /* Hit rate of each layer's lookups over the run, first layer first. */
 static void print_layer_stats(const struct expert_cache *c, int n_layer) {
     fprintf(stderr, "experts-layers: hit_rate=");
@@ -622,7 +573,7 @@ static int run_generate(const struct options *o) {
     e = engine_new(m, &o->ep, err, sizeof(err));
     if (!e)
         goto fail;
-    print_memory(e, &o->ep);
+    budget_print_memory(e, o->ep.n_checkpoints, stderr);
     ids = prompt_tokens(tk, o, &n_prompt);
     const int32_t V = m->hp.n_vocab;
     const int32_t n_batch = engine_n_batch(e);
@@ -650,7 +601,8 @@ static int run_generate(const struct options *o) {
         goto fail;
     }
     err[0] = '\0';
-    if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
+    if (o->ram_budget &&
+        !(cache = budget_cache_new(m, e, o->ram_budget, &o->cache, stderr, err, sizeof(err))))
         goto fail;
     double t_load = clock_now_s() - t0;
     if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {
@@ -734,6 +686,33 @@ out:
     return rc;
 }
 
+/* Appends the flag a config key names ("ctx_size": 8192 -> "--ctx-size", "8192") to args[*k],
+ * the texts kept alive in texts. Returns 0 or -EINVAL (a value that is not a string or number). */
+static int config_flag(const char *key, const json_t *val, json_t *texts, char **args, size_t *k,
+                       const char *path) {
+    char flag[80], num[64];
+    int fl = snprintf(flag, sizeof(flag), "--%s", key);
+    for (int i = 2; i < fl && i < (int)sizeof(flag); i++)
+        flag[i] = flag[i] == '_' ? '-' : flag[i];
+    const char *v = json_string_value(val);
+    if (json_is_integer(val))
+        snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
+    else if (json_is_real(val))
+        snprintf(num, sizeof(num), "%.17g", json_real_value(val));
+    else if (!v) {
+        fprintf(stderr, "sniperd: config \"%s\": \"%s\" wants a string or a number\n", path, key);
+        return -EINVAL;
+    }
+    json_array_append_new(texts, json_string(flag));
+    args[(*k)++] = (char *)json_string_value(json_array_get(texts, json_array_size(texts) - 1));
+    if (!v) {
+        json_array_append_new(texts, json_string(num));
+        v = json_string_value(json_array_get(texts, json_array_size(texts) - 1));
+    }
+    args[(*k)++] = (char *)v;
+    return 0;
+}
+
 /* The config file (-c): a JSON object whose keys are the long flags' names with '_' for '-'
  * ("ram_budget": "4G", "port": 8000, "api_key": "..."), read before the command line so that flags
  * override it. Strings stay in *keep (free with json_decref after the run). Returns 0 or -EINVAL
@@ -763,35 +742,23 @@ static int load_config(const char *path, struct options *o, json_t **keep) {
     json_object_foreach(root, key, val) {
         if (rc < 0)
             break;
+        if (!strcmp(key, "models")) { /* a list of models, read by the daemon (pool_setup) */
+            if (!json_is_array(val)) {
+                fprintf(stderr, "sniperd: config \"%s\": \"models\" wants a list of objects\n",
+                        path);
+                rc = -EINVAL;
+            }
+            o->models = json_array_size(val) ? val : NULL;
+            continue;
+        }
         for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
             if (!strcmp(key, refused[i])) {
                 fprintf(stderr, "sniperd: config \"%s\": \"%s\" is not a daemon setting\n", path,
                         key);
                 rc = -EINVAL;
             }
-        char flag[80], num[64];
-        int fl = snprintf(flag, sizeof(flag), "--%s", key);
-        for (int i = 2; i < fl; i++)
-            flag[i] = flag[i] == '_' ? '-' : flag[i];
-        const char *v = json_string_value(val);
-        if (json_is_integer(val))
-            snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
-        else if (json_is_real(val))
-            snprintf(num, sizeof(num), "%.17g", json_real_value(val));
-        if (rc == 0 && !v && !json_is_number(val)) {
-            fprintf(stderr, "sniperd: config \"%s\": \"%s\" wants a string or a number\n", path,
-                    key);
-            rc = -EINVAL;
-        }
-        if (rc == 0) {
-            json_array_append_new(texts, json_string(flag));
-            args[k++] = (char *)json_string_value(json_array_get(texts, json_array_size(texts) - 1));
-            if (!v) {
-                json_array_append_new(texts, json_string(num));
-                v = json_string_value(json_array_get(texts, json_array_size(texts) - 1));
-            }
-            args[k++] = (char *)v;
-        }
+        if (rc == 0)
+            rc = config_flag(key, val, texts, args, &k, path);
     }
     if (rc == 0 && (rc = parse_args((int)k, args, o, false)) != 0)
         fprintf(stderr, "sniperd: (in config \"%s\")\n", path);
@@ -809,36 +776,112 @@ static bool is_loopback(const char *host) {
     return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
-/* Reports a model load's progress to /health and, on a terminal, as a line redrawn in place. */
-struct load_watch {
-    struct model_progress progress;
-    struct api *api;
-    pthread_mutex_t mu; /* guards stop */
-    pthread_cond_t cv;  /* signalled when the load ends: the watcher stops at once */
-    bool stop;
-};
+/* ---- the daemon -------------------------------------------------------------------------- */
 
-static void *load_watcher(void *arg) {
-    struct load_watch *w = arg;
-    const bool tty = isatty(STDERR_FILENO);
-    pthread_mutex_lock(&w->mu);
-    while (!w->stop) {
-        uint64_t done = atomic_load(&w->progress.done), total = atomic_load(&w->progress.total);
-        double f = total ? (double)done / (double)total : 0.0;
-        api_set_progress(w->api, 0.9 * f); /* the rest: tokenizer, engine, cache */
-        if (tty && total)
-            fprintf(stderr, "\rsniperd: loading %3.0f%% (%llu of %llu MiB)", 100.0 * f,
-                    (unsigned long long)(done >> 20), (unsigned long long)(total >> 20));
-        struct timespec until = clock_deadline_ms(200);
-        pthread_cond_timedwait(&w->cv, &w->mu, &until);
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (tty)
-        fprintf(stderr, "\r\033[K");
-    return NULL;
+/* A served model's options from the daemon's: its slots, context, budget and how it reads. */
+static struct pool_model_opts model_opts(const struct options *o) {
+    struct pool_model_opts m = {.ep = o->ep, .cache = o->cache, .chat_template = o->chat_template,
+                                .queue = o->queue, .ram_budget = 0};
+    m.ep.n_seq = o->parallel;
+    return m;
 }
 
-/* The daemon: listen at once (so /health can say "loading"), load, serve until SIGINT/SIGTERM. */
+/* One entry of the config's "models" list: {"id", "path", and per-model settings named as the
+ * flags}, over the daemon's options. Returns 0 or -EINVAL with a message. */
+static int model_entry(const json_t *obj, const struct options *o, struct pool_model_opts *out) {
+    static const char *const per_model[] = {
+        "ram_budget", "ctx_size", "kv_type", "parallel", "threads", "batch", "chat_template",
+        "prefetch", "io", "io_depth", "checkpoints", "checkpoint_every", "queue", "moe_top_k",
+        "cache_bias"};
+    const char *where = "the config's models list";
+    struct options copy = *o;
+    copy.ram_budget = 0; /* a model's own budget, when it names one */
+    const char *id = NULL, *path = NULL, *key;
+    json_t *val, *texts = json_array();
+    char *args[2 * 16 + 1] = {"sniperd"};
+    size_t k = 1;
+    int rc = json_is_object(obj) && texts ? 0 : -EINVAL;
+    json_object_foreach((json_t *)obj, key, val) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(per_model) / sizeof(per_model[0]) && rc == 0; i++)
+            if (!strcmp(key, per_model[i]) && k + 2 < sizeof(args) / sizeof(args[0])) {
+                rc = config_flag(key, val, texts, args, &k, where);
+                known = true;
+            }
+        if (!strcmp(key, "id") || !strcmp(key, "alias"))
+            known = (id = json_string_value(val)) != NULL;
+        else if (!strcmp(key, "path") || !strcmp(key, "model"))
+            known = (path = json_string_value(val)) != NULL;
+        if (!known && rc == 0) {
+            fprintf(stderr, "sniperd: %s: \"%s\" is not a model's setting (id, path, %s ...)\n",
+                    where, key, per_model[0]);
+            rc = -EINVAL;
+        }
+    }
+    if (rc == 0 && !path) {
+        fprintf(stderr, "sniperd: %s: every model needs a \"path\"\n", where);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && (rc = parse_args((int)k, args, &copy, false)) == 0) {
+        *out = model_opts(&copy);
+        out->ram_budget = copy.ram_budget;
+        snprintf(out->id, sizeof(out->id), "%s", id ? id : "");
+        snprintf(out->path, sizeof(out->path), "%s", path);
+    }
+    json_decref(texts);
+    return rc == 0 ? 0 : -EINVAL;
+}
+
+/* The models to serve: -m (the default, preloaded), --models-dir, the config's list. Returns the
+ * pool or NULL with a message printed. */
+static struct pool *pool_setup(const struct options *o, bool several) {
+    char err[512];
+    struct pool_config pc = {.ram_budget = o->ram_budget, .log = true,
+                             .load_timeout_s = o->load_timeout > 0 ? o->load_timeout : 300};
+    struct pool *p = pool_new(&pc, err, sizeof(err));
+    int rc = p ? 0 : -ENOMEM;
+    if (p && o->model) {
+        struct pool_model_opts m = model_opts(o);
+        snprintf(m.id, sizeof(m.id), "%s", o->alias ? o->alias : "");
+        snprintf(m.path, sizeof(m.path), "%s", o->model);
+        m.stream = o->ram_budget > 0 && !several; /* one model: the budget is its own */
+        rc = pool_add(p, &m);
+    }
+    for (size_t i = 0; rc == 0 && o->models && i < json_array_size(o->models); i++) {
+        struct pool_model_opts m;
+        rc = model_entry(json_array_get(o->models, i), o, &m);
+        if (rc == 0 && (rc = pool_add(p, &m)) == -EEXIST)
+            fprintf(stderr, "sniperd: two models are called \"%s\"\n", m.id);
+    }
+    if (rc == 0 && o->models_dir) {
+        struct pool_model_opts m = model_opts(o);
+        rc = pool_add_dir(p, o->models_dir, &m, err, sizeof(err));
+        if (rc < 0)
+            fprintf(stderr, "sniperd: %s\n", err);
+        rc = rc < 0 ? rc : 0;
+    }
+    if (rc == 0 && p && pool_size(p) == 0) {
+        fprintf(stderr, "sniperd: no models to serve (an empty --models-dir?)\n");
+        rc = -ENOENT;
+    }
+    if (rc < 0) {
+        if (!p)
+            fprintf(stderr, "sniperd: %s\n", err);
+        pool_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* The default model's load, shown by /health and, on a terminal, as a line redrawn in place. */
+static void show_progress(void *ctx, double f) {
+    api_set_progress(ctx, f);
+    if (isatty(STDERR_FILENO))
+        fprintf(stderr, "\rsniperd: loading %3.0f%%", 100.0 * f);
+}
+
+/* The daemon: listen at once (so /health can say "loading"), load the default model (-m) or list
+ * the models (--models-dir, "models"), serve until SIGINT/SIGTERM. */
 static int run_daemon(const struct options *o) {
     if (!is_loopback(o->host) && !(o->api_key && o->api_key[0])) {
         fprintf(stderr, "sniperd: refusing to serve on %s without an API key: anyone who can "
@@ -852,9 +895,12 @@ static int run_daemon(const struct options *o) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL); /* every thread started from here inherits it */
     signal(SIGPIPE, SIG_IGN);
+    const bool several = o->models_dir || o->models;
     char err[512] = "";
-    struct api_config acfg = {.api_key = o->api_key, .model_alias = o->alias,
-                              .chat_template = o->chat_template, .ram_budget = o->ram_budget,
+    struct pool *pool = pool_setup(o, several);
+    if (!pool)
+        return 1;
+    struct api_config acfg = {.api_key = o->api_key, .ram_budget = o->ram_budget,
                               .context_dir = o->context_dir, .s3 = &o->s3};
     struct api *api = api_new(&acfg, err, sizeof(err));
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
@@ -864,49 +910,27 @@ static int run_daemon(const struct options *o) {
     if (!srv) {
         fprintf(stderr, "sniperd: %s\n", err);
         api_free(api);
+        pool_free(pool);
         return 1;
     }
     const bool v6 = strchr(o->host, ':') != NULL;
-    fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (loading %s)\n", v6 ? "[" : "",
-            o->host, v6 ? "]" : "", http_server_port(srv), o->model);
+    fprintf(stderr, "sniperd: listening on http://%s%s%s:%d (%s %s)\n", v6 ? "[" : "", o->host,
+            v6 ? "]" : "", http_server_port(srv), o->model ? "loading" : "serving",
+            o->model ? o->model : o->models_dir ? o->models_dir : "the config's models");
     int rc = 1;
-    struct load_watch watch = {.api = api};
-    pthread_mutex_init(&watch.mu, NULL);
-    pthread_cond_init(&watch.cv, NULL);
-    pthread_t watcher;
-    bool watching = pthread_create(&watcher, NULL, load_watcher, &watch) == 0;
-    struct model *m = model_open_progress(o->model, o->ram_budget > 0, &watch.progress, err,
-                                          sizeof(err));
-    pthread_mutex_lock(&watch.mu);
-    watch.stop = true;
-    pthread_cond_signal(&watch.cv);
-    pthread_mutex_unlock(&watch.mu);
-    if (watching)
-        pthread_join(watcher, NULL);
-    pthread_mutex_destroy(&watch.mu);
-    pthread_cond_destroy(&watch.cv);
-    struct tokenizer *tk = NULL;
-    struct engine *e = NULL;
-    struct expert_cache *cache = NULL;
-    struct scheduler *sched = NULL;
-    if (!m)
+    if (o->model && pool_preload(pool, show_progress, api, err, sizeof(err)) < 0) {
+        if (isatty(STDERR_FILENO))
+            fprintf(stderr, "\r\033[K");
         goto out;
-    api_set_progress(api, 0.9);
-    struct engine_params ep = o->ep;
-    ep.n_seq = o->parallel;
-    if (!(tk = tokenizer_new(m->gguf, err, sizeof(err))) ||
-        !(e = engine_new(m, &ep, err, sizeof(err))))
-        goto out;
-    print_memory(e, &ep);
-    err[0] = '\0';
-    if (o->ram_budget && !(cache = budget_setup(o, m, e, err, sizeof(err))) && err[0])
-        goto out;
-    if (!(sched = scheduler_new(e, tk, o->queue, err, sizeof(err))))
-        goto out;
-    api_set_ready(api, m, tk, sched, cache, engine_n_ctx(e));
-    fprintf(stderr, "sniperd: ready: model %s, context %d, %d slot%s, %d threads\n", m->name,
-            engine_n_ctx(e), engine_n_seq(e), engine_n_seq(e) > 1 ? "s" : "",
-            engine_n_threads(e));
+    }
+    if (o->model && isatty(STDERR_FILENO))
+        fprintf(stderr, "\r\033[K");
+    api_set_ready(api, pool, several);
+    struct pool_entry_info def;
+    pool_entry(pool, pool_default(pool), &def);
+    fprintf(stderr, "sniperd: ready: model %s, context %d, %d slot%s, %d model%s served\n",
+            def.id, def.n_ctx, o->parallel, o->parallel > 1 ? "s" : "", pool_size(pool),
+            pool_size(pool) > 1 ? "s" : "");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "sniperd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -915,12 +939,8 @@ out:
     if (rc != 0)
         fprintf(stderr, "sniperd: %s\n", err);
     http_server_stop(srv); /* no request is running past this */
-    scheduler_free(sched);
     api_free(api);
-    engine_free(e);
-    expert_cache_free(cache);
-    tokenizer_free(tk);
-    model_free(m);
+    pool_free(pool);
     return rc;
 }
 

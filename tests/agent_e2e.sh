@@ -54,7 +54,7 @@ rss=$(top_num '^memory +RSS ([0-9.]+) MiB, no budget$')
 if grep -q "^model      sniper-mkmodel-tiny-qwen3moe, context [0-9]\+ tokens$" <<<"$out" &&
    [ "${completions:-0}" -ge 4 ] && awk -v d="$decode" -v p="$prefill" -v r="$rss" \
        'BEGIN { exit !(d > 0 && d < 1e6 && p > 0 && p < 1e7 && r > 1 && r < 4096) }' &&
-   [ "${cached:-x}" -le "${prompt:-0}" ] && grep -qE '^uptime +0h 00m [0-9]{2}s$' <<<"$out" &&
+   [ "${cached:-x}" -le "${prompt:-0}" ] && grep -qE '^uptime +[0-9]+h [0-9]{2}m [0-9]{2}s$' <<<"$out" &&
    grep -qE '^queue +0 waiting, idle$' <<<"$out" && grep -qE '^experts +all in RAM' <<<"$out" &&
    grep -q '^transfer   none$' <<<"$out"; then
     ok "top --once: the daemon's numbers, sane"

@@ -290,11 +290,14 @@ static void test_top(void) {
         "\"total_bytes\":2048},\"parallel\":3,\"slots\":[{\"id\":0,\"state\":\"decode\","
         "\"decode_tokens_per_s\":12.34},{\"id\":1,\"state\":\"prefill\"},{\"id\":2,"
         "\"state\":\"idle\"}],\"step\":{\"avg_batch_tokens\":2.5,\"avg_batch_sequences\":2,"
-        "\"avg_union_experts\":9.25,\"bytes_read_per_step\":3145728}}";
+        "\"avg_union_experts\":9.25,\"bytes_read_per_step\":3145728},\"models\":[{\"id\":\"m1\","
+        "\"state\":\"loaded\"},{\"id\":\"m2\",\"state\":\"loading\",\"progress\":0.25},"
+        "{\"id\":\"bad\",\"state\":\"failed\"}]}";
     struct top_rates r = { .valid = true, .prefill_tps = 10, .decode_tps = 2.5, .read_MBps = 3 };
     char *t = top_frame(full, &r);
     check_has(t, "sniper top  http://h:1\n");
     check_has(t, "model      m1, context 4096 tokens\n");
+    check_has(t, "models     1 of 3 loaded: m1 (loaded), m2 (loading 25%), bad (failed)\n");
     check_has(t, "uptime     1h 02m 05s\n");
     check_has(t, "requests   7 (1 errors), 5 completions, 2 cancelled\n");
     check_has(t, "queue      3 waiting, busy\n");

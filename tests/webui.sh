@@ -22,7 +22,15 @@ pid1=$!
 HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts2" \
     --api-key web-key 2>"$TMP/err2" &
 pid2=$!
-trap 'kill $pid1 $pid2 2>/dev/null; wait $pid1 $pid2 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+# a third serves a directory of models (two, and a file that is no model): the model picker
+mkdir -p "$TMP/models"
+cp "$TMP/m.gguf" "$TMP/models/alpha.gguf"
+"$BUILD/sniper-mkmodel" --quiet --preset tiny-dense --types q8_0 --seed 6 -o "$TMP/models/beta.gguf"
+echo "not a model" >"$TMP/models/broken.gguf"
+HOME=$TMP "$BUILD/sniperd" --models-dir "$TMP/models" --port 0 --threads 2 \
+    --context-dir "$TMP/contexts3" 2>"$TMP/err3" &
+pid3=$!
+trap 'kill $pid1 $pid2 $pid3 2>/dev/null; wait $pid1 $pid2 $pid3 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 # Prints the port of the daemon whose stderr is $1 once it is ready, or nothing.
 port_of() {
     local port=
@@ -35,11 +43,12 @@ port_of() {
 }
 port1=$(port_of "$TMP/err1")
 port2=$(port_of "$TMP/err2")
-if [ -z "$port1" ] || [ -z "$port2" ]; then
-    echo "FAIL   sniperd did not start: $(cat "$TMP/err1" "$TMP/err2")"
+port3=$(port_of "$TMP/err3")
+if [ -z "$port1" ] || [ -z "$port2" ] || [ -z "$port3" ]; then
+    echo "FAIL   sniperd did not start: $(cat "$TMP/err1" "$TMP/err2" "$TMP/err3")"
     echo "0 passed, 1 failed, 0 skipped"
     exit 1
 fi
 cp tests/webui/webui_test.mjs "$NPM_DIR/webui_test.mjs"
 timeout 120 node "$NPM_DIR/webui_test.mjs" "http://127.0.0.1:$port1" "http://127.0.0.1:$port2" \
-    web-key "$(cd "$SHOTS" && pwd)"
+    web-key "$(cd "$SHOTS" && pwd)" "http://127.0.0.1:$port3"

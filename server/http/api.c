@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "api_internal.h"
 #include "clock.h"
@@ -105,7 +108,6 @@ void api_free(struct api *a) {
         return;
     pthread_mutex_destroy(&a->mu);
     free(a->key);
-    free(a->model_id);
     free(a);
 }
 
@@ -115,28 +117,24 @@ void api_set_progress(struct api *a, double progress) {
     pthread_mutex_unlock(&a->mu);
 }
 
-void api_set_ready(struct api *a, const struct model *m, const struct tokenizer *tk,
-                   struct scheduler *s, struct expert_cache *c, int32_t n_ctx) {
+void api_set_ready(struct api *a, struct pool *pool, bool by_name) {
     pthread_mutex_lock(&a->mu);
-    a->n_ctx = n_ctx;
-    a->m = m;
-    a->tk = tk;
-    a->sched = s;
-    a->cache = c;
-    a->family = chat_family_detect(gguf_get_str(m->gguf, "tokenizer.chat_template"));
-    if (chat_family_from_name(a->cfg.chat_template) >= 0) /* --chat-template (main checked it) */
-        a->family = (enum chat_family)chat_family_from_name(a->cfg.chat_template);
-    a->model_id = strdup(a->cfg.model_alias && a->cfg.model_alias[0] ? a->cfg.model_alias
-                                                                      : m->name);
+    a->pool = pool;
+    a->by_name = by_name;
     a->progress = 1.0;
     a->ready = true;
     pthread_mutex_unlock(&a->mu);
+}
+
+struct pool_model *api_model(struct api *a, const char *name, struct oai_error *e) {
+    return pool_acquire(a->pool, a->by_name ? name : NULL, e);
 }
 
 /* ---- one completion -------------------------------------------------------------------------- */
 
 struct call {
     struct api *api;
+    struct pool_model *pm;    /* the model it runs on, held until the last reference goes */
     atomic_int refs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -165,6 +163,7 @@ static void call_unref(struct call *c) {
         return;
     if (c->job)
         job_release(c->job);
+    pool_release(c->api->pool, c->pm);
     chat_stream_free(c->cs);
     oai_request_free(&c->rq);
     free(c->content.p);
@@ -205,7 +204,7 @@ static struct oai_result call_result(struct call *c, const char *finish) {
     return (struct oai_result){
         .id = c->id,
         .created = c->created,
-        .model = c->api->model_id,
+        .model = c->pm->id,
         .content = c->content.p,
         .reasoning = c->reasoning.p,
         .tool_calls = c->calls,
@@ -270,7 +269,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
         d.content = ev->text;
         d.content_len = ev->len;
         if (c->rq.logprobs && c->cur_tok) { /* a token's logprob goes with its first text */
-            logprob_fill(c->api->tk, c->cur_tok, &lp);
+            logprob_fill(c->pm->tk, c->cur_tok, &lp);
             d.logprob = &lp;
             c->cur_tok = NULL;
         }
@@ -305,7 +304,7 @@ static void keep_logprob(struct call *c, const struct job_token *t) {
         c->lps = p;
         c->cap_lps = cap;
     }
-    logprob_fill(c->api->tk, t, &c->lps[c->n_lps++]);
+    logprob_fill(c->pm->tk, t, &c->lps[c->n_lps++]);
 }
 
 static void on_token(void *ctx, const struct job_token *tok) {
@@ -360,8 +359,8 @@ static void on_done(void *ctx, const struct job_summary *s) {
 }
 
 /* Renders and tokenizes the request's prompt. Returns the ids (malloc'd) or NULL with e set. */
-static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_prefix, size_t *n,
-                           struct oai_error *e) {
+static int32_t *prompt_ids(const struct pool_model *pm, const struct oai_request *rq,
+                           bool as_prefix, size_t *n, struct oai_error *e) {
     char err[256] = "";
     char *text = NULL;
     if (rq->chat) {
@@ -371,13 +370,13 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_
                                      .tools_json = no_tools ? NULL : rq->tools_json,
                                      .as_prefix = as_prefix,
                                      .reasoning_effort = rq->reasoning_effort};
-        if (rq->reasoning_effort && a->family != CHAT_HARMONY) {
+        if (rq->reasoning_effort && pm->family != CHAT_HARMONY) {
             oai_fail(e, 400, "invalid_request_error", "reasoning_effort", "unsupported_parameter",
                      "'reasoning_effort' needs a gpt-oss model (harmony chat format); this "
-                     "model's template is %s", chat_family_name(a->family));
+                     "model's template is %s", chat_family_name(pm->family));
             return NULL;
         }
-        text = chat_render(a->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
+        text = chat_render(pm->family, rq->messages, rq->n_messages, &o, err, sizeof(err));
         if (!text) {
             oai_fail(e, err[0] ? 400 : 500, err[0] ? "invalid_request_error" : "server_error",
                      "messages", "", "%s", err[0] ? err : "out of memory");
@@ -387,11 +386,11 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_
         text = strdup(rq->prompt);
     }
     size_t n_text = 0;
-    int32_t *ids = text ? tokenizer_encode(a->tk, text, strlen(text), true, &n_text) : NULL;
+    int32_t *ids = text ? tokenizer_encode(pm->tk, text, strlen(text), true, &n_text) : NULL;
     free(text);
     /* a BOS when the model wants one, unless the template wrote it (Llama 3's does) */
-    bool bos = tokenizer_add_bos(a->tk) && tokenizer_bos(a->tk) >= 0 &&
-               !(n_text > 0 && ids[0] == tokenizer_bos(a->tk));
+    bool bos = tokenizer_add_bos(pm->tk) && tokenizer_bos(pm->tk) >= 0 &&
+               !(n_text > 0 && ids[0] == tokenizer_bos(pm->tk));
     int32_t *all = ids ? malloc((n_text + 1) * sizeof(int32_t)) : NULL;
     if (!all) {
         free(ids);
@@ -399,27 +398,27 @@ static int32_t *prompt_ids(struct api *a, const struct oai_request *rq, bool as_
         return NULL;
     }
     if (bos)
-        all[0] = tokenizer_bos(a->tk);
+        all[0] = tokenizer_bos(pm->tk);
     memcpy(all + bos, ids, n_text * sizeof(int32_t));
     free(ids);
     *n = n_text + bos;
     return all;
 }
 
-int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+int32_t *api_prompt_ids(const struct pool_model *pm, const struct oai_request *rq, size_t *n,
                         struct oai_error *e) {
-    return prompt_ids(a, rq, false, n, e);
+    return prompt_ids(pm, rq, false, n, e);
 }
 
-int32_t *api_prefix_ids(struct api *a, const struct oai_request *rq, size_t *n,
+int32_t *api_prefix_ids(const struct pool_model *pm, const struct oai_request *rq, size_t *n,
                         struct oai_error *e) {
-    return prompt_ids(a, rq, true, n, e);
+    return prompt_ids(pm, rq, true, n, e);
 }
 
 static void handle_completion(struct api *a, const struct http_request *hr, bool chat,
                               struct http_response *out) {
     struct oai_limits lim = {.max_messages = 1024, .max_message_bytes = 1u << 20,
-                             .max_tokens = a->n_ctx, .max_stop_bytes = 256};
+                             .max_tokens = 1 << 24, .max_stop_bytes = 256};
     struct oai_error e;
     struct call *c = calloc(1, sizeof(*c));
     if (!c) {
@@ -449,17 +448,18 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         return;
     }
     size_t n = 0;
-    int32_t *ids = api_prompt_ids(a, &c->rq, &n, &e);
-    if (!ids) {
+    int32_t *ids = NULL;
+    if (!(c->pm = api_model(a, c->rq.model, &e)) || !(ids = api_prompt_ids(c->pm, &c->rq, &n, &e))) {
         api_reply_error(out, &e);
         call_unref(c);
         return;
     }
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : a->n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > a->n_ctx || max_tokens <= 0) {
+    const int32_t n_ctx = c->pm->n_ctx;
+    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
+    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
         oai_fail(&e, 400, "invalid_request_error", "messages", "context_length_exceeded",
                  "this model's context is %d tokens; the prompt takes %zu and max_tokens asks "
-                 "for %d more", a->n_ctx, n, max_tokens > 0 ? max_tokens : 0);
+                 "for %d more", n_ctx, n, max_tokens > 0 ? max_tokens : 0);
         free(ids);
         api_reply_error(out, &e);
         call_unref(c);
@@ -483,8 +483,8 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
     snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));
     /* Qwen3.5's generation prompt opens <think>: the reply starts inside it */
-    c->cs = chat ? chat_stream_new(a->family, a->family == CHAT_QWEN35 && c->rq.enable_thinking)
-                 : NULL;
+    const enum chat_family fam = c->pm->family;
+    c->cs = chat ? chat_stream_new(fam, fam == CHAT_QWEN35 && c->rq.enable_thinking) : NULL;
     const struct job_callbacks cb = {on_token, on_text, on_done};
     c->job = job_new(ids, n, &p, &cb, c);
     free(ids);
@@ -502,7 +502,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         }
         atomic_fetch_add(&c->refs, 2); /* the job's and the gone hook's */
         http_stream_on_gone(c->out, call_on_gone, c);
-        if (scheduler_submit(a->sched, c->job) < 0) {
+        if (scheduler_submit(c->pm->sched, c->job) < 0) {
             atomic_fetch_sub(&c->refs, 2);
             http_stream_discard(c->out);
             c->out = NULL;
@@ -518,7 +518,7 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         return;
     }
     atomic_fetch_add(&c->refs, 1); /* the job's */
-    if (scheduler_submit(a->sched, c->job) < 0) {
+    if (scheduler_submit(c->pm->sched, c->job) < 0) {
         atomic_fetch_sub(&c->refs, 1);
         api_reply_fail(out, 503, "server_error", "", "queue_full",
                    "the server is busy: too many requests queued; try again shortly");
@@ -555,16 +555,47 @@ static void handle_health(struct api *a, struct http_response *out) {
         api_reply_json(out, 503, str_printf("{\"status\":\"loading\",\"progress\":%.2f}", p));
 }
 
-static void handle_models(struct api *a, struct http_response *out) {
-    api_reply_json(out, 200,
-               str_printf("{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
-                          "\"created\":%lld,\"owned_by\":\"sniper\",\"meta\":{\"n_ctx\":%d,"
-                          "\"n_params_experts\":%d}}]}",
-                          a->model_id, (long long)a->started, a->n_ctx, a->m->hp.n_expert));
+/* One model as /v1/models and /v1/stats list it: OpenAI's fields, then ours. */
+static json_t *model_json(struct api *a, const struct pool_entry_info *in) {
+    json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:b, s:i, s:I, s:I}",
+                          "id", in->id, "object", "model", "created", (json_int_t)a->started,
+                          "owned_by", "sniper", "state", pool_state_name(in->state),
+                          "architecture", in->arch, "quantization", in->quant,
+                          "size_bytes", (json_int_t)in->file_bytes,
+                          "ram_bytes", (json_int_t)in->bytes, "n_ctx", (int)in->n_ctx,
+                          "streamed", in->streamed, "in_use", in->in_use,
+                          "loads", (json_int_t)in->loads, "unloads", (json_int_t)in->unloads);
+    if (o && in->state == POOL_LOADING)
+        json_object_set_new(o, "progress", json_real(in->progress));
+    if (o && in->error[0])
+        json_object_set_new(o, "error", json_string(in->error));
+    if (o && in->last_used_s >= 0)
+        json_object_set_new(o, "idle_s", json_real(floor(in->last_used_s * 10) / 10));
+    return o;
 }
 
-/* Figures for /v1/stats and /metrics. */
+/* The models, as a JSON array (NULL when memory ran out). */
+static json_t *models_json(struct api *a) {
+    json_t *arr = json_array();
+    struct pool_entry_info in;
+    for (int i = 0; arr && pool_entry(a->pool, i, &in); i++)
+        json_array_append_new(arr, model_json(a, &in));
+    return arr;
+}
+
+static void handle_models(struct api *a, struct http_response *out) {
+    json_t *o = json_pack("{s:s, s:o*}", "object", "list", "data", models_json(a));
+    api_reply_json(out, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
+    json_decref(o);
+}
+
+/* Figures for /v1/stats and /metrics: the daemon's, and the engine's of the most recently used
+ * loaded model (model: "" when none is loaded). */
 struct figures {
+    char model[POOL_ID_MAX];
+    int32_t n_ctx;
+    size_t kv_bytes, rec_bytes;
+    uint64_t loads, unloads, pool_budget;
     struct scheduler_stats s;
     struct expert_cache_stats c;
     bool has_cache;
@@ -576,11 +607,20 @@ struct figures {
 
 static void gather(struct api *a, struct figures *f) {
     memset(f, 0, sizeof(*f));
-    scheduler_get_stats(a->sched, &f->s);
-    if (a->cache) {
-        expert_cache_get_stats(a->cache, &f->c); /* approximate: read while the engine runs */
-        f->has_cache = true;
+    struct pool_model *pm = pool_acquire_recent(a->pool);
+    if (pm) {
+        snprintf(f->model, sizeof(f->model), "%s", pm->id);
+        f->n_ctx = pm->n_ctx;
+        f->kv_bytes = engine_kv_bytes(pm->e);
+        f->rec_bytes = engine_rec_bytes(pm->e);
+        scheduler_get_stats(pm->sched, &f->s);
+        if (pm->cache) {
+            expert_cache_get_stats(pm->cache, &f->c); /* approximate: read while it runs */
+            f->has_cache = true;
+        }
+        pool_release(a->pool, pm);
     }
+    pool_counts(a->pool, &f->loads, &f->unloads, &f->pool_budget);
     pthread_mutex_lock(&a->mu);
     f->requests = a->requests;
     f->errors = a->errors;
@@ -638,13 +678,21 @@ static void handle_stats(struct api *a, struct http_response *out) {
     gather(a, &f);
     uint64_t lookups = f.c.hits + f.c.misses;
     char *slots = stats_slots_json(&f);
-    if (!slots) {
+    json_t *name = json_string(f.model), *models = models_json(a);
+    char *name_json = name ? json_dumps(name, JSON_ENCODE_ANY) : NULL;
+    char *models_text = models ? json_dumps(models, JSON_COMPACT) : NULL;
+    json_decref(name);
+    json_decref(models);
+    if (!slots || !name_json || !models_text) {
+        free(slots);
+        free(name_json);
+        free(models_text);
         api_reply_fail(out, 500, "server_error", "", "", "out of memory");
         return;
     }
     api_reply_json(
         out, 200,
-        str_printf("{\"model\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
+        str_printf("{\"model\":%s,\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
                    ",\"completions\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"queue\":%d,\"busy\":%s,"
                    "\"tokens\":{\"prompt\":%" PRIu64 ",\"cached\":%" PRIu64 ",\"completion\":%" PRIu64
                    "},\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,"
@@ -655,15 +703,15 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
                    ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f,\"eviction\":\"%s\"},"
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
-                   ",\"total_bytes\":%" PRIu64 "},\"parallel\":%d,%s}",
-                   a->model_id, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
+                   ",\"total_bytes\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
+                   "\"model_loads\":%" PRIu64 ",\"model_unloads\":%" PRIu64 "}",
+                   name_json, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
                    f.s.busy ? "true" : "false", f.s.prompt_tokens, f.s.cached_tokens,
                    f.s.completion_tokens,
                    f.s.prefill_s > 0 ? (double)(f.s.prompt_tokens - f.s.cached_tokens) / f.s.prefill_s
                                      : 0.0,
                    f.s.decode_s > 0 ? (double)f.s.completion_tokens / f.s.decode_s : 0.0, f.rss,
-                   a->cfg.ram_budget, a->n_ctx, engine_kv_bytes(scheduler_engine(a->sched)),
-                   engine_rec_bytes(scheduler_engine(a->sched)), f.has_cache ? "true" : "false",
+                   f.pool_budget, f.n_ctx, f.kv_bytes, f.rec_bytes, f.has_cache ? "true" : "false",
                    f.c.hits,
                    f.c.misses, lookups ? (double)f.c.hits / (double)lookups : 0.0, f.c.bytes_read,
                    f.c.io_busy_s > 0 ? (double)f.c.bytes_read / f.c.io_busy_s / 1e6 : 0.0,
@@ -675,8 +723,10 @@ static void handle_stats(struct api *a, struct http_response *out) {
                        : 0.0,
                    f.c.eviction ? f.c.eviction : "",
                    f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total,
-                   f.s.n_slots, slots));
+                   f.s.n_slots, slots, models_text, f.loads, f.unloads));
     free(slots);
+    free(name_json);
+    free(models_text);
 }
 
 /* A gauge with one sample per slot, labelled slot="i". */
@@ -689,6 +739,41 @@ static void metric_per_slot(struct strbuf *b, const char *name, const char *help
     for (int i = 0; i < n; i++) {
         len = snprintf(line, sizeof(line), "sniper_%s{slot=\"%d\"} %.17g\n", name, i, v[i]);
         strbuf_putn(b, line, (size_t)len);
+    }
+}
+
+/* s with Prometheus' label-value escapes (backslash, quote, newline), into out. */
+static void label_escape(const char *s, char *out, size_t len) {
+    size_t o = 0;
+    for (; *s && o + 3 < len; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n')
+            out[o++] = '\\';
+        out[o++] = *s == '\n' ? 'n' : *s;
+    }
+    out[o] = '\0';
+}
+
+/* Per model: loaded (1) or not, and its loads and unloads. */
+static void metric_models(struct api *a, struct strbuf *b) {
+    static const char *const head[3] = {
+        "# HELP sniper_model_loaded Whether the model is loaded (1) or not (0).\n"
+        "# TYPE sniper_model_loaded gauge\n",
+        "# HELP sniper_model_loads_total Times the model was loaded.\n"
+        "# TYPE sniper_model_loads_total counter\n",
+        "# HELP sniper_model_unloads_total Times the model was unloaded for another.\n"
+        "# TYPE sniper_model_unloads_total counter\n"};
+    const char *names[3] = {"model_loaded", "model_loads_total", "model_unloads_total"};
+    char line[512], id[2 * POOL_ID_MAX];
+    struct pool_entry_info in;
+    for (int k = 0; k < 3; k++) {
+        strbuf_puts(b, head[k]);
+        for (int i = 0; pool_entry(a->pool, i, &in); i++) {
+            uint64_t v = k == 0 ? in.state == POOL_READY : k == 1 ? in.loads : in.unloads;
+            label_escape(in.id, id, sizeof(id));
+            int n = snprintf(line, sizeof(line), "sniper_%s{model=\"%s\"} %" PRIu64 "\n",
+                             names[k], id, v);
+            strbuf_putn(b, line, (size_t)n);
+        }
     }
 }
 
@@ -747,6 +832,7 @@ static void handle_metrics(struct api *a, struct http_response *out) {
                     "Tokens the slot's current or last request generated.", v[1], f.s.n_slots);
     metric_per_slot(&b, "slot_decode_tokens_per_second",
                     "Decode speed of the slot's current or last request.", v[2], f.s.n_slots);
+    metric_models(a, &b);
     out->status = 200;
     out->content_type = "text/plain; version=0.0.4";
     out->body = strbuf_take(&b);

@@ -1,9 +1,10 @@
 /* api.h - sniperd's HTTP API: the OpenAI-compatible routes, health, stats and metrics, on top of
- * the scheduler (server/http/scheduler.h) and the HTTP plumbing (server/http/server.h).
+ * the models served (server/http/pool.h), their schedulers and the HTTP plumbing
+ * (server/http/server.h).
  *
  *     struct api *a = api_new(&cfg);                       // state "loading"
  *     http_server_start(&hcfg, api_handle, a, ...);         // /health answers 503 while loading
- *     api_set_ready(a, model, tokenizer, scheduler, cache); // now it serves
+ *     api_set_ready(a, pool, by_name);                     // now it serves
  *     ...
  *     api_free(a);                                          // after http_server_stop */
 #ifndef SNIPER_API_H
@@ -11,17 +12,12 @@
 
 #include <stdint.h>
 
-#include "expert_cache.h"
+#include "pool.h"
 #include "s3.h"
-#include "model.h"
-#include "scheduler.h"
 #include "server.h"
-#include "tokenizer.h"
 
 struct api_config {
     const char *api_key;     /* NULL or "": no authentication */
-    const char *model_alias; /* the id /v1/models reports (default: the model's name) */
-    const char *chat_template; /* a chat_family_name(); NULL: detected from the GGUF */
     uint64_t ram_budget;     /* bytes, 0: none (for stats) */
     const char *context_dir; /* where /v1/context keeps contexts (made on the first save) */
     const struct s3_config *s3; /* the object store for upload/download, or NULL (then only the
@@ -37,10 +33,10 @@ void api_free(struct api *a);
 /* Loading progress in [0, 1] for /health (thread-safe). */
 void api_set_progress(struct api *a, double progress);
 
-/* Everything is loaded: serve. The objects are borrowed (the cache may be NULL); n_ctx is the
- * engine's context. */
-void api_set_ready(struct api *a, const struct model *m, const struct tokenizer *tk,
-                   struct scheduler *s, struct expert_cache *c, int32_t n_ctx);
+/* Serve the models of pool (borrowed; it must outlive the serving). by_name: several models, a
+ * request's "model" picks one and an unknown name is a 404; otherwise every request gets the
+ * default model whatever it names. */
+void api_set_ready(struct api *a, struct pool *pool, bool by_name);
 
 /* The http_handler: routes one request. */
 void api_handle(void *ctx, const struct http_request *rq, struct http_response *out);

@@ -138,7 +138,7 @@ static bool dir_ready(struct api *a, struct http_response *out) {
 /* ---- save and load (on the engine thread) ---------------------------------------------------- */
 
 struct save_call {
-    struct api *a;
+    struct pool_model *pm;
     const char *path;
     const int32_t *ids;
     size_t n;
@@ -156,12 +156,12 @@ static int save_on_engine(void *ctx, struct scheduler *s) {
         snprintf(c->err, sizeof(c->err), "prefill failed: %s", strerror(-rc));
         return rc;
     }
-    return ctxfile_save(c->path, c->a->m, scheduler_engine(s), scheduler_call_seq(s), c->ids,
+    return ctxfile_save(c->path, c->pm->m, scheduler_engine(s), scheduler_call_seq(s), c->ids,
                         (int32_t)c->n, c->meta, &c->opts, &c->info, c->err, sizeof(c->err));
 }
 
 struct load_call {
-    struct api *a;
+    struct pool_model *pm;
     const char *path;
     int32_t *ids;
     int32_t n;
@@ -173,22 +173,43 @@ struct load_call {
 static int load_on_engine(void *ctx, struct scheduler *s) {
     struct load_call *c = ctx;
     scheduler_set_cached(s, NULL, 0); /* whatever happens, the cache no longer holds the old ids */
-    int rc = ctxfile_load(c->path, c->a->m, scheduler_engine(s), scheduler_call_seq(s), &c->ids,
+    int rc = ctxfile_load(c->path, c->pm->m, scheduler_engine(s), scheduler_call_seq(s), &c->ids,
                           &c->n, &c->meta, &c->info, c->err, sizeof(c->err));
     if (rc == 0)
         scheduler_set_cached(s, c->ids, c->n);
     return rc;
 }
 
-/* POST /v1/context/save {"name", "messages" | "prompt", "metadata"?, "storage"?, "zstd"?} */
+/* The "model" a context request names (optional; a string when present). Returns 0, or -1 with a
+ * 400 in out. */
+static int model_field(json_t *o, const char **model, struct http_response *out) {
+    json_t *m = json_object_get(o, "model");
+    *model = json_string_value(m);
+    if (m && !json_is_string(m)) {
+        api_reply_fail(out, 400, "invalid_request_error", "model", "invalid_type",
+                       "'model' must be a string");
+        return -1;
+    }
+    return 0;
+}
+
+/* POST /v1/context/save {"name", "messages" | "prompt", "model"?, "metadata"?, "storage"?,
+ * "zstd"?} */
 static void handle_save(struct api *a, const struct http_request *hr, struct http_response *out) {
     static const char *const fields[] = {"name", "messages", "prompt", "metadata", "storage",
-                                         "zstd", "enable_thinking", "tools", NULL};
+                                         "zstd", "enable_thinking", "tools", "model", NULL};
     char path[1400];
+    const char *model = NULL;
+    struct oai_error e;
     json_t *o = body_object(hr, out);
-    if (!o || only_fields(o, fields, out) < 0 || !context_name(a, o, path, sizeof(path), out))
+    struct save_call c = {.path = path, .opts = ctxfile_opts_default()};
+    if (!o || only_fields(o, fields, out) < 0 || !context_name(a, o, path, sizeof(path), out) ||
+        model_field(o, &model, out) < 0)
         goto done;
-    struct save_call c = {.a = a, .path = path, .opts = ctxfile_opts_default()};
+    if (!(c.pm = api_model(a, model, &e))) {
+        api_reply_error(out, &e);
+        goto done;
+    }
     if (!dir_ready(a, out))
         goto done;
     const char *storage = json_string_value(json_object_get(o, "storage"));
@@ -220,9 +241,8 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
     char *req_text = json_dumps(req, JSON_COMPACT);
     json_decref(req);
     struct oai_limits lim = {.max_messages = 4096, .max_message_bytes = 8u << 20,
-                             .max_tokens = a->n_ctx, .max_stop_bytes = 256};
+                             .max_tokens = c.pm->n_ctx, .max_stop_bytes = 256};
     struct oai_request rq;
-    struct oai_error e;
     int rc = req_text ? (chat ? oai_parse_chat : oai_parse_completion)(req_text, strlen(req_text),
                                                                       &lim, &rq, &e)
                       : oai_fail(&e, 500, "server_error", "", "", "out of memory");
@@ -232,13 +252,13 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
         goto done;
     }
     size_t n = 0;
-    int32_t *ids = api_prefix_ids(a, &rq, &n, &e);
+    int32_t *ids = api_prefix_ids(c.pm, &rq, &n, &e);
     oai_request_free(&rq);
     if (!ids) {
         api_reply_error(out, &e);
         goto done;
     }
-    if ((int64_t)n >= a->n_ctx) {
+    if ((int64_t)n >= c.pm->n_ctx) {
         api_reply_fail(out, 400, "invalid_request_error", "messages", "context_length_exceeded",
                        "the prompt does not fit the context");
         free(ids);
@@ -250,14 +270,14 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
                     json_object_get(o, chat ? "messages" : "prompt"));
     if (meta_in)
         json_object_set(meta, "metadata", meta_in);
-    json_object_set_new(meta, "model", json_string(a->model_id));
+    json_object_set_new(meta, "model", json_string(c.pm->id));
     char *meta_text = json_dumps(meta, JSON_COMPACT);
     json_decref(meta);
     c.ids = ids;
     c.n = n;
     c.meta = meta_text;
     double t0 = (1e3 * clock_now_s());
-    rc = meta_text ? scheduler_call(a->sched, save_on_engine, &c) : -ENOMEM;
+    rc = meta_text ? scheduler_call(c.pm->sched, save_on_engine, &c) : -ENOMEM;
     double ms = (1e3 * clock_now_s()) - t0;
     if (rc == -EBUSY)
         api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
@@ -274,15 +294,35 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
     free(meta_text);
     free(ids);
 done:
+    pool_release(a->pool, c.pm);
     json_decref(o);
 }
 
-/* POST /v1/context/load {"name"} */
-static void load_named(struct api *a, const char *name, const char *path,
+/* The model a context file goes to: the one the request names, else the one whose fingerprint
+ * the file carries (else the default: ctxfile_load then refuses it naming both fingerprints).
+ * Held; NULL with e set. */
+static struct pool_model *context_model(struct api *a, const char *path, const char *model,
+                                        struct oai_error *e) {
+    struct ctxfile_info info;
+    char err[256];
+    struct pool_entry_info in;
+    if (!model && a->by_name && ctxfile_info(path, &info, NULL, err, sizeof(err)) == 0 &&
+        pool_entry(a->pool, pool_find_fingerprint(a->pool, info.fingerprint), &in))
+        return api_model(a, in.id, e);
+    return api_model(a, model, e);
+}
+
+/* POST /v1/context/load {"name", "model"?} */
+static void load_named(struct api *a, const char *name, const char *path, const char *model,
                        struct http_response *out) {
-    struct load_call c = {.a = a, .path = path};
+    struct oai_error e;
+    struct load_call c = {.path = path};
+    if (!(c.pm = context_model(a, path, model, &e))) {
+        api_reply_error(out, &e);
+        return;
+    }
     double t0 = (1e3 * clock_now_s());
-    int rc = scheduler_call(a->sched, load_on_engine, &c);
+    int rc = scheduler_call(c.pm->sched, load_on_engine, &c);
     double ms = (1e3 * clock_now_s()) - t0;
     if (rc == -EBUSY) {
         api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
@@ -290,23 +330,24 @@ static void load_named(struct api *a, const char *name, const char *path,
         reply_ctx_error(out, rc, c.err[0] ? c.err : strerror(-rc));
     } else {
         json_t *meta = json_loads(c.meta ? c.meta : "", 0, NULL);
-        json_t *r = json_pack("{s:s, s:i, s:f, s:I, s:o}", "name", name, "tokens", (int)c.n, "ms",
-                              ms, "created", (json_int_t)c.info.created, "metadata",
-                              meta ? meta : json_object());
+        json_t *r = json_pack("{s:s, s:i, s:f, s:I, s:s, s:o}", "name", name, "tokens", (int)c.n,
+                              "ms", ms, "created", (json_int_t)c.info.created, "model", c.pm->id,
+                              "metadata", meta ? meta : json_object());
         api_reply_json(out, 200, dump(r));
     }
+    pool_release(a->pool, c.pm);
     free(c.ids);
     free(c.meta);
 }
 
 static void handle_load(struct api *a, const struct http_request *hr, struct http_response *out) {
-    static const char *const fields[] = {"name", NULL};
+    static const char *const fields[] = {"name", "model", NULL};
     char path[1400];
     json_t *o = body_object(hr, out);
-    const char *name;
-    if (o && only_fields(o, fields, out) == 0 &&
+    const char *name, *model = NULL;
+    if (o && only_fields(o, fields, out) == 0 && model_field(o, &model, out) == 0 &&
         (name = context_name(a, o, path, sizeof(path), out)))
-        load_named(a, name, path, out);
+        load_named(a, name, path, model, out);
     json_decref(o);
 }
 
@@ -456,7 +497,7 @@ done:
 
 static void handle_download(struct api *a, const struct http_request *hr,
                             struct http_response *out) {
-    static const char *const fields[] = {"name", "load", NULL};
+    static const char *const fields[] = {"name", "load", "model", NULL};
     char path[1400], tmp[1500], key[128], err[512];
     json_t *o = body_object(hr, out);
     const char *name;
@@ -489,7 +530,9 @@ static void handle_download(struct api *a, const struct http_request *hr,
         goto done;
     }
     if (load) {
-        load_named(a, name, path, out);
+        const char *model = NULL;
+        if (model_field(o, &model, out) == 0)
+            load_named(a, name, path, model, out);
     } else {
         double ms = (1e3 * clock_now_s()) - t0;
         api_reply_json(out, 200, dump(json_pack("{s:s, s:I, s:i, s:f}", "name", name,

@@ -11,21 +11,18 @@
 #include "api.h"
 #include "chat.h"
 #include "openai.h"
+#include "pool.h"
 #include "s3.h"
 
 struct api {
     struct api_config cfg;
     char *key;
-    char *model_id;
     pthread_mutex_t mu; /* guards the fields below */
     double progress;
     bool ready;
-    const struct model *m;
-    const struct tokenizer *tk;
-    struct scheduler *sched;
-    struct expert_cache *cache;
-    enum chat_family family;
-    int32_t n_ctx;
+    struct pool *pool;  /* the models served (borrowed) */
+    bool by_name;       /* several models: a request's "model" picks one (unknown: 404); one
+                         * model (-m): any name gets it, as OpenAI clients send their own */
     time_t started;
     uint64_t requests, errors;
     atomic_uint_fast64_t next_id;
@@ -48,14 +45,18 @@ void api_reply_fail(struct http_response *out, int status, const char *type, con
                     const char *code, const char *msg);
 void api_reply_json(struct http_response *out, int status, char *json);
 
-/* Renders (chat: through the model's template) and tokenizes a request's prompt. Returns the ids
+/* The model a request names (NULL or "": the default), held until pool_release; NULL with e set
+ * (404 unknown, 503 still loading ...). */
+struct pool_model *api_model(struct api *a, const char *name, struct oai_error *e);
+
+/* Renders (chat: through pm's template) and tokenizes a request's prompt. Returns the ids
  * (malloc'd, *n of them) or NULL with e set. */
-int32_t *api_prompt_ids(struct api *a, const struct oai_request *rq, size_t *n,
+int32_t *api_prompt_ids(const struct pool_model *pm, const struct oai_request *rq, size_t *n,
                         struct oai_error *e);
 
 /* The same for a conversation to be continued later (a saved context): the messages rendered as
  * the prefix of any request that adds a turn to them (no generation prompt). */
-int32_t *api_prefix_ids(struct api *a, const struct oai_request *rq, size_t *n,
+int32_t *api_prefix_ids(const struct pool_model *pm, const struct oai_request *rq, size_t *n,
                         struct oai_error *e);
 
 #endif

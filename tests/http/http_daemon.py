@@ -34,11 +34,13 @@ class Checks:
 
 
 class Daemon:
-    """sniperd serving a model on a free port; stderr kept in a file."""
+    """sniperd serving a model (or, with model None, the models its args name) on a free port;
+    stderr kept in a file."""
 
     def __init__(self, build, tmp, model, *args):
         self.log = open(os.path.join(tmp, f"sniperd-{len(args)}-{time.time_ns()}.err"), "w+")
-        self.p = subprocess.Popen([os.path.join(build, "sniperd"), "-m", model, "--port", "0",
+        model_args = ["-m", model] if model else []  # None: the models come from args
+        self.p = subprocess.Popen([os.path.join(build, "sniperd"), *model_args, "--port", "0",
                                    "--threads", "2", *args],
                                   env=dict(os.environ, HOME=tmp),
                                   stdout=subprocess.DEVNULL, stderr=self.log)

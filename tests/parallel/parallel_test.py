@@ -58,14 +58,14 @@ def requests_for(n_vocab_text):
 def answer(d, path, body, stream):
     """The text (and finish reason) of one request; streamed ones are reassembled from deltas."""
     if not stream:
-        st, r, _ = d.request("POST", path, body)
+        st, r, _ = d.request("POST", path, body, timeout=600)
         if st != 200:
             return f"HTTP {st}: {r}"
         c = r["choices"][0]
         return (c.get("message", {}).get("content") if "message" in c else c["text"],
                 c["finish_reason"])
     b = dict(body, stream=True)
-    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
+    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=600)
     c.request("POST", path, body=json.dumps(b).encode(), headers={"Content-Type": "application/json"})
     text, finish = "", None
     resp = c.getresponse()

@@ -9,7 +9,7 @@
 // Usage: node webui_test.mjs URL KEYED_URL KEY SCREENSHOT_DIR
 import { chromium } from "playwright-core";
 
-const [url, keyedUrl, key, shots] = process.argv.slice(2);
+const [url, keyedUrl, key, shots, modelsUrl] = process.argv.slice(2);
 let passed = 0, failed = 0;
 function check(name, cond, why = "") {
   if (cond) { passed++; console.log(`ok     ${name}`); }
@@ -326,6 +326,35 @@ try {
     await p.reload();
     await p.waitForSelector("#keybox.shown");
     check("a wrong stored key asks again", /refused/.test(await p.textContent("#key-why")));
+    await ctx.close();
+  });
+
+  // ---- several models: the picker
+  await attempt("model picker", async () => {
+    const ctx = await browser.newContext();
+    const p = await ctx.newPage();
+    p.setDefaultTimeout(15000);
+    await p.goto(modelsUrl + "/");
+    await p.waitForFunction(() => !document.getElementById("model-pick").hidden);
+    const opts = await p.$$eval("#model-pick option", os => os.map(o => ({ v: o.value, t: o.textContent, d: o.disabled })));
+    check("the picker lists every model with its state, the broken one disabled",
+      opts.length === 3 && opts.every(o => /\u2014 (unloaded|loaded|failed|loading)/.test(o.t))
+      && opts.find(o => o.v === "broken")?.d === true && (await p.inputValue("#model-pick")) === "alpha",
+      JSON.stringify(opts));
+    await p.selectOption("#model-pick", "beta");
+    await p.fill("#max-tokens", "8");
+    await p.fill("#input", "hello");
+    await p.press("#input", "Enter");
+    await p.waitForSelector(".msg.assistant[data-done='1']");
+    const s = await stats(modelsUrl);
+    const by = Object.fromEntries(s.models.map(m => [m.id, m]));
+    check("the reply came from the picked model", by.beta?.loads === 1 && by.alpha?.loads === 0
+      && s.model === "beta", JSON.stringify(s.models.map(m => [m.id, m.state, m.loads])));
+    await p.reload();
+    await p.waitForFunction(() => !document.getElementById("model-pick").hidden);
+    await p.waitForFunction(() => /loaded/.test(document.querySelector("#model-pick option[value=beta]")?.textContent || ""));
+    check("the choice survives a reload", (await p.inputValue("#model-pick")) === "beta");
+    await p.screenshot({ path: `${shots}/models.png` });
     await ctx.close();
   });
 } finally {

@@ -1,0 +1,97 @@
+/* budget.c - the RAM budget split (see budget.h). The resident set is measured, not summed from
+ * the parts, so whatever else the process holds (other models, the HTTP server's threads, the
+ * allocator's slack) is inside the cap too. */
+#include "budget.h"
+
+#include <inttypes.h>
+
+#include "err.h"
+#include "procstat.h"
+
+struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, uint64_t cap,
+                                      const struct expert_cache_options *o, FILE *log, char *err,
+                                      size_t err_len) {
+    const uint64_t mib = 1u << 20, rss = procstat_rss_bytes();
+    const size_t slot = expert_cache_slot_bytes(m);
+    const int per_layer = expert_cache_experts_per_layer(m), min = expert_cache_min_slots(m);
+    const uint64_t need = rss + BUDGET_MARGIN + (uint64_t)slot * (uint64_t)min;
+    if (cap < need) {
+        err_set(err, err_len, "--ram-budget %" PRIu64 " MiB is too small: the resident weights, KV "
+                "cache, recurrent state and buffers take %" PRIu64 " MiB, one token's %s of a layer "
+                "%" PRIu64 " MiB and headroom %u MiB; the minimum is %" PRIu64 " MiB", cap / mib,
+                rss / mib, m->hp.n_expert > 0 ? "experts" : "FFN",
+                (uint64_t)slot * (uint64_t)min / mib, BUDGET_MARGIN >> 20, (need + mib - 1) / mib);
+        return NULL;
+    }
+    struct expert_cache *c = expert_cache_new(m, cap - rss - BUDGET_MARGIN, o, err, err_len);
+    if (!c)
+        return NULL;
+    struct expert_cache_stats st;
+    expert_cache_get_stats(c, &st);
+    const uint64_t known = m->resident_bytes + engine_kv_bytes(e) + engine_rec_bytes(e) +
+                           engine_scratch_bytes(e);
+    const uint64_t other = (rss > known ? rss - known : 0) + BUDGET_MARGIN;
+    if (log)
+        fprintf(log,
+                "budget: %" PRIu64 " MiB = resident weights %" PRIu64 " + KV cache %zu + recurrent "
+                "state %zu + buffers %zu + other %" PRIu64 " + expert cache %" PRIu64 " (%d slots "
+                "of %.2f MiB, %.0f%% of the %d experts; %s reads, %s eviction)\n",
+                cap / mib, m->resident_bytes / mib, engine_kv_bytes(e) / mib,
+                engine_rec_bytes(e) / mib, engine_scratch_bytes(e) / mib, other / mib,
+                (uint64_t)st.n_slots * st.slot_bytes / mib, st.n_slots,
+                (double)st.slot_bytes / (double)mib,
+                100.0 * st.n_slots / ((double)m->hp.n_layer * per_layer),
+                m->hp.n_layer * per_layer, st.backend, st.eviction);
+    engine_set_experts(e, c);
+    return c;
+}
+
+/* The engine's buffers for n_batch tokens, roughly as engine_new sizes them: per token the
+ * residual stream and block outputs, q/k/v and attention rows, the experts' hidden rows, the
+ * quantized activation slots and the router's logits (an estimate: engine_scratch_bytes is the
+ * truth once it exists). */
+static uint64_t scratch_estimate(const struct model_hparams *hp, const struct engine_params *p) {
+    const uint64_t B = (uint64_t)(p->n_batch > 0 ? p->n_batch : 512);
+    const uint64_t k = hp->n_expert > 0 ? (uint64_t)hp->n_expert_used : 1;
+    const uint64_t ff = (uint64_t)(hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff);
+    const uint64_t wide = (uint64_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
+    const uint64_t q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
+    const uint64_t kv = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    const uint64_t per_token = 4 * (uint64_t)hp->n_embd + 4 * q + 2 * kv + k * (2 * ff +
+                               (uint64_t)hp->n_embd) + 3 * wide + (uint64_t)hp->n_expert;
+    return B * per_token * sizeof(float);
+}
+
+uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
+    struct model_hparams hp;
+    char err[256];
+    if (model_read_hparams(g, &hp, err, sizeof(err)) < 0)
+        return 0;
+    uint64_t tensors = 0, row = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        tensors += g->tensors[i].n_bytes;
+    const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096);
+    if (qtype_row_bytes(p->kv_type, (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim, &row) < 0)
+        row = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim * 4;
+    const uint64_t kv = 2 * (uint64_t)hp.n_layer * (uint64_t)n_ctx * row *
+                        (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
+    return tensors + kv + scratch_estimate(&hp, p);
+}
+
+void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log) {
+    const double mib = 1024.0 * 1024.0;
+    struct engine_kv_shape s = engine_kv_shape(e);
+    char slots[32] = "", windows[96] = "";
+    if (engine_n_seq(e) > 1)
+        snprintf(slots, sizeof(slots), "%d slots of ", engine_n_seq(e));
+    if (s.n_swa_layer > 0)
+        snprintf(windows, sizeof(windows), ", %d of them sliding windows of %d in rings",
+                 s.n_swa_layer, s.n_swa);
+    fprintf(log, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers%s), "
+            "%s %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
+            (double)engine_kv_bytes(e) / mib, slots, s.n_ctx, qtype_name(s.type), s.n_layer,
+            windows, engine_is_recurrent(e) || !engine_has_checkpoints(e) ? "recurrent state"
+                                                                           : "window checkpoints",
+            (double)engine_rec_bytes(e) / mib, engine_has_checkpoints(e) ? n_checkpoints : 0,
+            (double)engine_scratch_bytes(e) / mib);
+}

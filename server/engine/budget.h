@@ -1,0 +1,42 @@
+/* budget.h - a RAM budget split: what a model's engine already holds (the resident weights, KV
+ * cache, recurrent state, buffers) and the expert cache that gets the rest, so that the process
+ * stays under a cap of resident memory.
+ *
+ *     struct expert_cache *c = budget_cache_new(m, e, 4ull << 30, &opts, stderr, err, len);
+ *     if (!c) ... err names the minimum budget ...
+ *     engine_set_experts(e, c);   // done by budget_cache_new
+ */
+#ifndef SNIPER_BUDGET_H
+#define SNIPER_BUDGET_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "engine.h"
+#include "expert_cache.h"
+#include "model.h"
+
+/* Headroom kept under a cap for the sampler, stdio and allocator slack. */
+#define BUDGET_MARGIN (32u << 20)
+
+/* Creates the expert cache for m's engine e so that the process's resident set stays under cap
+ * bytes: the cache gets cap minus the resident set now (everything e and the rest of the process
+ * already hold) minus BUDGET_MARGIN, and is handed to e (engine_set_experts). m must have been
+ * opened with its experts on disk. Prints the split on log (may be NULL). Returns the cache (the
+ * caller frees it after the engine), or NULL with a message in err: the cap cannot hold one
+ * token's experts of a layer (the message names the minimum), or the cache failed. */
+struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, uint64_t cap,
+                                      const struct expert_cache_options *o, FILE *log, char *err,
+                                      size_t err_len);
+
+/* About the bytes a model would take in RAM with an engine of parameters p, from its header g
+ * alone: its tensors, the KV caches of p->n_seq sequences of p->n_ctx positions (every layer
+ * counted as attention) and the engine's buffers. Returns 0 when the hyperparameters cannot be
+ * read. */
+uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p);
+
+/* Prints the engine's own memory on log: what the context size, KV type, slots and
+ * n_checkpoints (models with recurrent or sliding-window layers) cost. */
+void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log);
+
+#endif
