@@ -232,6 +232,25 @@ static void test_gptoss_kv_bounded(void) {
     }
     fprintf(stderr, "  gpt-oss kv bytes: %zu (ctx 256), %zu (512), %zu (4096)\n", bytes[0],
             bytes[1], bytes[2]);
+    /* a context shorter than the window: the rings are the whole context, same logits */
+    enum { N = 8 };
+    int32_t ids[N];
+    rng_lcg_ids(ids, N, m->hp.n_vocab, 3);
+    float *want = run_all(m, QTYPE_F32, 4, ids, N);
+    float *got = malloc(sizeof(float) * (size_t)m->hp.n_vocab * N);
+    ep.kv_type = QTYPE_F32;
+    ep.n_ctx = N;
+    ep.n_batch = 4;
+    char err[256];
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    CHECK_MSG(e != NULL, "context %d: %s", N, err);
+    if (e && want && got) {
+        CHECK_EQ_INT(engine_eval(e, 0, ids, N, got, true), 0);
+        CHECK(memcmp(want, got, sizeof(float) * (size_t)m->hp.n_vocab * N) == 0);
+    }
+    engine_free(e);
+    free(want);
+    free(got);
     model_free(m);
 }
 

@@ -73,8 +73,14 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
     const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096);
     if (qtype_row_bytes(p->kv_type, (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim, &row) < 0)
         row = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim * 4;
-    const uint64_t kv = 2 * (uint64_t)hp.n_layer * (uint64_t)n_ctx * row *
-                        (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
+    /* a sliding-window layer keeps a ring of n_swa - 1 + n_batch positions (engine.c) */
+    const int64_t ring = (int64_t)hp.n_swa - 1 + (p->n_batch > 0 ? p->n_batch : 512);
+    uint64_t positions = 0;
+    for (int32_t il = 0; il < hp.n_layer; il++) {
+        const bool swa = hp.n_swa > 0 && il % hp.swa_pattern < hp.swa_pattern - 1;
+        positions += (uint64_t)(swa && ring < n_ctx ? ring : n_ctx);
+    }
+    const uint64_t kv = 2 * positions * row * (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
     return tensors + kv + scratch_estimate(&hp, p);
 }
 

@@ -32,9 +32,9 @@ static size_t seq_layout(struct sequence *s, const struct sequence_shape *sh) {
         s->n_swa_layer += swa;
         total += (size_t)s->rows[i];
     }
-    if (s->n_swa_layer > 0 && (sh->n_swa < 1 || sh->swa_rows < sh->n_swa - 1 ||
-                               sh->swa_rows > sh->n_ctx || sh->swa_rows < 1))
-        return 0;
+    if (s->n_swa_layer > 0 && (sh->n_swa < 1 || sh->swa_rows < 1 || sh->swa_rows > sh->n_ctx ||
+                               (sh->swa_rows < sh->n_swa - 1 && sh->swa_rows != sh->n_ctx)))
+        return 0; /* a ring must hold the window before a step (or the whole context) */
     return total;
 }
 
