@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The official OpenAI JavaScript client (npm "openai", installed once into $BUILD/npm) against the
-# real sniperd on a tiny model: tests/openai_js/client_test.mjs. Skipped loudly without node/npm or
-# when the npm registry cannot be reached.
+# real sniperd: tests/openai_js/client_test.mjs on a tiny model, then harmony_test.mjs on two tiny
+# gpt-oss models scripted to reply in harmony (tests/openai_js/scripted_model.py: reasoning and
+# content; a tool call). Skipped loudly without node/npm or when the npm registry cannot be
+# reached.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -9,16 +11,51 @@ skip() { echo "SKIP: $1: the OpenAI JavaScript client is NOT checked"; echo "0 p
 . tests/lib/npm.sh
 npm_need openai openai@4
 TMP=$(mktemp -d /tmp/sniper-js.XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail() { echo "FAIL   $1"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+
+# Serves model $1 (log $TMP/$2.err); sets port.
+serve() {
+    "$BUILD/sniperd" -m "$1" --port 0 --threads 2 --api-key js-key 2>"$TMP/$2.err" &
+    pids+=($!)
+    port=
+    for _ in $(seq 300); do
+        port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$TMP/$2.err")
+        grep -q "ready" "$TMP/$2.err" && [ -n "$port" ] && return 0
+        sleep 0.05
+    done
+    fail "sniperd did not start on $1: $(cat "$TMP/$2.err")"
+}
+
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
-"$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --api-key js-key 2>"$TMP/err" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
-port=
-for _ in $(seq 300); do
-    port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$TMP/err")
-    grep -q "ready" "$TMP/err" && [ -n "$port" ] && break
-    sleep 0.05
-done
-[ -n "$port" ] || { echo "FAIL   sniperd did not start: $(cat "$TMP/err")"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-cp tests/openai_js/client_test.mjs "$NPM_DIR/client_test.mjs"
-node "$NPM_DIR/client_test.mjs" "http://127.0.0.1:$port/v1" js-key
+serve "$TMP/m.gguf" m
+base=$port
+
+# gpt-oss: the generation prompt ends with "assistant" (its last token starts each chain)
+"$BUILD/sniper-mkmodel" --quiet --preset tiny-gpt-oss --types f32 --seed 5 -o "$TMP/oss.gguf"
+tok() { "$BUILD/sniperd" -m "$TMP/oss.gguf" --tokenize -p "$1" 2>/dev/null; }
+n_head=$(tok '<|start|>assistant' | wc -w)
+ids() { tok "<|start|>assistant$1" | cut -d' ' -f"$n_head"-; }
+reason_ids=$(ids '<|channel|>analysis<|message|>Hm<|end|>OK<|return|>')
+tool_ids=$(ids ' to=functions.add<|message|>{}<|call|>')
+python3 tests/openai_js/scripted_model.py "$TMP/oss.gguf" "$TMP/reason.gguf" $reason_ids &&
+    python3 tests/openai_js/scripted_model.py "$TMP/oss.gguf" "$TMP/tool.gguf" $tool_ids ||
+    fail "scripted_model.py"
+serve "$TMP/reason.gguf" reason
+reason_port=$port
+serve "$TMP/tool.gguf" tool
+tool_port=$port
+
+cp tests/openai_js/*.mjs "$NPM_DIR/"
+out=$(node "$NPM_DIR/client_test.mjs" "http://127.0.0.1:$base/v1" js-key;
+      node "$NPM_DIR/harmony_test.mjs" "http://127.0.0.1:$reason_port/v1" \
+          "http://127.0.0.1:$tool_port/v1" js-key)
+echo "$out" | grep -v ' passed, '
+echo "$out" | awk '/ passed, / { p += $1; f += $3; n++ }
+                  END { if (n != 2) f++  # a client that died before its summary
+                        print p + 0 " passed, " f " failed, 0 skipped"; exit (f > 0) }'

@@ -1,8 +1,10 @@
 /* test_ctxfile.c - context files (server/context/ctxfile) on models made by sniper-mkmodel: the
  * hash's golden values; a saved and reloaded KV continues decoding with logits bit-identical to the
  * engine that prefilled everything (f32 and f16 KV, raw and zstd); quantized storage's size ratio,
- * cosine and next-token agreement (printed); truncated, corrupted, wrong-version and wrong-model
- * files refused with distinct errors; a fuzz loop over mutated files; a full disk leaves no file. */
+ * cosine and next-token agreement (printed); gpt-oss's window layers saved as their last rows
+ * after their rings wrapped, and the loaded context continuing bit-identically; versions 1 and 2
+ * still read; truncated, corrupted, wrong-version and wrong-model files refused with distinct
+ * errors; a fuzz loop over mutated files; a full disk leaves no file. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -56,15 +58,35 @@ static struct model *model_hybrid(void) {
     return g_hybrid;
 }
 
-static struct engine *engine_for(struct model *m, enum qtype kv, int32_t n_ctx) {
+static struct model *g_gptoss;
+
+/* A gpt-oss model: half its layers keep a sliding window (16) in a ring. */
+static struct model *model_gptoss(void) {
+    static char path[1024];
+    char err[256];
+    if (!g_gptoss && test_make_model(path, sizeof(path), "ctx_g.gguf",
+                                     "--preset tiny-gpt-oss --types q8_0 --seed 3") == 0) {
+        g_gptoss = model_load(path, err, sizeof(err));
+        CHECK_MSG(g_gptoss != NULL, "model_load: %s", err);
+    }
+    return g_gptoss;
+}
+
+static struct engine *engine_batch(struct model *m, enum qtype kv, int32_t n_ctx,
+                                   int32_t n_batch) {
     struct engine_params ep = engine_params_default();
     ep.kv_type = kv;
     ep.n_ctx = n_ctx;
+    ep.n_batch = n_batch;
     ep.n_threads = 2;
     char err[256];
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     CHECK_MSG(e != NULL, "engine_new: %s", err);
     return e;
+}
+
+static struct engine *engine_for(struct model *m, enum qtype kv, int32_t n_ctx) {
+    return engine_batch(m, kv, n_ctx, 512);
 }
 
 static const char *tmp_path(const char *name) {
@@ -139,30 +161,39 @@ static void test_names(void) {
 
 /* ---- round trips ----------------------------------------------------------------------------- */
 
-static void check_exact(struct model *m, enum qtype kv, bool zstd) {
+/* n tokens prefilled in steps of batch_a, saved, loaded into an engine with steps of batch_b (for
+ * gpt-oss: other ring lengths), then N_GEN greedy tokens: the logits are bit-identical to the
+ * engine that prefilled. The header written goes to wi. */
+static void check_exact_n(struct model *m, enum qtype kv, bool zstd, int32_t n_prompt,
+                          int32_t batch_a, int32_t batch_b, struct ctxfile_info *wi) {
     if (!m)
         return;
-    int32_t V = m->hp.n_vocab, ids[N_PROMPT], toks[N_GEN], *got = NULL, n = 0;
+    int32_t V = m->hp.n_vocab, toks[N_GEN], *got = NULL, n = 0;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_prompt);
     float *first = malloc(sizeof(float) * (size_t)V);
     float *ref = malloc(sizeof(float) * (size_t)V * N_GEN);
     float *out = malloc(sizeof(float) * (size_t)V * N_GEN);
-    struct engine *a = prefilled(m, kv, ids, first);
+    struct engine *a = engine_batch(m, kv, N_CTX, batch_a), *b = engine_batch(m, kv, N_CTX, batch_b);
     struct ctxfile_opts o = ctxfile_opts_default();
     o.zstd = zstd;
     char err[512], *meta = NULL;
     const char *path = tmp_path(zstd ? "exact_z" : "exact");
-    struct ctxfile_info wi, ri;
-    CHECK_MSG(ctxfile_save(path, m, a, 0, ids, N_PROMPT, "{\"prompt\":\"hi\"}", &o, &wi, err,
+    struct ctxfile_info ri;
+    if (!a || !b || !ids)
+        goto out;
+    rng_lcg_ids(ids, n_prompt, V, 11);
+    CHECK_EQ_INT(engine_eval(a, 0, ids, n_prompt, first, false), 0);
+    CHECK_MSG(ctxfile_save(path, m, a, 0, ids, n_prompt, "{\"prompt\":\"hi\"}", &o, wi, err,
                            sizeof(err)) == 0, "save: %s", err);
     greedy(a, first, V, ref, toks, false);
-    struct engine *b = engine_for(m, kv, N_CTX);
     int rc = ctxfile_load(path, m, b, 0, &got, &n, &meta, &ri, err, sizeof(err));
     CHECK_MSG(rc == 0, "load: %s", err);
     if (rc == 0) {
-        CHECK_EQ_INT(n, N_PROMPT);
-        CHECK(memcmp(got, ids, sizeof(ids)) == 0);
+        CHECK_EQ_INT(n, n_prompt);
+        CHECK(memcmp(got, ids, sizeof(int32_t) * (size_t)n_prompt) == 0);
         CHECK_STR(meta, "{\"prompt\":\"hi\"}");
-        CHECK_EQ_INT(engine_n_past(b, 0), N_PROMPT);
+        CHECK_EQ_INT(engine_n_past(b, 0), n_prompt);
+        CHECK_EQ_INT(ri.version, CTXFILE_VERSION);
         CHECK_EQ_INT(ri.store_type, kv);
         CHECK(ri.fingerprint == ctxfile_fingerprint(m->gguf));
         CHECK(ri.state_bytes == engine_state_size(b));
@@ -170,12 +201,14 @@ static void check_exact(struct model *m, enum qtype kv, bool zstd) {
         /* the last prompt token's logits are not in the file: take a's */
         greedy(b, first, V, out, toks, true);
         CHECK_MSG(memcmp(out, ref, sizeof(float) * (size_t)V * N_GEN) == 0,
-                  "%s%s: logits after load differ from the engine that prefilled", qtype_name(kv),
-                  zstd ? "+zstd" : "");
-        printf("exact %s%s: %" PRIu64 " bytes (KV %" PRIu64 " stored of %" PRIu64 ")\n",
-               qtype_name(kv), zstd ? "+zstd" : "", wi.file_bytes, wi.kv_stored_bytes,
-               wi.kv_bytes);
+                  "%s %s%s: logits after load differ from the engine that prefilled",
+                  model_arch_name(m->hp.arch), qtype_name(kv), zstd ? "+zstd" : "");
+        printf("exact %s %s%s: %d tokens, %" PRIu64 " bytes (KV %" PRIu64 " stored of %" PRIu64
+               ")\n", model_arch_name(m->hp.arch), qtype_name(kv), zstd ? "+zstd" : "", n_prompt,
+               wi->file_bytes, wi->kv_stored_bytes, wi->kv_bytes);
     }
+out:
+    free(ids);
     free(got);
     free(meta);
     engine_free(a);
@@ -183,6 +216,11 @@ static void check_exact(struct model *m, enum qtype kv, bool zstd) {
     free(first);
     free(ref);
     free(out);
+}
+
+static void check_exact(struct model *m, enum qtype kv, bool zstd) {
+    struct ctxfile_info wi;
+    check_exact_n(m, kv, zstd, N_PROMPT, 512, 512, &wi);
 }
 
 static void test_exact_f32(void) { check_exact(model_a(), QTYPE_F32, false); }
@@ -205,6 +243,34 @@ static void test_hybrid_refuses_prefix(void) {
                                   NULL, err, sizeof(err)), -EINVAL);
     engine_free(a);
 }
+
+/* gpt-oss: 60 tokens through rings of 16 - 1 + 8 rows, saved (the window layers as their last 15
+ * rows), loaded into an engine with rings of 16 - 1 + 5 rows, continued bit-identically; a
+ * prefix the rings no longer hold is refused. */
+static void check_window(enum qtype kv, bool zstd) {
+    struct model *m = model_gptoss();
+    enum { N = 60 };
+    struct ctxfile_info wi = {0};
+    check_exact_n(m, kv, zstd, N, 8, 5, &wi);
+    struct engine *a = m ? engine_batch(m, kv, N_CTX, 8) : NULL;
+    if (!a)
+        return;
+    struct engine_kv_shape s = engine_kv_shape(a);
+    CHECK(wi.kv_bytes == 2 * (uint64_t)s.row_bytes * (2 * N + 2 * 15));
+    CHECK_EQ_INT(wi.n_swa_layer, 2);
+    CHECK_EQ_INT(wi.n_swa, 16);
+    int32_t ids[N];
+    char err[512];
+    rng_lcg_ids(ids, N, m->hp.n_vocab, 11);
+    CHECK_EQ_INT(engine_eval(a, 0, ids, N, NULL, false), 0);
+    CHECK_EQ_INT(engine_reusable(a, 0, 40), 0); /* the rings have moved on: no way back to 40 */
+    CHECK_EQ_INT(ctxfile_save(tmp_path("window40"), m, a, 0, ids, 40, "{}", NULL, NULL, err,
+                              sizeof(err)), -EINVAL); /* nor a context of its first 40 */
+    engine_free(a);
+}
+
+static void test_window_f16(void) { check_window(QTYPE_F16, false); }
+static void test_window_f32_zstd(void) { check_window(QTYPE_F32, true); }
 
 /* Every layer's K and V of positions 0 .. n-1 as floats: [n_layer][2][n][kv_dim]. */
 static float *kv_floats(struct engine *e, int32_t n) {
@@ -365,7 +431,7 @@ static void test_header_layout(void) {
         struct engine_kv_shape s = engine_kv_shape(a);
         uint64_t kv_bytes = (uint64_t)s.n_layer * 2 * 5 * (uint64_t)(s.kv_dim / 32 * 34);
         CHECK(memcmp(f, "SNIPCTX\0", 8) == 0);
-        CHECK_EQ_INT(le(f + 8, 4), 2);
+        CHECK_EQ_INT(le(f + 8, 4), 3);
         CHECK_EQ_INT(le(f + 12, 4), 128);
         CHECK(le(f + 16, 8) == ctxfile_fingerprint(m->gguf));
         CHECK_EQ_INT(le(f + 24, 4), 1); /* f16 */
@@ -381,7 +447,9 @@ static void test_header_layout(void) {
         CHECK(n == 128 + 5 * 4 + 2 + stored);
         CHECK(le(f + 80, 8) == hash64(f + 128 + 20 + 2, stored, 0));
         CHECK_EQ_INT(le(f + 88, 8), 0); /* no recurrent state */
-        for (int i = 96; i < 120; i++)
+        CHECK_EQ_INT(le(f + 96, 4), 0);  /* no window layers */
+        CHECK_EQ_INT(le(f + 100, 4), 0); /* so no window */
+        for (int i = 104; i < 120; i++)
             CHECK_EQ_INT(f[i], 0);
         for (int i = 0; i < 5; i++)
             CHECK_EQ_INT(le(f + 128 + 4 * i, 4), ids[i]);
@@ -544,10 +612,19 @@ static void test_wrong_version(void) {
         set_version(f, 1); /* the first format: the same bytes without a state, still read */
         CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
         CHECK_MSG(try_load(m, e, tmp_path("ver"), err, sizeof(err)) == 0, "version 1: %s", err);
-        set_version(f, 3); /* a later one */
+        set_version(f, 2); /* the second: the same bytes without window layers, still read */
+        CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
+        CHECK_MSG(try_load(m, e, tmp_path("ver"), err, sizeof(err)) == 0, "version 2: %s", err);
+        f[96] = 1; /* a version 2 file claiming a window layer */
+        f[100] = 16;
+        set_version(f, 2);
+        CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
+        CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_ECORRUPT);
+        f[96] = f[100] = 0;
+        set_version(f, 4); /* a later one */
         CHECK(test_write_file(tmp_path("ver"), f, n) == 0);
         CHECK_EQ_INT(try_load(m, e, tmp_path("ver"), err, sizeof(err)), CTXFILE_EVERSION);
-        CHECK_MSG(strstr(err, "version 3") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "version 4") != NULL, "%s", err);
         printf("wrong version: %s\n", err);
         f[88] = 4; /* a version 1 file claiming a state */
         set_version(f, 1);
@@ -773,6 +850,8 @@ static const struct test_case cases[] = {
     {"hybrid_f16", test_hybrid_f16},
     {"hybrid_f32_zstd", test_hybrid_f32_zstd},
     {"hybrid_refuses_prefix", test_hybrid_refuses_prefix},
+    {"window_f16", test_window_f16},
+    {"window_f32_zstd", test_window_f32_zstd},
     {"q8_0", test_q8_0},
     {"q8_0_from_f32", test_q8_0_f32},
     {"q4_0", test_q4_0},
@@ -801,5 +880,6 @@ int main(int argc, char **argv) {
     int rc = test_run(argc, argv, cases);
     model_free(g_model);
     model_free(g_hybrid);
+    model_free(g_gptoss);
     return rc;
 }

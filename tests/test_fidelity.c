@@ -1,8 +1,9 @@
-/* test_fidelity.c - our engine against llama.cpp's goldens in ../shared/fixtures/golden (the metric
- * of fixtures/README.md): prompt tokens identical; f32 models within 1e-3 at every position;
- * quantized models >= 95% of positions within 0.25 and >= 95% with the same argmax; greedy
- * continuations identical up to the first near-tie. Runs with an f32 KV cache, as the goldens were
- * made. Skips loudly when the fixtures are absent. */
+/* test_fidelity.c - our engine against llama.cpp's goldens in ../shared/fixtures/golden and
+ * tests/fixtures/gpt-oss/golden (the metric of fixtures/README.md): prompt tokens identical; f32
+ * models within 1e-3 at every position; quantized models >= 95% of positions within 0.25 and >=
+ * 95% with the same argmax; greedy continuations identical up to the first near-tie. Runs with an
+ * f32 KV cache, as the goldens were made. Skips loudly when the shared fixtures are absent, and
+ * the MXFP4 gpt-oss model when this build has no MXFP4 kernels. */
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -33,9 +34,10 @@ static int32_t *json_ids(json_t *arr, size_t *n) {
     return ids;
 }
 
-/* Checks one golden json against the loaded model. */
+/* Checks one golden json against the loaded model, fed n_batch tokens a step. */
 static void check_golden(const char *dir, const char *json_name, struct model *m,
-                         struct tokenizer *tk, bool is_f32, double bar, struct model_score *sc) {
+                         struct tokenizer *tk, bool is_f32, double bar, int32_t n_batch,
+                         struct model_score *sc) {
     char path[1024];
     snprintf(path, sizeof(path), "%s/golden/%s", dir, json_name);
     json_error_t jerr;
@@ -62,6 +64,7 @@ static void check_golden(const char *dir, const char *json_name, struct model *m
     struct engine_params ep = engine_params_default();
     ep.kv_type = QTYPE_F32;
     ep.n_ctx = 1024;
+    ep.n_batch = n_batch;
     char err[256];
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     CHECK_MSG(e != NULL, "engine_new: %s", err);
@@ -115,24 +118,21 @@ out:
     json_decref(root);
 }
 
-/* Runs every golden of model `name` (n_golden prompts) and applies the per-model bar: positions
- * within `bar` (0.25; 0.5 for the hybrid recurrent models, per fixtures/README.md). */
-static void check_model(const char *name, int n_golden, double bar) {
-    const char *dir = test_fixtures_dir();
-    if (!dir) {
-        test_skip("../shared/fixtures is absent: fidelity against llama.cpp NOT checked");
-        return;
-    }
-    char path[1024], err[256];
-    snprintf(path, sizeof(path), "%s/models/%s.gguf", dir, name);
+/* Runs every golden of model `name` (n_golden prompts, in dir/golden) on the model at path, and
+ * applies the per-model bar: positions within `bar` (0.25; 0.5 for the hybrid recurrent models,
+ * per fixtures/README.md). */
+static void check_model_at(const char *dir, const char *path, const char *name, int n_golden,
+                           double bar, int32_t n_batch) {
+    char gdir[1024], err[256];
     struct model *m = model_load(path, err, sizeof(err));
     CHECK_MSG(m != NULL, "model_load: %s", err);
     struct tokenizer *tk = m ? tokenizer_new(m->gguf, err, sizeof(err)) : NULL;
     CHECK_MSG(!m || tk != NULL, "tokenizer_new: %s", err);
     bool is_f32 = strstr(name, "f32") != NULL;
     struct model_score sc = {0};
-    snprintf(path, sizeof(path), "%s/golden", dir);
-    DIR *d = opendir(path);
+    snprintf(gdir, sizeof(gdir), "%s/golden", dir);
+    DIR *d = opendir(gdir);
+    CHECK_MSG(d != NULL, "%s: no goldens", gdir);
     struct dirent *de;
     size_t prefix = strlen(name);
     int n_prompts = 0;
@@ -142,7 +142,7 @@ static void check_model(const char *name, int n_golden, double bar) {
         if (strncmp(f, name, prefix) != 0 || strncmp(f + prefix, "__", 2) != 0 || len < 5 ||
             strcmp(f + len - 5, ".json") != 0)
             continue;
-        check_golden(dir, f, m, tk, is_f32, bar, &sc);
+        check_golden(dir, f, m, tk, is_f32, bar, n_batch, &sc);
         n_prompts++;
     }
     if (d)
@@ -160,6 +160,38 @@ static void check_model(const char *name, int n_golden, double bar) {
     }
     tokenizer_free(tk);
     model_free(m);
+}
+
+/* A model of ../shared/fixtures (skipped loudly when absent). */
+static void check_model(const char *name, int n_golden, double bar) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("../shared/fixtures is absent: fidelity against llama.cpp NOT checked");
+        return;
+    }
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/models/%s.gguf", dir, name);
+    check_model_at(dir, path, name, n_golden, bar, 512);
+}
+
+/* gpt-oss's goldens live in the repository (tests/fixtures/gpt-oss). The prompts are fed 5
+ * tokens a step, so the window layers' rings (window 16 - 1 + 5 = 20 rows) wrap many times. */
+#define GPTOSS_DIR "tests/fixtures/gpt-oss"
+
+static void test_gptoss_f32(void) {
+    char path[1024];
+    if (test_make_model(path, sizeof(path), "tiny-gpt-oss-f32.gguf", "--preset tiny-gpt-oss") < 0)
+        return;
+    check_model_at(GPTOSS_DIR, path, "tiny-gpt-oss-f32", 5, 0.25, 5);
+}
+
+static void test_gptoss_mxfp4(void) {
+    if (!quant_kernels(QTYPE_MXFP4)) {
+        test_skip("this build has no MXFP4 kernels: tiny-gpt-oss-mxfp4_moe NOT checked");
+        return;
+    }
+    check_model_at(GPTOSS_DIR, GPTOSS_DIR "/models/tiny-gpt-oss-mxfp4_moe.gguf",
+                   "tiny-gpt-oss-mxfp4_moe", 5, 0.25, 5);
 }
 
 static void test_moe_f32(void) { check_model("tiny-qwen3moe-f32", 5, 0.25); }
@@ -234,6 +266,8 @@ static const struct test_case cases[] = {
     {"dense_iq2_xxs", test_dense_iq2_xxs},
     {"dense_iq2_xs", test_dense_iq2_xs},
     {"dense_iq3_m", test_dense_iq3_m},
+    {"gptoss_f32", test_gptoss_f32},
+    {"gptoss_mxfp4", test_gptoss_mxfp4},
     {0},
 };
 

@@ -55,9 +55,10 @@ static void test_swiglu(void) {
 static void test_rope(void) {
     enum { D = 8 };
     float cs[D], x[D], y[D];
+    const struct ops_rope r = ops_rope_init(D, 10000.0f, 1.0f, 0.0f, 1.0f, 4096, 32.0f, 1.0f);
     for (int i = 0; i < D; i++)
         x[i] = y[i] = (float)(i + 1);
-    ops_rope_cache(cs, 7, D, 10000.0f);
+    ops_rope_cache(cs, 7, &r);
     ops_rope_neox(x, cs, D);
     for (int i = 0; i < D / 2; i++) {
         double th = 7 * pow(10000.0, -2.0 * i / D);
@@ -72,11 +73,73 @@ static void test_rope(void) {
         CHECK_NEAR(x[2 * i], y[2 * i] * cos(th) - y[2 * i + 1] * sin(th), 1e-4);
         CHECK_NEAR(x[2 * i + 1], y[2 * i] * sin(th) + y[2 * i + 1] * cos(th), 1e-4);
     }
-    ops_rope_cache(cs, 0, D, 10000.0f); /* position 0 is the identity */
+    ops_rope_cache(cs, 0, &r); /* position 0 is the identity */
     for (int i = 0; i < D; i++)
         x[i] = y[i];
     ops_rope_neox(x, cs, D);
     CHECK(memcmp(x, y, sizeof(x)) == 0);
+}
+
+/* A sink is one more logit with no entry: the weights sum to 1 - its share; -inf is no sink. */
+static void test_softmax_sink(void) {
+    float x[3] = {1, 2, 3}, y[3] = {1, 2, 3};
+    ops_softmax_sink(x, 3, 0.5f);
+    double den = exp(-2.0) + exp(-1.0) + 1 + exp(0.5 - 3);
+    for (int i = 0; i < 3; i++)
+        CHECK_NEAR(x[i], exp(i - 2.0) / den, 1e-6);
+    float z[3] = {1, 2, 3};
+    ops_softmax_sink(z, 3, 10.0f); /* a sink above every logit sets the maximum */
+    den = exp(-9.0) + exp(-8.0) + exp(-7.0) + 1;
+    CHECK_NEAR(z[2], exp(-7.0) / den, 1e-7);
+    memcpy(x, y, sizeof(x));
+    ops_softmax_sink(x, 3, -INFINITY);
+    ops_softmax(y, 3);
+    CHECK(memcmp(x, y, sizeof(x)) == 0);
+}
+
+/* gpt-oss's SwiGLU: the gate clamped above at 7, the up value to [-7, 7], plus 1. */
+static void test_swiglu_oai(void) {
+    const float g[4] = {-10, 0.5f, 8, 3}, u[4] = {-9, 1, 10, -2};
+    float y[4];
+    ops_swiglu_oai(y, g, u, 4);
+    for (int i = 0; i < 4; i++) {
+        double x = g[i] < 7 ? g[i] : 7, v = u[i] < -7 ? -7 : u[i] > 7 ? 7 : u[i];
+        CHECK_NEAR(y[i], x / (1 + exp(-1.702 * x)) * (v + 1), 1e-5 * (1 + fabs(y[i])));
+    }
+    CHECK_NEAR(y[2], 7 / (1 + exp(-1.702 * 7)) * 8, 1e-4); /* both clamps */
+}
+
+/* YaRN as gpt-oss runs it (base 150000, 64 dims, factor 32 over 4096 positions): correction dims
+ * 8 and 18; pairs below keep pos * base^(-2i/64), pairs above take it / 32, between a linear
+ * blend; cos and sin are 1 + 0.1 ln 32 times longer. Plain RoPE is the same table with no
+ * scaling. */
+static void test_rope_yarn(void) {
+    enum { D = 64 };
+    const struct ops_rope r = ops_rope_init(D, 150000.0f, 1.0f / 32, 1.0f, 1.0f, 4096, 32, 1);
+    CHECK_NEAR(r.corr[0], 8, 0);
+    CHECK_NEAR(r.corr[1], 18, 0);
+    float cs[D];
+    const int pos = 1000;
+    ops_rope_cache(cs, pos, &r);
+    const double mscale = 1 + 0.1 * log(32.0);
+    for (int i = 0; i < D / 2; i++) {
+        double ramp = 1 - fmin(1, fmax(0, (i - 8) / 10.0));
+        double th = pos * pow(150000.0, -2.0 * i / D);
+        th = th / 32 * (1 - ramp) + th * ramp;
+        CHECK_NEAR(cs[2 * i], cos(th) * mscale, 2e-3);
+        CHECK_NEAR(cs[2 * i + 1], sin(th) * mscale, 2e-3);
+    }
+    float plain[D], base[D];
+    const struct ops_rope p = ops_rope_init(D, 150000.0f, 1.0f, 0.0f, 1.0f, 4096, 32, 1);
+    ops_rope_cache(plain, pos, &p);
+    for (int i = 0; i < D / 2; i++) { /* the old formula, bit for bit */
+        float theta = (float)pos * powf(150000.0f, -2.0f * (float)i / D);
+        base[2 * i] = cosf(theta);
+        base[2 * i + 1] = sinf(theta);
+    }
+    CHECK_NEAR(plain[0], base[0], 0);
+    CHECK_NEAR(plain[1], base[1], 0);
+    CHECK_NEAR(plain[6], cs[6] / mscale, 1e-5); /* pair 3, under corr[0]: only the magnitude */
 }
 
 /* axpy: the SIMD path gives exactly the scalar multiply-then-add per element, tails included. */
@@ -224,6 +287,9 @@ static const struct test_case cases[] = {
     {"softmax", test_softmax},
     {"swiglu", test_swiglu},
     {"rope", test_rope},
+    {"softmax_sink", test_softmax_sink},
+    {"swiglu_oai", test_swiglu_oai},
+    {"rope_yarn", test_rope_yarn},
     {"axpy", test_axpy},
     {"threadpool", test_threadpool},
     {"matmul_jobs", test_matmul_jobs},

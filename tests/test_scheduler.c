@@ -2,7 +2,8 @@
  * the prompt cache reuses a shared prefix without changing the output, stop strings end the text
  * before them (even split across tokens), max_tokens ends with "length", a cancel stops the job,
  * and a full queue refuses more; with several slots, jobs side by side give what each gives alone,
- * a job goes to the slot holding its prefix, and a cancel frees a slot within a step. */
+ * a job goes to the slot holding its prefix, and a cancel frees a slot within a step; gpt-oss's
+ * window rings resume in place while they hold the window, else from a checkpoint. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,8 +24,8 @@ struct fixture {
 };
 
 /* Opens a model generated once by sniper-mkmodel with args into file name. */
-static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, const char *name,
-                               const char *args, int32_t n_seq) {
+static bool fixture_open_batch(struct fixture *f, char *path, size_t path_len, const char *name,
+                               const char *args, int32_t n_seq, int32_t n_batch) {
     memset(f, 0, sizeof(*f));
     if (!path[0] && test_make_model(path, path_len, name, args) < 0)
         return false;
@@ -35,9 +36,15 @@ static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, c
     ep.n_ctx = 256;
     ep.n_threads = 2;
     ep.n_seq = n_seq;
+    ep.n_batch = n_batch;
     f->e = f->tk ? engine_new(f->m, &ep, err, sizeof(err)) : NULL;
     CHECK_MSG(f->e != NULL, "%s", err);
     return f->e != NULL;
+}
+
+static bool fixture_open_model(struct fixture *f, char *path, size_t path_len, const char *name,
+                               const char *args, int32_t n_seq) {
+    return fixture_open_batch(f, path, path_len, name, args, n_seq, 512);
 }
 
 static bool fixture_open(struct fixture *f) {
@@ -224,6 +231,49 @@ static void test_hybrid_prompt_cache(void) {
     /* diverges at 30: resumes at the last header, 25, and says what a cold run says */
     run_expect(s, other, 40, &p, 25, want_other, want_other_len, &c);
     run_expect(s, ids, 40, &p, 25, want, want_len, &b); /* and back */
+    scheduler_free(s);
+out:
+    fixture_close(&f);
+}
+
+/* gpt-oss with steps of 4 tokens: its window layers keep rings of 16 - 1 + 4 rows. A prefix the
+ * rings have moved past resumes from a checkpoint (the last <|start|>, the next-to-last token), a
+ * recent one in place; the output is the cold run's either way. */
+static void test_gptoss_prompt_cache(void) {
+    struct fixture f;
+    static char path[1024];
+    if (!fixture_open_batch(&f, path, sizeof(path), "schedoss.gguf",
+                            "--preset tiny-gpt-oss --types q8_0 --seed 9", 1, 4))
+        goto out;
+    CHECK(engine_has_checkpoints(f.e) && !engine_is_recurrent(f.e));
+    char err[256];
+    const int32_t msg = tokenizer_find(f.tk, "<|start|>");
+    CHECK(msg >= 0);
+    int32_t ids[40], other[40], late[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (int32_t)((i * 37 + 5) % f.m->hp.n_vocab);
+    ids[10] = ids[25] = msg; /* message headers */
+    memcpy(other, ids, sizeof(ids));
+    other[30] = (other[30] + 1) % f.m->hp.n_vocab; /* shares the first 30 */
+    memcpy(late, ids, sizeof(ids));
+    late[38] = (late[38] + 1) % f.m->hp.n_vocab; /* shares the first 38 */
+    char want[8192], want_other[8192], want_late[8192];
+    size_t want_len = direct(&f, ids, 40, 16, want, sizeof(want));
+    size_t want_other_len = direct(&f, other, 40, 16, want_other, sizeof(want_other));
+    size_t want_late_len = direct(&f, late, 40, 16, want_late, sizeof(want_late));
+    struct scheduler *s = scheduler_new(f.e, f.tk, 4, err, sizeof(err));
+    CHECK_MSG(s != NULL, "%s", err);
+    if (!s)
+        goto out;
+    struct job_params p = greedy(16), p2 = greedy(2);
+    struct result a, b;
+    run_expect(s, ids, 40, &p, 0, want, want_len, &a);
+    /* 55 positions fed: the rings hold 36..54, so 39 needs the checkpoint there */
+    run_expect(s, ids, 40, &p, 39, want, want_len, &b);
+    run_expect(s, other, 40, &p, 25, want_other, want_other_len, &b); /* the last header */
+    run(s, ids, 40, &p2, &b); /* two tokens: 41 positions fed, the rings hold 22..40 */
+    CHECK_EQ_INT(b.sum.cached_tokens, 25);
+    run_expect(s, late, 40, &p, 38, want_late, want_late_len, &b); /* 23..37: in place */
     scheduler_free(s);
 out:
     fixture_close(&f);
@@ -524,6 +574,7 @@ out:
 
 static const struct test_case cases[] = {
     {"hybrid_prompt_cache", test_hybrid_prompt_cache},
+    {"gptoss_prompt_cache", test_gptoss_prompt_cache},
     {"call", test_call},
     {"greedy_and_prompt_cache", test_greedy_and_prompt_cache},
     {"stop_length_cancel", test_stop_length_cancel},

@@ -175,6 +175,8 @@ static void header_encode(uint8_t *b, const struct ctxfile_info *in, uint64_t kv
     put64(b + 72, in->kv_stored_bytes);
     put64(b + 80, kv_hash);
     put64(b + 88, in->state_bytes);
+    put32(b + 96, (uint32_t)in->n_swa_layer);
+    put32(b + 100, (uint32_t)in->n_swa);
 }
 
 /* The header checksum: header bytes [0, 120), then the token ids as stored, then the metadata. */
@@ -188,11 +190,21 @@ static uint64_t head_hash(const uint8_t *b, const uint8_t *tok, size_t tok_bytes
     return hash64_digest(&h);
 }
 
-/* Bytes of the KV section for this shape, UINT64_MAX on overflow. */
-static uint64_t kv_section_bytes(int32_t n_layer, int32_t n_tokens, uint64_t row_bytes) {
-    uint64_t r;
-    if (__builtin_mul_overflow((uint64_t)n_layer * 2u, (uint64_t)n_tokens, &r) ||
-        __builtin_mul_overflow(r, row_bytes, &r))
+/* Rows a window layer stores for n tokens: the last n_swa - 1 (what the next token sees). */
+static int32_t swa_rows(int32_t n_swa, int32_t n_tokens) {
+    return n_tokens < n_swa - 1 ? n_tokens : n_swa - 1;
+}
+
+/* Bytes of the KV section's rows for this shape (n_swa_layer of the n_layer layers storing
+ * swa_rows), UINT64_MAX on overflow. */
+static uint64_t kv_section_bytes(int32_t n_layer, int32_t n_swa_layer, int32_t n_swa,
+                                 int32_t n_tokens, uint64_t row_bytes) {
+    uint64_t r, w;
+    if (n_swa_layer > n_layer || (n_swa_layer > 0 && n_swa < 1) ||
+        __builtin_mul_overflow((uint64_t)(n_layer - n_swa_layer), (uint64_t)n_tokens, &r) ||
+        __builtin_mul_overflow((uint64_t)n_swa_layer,
+                               (uint64_t)(n_swa_layer ? swa_rows(n_swa, n_tokens) : 0), &w) ||
+        __builtin_add_overflow(r, w, &r) || __builtin_mul_overflow(r, 2u * row_bytes, &r))
         return UINT64_MAX;
     return r;
 }
@@ -292,12 +304,14 @@ static int rows_convert(enum qtype src_t, const uint8_t *src, size_t src_row, en
     return 0;
 }
 
-/* Writes one layer's K then V rows, converted to the stored type. */
-static int save_layer(struct cw *w, const struct engine *e, int32_t seq, int32_t il, int32_t n,
+/* Writes one layer's K then V rows (for n tokens: all, or a window layer's last), converted to
+ * the stored type. */
+static int save_layer(struct cw *w, const struct engine *e, int32_t seq, int32_t il, int32_t n_tok,
                       enum qtype st, size_t st_row, uint8_t *k, uint8_t *v, uint8_t *conv,
                       float *scratch, bool last, char *err, size_t err_len) {
     struct engine_kv_shape s = engine_kv_shape(e);
-    int rc = engine_kv_export(e, seq, il, n, k, v);
+    const int32_t n = n_tok - engine_kv_first(e, il, n_tok);
+    int rc = engine_kv_export(e, seq, il, n_tok, k, v);
     for (int kv = 0; kv < 2 && rc == 0; kv++) {
         const uint8_t *rows = kv ? v : k;
         if (st != s.type) {
@@ -358,7 +372,7 @@ static int save_check(const struct model *m, const struct engine *e, int32_t seq
     /* a recurrent state exists only for n_past: it cannot be cut back to a shorter n */
     if (seq < 0 || seq >= engine_n_seq(e) || n < 0 || n > n_past || (n > 0 && !tokens) ||
         (unsigned)o->store > 3 || o->zstd_level < 0 || o->zstd_level > 19 ||
-        (engine_is_recurrent(e) && n != n_past)) {
+        (engine_is_recurrent(e) && n != n_past) || engine_reusable(e, seq, n) != n) {
         err_set(err, err_len, "ctxfile_save: bad arguments (sequence %d, n %d of %d cached "
                 "tokens, store %d)", seq, n, n_past, (int)o->store);
         return -EINVAL;
@@ -378,8 +392,10 @@ static int save_check(const struct model *m, const struct engine *e, int32_t seq
     in->n_layer = s.n_layer;
     in->kv_dim = s.kv_dim;
     in->n_tokens = n;
+    in->n_swa_layer = s.n_swa_layer;
+    in->n_swa = s.n_swa;
     in->created = (uint64_t)time(NULL);
-    in->kv_bytes = kv_section_bytes(s.n_layer, n, row);
+    in->kv_bytes = kv_section_bytes(s.n_layer, s.n_swa_layer, s.n_swa, n, row);
     in->state_bytes = engine_state_size(e);
     return 0;
 }
@@ -517,7 +533,7 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
         return CTXFILE_ECORRUPT;
     }
     in->version = get32(b + 8);
-    if (in->version != 1 && in->version != CTXFILE_VERSION) {
+    if (in->version < 1 || in->version > CTXFILE_VERSION) {
         err_set(err, err_len, "ctxfile: \"%s\" has format version %u, this build reads 1 to %u",
                 path, in->version, CTXFILE_VERSION);
         return CTXFILE_EVERSION;
@@ -537,8 +553,12 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
     in->kv_stored_bytes = get64(b + 72);
     in->file_bytes = file_bytes;
     in->state_bytes = get64(b + 88); /* version 1: reserved, zero */
-    bool zero = true;
-    for (int i = 96; i < CTXFILE_HEAD_HASH_OFF; i++)
+    in->n_swa_layer = (int32_t)get32(b + 96); /* versions 1, 2: reserved, zero */
+    in->n_swa = (int32_t)get32(b + 100);
+    bool zero = get32(b + 96) <= CTXFILE_MAX_LAYERS && get32(b + 100) <= (1u << 30) &&
+                (in->version > 2 || (in->n_swa_layer == 0 && in->n_swa == 0)) &&
+                (in->n_swa_layer > 0) == (in->n_swa > 0);
+    for (int i = 104; i < CTXFILE_HEAD_HASH_OFF; i++)
         zero = zero && b[i] == 0;
     uint64_t row = 0, total = 0, raw = 0;
     bool ok = zero && get32(b + 12) == CTXFILE_HEADER_BYTES && comp <= CTXFILE_COMP_ZSTD &&
@@ -547,7 +567,8 @@ static int header_decode(const uint8_t *b, uint64_t file_bytes, struct ctxfile_i
               kv_dim <= CTXFILE_MAX_KV_DIM && n_tok <= INT32_MAX &&
               in->meta_bytes <= CTXFILE_MAX_META_BYTES &&
               qtype_row_bytes((enum qtype)st, kv_dim, &row) == 0 &&
-              in->kv_bytes == kv_section_bytes((int32_t)n_layer, (int32_t)n_tok, row) &&
+              in->kv_bytes == kv_section_bytes((int32_t)n_layer, in->n_swa_layer, in->n_swa,
+                                               (int32_t)n_tok, row) &&
               in->state_bytes <= CTXFILE_MAX_STATE_BYTES && in->state_bytes % 4 == 0 &&
               (in->version > 1 || in->state_bytes == 0) &&
               !__builtin_add_overflow(in->kv_bytes, in->state_bytes, &raw) &&
@@ -760,12 +781,13 @@ static int load_kv(struct cr *r, struct engine *e, int32_t seq, const struct ctx
     struct engine_kv_shape s = engine_kv_shape(e);
     uint64_t st_row = 0;
     qtype_row_bytes(in->store_type, (uint64_t)in->kv_dim, &st_row);
-    size_t n = (size_t)in->n_tokens;
-    uint8_t *raw = malloc(n * st_row + 1), *k = malloc(n * s.row_bytes + 1);
-    uint8_t *v = malloc(n * s.row_bytes + 1);
+    const size_t n_max = (size_t)in->n_tokens;
+    uint8_t *raw = malloc(n_max * st_row + 1), *k = malloc(n_max * s.row_bytes + 1);
+    uint8_t *v = malloc(n_max * s.row_bytes + 1);
     float *scratch = calloc((size_t)s.kv_dim, sizeof(*scratch));
     int rc = raw && k && v && scratch ? 0 : -ENOMEM;
     for (int32_t il = 0; il < s.n_layer && rc == 0; il++) {
+        const size_t n = (size_t)(in->n_tokens - engine_kv_first(e, il, in->n_tokens));
         for (int kv = 0; kv < 2 && rc == 0; kv++) {
             uint8_t *dst = kv ? v : k;
             if (in->store_type == s.type) {
@@ -774,7 +796,7 @@ static int load_kv(struct cr *r, struct engine *e, int32_t seq, const struct ctx
                 rc = cr_get(r, raw, n * st_row);
                 if (rc == 0)
                     rc = rows_convert(in->store_type, raw, st_row, s.type, dst, s.row_bytes,
-                                      in->n_tokens, s.kv_dim, scratch);
+                                      (int32_t)n, s.kv_dim, scratch);
             }
         }
         if (rc == 0)
@@ -807,9 +829,11 @@ static int load_check(const struct ctxfile_head *h, const struct model *m, struc
                 "%016" PRIx64 ", the loaded model's is %016" PRIx64, path, h->in.fingerprint, fp);
         return CTXFILE_EMODEL;
     }
-    if (h->in.n_layer != s.n_layer || h->in.kv_dim != s.kv_dim) {
-        err_set(err, err_len, "ctxfile: \"%s\" has %d layers of kv_dim %d, the engine %d of %d",
-                path, h->in.n_layer, h->in.kv_dim, s.n_layer, s.kv_dim);
+    if (h->in.n_layer != s.n_layer || h->in.kv_dim != s.kv_dim ||
+        h->in.n_swa_layer != s.n_swa_layer || h->in.n_swa != s.n_swa) {
+        err_set(err, err_len, "ctxfile: \"%s\" has %d layers of kv_dim %d (%d with a window of "
+                "%d), the engine %d of %d (%d of %d)", path, h->in.n_layer, h->in.kv_dim,
+                h->in.n_swa_layer, h->in.n_swa, s.n_layer, s.kv_dim, s.n_swa_layer, s.n_swa);
         return CTXFILE_ECORRUPT;
     }
     if (h->in.state_bytes != engine_state_size(e)) {

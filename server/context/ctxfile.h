@@ -25,7 +25,8 @@
 #include "model.h"
 
 #define CTXFILE_MAGIC "SNIPCTX\0" /* 8 bytes */
-#define CTXFILE_VERSION 2 /* 2: + the recurrent state; version 1 files still load */
+#define CTXFILE_VERSION 3 /* 2: + the recurrent state; 3: + sliding-window layers, which store
+                           * only their last window - 1 positions; versions 1 and 2 still load */
 #define CTXFILE_HEADER_BYTES 128
 #define CTXFILE_MAX_META_BYTES (16u << 20)
 #define CTXFILE_MAX_STATE_BYTES (1ull << 34)
@@ -63,9 +64,13 @@ struct ctxfile_info {
     int32_t n_layer;
     int32_t kv_dim;
     int32_t n_tokens;
+    int32_t n_swa_layer;     /* of n_layer, the sliding-window ones (0 before version 3) */
+    int32_t n_swa;           /* their window: each stores its last min(n_tokens, n_swa - 1)
+                              * positions (0: none) */
     uint64_t created;        /* unix seconds */
     uint64_t meta_bytes;
-    uint64_t kv_bytes;       /* the KV rows uncompressed: n_layer * 2 * n_tokens * row bytes */
+    uint64_t kv_bytes;       /* the KV rows uncompressed: 2 * row bytes * (the full layers'
+                              * n_tokens rows + the window layers' rows) */
     uint64_t state_bytes;    /* recurrent state after the rows (f32, exact), part of the KV section
                               * (0: a model without one, and every version 1 file) */
     uint64_t kv_stored_bytes;/* the KV section in the file: rows then state, maybe compressed */

@@ -27,6 +27,7 @@ struct model_arch_ops {
 
 extern const struct model_arch_ops arch_qwen3moe, arch_qwen3, arch_llama; /* arch_qwen3.c */
 extern const struct model_arch_ops arch_qwen35moe, arch_qwen35;           /* arch_qwen35.c */
+extern const struct model_arch_ops arch_gptoss;                           /* arch_gptoss.c */
 
 /* Reads ARCH.suffix (ARCH = hp's architecture name) as a positive int32 into *out; when absent
  * uses def (def < 0: the key is required). Returns 0 or -EINVAL with a message. */

@@ -1,9 +1,11 @@
-/* block_attn.c - the attention mixer: q, k and v projections, q/k head norms, RoPE on the first
- * n_rot dimensions of each head, causal GQA over the KV rows of the token's own sequence, an
- * optional output gate (sigmoid of per-head gate rows interleaved with the query's in attn_q:
- * qwen35), then attn_output. Scores and the weighted sum follow ggml's non-flash path per KV type
- * (f32, f16 with the probabilities rounded to f16, or q8_0/q4_0 with a q8_0 query), so a token's
- * output does not depend on the batch it ran in nor on the other sequences in it. */
+/* block_attn.c - the attention mixer: q, k and v projections (with biases: gpt-oss), q/k head
+ * norms, RoPE on the first n_rot dimensions of each head, causal GQA over the KV rows of the
+ * token's own sequence (the last n_swa positions in a sliding-window layer, read from its ring),
+ * a sink logit per head in the softmax (gpt-oss), an optional output gate (sigmoid of per-head
+ * gate rows interleaved with the query's in attn_q: qwen35), then attn_output (and its bias).
+ * Scores and the weighted sum follow ggml's non-flash path per KV type (f32, f16 with the
+ * probabilities rounded to f16, or q8_0/q4_0 with a q8_0 query), so a token's output does not
+ * depend on the batch it ran in nor on the other sequences in it. */
 #include <math.h>
 #include <string.h>
 
@@ -27,6 +29,12 @@ static void rope(const struct model_hparams *hp, float *x, const float *cs) {
         ops_rope_neox(x, cs, hp->n_rot);
     else
         ops_rope_norm(x, cs, hp->n_rot);
+}
+
+/* rows[t] += b for n_tok rows of n values, stride apart (ggml adds a bias after its product). */
+static void add_bias(float *rows, size_t stride, const float *b, int64_t n, int32_t n_tok) {
+    for (int32_t t = 0; t < n_tok; t++)
+        ops_add(rows + (size_t)t * stride, b, n);
 }
 
 /* Gated layers: splits qg's per-head (query, gate) rows into q and, in place, the gate. */
@@ -70,47 +78,74 @@ static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
     }
 }
 
+/* The positions query token t of layer il sees: first .. pos (its window in a window layer). */
+static int32_t attn_first(const struct engine *e, int il, int32_t t) {
+    const int32_t pos = e->tok_pos[t], n_swa = e->m->hp.n_swa;
+    return e->m->layers[il].swa && pos - n_swa + 1 > 0 ? pos - n_swa + 1 : 0;
+}
+
+/* Walks a layer's rows position by position from `first`, wrapping around a ring. */
+struct kv_walk {
+    const uint8_t *base;
+    size_t bytes;
+    int32_t rows, row;
+};
+
+static struct kv_walk kv_walk_at(const struct sequence *seq, const uint8_t *base, int32_t kv_il,
+                                 int32_t first) {
+    return (struct kv_walk){base, seq->kv_row_bytes, seq->rows[kv_il], first % seq->rows[kv_il]};
+}
+
+static const uint8_t *kv_walk_next(struct kv_walk *w) {
+    const uint8_t *p = w->base + (size_t)w->row * w->bytes;
+    if (++w->row == w->rows)
+        w->row = 0;
+    return p;
+}
+
 /* One (token, head) of causal attention over the token's sequence's cache: task =
  * t * n_head + h. */
 static void attn_task(void *ctx, int64_t task, int thread) {
     struct engine *e = ctx;
     const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[e->task_layer];
     const int32_t hd = hp->head_dim;
     const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
     const int32_t g = h / (hp->n_head / hp->n_head_kv);
     const struct sequence *seq = engine_tok_seq(e, t);
-    const int32_t n_kv = e->tok_pos[t] + 1;
+    const int32_t first = attn_first(e, e->task_layer, t);
+    const int32_t n_kv = e->tok_pos[t] + 1 - first;
     const int32_t kv_il = e->kv_layer[e->task_layer];
     const float scale = 1.0f / sqrtf((float)hd);
+    const float sink = l->attn_sinks ? l->attn_sinks[h] : -INFINITY;
     const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
     float *s = e->scores + (size_t)thread * e->p.n_ctx;
     float *out = e->attn + (size_t)t * e->q_dim + (size_t)h * hd;
     const size_t head_off = (size_t)g * (seq->kv_row_bytes / (size_t)hp->n_head_kv);
-    const size_t pos_bytes = seq->kv_row_bytes;
-    const uint8_t *kc = sequence_k_row(seq, kv_il, 0) + head_off;
-    const uint8_t *vc = sequence_v_row(seq, kv_il, 0) + head_off;
+    struct kv_walk kw = kv_walk_at(seq, sequence_k_row(seq, kv_il, 0) + head_off, kv_il, first);
+    struct kv_walk vw = kv_walk_at(seq, sequence_v_row(seq, kv_il, 0) + head_off, kv_il, first);
     memset(out, 0, (size_t)hd * sizeof(float));
     if (e->p.kv_type == QTYPE_F32) {
         quant_vec_dot_fn dot = quant_kernels(QTYPE_F32)->vec_dot;
         for (int32_t j = 0; j < n_kv; j++) {
-            dot(hd, &s[j], kc + (size_t)j * pos_bytes, qh);
+            dot(hd, &s[j], kv_walk_next(&kw), qh);
             s[j] *= scale;
         }
-        ops_softmax(s, n_kv);
+        ops_softmax_sink(s, n_kv, sink);
         for (int32_t j = 0; j < n_kv; j++)
-            ops_axpy_f32(out, s[j], (const float *)(vc + (size_t)j * pos_bytes), hd);
+            ops_axpy_f32(out, s[j], (const float *)kv_walk_next(&vw), hd);
     } else if (e->p.kv_type != QTYPE_F16) { /* q8_0, q4_0: not llama.cpp's path (it needs -fa) */
         const struct quant_kernels *qk = quant_kernels(e->p.kv_type);
         uint8_t *qq = (uint8_t *)(e->q16 + (size_t)thread * hd); /* hd/32 blocks fit in 2*hd */
         float *vr = e->vrow + (size_t)thread * hd;
         qk->from_float(qh, qq, hd);
         for (int32_t j = 0; j < n_kv; j++) {
-            qk->vec_dot(hd, &s[j], kc + (size_t)j * pos_bytes, qq);
+            qk->vec_dot(hd, &s[j], kv_walk_next(&kw), qq);
             s[j] *= scale;
         }
-        ops_softmax(s, n_kv);
+        ops_softmax_sink(s, n_kv, sink);
         for (int32_t j = 0; j < n_kv; j++) {
-            quant_dequantize_row(e->p.kv_type, vc + (size_t)j * pos_bytes, vr, hd);
+            quant_dequantize_row(e->p.kv_type, kv_walk_next(&vw), vr, hd);
             ops_axpy_f32(out, s[j], vr, hd);
         }
     } else {
@@ -118,13 +153,13 @@ static void attn_task(void *ctx, int64_t task, int thread) {
         fp16_t *q16 = e->q16 + (size_t)thread * hd;
         quant_f16_from_f32(qh, q16, hd);
         for (int32_t j = 0; j < n_kv; j++) {
-            dot(hd, &s[j], kc + (size_t)j * pos_bytes, q16);
+            dot(hd, &s[j], kv_walk_next(&kw), q16);
             s[j] *= scale;
         }
-        ops_softmax(s, n_kv);
+        ops_softmax_sink(s, n_kv, sink);
         for (int32_t j = 0; j < n_kv; j++) {
             const float pj = fp16_to_f32(f32_to_fp16(s[j])); /* ggml rounds kq to f16 for V */
-            ops_axpy_f16(out, pj, (const fp16_t *)(vc + (size_t)j * pos_bytes), hd);
+            ops_axpy_f16(out, pj, (const fp16_t *)kv_walk_next(&vw), hd);
         }
     }
 }
@@ -139,6 +174,10 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
     const size_t strides[3] = {(size_t)(gated ? 2 : 1) * e->q_dim, (size_t)e->kv_dim,
                                (size_t)e->kv_dim};
     engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    const float *const biases[3] = {l->bq, l->bk, l->bv};
+    for (int i = 0; i < 3; i++)
+        if (biases[i])
+            add_bias(outs[i], strides[i], biases[i], ws[i]->n_out, n_tok);
     if (gated)
         split_gate(e, n_tok);
     qk_rope_store(e, il, n_tok);
@@ -148,6 +187,8 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)
             e->attn[i] = e->attn[i] * (1.0f / (1.0f + expf(-e->qg[i])));
     engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok);
+    if (l->bo)
+        add_bias(e->tmp, D, l->bo, (int64_t)D, n_tok);
     for (size_t i = 0; i < (size_t)n_tok * D; i++)
         e->x[i] = e->tmp[i] + e->x[i];
 }

@@ -1,8 +1,10 @@
-/* block_moe.c - routed experts (softmax router, top-k, weights renormalised to sum 1; lossy
- * --moe-top-k / --cache-bias variants) and the gated shared expert of qwen35moe. Under a RAM budget
- * the union of the batch's experts is looked up in the expert cache once, the next layer's are
- * guessed and read ahead, the resident ones are computed while the rest arrive, each missed expert
- * as soon as it lands: experts write disjoint rows, so the grouping changes no bit of the result. */
+/* block_moe.c - routed experts (softmax router, top-k, weights renormalised to sum 1; or gpt-oss's
+ * biased router, top-k of the logits and a softmax over those; lossy --moe-top-k / --cache-bias
+ * variants; expert biases and gpt-oss's clamped SwiGLU) and the gated shared expert of qwen35moe.
+ * Under a RAM budget the union of the batch's experts is looked up in the expert cache once, the
+ * next layer's are guessed and read ahead, the resident ones are computed while the rest arrive,
+ * each missed expert as soon as it lands: experts write disjoint rows, so the grouping changes no
+ * bit of the result. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -27,10 +29,13 @@ static void top_k(const float *p, int32_t n, int32_t k, int32_t *sel) {
 }
 
 /* --cache-bias: each selected expert of layer il that is not resident gives its place to the most
- * probable resident expert outside the selection with at least cache_bias times its probability.
- * Lossy (the model computes with other experts than it chose); off by default. */
-static void bias_to_cache(const struct engine *e, int il, const float *p, int32_t *sel) {
+ * probable resident expert outside the selection with at least cache_bias times its probability
+ * (p: probabilities, or with `logits` the logits of a softmax over all experts). Lossy (the model
+ * computes with other experts than it chose); off by default. */
+static void bias_to_cache(const struct engine *e, int il, const float *p, bool logits,
+                          int32_t *sel) {
     const int32_t ne = e->m->hp.n_expert, k = e->k_used;
+    const float log_r = logf(e->p.cache_bias);
     for (int32_t i = 0; i < k; i++) {
         if (expert_cache_resident(e->experts, il, sel[i]))
             continue;
@@ -39,7 +44,9 @@ static void bias_to_cache(const struct engine *e, int il, const float *p, int32_
             bool taken = false;
             for (int32_t j = 0; j < k; j++)
                 taken |= sel[j] == x;
-            if (!taken && p[x] >= e->p.cache_bias * p[sel[i]] &&
+            const bool likely = logits ? p[x] - p[sel[i]] >= log_r
+                                       : p[x] >= e->p.cache_bias * p[sel[i]];
+            if (!taken && likely &&
                 (best < 0 || p[x] > p[best]) && expert_cache_resident(e->experts, il, x))
                 best = x;
         }
@@ -48,27 +55,50 @@ static void bias_to_cache(const struct engine *e, int il, const float *p, int32_
     }
 }
 
-/* Routes each token: softmax over the router's logits, top-k, weights renormalised to sum 1. */
+/* Adds the router's bias (gpt-oss) to n_tok rows of logits. */
+static void router_bias(const struct engine *e, const struct model_layer *l, int32_t n_tok) {
+    const int32_t ne = e->m->hp.n_expert;
+    for (int32_t t = 0; l->ffn_gate_inp_b && t < n_tok; t++)
+        ops_add(e->router + (size_t)t * ne, l->ffn_gate_inp_b, ne);
+}
+
+/* Token t's experts (sel, best first) and weights (w) from its router logits p: softmax over all,
+ * top-k, weights renormalised to sum 1 (MODEL_GATING_SOFTMAX); or top-k of the logits and a
+ * softmax over those k (MODEL_GATING_SOFTMAX_WEIGHT), as ggml's build_moe_ffn. */
+static void route_token(struct engine *e, int il, float *p, int32_t *sel, float *w) {
+    const int32_t ne = e->m->hp.n_expert, k = e->k_used;
+    const bool softmax_all = e->m->hp.gating == MODEL_GATING_SOFTMAX;
+    if (softmax_all)
+        ops_softmax(p, ne);
+    top_k(p, ne, k, sel);
+    if (e->p.cache_bias > 0.0f && e->experts)
+        bias_to_cache(e, il, p, !softmax_all, sel);
+    if (!softmax_all) {
+        for (int32_t i = 0; i < k; i++)
+            w[i] = p[sel[i]];
+        ops_softmax(w, k);
+        return;
+    }
+    double sum = 0.0;
+    for (int32_t i = 0; i < k; i++)
+        sum += (double)(w[i] = p[sel[i]]);
+    float fsum = (float)sum;
+    if (fsum < 6.103515625e-5f)
+        fsum = 6.103515625e-5f;
+    for (int32_t i = 0; i < k; i++)
+        w[i] = w[i] / fsum;
+}
+
+/* Routes each token and groups the batch's tokens by expert. */
 static void route(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const int32_t ne = hp->n_expert, k = e->k_used;
+    router_bias(e, &e->m->layers[il], n_tok);
     memset(e->exp_n, 0, (size_t)ne * sizeof(int32_t));
     for (int32_t t = 0; t < n_tok; t++) {
-        float *p = e->router + (size_t)t * ne;
         int32_t *sel = e->sel + (size_t)t * k;
-        float *w = e->sel_w + (size_t)t * k;
-        ops_softmax(p, ne);
-        top_k(p, ne, k, sel);
-        if (e->p.cache_bias > 0.0f && e->experts)
-            bias_to_cache(e, il, p, sel);
-        double sum = 0.0;
-        for (int32_t i = 0; i < k; i++)
-            sum += (double)(w[i] = p[sel[i]]);
-        float fsum = (float)sum;
-        if (fsum < 6.103515625e-5f)
-            fsum = 6.103515625e-5f;
+        route_token(e, il, e->router + (size_t)t * ne, sel, e->sel_w + (size_t)t * k);
         for (int32_t i = 0; i < k; i++) {
-            w[i] = w[i] / fsum;
             int32_t x = sel[i], n = e->exp_n[x]++;
             e->exp_tok[(size_t)x * e->p.n_batch + n] = t;
             e->exp_out[(size_t)x * e->p.n_batch + n] = t * k + i;
@@ -90,6 +120,7 @@ static void prefetch(struct engine *e, int il, int32_t n_tok) {
     for (int32_t t = 0; t < n_tok; t++)
         ops_rms_norm(e->tmp + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
     engine_matmul(e, &l->ffn_gate_inp, e->tmp, D, e->router, (size_t)ne, n_tok);
+    router_bias(e, l, n_tok);
     memset(e->guess_n, 0, (size_t)ne * sizeof(int32_t));
     int32_t sel[64];
     for (int32_t t = 0; t < n_tok; t++) {
@@ -131,14 +162,27 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
         int32_t x = e->fetch_ids[list[j]];
         const int32_t *out = e->exp_out + (size_t)x * B;
         for (int32_t r = 0; r < e->exp_n[x]; r++) {
-            float *g = e->ffn_g + (size_t)out[r] * F;
-            ops_swiglu(g, g, e->ffn_u + (size_t)out[r] * F, (int64_t)F);
+            float *g = e->ffn_g + (size_t)out[r] * F, *u = e->ffn_u + (size_t)out[r] * F;
+            if (l->ffn_gate_exps_b) /* ggml's add_id: the expert's bias row */
+                ops_add(g, l->ffn_gate_exps_b + (size_t)x * F, (int64_t)F);
+            if (l->ffn_up_exps_b)
+                ops_add(u, l->ffn_up_exps_b + (size_t)x * F, (int64_t)F);
+            if (hp->act == MODEL_ACT_SWIGLU_OAI)
+                ops_swiglu_oai(g, g, u, (int64_t)F);
+            else
+                ops_swiglu(g, g, u, (int64_t)F);
             qk->from_float(g, e->act[2] + (size_t)out[r] * sd, (int64_t)F);
         }
         engine_queue(e, &l->ffn_down_exps, e->exp_mat[(size_t)x * 3 + 2], e->act[2], sd, out,
                      e->ffn_d, D, out, e->exp_n[x]);
     }
     matmul_run(&e->mm);
+    for (int32_t j = 0; l->ffn_down_exps_b && j < n; j++) {
+        int32_t x = e->fetch_ids[list[j]];
+        const int32_t *out = e->exp_out + (size_t)x * B;
+        for (int32_t r = 0; r < e->exp_n[x]; r++)
+            ops_add(e->ffn_d + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
+    }
 }
 
 /* The routed experts of layer il for the batch. With an expert cache the union of the batch's

@@ -73,20 +73,31 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
     const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096);
     if (qtype_row_bytes(p->kv_type, (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim, &row) < 0)
         row = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim * 4;
-    const uint64_t kv = 2 * (uint64_t)hp.n_layer * (uint64_t)n_ctx * row *
-                        (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
+    /* a sliding-window layer keeps a ring of n_swa - 1 + n_batch positions (engine.c) */
+    const int64_t ring = (int64_t)hp.n_swa - 1 + (p->n_batch > 0 ? p->n_batch : 512);
+    uint64_t positions = 0;
+    for (int32_t il = 0; il < hp.n_layer; il++) {
+        const bool swa = hp.n_swa > 0 && il % hp.swa_pattern < hp.swa_pattern - 1;
+        positions += (uint64_t)(swa && ring < n_ctx ? ring : n_ctx);
+    }
+    const uint64_t kv = 2 * positions * row * (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
     return tensors + kv + scratch_estimate(&hp, p);
 }
 
 void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log) {
     const double mib = 1024.0 * 1024.0;
     struct engine_kv_shape s = engine_kv_shape(e);
-    char slots[32] = "";
+    char slots[32] = "", windows[96] = "";
     if (engine_n_seq(e) > 1)
         snprintf(slots, sizeof(slots), "%d slots of ", engine_n_seq(e));
-    fprintf(log, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers), "
-            "recurrent state %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
+    if (s.n_swa_layer > 0)
+        snprintf(windows, sizeof(windows), ", %d of them sliding windows of %d in rings",
+                 s.n_swa_layer, s.n_swa);
+    fprintf(log, "memory: KV cache %.1f MiB (%s%d positions of %s in %d attention layers%s), "
+            "%s %.1f MiB (with %d checkpoints), buffers %.1f MiB\n",
             (double)engine_kv_bytes(e) / mib, slots, s.n_ctx, qtype_name(s.type), s.n_layer,
-            (double)engine_rec_bytes(e) / mib, engine_is_recurrent(e) ? n_checkpoints : 0,
+            windows, engine_is_recurrent(e) || !engine_has_checkpoints(e) ? "recurrent state"
+                                                                           : "window checkpoints",
+            (double)engine_rec_bytes(e) / mib, engine_has_checkpoints(e) ? n_checkpoints : 0,
             (double)engine_scratch_bytes(e) / mib);
 }

@@ -31,12 +31,12 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
 
 /* About the bytes a model would take in RAM with an engine of parameters p, from its header g
  * alone: its tensors, the KV caches of p->n_seq sequences of p->n_ctx positions (every layer
- * counted as attention) and the engine's buffers. Returns 0 when the hyperparameters cannot be
- * read. */
+ * counted as attention; a sliding-window layer as its ring) and the engine's buffers. Returns 0
+ * when the hyperparameters cannot be read. */
 uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p);
 
 /* Prints the engine's own memory on log: what the context size, KV type, slots and
- * n_checkpoints (recurrent models) cost. */
+ * n_checkpoints (models with recurrent or sliding-window layers) cost. */
 void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log);
 
 #endif

@@ -81,14 +81,21 @@ static int engine_check_weights(const struct model *m, char *err, size_t err_len
 
 static size_t max_z(size_t a, size_t b) { return a > b ? a : b; }
 
-/* The sequence's shape: KV rows for the attention layers, conv + SSM state for the DeltaNet ones;
- * fills the layer-to-state maps. */
+/* The sequence's shape: KV rows for the attention layers (a ring of n_swa - 1 + n_batch rows, at
+ * most n_ctx, for a window layer: what one step's tokens and the window before them need), conv
+ * + SSM state for the DeltaNet ones; fills the layer-to-state maps. */
 static struct sequence_shape engine_seq_shape(struct engine *e) {
     const struct model_hparams *hp = &e->m->hp;
     struct sequence_shape sh = {.n_ctx = e->p.n_ctx, .kv_type = e->p.kv_type,
-                                .kv_dim = e->kv_dim, .n_checkpoints = e->p.n_checkpoints};
+                                .kv_dim = e->kv_dim, .n_checkpoints = e->p.n_checkpoints,
+                                .kv_swa = e->kv_swa, .n_swa = hp->n_swa};
+    const int64_t ring = (int64_t)hp->n_swa - 1 + e->p.n_batch;
+    sh.swa_rows = ring < e->p.n_ctx ? (int32_t)ring : e->p.n_ctx;
     for (int il = 0; il < hp->n_layer; il++) {
-        bool rec = e->m->layers[il].mixer == MODEL_MIXER_DELTANET;
+        const struct model_layer *l = &e->m->layers[il];
+        bool rec = l->mixer == MODEL_MIXER_DELTANET;
+        if (!rec)
+            e->kv_swa[sh.n_kv_layer] = l->swa;
         e->kv_layer[il] = rec ? -1 : sh.n_kv_layer++;
         e->rec_layer[il] = rec ? sh.n_rec_layer++ : -1;
     }
@@ -139,6 +146,7 @@ static int engine_alloc_all(struct engine *e) {
         {(void **)&e->z, B * (size_t)e->ssm_v_dim, 4}, {(void **)&e->beta, B * Hv, 4},
         {(void **)&e->gate, B * Hv, 4}, {(void **)&e->delta, T * (size_t)hp->ssm_d_state, 4},
         {(void **)&e->kv_layer, (size_t)hp->n_layer, 4}, {(void **)&e->rec_layer, (size_t)hp->n_layer, 4},
+        {(void **)&e->kv_swa, (size_t)hp->n_layer, sizeof(bool)},
         {(void **)&e->embd_row, e->m->tok_embd.row_bytes, 1},
         {(void **)&e->tok_id, B, 4}, {(void **)&e->tok_seq, B, 4}, {(void **)&e->tok_pos, B, 4},
         {(void **)&e->seg, S, sizeof(*e->seg)}, {(void **)&e->out, S, sizeof(*e->out)},
@@ -220,6 +228,9 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
     e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
     e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
+    e->rope = ops_rope_init(hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
+                            hp->rope_ext_factor, hp->rope_attn_factor, hp->rope_n_ctx_orig, 32.0f,
+                            1.0f);
     int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8 + e->p.n_seq;
     if (matmul_init(&e->mm, e->tp, max_jobs) < 0 || engine_alloc_all(e) < 0) {
         err_set(err, err_len, "engine: out of memory for buffers (context %d, batch %d)",
@@ -242,7 +253,8 @@ void engine_free(struct engine *e) {
                     e->sel, e->sel_w, e->exp_n, e->exp_tok, e->exp_out, e->fetch_ids, e->guess_n,
                     e->guess_ids, (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16,
                     e->vrow, e->qkv, e->conv, e->z, e->beta, e->gate, e->delta, e->kv_layer,
-                    e->rec_layer, e->embd_row, e->tok_id, e->tok_seq, e->tok_pos, e->seg, e->out};
+                    e->rec_layer, e->kv_swa, e->embd_row, e->tok_id, e->tok_seq, e->tok_pos,
+                    e->seg, e->out};
     for (int32_t i = 0; e->seqs && i < e->p.n_seq; i++)
         sequence_free(e->seqs[i]);
     free(e->seqs);
@@ -266,10 +278,12 @@ int engine_n_threads(const struct engine *e) { return e->p.n_threads; }
 int32_t engine_n_batch(const struct engine *e) { return e->p.n_batch; }
 size_t engine_scratch_bytes(const struct engine *e) { return e->scratch_bytes; }
 bool engine_is_recurrent(const struct engine *e) { return sequence_is_recurrent(e->seqs[0]); }
+bool engine_has_checkpoints(const struct engine *e) {
+    return sequence_has_checkpoints(e->seqs[0]);
+}
 
 size_t engine_kv_bytes(const struct engine *e) {
-    return (size_t)e->p.n_seq * 2 * (size_t)e->seqs[0]->shape.n_kv_layer * (size_t)e->p.n_ctx *
-           e->seqs[0]->kv_row_bytes;
+    return (size_t)e->p.n_seq * e->seqs[0]->kv_bytes;
 }
 
 size_t engine_rec_bytes(const struct engine *e) {
@@ -297,20 +311,24 @@ void engine_checkpoint(struct engine *e, int32_t seq) {
 /* ---- KV cache and recurrent state access ------------------------------------------------------ */
 
 struct engine_kv_shape engine_kv_shape(const struct engine *e) {
-    return (struct engine_kv_shape){.type = e->p.kv_type, .n_layer = e->seqs[0]->shape.n_kv_layer,
+    const struct sequence *s = e->seqs[0];
+    return (struct engine_kv_shape){.type = e->p.kv_type, .n_layer = s->shape.n_kv_layer,
                                     .kv_dim = e->kv_dim, .n_ctx = e->p.n_ctx,
-                                    .row_bytes = e->seqs[0]->kv_row_bytes};
+                                    .row_bytes = s->kv_row_bytes, .n_swa_layer = s->n_swa_layer,
+                                    .n_swa = s->n_swa_layer ? s->shape.n_swa : 0};
+}
+
+int32_t engine_kv_first(const struct engine *e, int32_t il, int32_t n) {
+    return il >= 0 && il < e->seqs[0]->shape.n_kv_layer ? sequence_kv_first(e->seqs[0], il, n) : 0;
 }
 
 int engine_kv_export(const struct engine *e, int32_t seq, int32_t il, int32_t n, void *k, void *v) {
     const struct sequence *s = engine_seq(e, seq);
-    if (!s || il < 0 || il >= s->shape.n_kv_layer || n < 0 || n > s->n_past)
+    if (!s || il < 0 || il >= s->shape.n_kv_layer || n < 0 || n > s->n_past ||
+        !sequence_kv_intact(s, n))
         return -EINVAL;
-    size_t bytes = (size_t)n * s->kv_row_bytes;
-    if (k && bytes)
-        memcpy(k, sequence_k_row(s, il, 0), bytes);
-    if (v && bytes)
-        memcpy(v, sequence_v_row(s, il, 0), bytes);
+    const int32_t first = sequence_kv_first(s, il, n);
+    sequence_kv_get(s, il, first, n - first, k, v);
     return 0;
 }
 
@@ -322,11 +340,8 @@ int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type,
         return -EINVAL;
     if (s->n_past != 0)
         sequence_reset(s);
-    size_t bytes = (size_t)n * s->kv_row_bytes;
-    if (k && bytes)
-        memcpy(sequence_k_row(s, il, 0), k, bytes);
-    if (v && bytes)
-        memcpy(sequence_v_row(s, il, 0), v, bytes);
+    const int32_t first = sequence_kv_first(s, il, n);
+    sequence_kv_put(s, il, first, n - first, k, v);
     return 0;
 }
 
@@ -358,8 +373,7 @@ int engine_kv_commit(struct engine *e, int32_t seq, int32_t n) {
     struct sequence *s = engine_seq(e, seq);
     if (!s || n < 0 || n > e->p.n_ctx)
         return -EINVAL;
-    s->n_past = n;
-    sequence_checkpoint(s); /* a later prompt that diverges after n resumes from here */
+    sequence_commit(s, n);
     return 0;
 }
 
@@ -524,8 +538,9 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     if (rc < 0)
         return rc;
     for (int32_t t = 0; t < n_tok; t++)
-        ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], hp->n_rot,
-                       hp->rope_freq_base);
+        ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], &e->rope);
+    for (int32_t i = 0; i < e->n_seg; i++)
+        sequence_reserve(e->seqs[e->seg[i].seq], e->seg[i].n);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         engine_norm(e, l->attn_norm, 0, n_tok);
@@ -548,11 +563,11 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     return 0;
 }
 
-/* Tokens of sequence s the next step may take, at most left: for a recurrent model the segment
- * ends at the next multiple of checkpoint_every, where a checkpoint is saved. */
+/* Tokens of sequence s the next step may take, at most left: for a model with checkpoints the
+ * segment ends at the next multiple of checkpoint_every, where one is saved. */
 static int32_t engine_seg_len(const struct engine *e, const struct sequence *s, int32_t left) {
     const int32_t every = e->p.checkpoint_every;
-    if (every > 0 && sequence_is_recurrent(s)) {
+    if (every > 0 && sequence_has_checkpoints(s)) {
         int32_t to_next = every - s->n_past % every;
         if (to_next < left)
             left = to_next;

@@ -109,20 +109,25 @@ typedef void (*engine_route_fn)(void *ctx, int il, const int32_t *ids, int32_t n
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
 
 /* Cuts sequence seq back to at most n tokens, so a shared prefix can be reused, and returns its
- * new length: n for a model with only attention layers; for a recurrent one the newest checkpoint
- * at or before n (0 when there is none). n >= n_past changes nothing. */
+ * new length: n for a model with only full attention layers, or with sliding-window layers whose
+ * rings still hold the window before n; otherwise (a recurrent state, a ring that has moved on)
+ * the newest checkpoint at or before n (0 when there is none). n >= n_past changes nothing. */
 int32_t engine_truncate(struct engine *e, int32_t seq, int32_t n);
 
 /* What engine_truncate(e, seq, n) would return, changing nothing. */
 int32_t engine_reusable(const struct engine *e, int32_t seq, int32_t n);
 
-/* Saves a checkpoint of sequence seq's recurrent state at its n_past (nothing for models without
- * one): the end of a prompt, the start of the last message, where a later request is likely to
- * diverge. */
+/* Saves a checkpoint of sequence seq's recurrent state and window rings at its n_past (nothing
+ * for models without either): the end of a prompt, the start of the last message, where a later
+ * request is likely to diverge. */
 void engine_checkpoint(struct engine *e, int32_t seq);
 
 /* True when the model has recurrent (Gated DeltaNet) layers. */
 bool engine_is_recurrent(const struct engine *e);
+
+/* True when sequences keep checkpoints (recurrent or sliding-window layers): a prefix may be
+ * reusable only up to one, so engine_checkpoint where a later request may diverge pays. */
+bool engine_has_checkpoints(const struct engine *e);
 
 /* What the forward passes did since engine_new. Time in seconds: all of it (steps), and the part
  * spent on the streamable FFN (routed experts, or a dense model's FFN, from their lookup to their
@@ -142,18 +147,21 @@ struct engine_timing {
 };
 void engine_get_timing(const struct engine *e, struct engine_timing *out);
 
-/* Bytes of the KV caches and of the recurrent states with their checkpoints of all n_seq
+/* Bytes of the KV caches (full layers' n_ctx positions, window layers' rings) and of the
+ * recurrent states with the checkpoints (which also hold the rings' last rows) of all n_seq
  * sequences, and of the scratch buffers (for the RAM budget report). */
 size_t engine_kv_bytes(const struct engine *e);
 size_t engine_rec_bytes(const struct engine *e);
 size_t engine_scratch_bytes(const struct engine *e);
 
 /* ---- KV cache and recurrent state access (contexts: server/context) ---------------------------
- * Each sequence's attention layer il's cache (il counts attention layers only) holds, for
- * positions 0 .. n_ctx-1, one K row and one V row of kv_dim elements of the cache's type
- * (row_bytes each). A recurrent model also has a state of engine_state_size bytes per sequence:
- * the state after its n_past tokens. Export copies out; import writes in, then engine_kv_commit
- * says how many positions are valid. Typical import into sequence s:
+ * Each sequence's attention layer il's cache (il counts attention layers only) holds one K row and
+ * one V row of kv_dim elements of the cache's type (row_bytes each) per position: positions
+ * 0 .. n-1 of a sequence of n tokens, or for a sliding-window layer only the last ones the next
+ * token sees, engine_kv_first(e, il, n) .. n-1. A recurrent model also has a state of
+ * engine_state_size bytes per sequence: the state after its n_past tokens. Export copies out;
+ * import writes in, then engine_kv_commit says how many positions are valid. Typical import into
+ * sequence s:
  *     engine_truncate(e, s, 0);
  *     for (il ...) engine_kv_import(e, s, il, shape.type, shape.kv_dim, n, k_rows, v_rows);
  *     engine_state_import(e, s, state, engine_state_size(e));   // recurrent models
@@ -162,21 +170,30 @@ struct engine_kv_shape {
     enum qtype type;   /* QTYPE_F32, QTYPE_F16, QTYPE_Q8_0 or QTYPE_Q4_0 */
     int32_t n_layer;   /* attention layers */
     int32_t kv_dim;    /* elements per row (n_head_kv * head_dim) */
-    int32_t n_ctx;     /* positions the cache holds */
+    int32_t n_ctx;     /* positions a full attention layer holds */
     size_t row_bytes;  /* bytes of one row of kv_dim elements of type */
+    int32_t n_swa_layer; /* of n_layer, the sliding-window ones */
+    int32_t n_swa;     /* their window (0: none) */
 };
 
 /* The cache's type and shape. */
 struct engine_kv_shape engine_kv_shape(const struct engine *e);
 
-/* Copies positions 0 .. n-1 of sequence seq's layer il into k and v (each n * row_bytes, either
- * may be NULL). Returns 0, or -EINVAL when seq or il is out of range or n is not in 0 .. n_past. */
+/* The first position attention layer il keeps for a sequence of n tokens: 0, or for a
+ * sliding-window layer max(0, n - (window - 1)). */
+int32_t engine_kv_first(const struct engine *e, int32_t il, int32_t n);
+
+/* Copies the rows layer il keeps for the first n tokens of sequence seq, positions
+ * engine_kv_first(e, il, n) .. n-1, into k and v (each (n - first) * row_bytes, either may be
+ * NULL). Returns 0, or -EINVAL when seq or il is out of range, n is not in 0 .. n_past or a
+ * window ring no longer holds those positions (engine_reusable(e, seq, n) < n). */
 int engine_kv_export(const struct engine *e, int32_t seq, int32_t il, int32_t n, void *k, void *v);
 
-/* Writes positions 0 .. n-1 of sequence seq's layer il from k and v (each n * row_bytes of type,
- * borrowed for the call). The positions hold other rows now, so n_past drops to 0 until
- * engine_kv_commit. Returns 0, or -EINVAL when type or kv_dim differ from the cache's, seq or il
- * is out of range or n > n_ctx. */
+/* Writes the rows layer il keeps for a sequence of n tokens (positions engine_kv_first(e, il, n)
+ * .. n-1) of sequence seq from k and v (each (n - first) * row_bytes of type, borrowed for the
+ * call). The positions hold other rows now, so n_past drops to 0 until engine_kv_commit. Returns
+ * 0, or -EINVAL when type or kv_dim differ from the cache's, seq or il is out of range or
+ * n > n_ctx. */
 int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type, int32_t kv_dim,
                      int32_t n, const void *k, const void *v);
 
@@ -194,8 +211,8 @@ int engine_state_export(const struct engine *e, int32_t seq, void *buf, size_t n
 int engine_state_import(struct engine *e, int32_t seq, const void *buf, size_t n);
 
 /* Declares positions 0 .. n-1 of sequence seq valid (n_past = n) after every layer (and the
- * state) was imported, and checkpoints the state there. Returns 0, or -EINVAL when n is not in
- * 0 .. n_ctx or seq is out of range. */
+ * state) was imported, and checkpoints the state and rings there. Returns 0, or -EINVAL when n is
+ * not in 0 .. n_ctx or seq is out of range. */
 int engine_kv_commit(struct engine *e, int32_t seq, int32_t n);
 
 #endif

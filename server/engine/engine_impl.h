@@ -13,6 +13,7 @@
 
 #include "engine.h"
 #include "matmul.h"
+#include "ops.h"
 #include "sequence.h"
 
 #define ENGINE_ACT_SLOTS 3
@@ -29,6 +30,8 @@ struct engine {
     int32_t q_dim, kv_dim, n_ff_max, k_used; /* k_used: experts per token (1 for dense) */
     int32_t *kv_layer;     /* [n_layer] attention layer il's KV index, or -1 */
     int32_t *rec_layer;    /* [n_layer] recurrent layer il's state index, or -1 */
+    bool *kv_swa;          /* [n_layer] attention layer kv_il has a sliding window */
+    struct ops_rope rope;  /* the model's RoPE and its scaling */
     int32_t conv_ch;       /* DeltaNet conv channels: 2 Hk Dk + Hv Dv (0: none) */
     int32_t ssm_v_dim;     /* DeltaNet Hv Dv */
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/mman.h>
@@ -24,7 +25,7 @@
 
 /* The architectures this build runs, by general.architecture. */
 static const struct model_arch_ops *const model_archs[] = {
-    &arch_qwen3moe, &arch_qwen3, &arch_llama, &arch_qwen35moe, &arch_qwen35,
+    &arch_qwen3moe, &arch_qwen3, &arch_llama, &arch_qwen35moe, &arch_qwen35, &arch_gptoss,
 };
 
 static const struct model_arch_ops *arch_by_id(enum model_arch a) {
@@ -83,6 +84,42 @@ static int hp_get_f32(const struct gguf *g, const char *arch, const char *suffix
     return 0;
 }
 
+/* RoPE scaling as llama.cpp reads it for every architecture (llama_model_base::load_hparams, the
+ * llama_context constructor): rope.scaling.type none, linear (the default) or yarn; factor f
+ * gives freq_scale 1/f; yarn mixes extrapolated and interpolated frequencies (ext_factor 1) and
+ * hands ggml an attention factor of mscale(f) / (1 + 0.1 ln f), which ggml's rope multiplies by
+ * 1 + 0.1 ln f again; rope.scaling.attn_factor multiplies it. */
+static int hp_read_rope_scaling(const struct gguf *g, const char *arch, struct model_hparams *hp,
+                                char *err, size_t err_len) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.rope.scaling.type", arch);
+    const char *type = gguf_get_str(g, key);
+    const bool yarn = type && strcmp(type, "yarn") == 0;
+    if (type && !yarn && strcmp(type, "linear") != 0 && strcmp(type, "none") != 0) {
+        err_set(err, err_len, "model: key \"%s\" is \"%s\" (none, linear or yarn)", key, type);
+        return -EINVAL;
+    }
+    float factor = 0.0f, attn = 1.0f;
+    int rc = 0;
+    rc |= hp_get_f32(g, arch, "rope.scaling.factor", 1.0f, &factor, err, err_len);
+    rc |= hp_get_f32(g, arch, "rope.scaling.attn_factor", 1.0f, &attn, err, err_len);
+    rc |= model_key_i32(g, "rope.scaling.original_context_length", hp->n_ctx_train,
+                        &hp->rope_n_ctx_orig, err, err_len);
+    if (rc)
+        return -EINVAL;
+    const bool none = type && strcmp(type, "none") == 0;
+    hp->rope_freq_scale = none ? 1.0f : 1.0f / factor;
+    hp->rope_ext_factor = yarn ? 1.0f : 0.0f;
+    hp->rope_attn_factor = 1.0f;
+    if (yarn) {
+        const float f = 1.0f / hp->rope_freq_scale;
+        const float mscale = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
+        hp->rope_attn_factor = mscale * (1.0f / (1.0f + 0.1f * logf(f)));
+    }
+    hp->rope_attn_factor *= attn;
+    return 0;
+}
+
 /* The keys every architecture has: sizes, heads, rope, context, eps. */
 static int hp_read_common(const struct gguf *g, const char *arch, struct model_hparams *hp,
                           char *err, size_t err_len) {
@@ -102,7 +139,7 @@ static int hp_read_common(const struct gguf *g, const char *arch, struct model_h
                      err_len);
     int32_t v_len = 0;
     rc |= model_key_i32(g, "attention.value_length", hp->head_dim, &v_len, err, err_len);
-    if (rc)
+    if (rc || hp_read_rope_scaling(g, arch, hp, err, err_len) < 0)
         return -EINVAL;
     if (v_len != hp->head_dim || hp->n_head % hp->n_head_kv != 0 || hp->n_rot > hp->head_dim ||
         hp->n_rot % 2 != 0) {
@@ -127,7 +164,7 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
             ops = model_archs[i];
     if (!ops) {
         err_set(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, "
-                "llama, qwen35moe, qwen35)", arch);
+                "llama, qwen35moe, qwen35, gpt-oss)", arch);
         return -ENOTSUP;
     }
     hp->arch = ops->arch;
@@ -520,6 +557,10 @@ void model_free(struct model *m) {
             free(l->ssm_dt_bias);
             free(l->ssm_a);
             free(l->ssm_norm);
+            float *biases[] = {l->bq, l->bk, l->bv, l->bo, l->attn_sinks, l->ffn_gate_inp_b,
+                               l->ffn_gate_exps_b, l->ffn_up_exps_b, l->ffn_down_exps_b};
+            for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++)
+                free(biases[i]);
         }
         free(m->layers);
     }

@@ -1,5 +1,6 @@
 /* model.h - a loaded GGUF model: hyperparameters and weights of the supported architectures
- * (qwen3moe, qwen3, llama: server/engine/arch_qwen3.c; qwen35moe, qwen35: arch_qwen35.c), and
+ * (qwen3moe, qwen3, llama: server/engine/arch_qwen3.c; qwen35moe, qwen35: arch_qwen35.c;
+ * gpt-oss: arch_gptoss.c), and
  * for each layer which blocks it runs (a mixer: attention, gated attention or Gated DeltaNet; an
  * FFN: dense or routed experts, with or without a shared expert).
  *
@@ -27,6 +28,7 @@ enum model_arch {
     MODEL_ARCH_LLAMA,
     MODEL_ARCH_QWEN35MOE,
     MODEL_ARCH_QWEN35,
+    MODEL_ARCH_GPTOSS,
 };
 
 /* What a layer mixes tokens with (server/engine/block_attn.c, block_deltanet.c). */
@@ -40,6 +42,19 @@ enum model_mixer {
 enum model_ffn {
     MODEL_FFN_DENSE, /* SwiGLU ffn_gate / ffn_up / ffn_down */
     MODEL_FFN_MOE,   /* routed experts, plus a gated shared expert when the layer has one */
+};
+
+/* How a MoE layer turns router logits into its experts and their weights (block_moe.c). */
+enum model_gating {
+    MODEL_GATING_SOFTMAX,        /* softmax over all experts, top-k, weights renormalised to sum
+                                  * 1 (qwen3moe, qwen35moe) */
+    MODEL_GATING_SOFTMAX_WEIGHT, /* top-k of the (biased) logits, softmax over those k (gpt-oss) */
+};
+
+/* The gated activation between an FFN's gate/up and down products. */
+enum model_act {
+    MODEL_ACT_SWIGLU,     /* silu(g) * u */
+    MODEL_ACT_SWIGLU_OAI, /* gpt-oss: g' = min(g, 7), g' sigmoid(1.702 g') (clamp(u, -7, 7) + 1) */
 };
 
 enum model_rope {
@@ -69,7 +84,17 @@ struct model_hparams {
     int32_t ssm_n_group;   /* Hk: query/key heads */
     int32_t ssm_dt_rank;   /* Hv: value heads (Hv % Hk == 0) */
     int32_t full_attn_interval; /* layer il is attention iff (il + 1) % interval == 0 */
+    int32_t n_swa;         /* sliding window of the window layers (model_layer.swa), 0: none */
+    int32_t swa_pattern;   /* layer il has the window iff il % pattern < pattern - 1 */
+    enum model_gating gating; /* moe */
+    enum model_act act;    /* moe experts' activation */
     float rope_freq_base;
+    /* RoPE scaling (rope.scaling.*, as llama.cpp reads them for every architecture): */
+    float rope_freq_scale;   /* 1 / rope.scaling.factor for linear and yarn; 1: none */
+    float rope_ext_factor;   /* YaRN's extrapolation mix: 1 for yarn, else 0 */
+    float rope_attn_factor;  /* the magnitude ggml's rope_yarn starts from (llama.cpp's
+                              * yarn_attn_factor): 1 unless rope.scaling.attn_factor says */
+    int32_t rope_n_ctx_orig; /* rope.scaling.original_context_length (else the context) */
     float rms_eps;
 };
 
@@ -88,12 +113,15 @@ struct weight {
 struct model_layer {
     enum model_mixer mixer;
     enum model_ffn ffn;
+    bool swa;                   /* attention over the last hp.n_swa positions only (gpt-oss) */
     float *attn_norm;           /* [n_embd] */
     /* attention (MODEL_MIXER_ATTN*): wq is [n_embd -> q_dim], or [n_embd -> 2 q_dim] when gated
      * (per head: head_dim query rows, then head_dim gate rows) */
     struct weight wq, wk, wv, wo;
     float *attn_q_norm;         /* [head_dim] (qwen3*), NULL for llama */
     float *attn_k_norm;         /* [head_dim] */
+    float *bq, *bk, *bv, *bo;   /* biases [q_dim], [kv_dim], [kv_dim], [n_embd] or NULL (gpt-oss) */
+    float *attn_sinks;          /* [n_head] a sink logit per head, or NULL (gpt-oss) */
     /* Gated DeltaNet (MODEL_MIXER_DELTANET); conv_ch = 2 Hk Dk + Hv Dv */
     struct weight ssm_qkv;      /* attn_qkv [n_embd -> conv_ch]: q | k | v channels */
     struct weight ssm_z;        /* attn_gate [n_embd -> Hv Dv]: the output gate */
@@ -106,7 +134,10 @@ struct model_layer {
     float *ssm_norm;            /* [Dv] */
     float *ffn_norm;            /* [n_embd] (post_attention_norm in qwen35*) */
     struct weight ffn_gate_inp; /* router [n_embd -> n_expert] (moe) */
+    float *ffn_gate_inp_b;      /* [n_expert] router bias, or NULL (gpt-oss) */
     struct weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* moe: stacked experts */
+    float *ffn_gate_exps_b, *ffn_up_exps_b; /* [n_expert][n_ff_exp] expert biases, or NULL */
+    float *ffn_down_exps_b;     /* [n_expert][n_embd] */
     struct weight ffn_gate_inp_shexp;                         /* [n_embd -> 1] shared expert gate */
     struct weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp; /* shared expert (data NULL: none) */
     struct weight ffn_gate, ffn_up, ffn_down;                 /* dense */

@@ -31,19 +31,32 @@ int32_t ops_argmax(const float *x, int64_t n) {
 }
 
 void ops_softmax(float *x, int64_t n) {
+    ops_softmax_sink(x, n, -INFINITY);
+}
+
+void ops_softmax_sink(float *x, int64_t n, float sink) {
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++)
         if (x[i] > max)
             max = x[i];
+    if (sink > max)
+        max = sink;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) {
         float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - max);
         x[i] = e;
         sum += (double)e;
     }
+    if (sink != -INFINITY)
+        sum += (double)expf(sink - max);
     const float inv = (float)(1.0 / sum);
     for (int64_t i = 0; i < n; i++)
         x[i] *= inv;
+}
+
+void ops_add(float *restrict y, const float *restrict b, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = y[i] + b[i];
 }
 
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n) {
@@ -53,13 +66,54 @@ void ops_swiglu(float *y, const float *g, const float *u, int64_t n) {
     }
 }
 
-void ops_rope_cache(float *cs, int32_t pos, int32_t n_rot, float freq_base) {
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_rot);
-    float theta = (float)pos;
-    for (int32_t i = 0; i < n_rot / 2; i++) {
-        cs[2 * i] = cosf(theta);
-        cs[2 * i + 1] = sinf(theta);
-        theta *= theta_scale;
+void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n) {
+    const float alpha = 1.702f, limit = 7.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i] < limit ? g[i] : limit;
+        const float v = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+        const float out_glu = x / (1.0f + expf(alpha * (-x)));
+        y[i] = out_glu * (v + 1.0f);
+    }
+}
+
+/* ggml_rope_yarn_corr_dim: the dimension whose wavelength fits n_ctx_orig / beta turns. */
+static float rope_corr_dim(int32_t n_dims, int32_t n_ctx_orig, float beta, float base) {
+    return (float)n_dims * logf((float)n_ctx_orig / (beta * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+struct ops_rope ops_rope_init(int32_t n_rot, float freq_base, float freq_scale, float ext_factor,
+                              float attn_factor, int32_t n_ctx_orig, float beta_fast,
+                              float beta_slow) {
+    struct ops_rope r = {.n_rot = n_rot, .freq_base = freq_base, .freq_scale = freq_scale,
+                         .ext_factor = ext_factor, .attn_factor = attn_factor};
+    const float start = floorf(rope_corr_dim(n_rot, n_ctx_orig, beta_fast, freq_base));
+    const float end = ceilf(rope_corr_dim(n_rot, n_ctx_orig, beta_slow, freq_base));
+    r.corr[0] = start > 0.0f ? start : 0.0f;
+    r.corr[1] = end < (float)(n_rot - 1) ? end : (float)(n_rot - 1);
+    return r;
+}
+
+/* ggml's rope_yarn_ramp: 1 below corr[0], 0 above corr[1], linear between (pair index i). */
+static float rope_ramp(const struct ops_rope *r, int32_t i) {
+    const float span = r->corr[1] - r->corr[0] > 0.001f ? r->corr[1] - r->corr[0] : 0.001f;
+    const float y = ((float)i - r->corr[0]) / span;
+    return 1.0f - (y < 0.0f ? 0.0f : y > 1.0f ? 1.0f : y);
+}
+
+void ops_rope_cache(float *cs, int32_t pos, const struct ops_rope *r) {
+    const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
+    float theta_extrap = (float)pos;
+    for (int32_t i = 0; i < r->n_rot / 2; i++) {
+        const float theta_interp = r->freq_scale * theta_extrap;
+        float theta = theta_interp, mscale = r->attn_factor;
+        if (r->ext_factor != 0.0f) {
+            const float mix = rope_ramp(r, i) * r->ext_factor;
+            theta = theta_interp * (1 - mix) + theta_extrap * mix;
+            mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
+        }
+        cs[2 * i] = cosf(theta) * mscale;
+        cs[2 * i + 1] = sinf(theta) * mscale;
+        theta_extrap *= theta_scale;
     }
 }
 

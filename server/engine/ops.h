@@ -12,15 +12,46 @@ void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps
 /* In-place softmax of x[n]; returns nothing. Entries of -INFINITY get probability 0. */
 void ops_softmax(float *x, int64_t n);
 
+/* ops_softmax with one more logit, sink, that has no entry (ggml's soft_max with sinks: the
+ * maximum and the denominator include it, so x sums to less than 1). sink = -INFINITY is
+ * ops_softmax, bit for bit. */
+void ops_softmax_sink(float *x, int64_t n, float sink);
+
 /* The index of the largest of x[0..n) (the first of equals): the greedy token of a row of logits. */
 int32_t ops_argmax(const float *x, int64_t n);
+
+/* y[i] += b[i] over n elements (a bias after a product). */
+void ops_add(float *restrict y, const float *restrict b, int64_t n);
 
 /* y[i] = silu(g[i]) * u[i]. y may alias g or u. */
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
 
-/* Precomputes the rotation table of position pos for n_rot dimensions: cs[2i] = cos, cs[2i+1] =
- * sin of pos * base^(-2i/n_rot), as ggml computes them (theta multiplied step by step in float). */
-void ops_rope_cache(float *cs, int32_t pos, int32_t n_rot, float freq_base);
+/* y[i] = gpt-oss's clamped SwiGLU (ggml's swiglu_oai with alpha 1.702, limit 7):
+ * g' = min(g, 7), y = g' / (1 + exp(-1.702 g')) * (clamp(u, -7, 7) + 1). y may alias g or u. */
+void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n);
+
+/* RoPE's frequencies for n_rot dimensions, with ggml's linear and YaRN scaling: theta_i =
+ * pos * base^(-2i/n_rot) (extrapolated), freq_scale * that (interpolated); YaRN (ext_factor > 0)
+ * blends the two by a ramp between the correction dims corr[0] and corr[1] and multiplies cos
+ * and sin by attn_factor * (1 + 0.1 ln(1 / freq_scale)); otherwise by attn_factor. */
+struct ops_rope {
+    int32_t n_rot;
+    float freq_base;
+    float freq_scale;  /* 1: no scaling */
+    float ext_factor;  /* 0: no YaRN */
+    float attn_factor;
+    float corr[2];     /* ggml_rope_yarn_corr_dims */
+};
+
+/* The table of rope for a context trained to n_ctx_orig with YaRN's beta_fast / beta_slow (ggml's
+ * 32 and 1); with freq_scale 1, ext_factor 0 and attn_factor 1 it is plain RoPE. */
+struct ops_rope ops_rope_init(int32_t n_rot, float freq_base, float freq_scale, float ext_factor,
+                              float attn_factor, int32_t n_ctx_orig, float beta_fast,
+                              float beta_slow);
+
+/* Precomputes the rotation table of position pos: cs[2i] = cos, cs[2i+1] = sin of pair i's angle
+ * (scaled as r says), as ggml computes them (theta multiplied step by step in float). */
+void ops_rope_cache(float *cs, int32_t pos, const struct ops_rope *r);
 
 /* Rotates one head x[head_dim] in place with the table cs: neox pairs (i, i + n_rot/2) or normal
  * pairs (2i, 2i+1); dimensions from n_rot on are left alone. */

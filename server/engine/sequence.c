@@ -1,5 +1,6 @@
-/* sequence.c - one conversation's KV rows, recurrent state and checkpoints (see sequence.h). All
- * memory is allocated and touched in sequence_new, so the resident set is flat from the start. */
+/* sequence.c - one conversation's KV rows (full layers and window rings), recurrent state and
+ * checkpoints (see sequence.h). All memory is allocated and touched in sequence_new, so the
+ * resident set is flat from the start. */
 #include "sequence.h"
 
 #include <stdlib.h>
@@ -19,34 +20,63 @@ static void *seq_alloc(struct sequence *s, size_t n, size_t size) {
     return p;
 }
 
+/* Lays out the attention layers' rows: n_ctx each, swa_rows for a window layer. Returns the
+ * total rows, or 0 on a bad shape. */
+static size_t seq_layout(struct sequence *s, const struct sequence_shape *sh) {
+    size_t total = 0;
+    for (int32_t i = 0; i < sh->n_kv_layer; i++) {
+        const bool swa = sh->kv_swa && sh->kv_swa[i];
+        s->swa[i] = swa;
+        s->rows[i] = swa ? sh->swa_rows : sh->n_ctx;
+        s->row_off[i] = total;
+        s->n_swa_layer += swa;
+        total += (size_t)s->rows[i];
+    }
+    if (s->n_swa_layer > 0 && (sh->n_swa < 1 || sh->swa_rows < 1 || sh->swa_rows > sh->n_ctx ||
+                               (sh->swa_rows < sh->n_swa - 1 && sh->swa_rows != sh->n_ctx)))
+        return 0; /* a ring must hold the window before a step (or the whole context) */
+    return total;
+}
+
 struct sequence *sequence_new(const struct sequence_shape *shape) {
     struct sequence *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
     s->shape = *shape;
+    s->shape.kv_swa = NULL;
     uint64_t row = 0;
-    if (qtype_row_bytes(shape->kv_type, (uint64_t)shape->kv_dim, &row) < 0)
+    size_t n_layer = shape->n_kv_layer > 0 ? (size_t)shape->n_kv_layer : 1;
+    if (qtype_row_bytes(shape->kv_type, (uint64_t)shape->kv_dim, &row) < 0 ||
+        !(s->rows = calloc(n_layer, sizeof(*s->rows))) ||
+        !(s->swa = calloc(n_layer, sizeof(*s->swa))) ||
+        !(s->row_off = calloc(n_layer, sizeof(*s->row_off))))
         goto err;
     s->kv_row_bytes = (size_t)row;
-    const size_t kv_rows = (size_t)shape->n_kv_layer * (size_t)shape->n_ctx;
+    const size_t kv_rows = seq_layout(s, shape);
+    if (kv_rows == 0 && shape->n_kv_layer > 0)
+        goto err;
     s->rec_floats = (size_t)shape->n_rec_layer * (shape->conv_floats + shape->ssm_floats);
     if (!(s->k = seq_alloc(s, kv_rows, s->kv_row_bytes)) ||
         !(s->v = seq_alloc(s, kv_rows, s->kv_row_bytes)) ||
         !(s->rec = seq_alloc(s, s->rec_floats, sizeof(float))))
         goto err;
-    if (shape->n_rec_layer > 0) {
-        if (shape->n_checkpoints < 1)
-            s->shape.n_checkpoints = 1;
-        s->ckpt = calloc((size_t)s->shape.n_checkpoints, sizeof(*s->ckpt));
-        if (!s->ckpt)
-            goto err;
-        for (int32_t i = 0; i < s->shape.n_checkpoints; i++) {
-            s->ckpt[i].pos = -1;
-            if (!(s->ckpt[i].state = seq_alloc(s, s->rec_floats, sizeof(float))))
-                goto err;
-        }
-    } else {
+    s->kv_bytes = s->bytes - s->rec_floats * sizeof(float);
+    if (shape->n_rec_layer == 0 && s->n_swa_layer == 0) {
         s->shape.n_checkpoints = 0;
+        return s;
+    }
+    if (shape->n_checkpoints < 1)
+        s->shape.n_checkpoints = 1;
+    s->tail_bytes = s->n_swa_layer ? (size_t)s->n_swa_layer * 2 * (size_t)(shape->n_swa - 1) *
+                                         s->kv_row_bytes : 0;
+    s->ckpt = calloc((size_t)s->shape.n_checkpoints, sizeof(*s->ckpt));
+    if (!s->ckpt)
+        goto err;
+    for (int32_t i = 0; i < s->shape.n_checkpoints; i++) {
+        s->ckpt[i].pos = -1;
+        if (!(s->ckpt[i].state = seq_alloc(s, s->rec_floats, sizeof(float))) ||
+            !(s->ckpt[i].tail = seq_alloc(s, s->tail_bytes, 1)))
+            goto err;
     }
     return s;
 err:
@@ -57,22 +87,76 @@ err:
 void sequence_free(struct sequence *s) {
     if (!s)
         return;
-    for (int32_t i = 0; s->ckpt && i < s->shape.n_checkpoints; i++)
+    for (int32_t i = 0; s->ckpt && i < s->shape.n_checkpoints; i++) {
         free(s->ckpt[i].state);
+        free(s->ckpt[i].tail);
+    }
     free(s->ckpt);
     free(s->k);
     free(s->v);
+    free(s->rows);
+    free(s->swa);
+    free(s->row_off);
     free(s->rec);
     free(s);
 }
 
+/* ---- KV rows ------------------------------------------------------------------------------- */
+
+static size_t kv_row_index(const struct sequence *s, int32_t kv_il, int32_t pos) {
+    return s->row_off[kv_il] + (size_t)(pos % s->rows[kv_il]);
+}
+
 uint8_t *sequence_k_row(const struct sequence *s, int32_t kv_il, int32_t pos) {
-    return s->k + ((size_t)kv_il * (size_t)s->shape.n_ctx + (size_t)pos) * s->kv_row_bytes;
+    return s->k + kv_row_index(s, kv_il, pos) * s->kv_row_bytes;
 }
 
 uint8_t *sequence_v_row(const struct sequence *s, int32_t kv_il, int32_t pos) {
-    return s->v + ((size_t)kv_il * (size_t)s->shape.n_ctx + (size_t)pos) * s->kv_row_bytes;
+    return s->v + kv_row_index(s, kv_il, pos) * s->kv_row_bytes;
 }
+
+int32_t sequence_kv_first(const struct sequence *s, int32_t kv_il, int32_t n) {
+    if (!s->swa[kv_il])
+        return 0;
+    return n - (s->shape.n_swa - 1) > 0 ? n - (s->shape.n_swa - 1) : 0;
+}
+
+void sequence_kv_get(const struct sequence *s, int32_t kv_il, int32_t first, int32_t n,
+                     void *k, void *v) {
+    for (int32_t i = 0; i < n; i++) {
+        const size_t off = (size_t)i * s->kv_row_bytes;
+        if (k)
+            memcpy((uint8_t *)k + off, sequence_k_row(s, kv_il, first + i), s->kv_row_bytes);
+        if (v)
+            memcpy((uint8_t *)v + off, sequence_v_row(s, kv_il, first + i), s->kv_row_bytes);
+    }
+}
+
+void sequence_kv_put(struct sequence *s, int32_t kv_il, int32_t first, int32_t n,
+                     const void *k, const void *v) {
+    for (int32_t i = 0; i < n; i++) {
+        const size_t off = (size_t)i * s->kv_row_bytes;
+        if (k)
+            memcpy(sequence_k_row(s, kv_il, first + i), (const uint8_t *)k + off, s->kv_row_bytes);
+        if (v)
+            memcpy(sequence_v_row(s, kv_il, first + i), (const uint8_t *)v + off, s->kv_row_bytes);
+    }
+}
+
+bool sequence_kv_intact(const struct sequence *s, int32_t n) {
+    if (s->n_swa_layer == 0 || n <= 0)
+        return true;
+    const int32_t need = n - (s->shape.n_swa - 1);
+    return (need > 0 ? need : 0) >= s->ring_lo;
+}
+
+void sequence_reserve(struct sequence *s, int32_t n) {
+    const int32_t lost = s->n_past + n - s->shape.swa_rows; /* positions below it are overwritten */
+    if (s->n_swa_layer > 0 && lost > s->ring_lo)
+        s->ring_lo = lost;
+}
+
+/* ---- recurrent state ------------------------------------------------------------------------ */
 
 float *sequence_conv(const struct sequence *s, int32_t rec_il) {
     return s->rec + (size_t)rec_il * (s->shape.conv_floats + s->shape.ssm_floats);
@@ -85,6 +169,12 @@ float *sequence_ssm(const struct sequence *s, int32_t rec_il) {
 bool sequence_is_recurrent(const struct sequence *s) {
     return s->shape.n_rec_layer > 0;
 }
+
+bool sequence_has_checkpoints(const struct sequence *s) {
+    return s->shape.n_checkpoints > 0;
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------------- */
 
 /* The slot a new checkpoint takes: a free one, else the one whose removal leaves the smallest
  * gap between its neighbours (the newest is kept: it is what the next turn most likely needs). */
@@ -119,14 +209,33 @@ static int32_t ckpt_victim(const struct sequence *s) {
     return best;
 }
 
+/* Copies each window layer's rows before pos between the rings and a checkpoint's tail (out:
+ * ring to tail; in: tail to ring). */
+static void ckpt_tail(struct sequence *s, uint8_t *tail, int32_t pos, bool out) {
+    const size_t half = (size_t)(s->shape.n_swa - 1) * s->kv_row_bytes;
+    int32_t w = 0;
+    for (int32_t il = 0; il < s->shape.n_kv_layer && s->n_swa_layer > 0; il++) {
+        if (!s->swa[il])
+            continue;
+        const int32_t first = sequence_kv_first(s, il, pos);
+        uint8_t *k = tail + (size_t)w * 2 * half, *v = k + half;
+        if (out)
+            sequence_kv_get(s, il, first, pos - first, k, v);
+        else
+            sequence_kv_put(s, il, first, pos - first, k, v);
+        w++;
+    }
+}
+
 void sequence_checkpoint(struct sequence *s) {
-    if (!sequence_is_recurrent(s))
+    if (!sequence_has_checkpoints(s))
         return;
     for (int32_t i = 0; i < s->shape.n_checkpoints; i++)
         if (s->ckpt[i].pos == s->n_past)
             return;
     int32_t v = ckpt_victim(s);
     memcpy(s->ckpt[v].state, s->rec, s->rec_floats * sizeof(float));
+    ckpt_tail(s, s->ckpt[v].tail, s->n_past, true);
     s->ckpt[v].pos = s->n_past;
 }
 
@@ -140,29 +249,45 @@ static int32_t ckpt_at_or_before(const struct sequence *s, int32_t n) {
     return best;
 }
 
+/* True when n can be kept as it is: the rings hold what it needs and no recurrent state. */
+static bool seq_can_cut(const struct sequence *s, int32_t n) {
+    return !sequence_is_recurrent(s) && sequence_kv_intact(s, n);
+}
+
 int32_t sequence_reusable(const struct sequence *s, int32_t n) {
     if (n >= s->n_past)
         return s->n_past;
-    if (!sequence_is_recurrent(s))
-        return n < 0 ? 0 : n;
+    if (n < 0)
+        n = 0;
+    if (seq_can_cut(s, n))
+        return n;
     int32_t c = ckpt_at_or_before(s, n);
     return c < 0 ? 0 : s->ckpt[c].pos;
 }
 
-/* A recurrent sequence goes back to its newest checkpoint at or before n (0 and a zero state
- * when there is none); the checkpoints past it go. */
+/* Drops the checkpoints past n_past. */
+static void ckpt_drop_past(struct sequence *s) {
+    for (int32_t i = 0; i < s->shape.n_checkpoints; i++)
+        if (s->ckpt[i].pos > s->n_past)
+            s->ckpt[i].pos = -1;
+}
+
+/* The sequence goes back to its newest checkpoint at or before n (0 and a zero state when there
+ * is none); the checkpoints past it go. */
 static int32_t ckpt_restore(struct sequence *s, int32_t n) {
     int32_t c = ckpt_at_or_before(s, n);
     if (c < 0) {
         memset(s->rec, 0, s->rec_floats * sizeof(float));
         s->n_past = 0;
+        s->ring_lo = 0;
     } else {
         memcpy(s->rec, s->ckpt[c].state, s->rec_floats * sizeof(float));
         s->n_past = s->ckpt[c].pos;
+        ckpt_tail(s, s->ckpt[c].tail, s->n_past, false);
+        const int32_t lo = s->n_past - (s->shape.n_swa - 1);
+        s->ring_lo = lo > 0 ? lo : 0;
     }
-    for (int32_t i = 0; i < s->shape.n_checkpoints; i++)
-        if (s->ckpt[i].pos > s->n_past)
-            s->ckpt[i].pos = -1;
+    ckpt_drop_past(s);
     return s->n_past;
 }
 
@@ -171,8 +296,11 @@ int32_t sequence_rollback(struct sequence *s, int32_t n) {
         return s->n_past;
     if (n < 0)
         n = 0;
-    if (!sequence_is_recurrent(s)) {
+    if (seq_can_cut(s, n)) {
         s->n_past = n;
+        if (n == 0)
+            s->ring_lo = 0;
+        ckpt_drop_past(s);
         return n;
     }
     return ckpt_restore(s, n);
@@ -184,7 +312,15 @@ int32_t sequence_restore(struct sequence *s) {
 
 void sequence_reset(struct sequence *s) {
     s->n_past = 0;
+    s->ring_lo = 0;
     memset(s->rec, 0, s->rec_floats * sizeof(float));
     for (int32_t i = 0; i < s->shape.n_checkpoints; i++)
         s->ckpt[i].pos = -1;
+}
+
+void sequence_commit(struct sequence *s, int32_t n) {
+    s->n_past = n;
+    const int32_t lo = n - (s->shape.n_swa - 1);
+    s->ring_lo = s->n_swa_layer > 0 && lo > 0 ? lo : 0;
+    sequence_checkpoint(s); /* a later prompt that diverges after n resumes from here */
 }

@@ -49,7 +49,7 @@ struct slot {
     uint64_t last_used;         /* when its last job ended: the LRU order of idle slots */
     uint64_t admitted;          /* when its job got the slot: prompts are read in this order */
     struct job *job;            /* the running job, or NULL when idle */
-    size_t marks[2];            /* recurrent models: prompt positions to checkpoint at */
+    size_t marks[2];            /* models with checkpoints: prompt positions to take them at */
     int n_marks, next_mark;
     int32_t next;               /* decoding: the token the next step feeds */
     int32_t fed_now;            /* tokens the step being run feeds */
@@ -81,7 +81,8 @@ struct scheduler {
     bool stop;
     uint64_t tick;      /* counts admissions and endings, for the slots' order */
     float *masked;      /* [n_vocab] logits with the tokens a constraint forbids at -inf */
-    int32_t msg_start;  /* the token that opens a chat message (<|im_start|> ...), or -1 */
+    int32_t msg_start;  /* the token that opens a chat message (<|im_start|>, <|start|> ...),
+                         * or -1 */
     struct slot *call_slot; /* the slot a running call works on */
     struct scheduler_stats stats;
 };
@@ -279,7 +280,8 @@ static struct slot *slot_choose(struct scheduler *s, const int32_t *ids, size_t 
     return best;
 }
 
-/* Where a recurrent model checkpoints inside a prompt being fed from p: before the last message
+/* Where a model with checkpoints (recurrent state, window rings) takes one inside a prompt being
+ * fed from p: before the last message
  * header in ids[p+1 .. n-1) (the next turn of a chat re-renders everything before it, but maybe
  * not what follows: a reasoning block dropped, another generation prompt), or 0 for none. */
 static size_t last_message_start(const struct scheduler *s, const int32_t *ids, size_t p,
@@ -291,7 +293,7 @@ static size_t last_message_start(const struct scheduler *s, const int32_t *ids, 
 }
 
 /* Cuts slot l's cache back to what ids[0..n) can reuse (its length goes to *cached) and plans the
- * checkpoints a recurrent model takes while reading the rest: before the prompt's last message
+ * checkpoints a model with them takes while reading the rest: before the prompt's last message
  * header and before its last token, so the next turn or the same prompt again (which refeeds the
  * last token for its logits) resume there. */
 static void slot_prepare(struct scheduler *s, struct slot *l, const int32_t *ids, size_t n,
@@ -300,7 +302,7 @@ static void slot_prepare(struct scheduler *s, struct slot *l, const int32_t *ids
     l->cache_n = engine_truncate(s->e, l->seq, p);
     *cached = l->cache_n;
     l->n_marks = l->next_mark = 0;
-    if (engine_is_recurrent(s->e) && n > (size_t)l->cache_n + 1) {
+    if (engine_has_checkpoints(s->e) && n > (size_t)l->cache_n + 1) {
         size_t marks[2] = {last_message_start(s, ids, (size_t)l->cache_n, n), n - 1};
         for (int m = 0; m < 2; m++)
             if (marks[m] > (size_t)l->cache_n &&
@@ -314,8 +316,8 @@ static size_t slot_prefill_end(const struct slot *l, size_t n) {
     return l->next_mark < l->n_marks ? l->marks[l->next_mark] : n;
 }
 
-/* Records that the step fed k tokens of src to slot l: its cache grows, and a recurrent sequence
- * that reached a mark checkpoints there. */
+/* Records that the step fed k tokens of src to slot l: its cache grows, and a sequence with
+ * checkpoints that reached a mark takes one there. */
 static void slot_fed(struct scheduler *s, struct slot *l, const int32_t *src, int32_t k) {
     memcpy(l->cache_ids + l->cache_n, src, (size_t)k * sizeof(int32_t));
     l->cache_n += k;
@@ -680,6 +682,8 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     s->msg_start = tokenizer_find(tk, "<|im_start|>");
     if (s->msg_start < 0)
         s->msg_start = tokenizer_find(tk, "<|start_header_id|>");
+    if (s->msg_start < 0) /* harmony (gpt-oss) */
+        s->msg_start = tokenizer_find(tk, "<|start|>");
     s->queue_max = queue_max > 0 ? queue_max : 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);

@@ -3,17 +3,10 @@
 // errors surfacing as the client's APIError with the right status. Prints "ok NAME" / "FAIL NAME"
 // and "N passed, N failed, 0 skipped". Usage: node client_test.mjs BASE_URL API_KEY
 import OpenAI from "openai";
+import { attempt, check, done } from "./check.mjs";
 
 const [baseURL, apiKey] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60000 });
-let passed = 0, failed = 0;
-function check(name, cond, why = "") {
-  if (cond) { passed++; console.log(`ok     ${name}`); }
-  else { failed++; console.log(`FAIL   ${name}: ${why}`); }
-}
-async function attempt(name, fn) {
-  try { await fn(); } catch (e) { check(name, false, `threw ${e?.status ?? ""} ${e?.message ?? e}`); }
-}
 
 const messages = [{ role: "system", content: "You are terse." }, { role: "user", content: "Hello" }];
 let model = "";
@@ -75,5 +68,4 @@ try {
 } catch (e) {
   check("error: wrong key", e instanceof OpenAI.AuthenticationError && e.status === 401, `${e?.status} ${e}`);
 }
-console.log(`${passed} passed, ${failed} failed, 0 skipped`);
-process.exit(failed ? 1 : 0);
+done();

@@ -5,7 +5,8 @@
   streamed and not) sent at once to a daemon with --parallel 4 give exactly what each gives alone
   (one at a time, to a one-slot daemon); the steps really carried several sequences (/v1/stats);
 - the same with experts streamed under the smallest RAM budget that holds four slots, for a moe
-  and a hybrid (Qwen3.5) model;
+  and a hybrid (Qwen3.5) model, and for gpt-oss with steps of 8 tokens, so that its
+  sliding-window rings (16 - 1 + 8 rows) wrap in every slot;
 - a client that goes away frees its slot within a step while the others go on;
 - /v1/stats and /metrics show the slots; --parallel out of range is refused.
 
@@ -144,6 +145,15 @@ check("qwen35moe: the minimum budget with 4 slots is named", mb35 is not None, "
 if mb35:
     check_same("qwen35moe streamed at the minimum budget", h35, [],
                ["--ram-budget", f"{mb35 + 1}M"])
+
+oss = http_daemon.mkmodel(BUILD, TMP, "paross.gguf", "--preset", "tiny-gpt-oss", "--types",
+                          "q8_0", "--seed", "47")
+OSS_ARGS = ["--ctx-size", "1024", "--batch", "8"]  # harmony's system message is long
+mbo = http_daemon.min_budget(BUILD, oss, "--parallel", str(SLOTS), *OSS_ARGS)
+check("gpt-oss: the minimum budget with 4 slots is named", mbo is not None, "no minimum")
+if mbo:
+    check_same("gpt-oss streamed at the minimum budget, batch 8", oss, OSS_ARGS,
+               OSS_ARGS + ["--ram-budget", f"{mbo + 1}M"])
 
 # ---- a client that goes away frees its slot; the others go on; stats and metrics show slots
 # The departing job must outlast the client by far even on a fast CPU (the tiny model decodes
