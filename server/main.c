@@ -65,6 +65,9 @@ struct options {
     int max_connections;
     int max_per_ip;
     double read_timeout_s;
+    const char *replica_id;  /* NULL: the host's name */
+    bool upload_on_save;     /* a saved context is also put to the object store */
+    double drain_timeout;    /* seconds SIGTERM waits for the requests running; 0: none */
 };
 
 static void usage(FILE *f) {
@@ -127,6 +130,13 @@ static void usage(FILE *f) {
             "      --max-connections-per-ip N\n"
             "                            open connections from one client address (default %d;\n"
             "                            0: no limit, e.g. behind a load balancer)\n"
+            "      --replica-id ID       this daemon among replicas behind a balancer: the\n"
+            "                            X-Sniper-Replica header, /v1/stats and /metrics\n"
+            "                            (default: the host's name)\n"
+            "      --drain-timeout S     on SIGTERM/SIGINT, refuse new requests (503, /health\n"
+            "                            \"draining\") and wait up to S seconds for the running\n"
+            "                            ones (default 60; 0: stop at once)\n"
+            "      --upload-on-save      a context saved is also uploaded to the object store\n"
             "      --read-timeout S      seconds a client has to send a whole request, from its\n"
             "                            connection or its previous reply (default %d); a reply\n"
             "                            may stream for as long as it takes\n"
@@ -193,6 +203,13 @@ static int parse_float(const char *flag, const char *s, float *out) {
 }
 
 /* Parses argv into o. Returns 0, 1 for --help, or a negative error (message printed). */
+/* A replica id goes into a header, JSON and a metric label as it is: 1 to 63 of [A-Za-z0-9._-]. */
+static bool replica_id_ok(const char *id) {
+    size_t n = strlen(id);
+    return n > 0 && n < 64 && strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789._-") == n;
+}
+
 static int parse_args(int argc, char **argv, struct options *o, bool final) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -208,6 +225,10 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         }
         if (!strcmp(a, "--tokenize")) {
             o->tokenize = true;
+            continue;
+        }
+        if (!strcmp(a, "--upload-on-save")) {
+            o->upload_on_save = true;
             continue;
         }
         if (a[0] != '-') {
@@ -351,6 +372,14 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         } else if (!strcmp(a, "--max-connections-per-ip")) {
             rc = parse_int(a, v, 0, 65536, &n); /* 0: no limit */
             o->max_per_ip = (int)n;
+        } else if (!strcmp(a, "--replica-id")) {
+            o->replica_id = v;
+            rc = replica_id_ok(v) ? 0 : -EINVAL;
+            if (rc)
+                fprintf(stderr, "sniperd: --replica-id wants 1 to 63 of A-Z a-z 0-9 . _ -\n");
+        } else if (!strcmp(a, "--drain-timeout")) {
+            rc = parse_int(a, v, 0, 3600, &n);
+            o->drain_timeout = (double)n;
         } else if (!strcmp(a, "--read-timeout")) {
             rc = parse_int(a, v, 1, 3600, &n);
             o->read_timeout_s = (double)n;
@@ -729,12 +758,21 @@ static int config_flag(const char *key, const json_t *val, json_t *texts, char *
     for (int i = 2; i < fl && i < (int)sizeof(flag); i++)
         flag[i] = flag[i] == '_' ? '-' : flag[i];
     const char *v = json_string_value(val);
+    if (json_is_boolean(val)) { /* a bare flag: true gives it, false leaves it out */
+        if (json_is_true(val)) {
+            json_array_append_new(texts, json_string(flag));
+            args[(*k)++] = (char *)json_string_value(json_array_get(texts,
+                                                                    json_array_size(texts) - 1));
+        }
+        return 0;
+    }
     if (json_is_integer(val))
         snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(val));
     else if (json_is_real(val))
         snprintf(num, sizeof(num), "%.17g", json_real_value(val));
     else if (!v) {
-        fprintf(stderr, "sniperd: config \"%s\": \"%s\" wants a string or a number\n", path, key);
+        fprintf(stderr, "sniperd: config \"%s\": \"%s\" wants a string, a number or a boolean\n",
+                path, key);
         return -EINVAL;
     }
     json_array_append_new(texts, json_string(flag));
@@ -923,6 +961,41 @@ static struct pool *pool_setup(const struct options *o, bool several) {
     return p;
 }
 
+/* After a stop signal: refuse new work (503, /health "draining", so a balancer moves on) and wait
+ * until the requests running have sent their replies, at most timeout_s, or a second signal. */
+static void drain(struct http_server *srv, struct api *api, const sigset_t *sigs, double timeout_s) {
+    api_set_draining(api);
+    int running = http_server_active(srv);
+    if (running == 0)
+        return;
+    fprintf(stderr, "sniperd: draining: %d request%s running, new ones refused (up to %.0f s; a "
+                    "second signal stops at once)\n", running, running > 1 ? "s" : "", timeout_s);
+    const double end = clock_now_s() + timeout_s;
+    const struct timespec tick = {0, 50 * 1000 * 1000};
+    while ((running = http_server_active(srv)) > 0) {
+        if (clock_now_s() >= end) {
+            fprintf(stderr, "sniperd: drain timeout: stopping with %d request%s running\n",
+                    running, running > 1 ? "s" : "");
+            return;
+        }
+        if (sigtimedwait(sigs, NULL, &tick) > 0) {
+            fprintf(stderr, "sniperd: second signal: stopping now\n");
+            return;
+        }
+    }
+    fprintf(stderr, "sniperd: drained\n");
+}
+
+/* The host's name as a replica id (characters a replica id may not hold become '-'). */
+static void default_replica_id(char *out, size_t len) {
+    if (gethostname(out, len) != 0 || !out[0])
+        snprintf(out, len, "sniperd");
+    out[len - 1] = '\0';
+    for (char *p = out; *p; p++)
+        if (!replica_id_ok((char[]){*p, 0}))
+            *p = '-';
+}
+
 /* The default model's load, shown by /health and, on a terminal, as a line redrawn in place. */
 static void show_progress(void *ctx, double f) {
     api_set_progress(ctx, f);
@@ -955,14 +1028,21 @@ static int run_daemon(const struct options *o) {
     struct pool *pool = pool_setup(o, several);
     if (!pool)
         return 1;
+    char replica[64];
+    if (o->replica_id)
+        snprintf(replica, sizeof(replica), "%s", o->replica_id);
+    else
+        default_replica_id(replica, sizeof(replica));
+    const char *const headers[] = {"X-Sniper-Replica", replica, NULL};
     struct api_config acfg = {.api_key = o->api_key, .ram_budget = o->ram_budget,
-                              .context_dir = o->context_dir, .s3 = &o->s3};
+                              .context_dir = o->context_dir, .s3 = &o->s3,
+                              .replica_id = replica, .upload_on_save = o->upload_on_save};
     struct api *api = api_new(&acfg, err, sizeof(err));
     struct http_server_config hcfg = {.host = o->host, .port = o->port,
                                       .max_body = (size_t)o->max_body,
                                       .max_connections = o->max_connections,
                                       .max_per_ip = o->max_per_ip,
-                                      .read_timeout_s = o->read_timeout_s};
+                                      .read_timeout_s = o->read_timeout_s, .headers = headers};
     struct http_server *srv = api ? http_server_start(&hcfg, api_handle, api, err, sizeof(err))
                                   : NULL;
     if (!srv) {
@@ -996,6 +1076,8 @@ static int run_daemon(const struct options *o) {
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "sniperd: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    if (o->drain_timeout > 0)
+        drain(srv, api, &sigs, o->drain_timeout);
     rc = 0;
 out:
     if (rc != 0)
@@ -1010,7 +1092,7 @@ int main(int argc, char **argv) {
     struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
                         .port = SNIPER_PORT, .queue = 16, .parallel = 1, .max_body = 8u << 20,
                         .max_connections = HTTP_MAX_CONNECTIONS, .max_per_ip = HTTP_MAX_PER_IP,
-                        .read_timeout_s = HTTP_READ_TIMEOUT_S,
+                        .read_timeout_s = HTTP_READ_TIMEOUT_S, .drain_timeout = 60,
                         .api_key = getenv("SNIPER_API_KEY")};
     o.sp = sampler_params_default();
     o.ep = engine_params_default();

@@ -4,6 +4,7 @@ time to the first token, for sniperd's --parallel slots or llama-server's -np sl
 
     tools/bench_http.py [--server sniperd|llama] BIN MODEL [--clients 1,2,4,8] [--requests 2]
                         [--max-tokens 64] [--cap SIZE] [--args "..."]
+    tools/bench_http.py --url HOST:PORT [--clients ...] [--requests ...] [--max-tokens ...]
 
 For each client count N it starts BIN on MODEL with N slots (sniperd --parallel N; llama-server
 -np N with N x 4096 positions), waits until it answers, sends one warm-up request, then runs N
@@ -13,7 +14,9 @@ decode tok/s (completion tokens of all requests / wall time from the first reque
 answer), per-client decode tok/s (each request's tokens after its first / the time between its
 first and last token, averaged), and the p50 / p95 time to the first token. With --cap (root
 only) the page cache is dropped and the server runs in a cgroup v1 memory cgroup capped at SIZE
-(page cache counted), as `make bench` does. A benchmark, not a test: nothing is asserted.
+(page cache counted), as `make bench` does. With --url the clients go to a server already running
+there (a balancer in front of replicas: docs/scaling.md), each client with its own X-Session-Id.
+A benchmark, not a test: nothing is asserted.
 Standard library only."""
 import argparse
 import http.client
@@ -112,6 +115,9 @@ def start(kind, binary, model, slots, cap, extra):
     sys.exit("bench_http: the server did not become ready")
 
 
+HOST = "127.0.0.1"
+
+
 def one_request(port, i, max_tokens):
     """Returns (seconds to the first token, seconds to the last, completion tokens)."""
     body = {"messages": [{"role": "user", "content": f"Question number {i}: tell me a story "
@@ -119,9 +125,9 @@ def one_request(port, i, max_tokens):
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}
     t0 = time.perf_counter()
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=7200)
+    c = http.client.HTTPConnection(HOST, port, timeout=7200)
     c.request("POST", "/v1/chat/completions", body=json.dumps(body),
-              headers={"Content-Type": "application/json"})
+              headers={"Content-Type": "application/json", "X-Session-Id": f"client-{i // 1000}"})
     r = c.getresponse()
     first = last = None
     tokens, chunks, buf = 0, 0, b""
@@ -173,17 +179,38 @@ def run(port, clients, requests, max_tokens):
             statistics.median(ttft), p95, sum(r[2] for r in results))
 
 
+def run_url(a):
+    """The rows for a server already running at a.url."""
+    global HOST
+    HOST, _, port = a.url.rpartition(":")
+    print(f"url {a.url}")
+    print("| clients | requests | tokens | aggregate tok/s | per-client tok/s | TTFT p50 ms | "
+          "TTFT p95 ms |")
+    print("|---|---|---|---|---|---|---|")
+    one_request(int(port), -1, 4)
+    for n in [int(x) for x in a.clients.split(",")]:
+        agg, per, p50, p95, tokens = run(int(port), n, a.requests, a.max_tokens)
+        print(f"| {n} | {n * a.requests} | {tokens} | {agg:.2f} | {per:.2f} | {1e3 * p50:.0f} | "
+              f"{1e3 * p95:.0f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", choices=["sniperd", "llama"], default="sniperd")
-    ap.add_argument("binary")
-    ap.add_argument("model")
+    ap.add_argument("binary", nargs="?")
+    ap.add_argument("model", nargs="?")
+    ap.add_argument("--url", default="", help="HOST:PORT of a running server (no BIN, MODEL)")
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--requests", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--cap", default="", help="memory cgroup cap, e.g. 4G (root)")
     ap.add_argument("--args", default="", help="more arguments for the server")
     a = ap.parse_args()
+    if a.url:
+        run_url(a)
+        return
+    if not a.binary or not a.model:
+        ap.error("BIN and MODEL (or --url)")
     cap = parse_size(a.cap) if a.cap else 0
     print(f"{a.server} {os.path.basename(a.model)} cap={a.cap or 'none'} args={a.args!r}")
     print("| clients | requests | tokens | aggregate tok/s | per-client tok/s | TTFT p50 ms | "

@@ -100,6 +100,9 @@ struct api *api_new(const struct api_config *cfg, char *err, size_t err_len) {
     if (cfg->s3)
         a->s3 = *cfg->s3;
     a->s3_ok = s3_config_from_env(&a->s3) == 0;
+    if (cfg->upload_on_save && !a->s3_ok)
+        fprintf(stderr, "sniperd: warning: --upload-on-save, but no object store is configured "
+                        "(s3_* settings or SNIPER_S3_* / R2_*): contexts are saved locally only\n");
     return a;
 }
 
@@ -114,6 +117,12 @@ void api_free(struct api *a) {
 void api_set_progress(struct api *a, double progress) {
     pthread_mutex_lock(&a->mu);
     a->progress = progress;
+    pthread_mutex_unlock(&a->mu);
+}
+
+void api_set_draining(struct api *a) {
+    pthread_mutex_lock(&a->mu);
+    a->draining = true;
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -546,10 +555,12 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
 
 static void handle_health(struct api *a, struct http_response *out) {
     pthread_mutex_lock(&a->mu);
-    bool ready = a->ready;
+    bool ready = a->ready, draining = a->draining;
     double p = a->progress;
     pthread_mutex_unlock(&a->mu);
-    if (ready)
+    if (draining)
+        api_reply_json(out, 503, str_printf("{\"status\":\"draining\"}"));
+    else if (ready)
         api_reply_json(out, 200, str_printf("{\"status\":\"ok\"}"));
     else
         api_reply_json(out, 503, str_printf("{\"status\":\"loading\",\"progress\":%.2f}", p));
@@ -692,7 +703,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
     }
     api_reply_json(
         out, 200,
-        str_printf("{\"model\":%s,\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
+        str_printf("{\"model\":%s,\"replica\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
                    ",\"completions\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"queue\":%d,\"busy\":%s,"
                    "\"tokens\":{\"prompt\":%" PRIu64 ",\"cached\":%" PRIu64 ",\"completion\":%" PRIu64
                    "},\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,"
@@ -705,7 +716,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
                    ",\"total_bytes\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
                    "\"model_loads\":%" PRIu64 ",\"model_unloads\":%" PRIu64 "}",
-                   name_json, f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
+                   name_json, a->cfg.replica_id ? a->cfg.replica_id : "", f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
                    f.s.busy ? "true" : "false", f.s.prompt_tokens, f.s.cached_tokens,
                    f.s.completion_tokens,
                    f.s.prefill_s > 0 ? (double)(f.s.prompt_tokens - f.s.cached_tokens) / f.s.prefill_s
@@ -788,6 +799,10 @@ static void handle_metrics(struct api *a, struct http_response *out) {
                           name " " type "\nsniper_" name " " fmt "\n", value);                  \
         strbuf_putn(&b, line, (size_t)n_);                                                       \
     } while (0)
+    int rn = snprintf(line, sizeof(line), "# HELP sniper_replica_info This replica's id (the label; "
+                      "always 1).\n# TYPE sniper_replica_info gauge\nsniper_replica_info{replica=\"%s\"} 1\n",
+                      a->cfg.replica_id ? a->cfg.replica_id : "");
+    strbuf_putn(&b, line, (size_t)rn);
     METRIC("uptime_seconds", "gauge", "Seconds since start.", "%.0f", f.uptime);
     METRIC("requests_total", "counter", "HTTP requests served.", "%" PRIu64, f.requests);
     METRIC("errors_total", "counter", "Requests answered with an error.", "%" PRIu64, f.errors);
@@ -857,6 +872,11 @@ static void handle_webui(struct http_response *out) {
 
 /* ---- routing --------------------------------------------------------------------------------- */
 
+static void reply_draining(struct http_response *out) {
+    api_reply_fail(out, 503, "server_error", "", "draining",
+                   "this server is shutting down; send the request to another replica");
+}
+
 void api_handle(void *ctx, const struct http_request *rq, struct http_response *out) {
     struct api *a = ctx;
     static const struct {
@@ -875,7 +895,7 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
         }
     pthread_mutex_lock(&a->mu);
     a->requests++;
-    bool ready = a->ready;
+    bool ready = a->ready, draining = a->draining;
     pthread_mutex_unlock(&a->mu);
     bool context = !strcmp(rq->path, "/v1/context") || !strncmp(rq->path, "/v1/context/", 12);
     if (context) {
@@ -884,6 +904,8 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
                            "missing or wrong API key: send Authorization: Bearer <key>");
         else if (!ready)
             api_reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
+        else if (draining)
+            reply_draining(out);
         else
             api_context_route(a, rq, out);
     } else if (route < 0) {
@@ -903,6 +925,8 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
         api_reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
     } else if (route == 1) {
         handle_models(a, out);
+    } else if ((route == 2 || route == 3) && draining) {
+        reply_draining(out);
     } else if (route == 2 || route == 3) {
         handle_completion(a, rq, route == 2, out);
     } else if (route == 4) {

@@ -22,6 +22,9 @@ struct api_config {
     const char *context_dir; /* where /v1/context keeps contexts (made on the first save) */
     const struct s3_config *s3; /* the object store for upload/download, or NULL (then only the
                                  * environment's SNIPER_S3_* / R2_* settings) */
+    const char *replica_id;  /* this daemon among its replicas ([A-Za-z0-9._-], checked by the
+                              * caller): /v1/stats "replica", /metrics sniper_replica_info */
+    bool upload_on_save;     /* a saved context is also put to the store, when one is set */
 };
 
 struct api;
@@ -37,6 +40,10 @@ void api_set_progress(struct api *a, double progress);
  * request's "model" picks one and an unknown name is a 404; otherwise every request gets the
  * default model whatever it names. */
 void api_set_ready(struct api *a, struct pool *pool, bool by_name);
+
+/* Draining (SIGTERM): /health answers 503 {"status":"draining"} so balancers move on, and new
+ * requests get 503 (code "draining"); what is running goes on. Stats and metrics still answer. */
+void api_set_draining(struct api *a);
 
 /* The http_handler: routes one request. */
 void api_handle(void *ctx, const struct http_request *rq, struct http_response *out);

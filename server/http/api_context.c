@@ -195,6 +195,8 @@ static int model_field(json_t *o, const char **model, struct http_response *out)
 
 /* POST /v1/context/save {"name", "messages" | "prompt", "model"?, "metadata"?, "storage"?,
  * "zstd"?} */
+static bool upload_saved(struct api *a, const char *name, const char *path, json_t *reply);
+
 static void handle_save(struct api *a, const struct http_request *hr, struct http_response *out) {
     static const char *const fields[] = {"name", "messages", "prompt", "metadata", "storage",
                                          "zstd", "enable_thinking", "tools", "model", NULL};
@@ -283,14 +285,16 @@ static void handle_save(struct api *a, const struct http_request *hr, struct htt
         api_reply_fail(out, 503, "server_error", "", "queue_full", "the server is busy");
     else if (rc < 0)
         reply_ctx_error(out, rc, c.err[0] ? c.err : strerror(-rc));
-    else
-        api_reply_json(out, 200,
-                       dump(json_pack("{s:s, s:i, s:I, s:i, s:f, s:s, s:b}", "name",
-                                            json_string_value(json_object_get(o, "name")),
-                                            "tokens", (int)n, "bytes",
-                                            (json_int_t)c.info.file_bytes, "cached_tokens",
-                                            (int)c.cached, "ms", ms, "storage",
-                                            qtype_name(c.info.store_type), "zstd", c.info.zstd)));
+    else {
+        const char *name = json_string_value(json_object_get(o, "name"));
+        json_t *r = json_pack("{s:s, s:i, s:I, s:i, s:f, s:s, s:b}", "name", name, "tokens", (int)n,
+                              "bytes", (json_int_t)c.info.file_bytes, "cached_tokens",
+                              (int)c.cached, "ms", ms, "storage", qtype_name(c.info.store_type),
+                              "zstd", c.info.zstd);
+        if (r && a->cfg.upload_on_save && a->s3_ok)
+            upload_saved(a, name, path, r);
+        api_reply_json(out, 200, dump(r));
+    }
     free(meta_text);
     free(ids);
 done:
@@ -422,9 +426,8 @@ static void handle_delete(struct api *a, const char *name, struct http_response 
 
 /* ---- upload and download --------------------------------------------------------------------- */
 
-/* Takes the one transfer slot; false (and a 409 in out) when a transfer is running. */
-static bool transfer_begin(struct api *a, const char *kind, const char *name,
-                           struct http_response *out) {
+/* Takes the one transfer slot; false when a transfer is running. */
+static bool transfer_take(struct api *a, const char *kind, const char *name) {
     pthread_mutex_lock(&a->mu);
     bool free_slot = !a->transfer_kind[0];
     if (free_slot) {
@@ -435,6 +438,13 @@ static bool transfer_begin(struct api *a, const char *kind, const char *name,
         atomic_store(&a->transfer.cancel, false);
     }
     pthread_mutex_unlock(&a->mu);
+    return free_slot;
+}
+
+/* transfer_take, with a 409 in out when a transfer is running. */
+static bool transfer_begin(struct api *a, const char *kind, const char *name,
+                           struct http_response *out) {
+    bool free_slot = transfer_take(a, kind, name);
     if (!free_slot)
         api_reply_fail(out, 409, "invalid_request_error", "", "transfer_running",
                        "another upload or download is running; try again when it ends");
@@ -463,6 +473,26 @@ static bool store_configured(struct api *a, struct http_response *out) {
                        "no object store is configured (s3_* settings or SNIPER_S3_* / R2_* "
                        "variables)");
     return a->s3_ok;
+}
+
+/* --upload-on-save: puts a context just saved to the store and says so in the save's reply:
+ * "uploaded" true, or false with "upload_error" (the context stays saved locally either way).
+ * Returns the "uploaded" value. */
+static bool upload_saved(struct api *a, const char *name, const char *path, json_t *reply) {
+    char key[128], err[512] = "another upload or download is running";
+    struct s3_status st = {0};
+    int rc = -EBUSY;
+    snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
+    if (transfer_take(a, "upload", name)) {
+        rc = s3_put_file(&a->s3, key, path, &a->transfer, &st, err, sizeof(err));
+        transfer_end(a);
+    }
+    json_object_set_new(reply, "uploaded", json_boolean(rc == 0));
+    if (rc == 0)
+        json_object_set_new(reply, "key", json_string(key));
+    else
+        json_object_set_new(reply, "upload_error", json_string(err));
+    return rc == 0;
 }
 
 static void handle_upload(struct api *a, const struct http_request *hr, struct http_response *out) {

@@ -20,6 +20,7 @@ struct api {
     pthread_mutex_t mu; /* guards the fields below */
     double progress;
     bool ready;
+    bool draining;      /* api_set_draining: new work is refused */
     struct pool *pool;  /* the models served (borrowed) */
     bool by_name;       /* several models: a request's "model" picks one (unknown: 404); one
                          * model (-m): any name gets it, as OpenAI clients send their own */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ struct http_server {
     http_handler fn;
     void *ctx;
     int port;
+    atomic_int active;        /* requests from their handler's call to their reply's end */
     /* the read deadline */
     pthread_mutex_t mu;       /* guards the list, every watch's fields and stop */
     pthread_cond_t cv;        /* a connection started reading, or stop */
@@ -250,10 +252,18 @@ struct conn_state {
     char *body;
     size_t len, cap;
     bool too_big;
+    bool handled;   /* the handler ran: counted in active until the reply ends */
 };
 
-static enum MHD_Result queue_body(struct MHD_Connection *c, int status, const char *type,
-                                  char *body, size_t len, const char *const *headers) {
+/* The headers every response of this server carries (cfg.headers). */
+static void add_server_headers(const struct http_server *s, struct MHD_Response *r) {
+    for (size_t i = 0; s->cfg.headers && s->cfg.headers[i] && s->cfg.headers[i + 1]; i += 2)
+        MHD_add_response_header(r, s->cfg.headers[i], s->cfg.headers[i + 1]);
+}
+
+static enum MHD_Result queue_body(const struct http_server *s, struct MHD_Connection *c,
+                                  int status, const char *type, char *body, size_t len,
+                                  const char *const *headers) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, body, body ? MHD_RESPMEM_MUST_FREE
                                                         : MHD_RESPMEM_PERSISTENT);
@@ -262,6 +272,7 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, int status, const ch
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    add_server_headers(s, r);
     for (size_t i = 0; headers && headers[i] && headers[i + 1]; i += 2)
         MHD_add_response_header(r, headers[i], headers[i + 1]);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
@@ -269,12 +280,13 @@ static enum MHD_Result queue_body(struct MHD_Connection *c, int status, const ch
     return ok;
 }
 
-static enum MHD_Result queue_too_big(struct MHD_Connection *c, size_t max) {
+static enum MHD_Result queue_too_big(const struct http_server *s, struct MHD_Connection *c,
+                                     size_t max) {
     char *body = NULL;
     int n = asprintf(&body, "{\"error\":{\"message\":\"request body larger than %zu bytes\","
                             "\"type\":\"invalid_request_error\",\"param\":null,"
                             "\"code\":\"request_too_large\"}}", max);
-    return queue_body(c, 413, "application/json", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n,
+    return queue_body(s, c, 413, "application/json", n < 0 ? NULL : body, n < 0 ? 0 : (size_t)n,
                       NULL);
 }
 
@@ -316,7 +328,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     watch_set_reading(s, c, false); /* the request is in: no deadline while it is answered */
     if (cs->too_big)
-        return queue_too_big(c, s->cfg.max_body);
+        return queue_too_big(s, c, s->cfg.max_body);
     char *q = strchr(url, '?');
     char path[1024];
     snprintf(path, sizeof(path), "%.*s", q ? (int)(q - url) : (int)strlen(url), url);
@@ -334,9 +346,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cs->body)
         cs->body[cs->len] = '\0';
     struct http_response out = {.status = 500, .content_type = "application/json"};
+    cs->handled = true;
+    atomic_fetch_add(&s->active, 1);
     s->fn(s->ctx, &rq, &out);
     if (!out.stream)
-        return queue_body(c, out.status, out.content_type, out.body,
+        return queue_body(s, c, out.status, out.content_type, out.body,
                           out.body ? (out.body_len ? out.body_len : strlen(out.body)) : 0,
                           out.headers);
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
@@ -347,6 +361,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, out.content_type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    add_server_headers(s, r);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)out.status, r);
     MHD_destroy_response(r);
     return ok;
@@ -355,9 +370,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     (void)toe;
-    watch_set_reading(cls, c, true); /* a kept-alive connection: the next request's deadline */
+    struct http_server *s = cls;
+    watch_set_reading(s, c, true); /* a kept-alive connection: the next request's deadline */
     struct conn_state *cs = *con_cls;
     if (cs) {
+        if (cs->handled)
+            atomic_fetch_sub(&s->active, 1);
         free(cs->body);
         free(cs);
         *con_cls = NULL;
@@ -528,4 +546,8 @@ void http_server_stop(struct http_server *s) {
 
 int http_server_port(const struct http_server *s) {
     return s->port;
+}
+
+int http_server_active(struct http_server *s) {
+    return atomic_load(&s->active);
 }

@@ -26,6 +26,8 @@ struct http_server_config {
     int max_per_ip;        /* 0: no limit; < 0: HTTP_MAX_PER_IP */
     double read_timeout_s; /* <= 0: HTTP_READ_TIMEOUT_S; from the connection, or from the
                             * previous reply on a kept-alive one, to the request's last byte */
+    const char *const *headers; /* NULL, or {name, value, ..., NULL} added to every response
+                                 * (borrowed: it must outlive the server) */
 };
 
 struct http_request {
@@ -67,6 +69,11 @@ void http_server_stop(struct http_server *s);
 
 /* The port listened on (the one picked when cfg.port was 0). */
 int http_server_port(const struct http_server *s);
+
+/* Requests being served: from the handler's call (the whole request read) to the reply's last
+ * byte or the client's going. A draining daemon waits for 0 before it stops; a request still being
+ * read is not counted (stopping drops it unanswered, so a balancer retries it elsewhere). */
+int http_server_active(struct http_server *s);
 
 /* A body written by one thread while the connection's thread sends it. Two references: the
  * writer's (http_stream_new's) and the reply's (taken when the handler returns it). */
