@@ -373,8 +373,8 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             rc = parse_int(a, v, 0, 65536, &n); /* 0: no limit */
             o->max_per_ip = (int)n;
         } else if (!strcmp(a, "--replica-id")) {
-            o->replica_id = v;
-            rc = replica_id_ok(v) ? 0 : -EINVAL;
+            o->replica_id = v[0] ? v : NULL; /* "": the host's name */
+            rc = !v[0] || replica_id_ok(v) ? 0 : -EINVAL;
             if (rc)
                 fprintf(stderr, "sniperd: --replica-id wants 1 to 63 of A-Z a-z 0-9 . _ -\n");
         } else if (!strcmp(a, "--drain-timeout")) {

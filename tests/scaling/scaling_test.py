@@ -200,7 +200,8 @@ users = {post(lb, "/v1/chat/completions", {"messages": [{"role": "user", "conten
          .get("x-sniper-replica") for _ in range(4)}
 check("the OpenAI user field keeps a client on one replica", len(users) == 1, f"{users}")
 st, stats = get(ports[home], "/v1/stats")
-check("/v1/stats names the replica", st == 200 and json.loads(stats).get("replica") == home, stats[:200])
+check("/v1/stats names the replica", st == 200 and json.loads(stats).get("replica") == home,
+      stats[:200])
 st, metrics = get(ports[home], "/metrics")
 check("/metrics names the replica", f'sniper_replica_info{{replica="{home}"}} 1' in metrics,
       metrics[-300:])
@@ -265,7 +266,8 @@ check("the running stream finished during the drain", stream_out.get("status") =
       stream_text[-300:])
 rc = procs[home][0].wait(60)
 check("the drained replica exits cleanly", rc == 0, f"exit {rc}")
-check("the other replica downloads the context" if moto else "the other replica loads the context", st == 200 and hd.get("x-sniper-replica") ==
+check("the other replica " + ("downloads" if moto else "loads") + " the context",
+      st == 200 and hd.get("x-sniper-replica") ==
       other and dl.get("tokens", 0) > 0, f"{st} {dl} {hd.get('x-sniper-replica')}")
 check("the next turn runs on the other replica with the saved tokens cached",
       st3 == 200 and h3.get("x-sniper-replica") == other and cached(r3) >= saved.get("tokens", 1),
