@@ -3,11 +3,11 @@
 time to the first token, for sniperd's --parallel slots or llama-server's -np slots on one file.
 
     tools/bench_http.py [--server sniperd|llama] BIN MODEL [--clients 1,2,4,8] [--requests 2]
-                        [--max-tokens 64] [--cap SIZE] [--args "..."]
+                        [--max-tokens 64] [--cap SIZE] [--ctx 4096] [--args "..."]
     tools/bench_http.py --url HOST:PORT [--clients ...] [--requests ...] [--max-tokens ...]
 
-For each client count N it starts BIN on MODEL with N slots (sniperd --parallel N; llama-server
--np N with N x 4096 positions), waits until it answers, sends one warm-up request, then runs N
+For each client count N it starts BIN on MODEL with N slots of --ctx positions each (sniperd
+--parallel N --ctx-size C; llama-server -np N -c N x C), waits until it answers, sends one warm-up request, then runs N
 threads that each send --requests streaming chat completions one after another (a distinct short
 conversation each, temperature 0), stops the server, and prints one Markdown row: aggregate
 decode tok/s (completion tokens of all requests / wall time from the first request to the last
@@ -86,15 +86,15 @@ def cgroup_peak():
         return None
 
 
-def start(kind, binary, model, slots, cap, extra):
-    """Starts the server with `slots` slots; returns (process, port, log)."""
+def start(kind, binary, model, slots, cap, extra, ctx):
+    """Starts the server with `slots` slots of ctx positions each; returns (process, port, log)."""
     port = free_port()
     if kind == "sniperd":
         cmd = [binary, "-m", model, "--port", str(port), "--threads", "2", "--queue", "256",
-               "--parallel", str(slots)]
+               "--parallel", str(slots), "--ctx-size", str(ctx)]
     else:
         cmd = [binary, "-m", model, "--port", str(port), "--host", "127.0.0.1", "-t", "2",
-               "-np", str(slots), "-c", str(4096 * slots), "--no-webui"]
+               "-np", str(slots), "-c", str(ctx * slots), "--no-webui"]
     cmd = cgroup_prefix(cap) + cmd + shlex.split(extra)
     log = tempfile.TemporaryFile(mode="w+")
     p = subprocess.Popen(cmd, stdout=log, stderr=log)
@@ -204,6 +204,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--cap", default="", help="memory cgroup cap, e.g. 4G (root)")
+    ap.add_argument("--ctx", type=int, default=4096, help="positions per slot")
     ap.add_argument("--args", default="", help="more arguments for the server")
     a = ap.parse_args()
     if a.url:
@@ -212,12 +213,13 @@ def main():
     if not a.binary or not a.model:
         ap.error("BIN and MODEL (or --url)")
     cap = parse_size(a.cap) if a.cap else 0
-    print(f"{a.server} {os.path.basename(a.model)} cap={a.cap or 'none'} args={a.args!r}")
+    print(f"{a.server} {os.path.basename(a.model)} cap={a.cap or 'none'} ctx={a.ctx}/slot "
+          f"args={a.args!r}")
     print("| clients | requests | tokens | aggregate tok/s | per-client tok/s | TTFT p50 ms | "
           "TTFT p95 ms | peak MiB |")
     print("|---|---|---|---|---|---|---|---|")
     for n in [int(x) for x in a.clients.split(",")]:
-        p, port, log = start(a.server, a.binary, a.model, n, cap, a.args)
+        p, port, log = start(a.server, a.binary, a.model, n, cap, a.args, a.ctx)
         try:
             one_request(port, -1, 4)  # warm-up: the first request's page faults and caches
             agg, per, p50, p95, tokens = run(port, n, a.requests, a.max_tokens)
