@@ -16,7 +16,8 @@
 #   MODEL=models/qwen3.5-35b-a3b.gguf: a missing model is generated with the preset of its name
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
 #   DROP_CACHES=0 leaves the page cache alone (for trial runs on a machine someone else measures on).
-#   HTTP_CLIENTS=1,2,4,8 HTTP_CAPS="unlimited 4G 8G" HTTP_TOKENS=64: the concurrent-clients part;
+#   HTTP_CLIENTS=1,2,4,8 HTTP_CAPS="unlimited 4G 8G" HTTP_TOKENS=64 HTTP_CTX=1024: the
+#   concurrent-clients part (HTTP_CTX positions per slot);
 #   LLAMA_SERVER=/path/to/llama-server runs llama-server -np N beside sniperd --parallel N.
 # Without root there is no cgroup and no page-cache drop: the budget is sniperd's alone (said so).
 set -euo pipefail
@@ -385,6 +386,7 @@ fi
 HTTP_CLIENTS=${HTTP_CLIENTS:-1,2,4,8}
 HTTP_CAPS=${HTTP_CAPS:-unlimited 4G 8G}
 HTTP_TOKENS=${HTTP_TOKENS:-64}
+HTTP_CTX=${HTTP_CTX:-1024} # positions per slot: eight slots' KV beside a 30B model's weights
 LLAMA_SERVER=${LLAMA_SERVER:-}
 for cap in $HTTP_CAPS; do
     echo
@@ -396,11 +398,11 @@ for cap in $HTTP_CAPS; do
         largs="--no-repack"
     fi
     python3 tools/bench_http.py "$BUILD/sniperd" "$MODEL" --clients "$HTTP_CLIENTS" \
-        --max-tokens "$HTTP_TOKENS" "${capargs[@]}" --args "$sargs" ||
+        --max-tokens "$HTTP_TOKENS" --ctx "$HTTP_CTX" "${capargs[@]}" --args "$sargs" ||
         echo "bench: the sniperd HTTP benchmark failed"
     if [ -n "$LLAMA_SERVER" ]; then
         python3 tools/bench_http.py --server llama "$LLAMA_SERVER" "$MODEL" \
-            --clients "$HTTP_CLIENTS" --max-tokens "$HTTP_TOKENS" "${capargs[@]}" \
+            --clients "$HTTP_CLIENTS" --max-tokens "$HTTP_TOKENS" --ctx "$HTTP_CTX" "${capargs[@]}" \
             --args "$largs" || echo "bench: the llama-server HTTP benchmark failed"
     fi
 done
