@@ -398,11 +398,11 @@ for cap in $HTTP_CAPS; do
         largs="--no-repack"
     fi
     python3 tools/bench_http.py "$BUILD/sniperd" "$MODEL" --clients "$HTTP_CLIENTS" \
-        --max-tokens "$HTTP_TOKENS" --ctx "$HTTP_CTX" "${capargs[@]}" --args "$sargs" ||
+        --max-tokens "$HTTP_TOKENS" --ctx "$HTTP_CTX" "${capargs[@]}" --args="$sargs" ||
         echo "bench: the sniperd HTTP benchmark failed"
     if [ -n "$LLAMA_SERVER" ]; then
         python3 tools/bench_http.py --server llama "$LLAMA_SERVER" "$MODEL" \
             --clients "$HTTP_CLIENTS" --max-tokens "$HTTP_TOKENS" --ctx "$HTTP_CTX" "${capargs[@]}" \
-            --args "$largs" || echo "bench: the llama-server HTTP benchmark failed"
+            --args="$largs" || echo "bench: the llama-server HTTP benchmark failed"
     fi
 done
