@@ -703,8 +703,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
     }
     api_reply_json(
         out, 200,
-        str_printf("{\"model\":%s,\"replica\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64 ",\"errors\":%" PRIu64
-                   ",\"completions\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"queue\":%d,\"busy\":%s,"
+        str_printf("{\"model\":%s,\"replica\":\"%s\",\"uptime_s\":%.0f,\"requests\":%" PRIu64
+                   ",\"errors\":%" PRIu64 ",\"completions\":%" PRIu64 ",\"cancelled\":%" PRIu64 ",\"queue\":%d,\"busy\":%s,"
                    "\"tokens\":{\"prompt\":%" PRIu64 ",\"cached\":%" PRIu64 ",\"completion\":%" PRIu64
                    "},\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,"
                    "\"rss_bytes\":%" PRIu64 ",\"ram_budget_bytes\":%" PRIu64 ",\"n_ctx\":%d,"
@@ -716,7 +716,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
                    ",\"total_bytes\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
                    "\"model_loads\":%" PRIu64 ",\"model_unloads\":%" PRIu64 "}",
-                   name_json, a->cfg.replica_id ? a->cfg.replica_id : "", f.uptime, f.requests, f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
+                   name_json, a->cfg.replica_id ? a->cfg.replica_id : "", f.uptime, f.requests,
+                   f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
                    f.s.busy ? "true" : "false", f.s.prompt_tokens, f.s.cached_tokens,
                    f.s.completion_tokens,
                    f.s.prefill_s > 0 ? (double)(f.s.prompt_tokens - f.s.cached_tokens) / f.s.prefill_s
@@ -799,8 +800,9 @@ static void handle_metrics(struct api *a, struct http_response *out) {
                           name " " type "\nsniper_" name " " fmt "\n", value);                  \
         strbuf_putn(&b, line, (size_t)n_);                                                       \
     } while (0)
-    int rn = snprintf(line, sizeof(line), "# HELP sniper_replica_info This replica's id (the label; "
-                      "always 1).\n# TYPE sniper_replica_info gauge\nsniper_replica_info{replica=\"%s\"} 1\n",
+    int rn = snprintf(line, sizeof(line),
+                      "# HELP sniper_replica_info This replica's id (the label; always 1).\n"
+                      "# TYPE sniper_replica_info gauge\nsniper_replica_info{replica=\"%s\"} 1\n",
                       a->cfg.replica_id ? a->cfg.replica_id : "");
     strbuf_putn(&b, line, (size_t)rn);
     METRIC("uptime_seconds", "gauge", "Seconds since start.", "%.0f", f.uptime);
