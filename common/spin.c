@@ -35,3 +35,7 @@ bool spin_check(struct spin *s) {
 bool spin_contended(void) {
     return clock_now_s() < atomic_load_explicit(&contended_until, memory_order_relaxed);
 }
+
+bool spin_gave_way(const struct spin *s) {
+    return s->probe && clock_now_s() < s->until;
+}

@@ -46,6 +46,10 @@ static inline bool spin_more(struct spin *s) {
     return ++s->n % SPIN_POLLS != 0 || spin_check(s);
 }
 
+/* After a wait that spin_more ended: true when it ended because another thread or process wanted
+ * the CPU (a slow yield), not because its time was up. */
+bool spin_gave_way(const struct spin *s);
+
 /* True while a slow yield was seen in the last SPIN_CONTENDED_S (for tests and statistics). */
 bool spin_contended(void);
 

@@ -12,6 +12,7 @@
 #ifndef SNIPER_THREADPOOL_H
 #define SNIPER_THREADPOOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct threadpool;
@@ -27,6 +28,10 @@ struct threadpool *threadpool_new(int n_threads);
 void threadpool_free(struct threadpool *tp);
 
 int threadpool_n_threads(const struct threadpool *tp);
+
+/* True while the pool's runs are the caller's alone: one of its waits lately gave its CPU to
+ * another program or thread (spin.h), so for SPIN_CONTENDED_S no worker takes a task. */
+bool threadpool_contended(struct threadpool *tp);
 
 /* Runs fn for every task in [0, n_tasks) across the pool, the caller taking part, and returns when
  * all are done. Not reentrant: one run at a time, from one thread. */

@@ -195,6 +195,51 @@ static void test_spin_alone(void) {
     CHECK_MSG(wall >= 0.02 || spin_contended(), "a 0.02 s spin alone ended after %.4f s", wall);
 }
 
+/* A worker whose CPU another program wants gives it way (its wait between runs sees a slow yield),
+ * and from then on a run is the caller's alone for a while: no worker, which would run at half
+ * speed and hold every run back, takes a task. The worker shares its CPU with a busy process; the
+ * caller has another. */
+static void test_contended_runs_on_caller(void) {
+    cpu_set_t old, one;
+    int n_cpu = 0, cpus[2];
+    if (sched_getaffinity(0, sizeof(old), &old) == 0)
+        for (int c = 0; c < CPU_SETSIZE && n_cpu < 2; c++)
+            if (CPU_ISSET(c, &old))
+                cpus[n_cpu++] = c;
+    if (n_cpu < 2) {
+        test_skip("fewer than 2 CPUs: runs under contention NOT checked");
+        return;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(cpus[1], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    struct threadpool *tp = threadpool_new(2); /* its worker stays on cpus[1] */
+    CPU_ZERO(&one);
+    CPU_SET(cpus[0], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    pid_t pid = contender_start(cpus[1]);
+    CHECK(tp != NULL && pid > 0);
+    static struct tally t;
+    double until = clock_now_s() + 5.0;
+    while (tp && !threadpool_contended(tp) && clock_now_s() < until) {
+        memset(&t, 0, sizeof(t));
+        threadpool_run(tp, 16, tally_a, &t); /* wakes the worker, whose wait then gives way */
+        sleep_s(0.001);
+    }
+    CHECK_MSG(tp && threadpool_contended(tp), "the pool never saw its worker's CPU wanted");
+    int runs = 0, by_workers = 0;
+    for (; tp && runs < 1000 && threadpool_contended(tp); runs++) {
+        memset(&t, 0, sizeof(t));
+        threadpool_run(tp, 16, tally_a, &t);
+        by_workers += atomic_load(&t.by_workers);
+    }
+    CHECK_MSG(runs > 0 && by_workers == 0, "workers ran %d tasks of %d contended runs", by_workers,
+              runs);
+    contender_stop(pid);
+    threadpool_free(tp);
+    sched_setaffinity(0, sizeof(old), &old);
+}
+
 struct slow_ctx {
     atomic_int worker_slept;
 };
@@ -287,6 +332,7 @@ static const struct test_case cases[] = {
     {"every_task_once", test_every_task_once},
     {"every_task_once_on_one_cpu", test_every_task_once_on_one_cpu},
     {"spin_yields", test_spin_yields},
+    {"contended_runs_on_caller", test_contended_runs_on_caller},
     {"spin_alone", test_spin_alone},
     {"caller_sleeps", test_caller_sleeps},
     {"idle_pool_yields", test_idle_pool_yields},
