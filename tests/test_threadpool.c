@@ -195,40 +195,57 @@ static void test_spin_alone(void) {
     CHECK_MSG(wall >= 0.02 || spin_contended(), "a 0.02 s spin alone ended after %.4f s", wall);
 }
 
+/* A pool of 2 whose worker stays on one CPU (it inherits the affinity it is created with) while
+ * the caller is pinned to another: a worker on the caller's CPU would leave every task to it.
+ * *worker_cpu is the worker's CPU; *old keeps the affinity to put back. Returns NULL, saying that
+ * `what` was not checked, with fewer than 2 CPUs. */
+static struct threadpool *pool_beside_caller(cpu_set_t *old, int *worker_cpu, const char *what) {
+    cpu_set_t one;
+    int n_cpu = 0, cpus[2];
+    if (sched_getaffinity(0, sizeof(*old), old) == 0)
+        for (int c = 0; c < CPU_SETSIZE && n_cpu < 2; c++)
+            if (CPU_ISSET(c, old))
+                cpus[n_cpu++] = c;
+    if (n_cpu < 2) {
+        test_skip("fewer than 2 CPUs: %s NOT checked", what);
+        return NULL;
+    }
+    CPU_ZERO(&one);
+    CPU_SET(cpus[1], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    struct threadpool *tp = threadpool_new(2);
+    CPU_ZERO(&one);
+    CPU_SET(cpus[0], &one);
+    sched_setaffinity(0, sizeof(one), &one);
+    CHECK(tp != NULL);
+    if (!tp)
+        sched_setaffinity(0, sizeof(*old), old);
+    *worker_cpu = cpus[1];
+    return tp;
+}
+
 /* A worker whose CPU another program wants gives it way (its wait between runs sees a slow yield),
  * and from then on a run is the caller's alone for a while: no worker, which would run at half
  * speed and hold every run back, takes a task. The worker shares its CPU with a busy process; the
  * caller has another. */
 static void test_contended_runs_on_caller(void) {
-    cpu_set_t old, one;
-    int n_cpu = 0, cpus[2];
-    if (sched_getaffinity(0, sizeof(old), &old) == 0)
-        for (int c = 0; c < CPU_SETSIZE && n_cpu < 2; c++)
-            if (CPU_ISSET(c, &old))
-                cpus[n_cpu++] = c;
-    if (n_cpu < 2) {
-        test_skip("fewer than 2 CPUs: runs under contention NOT checked");
+    cpu_set_t old;
+    int worker_cpu;
+    struct threadpool *tp = pool_beside_caller(&old, &worker_cpu, "runs under contention");
+    if (!tp)
         return;
-    }
-    CPU_ZERO(&one);
-    CPU_SET(cpus[1], &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    struct threadpool *tp = threadpool_new(2); /* its worker stays on cpus[1] */
-    CPU_ZERO(&one);
-    CPU_SET(cpus[0], &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    pid_t pid = contender_start(cpus[1]);
-    CHECK(tp != NULL && pid > 0);
+    pid_t pid = contender_start(worker_cpu);
+    CHECK(pid > 0);
     static struct tally t;
     double until = clock_now_s() + 5.0;
-    while (tp && !threadpool_contended(tp) && clock_now_s() < until) {
+    while (!threadpool_contended(tp) && clock_now_s() < until) {
         memset(&t, 0, sizeof(t));
         threadpool_run(tp, 16, tally_a, &t); /* wakes the worker, whose wait then gives way */
         sleep_s(0.001);
     }
-    CHECK_MSG(tp && threadpool_contended(tp), "the pool never saw its worker's CPU wanted");
+    CHECK_MSG(threadpool_contended(tp), "the pool never saw its worker's CPU wanted");
     int runs = 0, by_workers = 0;
-    for (; tp && runs < 1000 && threadpool_contended(tp); runs++) {
+    for (; runs < 1000 && threadpool_contended(tp); runs++) {
         memset(&t, 0, sizeof(t));
         threadpool_run(tp, 16, tally_a, &t);
         by_workers += atomic_load(&t.by_workers);
@@ -266,28 +283,13 @@ static void nothing(void *ctx, int64_t task, int thread) {
 /* The caller, waiting for a worker's task that takes a second, sleeps after its poll (at most
  * THREADPOOL_SPIN_S, 0.1 s) instead of polling for the whole second. */
 static void test_caller_sleeps(void) {
-    /* the worker on one CPU (it inherits the affinity it is created with), the caller on another:
-     * a worker on the caller's CPU would leave both tasks to it */
-    cpu_set_t old, one;
-    int n_cpu = 0, cpus[2];
-    if (sched_getaffinity(0, sizeof(old), &old) == 0)
-        for (int c = 0; c < CPU_SETSIZE && n_cpu < 2; c++)
-            if (CPU_ISSET(c, &old))
-                cpus[n_cpu++] = c;
-    if (n_cpu < 2) {
-        test_skip("fewer than 2 CPUs: the caller's wait NOT checked");
+    cpu_set_t old;
+    int worker_cpu;
+    struct threadpool *tp = pool_beside_caller(&old, &worker_cpu, "the caller's wait");
+    if (!tp)
         return;
-    }
-    CPU_ZERO(&one);
-    CPU_SET(cpus[1], &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    struct threadpool *tp = threadpool_new(2);
-    CPU_ZERO(&one);
-    CPU_SET(cpus[0], &one);
-    sched_setaffinity(0, sizeof(one), &one);
-    CHECK(tp != NULL);
     bool measured = false;
-    for (int attempt = 0; tp && attempt < 5 && !measured; attempt++) {
+    for (int attempt = 0; attempt < 5 && !measured; attempt++) {
         struct slow_ctx c = {0};
         threadpool_run(tp, 8, nothing, &c); /* the worker is awake and polling */
         double c0 = thread_cpu_s();
