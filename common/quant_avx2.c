@@ -9,12 +9,9 @@
 
 #include "quant.h"
 #include "quant_impl.h"
+#include "quant_simd256.h"
 
 /* ---- helpers --------------------------------------------------------------------------------- */
-
-static inline float h2f(fp16_t h) {
-    return _cvtsh_ss(h);
-}
 
 /* 8 int32 lanes summing x[i]*y[i] over 32 signed bytes, given ax = |x| (x = -128 reads as 128);
  * y must not hold -128. */
@@ -26,33 +23,6 @@ static ALWAYS_INLINE __m256i dot_s8(__m256i ax, __m256i x, __m256i y) {
 /* 8 int32 lanes summing u[i]*y[i] over 32 bytes, u unsigned and at most 63. */
 static ALWAYS_INLINE __m256i dot_u8(__m256i u, __m256i y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
-}
-
-/* 32 nibbles of 16 bytes: low nibbles in bytes 0..15, high nibbles in bytes 16..31. */
-static ALWAYS_INLINE __m256i nibbles32(const uint8_t *q) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)q);
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0F));
-}
-
-static ALWAYS_INLINE uint32_t load_u32(const uint8_t *p) {
-    uint32_t u;
-    memcpy(&u, p, sizeof(u));
-    return u;
-}
-
-/* 0xFF in byte i where bit i of the 32-bit little-endian word at p is set, else 0. */
-static ALWAYS_INLINE __m256i bits_to_bytes(const uint8_t *p) {
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
-                                            2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    const __m256i v =
-        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)load_u32(p)), spread), bit);
-    return _mm256_cmpeq_epi8(v, bit);
-}
-
-/* A 16-entry int8 table in both 128-bit lanes, for vpshufb lookups of 4-bit codes. */
-static ALWAYS_INLINE __m256i table16(const int8_t *t) {
-    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
 }
 
 /* ---- float kernels: 32 lanes as four __m256 (elements 0-7, 8-15, 16-23, 24-31) ---------------- */
@@ -76,21 +46,6 @@ static ALWAYS_INLINE __m256 load_bf16(const bf16_t *p) {
 
 static ALWAYS_INLINE __m256 load_f32(const float *p) {
     return _mm256_loadu_ps(p);
-}
-
-static inline float f32_at(const float *p) {
-    return *p;
-}
-
-static inline float f16_at(const fp16_t *p) {
-    return h2f(*p);
-}
-
-static inline float bf16_at(const bf16_t *p) {
-    uint32_t u = (uint32_t)*p << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
 }
 
 #define FLOAT_DOT_AVX2(name, T, load, at)                                                         \
@@ -120,16 +75,6 @@ FLOAT_DOT_AVX2(bf16_dot, bf16_t, load_bf16, bf16_at)
 
 /* ---- 32-element blocks against Q8_0 / Q8_1 ---------------------------------------------------- */
 
-/* A block of 32 signed codes x, with |x| for the sign trick. */
-struct s8_u {
-    __m256i x, ax;
-};
-
-static ALWAYS_INLINE void s8_set(struct s8_u *u, __m256i x) {
-    u->x = x;
-    u->ax = _mm256_sign_epi8(x, x);
-}
-
 static ALWAYS_INLINE struct qsum s8_block(const struct s8_u *u, const int8_t *qy) {
     struct qsum r = {dot_s8(u->ax, u->x, _mm256_loadu_si256((const __m256i *)qy)),
                      _mm256_setzero_si256()};
@@ -151,42 +96,16 @@ static ALWAYS_INLINE void q4_0_unpack(const struct block_q4_0 *x, struct s8_u *u
 }
 S8_TYPE(q4_0, struct block_q4_0)
 
-/* nibble | 0xF0 where the fifth bit is clear = nibble + 16 * bit - 16 as a signed byte */
-static ALWAYS_INLINE void q5_0_unpack(const struct block_q5_0 *x, struct s8_u *u) {
-    const __m256i hi = _mm256_andnot_si256(bits_to_bytes(x->qh), _mm256_set1_epi8((char)0xF0));
-    s8_set(u, _mm256_or_si256(nibbles32(x->qs), hi));
-}
+/* q5_0, iq4_nl, mxfp4, q4_1, q5_1: unpacked as quant_simd256.h says */
 S8_TYPE(q5_0, struct block_q5_0)
-
-static ALWAYS_INLINE void iq4_nl_unpack(const struct block_iq4_nl *x, struct s8_u *u) {
-    s8_set(u, _mm256_shuffle_epi8(table16(quant_iq4nl_values), nibbles32(x->qs)));
-}
 S8_TYPE(iq4_nl, struct block_iq4_nl)
-
-static ALWAYS_INLINE void mxfp4_unpack(const struct block_mxfp4 *x, struct s8_u *u) {
-    s8_set(u, _mm256_shuffle_epi8(table16(quant_mxfp4_values), nibbles32(x->qs)));
-}
 
 static ALWAYS_INLINE struct qsum mxfp4_block(const struct s8_u *u, const struct block_q8_0 *y) {
     return s8_block(u, y->qs);
 }
 
-static ALWAYS_INLINE void mxfp4_scales(const struct block_mxfp4 *x, const struct block_q8_0 *y,
-                                       const int n_ok, struct qscale4 *f) {
-    f->d = _mm_mul_ps(e8m0x4(x, n_ok), f16x4(&y->d, sizeof(*y), n_ok));
-}
 QUANT_DRIVER(mxfp4, struct block_mxfp4, struct block_q8_0, QK_MXFP4, struct s8_u, QTERM_ONE)
-
-/* q4_1 / q5_1: unsigned codes, and the min term fmaf(m_w, s_a). */
-static ALWAYS_INLINE void q4_1_unpack(const struct block_q4_1 *x, __m256i *u) {
-    *u = nibbles32(x->qs);
-}
 U8_TYPE(q4_1, struct block_q4_1)
-
-static ALWAYS_INLINE void q5_1_unpack(const struct block_q5_1 *x, __m256i *u) {
-    const __m256i hi = _mm256_and_si256(bits_to_bytes(x->qh), _mm256_set1_epi8(0x10));
-    *u = _mm256_or_si256(nibbles32(x->qs), hi);
-}
 U8_TYPE(q5_1, struct block_q5_1)
 
 /* ---- K-quants and iq4_xs against Q8_K: 256-element blocks, eight 32-code chunks --------------- */
