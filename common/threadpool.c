@@ -109,7 +109,8 @@ static void threadpool_note_wait(struct threadpool *tp, const struct spin *sp) {
 }
 
 bool threadpool_contended(struct threadpool *tp) {
-    return clock_now_s() < atomic_load_explicit(&tp->contended_until, memory_order_relaxed);
+    double until = atomic_load_explicit(&tp->contended_until, memory_order_relaxed);
+    return until > 0 && clock_now_s() < until; /* no clock read on a machine never contended */
 }
 
 /* Waits for a generation other than seen (or stop); returns false on stop. */

@@ -475,6 +475,14 @@ static bool store_configured(struct api *a, struct http_response *out) {
     return a->s3_ok;
 }
 
+/* Puts the local context file `path` to the store under its key (written to key[128]), with the
+ * transfer slot taken. Returns 0 or s3_put_file's error (st and err say more). */
+static int put_context(struct api *a, const char *name, const char *path, char *key,
+                       struct s3_status *st, char *err, size_t err_len) {
+    snprintf(key, 128, "%s%s", S3_CONTEXT_PREFIX, name);
+    return s3_put_file(&a->s3, key, path, &a->transfer, st, err, err_len);
+}
+
 /* --upload-on-save: puts a context just saved to the store and says so in the save's reply:
  * "uploaded" true, or false with "upload_error" (the context stays saved locally either way).
  * Returns the "uploaded" value. */
@@ -482,9 +490,8 @@ static bool upload_saved(struct api *a, const char *name, const char *path, json
     char key[128], err[512] = "another upload or download is running";
     struct s3_status st = {0};
     int rc = -EBUSY;
-    snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
     if (transfer_take(a, "upload", name)) {
-        rc = s3_put_file(&a->s3, key, path, &a->transfer, &st, err, sizeof(err));
+        rc = put_context(a, name, path, key, &st, err, sizeof(err));
         transfer_end(a);
     }
     json_object_set_new(reply, "uploaded", json_boolean(rc == 0));
@@ -509,10 +516,9 @@ static void handle_upload(struct api *a, const struct http_request *hr, struct h
     }
     if (!transfer_begin(a, "upload", name, out))
         goto done;
-    snprintf(key, sizeof(key), "%s%s", S3_CONTEXT_PREFIX, name);
     struct s3_status st = {0};
     double t0 = (1e3 * clock_now_s());
-    int rc = s3_put_file(&a->s3, key, path, &a->transfer, &st, err, sizeof(err));
+    int rc = put_context(a, name, path, key, &st, err, sizeof(err));
     double ms = (1e3 * clock_now_s()) - t0;
     uint64_t bytes = atomic_load(&a->transfer.done_bytes);
     transfer_end(a);

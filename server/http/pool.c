@@ -32,6 +32,7 @@ struct entry {
     bool unnamed;                 /* added without an id: named after the model (general.name) */
     char error[512];
     char arch[32], quant[32];
+    bool generated;               /* general.name says sniper-mkmodel wrote it */
     uint64_t file_bytes, fingerprint;
     uint64_t estimate;            /* its bytes in RAM with its engine (budget_estimate) */
     uint64_t measured;            /* what its last load added to the resident set (0: unknown) */
@@ -92,6 +93,7 @@ static void entry_read_header(struct entry *en) {
     const char *name = gguf_get_str(g, "general.name");
     if (en->unnamed && name && name[0]) /* -m without --alias: the model's name */
         snprintf(en->o.id, sizeof(en->o.id), "%s", name);
+    en->generated = name && strncmp(name, "sniper-mkmodel-", 15) == 0;
     const char *arch = gguf_get_str(g, "general.architecture");
     snprintf(en->arch, sizeof(en->arch), "%s", arch ? arch : "");
     dominant_type(g, en->quant, sizeof(en->quant));
@@ -565,6 +567,7 @@ bool pool_entry(struct pool *p, int i, struct pool_entry_info *out) {
     snprintf(out->error, sizeof(out->error), "%s", en->error);
     snprintf(out->arch, sizeof(out->arch), "%s", en->arch);
     snprintf(out->quant, sizeof(out->quant), "%s", en->quant);
+    out->generated = en->generated;
     out->file_bytes = en->file_bytes;
     out->fingerprint = en->fingerprint;
     out->progress = en->state == POOL_LOADING || en->state == POOL_READY ? entry_progress(en) : 0;

@@ -85,6 +85,7 @@ struct pool_entry_info {
     double last_used_s;           /* seconds since it last served (-1: never) */
     int32_t n_ctx;
     bool streamed;                /* loaded with its experts on disk */
+    bool generated;               /* written by sniper-mkmodel (random weights: gibberish) */
 };
 
 struct pool;
