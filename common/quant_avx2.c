@@ -272,18 +272,6 @@ static ALWAYS_INLINE void q2_K_unpack(const struct block_q2_K *x, struct k_u *u)
 }
 K_MIN_TYPE(q2_K, struct block_q2_K)
 
-/* q3_K's 16 signed 6-bit scales as bytes: the low nibbles of bytes 0-7 (scales 0-7) and their
- * high nibbles (8-15), with bits 2(j/4)..+1 of byte 8 + j%4 on top, minus 32. */
-static ALWAYS_INLINE __m128i q3_K_sc6(const uint8_t *p) {
-    const uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), a2 = load_u32(p + 8);
-    const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
-    const __m128i v = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4),
-                                     (int)((a1 & lo) | ((a2 >> 2) & hi) << 4),
-                                     (int)(((a0 >> 4) & lo) | ((a2 >> 4) & hi) << 4),
-                                     (int)(((a1 >> 4) & lo) | ((a2 >> 6) & hi) << 4));
-    return _mm_sub_epi8(v, _mm_set1_epi8(32));
-}
-
 /* q3_K: code + 4 = 2-bit code | hmask bit << 2, in 0..7; the -4 is the offset correction. */
 static ALWAYS_INLINE void q3_K_unpack(const struct block_q3_K *x, struct k_u *u) {
     const __m256i b2 = _mm256_set1_epi8(4);
@@ -326,10 +314,6 @@ static ALWAYS_INLINE struct qsum iq4_xs_block(const struct iq4_xs_u *u,
     return r;
 }
 
-static ALWAYS_INLINE void iq4_xs_scales(const struct block_iq4_xs *x, const struct block_q8_K *y,
-                                        const int n_ok, struct qscale4 *f) {
-    f->d = QSCALE_Q8K(x, d, y, n_ok);
-}
 QUANT_DRIVER(iq4_xs, struct block_iq4_xs, struct block_q8_K, QK_K, struct iq4_xs_u, QTERM_ONE)
 
 /* ---- registration ---------------------------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* quant_simd256.h - the 256-bit code the AVX2 and AVX-512 twins share word for word, included by
  * quant_avx2.c and quant_avx512.c and compiled into each under its own flags (everything here is
  * static inline): byte helpers, the float types' scalar tails, the signed 32-code block with its
- * |x|, and the unpacking of the 32-element blocks whose codes both twins form the same way. What
+ * |x|, the unpacking of the 32-element blocks whose codes both twins form the same way, q3_K's
+ * scale bytes and iq4_xs's block scales. What
  * differs — the integer dot of a block (vpmaddubsw or vpdpbusd), q4_0, the float lanes — stays in
  * each file, as do the type instantiations (S8_TYPE, U8_TYPE, QUANT_DRIVER). Not for other use. */
 #ifndef SNIPER_QUANT_SIMD256_H
@@ -101,6 +102,25 @@ static ALWAYS_INLINE void q4_1_unpack(const struct block_q4_1 *x, __m256i *u) {
 static ALWAYS_INLINE void q5_1_unpack(const struct block_q5_1 *x, __m256i *u) {
     const __m256i hi = _mm256_and_si256(bits_to_bytes(x->qh), _mm256_set1_epi8(0x10));
     *u = _mm256_or_si256(nibbles32(x->qs), hi);
+}
+
+/* ---- 256-element blocks ----------------------------------------------------------------------- */
+
+/* q3_K's 16 signed 6-bit scales as bytes: the low nibbles of bytes 0-7 (scales 0-7) and their
+ * high nibbles (8-15), with bits 2(j/4)..+1 of byte 8 + j%4 on top, minus 32. */
+static ALWAYS_INLINE __m128i q3_K_sc6(const uint8_t *p) {
+    const uint32_t a0 = load_u32(p), a1 = load_u32(p + 4), a2 = load_u32(p + 8);
+    const uint32_t lo = 0x0f0f0f0fu, hi = 0x03030303u;
+    const __m128i v = _mm_setr_epi32((int)((a0 & lo) | (a2 & hi) << 4),
+                                     (int)((a1 & lo) | ((a2 >> 2) & hi) << 4),
+                                     (int)(((a0 >> 4) & lo) | ((a2 >> 4) & hi) << 4),
+                                     (int)(((a1 >> 4) & lo) | ((a2 >> 6) & hi) << 4));
+    return _mm_sub_epi8(v, _mm_set1_epi8(32));
+}
+
+static ALWAYS_INLINE void iq4_xs_scales(const struct block_iq4_xs *x, const struct block_q8_K *y,
+                                        const int n_ok, struct qscale4 *f) {
+    f->d = QSCALE_Q8K(x, d, y, n_ok);
 }
 
 #endif
