@@ -2,9 +2,9 @@
  * quant_avx2.c and quant_avx512.c and compiled into each under its own flags (everything here is
  * static inline): byte helpers, the float types' scalar tails, the signed 32-code block with its
  * |x|, the unpacking of the 32-element blocks whose codes both twins form the same way, q3_K's
- * scale bytes and iq4_xs's block scales. What
- * differs — the integer dot of a block (vpmaddubsw or vpdpbusd), q4_0, the float lanes — stays in
- * each file, as do the type instantiations (S8_TYPE, U8_TYPE, QUANT_DRIVER). Not for other use. */
+ * scale bytes and iq4_xs's block scales. What differs — the integer dot of a block (vpmaddubsw or
+ * vpdpbusd), q4_0, the float lanes — stays in each file, as do the type instantiations (S8_TYPE,
+ * U8_TYPE, QUANT_DRIVER). Not for other use. */
 #ifndef SNIPER_QUANT_SIMD256_H
 #define SNIPER_QUANT_SIMD256_H
 
