@@ -204,10 +204,12 @@ static int parse_float(const char *flag, const char *s, float *out) {
 
 /* Parses argv into o. Returns 0, 1 for --help, or a negative error (message printed). */
 /* A replica id goes into a header, JSON and a metric label as it is: 1 to 63 of [A-Za-z0-9._-]. */
+static const char REPLICA_ID_CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                       "0123456789._-";
+
 static bool replica_id_ok(const char *id) {
     size_t n = strlen(id);
-    return n > 0 && n < 64 && strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                         "0123456789._-") == n;
+    return n > 0 && n < 64 && strspn(id, REPLICA_ID_CHARS) == n;
 }
 
 static int parse_args(int argc, char **argv, struct options *o, bool final) {
@@ -975,9 +977,8 @@ static void default_replica_id(char *out, size_t len) {
     if (gethostname(out, len) != 0 || !out[0])
         snprintf(out, len, "sniperd");
     out[len - 1] = '\0';
-    for (char *p = out; *p; p++)
-        if (!replica_id_ok((char[]){*p, 0}))
-            *p = '-';
+    for (char *p = out; *(p += strspn(p, REPLICA_ID_CHARS)); p++)
+        *p = '-';
 }
 
 /* The default model's load, shown by /health and, on a terminal, as a line redrawn in place. */
