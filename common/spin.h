@@ -1,9 +1,11 @@
 /* spin.h - waiting without taking a CPU someone else wants. A waiter polls while its CPU has
  * nothing else to run (in a VM a vCPU that slept resumes slowly: docs/benchmarks.md, "Waiting for
  * reads"), and yields the CPU every few microseconds to find out: a yield that comes back late
- * means another thread or process was waiting for it. Then the waiter stops and should block, and
- * for the next SPIN_CONTENDED_S every wait in the process polls only SPIN_BRIEF_S before it
- * blocks (docs/benchmarks.md, "Sharing the machine").
+ * means another thread or process was waiting for it. Then the waiter stops and should block.
+ * When such late yields add up to a share of the time (another program holding a CPU, not a
+ * client that wakes for each streamed token), the machine counts as contended: for the next
+ * SPIN_CONTENDED_S every wait in the process polls only SPIN_BRIEF_S before it blocks
+ * (docs/benchmarks.md, "Sharing the machine").
  *
  *     struct spin s = spin_start(0.1);
  *     while (!ready() && spin_more(&s))
@@ -18,7 +20,9 @@
 #define SPIN_SLOW_YIELD_S 200e-6 /* a yield longer than this: someone else ran on our CPU (a
                                  * CPU-bound program gets a slice of 0.7 ms or more; a kernel
                                  * thread passing by, tens of microseconds) */
-#define SPIN_CONTENDED_S 0.25   /* how long one slow yield keeps every wait brief */
+#define SPIN_LOST_SHARE 0.1     /* contended: slow yields took more than this share of the time */
+#define SPIN_LOST_BURST_S 0.01  /* ... beyond a burst of this many seconds (a leaky bucket) */
+#define SPIN_CONTENDED_S 0.25   /* how long contention keeps every wait brief */
 #define SPIN_POLLS 64           /* polls between two looks at the clock (about 3 us) */
 
 static inline void cpu_relax(void) {
@@ -50,7 +54,10 @@ static inline bool spin_more(struct spin *s) {
  * the CPU (a slow yield), not because its time was up. */
 bool spin_gave_way(const struct spin *s);
 
-/* True while a slow yield was seen in the last SPIN_CONTENDED_S (for tests and statistics). */
+/* True while the machine counts as contended: within the last SPIN_CONTENDED_S the time that slow
+ * yields gave to other threads and programs outgrew SPIN_LOST_BURST_S plus SPIN_LOST_SHARE of the
+ * time passed. A program holding a CPU gets there in tens of milliseconds; a client that wakes for
+ * a millisecond per token never does. */
 bool spin_contended(void);
 
 #endif

@@ -28,9 +28,6 @@
  * VM a vCPU that slept resumes slowly (measured: expert compute 3.7x slower right after a 13 ms
  * sleep; docs/benchmarks.md). */
 #define THREADPOOL_SPIN_S 0.1
-/* Two waits that gave way this close make the pool's runs the caller's: more than
- * SPIN_CONTENDED_S, in which the first one's contention keeps waits from probing. */
-#define THREADPOOL_CONTENDED_GAP_S (2 * SPIN_CONTENDED_S)
 
 #define WORK_GEN(w) ((uint32_t)((w) >> 32))
 #define WORK_TASK(w) ((uint32_t)(w))
@@ -46,8 +43,6 @@ struct threadpool {
     atomic_int n_sleeping;           /* workers asleep on wake */
     atomic_bool caller_sleeping;     /* the caller is asleep on done */
     atomic_bool stop;
-    _Atomic double contended_until;  /* clock_now_s() until which runs are the caller's alone */
-    _Atomic double last_gave_way;    /* when a wait of the pool's last gave its CPU way */
     struct threadpool_task_run {
         _Atomic int64_t n_tasks;     /* < 2^32 */
         atomic_int caller_cpu;       /* the CPU the caller published the run from */
@@ -93,24 +88,13 @@ static void threadpool_work(struct threadpool *tp, uint32_t gen, int thread) {
     }
 }
 
-/* Two waits of the pool's that gave their CPU way to another program or thread within
- * THREADPOOL_CONTENDED_GAP_S (a busy program makes every probing wait give way; a kernel thread
- * passing by, one): for the next SPIN_CONTENDED_S the runs are the caller's alone. A worker sharing a busy
- * CPU runs at half speed and every run waits for its share, while the caller alone can move to a
- * free CPU: under contention two threads were 7-10% slower than one (docs/benchmarks.md,
- * "Sharing the machine"). */
-static void threadpool_note_wait(struct threadpool *tp, const struct spin *sp) {
-    if (!spin_gave_way(sp))
-        return;
-    double now = clock_now_s();
-    double last = atomic_exchange_explicit(&tp->last_gave_way, now, memory_order_relaxed);
-    if (now - last < THREADPOOL_CONTENDED_GAP_S)
-        atomic_store_explicit(&tp->contended_until, now + SPIN_CONTENDED_S, memory_order_relaxed);
-}
-
+/* A worker sharing a busy CPU runs at half speed and every run waits for its share, while the
+ * caller alone can move to a free CPU: under contention two threads were 7-10% slower than one
+ * (docs/benchmarks.md, "Sharing the machine"). So while the machine is contended (spin.h) the
+ * runs are the caller's alone. */
 bool threadpool_contended(struct threadpool *tp) {
-    double until = atomic_load_explicit(&tp->contended_until, memory_order_relaxed);
-    return until > 0 && clock_now_s() < until; /* no clock read on a machine never contended */
+    (void)tp;
+    return spin_contended();
 }
 
 /* Waits for a generation other than seen (or stop); returns false on stop. */
@@ -122,7 +106,6 @@ static bool threadpool_wait_run(struct threadpool *tp, uint32_t seen) {
         if (atomic_load_explicit(&tp->stop, memory_order_relaxed))
             return false;
     } while (spin_more(&sp));
-    threadpool_note_wait(tp, &sp);
     pthread_mutex_lock(&tp->lock);
     atomic_fetch_add(&tp->n_sleeping, 1); /* seq_cst against the caller's store of work */
     while (WORK_GEN(atomic_load(&tp->work)) == seen && !atomic_load(&tp->stop))
@@ -210,7 +193,6 @@ static void threadpool_wait_done(struct threadpool *tp, int64_t n_tasks) {
         if (atomic_load_explicit(&tp->n_done, memory_order_acquire) == n_tasks)
             return;
     } while (spin_more(&sp));
-    threadpool_note_wait(tp, &sp);
     pthread_mutex_lock(&tp->lock);
     atomic_store(&tp->caller_sleeping, true); /* seq_cst against the last worker's n_done */
     while (atomic_load(&tp->n_done) != n_tasks)

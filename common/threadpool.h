@@ -29,8 +29,9 @@ void threadpool_free(struct threadpool *tp);
 
 int threadpool_n_threads(const struct threadpool *tp);
 
-/* True while the pool's runs are the caller's alone: one of its waits lately gave its CPU to
- * another program or thread (spin.h), so for SPIN_CONTENDED_S no worker takes a task. */
+/* True while the pool's runs are the caller's alone: while the machine is contended (spin.h:
+ * another program lately took a share of the CPUs the process waited on), no worker takes a
+ * task. */
 bool threadpool_contended(struct threadpool *tp);
 
 /* Runs fn for every task in [0, n_tasks) across the pool, the caller taking part, and returns when

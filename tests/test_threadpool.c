@@ -56,20 +56,30 @@ static int pin_here(cpu_set_t *old, const char *what) {
     return -1;
 }
 
-/* A child process busy on `cpu` until contender_stop (another program on a shared machine). */
-static pid_t contender_start(int cpu) {
+/* A child process on `cpu` until contender_stop, busy for busy_s of every period_s (period_s 0:
+ * busy all the time, another program on a shared machine; else a client that wakes for each
+ * streamed token). */
+static pid_t waker_start(int cpu, double busy_s, double period_s) {
     pid_t pid = fork();
     if (pid == 0) {
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
         sched_setaffinity(0, sizeof(one), &one);
-        for (volatile unsigned long n = 0;; n++)
-            ;
+        for (;;) {
+            double until = clock_now_s() + busy_s;
+            while (period_s <= 0 || clock_now_s() < until)
+                ;
+            sleep_s(period_s - busy_s);
+        }
     }
     if (pid > 0)
         sleep_s(0.05); /* let it start */
     return pid;
+}
+
+static pid_t contender_start(int cpu) {
+    return waker_start(cpu, 0, 0);
 }
 
 static void contender_stop(pid_t pid) {
@@ -157,7 +167,8 @@ static void test_every_task_once_on_one_cpu(void) {
 /* ---- how they wait -------------------------------------------------------------------------- */
 
 /* A spin beside a process that wants the same CPU stops at its first yield rather than polling for
- * its time limit, and the spins after it are brief. */
+ * its time limit; a few such spins make the machine contended, and the spins after that are
+ * brief. */
 static void test_spin_yields(void) {
     cpu_set_t old;
     int cpu = pin_here(&old, "contention");
@@ -172,7 +183,14 @@ static void test_spin_yields(void) {
     double wall = clock_now_s() - t0, cpu_s = thread_cpu_s() - c0;
     CHECK_MSG(wall < 0.1 && cpu_s < 0.02, "a 0.5 s spin beside a busy process: %.3f s, %.3f s CPU",
               wall, cpu_s);
-    CHECK(spin_contended());
+    int spins = 1;
+    for (; !spin_contended() && clock_now_s() < t0 + 2.0; spins++) {
+        sp = spin_start(0.5);
+        while (spin_more(&sp))
+            ;
+    }
+    CHECK_MSG(spin_contended(), "%d spins in %.2f s beside a busy process: not contended", spins,
+              clock_now_s() - t0);
     c0 = thread_cpu_s();
     sp = spin_start(0.5);
     while (spin_more(&sp))
@@ -181,6 +199,33 @@ static void test_spin_yields(void) {
     CHECK_MSG(cpu_s < 0.005, "the next spin polled %.4f s of CPU", cpu_s);
     contender_stop(pid);
     sched_setaffinity(0, sizeof(old), &old);
+}
+
+/* A client on the same CPU that wakes for half a millisecond every 20 ms (a streamed token read
+ * and parsed) makes spins give way, but the machine never counts as contended: it would have made
+ * every wait block and every run the caller's alone, a third of decode speed lost to a client
+ * reading the stream. */
+static void test_spin_brief_waker(void) {
+    sleep_s(SPIN_CONTENDED_S); /* forget the last case's contention */
+    cpu_set_t old;
+    int cpu = pin_here(&old, "a brief waker");
+    if (cpu < 0)
+        return;
+    pid_t pid = waker_start(cpu, 0.0005, 0.02);
+    CHECK(pid > 0);
+    int gave_way = 0, contended = 0, spins = 0;
+    for (double until = clock_now_s() + 1.0; clock_now_s() < until; spins++) {
+        struct spin sp = spin_start(0.01);
+        while (spin_more(&sp))
+            ;
+        gave_way += spin_gave_way(&sp);
+        contended += spin_contended();
+    }
+    contender_stop(pid);
+    sched_setaffinity(0, sizeof(old), &old);
+    CHECK_MSG(gave_way > 0, "%d spins beside a waker: none gave way", spins);
+    CHECK_MSG(contended == 0, "%d of %d spins beside a brief waker saw the machine contended "
+              "(%d gave way)", contended, spins, gave_way);
 }
 
 /* Alone on its CPU, a spin polls to its time limit (an idle machine keeps its speed). */
@@ -334,6 +379,7 @@ static const struct test_case cases[] = {
     {"every_task_once", test_every_task_once},
     {"every_task_once_on_one_cpu", test_every_task_once_on_one_cpu},
     {"spin_yields", test_spin_yields},
+    {"spin_brief_waker", test_spin_brief_waker},
     {"contended_runs_on_caller", test_contended_runs_on_caller},
     {"spin_alone", test_spin_alone},
     {"caller_sleeps", test_caller_sleeps},
