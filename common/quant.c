@@ -1385,7 +1385,8 @@ static bool same_float(float a, float b) {
     return f32_bits(a) == f32_bits(b);
 }
 
-/* True when k's vec_dot, vec_dot4 and vec_dot_rows4 give the reference's bits on every input. */
+/* True when k's vec_dot, vec_dot4, vec_dot2 and vec_dot_rows4 give the reference's bits on every
+ * input. */
 static bool check_kernels(const struct quant_kernels *k, const struct check_data *cd) {
     bool ok = true;
     for (int s = 0; s < CHECK_SIZES && ok; s++) {
@@ -1400,6 +1401,11 @@ static bool check_kernels(const struct quant_kernels *k, const struct check_data
             for (int j = 0; j < CHECK_ROWS; j++) {
                 k->vec_dot(n, &one, w, acts[j]);
                 ok = ok && same_float(one, cd->want[s][r][j]) && same_float(four[j], one);
+            }
+            for (int j = 0; k->vec_dot2 && j + 2 <= CHECK_ROWS; j += 2) {
+                float two[2];
+                k->vec_dot2(n, two, w, acts + j);
+                ok = ok && same_float(two[0], four[j]) && same_float(two[1], four[j + 1]);
             }
         }
         for (int j = 0; j < CHECK_ROWS; j++) {

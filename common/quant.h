@@ -145,6 +145,10 @@ typedef void (*quant_vec_dot_fn)(int64_t n, float *restrict s, const void *restr
  * computed in a group of four or alone. a[j] may repeat. */
 typedef void (*quant_vec_dot4_fn)(int64_t n, float *restrict s, const void *restrict w,
                                   const void *const a[4]);
+/* s[j] = dot(w, a[j]) for j < 2: vec_dot4's sharing for two activation rows (two sequences
+ * decoding in one step), at half its integer work. Bitwise vec_dot of the same table likewise. */
+typedef void (*quant_vec_dot2_fn)(int64_t n, float *restrict s, const void *restrict w,
+                                  const void *const a[2]);
 /* s[i] = dot(row i, a) for i < 4: four weight rows, row_bytes apart starting at w, against one
  * activation row, sharing the activation loads and keeping four weight streams in flight. Each s[i]
  * is bit-identical to vec_dot(n, &s[i], w + i * row_bytes, a) of the same table (same float
@@ -162,6 +166,7 @@ struct quant_kernels {
     quant_vec_dot4_fn vec_dot4;    /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
     quant_vec_dot_rows4_fn vec_dot_rows4; /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
     const char *isa;               /* "ref", "avx2", "avx512" */
+    quant_vec_dot2_fn vec_dot2;    /* NULL where the ISA has none (then vec_dot4 serves two) */
 };
 
 /* The scalar reference kernels for weight type t, or NULL when t has none. Static storage. */

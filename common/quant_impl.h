@@ -196,8 +196,8 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     return _mm_castsi128_ps(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
 }
 
-/* QUANT_DRIVER(name, WB, AB, QKB, U, TERM) defines name_dot (vec_dot), name_dot4 (vec_dot4) and
- * name_rows4 (vec_dot_rows4) for weight blocks WB of QKB elements against activation blocks AB,
+/* QUANT_DRIVER(name, WB, AB, QKB, U, TERM) defines name_dot (vec_dot), name_dot4 (vec_dot4),
+ * name_dot2 (vec_dot2) and name_rows4 (vec_dot_rows4) for weight blocks WB of QKB elements against activation blocks AB,
  * from three always-inline functions the type provides:
  *     void name_unpack(const WB *x, U *u);       the weights alone (shared by vec_dot4's columns)
  *     struct qsum name_block(const U *u, const AB *y);                  the integer sums
@@ -256,6 +256,10 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     static void name##_dot4(int64_t n, float *restrict s, const void *restrict w,                 \
                             const void *const a[4]) {                                             \
         name##_cols(n, s, w, a, 4);                                                               \
+    }                                                                                             \
+    static void name##_dot2(int64_t n, float *restrict s, const void *restrict w,                 \
+                            const void *const a[2]) {                                             \
+        name##_cols(n, s, w, a, 2);                                                               \
     }                                                                                             \
     static ALWAYS_INLINE void name##_rgroup(const WB *const *x, const AB *y, int64_t i,          \
                                             const int nblk, const void *w, size_t row_bytes,      \
@@ -378,10 +382,15 @@ static inline void quant_set_kernel(struct quant_kernels *tab, int n_tab, enum q
     tab[t].vec_dot = fn;
     tab[t].vec_dot4 = fn4;
     tab[t].vec_dot_rows4 = fnr4;
+    tab[t].vec_dot2 = NULL;
     tab[t].isa = isa;
 }
 #define QUANT_SET(tab, n_tab, t, name, isa)                                                       \
-    quant_set_kernel(tab, n_tab, t, name##_dot, name##_dot4, name##_rows4, isa)
+    do {                                                                                          \
+        quant_set_kernel(tab, n_tab, t, name##_dot, name##_dot4, name##_rows4, isa);              \
+        if ((int)(t) < (n_tab))                                                                   \
+            (tab)[t].vec_dot2 = name##_dot2;                                                      \
+    } while (0)
 #endif
 
 #endif

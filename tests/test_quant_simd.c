@@ -148,7 +148,8 @@ out:
 }
 
 /* One random weight row against four random activation rows (the last one twice when dup): each
- * k->vec_dot4 column must be bit-identical to k->vec_dot of that column. Activation rows sit at
+ * k->vec_dot4 column, and each column of k->vec_dot2 on rows 0-1 and 2-3 where the table has it,
+ * must be bit-identical to k->vec_dot of that column. Activation rows sit at
  * offsets of one buffer that keep 4-byte alignment (what C requires of the formats' fields) but
  * nothing wider, so no kernel may rely on vector alignment. */
 static void compare_four(const struct quant_kernels *k, enum qtype t, int64_t n, int mode,
@@ -179,6 +180,14 @@ static void compare_four(const struct quant_kernels *k, enum qtype t, int64_t n,
         CHECK_MSG(memcmp(&got[j], &want[j], sizeof(float)) == 0,
                   "%s %s n=%lld mode=%d col %d: vec_dot4 %.9g vec_dot %.9g (not bitwise equal)",
                   k->isa, qtype_name(t), (long long)n, mode, j, got[j], want[j]);
+    for (int j = 0; k->vec_dot2 && j < 4; j += 2) { /* columns 0-1, then 2-3 (equal when dup) */
+        float two[2];
+        k->vec_dot2(n, two, w, a + j);
+        for (int c = 0; c < 2; c++)
+            CHECK_MSG(memcmp(&two[c], &want[j + c], sizeof(float)) == 0,
+                      "%s %s n=%lld mode=%d col %d: vec_dot2 %.9g vec_dot %.9g (not bitwise equal)",
+                      k->isa, qtype_name(t), (long long)n, mode, j + c, two[c], want[j + c]);
+    }
 out:
     free(xf);
     free(w);

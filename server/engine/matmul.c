@@ -55,8 +55,9 @@ static float *matmul_out_row(const struct matmul_job *job, int32_t t) {
 }
 
 /* Rows [r0, r1) for tokens [t0, t0 + n) with n in 1..4 through vec_dot4. Fewer than four tokens
- * repeat the last one (its extra result is dropped): for three tokens one four-column pass costs
- * less than three vec_dots, and each column is bitwise vec_dot's either way. */
+ * repeat the last one (its extra result is dropped): for two or three tokens one four-column pass
+ * costs less than reading the rows two or three times, and each column is bitwise vec_dot's
+ * either way. */
 static void matmul_rows4(const struct matmul_job *job, int64_t r0, int64_t r1, int32_t t0, int n) {
     const void *a[4];
     float *out[4];
@@ -71,6 +72,20 @@ static void matmul_rows4(const struct matmul_job *job, int64_t r0, int64_t r1, i
         job->k->vec_dot4(job->n_in, s, w, a);
         for (int j = 0; j < n; j++)
             out[j][r] = s[j];
+    }
+}
+
+/* Rows [r0, r1) for tokens t0 and t0 + 1 through vec_dot2: each weight byte read once for both
+ * (two sequences decoding in one step), at half vec_dot4's integer work. */
+static void matmul_rows2(const struct matmul_job *job, int64_t r0, int64_t r1, int32_t t0) {
+    const void *a[2] = {matmul_act_row(job, t0), matmul_act_row(job, t0 + 1)};
+    float *out[2] = {matmul_out_row(job, t0), matmul_out_row(job, t0 + 1)};
+    const uint8_t *w = job->w + (size_t)r0 * job->row_bytes;
+    for (int64_t r = r0; r < r1; r++, w += job->row_bytes) {
+        float s[2];
+        job->k->vec_dot2(job->n_in, s, w, a);
+        out[0][r] = s[0];
+        out[1][r] = s[1];
     }
 }
 
@@ -102,20 +117,21 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     for (; t + 4 <= job->n_tok; t += 4)
         matmul_rows4(job, r0, r1, t, 4);
     int rest = job->n_tok - t;
-    if (rest == 3)
-        matmul_rows4(job, r0, r1, t, 3);
-    else
-        for (; t < job->n_tok; t++)
-            matmul_rows1(job, r0, r1, t);
+    if (rest == 2 && job->k->vec_dot2)
+        matmul_rows2(job, r0, r1, t);
+    else if (rest >= 2) /* one pass of vec_dot4 reads the rows once: cheaper than two or three */
+        matmul_rows4(job, r0, r1, t, rest);
+    else if (rest == 1)
+        matmul_rows1(job, r0, r1, t);
 }
 
-/* Rows per task of a job. With four or more tokens the work per weight byte is high: 16-row
- * chunks keep the rows in L1 while the tokens pass. With one to three (decode) every weight byte
- * is read once: long contiguous chunks, up to a thread's share and MATMUL_STREAM_BYTES, keep each
+/* Rows per task of a job. With more than four tokens the rows are read once per group of four:
+ * 16-row chunks keep them in L1 while the groups pass. With one to four (decode, one token per
+ * sequence of the step) every weight byte is read once: long contiguous chunks, up to a thread's share and MATMUL_STREAM_BYTES, keep each
  * thread's reads one stream for the prefetchers; 16-row chunks dealt out alternately cost a fifth
  * of decode speed (docs/benchmarks.md). */
 static int64_t matmul_chunk_rows(const struct matmul_job *job, int n_threads) {
-    if (job->n_tok >= 4)
+    if (job->n_tok > 4)
         return MATMUL_BATCH_ROWS;
     int64_t share = (job->n_rows + n_threads - 1) / n_threads;
     int64_t cap = (int64_t)(MATMUL_STREAM_BYTES / (job->row_bytes ? job->row_bytes : 1));
