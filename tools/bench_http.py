@@ -7,15 +7,17 @@ time to the first token, for sniperd's --parallel slots or llama-server's -np sl
     tools/bench_http.py --url HOST:PORT [--clients ...] [--requests ...] [--max-tokens ...]
 
 For each client count N it starts BIN on MODEL with N slots of --ctx positions each (sniperd
---parallel N --ctx-size C; llama-server -np N -c N x C), waits until it answers, sends one warm-up request, then runs N
-threads that each send --requests streaming chat completions one after another (a distinct short
-conversation each, temperature 0), stops the server, and prints one Markdown row: aggregate
-decode tok/s (completion tokens of all requests / wall time from the first request to the last
-answer), per-client decode tok/s (each request's tokens after its first / the time between its
-first and last token, averaged), and the p50 / p95 time to the first token. With --cap (root
-only) the page cache is dropped and the server runs in a cgroup v1 memory cgroup capped at SIZE
-(page cache counted), as `make bench` does. With --url the clients go to a server already running
-there (a balancer in front of replicas: docs/scaling.md), each client with its own X-Session-Id.
+--parallel N --ctx-size C; llama-server -np N -c N x C), waits until it answers, sends one warm-up
+request, then runs N threads that each send --requests streaming chat completions one after
+another (a distinct short conversation each, temperature 0), stops the server, and prints one
+Markdown row: aggregate tok/s (completion tokens of all requests / wall time from the first
+request to the last answer, prompts included), per-client decode tok/s (each request's tokens
+after its first / the time between its first and last token, averaged), decode tok/s of all
+clients (clients x per-client: the rate while they all decode, without the prompts' time), and
+the p50 / p95 time to the first token. With --cap (root only) the page cache is dropped and the
+server runs in a cgroup v1 memory cgroup capped at SIZE (page cache counted), as `make bench`
+does. With --url the clients go to a server already running there (a balancer in front of
+replicas: docs/scaling.md), each client with its own X-Session-Id.
 A benchmark, not a test: nothing is asserted.
 Standard library only."""
 import argparse
@@ -179,20 +181,30 @@ def run(port, clients, requests, max_tokens):
             statistics.median(ttft), p95, sum(r[2] for r in results))
 
 
+def header(peak):
+    """The table's header: decode tok/s of all clients is clients x per-client tok/s (the rate at
+    which tokens stream while every client decodes; the aggregate also pays the prompts)."""
+    cols = ["clients", "requests", "tokens", "aggregate tok/s", "per-client tok/s",
+            "decode tok/s, all clients", "TTFT p50 ms", "TTFT p95 ms"]
+    cols += ["peak MiB"] if peak else []
+    return "| " + " | ".join(cols) + " |\n" + "|---" * len(cols) + "|"
+
+
+def row(n, requests, r):
+    agg, per, p50, p95, tokens = r
+    return (f"| {n} | {n * requests} | {tokens} | {agg:.2f} | {per:.2f} | {n * per:.2f} | "
+            f"{1e3 * p50:.0f} | {1e3 * p95:.0f} |")
+
+
 def run_url(a):
     """The rows for a server already running at a.url."""
     global HOST
     HOST, _, port = a.url.rpartition(":")
     print(f"url {a.url}")
-    print("| clients | requests | tokens | aggregate tok/s | per-client tok/s | TTFT p50 ms | "
-          "TTFT p95 ms |")
-    print("|---|---|---|---|---|---|---|")
+    print(header(False))
     one_request(int(port), -1, 4)
     for n in [int(x) for x in a.clients.split(",")]:
-        agg, per, p50, p95, tokens = run(int(port), n, a.requests, a.max_tokens)
-        print(f"| {n} | {n * a.requests} | {tokens} | {agg:.2f} | {per:.2f} | {1e3 * p50:.0f} | "
-              f"{1e3 * p95:.0f} |", flush=True)
-
+        print(row(n, a.requests, run(int(port), n, a.requests, a.max_tokens)), flush=True)
 
 def main():
     ap = argparse.ArgumentParser()
@@ -215,18 +227,15 @@ def main():
     cap = parse_size(a.cap) if a.cap else 0
     print(f"{a.server} {os.path.basename(a.model)} cap={a.cap or 'none'} ctx={a.ctx}/slot "
           f"args={a.args!r}")
-    print("| clients | requests | tokens | aggregate tok/s | per-client tok/s | TTFT p50 ms | "
-          "TTFT p95 ms | peak MiB |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(header(True))
     for n in [int(x) for x in a.clients.split(",")]:
         p, port, log = start(a.server, a.binary, a.model, n, cap, a.args, a.ctx)
         try:
             one_request(port, -1, 4)  # warm-up: the first request's page faults and caches
-            agg, per, p50, p95, tokens = run(port, n, a.requests, a.max_tokens)
+            r = run(port, n, a.requests, a.max_tokens)
             peak = cgroup_peak() if cap else None
-            print(f"| {n} | {n * a.requests} | {tokens} | {agg:.2f} | {per:.2f} | "
-                  f"{1e3 * p50:.0f} | {1e3 * p95:.0f} | "
-                  f"{'%.0f' % peak if peak is not None else '-'} |", flush=True)
+            print(row(n, a.requests, r) + f" {'%.0f' % peak if peak is not None else '-'} |",
+                  flush=True)
         finally:
             p.terminate()
             try:
