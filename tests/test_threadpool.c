@@ -204,9 +204,9 @@ static void test_spin_yields(void) {
 /* A client on the same CPU that wakes for half a millisecond every 20 ms (a streamed token read
  * and parsed) makes spins give way, but the machine never counts as contended: it would have made
  * every wait block and every run the caller's alone, a third of decode speed lost to a client
- * reading the stream. */
+ * reading the stream. Up to three tries of a second each: another program on a shared machine
+ * (the other tests) may really contend for a while. */
 static void test_spin_brief_waker(void) {
-    sleep_s(SPIN_CONTENDED_S); /* forget the last case's contention */
     cpu_set_t old;
     int cpu = pin_here(&old, "a brief waker");
     if (cpu < 0)
@@ -214,12 +214,16 @@ static void test_spin_brief_waker(void) {
     pid_t pid = waker_start(cpu, 0.0005, 0.02);
     CHECK(pid > 0);
     int gave_way = 0, contended = 0, spins = 0;
-    for (double until = clock_now_s() + 1.0; clock_now_s() < until; spins++) {
-        struct spin sp = spin_start(0.01);
-        while (spin_more(&sp))
-            ;
-        gave_way += spin_gave_way(&sp);
-        contended += spin_contended();
+    for (int attempt = 0; attempt < 3 && (attempt == 0 || contended > 0); attempt++) {
+        sleep_s(SPIN_CONTENDED_S); /* forget earlier contention */
+        gave_way = contended = spins = 0;
+        for (double until = clock_now_s() + 1.0; clock_now_s() < until; spins++) {
+            struct spin sp = spin_start(0.01);
+            while (spin_more(&sp))
+                ;
+            gave_way += spin_gave_way(&sp);
+            contended += spin_contended();
+        }
     }
     contender_stop(pid);
     sched_setaffinity(0, sizeof(old), &old);
@@ -237,7 +241,7 @@ static void test_spin_alone(void) {
         ;
     double wall = clock_now_s() - t0;
     /* another program may have wanted this CPU meanwhile (a shared machine): then it stops early */
-    CHECK_MSG(wall >= 0.02 || spin_contended(), "a 0.02 s spin alone ended after %.4f s", wall);
+    CHECK_MSG(wall >= 0.02 || spin_gave_way(&sp), "a 0.02 s spin alone ended after %.4f s", wall);
 }
 
 /* A pool of 2 whose worker stays on one CPU (it inherits the affinity it is created with) while
