@@ -318,7 +318,8 @@ QUANT_DRIVER(iq4_xs, struct block_iq4_xs, struct block_q8_K, QK_K, struct iq4_xs
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-#define SET_FLOAT(tab, n_tab, t, fn) quant_set_kernel(tab, n_tab, t, fn, fn##_x4, fn##_r4, "avx2")
+#define SET_FLOAT(tab, n_tab, t, fn)                                                              \
+    quant_set_kernel(tab, n_tab, t, fn, fn##_x4, NULL, fn##_r4, "avx2")
 
 /* Fills vec_dot, vec_dot4, vec_dot_rows4 and isa ("avx2") of f32, f16, bf16, q4_0, q4_1, q5_0,
  * q5_1, q8_0, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K and iq4_xs (the quantized types'

@@ -355,7 +355,8 @@ QUANT_DRIVER(iq4_xs, struct block_iq4_xs, struct block_q8_K, QK_K, struct iq4_xs
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-#define SET_FLOAT(tab, n_tab, t, fn) quant_set_kernel(tab, n_tab, t, fn, fn##_x4, fn##_r4, "avx512")
+#define SET_FLOAT(tab, n_tab, t, fn)                                                              \
+    quant_set_kernel(tab, n_tab, t, fn, fn##_x4, NULL, fn##_r4, "avx512")
 
 /* Registers the AVX2 kernels first (an AVX-512 CPU has AVX2), then replaces every type's with
  * isa "avx512" (vec_dot, vec_dot4 and vec_dot_rows4 together): f32, f16, bf16, q4_0, q4_1, q5_0,

@@ -197,8 +197,8 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
 }
 
 /* QUANT_DRIVER(name, WB, AB, QKB, U, TERM) defines name_dot (vec_dot), name_dot4 (vec_dot4),
- * name_dot2 (vec_dot2) and name_rows4 (vec_dot_rows4) for weight blocks WB of QKB elements against activation blocks AB,
- * from three always-inline functions the type provides:
+ * name_dot2 (vec_dot2) and name_rows4 (vec_dot_rows4) for weight blocks WB of QKB elements against
+ * activation blocks AB, from three always-inline functions the type provides:
  *     void name_unpack(const WB *x, U *u);       the weights alone (shared by vec_dot4's columns)
  *     struct qsum name_block(const U *u, const AB *y);                  the integer sums
  *     void name_scales(const WB *x, const AB *y, int n_ok, struct qscale4 *f);
@@ -372,25 +372,22 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     }                                                                                             \
     QUANT_DRIVER(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)
 
-/* Sets a type's three kernels and its isa name together, so a table never mixes ISAs within one
- * type. */
+/* Sets a type's kernels and its isa name together, so a table never mixes ISAs within one type
+ * (fn2 may be NULL: the ISA has no vec_dot2 for the type). */
 static inline void quant_set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t,
                                     quant_vec_dot_fn fn, quant_vec_dot4_fn fn4,
-                                    quant_vec_dot_rows4_fn fnr4, const char *isa) {
+                                    quant_vec_dot2_fn fn2, quant_vec_dot_rows4_fn fnr4,
+                                    const char *isa) {
     if ((int)t >= n_tab)
         return;
     tab[t].vec_dot = fn;
     tab[t].vec_dot4 = fn4;
+    tab[t].vec_dot2 = fn2;
     tab[t].vec_dot_rows4 = fnr4;
-    tab[t].vec_dot2 = NULL;
     tab[t].isa = isa;
 }
 #define QUANT_SET(tab, n_tab, t, name, isa)                                                       \
-    do {                                                                                          \
-        quant_set_kernel(tab, n_tab, t, name##_dot, name##_dot4, name##_rows4, isa);              \
-        if ((int)(t) < (n_tab))                                                                   \
-            (tab)[t].vec_dot2 = name##_dot2;                                                      \
-    } while (0)
+    quant_set_kernel(tab, n_tab, t, name##_dot, name##_dot4, name##_dot2, name##_rows4, isa)
 #endif
 
 #endif

@@ -121,15 +121,10 @@ ALWAYS void iq_dot(int64_t n, float *restrict s, const uint8_t *x, size_t bb, co
             vec_dot_##name(n, &s[r], (const uint8_t *)w + (size_t)r * row_bytes, a);               \
     }
 
-/* Sets vec_dot, vec_dot4 and vec_dot_rows4 of type t together, with the ISA's name. */
+/* Sets vec_dot, vec_dot4 and vec_dot_rows4 of type t together (no vec_dot2), with the ISA's
+ * name. */
 #define SET_IQ(tab, n_tab, t, name, isa_name)                                                      \
-    do {                                                                                           \
-        if ((int)(t) < (n_tab)) {                                                                  \
-            (tab)[t].vec_dot = vec_dot_##name;                                                     \
-            (tab)[t].vec_dot4 = vec_dot_##name##_x4;                                               \
-            (tab)[t].vec_dot_rows4 = vec_dot_##name##_r4;                                          \
-            (tab)[t].isa = isa_name;                                                               \
-        }                                                                                          \
-    } while (0)
+    quant_set_kernel(tab, n_tab, t, vec_dot_##name, vec_dot_##name##_x4, NULL,                     \
+                     vec_dot_##name##_r4, isa_name)
 
 #endif

@@ -88,15 +88,6 @@ static void threadpool_work(struct threadpool *tp, uint32_t gen, int thread) {
     }
 }
 
-/* A worker sharing a busy CPU runs at half speed and every run waits for its share, while the
- * caller alone can move to a free CPU: under contention two threads were 7-10% slower than one
- * (docs/benchmarks.md, "Sharing the machine"). So while the machine is contended (spin.h) the
- * runs are the caller's alone. */
-bool threadpool_contended(struct threadpool *tp) {
-    (void)tp;
-    return spin_contended();
-}
-
 /* Waits for a generation other than seen (or stop); returns false on stop. */
 static bool threadpool_wait_run(struct threadpool *tp, uint32_t seen) {
     struct spin sp = spin_start(THREADPOOL_SPIN_S);
@@ -204,7 +195,10 @@ static void threadpool_wait_done(struct threadpool *tp, int64_t n_tasks) {
 void threadpool_run(struct threadpool *tp, int64_t n_tasks, threadpool_fn fn, void *ctx) {
     if (n_tasks <= 0)
         return;
-    if (tp->n_threads == 1 || n_tasks == 1 || threadpool_contended(tp)) {
+    /* while the machine is contended (spin.h) the run is the caller's alone: a worker sharing a
+     * busy CPU runs at half speed and every run waits for its share, while the caller alone can
+     * move to a free CPU (docs/benchmarks.md, "Sharing the machine") */
+    if (tp->n_threads == 1 || n_tasks == 1 || spin_contended()) {
         for (int64_t t = 0; t < n_tasks; t++)
             fn(ctx, t, 0);
         return;

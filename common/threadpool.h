@@ -29,13 +29,9 @@ void threadpool_free(struct threadpool *tp);
 
 int threadpool_n_threads(const struct threadpool *tp);
 
-/* True while the pool's runs are the caller's alone: while the machine is contended (spin.h:
- * another program lately took a share of the CPUs the process waited on), no worker takes a
- * task. */
-bool threadpool_contended(struct threadpool *tp);
-
 /* Runs fn for every task in [0, n_tasks) across the pool, the caller taking part, and returns when
- * all are done. Not reentrant: one run at a time, from one thread. */
+ * all are done; while the machine is contended (spin_contended()) the caller runs them alone. Not
+ * reentrant: one run at a time, from one thread. */
 void threadpool_run(struct threadpool *tp, int64_t n_tasks, threadpool_fn fn, void *ctx);
 
 #endif

@@ -127,9 +127,9 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
 
 /* Rows per task of a job. With more than four tokens the rows are read once per group of four:
  * 16-row chunks keep them in L1 while the groups pass. With one to four (decode, one token per
- * sequence of the step) every weight byte is read once: long contiguous chunks, up to a thread's share and MATMUL_STREAM_BYTES, keep each
- * thread's reads one stream for the prefetchers; 16-row chunks dealt out alternately cost a fifth
- * of decode speed (docs/benchmarks.md). */
+ * sequence of the step) every weight byte is read once: long contiguous chunks, up to a thread's
+ * share and MATMUL_STREAM_BYTES, keep each thread's reads one stream for the prefetchers; 16-row
+ * chunks dealt out alternately cost a fifth of decode speed (docs/benchmarks.md). */
 static int64_t matmul_chunk_rows(const struct matmul_job *job, int n_threads) {
     if (job->n_tok > 4)
         return MATMUL_BATCH_ROWS;
