@@ -16,8 +16,9 @@ SHOTS=$BUILD/webui-screenshots
 mkdir -p "$SHOTS"
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
 # contexts saved through the page go to $TMP (HOME too, so nothing lands outside it)
+# 32k positions: the stop check's long reply (30,000 tokens) fits
 HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts" \
-    --parallel 2 2>"$TMP/err1" &
+    --parallel 2 --ctx-size 32768 2>"$TMP/err1" &
 pid1=$!
 HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts2" \
     --api-key web-key 2>"$TMP/err2" &
