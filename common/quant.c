@@ -24,7 +24,7 @@ _Static_assert(sizeof(struct block_q8_1) == 36, "block_q8_1 layout");
 _Static_assert(sizeof(struct block_q4_K) == 144, "block_q4_K layout");
 _Static_assert(sizeof(struct block_q5_K) == 176, "block_q5_K layout");
 _Static_assert(sizeof(struct block_q6_K) == 210, "block_q6_K layout");
-_Static_assert(sizeof(struct block_q8_K) == 292, "block_q8_K layout");
+_Static_assert(sizeof(struct block_q8_K) == 320, "block_q8_K layout");
 _Static_assert(sizeof(struct block_q2_K) == 84, "block_q2_K layout");
 _Static_assert(sizeof(struct block_q3_K) == 110, "block_q3_K layout");
 _Static_assert(sizeof(struct block_iq4_nl) == 18, "block_iq4_nl layout");
@@ -276,8 +276,12 @@ static void dequant_q6_K(const void *src, float *dst, int64_t n) {
     }
 }
 
+/* Q8_K in a file: ggml's layout, not the activations' (quant.h). */
+struct block_q8_K_file { float d; int8_t qs[QK_K]; int16_t bsums[QK_K / 16]; };
+_Static_assert(sizeof(struct block_q8_K_file) == 292, "block_q8_K_file layout");
+
 static void dequant_q8_K(const void *src, float *dst, int64_t n) {
-    const struct block_q8_K *x = src;
+    const struct block_q8_K_file *x = src;
     for (int64_t i = 0; i < n / QK_K; i++, dst += QK_K) {
         for (int j = 0; j < QK_K; j++)
             dst[j] = x[i].d * (float)x[i].qs[j];
@@ -876,6 +880,7 @@ void quant_q8_K_from_f32(const float *restrict x, void *restrict y, int64_t n) {
         float max = signed_absmax(x, QK_K);
         memset(b[i].qs, 0, sizeof(b[i].qs));
         memset(b[i].bsums, 0, sizeof(b[i].bsums));
+        memset(b[i].pad, 0, sizeof(b[i].pad));
         b[i].d = 0.0f;
         if (max == 0.0f)
             continue;
@@ -1511,7 +1516,9 @@ size_t quant_act_row_bytes(enum qtype t, int64_t n) {
     uint64_t bytes;
     if (!k || n < 0 || n % qtype_block_elems(t) != 0)
         return 0;
-    if (qtype_row_bytes(k->vec_dot_type, (uint64_t)n, &bytes) < 0 || bytes > SIZE_MAX)
+    if (k->vec_dot_type == QTYPE_Q8_K) /* the activations' own layout, not the file's */
+        bytes = (uint64_t)(n / QK_K) * sizeof(struct block_q8_K);
+    else if (qtype_row_bytes(k->vec_dot_type, (uint64_t)n, &bytes) < 0 || bytes > SIZE_MAX)
         return 0;
     return (size_t)bytes;
 }

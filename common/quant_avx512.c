@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "quant.h"
+/* The K-quants' column kernels are this file's own (K512_COLS below). */
+#define K_COLS_DRIVER(name, WB, TERM, shift) K512_COLS(name, WB, TERM, shift)
 #include "quant_impl.h"
 #include "quant_simd256.h"
 
@@ -160,6 +162,135 @@ static ALWAYS_INLINE struct qsum k_offset_block(const struct k_u *u, const struc
                      _mm256_setzero_si256()};
     return r;
 }
+
+/* ---- the K-quants' column kernels: a column's four blocks folded together ------------------- */
+/* QUANT_DRIVER folds every block's sums to eight lanes and then two blocks at a time, per block and
+ * column. Here each block and column keeps its sixteen lanes, and a column's four blocks are
+ * folded together, half the shuffles; the integer sums and the contract's float operations are
+ * the same, so the kernels stay bitwise vec_dot. */
+
+/* Block and column: sixteen int32 lanes summing to sum_j k_j * q_j . y_j over the four chunks (the
+ * chunks' products chained through vpdpwssd, no separate accumulators to add). */
+static ALWAYS_INLINE __m512i k_chunks_dot16(const struct k_u *u, const int8_t *qy) {
+    __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(u->q[0], _mm512_loadu_si512(qy)), u->k[0]);
+    _Pragma("GCC unroll 8") for (int j = 1; j < 4; j++) {
+        const __m512i p = _mm512_maddubs_epi16(u->q[j], _mm512_loadu_si512(qy + 64 * j));
+        s = _mm512_dpwssd_epi32(s, p, u->k[j]);
+    }
+    return s;
+}
+
+/* [a's sixteen lanes folded to eight | b's]: lane l of each half sums lanes l and l + 8. */
+static ALWAYS_INLINE __m512i fold16_pair(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* From fold16_pair(s0, s1) and fold16_pair(s2, s3): 128-bit lane b holds four lanes summing to
+ * block b's sum. */
+static ALWAYS_INLINE __m512i fold8_quad(__m512i t01, __m512i t23) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(t01, t23, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(t01, t23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The four blocks' integer sums as floats, block b in lane b: of us (QTERM_ONE), or of us in the
+ * first and um in the second (QTERM_INT), from fold8_quad's vectors. */
+static ALWAYS_INLINE __m128 k_isum4(__m512i us) {
+    __m512i v = _mm512_add_epi32(us, _mm512_shuffle_epi32(us, _MM_PERM_BADC));
+    v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB));
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm_cvtepi32_ps(_mm512_castsi512_si128(_mm512_permutexvar_epi32(pick, v)));
+}
+static ALWAYS_INLINE void k_isum4_pair(__m512i us, __m512i um, __m128 *is, __m128 *ms) {
+    __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi64(us, um), _mm512_unpackhi_epi64(us, um));
+    v = _mm512_add_epi32(v, _mm512_shuffle_epi32(v, _MM_PERM_CDAB)); /* lane b: is is ms ms */
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256 f = _mm256_cvtepi32_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi32(pick, v)));
+    *is = _mm256_castps256_ps128(f);
+    *ms = _mm256_extractf128_ps(f, 1);
+}
+
+/* K512_COLS(name, WB, TERM, shift): name_dot, name_dot4 and name_dot2 of a K-quant (its
+ * name_unpack and name_scales as QUANT_DRIVER's; TERM QTERM_INT: msum = bsums . sc16 is the
+ * -dmin term's; QTERM_ONE: isum -= (bsums . sc16) << shift). */
+#define K512_COLS(name, WB, TERM, shift)                                                          \
+    static ALWAYS_INLINE void name##_kgroup(const WB *x, const struct block_q8_K *const *y,       \
+                                            int64_t i, const int nblk, const int nc,              \
+                                            __m128 *acc) {                                        \
+        __m512i ts[NC_MAX][2], tm[NC_MAX][2];                                                     \
+        _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {                                     \
+            __m512i sb[NC_MAX][2];                                                                \
+            __m256i mb[NC_MAX][2];                                                                \
+            _Pragma("GCC unroll 2") for (int q = 0; q < 2; q++) {                                 \
+                const int b = 2 * p + q;                                                          \
+                if (b < nblk) {                                                                   \
+                    prefetch_ahead(&x[i + b], sizeof(WB));                                        \
+                    struct k_u u;                                                                 \
+                    name##_unpack(&x[i + b], &u);                                                 \
+                    FOR_COLS(c, nc) {                                                             \
+                        sb[c][q] = k_chunks_dot16(&u, y[c][i + b].qs);                            \
+                        mb[c][q] = k_bsums_dot(&u, &y[c][i + b]);                                 \
+                        if ((TERM) == QTERM_ONE)                                                  \
+                            sb[c][q] = _mm512_sub_epi32(                                          \
+                                sb[c][q], _mm512_zextsi256_si512(_mm256_slli_epi32(mb[c][q], shift))); \
+                    }                                                                             \
+                } else {                                                                          \
+                    FOR_COLS(c, nc) {                                                             \
+                        sb[c][q] = _mm512_setzero_si512();                                        \
+                        mb[c][q] = _mm256_setzero_si256();                                        \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+            FOR_COLS(c, nc) {                                                                     \
+                ts[c][p] = fold16_pair(sb[c][0], sb[c][1]);                                       \
+                if ((TERM) == QTERM_INT)                                                          \
+                    tm[c][p] = _mm512_inserti64x4(_mm512_castsi256_si512(mb[c][0]), mb[c][1], 1); \
+            }                                                                                     \
+        }                                                                                         \
+        FOR_COLS(c, nc) {                                                                         \
+            struct qscale4 f;                                                                     \
+            name##_scales(&x[i], &y[c][i], nblk, &f);                                             \
+            const __m512i us = fold8_quad(ts[c][0], ts[c][1]);                                    \
+            if ((TERM) == QTERM_INT) {                                                            \
+                __m128 is, ms;                                                                    \
+                k_isum4_pair(us, fold8_quad(tm[c][0], tm[c][1]), &is, &ms);                       \
+                acc[c] = _mm_fmadd_ps(f.d, is, acc[c]);                                           \
+                acc[c] = _mm_fmadd_ps(f.m, ms, acc[c]);                                           \
+            } else {                                                                              \
+                acc[c] = _mm_fmadd_ps(f.d, k_isum4(us), acc[c]);                                  \
+            }                                                                                     \
+        }                                                                                         \
+    }                                                                                             \
+    static ALWAYS_INLINE void name##_kcols(int64_t n, float *restrict s, const void *restrict w,  \
+                                           const void *const *a, const int nc) {                  \
+        const WB *x = w;                                                                          \
+        const struct block_q8_K *y[NC_MAX];                                                       \
+        __m128 acc[NC_MAX];                                                                       \
+        FOR_COLS(c, nc) {                                                                         \
+            y[c] = a[c];                                                                          \
+            acc[c] = _mm_setzero_ps();                                                            \
+        }                                                                                         \
+        const int64_t nb = n / QK_K;                                                              \
+        int64_t i = 0;                                                                            \
+        for (; i + 4 <= nb; i += 4)                                                               \
+            name##_kgroup(x, y, i, 4, nc, acc);                                                   \
+        if (i < nb)                                                                               \
+            name##_kgroup(x, y, i, (int)(nb - i), nc, acc);                                       \
+        FOR_COLS(c, nc) s[c] = acc4_reduce(acc[c]);                                               \
+    }                                                                                             \
+    static void name##_dot(int64_t n, float *restrict s, const void *restrict w,                  \
+                           const void *restrict a) {                                              \
+        const void *const a1[1] = {a};                                                            \
+        name##_kcols(n, s, w, a1, 1);                                                             \
+    }                                                                                             \
+    static void name##_dot4(int64_t n, float *restrict s, const void *restrict w,                 \
+                            const void *const a[4]) {                                             \
+        name##_kcols(n, s, w, a, 4);                                                              \
+    }                                                                                             \
+    static void name##_dot2(int64_t n, float *restrict s, const void *restrict w,                 \
+                            const void *const a[2]) {                                             \
+        name##_kcols(n, s, w, a, 2);                                                              \
+    }
 
 /* vpermw indices picking int16 scale j for words 0..15 and scale j+1 for words 16..31 (one scale
  * per 32 weights). */

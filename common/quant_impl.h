@@ -198,7 +198,9 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
 
 /* QUANT_DRIVER(name, WB, AB, QKB, U, TERM) defines name_dot (vec_dot), name_dot4 (vec_dot4),
  * name_dot2 (vec_dot2) and name_rows4 (vec_dot_rows4) for weight blocks WB of QKB elements against
- * activation blocks AB, from three always-inline functions the type provides:
+ * activation blocks AB: QUANT_DRIVER_COLS the first three, QUANT_DRIVER_ROWS4 the last (an ISA
+ * may give a family its own column kernels, as K_COLS_DRIVER below). From three always-inline
+ * functions the type provides:
  *     void name_unpack(const WB *x, U *u);       the weights alone (shared by vec_dot4's columns)
  *     struct qsum name_block(const U *u, const AB *y);                  the integer sums
  *     void name_scales(const WB *x, const AB *y, int n_ok, struct qscale4 *f);
@@ -207,6 +209,9 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
  * (acc4_update) per output, so the three kernels run the same float operations by construction;
  * only the integer work is the type's. */
 #define QUANT_DRIVER(name, WB, AB, QKB, U, TERM)                                                  \
+    QUANT_DRIVER_COLS(name, WB, AB, QKB, U, TERM)                                                 \
+    QUANT_DRIVER_ROWS4(name, WB, AB, QKB, U, TERM)
+#define QUANT_DRIVER_COLS(name, WB, AB, QKB, U, TERM)                                             \
     static ALWAYS_INLINE void name##_group(const WB *x, const AB *const *y, int64_t i,           \
                                            const int nblk, const int nc, __m128 *acc) {           \
         __m256i h[NC_MAX][2];                                                                     \
@@ -260,7 +265,8 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     static void name##_dot2(int64_t n, float *restrict s, const void *restrict w,                 \
                             const void *const a[2]) {                                             \
         name##_cols(n, s, w, a, 2);                                                               \
-    }                                                                                             \
+    }
+#define QUANT_DRIVER_ROWS4(name, WB, AB, QKB, U, TERM)                                            \
     static ALWAYS_INLINE void name##_rgroup(const WB *const *x, const AB *y, int64_t i,          \
                                             const int nblk, const void *w, size_t row_bytes,      \
                                             __m128 *acc) {                                        \
@@ -345,6 +351,12 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     }                                                                                             \
     QUANT_DRIVER(name, WB, struct block_q8_1, 32, __m256i, QTERM_FLOAT)
 
+/* The column kernels (vec_dot, vec_dot4, vec_dot2) of a K-quant: QUANT_DRIVER_COLS's, unless the
+ * including file defines K_COLS_DRIVER(name, WB, TERM, shift) first (quant_avx512.c does). */
+#ifndef K_COLS_DRIVER
+#define K_COLS_DRIVER(name, WB, TERM, shift)                                                      \
+    QUANT_DRIVER_COLS(name, WB, struct block_q8_K, QK_K, struct k_u, TERM)
+#endif
 /* A K-quant's driver: blocks by k_min_block (with the -dmin term) or k_offset_block(shift). */
 #define K_MIN_TYPE(name, WB)                                                                      \
     static ALWAYS_INLINE struct qsum name##_block(const struct k_u *u,                            \
@@ -360,7 +372,8 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
         f->d = _mm_mul_ps(dy, d);                                                                 \
         f->m = QSCALE_NEG(_mm_mul_ps(dy, dmin));                                                  \
     }                                                                                             \
-    QUANT_DRIVER(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_INT)
+    QUANT_DRIVER_ROWS4(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_INT)                 \
+    K_COLS_DRIVER(name, WB, QTERM_INT, 0)
 #define K_OFFSET_TYPE(name, WB, shift)                                                            \
     static ALWAYS_INLINE struct qsum name##_block(const struct k_u *u,                            \
                                                   const struct block_q8_K *y) {                  \
@@ -370,7 +383,8 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
                                             const int n_ok, struct qscale4 *f) {                  \
         f->d = QSCALE_Q8K(x, d, y, n_ok);                                                         \
     }                                                                                             \
-    QUANT_DRIVER(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)
+    QUANT_DRIVER_ROWS4(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)                 \
+    K_COLS_DRIVER(name, WB, QTERM_ONE, shift)
 
 /* Sets a type's kernels and its isa name together, so a table never mixes ISAs within one type
  * (fn2 may be NULL: the ISA has no vec_dot2 for the type). */

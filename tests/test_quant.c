@@ -214,12 +214,15 @@ static void test_golden_q8(void) {
     }
     check_dequant_exact(QTYPE_Q8_0, &b, want, 32);
 
-    struct block_q8_K k = {.d = -0.5f};
+    /* q8_K in a file is ggml's layout (float d, then the codes), not the activations' */
+    uint8_t k[292] = {0};
+    const float kd = -0.5f;
+    memcpy(k, &kd, sizeof(kd));
     for (int j = 0; j < QK_K; j++) {
-        k.qs[j] = (int8_t)(j - 128);
+        k[4 + j] = (uint8_t)(int8_t)(j - 128);
         want[j] = -0.5f * (float)(j - 128);
     }
-    check_dequant_exact(QTYPE_Q8_K, &k, want, QK_K);
+    check_dequant_exact(QTYPE_Q8_K, k, want, QK_K);
 
     const fp16_t h[6] = {0x3c00, 0xc000, 0x0001, 0x7bff, 0x03ff, 0xfc00};
     const float hw[6] = {1.0f, -2.0f, 0x1p-24f, 65504.0f, 1023 * 0x1p-24f, -INFINITY};
@@ -657,7 +660,13 @@ static double dot_expected(enum qtype t, const void *wq, const void *aq, int n, 
     double sum = 0.0;
     *mag = 0.0;
     quant_dequantize_row(t, wq, w, n);
-    quant_dequantize_row(k->vec_dot_type, aq, a, n);
+    if (k->vec_dot_type == QTYPE_Q8_K) { /* the activations' layout is not the file's */
+        const struct block_q8_K *y = aq;
+        for (int i = 0; i < n; i++)
+            a[i] = y[i / QK_K].d * (float)y[i / QK_K].qs[i % QK_K];
+    } else {
+        quant_dequantize_row(k->vec_dot_type, aq, a, n);
+    }
     for (int i = 0; i < n; i++) {
         sum += (double)w[i] * a[i];
         *mag += fabs((double)w[i] * a[i]);
@@ -812,13 +821,13 @@ static void test_tables(void) {
     CHECK(quant_kernels(QTYPE_Q4_K) == quant_kernels(QTYPE_Q4_K));
     CHECK(quant_can_dequantize(QTYPE_Q8_K) && quant_can_dequantize(QTYPE_Q8_1));
     CHECK(!quant_can_dequantize(QTYPE_TQ1_0) && !quant_can_dequantize(QTYPE_I32));
-    CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q4_K, 512), 2 * 292);
+    CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q4_K, 512), 2 * 320);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q4_0, 64), 2 * 34);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q4_1, 64), 2 * 36);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_F16, 3), 6);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_F32, 3), 12);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q4_K, 128), 0);
-    CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q2_K, 256), 292);
+    CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q2_K, 256), 320);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_MXFP4, 64), 2 * 34);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_TQ2_0, 256), 0);
     float f[QK_K] = {0};

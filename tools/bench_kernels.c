@@ -168,14 +168,24 @@ static const char *threads_note(const struct bench_opts *o) {
     return buf;
 }
 
+/* An activation row's bytes rounded up to 64, and memory for such rows aligned to 64, as the
+ * engine lays them out (matmul_quantize). */
+static size_t act_stride(enum qtype t, int64_t cols) {
+    return (quant_act_row_bytes(t, cols) + 63) & ~(size_t)63;
+}
+
+static void *act_alloc(size_t bytes) {
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
 /* Times vec_dot4 of k over the matrix against four activation rows made from x (perturbed per
  * column), prints ns per row per column, the speed-up over dot_ns (vec_dot's ns per row) and
  * whether every column is bitwise vec_dot's. Returns 0 or -1. */
 static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
                       int64_t rows, int64_t cols, const float *x, double dot_ns,
                       const struct bench_opts *o) {
-    size_t a_bytes = quant_act_row_bytes(k->type, cols);
-    uint8_t *acts = malloc(4 * a_bytes);
+    size_t a_bytes = act_stride(k->type, cols);
+    uint8_t *acts = act_alloc(4 * a_bytes);
     float *xs = calloc((size_t)cols, sizeof(*xs)), *out4 = calloc((size_t)rows * 4, sizeof(*out4));
     int rc = -1;
     if (!acts || !xs || !out4)
@@ -278,7 +288,7 @@ static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label
     uint8_t *m = matrix_new(t, rows, cols, &row_bytes);
     float *x = calloc((size_t)cols, sizeof(*x)), *out = calloc((size_t)rows, sizeof(*out));
     float *out_ref = calloc((size_t)rows, sizeof(*out_ref));
-    void *act = a_bytes ? malloc(a_bytes) : NULL;
+    void *act = a_bytes ? act_alloc(a_bytes) : NULL;
     int rc = -1;
     if (!ks[0] || !m || !x || !out || !out_ref || !act) {
         fprintf(stderr, "%s: cannot set up \"%s\" %lldx%lld\n", __func__, qtype_name(t),
