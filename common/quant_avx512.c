@@ -261,36 +261,7 @@ static ALWAYS_INLINE void k_isum4_pair(__m512i us, __m512i um, __m128 *is, __m12
             }                                                                                     \
         }                                                                                         \
     }                                                                                             \
-    static ALWAYS_INLINE void name##_kcols(int64_t n, float *restrict s, const void *restrict w,  \
-                                           const void *const *a, const int nc) {                  \
-        const WB *x = w;                                                                          \
-        const struct block_q8_K *y[NC_MAX];                                                       \
-        __m128 acc[NC_MAX];                                                                       \
-        FOR_COLS(c, nc) {                                                                         \
-            y[c] = a[c];                                                                          \
-            acc[c] = _mm_setzero_ps();                                                            \
-        }                                                                                         \
-        const int64_t nb = n / QK_K;                                                              \
-        int64_t i = 0;                                                                            \
-        for (; i + 4 <= nb; i += 4)                                                               \
-            name##_kgroup(x, y, i, 4, nc, acc);                                                   \
-        if (i < nb)                                                                               \
-            name##_kgroup(x, y, i, (int)(nb - i), nc, acc);                                       \
-        FOR_COLS(c, nc) s[c] = acc4_reduce(acc[c]);                                               \
-    }                                                                                             \
-    static void name##_dot(int64_t n, float *restrict s, const void *restrict w,                  \
-                           const void *restrict a) {                                              \
-        const void *const a1[1] = {a};                                                            \
-        name##_kcols(n, s, w, a1, 1);                                                             \
-    }                                                                                             \
-    static void name##_dot4(int64_t n, float *restrict s, const void *restrict w,                 \
-                            const void *const a[4]) {                                             \
-        name##_kcols(n, s, w, a, 4);                                                              \
-    }                                                                                             \
-    static void name##_dot2(int64_t n, float *restrict s, const void *restrict w,                 \
-                            const void *const a[2]) {                                             \
-        name##_kcols(n, s, w, a, 2);                                                              \
-    }
+    QUANT_COLS_KERNELS(name, WB, struct block_q8_K, QK_K, name##_kgroup)
 
 /* vpermw indices picking int16 scale j for words 0..15 and scale j+1 for words 16..31 (one scale
  * per 32 weights). */

@@ -236,6 +236,11 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
             acc[c] = acc4_update(acc[c], h[c][0], h[c][1], &f, TERM);                             \
         }                                                                                         \
     }                                                                                             \
+    QUANT_COLS_KERNELS(name, WB, AB, QKB, name##_group)
+/* name_dot, name_dot4 and name_dot2 from group(x, y, i, nblk, nc, acc), which applies blocks
+ * i..i+nblk-1 (nblk <= 4) of the nc columns y[c] to their accumulators acc[c] (lane b for block
+ * i + b); the kernels walk the row four blocks at a time and reduce acc by the contract. */
+#define QUANT_COLS_KERNELS(name, WB, AB, QKB, group)                                             \
     static ALWAYS_INLINE void name##_cols(int64_t n, float *restrict s, const void *restrict w,   \
                                           const void *const *a, const int nc) {                   \
         const WB *x = w;                                                                          \
@@ -248,9 +253,9 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
         const int64_t nb = n / (QKB);                                                             \
         int64_t i = 0;                                                                            \
         for (; i + 4 <= nb; i += 4)                                                               \
-            name##_group(x, y, i, 4, nc, acc);                                                    \
+            group(x, y, i, 4, nc, acc);                                                           \
         if (i < nb)                                                                               \
-            name##_group(x, y, i, (int)(nb - i), nc, acc);                                        \
+            group(x, y, i, (int)(nb - i), nc, acc);                                               \
         FOR_COLS(c, nc) s[c] = acc4_reduce(acc[c]);                                               \
     }                                                                                             \
     static void name##_dot(int64_t n, float *restrict s, const void *restrict w,                  \
