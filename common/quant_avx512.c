@@ -130,16 +130,20 @@ struct k_u {
     __m256i sc16;
 };
 
-/* sum over the 4 chunks of dpwssd(maddubs(q[j], y chunk j), k[j]): 8 int32 lanes. */
-static ALWAYS_INLINE __m256i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
-    __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-    _Pragma("GCC unroll 8") for (int j = 0; j < 4; j += 2) {
-        const __m512i p0 = _mm512_maddubs_epi16(u->q[j], _mm512_loadu_si512(qy + 64 * j));
-        const __m512i p1 = _mm512_maddubs_epi16(u->q[j + 1], _mm512_loadu_si512(qy + 64 * j + 64));
-        s0 = _mm512_dpwssd_epi32(s0, p0, u->k[j]);
-        s1 = _mm512_dpwssd_epi32(s1, p1, u->k[j + 1]);
+/* Block and column: sixteen int32 lanes summing to sum_j k_j * q_j . y_j over the four chunks (the
+ * chunks' products chained through vpdpwssd). */
+static ALWAYS_INLINE __m512i k_chunks_dot16(const struct k_u *u, const int8_t *qy) {
+    __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(u->q[0], _mm512_loadu_si512(qy)), u->k[0]);
+    _Pragma("GCC unroll 8") for (int j = 1; j < 4; j++) {
+        const __m512i p = _mm512_maddubs_epi16(u->q[j], _mm512_loadu_si512(qy + 64 * j));
+        s = _mm512_dpwssd_epi32(s, p, u->k[j]);
     }
-    return hsum16_to8(_mm512_add_epi32(s0, s1));
+    return s;
+}
+
+/* The same sum in 8 int32 lanes (QUANT_DRIVER's block functions). */
+static ALWAYS_INLINE __m256i k_chunks_dot(const struct k_u *u, const int8_t *qy) {
+    return hsum16_to8(k_chunks_dot16(u, qy));
 }
 
 /* sum bsums[g] * sc16[g] over the 16 groups of 16: 8 int32 lanes. */
@@ -168,17 +172,6 @@ static ALWAYS_INLINE struct qsum k_offset_block(const struct k_u *u, const struc
  * column. Here each block and column keeps its sixteen lanes, and a column's four blocks are
  * folded together, half the shuffles; the integer sums and the contract's float operations are
  * the same, so the kernels stay bitwise vec_dot. */
-
-/* Block and column: sixteen int32 lanes summing to sum_j k_j * q_j . y_j over the four chunks (the
- * chunks' products chained through vpdpwssd, no separate accumulators to add). */
-static ALWAYS_INLINE __m512i k_chunks_dot16(const struct k_u *u, const int8_t *qy) {
-    __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(u->q[0], _mm512_loadu_si512(qy)), u->k[0]);
-    _Pragma("GCC unroll 8") for (int j = 1; j < 4; j++) {
-        const __m512i p = _mm512_maddubs_epi16(u->q[j], _mm512_loadu_si512(qy + 64 * j));
-        s = _mm512_dpwssd_epi32(s, p, u->k[j]);
-    }
-    return s;
-}
 
 /* [a's sixteen lanes folded to eight | b's]: lane l of each half sums lanes l and l + 8. */
 static ALWAYS_INLINE __m512i fold16_pair(__m512i a, __m512i b) {
