@@ -1511,6 +1511,11 @@ const struct quant_kernels *quant_kernels(enum qtype t) {
 }
 
 /* Contract in quant.h. */
+size_t quant_act_row_stride(enum qtype t, int64_t n) {
+    return (quant_act_row_bytes(t, n) + 63) & ~(size_t)63;
+}
+
+/* Contract in quant.h. */
 size_t quant_act_row_bytes(enum qtype t, int64_t n) {
     const struct quant_kernels *k = quant_kernels_ref(t);
     uint64_t bytes;

@@ -195,6 +195,11 @@ int quant_kernels_select(struct quant_kernels *tab, const char *cap, const char 
  * kernels or n is not a multiple of the block size. */
 size_t quant_act_row_bytes(enum qtype t, int64_t n);
 
+/* Bytes from one activation row to the next as the engine lays them out: quant_act_row_bytes
+ * rounded up to 64, so that in a 64-byte-aligned buffer every row starts a cache line (Q8_K's
+ * layout counts on it). 0 as quant_act_row_bytes. */
+size_t quant_act_row_stride(enum qtype t, int64_t n);
+
 /* SIMD twins, defined in quant_avx2.c / quant_avx512.c: each fills tab (indexed by qtype) with the
  * kernels it implements for the given weight types, leaving other entries alone. Only called when the
  * CPU supports the ISA. */

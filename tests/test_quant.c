@@ -830,6 +830,9 @@ static void test_tables(void) {
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_Q2_K, 256), 320);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_MXFP4, 64), 2 * 34);
     CHECK_EQ_INT(quant_act_row_bytes(QTYPE_TQ2_0, 256), 0);
+    CHECK_EQ_INT(quant_act_row_stride(QTYPE_Q4_0, 64), 128); /* 68 bytes: the next line */
+    CHECK_EQ_INT(quant_act_row_stride(QTYPE_Q4_K, 512), 640); /* whole lines already */
+    CHECK_EQ_INT(quant_act_row_stride(QTYPE_TQ2_0, 256), 0);
     float f[QK_K] = {0};
     uint8_t buf[512];
     CHECK_EQ_INT(quant_dequantize_row(QTYPE_Q4_0, buf, f, 31), -EINVAL);

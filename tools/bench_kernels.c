@@ -168,12 +168,7 @@ static const char *threads_note(const struct bench_opts *o) {
     return buf;
 }
 
-/* An activation row's bytes rounded up to 64, and memory for such rows aligned to 64, as the
- * engine lays them out (matmul_quantize). */
-static size_t act_stride(enum qtype t, int64_t cols) {
-    return (quant_act_row_bytes(t, cols) + 63) & ~(size_t)63;
-}
-
+/* Memory for activation rows aligned to 64, as the engine's buffers are (quant_act_row_stride). */
 static void *act_alloc(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
@@ -184,7 +179,7 @@ static void *act_alloc(size_t bytes) {
 static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t row_bytes,
                       int64_t rows, int64_t cols, const float *x, double dot_ns,
                       const struct bench_opts *o) {
-    size_t a_bytes = act_stride(k->type, cols);
+    size_t a_bytes = quant_act_row_stride(k->type, cols);
     uint8_t *acts = act_alloc(4 * a_bytes);
     float *xs = calloc((size_t)cols, sizeof(*xs)), *out4 = calloc((size_t)rows * 4, sizeof(*out4));
     int rc = -1;

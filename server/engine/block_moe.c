@@ -157,7 +157,7 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
     }
     matmul_run(&e->mm);
     const struct quant_kernels *qk = quant_kernels(l->ffn_down_exps.type);
-    const size_t sd = (quant_act_row_bytes(l->ffn_down_exps.type, (int64_t)F) + 63) & ~(size_t)63;
+    const size_t sd = quant_act_row_stride(l->ffn_down_exps.type, (int64_t)F);
     for (int32_t j = 0; j < n; j++) {
         int32_t x = e->fetch_ids[list[j]];
         const int32_t *out = e->exp_out + (size_t)x * B;

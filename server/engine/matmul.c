@@ -157,8 +157,7 @@ int matmul_quantize(enum qtype wtype, const float *x, size_t x_stride, int32_t n
     const struct quant_kernels *k = quant_kernels(wtype);
     if (!k)
         return -ENOTSUP;
-    size_t row = quant_act_row_bytes(wtype, n);
-    size_t stride = (row + 63) & ~(size_t)63;
+    size_t stride = quant_act_row_stride(wtype, n);
     for (int32_t t = 0; t < n_tok; t++)
         k->from_float(x + (size_t)t * x_stride, dst + (size_t)t * stride, n);
     *act_stride = stride;
