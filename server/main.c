@@ -202,7 +202,6 @@ static int parse_float(const char *flag, const char *s, float *out) {
     return 0;
 }
 
-/* Parses argv into o. Returns 0, 1 for --help, or a negative error (message printed). */
 /* A replica id goes into a header, JSON and a metric label as it is: 1 to 63 of [A-Za-z0-9._-]. */
 static const char REPLICA_ID_CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                        "0123456789._-";
@@ -212,6 +211,7 @@ static bool replica_id_ok(const char *id) {
     return n > 0 && n < 64 && strspn(id, REPLICA_ID_CHARS) == n;
 }
 
+/* Parses argv into o. Returns 0, 1 for --help, or a negative error (message printed). */
 static int parse_args(int argc, char **argv, struct options *o, bool final) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

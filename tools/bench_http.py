@@ -206,6 +206,7 @@ def run_url(a):
     for n in [int(x) for x in a.clients.split(",")]:
         print(row(n, a.requests, run(int(port), n, a.requests, a.max_tokens)), flush=True)
 
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--server", choices=["sniperd", "llama"], default="sniperd")
