@@ -98,7 +98,7 @@ if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "$
         && ok "ram-budget: per-layer line" || bad "ram-budget: per-layer line" "$(cat "$TMP/budget.err")"
     grep -qE '^experts-decode: tokens=11 hits=[0-9]+ misses=[0-9]+ bytes_read=[0-9]+ io_wait_s=' \
         "$TMP/budget.err" && ok "ram-budget: decode line" || bad "ram-budget: decode line" "$(cat "$TMP/budget.err")"
-    grep -q "^budget: $budget MiB = resident weights.*io_uring reads, frecency eviction)$" "$TMP/budget.err" \
+    grep -qE "^budget: $budget MiB = resident weights.*io_uring reads, frecency eviction\), [0-9]+ slots while the KV cache's pages are not in use$" "$TMP/budget.err" \
         && ok "ram-budget: split printed" || bad "ram-budget: split printed" "$(cat "$TMP/budget.err")"
 else
     bad "ram-budget run" "$(cat "$TMP/budget.err")"
@@ -111,15 +111,16 @@ else
     bad "ram-budget: threads + prefetch, same tokens" "$(cat "$TMP/threads.err")"
 fi
 # a cache smaller than one token's lookups (24 layers x 4 experts; the minimum budget + 2 MiB holds
-# about 40 slots) evicts by LIRS,
-# and streams exactly
+# about 40 slots, and the pages of a KV cache of 256 positions about 30 more) evicts by LIRS, and
+# streams exactly
 "$BUILD/sniper-mkmodel" --quiet -o "$TMP/deep.gguf" --preset tiny --n-layer 24 --types q4_k_m --seed 3
 "$SNIPERD" -m "$TMP/deep.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/deep-ram.json" \
     >/dev/null 2>&1
-kmin=$("$SNIPERD" -m "$TMP/deep.gguf" -p hi --ram-budget 8M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
-if [ -n "$kmin" ] && "$SNIPERD" -m "$TMP/deep.gguf" -p "Hello world" -n 12 --temp 0 \
+kmin=$("$SNIPERD" -m "$TMP/deep.gguf" -p hi --ctx-size 256 --ram-budget 8M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
+if [ -n "$kmin" ] && "$SNIPERD" -m "$TMP/deep.gguf" -p "Hello world" -n 12 --temp 0 --ctx-size 256 \
     --ram-budget "$((kmin + 2))M" --dump-tokens "$TMP/deep-budget.json" >/dev/null 2>"$TMP/deep.err" \
-    && cmp -s "$TMP/deep-ram.json" "$TMP/deep-budget.json" && grep -q "lirs eviction)$" "$TMP/deep.err"; then
+    && cmp -s "$TMP/deep-ram.json" "$TMP/deep-budget.json" \
+    && grep -qE "lirs eviction\), [0-9]{2} slots while" "$TMP/deep.err"; then
     ok "ram-budget: small cache evicts by LIRS, same tokens"
 else
     bad "ram-budget: small cache evicts by LIRS, same tokens" "min=$kmin $(cat "$TMP/deep.err" 2>/dev/null)"

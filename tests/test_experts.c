@@ -4,7 +4,8 @@
  * fault or a file that shrank fails the step cleanly and the next run is exact again; a budget
  * below one token's experts of a layer is refused with the minimum; several sequences in one
  * step stream exactly too; gpt-oss's experts (Q8_0, and MXFP4 as the published files, with their
- * resident bias rows) likewise. */
+ * resident bias rows) likewise; the cache and the KV pages share one room, the cache shrinking as
+ * the sequences grow and growing as they are cut back, exactly and with a flat resident set. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "harness.h"
 #include "model.h"
 #include "ops.h"
+#include "procstat.h"
 #include "quant.h"
 
 /* The generated model at path (made on first use, from sniper-mkmodel args), or NULL. */
@@ -175,7 +177,7 @@ static void pair_close(struct pair *p) {
 
 static struct expert_cache *cache_new(struct model *m, size_t bytes, enum expert_io_kind io) {
     char err[256] = "";
-    struct expert_cache_options o = {io, 4};
+    struct expert_cache_options o = {.io = io, .io_depth = 4};
     struct expert_cache *c = expert_cache_new(m, bytes, &o, err, sizeof(err));
     CHECK_MSG(c != NULL, "%s", err);
     return c;
@@ -624,6 +626,110 @@ out:
 static void test_multi_seq_streaming(void) { check_multi_seq_streaming(moe_model()); }
 static void test_multi_seq_streaming_gptoss(void) { check_multi_seq_streaming(gptoss_model()); }
 
+/* The room the cache and the KV pages share (engine_set_experts): a cache of `made` slots that
+ * may grow by the KV cache's bytes, two sequences of 1,024 positions. The cache takes the pages
+ * the empty sequences give back, shrinks by what a long prompt takes (before its rows are written:
+ * the resident set stays flat), grows again when the sequence is cut back, and every logits row is
+ * the all-in-RAM run's. */
+static void check_kv_room(const char *path, size_t made) {
+    struct pair p;
+    if (!pair_open_path(&p, path))
+        goto out;
+    enum { LONG = 900, CUT = 10, MORE = 20, OTHER = 100 };
+    const size_t V = (size_t)p.ram->hp.n_vocab, slot = expert_cache_slot_bytes(p.disk);
+    int32_t *ids = malloc((LONG + OTHER) * sizeof(int32_t));
+    const size_t rows = LONG + MORE + OTHER;
+    float *want = malloc(V * rows * sizeof(float)), *got = malloc(V * rows * sizeof(float));
+    struct engine *e[2] = {0};
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 1024;
+    ep.n_batch = 64;
+    ep.n_threads = 2;
+    ep.n_seq = 2;
+    char err[256] = "";
+    for (int i = 0; i < 2; i++)
+        e[i] = engine_new(i ? p.disk : p.ram, &ep, err, sizeof(err));
+    CHECK_MSG(ids && want && got && e[0] && e[1], "%s", err);
+    if (!ids || !want || !got || !e[0] || !e[1])
+        goto done;
+    for (int i = 0; i < LONG + OTHER; i++)
+        ids[i] = (int32_t)(((uint32_t)i * 7919u + 13u) % (uint32_t)V);
+    memset(want, 0, V * rows * sizeof(float)); /* touched before the resident set is taken */
+    memset(got, 0, V * rows * sizeof(float));
+    const size_t kv = engine_kv_bytes(e[1]);
+    struct expert_cache_options o = {.io = EXPERT_IO_URING, .io_depth = 4,
+                                     .grow_bytes = made * slot + kv};
+    struct expert_cache *c = expert_cache_new(p.disk, made * slot, &o, err, sizeof(err));
+    CHECK_MSG(c != NULL, "%s", err);
+    if (!c)
+        goto done;
+    const size_t room = made * slot + kv, all = (size_t)p.disk->hp.n_layer * (size_t)p.disk->hp.n_expert;
+    const uint64_t rss0 = procstat_rss_bytes();
+    engine_set_experts(e[1], c);
+    const int empty = expert_cache_n_slots(c);
+    CHECK_EQ_INT(engine_kv_resident_bytes(e[1]), 0);
+    CHECK_EQ_INT(empty, (int)((room / slot) < all ? room / slot : all));
+    /* the script, on both engines: a long prompt on sequence 0, sequence 0 cut back and fed
+     * again, sequence 1's prompt */
+    int slots[3] = {0};
+    uint64_t rss[3] = {0};
+    for (int i = 0; i < 2; i++) {
+        float *out = i ? got : want;
+        CHECK_EQ_INT(engine_eval(e[i], 0, ids, LONG, out, true), 0);
+        if (i) {
+            slots[0] = expert_cache_n_slots(c);
+            rss[0] = procstat_rss_bytes();
+            CHECK(engine_kv_resident_bytes(e[1]) >= 2 * (size_t)p.disk->hp.n_layer * LONG *
+                                                       engine_kv_shape(e[1]).row_bytes);
+            CHECK((size_t)slots[0] * slot + engine_kv_resident_bytes(e[1]) <= room);
+        }
+        CHECK_EQ_INT(engine_truncate(e[i], 0, CUT), CUT);
+        if (i)
+            slots[1] = expert_cache_n_slots(c);
+        CHECK_EQ_INT(engine_eval(e[i], 0, ids + LONG, MORE, out + (size_t)LONG * V, true), 0);
+        CHECK_EQ_INT(engine_eval(e[i], 1, ids + CUT, OTHER, out + (size_t)(LONG + MORE) * V, true),
+                     0);
+        if (i) {
+            slots[2] = expert_cache_n_slots(c);
+            rss[2] = procstat_rss_bytes();
+            CHECK((size_t)slots[2] * slot + engine_kv_resident_bytes(e[1]) <= room);
+        }
+    }
+    struct expert_cache_stats st;
+    expert_cache_get_stats(c, &st);
+    fprintf(stderr, "  %s: slots %d (%zu made, KV empty), %d (%d positions), %d (cut to %d), %d; "
+            "slot %zu bytes, KV %zu; RSS %+.2f / %+.2f MiB\n", st.eviction, empty, made, slots[0],
+            LONG, slots[1],
+            CUT, slots[2], slot, kv, ((double)rss[0] - (double)rss0) / 1048576.0,
+            ((double)rss[2] - (double)rss0) / 1048576.0);
+    CHECK(empty > (int)made && slots[0] < empty && slots[1] > slots[0]);
+    CHECK_MSG(memcmp(want, got, V * rows * sizeof(float)) == 0,
+              "logits differ from the all-in-RAM run");
+#if !defined(__SANITIZE_ADDRESS__)
+    /* the cache grew into the KV pages given back, and shrank before the prompt's rows were
+     * written: the resident set did not grow by the KV cache's bytes (AddressSanitizer's shadow
+     * and quarantine make it meaningless there) */
+    CHECK_MSG(rss[0] < rss0 + kv / 4 && rss[2] < rss0 + kv / 4, "RSS grew by %.2f / %.2f MiB",
+              ((double)rss[0] - (double)rss0) / 1048576.0,
+              ((double)rss[2] - (double)rss0) / 1048576.0);
+#endif
+    engine_free(e[1]);
+    e[1] = NULL;
+    expert_cache_free(c);
+done:
+    engine_free(e[0]);
+    engine_free(e[1]);
+    free(ids);
+    free(want);
+    free(got);
+out:
+    pair_close(&p);
+}
+
+static void test_kv_room(void) { check_kv_room(moe_model(), 20); }
+/* a cache smaller than one token's lookups evicts by LIRS, its LIR set resized with the cache */
+static void test_kv_room_lirs(void) { check_kv_room(deep_moe_model(), 4); }
+
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
@@ -641,6 +747,8 @@ static const struct test_case cases[] = {
     {"lossy_flags", test_lossy_flags},
     {"too_small", test_too_small},
     {"multi_seq_streaming", test_multi_seq_streaming},
+    {"kv_room", test_kv_room},
+    {"kv_room_lirs", test_kv_room_lirs},
     {"gptoss_streaming_is_exact", test_gptoss_streaming_is_exact},
     {"gptoss_mxfp4_streaming_is_exact", test_gptoss_mxfp4_streaming_is_exact},
     {"multi_seq_streaming_gptoss", test_multi_seq_streaming_gptoss},

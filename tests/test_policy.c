@@ -241,7 +241,7 @@ static void check_replay_is_cache(const char *args, int n_slots, enum route_poli
     CHECK_MSG(m != NULL, "%s", err);
     if (!m)
         return;
-    struct expert_cache_options o = {EXPERT_IO_URING, 4};
+    struct expert_cache_options o = {.io = EXPERT_IO_URING, .io_depth = 4};
     const size_t slot = expert_cache_slot_bytes(m);
     struct expert_cache *c = expert_cache_new(m, slot * (size_t)n_slots, &o, err, sizeof(err));
     struct route_trace *t = skewed_trace(m, 150);

@@ -23,11 +23,18 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
                 (uint64_t)slot * (uint64_t)min / mib, BUDGET_MARGIN >> 20, (need + mib - 1) / mib);
         return NULL;
     }
-    struct expert_cache *c = expert_cache_new(m, cap - rss - BUDGET_MARGIN, o, err, err_len);
+    /* the KV pages the sequences do not use yet are the cache's until they do */
+    struct expert_cache_options grow = {.io = EXPERT_IO_URING};
+    if (o)
+        grow = *o;
+    grow.grow_bytes = cap - rss - BUDGET_MARGIN + engine_kv_bytes(e);
+    struct expert_cache *c = expert_cache_new(m, cap - rss - BUDGET_MARGIN, &grow, err, err_len);
     if (!c)
         return NULL;
     struct expert_cache_stats st;
     expert_cache_get_stats(c, &st);
+    engine_set_experts(e, c);
+    const int32_t now = expert_cache_n_slots(c);
     const uint64_t known = m->resident_bytes + engine_kv_bytes(e) + engine_rec_bytes(e) +
                            engine_scratch_bytes(e);
     const uint64_t other = (rss > known ? rss - known : 0) + BUDGET_MARGIN;
@@ -35,14 +42,14 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
         fprintf(log,
                 "budget: %" PRIu64 " MiB = resident weights %" PRIu64 " + KV cache %zu + recurrent "
                 "state %zu + buffers %zu + other %" PRIu64 " + expert cache %" PRIu64 " (%d slots "
-                "of %.2f MiB, %.0f%% of the %d experts; %s reads, %s eviction)\n",
+                "of %.2f MiB, %.0f%% of the %d experts; %s reads, %s eviction), %d slots "
+                "while the KV cache's pages are not in use\n",
                 cap / mib, m->resident_bytes / mib, engine_kv_bytes(e) / mib,
                 engine_rec_bytes(e) / mib, engine_scratch_bytes(e) / mib, other / mib,
                 (uint64_t)st.n_slots * st.slot_bytes / mib, st.n_slots,
                 (double)st.slot_bytes / (double)mib,
                 100.0 * st.n_slots / ((double)m->hp.n_layer * per_layer),
-                m->hp.n_layer * per_layer, st.backend, st.eviction);
-    engine_set_experts(e, c);
+                m->hp.n_layer * per_layer, st.backend, st.eviction, now);
     return c;
 }
 

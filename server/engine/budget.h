@@ -21,10 +21,12 @@
 
 /* Creates the expert cache for m's engine e so that the process's resident set stays under cap
  * bytes: the cache gets cap minus the resident set now (everything e and the rest of the process
- * already hold) minus BUDGET_MARGIN, and is handed to e (engine_set_experts). m must have been
- * opened with its experts on disk. Prints the split on log (may be NULL). Returns the cache (the
- * caller frees it after the engine), or NULL with a message in err: the cap cannot hold one
- * token's experts of a layer (the message names the minimum), or the cache failed. */
+ * already hold, its whole KV cache included) minus BUDGET_MARGIN, and is handed to e
+ * (engine_set_experts), where it also takes the KV pages the sequences do not use yet and gives
+ * them back as the sequences grow. m must have been opened with its experts on disk. Prints the
+ * split on log (may be NULL). Returns the cache (the caller frees it after the engine), or NULL
+ * with a message in err: the cap cannot hold one token's experts of a layer (the message names
+ * the minimum), or the cache failed. */
 struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, uint64_t cap,
                                       const struct expert_cache_options *o, FILE *log, char *err,
                                       size_t err_len);

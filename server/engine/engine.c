@@ -286,6 +286,22 @@ size_t engine_kv_bytes(const struct engine *e) {
     return (size_t)e->p.n_seq * e->seqs[0]->kv_bytes;
 }
 
+size_t engine_kv_resident_bytes(const struct engine *e) {
+    size_t n = 0;
+    for (int32_t i = 0; i < e->p.n_seq; i++)
+        n += sequence_kv_resident(e->seqs[i]);
+    return n;
+}
+
+/* With an expert cache: it gets what the KV pages that may be resident leave of the room the two
+ * share (see engine_set_experts). Between steps, and before a step's rows are written. */
+static void engine_fit_experts(struct engine *e) {
+    if (!e->experts)
+        return;
+    const size_t used = engine_kv_resident_bytes(e);
+    expert_cache_set_bytes(e->experts, e->kv_room > used ? e->kv_room - used : 0);
+}
+
 size_t engine_rec_bytes(const struct engine *e) {
     return (size_t)e->p.n_seq * e->seqs[0]->bytes - engine_kv_bytes(e);
 }
@@ -294,7 +310,11 @@ size_t engine_rec_bytes(const struct engine *e) {
 
 int32_t engine_truncate(struct engine *e, int32_t seq, int32_t n) {
     struct sequence *s = engine_seq(e, seq);
-    return s ? sequence_rollback(s, n) : 0;
+    if (!s)
+        return 0;
+    const int32_t kept = sequence_rollback(s, n);
+    engine_fit_experts(e);
+    return kept;
 }
 
 int32_t engine_reusable(const struct engine *e, int32_t seq, int32_t n) {
@@ -340,6 +360,8 @@ int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type,
         return -EINVAL;
     if (s->n_past != 0)
         sequence_reset(s);
+    sequence_take(s, n);
+    engine_fit_experts(e); /* room first: the rows are written next */
     const int32_t first = sequence_kv_first(s, il, n);
     sequence_kv_put(s, il, first, n - first, k, v);
     return 0;
@@ -362,8 +384,10 @@ int engine_state_import(struct engine *e, int32_t seq, const void *buf, size_t n
     struct sequence *s = engine_seq(e, seq);
     if (!s || n != engine_state_size(e))
         return -EINVAL;
-    if (s->n_past != 0)
+    if (s->n_past != 0) {
         sequence_reset(s);
+        engine_fit_experts(e);
+    }
     if (n)
         memcpy(s->rec, buf, n);
     return 0;
@@ -541,6 +565,7 @@ static int engine_step(struct engine *e, int32_t n_tok) {
         ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], &e->rope);
     for (int32_t i = 0; i < e->n_seg; i++)
         sequence_reserve(e->seqs[e->seg[i].seq], e->seg[i].n);
+    engine_fit_experts(e); /* before the rows are written: the cache makes room for their pages */
     for (int il = 0; il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         engine_norm(e, l->attn_norm, 0, n_tok);
@@ -664,6 +689,14 @@ void engine_get_timing(const struct engine *e, struct engine_timing *out) {
 
 void engine_set_experts(struct engine *e, struct expert_cache *c) {
     e->experts = c;
+    if (!c)
+        return;
+    struct expert_cache_stats st;
+    expert_cache_get_stats(c, &st);
+    e->kv_room = (size_t)st.n_slots * st.slot_bytes + engine_kv_resident_bytes(e);
+    for (int32_t i = 0; i < e->p.n_seq; i++)
+        sequence_kv_elastic(e->seqs[i]);
+    engine_fit_experts(e);
 }
 
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx) {

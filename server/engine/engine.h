@@ -100,7 +100,10 @@ struct expert_cache;
 
 /* Routed experts (a dense model's FFN matrices) come from cache c from now on (borrowed; NULL: from
  * the model's image). The model must have been opened with experts on disk for a cache to save
- * RAM. */
+ * RAM. The cache's bytes now and the KV pages now become one room the two share: the sequences'
+ * full attention layers give back their pages past the positions in use, and from then on the
+ * cache grows into what they give back (up to its grow_bytes) and shrinks, before a step writes
+ * new rows, by what they take. */
 void engine_set_experts(struct engine *e, struct expert_cache *c);
 
 /* fn(ctx, il, ids, n) is told, for each step and moe layer, the experts the batch routed to
@@ -151,6 +154,9 @@ void engine_get_timing(const struct engine *e, struct engine_timing *out);
  * recurrent states with the checkpoints (which also hold the rings' last rows) of all n_seq
  * sequences, and of the scratch buffers (for the RAM budget report). */
 size_t engine_kv_bytes(const struct engine *e);
+/* Bytes of KV pages that may be resident now: engine_kv_bytes, less what the sequences gave back
+ * (with an expert cache: see engine_set_experts). */
+size_t engine_kv_resident_bytes(const struct engine *e);
 size_t engine_rec_bytes(const struct engine *e);
 size_t engine_scratch_bytes(const struct engine *e);
 

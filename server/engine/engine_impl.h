@@ -61,6 +61,8 @@ struct engine {
     int32_t *guess_n;   /* [n_expert] prefetch votes, then the experts still to compute */
     int32_t *guess_ids; /* [n_expert] prefetch guesses, then the experts ready to compute */
     struct expert_cache *experts;   /* borrowed; NULL: experts resident in the model image */
+    size_t kv_room;  /* with experts: the bytes the cache and the KV pages that may be resident
+                      * share (engine_set_experts) */
     engine_route_fn route_fn;       /* optional observer of each layer's routed experts */
     void *route_ctx;
     float *rope_cs;  /* [B][n_rot] */

@@ -1,12 +1,24 @@
 /* sequence.c - one conversation's KV rows (full layers and window rings), recurrent state and
  * checkpoints (see sequence.h). All memory is allocated and touched in sequence_new, so the
- * resident set is flat from the start. */
+ * resident set is flat from the start; an elastic sequence then gives back the full layers' pages
+ * past its rows in use and takes them again as it grows. */
 #include "sequence.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fault.h"
+
+/* An elastic sequence takes and gives back its full layers' rows in runs of this many positions,
+ * so that a conversation going back and forth by a few tokens does not fault pages in and out. */
+#define SEQ_KV_RUN 64
+
+static size_t page_up(size_t x) {
+    const size_t p = (size_t)sysconf(_SC_PAGESIZE);
+    return (x + p - 1) / p * p;
+}
 
 static void *seq_alloc(struct sequence *s, size_t n, size_t size) {
     size_t bytes;
@@ -20,8 +32,9 @@ static void *seq_alloc(struct sequence *s, size_t n, size_t size) {
     return p;
 }
 
-/* Lays out the attention layers' rows: n_ctx each, swa_rows for a window layer. Returns the
- * total rows, or 0 on a bad shape. */
+/* Lays out the attention layers' rows: n_ctx each, swa_rows for a window layer, each layer's from
+ * a page boundary (so that an elastic sequence can give its pages back). Returns the bytes of K
+ * (or V), or 0 on a bad shape. */
 static size_t seq_layout(struct sequence *s, const struct sequence_shape *sh) {
     size_t total = 0;
     for (int32_t i = 0; i < sh->n_kv_layer; i++) {
@@ -30,12 +43,24 @@ static size_t seq_layout(struct sequence *s, const struct sequence_shape *sh) {
         s->rows[i] = swa ? sh->swa_rows : sh->n_ctx;
         s->row_off[i] = total;
         s->n_swa_layer += swa;
-        total += (size_t)s->rows[i];
+        total += page_up((size_t)s->rows[i] * s->kv_row_bytes);
     }
     if (s->n_swa_layer > 0 && (sh->n_swa < 1 || sh->swa_rows < 1 || sh->swa_rows > sh->n_ctx ||
                                (sh->swa_rows < sh->n_swa - 1 && sh->swa_rows != sh->n_ctx)))
         return 0; /* a ring must hold the window before a step (or the whole context) */
     return total;
+}
+
+/* Maps bytes of zeroes and touches them. Returns NULL when out of memory. */
+static uint8_t *seq_map(struct sequence *s, size_t bytes) {
+    void *p = fault_hit(FAULT_ALLOC) ? MAP_FAILED
+                                     : mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE,
+                                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    memset(p, 0, bytes);
+    s->bytes += bytes;
+    return p;
 }
 
 struct sequence *sequence_new(const struct sequence_shape *shape) {
@@ -52,12 +77,13 @@ struct sequence *sequence_new(const struct sequence_shape *shape) {
         !(s->row_off = calloc(n_layer, sizeof(*s->row_off))))
         goto err;
     s->kv_row_bytes = (size_t)row;
-    const size_t kv_rows = seq_layout(s, shape);
-    if (kv_rows == 0 && shape->n_kv_layer > 0)
+    const size_t kv_half = seq_layout(s, shape);
+    if (kv_half == 0 && shape->n_kv_layer > 0)
         goto err;
+    s->kv_map_bytes = kv_half;
+    s->kv_hw = shape->n_ctx;
     s->rec_floats = (size_t)shape->n_rec_layer * (shape->conv_floats + shape->ssm_floats);
-    if (!(s->k = seq_alloc(s, kv_rows, s->kv_row_bytes)) ||
-        !(s->v = seq_alloc(s, kv_rows, s->kv_row_bytes)) ||
+    if (!(s->k = seq_map(s, kv_half)) || !(s->v = seq_map(s, kv_half)) ||
         !(s->rec = seq_alloc(s, s->rec_floats, sizeof(float))))
         goto err;
     s->kv_bytes = s->bytes - s->rec_floats * sizeof(float);
@@ -92,8 +118,10 @@ void sequence_free(struct sequence *s) {
         free(s->ckpt[i].tail);
     }
     free(s->ckpt);
-    free(s->k);
-    free(s->v);
+    if (s->k)
+        munmap(s->k, s->kv_map_bytes ? s->kv_map_bytes : 1);
+    if (s->v)
+        munmap(s->v, s->kv_map_bytes ? s->kv_map_bytes : 1);
     free(s->rows);
     free(s->swa);
     free(s->row_off);
@@ -103,16 +131,64 @@ void sequence_free(struct sequence *s) {
 
 /* ---- KV rows ------------------------------------------------------------------------------- */
 
-static size_t kv_row_index(const struct sequence *s, int32_t kv_il, int32_t pos) {
-    return s->row_off[kv_il] + (size_t)(pos % s->rows[kv_il]);
+static size_t kv_row_at(const struct sequence *s, int32_t kv_il, int32_t pos) {
+    return s->row_off[kv_il] + (size_t)(pos % s->rows[kv_il]) * s->kv_row_bytes;
 }
 
 uint8_t *sequence_k_row(const struct sequence *s, int32_t kv_il, int32_t pos) {
-    return s->k + kv_row_index(s, kv_il, pos) * s->kv_row_bytes;
+    return s->k + kv_row_at(s, kv_il, pos);
 }
 
 uint8_t *sequence_v_row(const struct sequence *s, int32_t kv_il, int32_t pos) {
-    return s->v + kv_row_index(s, kv_il, pos) * s->kv_row_bytes;
+    return s->v + kv_row_at(s, kv_il, pos);
+}
+
+/* ---- elastic KV pages ---------------------------------------------------------------------- */
+
+/* Positions 0 .. n-1 rounded up to a whole run, at most n_ctx. */
+static int32_t kv_run_up(const struct sequence *s, int32_t n) {
+    const int64_t r = ((int64_t)n + SEQ_KV_RUN - 1) / SEQ_KV_RUN * SEQ_KV_RUN;
+    return r < s->shape.n_ctx ? (int32_t)r : s->shape.n_ctx;
+}
+
+/* An elastic sequence gives back the full layers' pages past the run that holds n_past. */
+static void kv_trim(struct sequence *s) {
+    const int32_t keep = kv_run_up(s, s->n_past);
+    if (!s->elastic || keep >= s->kv_hw)
+        return;
+    const size_t from = page_up((size_t)keep * s->kv_row_bytes);
+    const size_t to = page_up((size_t)s->kv_hw * s->kv_row_bytes);
+    for (int32_t il = 0; il < s->shape.n_kv_layer && to > from; il++) {
+        if (s->swa[il])
+            continue;
+        madvise(s->k + s->row_off[il] + from, to - from, MADV_DONTNEED);
+        madvise(s->v + s->row_off[il] + from, to - from, MADV_DONTNEED);
+    }
+    s->kv_hw = keep;
+}
+
+void sequence_kv_elastic(struct sequence *s) {
+    s->elastic = true;
+    /* small pages: a transparent huge page would bring back a whole 2 MiB around a row written,
+     * and khugepaged could refill what was given back */
+    madvise(s->k, s->kv_map_bytes, MADV_NOHUGEPAGE);
+    madvise(s->v, s->kv_map_bytes, MADV_NOHUGEPAGE);
+    kv_trim(s);
+}
+
+void sequence_take(struct sequence *s, int32_t n) {
+    const int32_t hw = kv_run_up(s, n);
+    if (hw > s->kv_hw)
+        s->kv_hw = hw;
+}
+
+size_t sequence_kv_resident(const struct sequence *s) {
+    if (!s->elastic)
+        return s->kv_bytes;
+    size_t half = 0;
+    for (int32_t il = 0; il < s->shape.n_kv_layer; il++)
+        half += page_up((size_t)(s->swa[il] ? s->rows[il] : s->kv_hw) * s->kv_row_bytes);
+    return 2 * half;
 }
 
 int32_t sequence_kv_first(const struct sequence *s, int32_t kv_il, int32_t n) {
@@ -134,6 +210,7 @@ void sequence_kv_get(const struct sequence *s, int32_t kv_il, int32_t first, int
 
 void sequence_kv_put(struct sequence *s, int32_t kv_il, int32_t first, int32_t n,
                      const void *k, const void *v) {
+    sequence_take(s, first + n);
     for (int32_t i = 0; i < n; i++) {
         const size_t off = (size_t)i * s->kv_row_bytes;
         if (k)
@@ -151,6 +228,7 @@ bool sequence_kv_intact(const struct sequence *s, int32_t n) {
 }
 
 void sequence_reserve(struct sequence *s, int32_t n) {
+    sequence_take(s, s->n_past + n);
     const int32_t lost = s->n_past + n - s->shape.swa_rows; /* positions below it are overwritten */
     if (s->n_swa_layer > 0 && lost > s->ring_lo)
         s->ring_lo = lost;
@@ -288,6 +366,7 @@ static int32_t ckpt_restore(struct sequence *s, int32_t n) {
         s->ring_lo = lo > 0 ? lo : 0;
     }
     ckpt_drop_past(s);
+    kv_trim(s);
     return s->n_past;
 }
 
@@ -301,6 +380,7 @@ int32_t sequence_rollback(struct sequence *s, int32_t n) {
         if (n == 0)
             s->ring_lo = 0;
         ckpt_drop_past(s);
+        kv_trim(s);
         return n;
     }
     return ckpt_restore(s, n);
@@ -316,6 +396,7 @@ void sequence_reset(struct sequence *s) {
     memset(s->rec, 0, s->rec_floats * sizeof(float));
     for (int32_t i = 0; i < s->shape.n_checkpoints; i++)
         s->ckpt[i].pos = -1;
+    kv_trim(s);
 }
 
 void sequence_commit(struct sequence *s, int32_t n) {

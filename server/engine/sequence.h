@@ -54,7 +54,12 @@ struct sequence {
     int32_t n_past;             /* tokens in the state */
     size_t kv_row_bytes;        /* one position's K (or V) row of kv_dim elements */
     uint8_t *k, *v;             /* every attention layer's rows, layer kv_il's from row_off */
-    size_t *row_off;            /* [n_kv_layer] */
+    size_t *row_off;            /* [n_kv_layer] byte offsets, on page boundaries */
+    size_t kv_map_bytes;        /* bytes of k (and of v) */
+    bool elastic;               /* the full layers' pages past kv_hw are given back */
+    int32_t kv_hw;              /* positions of the full layers whose pages may be resident:
+                                 * n_ctx, or for an elastic sequence whole runs of positions
+                                 * covering what was reserved since it was last cut back */
     bool *swa;                  /* [n_kv_layer] a sliding-window layer */
     int32_t *rows;              /* [n_kv_layer] n_ctx, or swa_rows for a window layer: a ring
                                  * with position p at row p % swa_rows */
@@ -73,6 +78,19 @@ struct sequence {
 struct sequence *sequence_new(const struct sequence_shape *shape);
 
 void sequence_free(struct sequence *s);
+
+/* From now on s gives back its full attention layers' pages past the positions in use (in runs of
+ * positions) and takes them again as steps reserve positions, so that its resident KV follows the
+ * conversation's length rather than n_ctx. Gives back what is unused now. */
+void sequence_kv_elastic(struct sequence *s);
+
+/* Positions 0 .. n-1 may be written: an elastic sequence counts their pages as resident. Called by
+ * sequence_reserve and sequence_kv_put; a caller that must make room first calls it before. */
+void sequence_take(struct sequence *s, int32_t n);
+
+/* Bytes of K and V pages that may be resident now: kv_bytes, or for an elastic sequence the window
+ * rings and the full layers' pages up to kv_hw. */
+size_t sequence_kv_resident(const struct sequence *s);
 
 /* K or V row of attention layer kv_il at position pos (its ring row for a window layer). */
 uint8_t *sequence_k_row(const struct sequence *s, int32_t kv_il, int32_t pos);
@@ -105,7 +123,8 @@ bool sequence_is_recurrent(const struct sequence *s);
 bool sequence_has_checkpoints(const struct sequence *s);
 
 /* Before a step writes positions n_past .. n_past+n-1 (n <= what swa_rows allows): the rings'
- * rows those positions take are no longer held. */
+ * rows those positions take are no longer held, and an elastic sequence takes their pages
+ * (sequence_take). */
 void sequence_reserve(struct sequence *s, int32_t n);
 
 /* Saves the recurrent state and the rings' last rows at n_past as a checkpoint (a no-op without
@@ -117,7 +136,8 @@ void sequence_checkpoint(struct sequence *s);
 /* Cuts the sequence back to at most n tokens (n <= n_past) and returns its new length: n when
  * sequence_kv_intact(n) and there is no recurrent state; otherwise the position of the newest
  * checkpoint at or before n, whose state and ring rows are restored (0 with a zero state when
- * there is none). Checkpoints past it are dropped. */
+ * there is none). Checkpoints past it are dropped. An elastic sequence gives back the pages past
+ * its new length's run. */
 int32_t sequence_rollback(struct sequence *s, int32_t n);
 
 /* After a step that stopped half way: a recurrent sequence goes back to its newest checkpoint at
@@ -129,7 +149,8 @@ int32_t sequence_restore(struct sequence *s);
 /* The position rollback(n) would return, changing nothing. */
 int32_t sequence_reusable(const struct sequence *s, int32_t n);
 
-/* Forgets everything: n_past 0, zero state, no checkpoints. */
+/* Forgets everything: n_past 0, zero state, no checkpoints (an elastic sequence's full layers'
+ * pages given back). */
 void sequence_reset(struct sequence *s);
 
 /* Declares positions 0 .. n-1 valid after the rows a sequence of n tokens keeps (and the state)

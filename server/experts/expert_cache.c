@@ -2,7 +2,8 @@
  * Invariants: where[key] is the slot holding or reading key, or -1, and slot.key names it back;
  * a slot is READY only after all three of its reads succeeded, and a failed one goes back to FREE
  * (its key forgotten); slots pinned by the current lookup (pin == epoch) and slots still being read
- * are never chosen as victims; every slot is on exactly one list, each ordered oldest first. The
+ * are never chosen as victims; every active slot (index < n_active) is on exactly one list, each
+ * ordered oldest first, and the retired ones (see expert_cache_set_bytes) on none. The
  * waiting list holds FREE slots and unused guesses, first to go (with LIRS it is the HIR queue,
  * FREE slots at its front). Frecency: a looked-up slot is on the list of its key's count, ordered
  * by (stamp, tick); LIRS: the main list holds the LIR slots (by last lookup), n_lir of them. */
@@ -39,8 +40,10 @@ struct ec_slot {
 struct expert_cache {
     const struct model *m;
     int32_t n_layer, n_expert, n_slots;
+    int32_t n_active;  /* slots in use: 0 .. n_active-1; the rest are retired, their pages given
+                        * back (expert_cache_set_bytes) */
     size_t slot_bytes;
-    uint8_t *mem; /* [n_slots][slot_bytes] */
+    uint8_t *mem; /* [n_slots][slot_bytes], touched for the active slots */
     size_t mem_bytes;
     int32_t *where;        /* [n_layer * n_expert] */
     struct ec_slot *slots; /* [n_slots + EC_HEADS]: then the heads of the lists */
@@ -76,7 +79,7 @@ int expert_cache_min_slots(const struct model *m) {
 }
 
 int expert_cache_n_slots(const struct expert_cache *c) {
-    return c->n_slots;
+    return c->n_active;
 }
 
 /* Matrix k (0 gate, 1 up, 2 down) of layer il: the stacked experts, or the dense FFN's. */
@@ -141,14 +144,41 @@ static void ec_unset_lir(struct expert_cache *c, int32_t s) {
     }
 }
 
-/* ---- creation -------------------------------------------------------------------------------- */
+/* ---- creation and size ----------------------------------------------------------------------- */
+
+/* LIRS's LIR set: the active slots but the HIR queue's (5% of them, and at least a decode lookup's
+ * misses, so that those never have to evict LIR slots). Slots beyond a smaller cap drop to the end
+ * of the HIR queue, the least recent first. */
+static void ec_set_lir_cap(struct expert_cache *c) {
+    const int32_t used = c->m->hp.n_expert_used;
+    int32_t hir = c->n_active / 20 > used ? c->n_active / 20 : used;
+    if (hir > c->n_active / 2) /* a cache of a few tokens' experts: half and half */
+        hir = c->n_active / 2;
+    c->lir_cap = c->n_active - (hir > 1 ? hir : 1);
+    while (c->n_lir > c->lir_cap) {
+        const int32_t s = c->slots[EC_MAIN(c)].next;
+        ec_unset_lir(c, s);
+        list_move(c, s, EC_WAIT(c), false);
+    }
+}
+
+/* Slot s joins the active ones: its pages touched (see expert_cache_new), FREE at the front of the
+ * waiting list. */
+static void ec_activate(struct expert_cache *c, int32_t s) {
+    memset(c->mem + (size_t)s * c->slot_bytes, 0, c->slot_bytes);
+    c->slots[s] = (struct ec_slot){.key = -1, .prev = s, .next = s};
+    list_move(c, s, EC_WAIT(c), true);
+}
+
 
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
                                       const struct expert_cache_options *opt, char *err,
                                       size_t err_len) {
     const int32_t per_layer = expert_cache_experts_per_layer(m), min = expert_cache_min_slots(m);
     size_t slot = expert_cache_slot_bytes(m);
-    size_t n_slots = cache_bytes / slot;
+    size_t n_slots = cache_bytes / slot, n_active = n_slots;
+    if (opt && opt->grow_bytes / slot > n_slots)
+        n_slots = opt->grow_bytes / slot;
     if (n_slots < (size_t)min) {
         err_set(err, err_len,
                 "expert_cache: %zu MiB hold %zu experts, fewer than one token's %d of a layer: the "
@@ -158,6 +188,8 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     }
     if (n_slots > (size_t)m->hp.n_layer * (size_t)per_layer)
         n_slots = (size_t)m->hp.n_layer * (size_t)per_layer;
+    if (n_active > n_slots)
+        n_active = n_slots;
     struct expert_cache *c = calloc(1, sizeof(*c));
     if (!c)
         goto oom;
@@ -165,6 +197,7 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     c->n_layer = m->hp.n_layer;
     c->n_expert = per_layer;
     c->n_slots = (int32_t)n_slots;
+    c->n_active = (int32_t)n_active;
     c->slot_bytes = slot;
     c->mem_bytes = n_slots * slot;
     c->mem = fault_hit(FAULT_ALLOC) ? MAP_FAILED
@@ -175,9 +208,6 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
         goto oom;
     }
     madvise(c->mem, c->mem_bytes, MADV_HUGEPAGE);
-    /* touched now, like the KV cache: the budget is held from the start, and the first requests
-     * do not pay for page faults (in a VM, often the host's too) in the middle of their reads */
-    memset(c->mem, 0, c->mem_bytes);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
     c->slots = calloc(n_slots + EC_HEADS, sizeof(*c->slots));
@@ -187,7 +217,7 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     c->count = calloc(n_keys, sizeof(*c->count));
     if (!c->where || !c->slots || !c->layer_hits || !c->layer_misses || !c->klast || !c->count)
         goto oom;
-    struct expert_cache_options o = {EXPERT_IO_URING, 32};
+    struct expert_cache_options o = {.io = EXPERT_IO_URING, .io_depth = 32};
     if (opt)
         o = *opt;
     /* room for every read one lookup and one prefetch can queue */
@@ -201,22 +231,19 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     for (size_t i = 0; i < n_keys; i++)
         c->where[i] = -1;
     const int64_t per_token = (int64_t)c->n_layer * (m->hp.n_expert_used > 0 ? m->hp.n_expert_used : 1);
-    c->lirs = m->hp.n_expert > 0 && c->n_slots < per_token;
-    /* the HIR queue: 5% of the slots, and at least a decode lookup's misses, so that those never
-     * have to evict LIR slots */
-    int32_t hir = c->n_slots / 20 > m->hp.n_expert_used ? c->n_slots / 20 : m->hp.n_expert_used;
-    if (hir > c->n_slots / 2) /* a cache of a few tokens' experts: half and half */
-        hir = c->n_slots / 2;
-    c->lir_cap = c->n_slots - (hir > 1 ? hir : 1);
+    c->lirs = m->hp.n_expert > 0 && c->n_active < per_token;
     for (int32_t h = EC_MAIN(c); h < c->n_slots + EC_HEADS; h++)
         c->slots[h].prev = c->slots[h].next = h;
-    for (int32_t s = 0; s < c->n_slots; s++) {
-        c->slots[s].key = -1;
-        c->slots[s].prev = c->slots[s].next = s;
-        list_move(c, s, EC_WAIT(c), false);
-    }
+    /* the active slots are touched now, like the KV cache: the budget is held from the start, and
+     * the first requests do not pay for page faults (in a VM, often the host's too) in the middle
+     * of their reads */
+    for (int32_t s = c->n_active - 1; s >= 0; s--)
+        ec_activate(c, s);
+    for (int32_t s = c->n_active; s < c->n_slots; s++)
+        c->slots[s] = (struct ec_slot){.key = -1, .prev = s, .next = s};
+    ec_set_lir_cap(c);
     c->epoch = 1;
-    c->stats.n_slots = c->n_slots;
+    c->stats.n_slots = c->n_active;
     c->stats.slot_bytes = slot;
     c->stats.backend = expert_io_backend(c->io);
     c->stats.eviction = c->lirs ? "lirs" : "frecency";
@@ -454,7 +481,7 @@ static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch)
 /* ---- lookups --------------------------------------------------------------------------------- */
 
 int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n) {
-    if (il < 0 || il >= c->n_layer || n < 0 || n > EC_MAX_LOOKUP || n > c->n_slots)
+    if (il < 0 || il >= c->n_layer || n < 0 || n > EC_MAX_LOOKUP || n > c->n_active)
         return -EINVAL;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->n_expert)
@@ -484,7 +511,7 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
         } else {
             s = ec_load(c, il, ids[i], false);
             if (s < 0)
-                return -ENOSPC; /* n <= n_slots and pins are this lookup's: cannot happen */
+                return -ENOSPC; /* n <= n_active and pins are this lookup's: cannot happen */
             c->stats.misses++;
             c->layer_misses[il]++;
         }
@@ -550,6 +577,61 @@ int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, in
     }
     c->stats.prefetch_issued += (uint64_t)started;
     return started;
+}
+
+/* ---- resizing -------------------------------------------------------------------------------- */
+
+/* The last active slot t is retired: the policy's victim gives up its expert and takes over t's
+ * (its bytes, key, state and place on its list), so that the active slots stay 0 .. n_active-1 and
+ * the cache loses what the policy would have evicted next. t's pages go back to the system. */
+static void ec_retire_last(struct expert_cache *c) {
+    const int32_t t = c->n_active - 1;
+    while (c->slots[t].state == EC_READING) /* a guess still being read */
+        if (ec_reap(c, true) != 1)
+            break;
+    const int32_t v = ec_victim(c, true);
+    if (v >= 0 && v != t) {
+        struct ec_slot *x = &c->slots[v];
+        if (x->key >= 0)
+            c->where[x->key] = -1;
+        list_unlink(c, v);
+        *x = c->slots[t];
+        c->slots[x->prev].next = v;
+        c->slots[x->next].prev = v;
+        if (x->key >= 0)
+            c->where[x->key] = v;
+        uint8_t *from = c->mem + (size_t)t * c->slot_bytes, *to = c->mem + (size_t)v * c->slot_bytes;
+        if (x->state == EC_READY)
+            memcpy(to, from, c->slot_bytes);
+        for (int k = 0; k < 3; k++)
+            x->mat[k] = x->mat[k] ? to + (x->mat[k] - from) : NULL;
+    } else {
+        if (c->slots[t].key >= 0)
+            c->where[c->slots[t].key] = -1;
+        ec_unset_lir(c, t);
+        list_unlink(c, t);
+    }
+    c->slots[t] = (struct ec_slot){.key = -1, .prev = t, .next = t};
+    madvise(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes, MADV_DONTNEED);
+    c->n_active--;
+}
+
+int expert_cache_set_bytes(struct expert_cache *c, size_t bytes) {
+    const int32_t min = expert_cache_min_slots(c->m);
+    size_t want = bytes / c->slot_bytes;
+    want = want < (size_t)min ? (size_t)min : want > (size_t)c->n_slots ? (size_t)c->n_slots : want;
+    if ((int32_t)want == c->n_active)
+        return c->n_active;
+    c->epoch++; /* between lookups: the last one's pins and guesses are let go */
+    c->lookup_n = 0;
+    c->guessed_n = 0;
+    while (c->n_active > (int32_t)want)
+        ec_retire_last(c);
+    while (c->n_active < (int32_t)want)
+        ec_activate(c, c->n_active++);
+    ec_set_lir_cap(c);
+    c->stats.n_slots = c->n_active;
+    return c->n_active;
 }
 
 bool expert_cache_resident(const struct expert_cache *c, int il, int32_t e) {

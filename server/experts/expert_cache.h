@@ -30,6 +30,8 @@ struct expert_cache;
 struct expert_cache_options {
     enum expert_io_kind io; /* default io_uring */
     int io_depth;           /* reads in flight (default 32) */
+    size_t grow_bytes;      /* the most bytes expert_cache_set_bytes may grow it to (0: none
+                             * beyond its size at creation); only address space until then */
 };
 
 struct expert_cache_stats {
@@ -58,15 +60,23 @@ int expert_cache_experts_per_layer(const struct model *m);
  * (each begin releases the previous group's pins). */
 int expert_cache_min_slots(const struct model *m);
 
-/* Slots of c. */
+/* Slots of c in use now. */
 int expert_cache_n_slots(const struct expert_cache *c);
 
 /* A cache of cache_bytes / slot_bytes slots for m (opened with experts on disk; borrowed, must
- * outlive the cache). opt may be NULL (defaults). Returns NULL with a message in err when fewer
- * than expert_cache_min_slots would fit (the message names the minimum) or on no memory. */
+ * outlive the cache), their pages touched now. opt may be NULL (defaults). Returns NULL with a
+ * message in err when fewer than expert_cache_min_slots would fit (the message names the minimum)
+ * or on no memory. */
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
                                       const struct expert_cache_options *opt, char *err,
                                       size_t err_len);
+
+/* Resizes c, between lookups, to bytes / slot_bytes slots, at least expert_cache_min_slots and at
+ * most what opt->grow_bytes (or the size at creation) allowed. Shrinking evicts what the policy
+ * would evict next (waiting for guesses still being read) and gives the pages back to the system
+ * before it returns; growing touches the new slots. Returns the slots now. The last lookup's
+ * matrices must not be used after it. */
+int expert_cache_set_bytes(struct expert_cache *c, size_t bytes);
 
 /* Waits for reads in flight, then frees. Accepts NULL. */
 void expert_cache_free(struct expert_cache *c);

@@ -605,7 +605,7 @@ static void handle_models(struct api *a, struct http_response *out) {
 struct figures {
     char model[POOL_ID_MAX];
     int32_t n_ctx;
-    size_t kv_bytes, rec_bytes;
+    size_t kv_bytes, kv_resident, rec_bytes;
     uint64_t loads, unloads, pool_budget;
     struct scheduler_stats s;
     struct expert_cache_stats c;
@@ -623,6 +623,7 @@ static void gather(struct api *a, struct figures *f) {
         snprintf(f->model, sizeof(f->model), "%s", pm->id);
         f->n_ctx = pm->n_ctx;
         f->kv_bytes = engine_kv_bytes(pm->e);
+        f->kv_resident = engine_kv_resident_bytes(pm->e); /* approximate: read while it runs */
         f->rec_bytes = engine_rec_bytes(pm->e);
         scheduler_get_stats(pm->sched, &f->s);
         if (pm->cache) {
@@ -708,7 +709,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"tokens\":{\"prompt\":%" PRIu64 ",\"cached\":%" PRIu64 ",\"completion\":%" PRIu64
                    "},\"prefill_tokens_per_s\":%.2f,\"decode_tokens_per_s\":%.2f,"
                    "\"rss_bytes\":%" PRIu64 ",\"ram_budget_bytes\":%" PRIu64 ",\"n_ctx\":%d,"
-                   "\"kv_bytes\":%zu,\"recurrent_state_bytes\":%zu,"
+                   "\"kv_bytes\":%zu,\"kv_resident_bytes\":%zu,\"recurrent_state_bytes\":%zu,"
                    "\"experts\":{\"streaming\":%s,\"hits\":%" PRIu64 ",\"misses\":%" PRIu64
                    ",\"hit_rate\":%.4f,\"bytes_read\":%" PRIu64 ",\"read_MBps\":%.1f,"
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
@@ -723,7 +724,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    f.s.prefill_s > 0 ? (double)(f.s.prompt_tokens - f.s.cached_tokens) / f.s.prefill_s
                                      : 0.0,
                    f.s.decode_s > 0 ? (double)f.s.completion_tokens / f.s.decode_s : 0.0, f.rss,
-                   f.pool_budget, f.n_ctx, f.kv_bytes, f.rec_bytes, f.has_cache ? "true" : "false",
+                   f.pool_budget, f.n_ctx, f.kv_bytes, f.kv_resident, f.rec_bytes, f.has_cache ? "true" : "false",
                    f.c.hits,
                    f.c.misses, lookups ? (double)f.c.hits / (double)lookups : 0.0, f.c.bytes_read,
                    f.c.io_busy_s > 0 ? (double)f.c.bytes_read / f.c.io_busy_s / 1e6 : 0.0,

@@ -126,6 +126,12 @@ def check_same(name, model, alone_args, par_args):
           f"{step}")
     check(f"{name}: every slot ran a job",
           st == 200 and all(s["jobs"] > 0 for s in stats["slots"]), f"{stats.get('slots')}")
+    # under a budget the slots' KV pages follow their conversations (the rest is the expert
+    # cache's); in RAM all of it is held
+    kv, res = stats.get("kv_bytes", 0), stats.get("kv_resident_bytes", -1)
+    streamed = "--ram-budget" in par_args
+    check(f"{name}: KV pages resident " + ("as the slots' positions need" if streamed else "all"),
+          (0 < res < kv) if streamed else res == kv > 0, f"kv_bytes {kv} kv_resident_bytes {res}")
     dp.stop()
 
 
