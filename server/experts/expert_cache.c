@@ -170,22 +170,21 @@ static void ec_activate(struct expert_cache *c, int32_t s) {
     list_move(c, s, EC_WAIT(c), true);
 }
 
-
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
                                       const struct expert_cache_options *opt, char *err,
                                       size_t err_len) {
     const int32_t per_layer = expert_cache_experts_per_layer(m), min = expert_cache_min_slots(m);
     size_t slot = expert_cache_slot_bytes(m);
-    size_t n_slots = cache_bytes / slot, n_active = n_slots;
-    if (opt && opt->grow_bytes / slot > n_slots)
-        n_slots = opt->grow_bytes / slot;
-    if (n_slots < (size_t)min) {
+    size_t n_active = cache_bytes / slot, n_slots = n_active;
+    if (n_active < (size_t)min) {
         err_set(err, err_len,
                 "expert_cache: %zu MiB hold %zu experts, fewer than one token's %d of a layer: the "
                 "cache needs at least %zu MiB",
-                cache_bytes >> 20, n_slots, min, ((size_t)min * slot + (1u << 20) - 1) >> 20);
+                cache_bytes >> 20, n_active, min, ((size_t)min * slot + (1u << 20) - 1) >> 20);
         return NULL;
     }
+    if (opt && opt->grow_bytes / slot > n_slots)
+        n_slots = opt->grow_bytes / slot;
     if (n_slots > (size_t)m->hp.n_layer * (size_t)per_layer)
         n_slots = (size_t)m->hp.n_layer * (size_t)per_layer;
     if (n_active > n_slots)
