@@ -43,7 +43,9 @@ static size_t seq_layout(struct sequence *s, const struct sequence_shape *sh) {
         s->rows[i] = swa ? sh->swa_rows : sh->n_ctx;
         s->row_off[i] = total;
         s->n_swa_layer += swa;
-        total += page_up((size_t)s->rows[i] * s->kv_row_bytes);
+        const size_t bytes = page_up((size_t)s->rows[i] * s->kv_row_bytes);
+        s->kv_ring_bytes += swa ? 2 * bytes : 0;
+        total += bytes;
     }
     if (s->n_swa_layer > 0 && (sh->n_swa < 1 || sh->swa_rows < 1 || sh->swa_rows > sh->n_ctx ||
                                (sh->swa_rows < sh->n_swa - 1 && sh->swa_rows != sh->n_ctx)))
@@ -158,11 +160,11 @@ static void kv_trim(struct sequence *s) {
         return;
     const size_t from = page_up((size_t)keep * s->kv_row_bytes);
     const size_t to = page_up((size_t)s->kv_hw * s->kv_row_bytes);
-    for (int32_t il = 0; il < s->shape.n_kv_layer && to > from; il++) {
-        if (s->swa[il])
-            continue;
-        madvise(s->k + s->row_off[il] + from, to - from, MADV_DONTNEED);
-        madvise(s->v + s->row_off[il] + from, to - from, MADV_DONTNEED);
+    for (int32_t il = 0; il < s->shape.n_kv_layer; il++) {
+        if (!s->swa[il] && to > from) {
+            madvise(s->k + s->row_off[il] + from, to - from, MADV_DONTNEED);
+            madvise(s->v + s->row_off[il] + from, to - from, MADV_DONTNEED);
+        }
     }
     s->kv_hw = keep;
 }
@@ -185,10 +187,8 @@ void sequence_take(struct sequence *s, int32_t n) {
 size_t sequence_kv_resident(const struct sequence *s) {
     if (!s->elastic)
         return s->kv_bytes;
-    size_t half = 0;
-    for (int32_t il = 0; il < s->shape.n_kv_layer; il++)
-        half += page_up((size_t)(s->swa[il] ? s->rows[il] : s->kv_hw) * s->kv_row_bytes);
-    return 2 * half;
+    const size_t n_full = (size_t)(s->shape.n_kv_layer - s->n_swa_layer);
+    return s->kv_ring_bytes + 2 * n_full * page_up((size_t)s->kv_hw * s->kv_row_bytes);
 }
 
 int32_t sequence_kv_first(const struct sequence *s, int32_t kv_il, int32_t n) {

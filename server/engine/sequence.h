@@ -56,6 +56,7 @@ struct sequence {
     uint8_t *k, *v;             /* every attention layer's rows, layer kv_il's from row_off */
     size_t *row_off;            /* [n_kv_layer] byte offsets, on page boundaries */
     size_t kv_map_bytes;        /* bytes of k (and of v) */
+    size_t kv_ring_bytes;       /* the window layers' K and V, always resident */
     bool elastic;               /* the full layers' pages past kv_hw are given back */
     int32_t kv_hw;              /* positions of the full layers whose pages may be resident:
                                  * n_ctx, or for an elastic sequence whole runs of positions

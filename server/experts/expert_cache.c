@@ -162,11 +162,16 @@ static void ec_set_lir_cap(struct expert_cache *c) {
     }
 }
 
+/* Slot s holds nothing and is on no list (retired, or about to be placed). */
+static void ec_clear(struct expert_cache *c, int32_t s) {
+    c->slots[s] = (struct ec_slot){.key = -1, .prev = s, .next = s};
+}
+
 /* Slot s joins the active ones: its pages touched (see expert_cache_new), FREE at the front of the
  * waiting list. */
 static void ec_activate(struct expert_cache *c, int32_t s) {
     memset(c->mem + (size_t)s * c->slot_bytes, 0, c->slot_bytes);
-    c->slots[s] = (struct ec_slot){.key = -1, .prev = s, .next = s};
+    ec_clear(c, s);
     list_move(c, s, EC_WAIT(c), true);
 }
 
@@ -239,7 +244,7 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     for (int32_t s = c->n_active - 1; s >= 0; s--)
         ec_activate(c, s);
     for (int32_t s = c->n_active; s < c->n_slots; s++)
-        c->slots[s] = (struct ec_slot){.key = -1, .prev = s, .next = s};
+        ec_clear(c, s);
     ec_set_lir_cap(c);
     c->epoch = 1;
     c->stats.n_slots = c->n_active;
@@ -610,7 +615,7 @@ static void ec_retire_last(struct expert_cache *c) {
         ec_unset_lir(c, t);
         list_unlink(c, t);
     }
-    c->slots[t] = (struct ec_slot){.key = -1, .prev = t, .next = t};
+    ec_clear(c, t);
     madvise(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes, MADV_DONTNEED);
     c->n_active--;
 }
