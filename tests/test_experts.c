@@ -5,7 +5,8 @@
  * below one token's experts of a layer is refused with the minimum; several sequences in one
  * step stream exactly too; gpt-oss's experts (Q8_0, and MXFP4 as the published files, with their
  * resident bias rows) likewise; the cache and the KV pages share one room, the cache shrinking as
- * the sequences grow and growing as they are cut back, exactly and with a flat resident set. */
+ * the sequences grow and growing as they are cut back, exactly and with the resident set's peak
+ * within the room; the bytes read are the experts' aligned reads, to the byte. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -174,6 +175,39 @@ static void pair_close(struct pair *p) {
     model_free(p->disk);
 }
 
+/* The bytes a read of expert e of layer il takes from the file: its gate, up and down matrices,
+ * each as the superset of its slice aligned to EXPERT_IO_ALIGN (direct I/O) at both ends. */
+static uint64_t expert_read_bytes(const struct model *m, int il, int32_t e) {
+    const struct model_layer *l = &m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    if (m->hp.n_expert == 0) {
+        w[0] = &l->ffn_gate;
+        w[1] = &l->ffn_up;
+        w[2] = &l->ffn_down;
+    }
+    uint64_t b = 0;
+    for (int k = 0; k < 3; k++) {
+        const uint64_t off = w[k]->tensor->data_off + (uint64_t)e * w[k]->mat_bytes;
+        const uint64_t first = off / EXPERT_IO_ALIGN * EXPERT_IO_ALIGN;
+        const uint64_t last = (off + w[k]->mat_bytes + EXPERT_IO_ALIGN - 1) / EXPERT_IO_ALIGN *
+                              EXPERT_IO_ALIGN;
+        b += last - first;
+    }
+    return b;
+}
+
+/* The fewest and the most bytes a read of any one expert of m takes, into lo and hi. */
+static void expert_read_range(const struct model *m, uint64_t *lo, uint64_t *hi) {
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        for (int32_t e = 0; e < expert_cache_experts_per_layer(m); e++) {
+            const uint64_t b = expert_read_bytes(m, il, e);
+            *lo = b < *lo ? b : *lo;
+            *hi = b > *hi ? b : *hi;
+        }
+}
+
 static struct expert_cache *cache_new(struct model *m, size_t bytes, enum expert_io_kind io) {
     char err[256] = "";
     struct expert_cache_options o = {.io = io, .io_depth = 4};
@@ -203,7 +237,15 @@ static void check_exact(struct pair *p, size_t bytes, enum expert_io_kind io, bo
         misses += m;
     }
     CHECK(hits == st->hits && misses == st->misses);
-    CHECK(st->bytes_read >= (st->misses + st->prefetch_issued) * 3);
+    /* every read is an expert's three aligned supersets (the exact sum: bytes_read_exact) */
+    uint64_t lo, hi;
+    const uint64_t loads = st->misses + st->prefetch_issued;
+    expert_read_range(p->disk, &lo, &hi);
+    CHECK_MSG(st->bytes_read % EXPERT_IO_ALIGN == 0 && st->bytes_read >= loads * lo &&
+                  st->bytes_read <= loads * hi,
+              "%llu bytes read for %llu experts of %llu to %llu bytes",
+              (unsigned long long)st->bytes_read, (unsigned long long)loads,
+              (unsigned long long)lo, (unsigned long long)hi);
     CHECK(st->prefetch_used <= st->prefetch_issued);
     if (!prefetch && p->disk->hp.n_expert > 0)
         CHECK(st->prefetch_issued == 0);
@@ -351,6 +393,60 @@ static void test_frecency_by_hand(void) {
     expert_cache_free(c);
 out:
     model_free(m);
+}
+
+/* bytes_read counts bytes, exactly: every expert of every layer looked up once in a cache that
+ * holds them all (four of layer 1's read ahead first, on a guess), then again (all hits), gives
+ * the sum of each expert's three aligned supersets and not a byte more. The Q3_K_M experts'
+ * slices start at no particular alignment, so each expert's supersets differ. */
+static void test_bytes_read_exact(void) {
+    static const char *(*const models[])(void) = {moe_model, q3_k_m_model};
+    for (size_t mi = 0; mi < sizeof(models) / sizeof(models[0]); mi++) {
+        char err[256] = "";
+        const char *path = models[mi]();
+        struct model *m = path ? model_open(path, true, err, sizeof(err)) : NULL;
+        CHECK_MSG(m != NULL, "%s", err);
+        if (!m)
+            continue;
+        const int32_t E = m->hp.n_expert, L = m->hp.n_layer;
+        struct expert_cache *c =
+            cache_new(m, expert_cache_slot_bytes(m) * (size_t)E * (size_t)L, EXPERT_IO_URING);
+        uint64_t want = 0, lo, hi;
+        int32_t ids[256];
+        CHECK(E <= 256);
+        for (int32_t e = 0; e < E && e < 256; e++)
+            ids[e] = e;
+        expert_read_range(m, &lo, &hi);
+        CHECK_MSG(lo != hi, "every expert reads %llu bytes: the sum would not tell them apart",
+                  (unsigned long long)lo);
+        for (int pass = 0; c && pass < 2; pass++)
+            for (int il = 0; il < L; il++) {
+                if (pass == 0 && il == 1) {
+                    CHECK_EQ_INT(expert_cache_prefetch(c, 1, ids, 4), 4);
+                    while (expert_cache_wait(c))
+                        ;
+                }
+                CHECK_EQ_INT(expert_cache_begin(c, il, ids, E), 0);
+                for (int32_t i = 0; i < E; i++) {
+                    const uint8_t *mats[3];
+                    bool ready = false;
+                    CHECK_EQ_INT(expert_cache_get(c, i, mats, true, &ready), 0);
+                    CHECK(ready);
+                    want += pass == 0 ? expert_read_bytes(m, il, i) : 0;
+                }
+            }
+        struct expert_cache_stats st;
+        if (c) {
+            expert_cache_get_stats(c, &st);
+            CHECK_MSG(st.bytes_read == want, "%s: bytes_read %llu, the experts' supersets %llu",
+                      path, (unsigned long long)st.bytes_read, (unsigned long long)want);
+            CHECK_EQ_INT(st.misses, (int64_t)L * E - 4);
+            CHECK_EQ_INT(st.hits, (int64_t)L * E + 4);
+            CHECK(st.prefetch_issued == 4 && st.prefetch_used == 4);
+        }
+        expert_cache_free(c);
+        model_free(m);
+    }
 }
 
 /* A read that fails half way through a hybrid model's step leaves its recurrent state half
@@ -808,6 +904,7 @@ static const struct test_case cases[] = {
     {"iq3_xxs_streaming_is_exact", test_iq3_xxs_streaming_is_exact},
     {"small_cache_hits", test_small_cache_hits},
     {"frecency_by_hand", test_frecency_by_hand},
+    {"bytes_read_exact", test_bytes_read_exact},
     {"read_fault", test_read_fault},
     {"hybrid_fault_resumes", test_hybrid_fault_resumes},
     {"file_shrinks", test_file_shrinks},
