@@ -14,7 +14,6 @@
 #include <sys/mman.h>
 
 #include "cache_policy.h"
-
 #include "err.h"
 #include "fault.h"
 
