@@ -1,14 +1,17 @@
 /* test_policy.c - bench-policy's engine (tools/route_trace.c): the route traces of
  * ../shared/fixtures/routing read and replayed with its authors' counting rules (their published
  * LRU and Belady hit rates reproduced to the digit), malformed traces refused with the line named,
- * a recorded trace written and read back, and the replay of lru/frecency/lirs agreeing with the
- * real expert cache lookup for lookup, so that its tables describe the cache sniperd runs. */
+ * a recorded trace written and read back, the expert cache's policies (cache_policy.c) by hand
+ * (LIRS's sets as they fill, reorder and shrink; frecency's ageing and its guesses), and the
+ * replay of frecency/lirs agreeing with the real expert cache lookup for lookup, so that its
+ * tables describe the cache sniperd runs. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache_policy.h"
 #include "expert_cache.h"
 #include "harness.h"
 #include "model.h"
@@ -202,6 +205,126 @@ static void test_write_read(void) {
     route_trace_free(t);
 }
 
+/* ---- the policy by hand ----------------------------------------------------------------------- */
+
+static bool any_may_go(const void *ctx, int32_t e) {
+    (void)ctx;
+    (void)e;
+    return true;
+}
+
+static bool all_but(const void *ctx, int32_t e) {
+    return e != *(const int32_t *)ctx;
+}
+
+/* Takes victims until none is left and checks their order against want[0..n). */
+static void check_drain(struct cache_policy *p, const int32_t *want, int n, const char *what) {
+    int got = 0;
+    for (int32_t v; (v = cache_policy_victim(p, any_may_go, NULL)) >= 0; got++)
+        CHECK_MSG(got < n && v == want[got], "%s: victim %d is entry %d, want %d", what, got, v,
+                  got < n ? want[got] : -1);
+    CHECK_MSG(got == n, "%s: %d victims, want %d", what, got, n);
+}
+
+/* LIRS over 10 entries (2 experts a token: the HIR queue 2, the LIR set 8): the first 8 keys fill
+ * the LIR set, the next queue as HIR; a HIR key looked up again while its last lookup is newer
+ * than the least recent LIR key's joins the LIR set and pushes that one to the HIR queue; a
+ * dropped entry goes first, an entry that may not go is passed over; shrunk to 6 entries (LIR set
+ * 4) the least recent LIR entries join the end of the queue (looked up again there, one stays
+ * HIR); a moved entry takes the other's place. */
+static void test_lirs_by_hand(void) {
+    struct cache_policy *p = cache_policy_new(CACHE_POLICY_LIRS, 10, 100, 2);
+    CHECK(p != NULL && cache_policy_new(CACHE_POLICY_LIRS, 0, 100, 2) == NULL);
+    if (!p)
+        return;
+    CHECK_STR(cache_policy_name(p), "lirs");
+    cache_policy_resize(p, 10);
+    for (int32_t e = 0; e < 10; e++) /* LIR 0..7, HIR 8, 9 */
+        cache_policy_touch(p, e, e, false);
+    cache_policy_touch(p, 0, 0, true); /* LIR by recency: 1..7, 0 */
+    cache_policy_touch(p, 8, 8, true); /* in the stack: LIR 2..7, 0, 8; HIR 9, 1 */
+    cache_policy_drop(p, 5);           /* first to go: 5, 9, 1; LIR 2, 3, 4, 6, 7, 0, 8 */
+    const int32_t keep = 9;
+    CHECK_EQ_INT(cache_policy_victim(p, all_but, &keep), 5);
+    CHECK_EQ_INT(cache_policy_victim(p, all_but, &keep), 1);
+    cache_policy_resize(p, 6);         /* HIR 9, 2, 3, 4; LIR 6, 7, 0, 8 */
+    cache_policy_move(p, 6, 5);        /* LIR 5, 7, 0, 8 */
+    cache_policy_touch(p, 3, 3, true); /* HIR now, older than 5's key 6: to the end of the queue */
+    static const int32_t order[] = {9, 2, 4, 3, 5, 7, 0, 8};
+    check_drain(p, order, 8, "lirs");
+    cache_policy_free(p);
+}
+
+/* Lookups of layers 1 then 0 until the policy has seen `to` cycles (a layer below the last one's
+ * starts a cycle). */
+static void advance(struct cache_policy *p, int *cycle, int to) {
+    for (; *cycle < to; ++*cycle) {
+        cache_policy_cycle(p, 1);
+        cache_policy_cycle(p, 0);
+    }
+}
+
+/* Frecency's ageing: entry 0's key looked up ten times in cycle 0 (score 2 x 10 + 0 = 20) outlives
+ * entry 1's looked up once in cycle 15 (2 x 1 + 15 = 17) until cycle 32 halves the counts (2 x 5 +
+ * 0 = 10 against 2 x 0 + 15). */
+static void check_frecency_halving(int cycles, int32_t first) {
+    struct cache_policy *p = cache_policy_new(CACHE_POLICY_FRECENCY, 2, 8, 1);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    CHECK_STR(cache_policy_name(p), "frecency");
+    cache_policy_resize(p, 2);
+    int cycle = 0;
+    cache_policy_cycle(p, 0);
+    for (int i = 0; i < 10; i++)
+        cache_policy_touch(p, 0, 0, i > 0);
+    advance(p, &cycle, 15);
+    cache_policy_touch(p, 1, 1, false);
+    advance(p, &cycle, cycles);
+    const int32_t order[2] = {first, 1 - first};
+    char what[64];
+    snprintf(what, sizeof(what), "frecency after %d cycles", cycles);
+    check_drain(p, order, 2, what);
+    cache_policy_free(p);
+}
+
+/* A guess is placed as its key's next lookup would be (count + 1, this cycle: 2 + 1 = 3, after a
+ * key looked up once in cycle 0, 2 + 0, and before one looked up once later in cycle 1, 2 + 1),
+ * but not counted: once looked up its key's count is 1 (2 + 0, before a key looked up in cycle 1,
+ * where a counted guess would make it 2 x 2 + 0 = 4). */
+static void test_frecency_by_hand(void) {
+    check_frecency_halving(31, 1);
+    check_frecency_halving(32, 0);
+    struct cache_policy *p = cache_policy_new(CACHE_POLICY_FRECENCY, 3, 8, 1);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    cache_policy_resize(p, 3);
+    int cycle = 0;
+    cache_policy_cycle(p, 0);
+    cache_policy_touch(p, 0, 0, false);
+    advance(p, &cycle, 1);
+    cache_policy_guess(p, 1, 1);
+    cache_policy_touch(p, 2, 2, false);
+    static const int32_t placed[] = {0, 1, 2};
+    check_drain(p, placed, 3, "frecency's guess placed");
+    cache_policy_free(p);
+    p = cache_policy_new(CACHE_POLICY_FRECENCY, 2, 8, 1);
+    CHECK(p != NULL);
+    if (!p)
+        return;
+    cache_policy_resize(p, 2);
+    cycle = 0;
+    cache_policy_cycle(p, 0);
+    cache_policy_guess(p, 0, 0);
+    cache_policy_touch(p, 0, 0, true);
+    advance(p, &cycle, 1);
+    cache_policy_touch(p, 1, 1, false);
+    static const int32_t counted[] = {0, 1};
+    check_drain(p, counted, 2, "frecency's guess uncounted");
+    cache_policy_free(p);
+}
+
 /* ---- the replay is the cache ------------------------------------------------------------------- */
 
 /* n_cycles cycles of lookups (each layer once, n_used distinct experts), drawn mostly from a few
@@ -256,7 +379,9 @@ static void check_replay_is_cache(const char *args, int n_slots, enum route_poli
         CHECK_EQ_INT(expert_cache_begin(c, l->layer, t->ids + l->off, l->n), 0);
         for (int32_t i = 0; i < l->n; i++) {
             const uint8_t *mats[3];
-            CHECK_EQ_INT(expert_cache_get(c, i, mats, true), 1);
+            bool ready = false;
+            CHECK_EQ_INT(expert_cache_get(c, i, mats, true, &ready), 0);
+            CHECK(ready);
         }
     }
     struct route_result r;
@@ -286,6 +411,8 @@ static const struct test_case cases[] = {
     {"belady_bounds", test_belady_bounds},
     {"malformed", test_malformed},
     {"write_read", test_write_read},
+    {"lirs_by_hand", test_lirs_by_hand},
+    {"frecency_by_hand", test_frecency_by_hand},
     {"replay_is_cache", test_replay_is_cache},
     {0},
 };

@@ -9,8 +9,9 @@
  *                        [--write-trace FILE]
  *
  * A run: N pseudo-random prompt ids (as sniperd --bench-prompt) in one batch, then --gen greedy
- * tokens. Policies (tools/route_trace.h): lru, lirs, arc, frecency (expert_cache's), belady (the
- * bound). --lookahead N adds oracles: lru and frecency that spare the experts of the next N lookups
+ * tokens. Policies (tools/route_trace.h): lru, lirs, arc, frecency, belady (the bound); lirs and
+ * frecency are the very code sniperd's expert cache runs (server/experts/cache_policy.c).
+ * --lookahead N adds oracles: lru and frecency that spare the experts of the next N lookups
  * (N = 1: the next layer's, what a perfect next-layer router guess would protect). */
 #include <errno.h>
 #include <stdbool.h>

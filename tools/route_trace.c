@@ -1,9 +1,10 @@
 /* route_trace.c - route traces (read, recorded, written) and their replay against eviction
- * policies. Replay invariants: the resident bytes never pass the cache's; the lookup being served
- * never loses an expert it pinned (unless it is larger than the cache: then it goes in groups, as
- * the engine's); a key is on at most one list. Bookkeeping is O(1) per expert looked up (victim
- * searches skip pinned keys; frecency compares its 33 list heads) except belady's, which scans:
- * it is the bound, not a policy a cache could run. */
+ * policies: frecency and LIRS are the expert cache's own code (server/experts/cache_policy.c, one
+ * entry per key), lru, arc and belady are kept here. Replay invariants: the resident bytes never
+ * pass the cache's; the lookup being served never loses an expert it pinned (unless it is larger
+ * than the cache: then it goes in groups, as the engine's); a key is on at most one list.
+ * Bookkeeping is O(1) per expert looked up (victim searches skip pinned keys) except belady's,
+ * which scans: it is the bound, not a policy a cache could run. */
 #include "route_trace.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache_policy.h"
 #include "err.h"
 
 #define RT_MAX_LAYERS 4096
@@ -345,10 +347,7 @@ int route_trace_write(const struct route_trace *t, const char *path) {
 
 /* ---- replay ---------------------------------------------------------------------------------- */
 
-#define RP_CMAX 32   /* frecency: lookups counted per key, at most (as expert_cache's) */
-#define RP_K 2       /* frecency: cycles one lookup is worth (as expert_cache's) */
-#define RP_HALVE 32  /* frecency: every key's count is halved every this many cycles */
-#define RP_HEADS 34  /* list heads: lru 1, lirs 2, arc 4, frecency RP_CMAX + 1 (counts 0..) */
+#define RP_HEADS 4   /* list heads: lru 1, arc 4 */
 
 enum { ARC_NONE, ARC_T1, ARC_T2, ARC_B1, ARC_B2 };
 
@@ -361,16 +360,11 @@ struct replay {
     int32_t *len;          /* [RP_HEADS] keys on each list */
     bool *res;             /* [n_keys] resident */
     uint64_t *pin, *prot;  /* [n_keys] epoch of the lookup that pinned / protects it */
-    uint64_t epoch, tick;  /* tick: per expert looked up */
-    int64_t cycle;         /* layer cycles so far (a new one when a lookup's layer goes down) */
-    int32_t last_layer;
-    uint64_t *klast;       /* [n_keys] tick of the last lookup (lirs; frecency's tie-break) */
-    bool *lir;             /* [n_keys] lirs */
-    int32_t n_lir, lir_cap;
+    uint64_t epoch;
+    bool spare_prot;       /* the victim being sought spares the protected keys */
+    struct cache_policy *cp; /* frecency and lirs: the expert cache's, an entry per key */
     uint8_t *arc;          /* [n_keys] which arc list */
     double arc_p, arc_c;   /* target size of T1, cache size, in experts */
-    uint8_t *count;        /* [n_keys] frecency: lookups, capped at RP_CMAX; kept once evicted */
-    int64_t *stamp;        /* [n_keys] frecency: cycle of the last lookup */
     size_t *next_use;      /* [n_ids] belady: index of the same key's next lookup, or SIZE_MAX */
     size_t *knext;         /* [n_keys] belady: of the resident key's last lookup */
 };
@@ -408,34 +402,10 @@ static int32_t rp_oldest(const struct replay *r, int h, bool spare_prot) {
     return -1;
 }
 
-/* The frecency list of key k: its count's. */
-static int fr_list(const struct replay *r, int32_t k) {
-    return r->count[k];
-}
-
-/* Frecency's ageing: every count halves; the resident keys move to their new count's list, each
- * list still in the order of (stamp, tick), as a merge of the two lists that fold into it. */
-static void fr_halve(struct replay *r) {
-    for (int c = 0; c <= RP_CMAX; c++) { /* counts c halve to c / 2 <= c: lists fill in order */
-        const int to = c / 2;
-        if (to == c)
-            continue;
-        int32_t at = r->next[head(r, to)]; /* merge point: the first key of list to not older */
-        while (r->len[c] > 0) {
-            int32_t k = r->next[head(r, c)];
-            while (at != head(r, to) && (r->stamp[at] < r->stamp[k] ||
-                                         (r->stamp[at] == r->stamp[k] && r->klast[at] < r->klast[k])))
-                at = r->next[at];
-            rp_unlink(r, k, c);
-            r->prev[k] = r->prev[at];
-            r->next[k] = at;
-            r->next[r->prev[at]] = k;
-            r->prev[at] = k;
-            r->len[to]++;
-        }
-    }
-    for (int32_t k = 0; k < r->n_keys; k++)
-        r->count[k] /= 2;
+/* The expert cache's policy may evict key k (ctx: the replay). */
+static bool rp_can_go(const void *ctx, int32_t k) {
+    const struct replay *r = ctx;
+    return rp_evictable(r, k, r->spare_prot);
 }
 
 static int32_t rp_victim(struct replay *r, bool spare_prot) {
@@ -444,24 +414,13 @@ static int32_t rp_victim(struct replay *r, bool spare_prot) {
     case ROUTE_LRU:
         return rp_oldest(r, 0, spare_prot);
     case ROUTE_LIRS:
-        v = rp_oldest(r, 1, spare_prot); /* the HIR queue, then the least recent LIR key */
-        return v >= 0 ? v : rp_oldest(r, 0, spare_prot);
+    case ROUTE_FRECENCY: /* taken off the policy's lists already */
+        r->spare_prot = spare_prot;
+        return cache_policy_victim(r->cp, rp_can_go, r);
     case ROUTE_ARC: {
         bool t1 = r->len[0] > 0 && r->len[0] > r->arc_p;
         v = rp_oldest(r, t1 ? 0 : 1, spare_prot);
         return v >= 0 ? v : rp_oldest(r, t1 ? 1 : 0, spare_prot);
-    }
-    case ROUTE_FRECENCY: {
-        int64_t best = 0;
-        for (int c = 0; c <= RP_CMAX; c++) {
-            int32_t k = r->len[c] ? rp_oldest(r, c, spare_prot) : -1;
-            int64_t score = (int64_t)c * RP_K + r->stamp[k < 0 ? 0 : k];
-            if (k >= 0 && (v < 0 || score < best || (score == best && r->klast[k] < r->klast[v]))) {
-                v = k;
-                best = score;
-            }
-        }
-        return v;
     }
     case ROUTE_BELADY:
         for (int32_t k = 0; k < r->n_keys; k++)
@@ -480,22 +439,12 @@ static void rp_evict(struct replay *r, int32_t k) {
     case ROUTE_LRU:
         rp_unlink(r, k, 0);
         break;
-    case ROUTE_LIRS:
-        rp_unlink(r, k, r->lir[k] ? 0 : 1);
-        if (r->lir[k]) {
-            r->lir[k] = false;
-            r->n_lir--;
-        }
-        break;
     case ROUTE_ARC: /* into the ghost list of its kind */
         rp_unlink(r, k, r->arc[k] == ARC_T1 ? 0 : 1);
         r->arc[k] = r->arc[k] == ARC_T1 ? ARC_B1 : ARC_B2;
         rp_push(r, k, r->arc[k] == ARC_B1 ? 2 : 3);
         break;
-    case ROUTE_FRECENCY:
-        rp_unlink(r, k, fr_list(r, k));
-        break;
-    default:
+    default: /* lirs and frecency: their victim left the policy's lists */
         break;
     }
 }
@@ -531,38 +480,8 @@ static void arc_trim(struct replay *r) {
     }
 }
 
-/* LIRS as expert_cache's ec_touch kept it: a key whose previous lookup is not older than the least
- * recent LIR key's joins the LIR set (that one drops to the HIR queue); the first keys fill it. */
-static void lirs_touch(struct replay *r, int32_t k, bool hit, uint64_t prev) {
-    if (r->lir[k]) {
-        rp_unlink(r, k, 0);
-        rp_push(r, k, 0);
-        return;
-    }
-    if (hit)
-        rp_unlink(r, k, 1);
-    int32_t bottom = r->next[head(r, 0)];
-    bool in_stack = prev != 0 && r->n_lir > 0 && prev >= r->klast[bottom];
-    bool filling = !hit && r->n_lir < r->lir_cap;
-    if (!filling && !in_stack) {
-        rp_push(r, k, 1);
-        return;
-    }
-    r->lir[k] = true;
-    r->n_lir++;
-    rp_push(r, k, 0);
-    if (!filling) {
-        r->lir[bottom] = false;
-        r->n_lir--;
-        rp_unlink(r, bottom, 0);
-        rp_push(r, bottom, 1);
-    }
-}
-
 /* A lookup of k, now resident (hit: it was before). */
 static void rp_touch(struct replay *r, int32_t k, bool hit, size_t access) {
-    uint64_t prev = r->klast[k];
-    r->klast[k] = ++r->tick;
     switch (r->pol) {
     case ROUTE_LRU:
         if (hit)
@@ -570,7 +489,8 @@ static void rp_touch(struct replay *r, int32_t k, bool hit, size_t access) {
         rp_push(r, k, 0);
         break;
     case ROUTE_LIRS:
-        lirs_touch(r, k, hit, prev);
+    case ROUTE_FRECENCY:
+        cache_policy_touch(r->cp, k, k, hit);
         break;
     case ROUTE_ARC:
         if (hit)
@@ -578,13 +498,6 @@ static void rp_touch(struct replay *r, int32_t k, bool hit, size_t access) {
         r->arc[k] = hit || r->arc[k] == ARC_B2 + 1 ? ARC_T2 : ARC_T1;
         rp_push(r, k, r->arc[k] == ARC_T1 ? 0 : 1);
         arc_trim(r);
-        break;
-    case ROUTE_FRECENCY:
-        if (hit)
-            rp_unlink(r, k, fr_list(r, k));
-        r->count[k] += r->count[k] < RP_CMAX;
-        r->stamp[k] = r->cycle;
-        rp_push(r, k, fr_list(r, k));
         break;
     case ROUTE_BELADY:
         r->knext[k] = r->next_use[access];
@@ -629,9 +542,8 @@ static void rp_protect(struct replay *r, size_t from, int lookahead) {
 static int rp_lookup(struct replay *r, size_t li, int lookahead, struct route_result *out) {
     const struct route_trace *t = r->t;
     const struct route_lookup *l = &t->look[li];
-    if (l->layer < r->last_layer && ++r->cycle % RP_HALVE == 0 && r->pol == ROUTE_FRECENCY)
-        fr_halve(r);
-    r->last_layer = l->layer;
+    if (r->cp)
+        cache_policy_cycle(r->cp, l->layer);
     r->epoch++;
     for (int32_t i = 0; i < l->n; i++)
         r->pin[l->layer * t->n_expert + t->ids[l->off + (size_t)i]] = r->epoch;
@@ -692,11 +604,8 @@ static void rp_release(struct replay *r) {
     free(r->res);
     free(r->pin);
     free(r->prot);
-    free(r->klast);
-    free(r->lir);
+    cache_policy_free(r->cp);
     free(r->arc);
-    free(r->count);
-    free(r->stamp);
     free(r->next_use);
     free(r->knext);
 }
@@ -711,14 +620,13 @@ static int rp_init(struct replay *r, const struct route_trace *t, enum route_pol
     r->res = calloc(n, sizeof(*r->res));
     r->pin = calloc(n, sizeof(*r->pin));
     r->prot = calloc(n, sizeof(*r->prot));
-    r->klast = calloc(n, sizeof(*r->klast));
-    r->lir = calloc(n, sizeof(*r->lir));
     r->arc = calloc(n, sizeof(*r->arc));
-    r->count = calloc(n, sizeof(*r->count));
-    r->stamp = calloc(n, sizeof(*r->stamp));
     r->knext = calloc(n, sizeof(*r->knext));
-    if (!r->prev || !r->next || !r->len || !r->res || !r->pin || !r->prot || !r->klast ||
-        !r->lir || !r->arc || !r->count || !r->stamp || !r->knext ||
+    if (p == ROUTE_LIRS || p == ROUTE_FRECENCY)
+        r->cp = cache_policy_new(p == ROUTE_LIRS ? CACHE_POLICY_LIRS : CACHE_POLICY_FRECENCY,
+                                 (int32_t)n, (int32_t)n, t->n_used);
+    if (!r->prev || !r->next || !r->len || !r->res || !r->pin || !r->prot || !r->arc ||
+        !r->knext || ((p == ROUTE_LIRS || p == ROUTE_FRECENCY) && !r->cp) ||
         (p == ROUTE_BELADY && rp_next_uses(r) < 0))
         return -ENOMEM;
     for (size_t i = 0; i < n + RP_HEADS; i++)
@@ -726,10 +634,8 @@ static int rp_init(struct replay *r, const struct route_trace *t, enum route_pol
     /* sizes in experts, for the policies that count them: of the average layer */
     const double slots = (double)cache_bytes * t->n_layer * t->n_expert / route_trace_all_bytes(t);
     r->arc_c = slots;
-    /* lirs: the HIR queue is 5% of the slots and at least a decode lookup's, at most half */
-    int32_t hir = (int32_t)(slots / 20) > t->n_used ? (int32_t)(slots / 20) : t->n_used;
-    hir = hir > (int32_t)slots / 2 ? (int32_t)slots / 2 : hir;
-    r->lir_cap = (int32_t)slots - (hir > 1 ? hir : 1);
+    if (r->cp) /* lirs: its LIR set's size */
+        cache_policy_resize(r->cp, (int32_t)slots);
     return 0;
 }
 
@@ -749,7 +655,6 @@ int route_replay(const struct route_trace *t, enum route_policy p, uint64_t cach
         return -EINVAL;
     struct replay r;
     int rc = rp_init(&r, t, p, cache_bytes);
-    r.last_layer = 0;
     for (size_t li = 0; rc == 0 && li < t->n_look; li++)
         rc = rp_lookup(&r, li, lookahead, out);
     rp_release(&r);

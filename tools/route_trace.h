@@ -69,10 +69,12 @@ void route_trace_free(struct route_trace *t);
 
 enum route_policy {
     ROUTE_LRU,      /* the least recently looked up */
-    ROUTE_LIRS,     /* LIRS as expert_cache keeps it for caches below one token's lookups */
+    ROUTE_LIRS,     /* LIRS, the expert cache's own (cache_policy.c), for caches below one
+                     * token's lookups */
     ROUTE_ARC,      /* ARC (Megiddo and Modha, FAST 2003): recency and frequency lists, adaptive */
-    ROUTE_FRECENCY, /* the lowest 2 x lookups + cycle of the last lookup, lookups counted up to
-                     * 32 and halved every 32 cycles (a cycle: the layers once, one decode token) */
+    ROUTE_FRECENCY, /* the expert cache's own (cache_policy.c): the lowest 2 x lookups + cycle
+                     * of the last lookup, lookups counted up to 32 and halved every 32 cycles (a
+                     * cycle: the layers once, one decode token) */
     ROUTE_BELADY,   /* the one looked up again last: knows the future, the bound */
     ROUTE_POLICY_COUNT
 };

@@ -41,7 +41,7 @@ int block_ffn_dense(struct engine *e, int il, int32_t n_tok) {
         int rc = expert_cache_begin(e->experts, il, &only, 1);
         if (rc == 0)
             expert_cache_prefetch(e->experts, (il + 1) % e->m->hp.n_layer, &only, 1);
-        if (rc < 0 || (rc = expert_cache_get(e->experts, 0, mat, true)) < 0)
+        if (rc < 0 || (rc = expert_cache_get(e->experts, 0, mat, true, NULL)) < 0)
             return rc;
     }
     swiglu_run(e, &l->ffn_gate, &l->ffn_up, &l->ffn_down, mat, e->tmp, n_tok);

@@ -224,9 +224,10 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
         for (int32_t j = 0; j < n_todo; j++) {
             int32_t i = todo[j], x = e->fetch_ids[i];
             const uint8_t **mat = e->exp_mat + (size_t)x * 3;
-            int rc = 1;
+            int rc = 0;
+            bool here = true;
             if (e->experts) {
-                rc = expert_cache_get(e->experts, i - first, mat, false);
+                rc = expert_cache_get(e->experts, i - first, mat, false, &here);
             } else {
                 const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
                 for (int m = 0; m < 3; m++)
@@ -234,7 +235,7 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
             }
             if (rc < 0)
                 return rc;
-            if (rc == 1)
+            if (here)
                 ready[n_ready++] = i;
             else
                 todo[n_left++] = i;

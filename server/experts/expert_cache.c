@@ -2,11 +2,9 @@
  * Invariants: where[key] is the slot holding or reading key, or -1, and slot.key names it back;
  * a slot is READY only after all three of its reads succeeded, and a failed one goes back to FREE
  * (its key forgotten); slots pinned by the current lookup (pin == epoch) and slots still being read
- * are never chosen as victims; every active slot (index < n_active) is on exactly one list, each
- * ordered oldest first, and the retired ones (see expert_cache_set_bytes) on none. The
- * waiting list holds FREE slots and unused guesses, first to go (with LIRS it is the HIR queue,
- * FREE slots at its front). Frecency: a looked-up slot is on the list of its key's count, ordered
- * by (stamp, tick); LIRS: the main list holds the LIR slots (by last lookup), n_lir of them. */
+ * are never chosen as victims; every active slot (index < n_active) is on one of the policy's lists
+ * (cache_policy.c: FREE slots and unused guesses first to go), the retired ones (see
+ * expert_cache_set_bytes) on none. */
 #include "clock.h"
 #include "expert_cache.h"
 
@@ -14,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
+#include "cache_policy.h"
 #include "err.h"
 #include "fault.h"
 
@@ -30,10 +28,6 @@ struct ec_slot {
     bool prefetched;    /* read ahead on a guess and not looked up since */
     int rc;             /* first error of its last reads */
     uint64_t pin;       /* epoch of the lookup that pinned it */
-    bool lir;           /* LIRS: in the LIR set (short reuse distance) */
-    int64_t stamp;      /* frecency: cycle of its key's last lookup (or of its guess) */
-    uint64_t tick;      /* frecency: tick of the same, to order lookups of one cycle */
-    int32_t prev, next; /* on one list (see the invariants) */
     const uint8_t *mat[3];
 };
 
@@ -46,22 +40,15 @@ struct expert_cache {
     uint8_t *mem; /* [n_slots][slot_bytes], touched for the active slots */
     size_t mem_bytes;
     int32_t *where;        /* [n_layer * n_expert] */
-    struct ec_slot *slots; /* [n_slots + EC_HEADS]: then the heads of the lists */
+    struct ec_slot *slots; /* [n_slots] */
     uint64_t epoch;
     int32_t lookup[EC_MAX_LOOKUP]; /* slots of the current lookup's ids */
     int32_t lookup_n;
     int32_t guessed[EC_MAX_LOOKUP]; /* slots the last prefetch filled, for layer guessed_layer */
     int32_t guessed_n, guessed_layer;
     struct expert_io *io;
-    /* LIRS in caches smaller than one token's lookups, frecency in the others (see ec_touch) */
-    bool lirs;
-    int32_t n_lir, lir_cap;
-    uint64_t tick;   /* bumped per expert looked up */
-    uint64_t *klast; /* [n_layer * n_expert] tick of the key's last lookup, 0: never */
-    uint8_t *count;  /* [n_layer * n_expert] frecency: lookups of the key, at most EC_CMAX, halved
-                      * every EC_HALVE cycles; kept while the key is not resident */
-    int64_t cycle;   /* lookups whose layer went down: one per decode token or prefill batch */
-    int32_t last_il; /* layer of the last lookup */
+    struct cache_policy *policy; /* its entries are the slots: LIRS in caches smaller than one
+                                  * token's lookups, frecency in the others */
     uint64_t *layer_hits, *layer_misses;
     struct expert_cache_stats stats;
 };
@@ -107,72 +94,19 @@ size_t expert_cache_slot_bytes(const struct model *m) {
     return best;
 }
 
-/* ---- the lists ------------------------------------------------------------------------------- */
-
-/* Frecency (tools/bench_policy.c replays it on real models' routing): the victim is the slot with
- * the lowest EC_K x count + stamp, counts kept per key up to EC_CMAX and halved every EC_HALVE
- * cycles. One list per count, each ordered by stamp, so the lowest is one of their heads. */
-#define EC_CMAX 32
-#define EC_K 2
-#define EC_HALVE 32
-#define EC_MAIN(c) ((c)->n_slots)                  /* LIRS's LIR list */
-#define EC_WAIT(c) ((c)->n_slots + 1)              /* the waiting list; LIRS's HIR queue */
-#define EC_COUNT(c, n) ((c)->n_slots + 2 + (n))    /* frecency: slots whose key's count is n */
-#define EC_HEADS (2 + EC_CMAX + 1)
-
-static void list_unlink(struct expert_cache *c, int32_t s) {
-    struct ec_slot *x = &c->slots[s];
-    c->slots[x->prev].next = x->next;
-    c->slots[x->next].prev = x->prev;
-}
-
-/* Moves slot s to the list with head h: at its newest end, or its oldest (front: true). */
-static void list_move(struct expert_cache *c, int32_t s, int32_t h, bool front) {
-    list_unlink(c, s);
-    int32_t before = front ? c->slots[h].next : h; /* insert s before this one */
-    c->slots[s].next = before;
-    c->slots[s].prev = c->slots[before].prev;
-    c->slots[c->slots[before].prev].next = s;
-    c->slots[before].prev = s;
-}
-
-/* Takes slot s out of the LIR set (it stays where it is until moved). */
-static void ec_unset_lir(struct expert_cache *c, int32_t s) {
-    if (c->slots[s].lir) {
-        c->slots[s].lir = false;
-        c->n_lir--;
-    }
-}
-
 /* ---- creation and size ----------------------------------------------------------------------- */
 
-/* LIRS's LIR set: the active slots but the HIR queue's (5% of them, and at least a decode lookup's
- * misses, so that those never have to evict LIR slots). Slots beyond a smaller cap drop to the end
- * of the HIR queue, the least recent first. */
-static void ec_set_lir_cap(struct expert_cache *c) {
-    const int32_t used = c->m->hp.n_expert_used;
-    int32_t hir = c->n_active / 20 > used ? c->n_active / 20 : used;
-    if (hir > c->n_active / 2) /* a cache of a few tokens' experts: half and half */
-        hir = c->n_active / 2;
-    c->lir_cap = c->n_active - (hir > 1 ? hir : 1);
-    while (c->n_lir > c->lir_cap) {
-        const int32_t s = c->slots[EC_MAIN(c)].next;
-        ec_unset_lir(c, s);
-        list_move(c, s, EC_WAIT(c), false);
-    }
-}
-
-/* Slot s holds nothing and is on no list (retired, or about to be placed). */
+/* Slot s holds nothing (retired, or about to be placed). */
 static void ec_clear(struct expert_cache *c, int32_t s) {
-    c->slots[s] = (struct ec_slot){.key = -1, .prev = s, .next = s};
+    c->slots[s] = (struct ec_slot){.key = -1};
 }
 
-/* Slot s joins the active ones: its pages touched (see expert_cache_new), FREE at the front of the
- * waiting list. */
+/* Slot s (on no list) joins the active ones: its pages touched (see expert_cache_new), FREE and
+ * the first to go. */
 static void ec_activate(struct expert_cache *c, int32_t s) {
     memset(c->mem + (size_t)s * c->slot_bytes, 0, c->slot_bytes);
     ec_clear(c, s);
-    list_move(c, s, EC_WAIT(c), true);
+    cache_policy_drop(c->policy, s);
 }
 
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
@@ -214,12 +148,15 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     madvise(c->mem, c->mem_bytes, MADV_HUGEPAGE);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
-    c->slots = calloc(n_slots + EC_HEADS, sizeof(*c->slots));
+    c->slots = calloc(n_slots, sizeof(*c->slots));
     c->layer_hits = calloc((size_t)c->n_layer, sizeof(*c->layer_hits));
     c->layer_misses = calloc((size_t)c->n_layer, sizeof(*c->layer_misses));
-    c->klast = calloc(n_keys, sizeof(*c->klast));
-    c->count = calloc(n_keys, sizeof(*c->count));
-    if (!c->where || !c->slots || !c->layer_hits || !c->layer_misses || !c->klast || !c->count)
+    const int64_t per_token =
+        (int64_t)c->n_layer * (m->hp.n_expert_used > 0 ? m->hp.n_expert_used : 1);
+    const bool lirs = m->hp.n_expert > 0 && c->n_active < per_token;
+    c->policy = cache_policy_new(lirs ? CACHE_POLICY_LIRS : CACHE_POLICY_FRECENCY, c->n_slots,
+                                 (int32_t)n_keys, m->hp.n_expert_used);
+    if (!c->where || !c->slots || !c->layer_hits || !c->layer_misses || !c->policy)
         goto oom;
     struct expert_cache_options o = {.io = EXPERT_IO_URING, .io_depth = 32};
     if (opt)
@@ -234,10 +171,6 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     }
     for (size_t i = 0; i < n_keys; i++)
         c->where[i] = -1;
-    const int64_t per_token = (int64_t)c->n_layer * (m->hp.n_expert_used > 0 ? m->hp.n_expert_used : 1);
-    c->lirs = m->hp.n_expert > 0 && c->n_active < per_token;
-    for (int32_t h = EC_MAIN(c); h < c->n_slots + EC_HEADS; h++)
-        c->slots[h].prev = c->slots[h].next = h;
     /* the active slots are touched now, like the KV cache: the budget is held from the start, and
      * the first requests do not pay for page faults (in a VM, often the host's too) in the middle
      * of their reads */
@@ -245,12 +178,12 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
         ec_activate(c, s);
     for (int32_t s = c->n_active; s < c->n_slots; s++)
         ec_clear(c, s);
-    ec_set_lir_cap(c);
+    cache_policy_resize(c->policy, c->n_active);
     c->epoch = 1;
     c->stats.n_slots = c->n_active;
     c->stats.slot_bytes = slot;
     c->stats.backend = expert_io_backend(c->io);
-    c->stats.eviction = c->lirs ? "lirs" : "frecency";
+    c->stats.eviction = cache_policy_name(c->policy);
     return c;
 oom:
     err_set(err, err_len, "expert_cache: out of memory for %zu slots of %zu bytes", n_slots, slot);
@@ -268,8 +201,7 @@ void expert_cache_free(struct expert_cache *c) {
     free(c->slots);
     free(c->layer_hits);
     free(c->layer_misses);
-    free(c->klast);
-    free(c->count);
+    cache_policy_free(c->policy);
     free(c);
 }
 
@@ -292,8 +224,7 @@ static void ec_complete(struct expert_cache *c, uint64_t tag, int rc) {
     x->key = -1;
     x->state = EC_FREE;
     x->prefetched = false;
-    ec_unset_lir(c, s);
-    list_move(c, s, EC_WAIT(c), true);
+    cache_policy_drop(c->policy, s);
 }
 
 /* Waits for one read to finish (or only takes finished ones when !wait). Returns 1 if one did. */
@@ -314,127 +245,24 @@ static void ec_reap_finished(struct expert_cache *c) {
         ;
 }
 
-static bool ec_evictable(const struct expert_cache *c, int32_t s) {
+/* The policy may evict slot s (ctx: the cache): neither pinned by the current lookup nor being
+ * read. */
+static bool ec_evictable(const void *ctx, int32_t s) {
+    const struct expert_cache *c = ctx;
     return c->slots[s].pin != c->epoch && c->slots[s].state != EC_READING;
 }
 
-/* The oldest evictable slot of the list with head h, or -1. */
-static int32_t ec_oldest(const struct expert_cache *c, int32_t h) {
-    for (int32_t s = c->slots[h].next; s != h; s = c->slots[s].next)
-        if (ec_evictable(c, s))
-            return s;
-    return -1;
-}
-
-/* Frecency's victim: the evictable slot of the lowest EC_K x count + stamp (the older tick on a
- * tie), which heads its count's list; -1 when none. */
-static int32_t ec_frecency_victim(const struct expert_cache *c) {
-    int32_t best = -1;
-    int64_t best_score = 0;
-    for (int n = 0; n <= EC_CMAX; n++) {
-        int32_t s = ec_oldest(c, EC_COUNT(c, n));
-        if (s < 0)
-            continue;
-        int64_t score = (int64_t)n * EC_K + c->slots[s].stamp;
-        if (best < 0 || score < best_score ||
-            (score == best_score && c->slots[s].tick < c->slots[best].tick)) {
-            best = s;
-            best_score = score;
-        }
-    }
-    return best;
-}
-
-/* The slot to evict, among those neither pinned by the current lookup nor being read: the front
- * of the waiting list (FREE slots, unused guesses; with LIRS then the HIR slots in queue order),
- * then frecency's victim, or LIRS's least recent LIR slot. With wait, waits for reads when all
- * candidates are busy; without (a prefetch guess never waits), takes only what is free now.
- * Returns -1 when there is none. */
+/* The slot to evict: the policy's victim among the evictable slots, taken off the policy's lists.
+ * With wait, waits for reads when all candidates are busy; without (a prefetch guess never waits),
+ * takes only what is free now. Returns -1 when there is none. */
 static int32_t ec_victim(struct expert_cache *c, bool wait) {
     for (;;) {
-        int32_t s = ec_oldest(c, EC_WAIT(c));
-        if (s < 0)
-            s = c->lirs ? ec_oldest(c, EC_MAIN(c)) : ec_frecency_victim(c);
-        if (s >= 0) {
-            ec_unset_lir(c, s);
+        const int32_t s = cache_policy_victim(c->policy, ec_evictable, c);
+        if (s >= 0)
             return s;
-        }
         if (!wait || expert_io_outstanding(c->io) == 0 || ec_reap(c, true) != 1)
             return -1;
     }
-}
-
-/* Frecency: slot s goes to the newest end of the list of count n, stamped now. */
-static void ec_frecency_place(struct expert_cache *c, int32_t s, int n) {
-    c->slots[s].stamp = c->cycle;
-    c->slots[s].tick = c->tick;
-    list_move(c, s, EC_COUNT(c, n), false);
-}
-
-/* Frecency's ageing: every key's count halves, and the slots of count n join those of n / 2, the
- * two lists merged so that each stays ordered by (stamp, tick). Once per EC_HALVE cycles: O(slots
- * + keys), a fraction of a step per lookup. */
-static void ec_frecency_halve(struct expert_cache *c) {
-    for (int n = 1; n <= EC_CMAX; n++) { /* list n / 2 has given its own slots to n / 4 by now */
-        const int32_t to = EC_COUNT(c, n / 2), from = EC_COUNT(c, n);
-        int32_t at = c->slots[to].next;
-        while (c->slots[from].next != from) {
-            const int32_t s = c->slots[from].next;
-            const struct ec_slot *x = &c->slots[s];
-            while (at != to && (c->slots[at].stamp < x->stamp ||
-                                (c->slots[at].stamp == x->stamp && c->slots[at].tick < x->tick)))
-                at = c->slots[at].next;
-            list_unlink(c, s);
-            c->slots[s].next = at; /* before at */
-            c->slots[s].prev = c->slots[at].prev;
-            c->slots[c->slots[at].prev].next = s;
-            c->slots[at].prev = s;
-        }
-    }
-    for (size_t k = 0; k < (size_t)c->n_layer * (size_t)c->n_expert; k++)
-        c->count[k] /= 2;
-}
-
-/* A lookup of slot s's key (hit: it was resident). Frecency: the key's count goes up and s is
- * stamped with this cycle, so an expert looked up often outlives one looked up once, by EC_K
- * cycles per lookup (tools/bench_policy.c on real models' routing: 4-16% fewer bytes per token
- * than LRU from one to five tokens' experts, docs/benchmarks.md). LIRS (Jiang and
- * Zhang, SIGMETRICS 2002), in the form that keeps a last-lookup tick per key instead of the
- * recency stack: a key is "in the stack" when its previous lookup is not older than the least
- * recent LIR slot's; LIR slots stay resident while HIR ones queue for eviction. A LIR slot just
- * moves up; a key in the stack joins the LIR set and the least recent LIR slot drops to the end of
- * the HIR queue; any other key queues as HIR (the first lookups fill the LIR set). In a cache
- * smaller than one token's lookups LRU evicts each expert just before its reuse; LIRS keeps the
- * experts whose reuse distance is short and lets the rest cycle through the queue
- * (tools/bench_policy.c: 31% fewer misses than LRU at 2 GiB). */
-static void ec_touch(struct expert_cache *c, int32_t s, bool hit) {
-    struct ec_slot *x = &c->slots[s];
-    uint64_t prev = c->klast[x->key];
-    c->klast[x->key] = ++c->tick;
-    if (!c->lirs) {
-        uint8_t *n = &c->count[x->key];
-        *n += *n < EC_CMAX;
-        ec_frecency_place(c, s, *n);
-        return;
-    }
-    if (x->lir) {
-        list_move(c, s, EC_MAIN(c), false);
-        return;
-    }
-    int32_t bottom = c->slots[EC_MAIN(c)].next;
-    bool in_stack = prev != 0 && c->n_lir > 0 && prev >= c->klast[c->slots[bottom].key];
-    bool filling = !hit && c->n_lir < c->lir_cap;
-    if (filling || in_stack) {
-        x->lir = true;
-        c->n_lir++;
-        list_move(c, s, EC_MAIN(c), false);
-        if (!filling) {
-            ec_unset_lir(c, bottom);
-            list_move(c, bottom, EC_WAIT(c), false);
-        }
-        return;
-    }
-    list_move(c, s, EC_WAIT(c), false);
 }
 
 /* Submits one read, reaping finished ones while the queue is full. */
@@ -447,8 +275,9 @@ static int ec_submit(struct expert_cache *c, uint64_t tag, uint8_t *dst, uint64_
     return rc;
 }
 
-/* Claims a victim slot for expert e of layer il and submits its three reads. Returns the slot, or
- * -1 when no slot can be had. */
+/* Claims a victim slot for expert e of layer il and submits its three reads; a guess (prefetch) is
+ * placed by the policy now, a lookup's miss is touched by its caller. Returns the slot, or -1 when
+ * no slot can be had. */
 static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch) {
     int32_t s = ec_victim(c, !prefetch);
     if (s < 0)
@@ -463,7 +292,8 @@ static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch)
     x->rc = 0;
     x->prefetched = prefetch;
     c->where[key] = s;
-    list_move(c, s, EC_WAIT(c), false);
+    if (prefetch)
+        cache_policy_guess(c->policy, s, key);
     uint8_t *base = c->mem + (size_t)s * c->slot_bytes;
     size_t region = 0;
     for (int k = 0; k < 3; k++) {
@@ -490,9 +320,7 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->n_expert)
             return -EINVAL;
-    if (il < c->last_il && ++c->cycle % EC_HALVE == 0 && !c->lirs)
-        ec_frecency_halve(c);
-    c->last_il = il;
+    cache_policy_cycle(c->policy, il);
     c->epoch++;
     c->lookup_n = 0;
     ec_reap_finished(c);
@@ -519,7 +347,7 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
             c->stats.misses++;
             c->layer_misses[il]++;
         }
-        ec_touch(c, s, hit);
+        cache_policy_touch(c->policy, s, il * c->n_expert + ids[i], hit);
         c->slots[s].pin = c->epoch;
         c->lookup[c->lookup_n++] = s;
     }
@@ -529,32 +357,45 @@ int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n
         struct ec_slot *x = &c->slots[c->guessed[j]];
         if (x->prefetched && x->key / c->n_expert == il) {
             x->prefetched = false;
-            list_move(c, c->guessed[j], EC_WAIT(c), true);
+            cache_policy_drop(c->policy, c->guessed[j]);
         }
     }
     c->guessed_n = 0;
     return 0;
 }
 
-int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait) {
-    if (i < 0 || i >= c->lookup_n)
-        return -EINVAL;
+int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait,
+                     bool *ready) {
+    bool here = false;
+    int rc = 0;
+    if (i < 0 || i >= c->lookup_n) {
+        rc = -EINVAL;
+        goto out;
+    }
     struct ec_slot *x = &c->slots[c->lookup[i]];
     if (x->state == EC_READING)
         ec_reap_finished(c);
     while (x->state == EC_READING && wait)
-        if (ec_reap(c, true) != 1)
-            return -EIO;
+        if (ec_reap(c, true) != 1) {
+            rc = -EIO;
+            goto out;
+        }
     if (x->state == EC_READING)
-        return 0;
-    if (x->state != EC_READY)
-        return x->rc < 0 ? x->rc : -EIO;
+        goto out;
+    if (x->state != EC_READY) {
+        rc = x->rc < 0 ? x->rc : -EIO;
+        goto out;
+    }
     for (int k = 0; k < 3; k++)
         mats[k] = x->mat[k];
-    return 1;
+    here = true;
+out:
+    if (ready)
+        *ready = here;
+    return rc;
 }
 
-int expert_cache_wait(struct expert_cache *c) {
+bool expert_cache_wait(struct expert_cache *c) {
     return expert_io_outstanding(c->io) > 0 && ec_reap(c, true) == 1;
 }
 
@@ -568,10 +409,6 @@ int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, in
         int32_t s = ec_load(c, il, ids[i], true);
         if (s < 0)
             break;
-        if (!c->lirs) { /* placed as a lookup now would be, uncounted until it is looked up */
-            const uint8_t n_looked = c->count[il * c->n_expert + ids[i]];
-            ec_frecency_place(c, s, n_looked < EC_CMAX ? n_looked + 1 : EC_CMAX);
-        }
         if (c->guessed_layer != il)
             c->guessed_n = 0;
         c->guessed_layer = il;
@@ -586,8 +423,8 @@ int expert_cache_prefetch(struct expert_cache *c, int il, const int32_t *ids, in
 /* ---- resizing -------------------------------------------------------------------------------- */
 
 /* The last active slot t is retired: the policy's victim gives up its expert and takes over t's
- * (its bytes, key, state and place on its list), so that the active slots stay 0 .. n_active-1 and
- * the cache loses what the policy would have evicted next. t's pages go back to the system. */
+ * (its bytes, key, state and place in the policy), so that the active slots stay 0 .. n_active-1
+ * and the cache loses what the policy would have evicted next. t's pages go back to the system. */
 static void ec_retire_last(struct expert_cache *c) {
     const int32_t t = c->n_active - 1;
     while (c->slots[t].state == EC_READING) /* a guess still being read */
@@ -598,10 +435,8 @@ static void ec_retire_last(struct expert_cache *c) {
         struct ec_slot *x = &c->slots[v];
         if (x->key >= 0)
             c->where[x->key] = -1;
-        list_unlink(c, v);
         *x = c->slots[t];
-        c->slots[x->prev].next = v;
-        c->slots[x->next].prev = v;
+        cache_policy_move(c->policy, t, v);
         if (x->key >= 0)
             c->where[x->key] = v;
         uint8_t *from = c->mem + (size_t)t * c->slot_bytes, *to = c->mem + (size_t)v * c->slot_bytes;
@@ -612,8 +447,7 @@ static void ec_retire_last(struct expert_cache *c) {
     } else {
         if (c->slots[t].key >= 0)
             c->where[c->slots[t].key] = -1;
-        ec_unset_lir(c, t);
-        list_unlink(c, t);
+        cache_policy_remove(c->policy, t);
     }
     ec_clear(c, t);
     madvise(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes, MADV_DONTNEED);
@@ -633,7 +467,7 @@ int expert_cache_set_bytes(struct expert_cache *c, size_t bytes) {
         ec_retire_last(c);
     while (c->n_active < (int32_t)want)
         ec_activate(c, c->n_active++);
-    ec_set_lir_cap(c);
+    cache_policy_resize(c->policy, c->n_active);
     c->stats.n_slots = c->n_active;
     return c->n_active;
 }

@@ -1,7 +1,7 @@
 /* expert_cache.h - the Expert Sniper: routed experts read from the model file on demand into a
  * bounded RAM cache of fixed-size slots keyed (layer, expert), evicting by frecency (the lowest
  * 2 x recent lookups + layer cycle of the last one; in a cache smaller than one token's lookups,
- * by LIRS).
+ * by LIRS: cache_policy.h).
  * For a dense model each layer's FFN (gate, up, down) is the layer's one "expert", so files larger
  * than the budget stream the same way.
  *
@@ -10,8 +10,9 @@
  *     expert_cache_begin(c, layer, ids, n_ids);                    // misses start reading
  *     expert_cache_prefetch(c, layer + 1, guess, n_guess);         // next layer's likely experts
  *     const uint8_t *mats[3];
- *     expert_cache_get(c, i, mats, false);                         // 1: ids[i] is here
- *     expert_cache_get(c, j, mats, true);                          // waits for ids[j]
+ *     bool ready;
+ *     expert_cache_get(c, i, mats, false, &ready);                 // ready: ids[i] is here
+ *     expert_cache_get(c, j, mats, true, NULL);                    // waits for ids[j]
  *
  * Slots hold the file's bytes unchanged (direct I/O, aligned superset reads), so computing on a
  * cached expert gives exactly what the all-in-RAM run gives, whatever was prefetched or evicted. */
@@ -86,14 +87,19 @@ void expert_cache_free(struct expert_cache *c);
  * -EINVAL for a bad layer, id or n. */
 int expert_cache_begin(struct expert_cache *c, int il, const int32_t *ids, int n);
 
-/* The gate, up and down matrices of ids[i] of the current lookup: returns 1 with mats set when
- * resident, 0 when still being read and !wait, or the read error (-EIO for a short read: the file
- * shrank). A failed read leaves no slot claiming the expert. */
-int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait);
+/* The gate, up and down matrices of ids[i] of the current lookup (with wait, after its reads):
+ * returns 0 with *ready true and mats set when they are resident, 0 with *ready false when they
+ * are still being read and !wait; or the read error (-EIO for a short read: the file shrank),
+ * -EINVAL for a bad i, with *ready false. ready may be NULL when wait. The matrices are the
+ * cache's, valid until the next lookup or resize. A failed read leaves no slot claiming the
+ * expert. */
+int expert_cache_get(struct expert_cache *c, int i, const uint8_t *mats[3], bool wait,
+                     bool *ready);
 
 /* Blocks until one read in flight finishes (its expert is then READY, or failed: get says which).
- * Returns 1, or 0 when no read is in flight. Lets a caller compute each expert as it arrives. */
-int expert_cache_wait(struct expert_cache *c);
+ * True when one did, false when no read was in flight. Lets a caller compute each expert as it
+ * arrives. */
+bool expert_cache_wait(struct expert_cache *c);
 
 /* Best effort: starts reading those of ids[0..n) of layer il that are neither resident nor on their
  * way, into slots not pinned by the current lookup. Returns how many reads it started. */
