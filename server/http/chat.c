@@ -76,6 +76,12 @@ const char *chat_family_name(enum chat_family f) {
                                : "chatml";
 }
 
+const char *chat_family_message_start(enum chat_family f) {
+    return f == CHAT_LLAMA3    ? "<|start_header_id|>"
+           : f == CHAT_HARMONY ? "<|start|>"
+                               : "<|im_start|>";
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Checks common to both families
  * ------------------------------------------------------------------------------------------- */
@@ -957,9 +963,7 @@ static char *render_prefix(enum chat_family f, const struct chat_message *msgs, 
     m[n] = (struct chat_message){.role = "user", .content = sentinel};
     char *text = render(f, m, n + 1, &o, err, err_len);
     free(m);
-    const char *marker = f == CHAT_LLAMA3    ? "<|start_header_id|>"
-                         : f == CHAT_HARMONY ? "<|start|>"
-                                             : "<|im_start|>";
+    const char *marker = chat_family_message_start(f);
     char *end = text ? strstr(text, sentinel) : NULL, *cut = NULL;
     for (char *p = text; end && (p = strstr(p, marker)) && p < end; p++)
         cut = p; /* the last message start before the sentinel: the sentinel turn's */
