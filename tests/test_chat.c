@@ -199,8 +199,8 @@ static void test_render_errors(void) {
 }
 
 /* The family table: every family's name comes back to it, an unknown one is ChatML, and its
- * message-start marker (the scheduler's checkpoint place, the prefix cut) is the text that opens the
- * generation prompt's assistant header in its own rendering. */
+ * message-start marker (the scheduler's checkpoint place, the prefix cut) is the text that opens
+ * the generation prompt's assistant header in its own rendering. */
 static void test_family_table(void) {
     static const char *const marker[CHAT_N_FAMILIES] = {
         [CHAT_CHATML] = "<|im_start|>", [CHAT_LLAMA3] = "<|start_header_id|>",

@@ -6,6 +6,7 @@
 #include "schema_ts.h"
 #include "jinja.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define SCHEMA_TS_MAX_DEPTH 16 /* nested schemas deeper than this render as "any" */
