@@ -54,7 +54,6 @@ enum chat_family chat_family_detect(const char *jinja_template) {
     return CHAT_CHATML;
 }
 
-
 int chat_family_from_name(const char *name) {
     for (int f = 0; name && f < CHAT_N_FAMILIES; f++)
         if (strcmp(name, families[f].name) == 0)

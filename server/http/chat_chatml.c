@@ -133,7 +133,7 @@ static void chatml_tool_result(struct strbuf *b, const struct chat_message *msgs
         strbuf_puts(b, "<|im_end|>\n");
 }
 
-
+/* The family's chat_render_fn (chat_internal.h). */
 int chat_chatml_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                        const struct chat_render_opts *opts, const json_t *tools, char *err,
                        size_t err_len) {

@@ -168,6 +168,7 @@ static int harmony_tool_result(struct strbuf *b, const struct chat_message *m, s
     return 0;
 }
 
+/* The family's chat_render_fn (chat_internal.h). */
 int chat_harmony_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                         const struct chat_render_opts *opts, const json_t *tools, char *err,
                         size_t err_len) {

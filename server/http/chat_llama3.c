@@ -13,7 +13,7 @@ static void llama3_header(struct strbuf *b, const char *role) {
     strbuf_puts(b, "<|end_header_id|>\n\n");
 }
 
-
+/* The family's chat_render_fn (chat_internal.h). */
 int chat_llama3_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                        const struct chat_render_opts *opts, const json_t *tools, char *err,
                        size_t err_len) {

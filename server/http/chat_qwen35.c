@@ -159,6 +159,7 @@ static long qwen35_last_query(const struct chat_message *msgs, size_t n) {
     return -1;
 }
 
+/* The family's chat_render_fn (chat_internal.h). */
 int chat_qwen35_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                        const struct chat_render_opts *opts, const json_t *tools, char *err,
                        size_t err_len) {
