@@ -1,7 +1,8 @@
 /* test_chat.c - chat templates and the output splitter: chat_render against the strings jinja2
  * renders from the real templates (tests/chat/expected.json, made by tests/chat/gen_expected.py),
- * render errors, family detection on the fixture's template, and chat_stream fed at every split
- * point and byte by byte (tags split across feeds, unfinished tags, several tool calls). */
+ * render errors, family detection on the fixture's template, the family table (names, message
+ * starts), and chat_stream fed at every split point and byte by byte (tags split across feeds,
+ * unfinished tags, several tool calls). */
 #include "chat.h"
 #include "gguf.h"
 #include "harness.h"
@@ -195,6 +196,36 @@ static void test_render_errors(void) {
     expect_render_error(CHAT_HARMONY, no_name, 2, NULL, "tool_calls[0]");
     expect_render_error(CHAT_HARMONY, lone_tool, 2, NULL, "without a preceding tool call");
     expect_render_error(CHAT_HARMONY, ok, 1, "[{\"type\":\"function\"}]", "tools[0]");
+}
+
+/* The family table: every family's name comes back to it, an unknown one is ChatML, and its
+ * message-start marker (the scheduler's checkpoint place, the prefix cut) is the text that opens
+ * the generation prompt's assistant header in its own rendering. */
+static void test_family_table(void) {
+    static const char *const marker[CHAT_N_FAMILIES] = {
+        [CHAT_CHATML] = "<|im_start|>", [CHAT_LLAMA3] = "<|start_header_id|>",
+        [CHAT_QWEN35] = "<|im_start|>", [CHAT_HARMONY] = "<|start|>"};
+    const struct chat_message m[] = {{.role = "user", .content = "hi"}};
+    for (int f = CHAT_CHATML; f < CHAT_N_FAMILIES; f++) {
+        const char *name = chat_family_name((enum chat_family)f);
+        const char *start = chat_family_message_start((enum chat_family)f);
+        CHECK_EQ_INT(chat_family_from_name(name), f);
+        CHECK_STR(start, marker[f]);
+        char err[256] = "";
+        char *p = chat_render((enum chat_family)f, m, 1, NULL, err, sizeof(err));
+        CHECK_MSG(p != NULL, "%s: %s", name, err);
+        const char *last = NULL;
+        for (const char *q = p; q && (q = strstr(q, start)); q++)
+            last = q;
+        CHECK_MSG(last && strncmp(last + strlen(start), "assistant", 9) == 0,
+                  "%s: the last %s does not open the assistant's header in \"%s\"", name, start,
+                  p ? p : "");
+        free(p);
+    }
+    CHECK_STR(chat_family_name(CHAT_N_FAMILIES), "chatml");
+    CHECK_STR(chat_family_message_start(CHAT_N_FAMILIES), "<|im_start|>");
+    CHECK_EQ_INT(chat_family_from_name("jinja"), -1);
+    CHECK_EQ_INT(chat_family_from_name(NULL), -1);
 }
 
 /* Arguments that are an object (not a JSON string) are written as tojson writes them. */
@@ -441,6 +472,7 @@ static void test_stream_llama3(void) {
 }
 
 static const struct test_case cases[] = {
+    {"family_table", test_family_table},
     {"render_prefix", test_render_prefix},
     {"render_golden", test_render_golden},
     {"family_fixture", test_family_fixture},

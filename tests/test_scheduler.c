@@ -366,6 +366,8 @@ static void test_queue_full(void) {
     for (int i = 0; i < 8; i++)
         if (jobs[i]) {
             CHECK(r[i].done);
+            CHECK_MSG(strcmp(r[i].finish, "cancelled") == 0, "job %d ended \"%s\"", i,
+                      r[i].finish);
             job_release(jobs[i]);
         }
 out:
@@ -471,7 +473,11 @@ static void check_parallel_same_as_alone(bool hybrid) {
         scheduler_get_stats(sp, &st);
         CHECK_EQ_INT(st.n_slots, PAR_SLOTS);
         CHECK_EQ_INT((int64_t)st.jobs_done, PAR_JOBS);
-        CHECK(st.steps > 0 && st.step_tokens > st.steps); /* some steps carried several tokens */
+        /* some steps carried several sequences (a multi-token prompt chunk alone would make
+         * step_tokens > steps even with the slots run one after another) */
+        CHECK_MSG(st.steps > 0 && st.step_seqs > st.steps,
+                  "%llu steps carried %llu sequences: the slots ran one after another",
+                  (unsigned long long)st.steps, (unsigned long long)st.step_seqs);
     }
     scheduler_free(s1);
     scheduler_free(sp);
@@ -522,12 +528,14 @@ out:
 struct slow_result {
     struct result r;
     struct job *cancel_at;   /* cancelled when this result saw its third token */
+    int n_tokens;            /* token callbacks seen (on_done overwrites r.sum with the
+                              * scheduler's own count) */
 };
 
 static void on_token_cancel(void *ctx, const struct job_token *tok) {
     (void)tok;
     struct slow_result *sr = ctx;
-    if (sr->r.sum.completion_tokens++ == 2 && sr->cancel_at)
+    if (sr->n_tokens++ == 2 && sr->cancel_at)
         job_cancel(sr->cancel_at);
 }
 
@@ -563,7 +571,11 @@ static void test_cancel_frees_slot(void) {
     job_cancel(jb);
     result_wait(&b.r);
     CHECK(strcmp(b.r.finish, "cancelled") == 0);
-    CHECK(a.r.sum.completion_tokens <= 4); /* stopped within a step of the cancel */
+    CHECK_EQ_INT(b.r.sum.completion_tokens, b.n_tokens);
+    /* stopped within a step of the cancel: what the client saw, and what the summary says */
+    CHECK_MSG(a.n_tokens <= 4, "%d tokens after a cancel at the third", a.n_tokens);
+    CHECK_EQ_INT(a.r.sum.completion_tokens, a.n_tokens);
+    CHECK_EQ_INT(c.r.sum.completion_tokens, c.n_tokens);
     job_release(ja);
     job_release(jb);
     job_release(jc);

@@ -58,6 +58,10 @@ enum chat_family chat_family_detect(const char *jinja_template);
 
 const char *chat_family_name(enum chat_family f);
 
+/* The text that opens every message of family f ("<|im_start|>", "<|start_header_id|>",
+ * "<|start|>"): a static string. */
+const char *chat_family_message_start(enum chat_family f);
+
 /* The family chat_family_name calls name, or -1. */
 int chat_family_from_name(const char *name);
 

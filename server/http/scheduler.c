@@ -8,15 +8,16 @@
 #include "scheduler.h"
 
 #include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "chat.h"
 #include "err.h"
 #include "json_grammar.h"
+#include "stop_text.h"
+#include "token_logits.h"
 
 struct job {
     int (*call)(void *ctx, struct scheduler *s); /* a call job (scheduler_call), or NULL */
@@ -34,12 +35,6 @@ struct job {
     struct job *next;
 };
 
-/* Text decoded but not yet shown, because its tail may begin a stop string. */
-struct holdback {
-    char buf[4096];
-    size_t len;
-};
-
 /* A slot: one engine sequence and the job running on it. */
 struct slot {
     int32_t seq;                /* its engine sequence (= its index) */
@@ -55,7 +50,7 @@ struct slot {
     int32_t fed_now;            /* tokens the step being run feeds */
     struct sampler *smp;
     struct tokenizer_stream ts;
-    struct holdback hb;
+    struct stop_text held;      /* decoded text held back while it may begin a stop string */
     struct json_grammar jg;
     struct job_summary sum;
     double t_start, t_first, t_end; /* admitted; its prompt read; its end (0: running) */
@@ -132,99 +127,15 @@ void job_release(struct job *j) {
 
 /* ---- generation ------------------------------------------------------------------------------ */
 
-/* Length of the longest suffix of h that is a proper prefix of one of the stop strings. */
-static size_t stop_tail(const struct job *j, const struct holdback *h) {
-    size_t best = 0;
-    for (int i = 0; i < j->p.n_stop; i++) {
-        size_t sl = strlen(j->stop[i]);
-        for (size_t k = sl - 1 < h->len ? sl - 1 : h->len; k > best; k--)
-            if (memcmp(h->buf + h->len - k, j->stop[i], k) == 0) {
-                best = k;
-                break;
-            }
-    }
-    return best;
-}
+/* Where stop_text shows a job's text: its text callback, with the token that completed it. */
+struct job_shown {
+    const struct job *j;
+    const struct job_token *tok; /* NULL: text released later */
+};
 
-/* Appends text and shows what can no longer be part of a stop string. Returns true when a stop
- * string completed (the text before it was shown, the rest dropped). */
-static bool holdback_push(const struct job *j, struct holdback *h, const char *text, size_t len,
-                          const struct job_token *tok) {
-    while (len > 0) {
-        size_t take = sizeof(h->buf) - h->len < len ? sizeof(h->buf) - h->len : len;
-        memcpy(h->buf + h->len, text, take);
-        h->len += take;
-        text += take;
-        len -= take;
-        size_t first = h->len;
-        for (int i = 0; i < j->p.n_stop; i++) {
-            const char *at = memmem(h->buf, h->len, j->stop[i], strlen(j->stop[i]));
-            if (at && (size_t)(at - h->buf) < first)
-                first = (size_t)(at - h->buf);
-        }
-        if (first < h->len) {
-            if (first > 0)
-                j->cb.text(j->ctx, h->buf, first, tok);
-            h->len = 0;
-            return true;
-        }
-        size_t keep = stop_tail(j, h);
-        if (keep == h->len && h->len == sizeof(h->buf))
-            keep = 0; /* cannot happen with stop strings shorter than the buffer */
-        if (h->len > keep)
-            j->cb.text(j->ctx, h->buf, h->len - keep, tok);
-        memmove(h->buf, h->buf + h->len - keep, keep);
-        h->len = keep;
-    }
-    return false;
-}
-
-/* logprob of id and the top alternatives, from raw logits. */
-static void token_logprobs(const float *logits, int32_t n_vocab, int n_top, struct job_token *t) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n_vocab; i++)
-        mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0.0;
-    for (int32_t i = 0; i < n_vocab; i++)
-        sum += exp((double)(logits[i] - mx));
-    const float lse = mx + (float)log(sum);
-    t->logprob = logits[t->id] - lse;
-    /* the n_top best in one pass: an insertion into a short sorted list (ties: lower id first) */
-    t->n_top = 0;
-    for (int32_t i = 0; i < n_vocab && n_top > 0; i++) {
-        if (t->n_top == n_top && logits[i] <= logits[t->top_id[n_top - 1]])
-            continue;
-        int k = t->n_top < n_top ? t->n_top++ : n_top - 1;
-        for (; k > 0 && logits[t->top_id[k - 1]] < logits[i]; k--)
-            t->top_id[k] = t->top_id[k - 1];
-        t->top_id[k] = i;
-    }
-    for (int k = 0; k < t->n_top; k++)
-        t->top_logprob[k] = logits[t->top_id[k]] - lse;
-}
-
-/* Copies logits into s->masked with every token that would break the JSON object g has read so
- * far set to -inf (the end of generation is allowed once the object is closed; special tokens
- * never). Returns how many tokens remain allowed. */
-static int32_t json_mask(struct scheduler *s, const float *logits, const struct json_grammar *g) {
-    const bool done = json_grammar_done(g);
-    int32_t allowed = 0;
-    for (int32_t v = 0; v < s->n_vocab; v++) {
-        bool ok;
-        if (tokenizer_is_eog(s->tk, v)) {
-            ok = done;
-        } else if (tokenizer_is_special(s->tk, v)) {
-            ok = false;
-        } else {
-            size_t len = 0;
-            const char *piece = tokenizer_piece(s->tk, v, &len);
-            struct json_grammar t = *g;
-            ok = piece && len > 0 && json_grammar_feed(&t, piece, len);
-        }
-        s->masked[v] = ok ? logits[v] : -INFINITY;
-        allowed += ok;
-    }
-    return allowed;
+static void job_show(void *ctx, const char *text, size_t len) {
+    const struct job_shown *w = ctx;
+    w->j->cb.text(w->j->ctx, text, len, w->tok);
 }
 
 /* ---- slots: choosing one, starting a job ---------------------------------------------------- */
@@ -334,10 +245,11 @@ static void slot_finish(struct scheduler *s, struct slot *l) {
     struct job_summary *sum = &l->sum;
     char piece[512]; /* what the decoder and the stop strings held back is text after all */
     size_t len = tokenizer_stream_flush(&l->ts, piece, sizeof(piece));
-    if (len > 0 && holdback_push(j, &l->hb, piece, len, NULL))
+    struct job_shown shown = {j, NULL};
+    if (len > 0 && stop_text_push(&l->held, piece, len, job_show, &shown))
         sum->finish_reason = "stop";
-    else if (l->hb.len > 0)
-        j->cb.text(j->ctx, l->hb.buf, l->hb.len, NULL);
+    else
+        stop_text_flush(&l->held, job_show, &shown);
     const double t2 = clock_now_s();
     if (l->t_first == 0.0)
         l->t_first = t2;
@@ -375,7 +287,7 @@ static void slot_start(struct scheduler *s, struct slot *l, struct job *j) {
     l->t_first = l->t_end = 0.0;
     l->sum.queue_ms = 1e3 * (l->t_start - j->t_submit);
     l->ts = (struct tokenizer_stream){0};
-    l->hb.len = 0;
+    stop_text_init(&l->held, j->p.stop, j->p.n_stop);
     json_grammar_init(&l->jg);
     l->admitted = ++s->tick;
     l->jobs++;
@@ -409,13 +321,15 @@ static void slot_sample(struct scheduler *s, struct slot *l) {
     struct job_summary *sum = &l->sum;
     char piece[512];
     sum->finish_reason = NULL;
-    if (j->p.json_object && json_mask(s, l->logits, &l->jg) == 0)
+    if (j->p.json_object &&
+        token_logits_json_mask(s->tk, &l->jg, l->logits, s->n_vocab, s->masked) == 0)
         sum->finish_reason = "stop"; /* cannot happen: some byte always continues JSON */
     struct job_token tok = {0};
     if (!sum->finish_reason) {
         tok.id = sampler_sample(l->smp, j->p.json_object ? s->masked : l->logits);
         if (j->p.logprobs)
-            token_logprobs(l->logits, s->n_vocab, j->p.top_logprobs, &tok);
+            tok.logprob = token_logits_logprob(l->logits, s->n_vocab, tok.id, j->p.top_logprobs,
+                                               tok.top_id, tok.top_logprob, &tok.n_top);
         sampler_accept(l->smp, tok.id);
         if (tokenizer_is_eog(s->tk, tok.id))
             sum->finish_reason = "stop";
@@ -430,9 +344,9 @@ static void slot_sample(struct scheduler *s, struct slot *l) {
             json_grammar_feed(&l->jg, raw, raw_len); /* allowed by the mask: it cannot fail */
         }
         size_t len = tokenizer_decode_stream(s->tk, &l->ts, tok.id, piece, sizeof(piece));
-        if (holdback_push(j, &l->hb, piece, len, &tok)) {
+        struct job_shown shown = {j, &tok};
+        if (stop_text_push(&l->held, piece, len, job_show, &shown)) {
             sum->finish_reason = "stop";
-            l->hb.len = 0;
             l->ts.n_pending = 0;
         } else if (j->p.json_object && json_grammar_done(&l->jg)) {
             sum->finish_reason = "stop";
@@ -679,11 +593,9 @@ struct scheduler *scheduler_new(struct engine *e, const struct tokenizer *tk, in
     s->n_vocab = tokenizer_n_vocab(tk);
     s->n_ctx = engine_n_ctx(e);
     s->n_batch = engine_n_batch(e);
-    s->msg_start = tokenizer_find(tk, "<|im_start|>");
-    if (s->msg_start < 0)
-        s->msg_start = tokenizer_find(tk, "<|start_header_id|>");
-    if (s->msg_start < 0) /* harmony (gpt-oss) */
-        s->msg_start = tokenizer_find(tk, "<|start|>");
+    s->msg_start = -1; /* the first family's marker the vocabulary has, in chat.h's order */
+    for (int f = 0; f < CHAT_N_FAMILIES && s->msg_start < 0; f++)
+        s->msg_start = tokenizer_find(tk, chat_family_message_start((enum chat_family)f));
     s->queue_max = queue_max > 0 ? queue_max : 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
