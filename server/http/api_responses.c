@@ -209,7 +209,7 @@ static const char *const KEYS[] = {
     "top_p", "text", "reasoning", "stream", "stream_options", "store", "previous_response_id",
     "metadata", "parallel_tool_calls", "truncation", "user", "include", "prompt_cache_key",
     "safety_identifier", "service_tier", "background", "max_tool_calls", "top_logprobs",
-    "conversation", "prompt", "seed", NULL};
+    "conversation", "prompt", "seed", "client_metadata", NULL};
 
 /* Fields sniperd refuses unless null or their default. */
 static int check_unsupported(struct oai_error *e, const json_t *body) {
@@ -242,6 +242,9 @@ static int check_unsupported(struct oai_error *e, const json_t *body) {
     if (s && strcmp(s, "auto") != 0 && strcmp(s, "default") != 0)
         return oai_fail(e, 400, INVALID, "service_tier", "unsupported_value",
                         "'service_tier' must be \"auto\" or \"default\"");
+    v = field(body, "client_metadata"); /* Codex's bookkeeping for its own logs */
+    if (v && !json_is_object(v))
+        return bad_type(e, "client_metadata", "an object");
     v = field(body, "max_tool_calls");
     if (v && !json_is_integer(v))
         return bad_type(e, "max_tool_calls", "an integer");
