@@ -149,10 +149,13 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
                       const char *const *known) {
     const char *key;
     json_t *v;
+    char param[64];
     json_object_foreach((json_t *)obj, key, v) {
-        if (!in_list(key, known))
-            return oai_fail(e, 400, INVALID, key, "unknown_parameter",
-                            "unknown parameter: '%s%.64s'", prefix, key);
+        if (in_list(key, known))
+            continue;
+        snprintf(param, sizeof(param), "%s%.40s", prefix, key);
+        return oai_fail(e, 400, INVALID, param, "unknown_parameter", "unknown parameter: '%s'",
+                        param);
     }
     return 0;
 }
