@@ -21,6 +21,7 @@
 #include "clock.h"
 #include "jsonw.h"
 #include "strbuf.h"
+#include "utf8.h"
 
 #define OLLAMA_VERSION "0.12.0"     /* the API version these routes follow */
 #define MAX_MESSAGES 4096
@@ -58,57 +59,8 @@ static void reply_obj(struct http_response *out, json_t *o) {
 
 /* ---- JSON helpers ---------------------------------------------------------------------------- */
 
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    unsigned cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    static const unsigned min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* Bytes at the end of s[0..n) that start a UTF-8 sequence the next bytes may complete. */
-static size_t utf8_tail(const char *s, size_t n) {
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        unsigned c = (unsigned char)s[n - k];
-        if ((c & 0xc0) == 0x80)
-            continue;
-        size_t len = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
-        return len > k ? k : 0;
-    }
-    return 0;
-}
-
-/* A JSON string of s[0..n) with each invalid UTF-8 byte as U+FFFD; NULL on no memory. */
-static json_t *jstr(const char *s, size_t n) {
-    char *fixed = malloc(n * 3 + 1);
-    size_t o = 0;
-    if (!fixed)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
-        if (k) {
-            memcpy(fixed + o, s + i, k);
-            o += k, i += k;
-        } else {
-            memcpy(fixed + o, "\xef\xbf\xbd", 3);
-            o += 3, i++;
-        }
-    }
-    json_t *v = json_stringn_nocheck(fixed, o);
-    free(fixed);
-    return v;
-}
+/* A JSON string of s[0..n), invalid UTF-8 as U+FFFD (utf8.h); NULL on no memory. */
+static json_t *jstr(const char *s, size_t n) { return utf8_json_string(s, n); }
 
 /* obj[key] when present and not null, else NULL. */
 static json_t *field(const json_t *obj, const char *key) {
@@ -501,7 +453,8 @@ static int parse_request(const json_t *b, bool chat, enum chat_family fam,
         return parse_messages(field(b, "messages"), rq, err, err_len);
     const json_t *prompt = field(b, "prompt"), *system = field(b, "system");
     if ((prompt && !json_is_string(prompt)) || (system && !json_is_string(system)) ||
-        json_string_length(prompt) > MAX_TEXT_BYTES || json_string_length(system) > MAX_TEXT_BYTES) {
+        json_string_length(prompt) > MAX_TEXT_BYTES ||
+        json_string_length(system) > MAX_TEXT_BYTES) {
         snprintf(err, err_len, "'prompt' and 'system' must be strings of up to %u bytes",
                  MAX_TEXT_BYTES);
         return -1;
