@@ -4,8 +4,9 @@
 # temporary CODEX_HOME; update checks and analytics off, so it runs offline), `codex exec` on a
 # tiny gpt-oss model scripted to reason "Hm" and answer "OK" (tests/openai_js/scripted_model.py)
 # must exit 0 with that answer, and a resumed second turn must too, its prompt from the prompt
-# cache. Codex's hosted and namespaced tools (web_search, multi_agent), which sniperd refuses, are
-# turned off, and its long default instructions replaced, so the prompt fits a small context.
+# cache; with no network but loopback where a network namespace can be made. Codex's hosted and
+# namespaced tools (web_search, multi_agent), which sniperd refuses, are turned off, and its long
+# default instructions replaced, so the prompt fits a small context.
 # Skipped loudly without node/npm or when the npm registry cannot be reached.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,17 @@ BUILD=${BUILD:-build}
 skip() { echo "SKIP: $1: Codex CLI against /v1/responses is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
 . tests/lib/npm.sh
 npm_need @openai/codex @openai/codex
+# offline for real where the kernel lets us: the daemon and Codex in a network namespace of
+# their own, with nothing but loopback
+if [ -z "${SNIPER_CODEX_NETNS:-}" ] && unshare -rn true 2>/dev/null; then
+    SNIPER_CODEX_NETNS=1 exec unshare -rn bash "$PWD/tests/codex.sh" "$@"
+fi
+if [ -n "${SNIPER_CODEX_NETNS:-}" ]; then
+    ip link set lo up 2>/dev/null
+    echo "# no network but loopback (unshare -rn)"
+else
+    echo "# unshare -rn refused: Codex runs with this machine's network (its update checks off)"
+fi
 TMP=$(mktemp -d /tmp/sniper-codex.XXXXXX)
 pid=
 cleanup() {
