@@ -23,6 +23,8 @@
 #include <jansson.h>
 
 #include "api_internal.h"
+#include "api_ollama.h"
+#include "api_responses.h"
 #include "clock.h"
 #include "chat.h"
 #include "openai.h"
@@ -901,7 +903,8 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     bool ready = a->ready, draining = a->draining;
     pthread_mutex_unlock(&a->mu);
     bool context = !strcmp(rq->path, "/v1/context") || !strncmp(rq->path, "/v1/context/", 12);
-    if (context) {
+    bool responses = api_responses_path(rq->path), ollama = api_ollama_path(rq->path);
+    if (context || responses || ollama) {
         if (!authorized(a, rq->authorization))
             api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
                            "missing or wrong API key: send Authorization: Bearer <key>");
@@ -909,6 +912,10 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
             api_reply_fail(out, 503, "server_error", "", "loading", "the model is still loading");
         else if (draining)
             reply_draining(out);
+        else if (responses)
+            api_responses_route(a, rq, out);
+        else if (ollama)
+            api_ollama_route(a, rq, out);
         else
             api_context_route(a, rq, out);
     } else if (route < 0) {
