@@ -1,8 +1,9 @@
-/* test_threadpool.c - the thread pool and spin.h: every task of every run exactly once with its
- * own function and context, also when the pool's threads share one CPU (workers late to a run);
- * and how they wait: a waiter yields to a process that wants its CPU and then sleeps, a caller
- * waiting for a long task sleeps after its poll, an idle pool beside a busy process costs it
- * almost no CPU. These measure CPU time, never speed. */
+/* test_threadpool.c - the thread pool, spin.h and contention.h: every task of every run exactly
+ * once with its own function and context, also when the pool's threads share one CPU (workers
+ * late to a run); and how they wait: a waiter yields to a process that wants its CPU and then
+ * sleeps, a caller waiting for a long task sleeps after its poll, an idle pool beside a busy
+ * process costs it almost no CPU. These measure CPU time, never speed. Each case asks a fresh
+ * contention monitor (its own, or its pool's): none waits for an earlier case's to forget. */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "contention.h"
 #include "harness.h"
 #include "spin.h"
 #include "threadpool.h"
@@ -174,38 +176,41 @@ static void test_spin_yields(void) {
     int cpu = pin_here(&old, "contention");
     if (cpu < 0)
         return;
+    struct contention cm;
+    contention_init(&cm);
     pid_t pid = contender_start(cpu);
     CHECK(pid > 0);
     double t0 = clock_now_s(), c0 = thread_cpu_s();
-    struct spin sp = spin_start(0.5);
+    struct spin sp = spin_start(&cm, 0.5);
     while (spin_more(&sp))
         ;
     double wall = clock_now_s() - t0, cpu_s = thread_cpu_s() - c0;
     CHECK_MSG(wall < 0.1 && cpu_s < 0.02, "a 0.5 s spin beside a busy process: %.3f s, %.3f s CPU",
               wall, cpu_s);
     int spins = 1;
-    for (; !spin_contended() && clock_now_s() < t0 + 2.0; spins++) {
-        sp = spin_start(0.5);
+    for (; !contention_now(&cm) && clock_now_s() < t0 + 2.0; spins++) {
+        sp = spin_start(&cm, 0.5);
         while (spin_more(&sp))
             ;
     }
-    CHECK_MSG(spin_contended(), "%d spins in %.2f s beside a busy process: not contended", spins,
-              clock_now_s() - t0);
+    CHECK_MSG(contention_now(&cm), "%d spins in %.2f s beside a busy process: not contended",
+              spins, clock_now_s() - t0);
     c0 = thread_cpu_s();
-    sp = spin_start(0.5);
+    sp = spin_start(&cm, 0.5);
     while (spin_more(&sp))
         ;
     cpu_s = thread_cpu_s() - c0;
     CHECK_MSG(cpu_s < 0.005, "the next spin polled %.4f s of CPU", cpu_s);
     contender_stop(pid);
     sched_setaffinity(0, sizeof(old), &old);
+    contention_release(&cm);
 }
 
 /* A client on the same CPU that wakes for half a millisecond every 20 ms (a streamed token read
  * and parsed) makes spins give way, but the machine never counts as contended: it would have made
  * every wait block and every run the caller's alone, a third of decode speed lost to a client
- * reading the stream. Up to three tries of a second each: another program on a shared machine
- * (the other tests) may really contend for a while. */
+ * reading the stream. Up to three tries of a second each, each with a fresh monitor: another
+ * program on a shared machine (the other tests) may really contend for a while. */
 static void test_spin_brief_waker(void) {
     cpu_set_t old;
     int cpu = pin_here(&old, "a brief waker");
@@ -215,15 +220,17 @@ static void test_spin_brief_waker(void) {
     CHECK(pid > 0);
     int gave_way = 0, contended = 0, spins = 0;
     for (int attempt = 0; attempt < 3 && (attempt == 0 || contended > 0); attempt++) {
-        sleep_s(SPIN_CONTENDED_S); /* forget earlier contention */
+        struct contention cm;
+        contention_init(&cm);
         gave_way = contended = spins = 0;
         for (double until = clock_now_s() + 1.0; clock_now_s() < until; spins++) {
-            struct spin sp = spin_start(0.01);
+            struct spin sp = spin_start(&cm, 0.01);
             while (spin_more(&sp))
                 ;
             gave_way += spin_gave_way(&sp);
-            contended += spin_contended();
+            contended += contention_now(&cm);
         }
+        contention_release(&cm);
     }
     contender_stop(pid);
     sched_setaffinity(0, sizeof(old), &old);
@@ -234,14 +241,16 @@ static void test_spin_brief_waker(void) {
 
 /* Alone on its CPU, a spin polls to its time limit (an idle machine keeps its speed). */
 static void test_spin_alone(void) {
-    sleep_s(SPIN_CONTENDED_S); /* forget the last case's contention */
+    struct contention cm;
+    contention_init(&cm);
     double t0 = clock_now_s();
-    struct spin sp = spin_start(0.02);
+    struct spin sp = spin_start(&cm, 0.02);
     while (spin_more(&sp))
         ;
     double wall = clock_now_s() - t0;
     /* another program may have wanted this CPU meanwhile (a shared machine): then it stops early */
     CHECK_MSG(wall >= 0.02 || spin_gave_way(&sp), "a 0.02 s spin alone ended after %.4f s", wall);
+    contention_release(&cm);
 }
 
 /* A pool of 2 whose worker stays on one CPU (it inherits the affinity it is created with) while
@@ -286,15 +295,16 @@ static void test_contended_runs_on_caller(void) {
     pid_t pid = contender_start(worker_cpu);
     CHECK(pid > 0);
     static struct tally t;
+    struct contention *cm = threadpool_contention(tp); /* fresh: the pool is new */
     double until = clock_now_s() + 5.0;
-    while (!spin_contended() && clock_now_s() < until) {
+    while (!contention_now(cm) && clock_now_s() < until) {
         memset(&t, 0, sizeof(t));
         threadpool_run(tp, 16, tally_a, &t); /* wakes the worker, whose wait then gives way */
         sleep_s(0.001);
     }
-    CHECK_MSG(spin_contended(), "the pool never saw its worker's CPU wanted");
+    CHECK_MSG(contention_now(cm), "the pool never saw its worker's CPU wanted");
     int runs = 0, by_workers = 0;
-    for (; runs < 1000 && spin_contended(); runs++) {
+    for (; runs < 1000 && contention_now(cm); runs++) {
         memset(&t, 0, sizeof(t));
         threadpool_run(tp, 16, tally_a, &t);
         by_workers += atomic_load(&t.by_workers);
