@@ -166,6 +166,42 @@ static void test_every_task_once_on_one_cpu(void) {
     sched_setaffinity(0, sizeof(old), &old);
 }
 
+/* ---- the contention monitor ----------------------------------------------------------------- */
+
+/* The monitor's rule on losses told at given times, no clock or CPU involved: fresh, it has seen
+ * nothing; a client that takes the CPU for half a millisecond every 20 ms (a streamed token read
+ * and parsed) never makes it contended, not in 200 s; a program that takes 2 ms of every 5 does
+ * within 50 ms, and then it stays contended CONTENTION_HOLD_S and no longer. */
+static void test_contention_rule(void) {
+    struct contention cm;
+    contention_init(&cm);
+    const double t0 = 1000.0;
+    CHECK(!contention_now(&cm) && !contention_at(&cm, t0));
+    int contended = 0;
+    for (int i = 1; i <= 10000; i++) {
+        contention_add_lost(&cm, t0 + i * 0.02, 0.0005);
+        contended += contention_at(&cm, t0 + i * 0.02);
+    }
+    CHECK_MSG(contended == 0, "%d of 10000 brief wakes 20 ms apart made the monitor contended",
+              contended);
+    double t = t0 + 300, first = 0;
+    for (int i = 0; i < 20 && first == 0; i++) {
+        t += 0.005;
+        contention_add_lost(&cm, t, 0.002);
+        if (contention_at(&cm, t))
+            first = t;
+    }
+    CHECK_MSG(first > 0 && first - (t0 + 300) <= 0.05,
+              "2 ms lost of every 5: contended after %.3f s", first > 0 ? first - t0 - 300 : -1.0);
+    if (first > 0) {
+        CHECK_MSG(contention_at(&cm, first + CONTENTION_HOLD_S - 0.001),
+                  "no longer contended %.3f s after the overflow", CONTENTION_HOLD_S - 0.001);
+        CHECK_MSG(!contention_at(&cm, first + CONTENTION_HOLD_S + 0.001),
+                  "still contended %.3f s after the overflow", CONTENTION_HOLD_S + 0.001);
+    }
+    contention_release(&cm);
+}
+
 /* ---- how they wait -------------------------------------------------------------------------- */
 
 /* A spin beside a process that wants the same CPU stops at its first yield rather than polling for
@@ -414,6 +450,7 @@ static void test_idle_pool_yields(void) {
 static const struct test_case cases[] = {
     {"every_task_once", test_every_task_once},
     {"every_task_once_on_one_cpu", test_every_task_once_on_one_cpu},
+    {"contention_rule", test_contention_rule},
     {"spin_yields", test_spin_yields},
     {"spin_brief_waker", test_spin_brief_waker},
     {"contended_runs_on_caller", test_contended_runs_on_caller},
