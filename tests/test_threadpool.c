@@ -242,11 +242,33 @@ static void test_spin_yields(void) {
     contention_release(&cm);
 }
 
+/* The time a spinner really lost, judged by contention.h's rule with half its burst (a share of
+ * 10% drained, 5 ms beyond it, held 0.3 s), fed with each spin's wall time beyond its CPU time:
+ * more than its slow yields can have lost. A monitor contended while this never overflowed lately
+ * saw contention that was not there; while it did, another program really held the CPU. */
+struct lost_time {
+    double lost_s, at; /* the bucket, as of clock_now_s() `at` */
+    double over_at;    /* when it last overflowed (0: never) */
+};
+
+static void lost_time_add(struct lost_time *l, double now, double lost_s) {
+    double drained = l->lost_s - (now - l->at) * 0.1;
+    l->lost_s = (drained > 0 ? drained : 0) + lost_s;
+    l->at = now;
+    if (l->lost_s > 0.005)
+        l->over_at = now;
+}
+
+static bool lost_time_explains(const struct lost_time *l, double now) {
+    return l->over_at > 0 && now - l->over_at <= 0.3;
+}
+
 /* A client on the same CPU that wakes for half a millisecond every 20 ms (a streamed token read
- * and parsed) makes spins give way, but the machine never counts as contended: it would have made
+ * and parsed) makes spins give way, but the monitor never counts as contended: it would have made
  * every wait block and every run the caller's alone, a third of decode speed lost to a client
- * reading the stream. Up to three tries of a second each, each with a fresh monitor: another
- * program on a shared machine (the other tests) may really contend for a while. */
+ * reading the stream. Contention that the time the spinner really lost explains (another program
+ * on a shared machine: the other tests) is not held against it; up to three tries of a second,
+ * each with a fresh monitor, and a skip when the machine left too few spins to judge. */
 static void test_spin_brief_waker(void) {
     cpu_set_t old;
     int cpu = pin_here(&old, "a brief waker");
@@ -254,25 +276,42 @@ static void test_spin_brief_waker(void) {
         return;
     pid_t pid = waker_start(cpu, 0.0005, 0.02);
     CHECK(pid > 0);
-    int gave_way = 0, contended = 0, spins = 0;
-    for (int attempt = 0; attempt < 3 && (attempt == 0 || contended > 0); attempt++) {
+    int gave_way = 0, contended = 0, unexplained = 0, quiet = 0, spins = 0;
+    for (int attempt = 0; attempt < 3; attempt++) {
         struct contention cm;
         contention_init(&cm);
-        gave_way = contended = spins = 0;
+        struct lost_time lt = {0};
+        gave_way = contended = unexplained = quiet = spins = 0;
         for (double until = clock_now_s() + 1.0; clock_now_s() < until; spins++) {
+            double c0 = thread_cpu_s(), t0 = clock_now_s();
             struct spin sp = spin_start(&cm, 0.01);
             while (spin_more(&sp))
                 ;
             gave_way += spin_gave_way(&sp);
-            contended += contention_now(&cm);
+            double now = clock_now_s();
+            lost_time_add(&lt, now, (now - t0) - (thread_cpu_s() - c0));
+            bool explained = lost_time_explains(&lt, now);
+            quiet += !explained;
+            if (contention_now(&cm)) {
+                contended++;
+                unexplained += !explained;
+            }
         }
         contention_release(&cm);
+        if (unexplained == 0 && 2 * quiet >= spins)
+            break;
     }
     contender_stop(pid);
     sched_setaffinity(0, sizeof(old), &old);
+    CHECK_MSG(unexplained == 0, "%d of %d spins beside a brief waker saw the monitor contended with "
+              "no time lost to explain it (%d contended, %d gave way)", unexplained, spins,
+              contended, gave_way);
+    if (unexplained == 0 && 2 * quiet < spins) {
+        test_skip("another program held the CPU through %d of %d spins: a brief waker NOT checked",
+                  spins - quiet, spins);
+        return;
+    }
     CHECK_MSG(gave_way > 0, "%d spins beside a waker: none gave way", spins);
-    CHECK_MSG(contended == 0, "%d of %d spins beside a brief waker saw the machine contended "
-              "(%d gave way)", contended, spins, gave_way);
 }
 
 /* Alone on its CPU, a spin polls to its time limit (an idle machine keeps its speed): a spin that
