@@ -101,7 +101,7 @@ struct contention;
 
 /* The contention monitor of e's thread pool (threadpool_contention): give it to e's expert cache
  * (expert_cache_options.contention) so that the reads' waits and the pool's see one machine.
- * Borrowed; it lives as long as e. */
+ * Borrowed; it lives as long as e (the cache may still be freed after e: that does not use it). */
 struct contention *engine_contention(struct engine *e);
 
 /* Routed experts (a dense model's FFN matrices) come from cache c from now on (borrowed; NULL: from

@@ -257,6 +257,7 @@ void expert_io_free(struct expert_io *io) {
         return;
     uint64_t tag;
     int rc;
+    io->contention = &io->own; /* the one borrowed may be gone: its engine is freed first */
     while (io->outstanding > 0 && expert_io_reap(io, true, &tag, &rc) == 1)
         ;
     pthread_mutex_lock(&io->mu);

@@ -31,8 +31,8 @@ struct contention;
 /* Opens path for reads with up to depth (>= 1) of them in flight and room for max_queued
  * submitted but not yet reaped. A reap's wait tells `contention` of slow yields and waits briefly
  * while it counts as contended (spin.h): the engine's pool's (threadpool_contention), borrowed
- * until expert_io_free; NULL gives the reads a monitor of their own. Returns NULL with a message
- * in err. */
+ * until expert_io_free, which no longer uses it (an engine may be freed before its cache); NULL
+ * gives the reads a monitor of their own. Returns NULL with a message in err. */
 struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int depth,
                                 int max_queued, struct contention *contention, char *err,
                                 size_t err_len);
