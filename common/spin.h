@@ -1,13 +1,11 @@
 /* spin.h - waiting without taking a CPU someone else wants. A waiter polls while its CPU has
  * nothing else to run (in a VM a vCPU that slept resumes slowly: docs/benchmarks.md, "Waiting for
  * reads"), and yields the CPU every few microseconds to find out: a yield that comes back late
- * means another thread or process was waiting for it. Then the waiter stops and should block.
- * When such late yields add up to a share of the time (another program holding a CPU, not a
- * client that wakes for each streamed token), the machine counts as contended: for the next
- * SPIN_CONTENDED_S every wait in the process polls only SPIN_BRIEF_S before it blocks
- * (docs/benchmarks.md, "Sharing the machine").
+ * means another thread or process was waiting for it. Then the waiter stops and should block, and
+ * tells the contention monitor it was given (contention.h) the time it lost; while that monitor
+ * counts as contended, every wait given it polls only SPIN_BRIEF_S before it blocks.
  *
- *     struct spin s = spin_start(0.1);
+ *     struct spin s = spin_start(threadpool_contention(tp), 0.1);
  *     while (!ready() && spin_more(&s))
  *         ;
  *     if (!ready()) block_until_ready();  */
@@ -16,13 +14,12 @@
 
 #include <stdbool.h>
 
-#define SPIN_BRIEF_S 50e-6      /* the poll left while the machine is contended */
+#include "contention.h"
+
+#define SPIN_BRIEF_S 50e-6      /* the poll left while the monitor counts as contended */
 #define SPIN_SLOW_YIELD_S 200e-6 /* a yield longer than this: someone else ran on our CPU (a
                                  * CPU-bound program gets a slice of 0.7 ms or more; a kernel
                                  * thread passing by, tens of microseconds) */
-#define SPIN_LOST_SHARE 0.1     /* contended: slow yields took more than this share of the time */
-#define SPIN_LOST_BURST_S 0.01  /* ... beyond a burst of this many seconds (a leaky bucket) */
-#define SPIN_CONTENDED_S 0.25   /* how long contention keeps every wait brief */
 #define SPIN_POLLS 64           /* polls between two looks at the clock (about 3 us) */
 
 static inline void cpu_relax(void) {
@@ -32,13 +29,15 @@ static inline void cpu_relax(void) {
 }
 
 struct spin {
-    double until; /* clock_now_s() deadline */
-    unsigned n;   /* polls so far */
-    bool probe;   /* yield every SPIN_POLLS polls (false while the machine is contended) */
+    double until;          /* clock_now_s() deadline */
+    unsigned n;            /* polls so far */
+    bool probe;            /* yield every SPIN_POLLS polls (false while contended) */
+    struct contention *cm; /* borrowed: told of a slow yield */
 };
 
-/* A wait of at most `seconds` (SPIN_BRIEF_S while the process has lately seen contention). */
-struct spin spin_start(double seconds);
+/* A wait of at most `seconds` (SPIN_BRIEF_S while cm counts as contended). cm is borrowed for the
+ * wait's life and must not be NULL. */
+struct spin spin_start(struct contention *cm, double seconds);
 
 /* The slow path of spin_more: the clock and the yield. */
 bool spin_check(struct spin *s);
@@ -53,11 +52,5 @@ static inline bool spin_more(struct spin *s) {
 /* After a wait that spin_more ended: true when it ended because another thread or process wanted
  * the CPU (a slow yield), not because its time was up. */
 bool spin_gave_way(const struct spin *s);
-
-/* True while the machine counts as contended: within the last SPIN_CONTENDED_S the time that slow
- * yields gave to other threads and programs outgrew SPIN_LOST_BURST_S plus SPIN_LOST_SHARE of the
- * time passed. A program holding a CPU gets there in tens of milliseconds; a client that wakes for
- * a millisecond per token never does. */
-bool spin_contended(void);
 
 #endif

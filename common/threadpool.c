@@ -9,7 +9,9 @@
  * machine the scheduler puts a woken worker next to its waker: 88% of their tasks, measured).
  * Waiters, workers between runs and the caller for the last tasks, poll (spin.h: only while
  * nobody else wants the CPU) and then sleep on a condition variable; the other side signals only
- * when someone sleeps, so a run costs no system call while all poll. */
+ * when someone sleeps, so a run costs no system call while all poll. Their slow yields go to the
+ * pool's contention monitor, set up before the first worker starts and released after the last
+ * one is joined. */
 #include "threadpool.h"
 
 #include <assert.h>
@@ -18,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -49,6 +52,10 @@ struct threadpool {
         _Atomic threadpool_fn fn;
         void *_Atomic ctx;
     } runs[2];                       /* [gen & 1]: the current run's, and the last one's */
+    /* told by every wait of the pool, asked by every wait and run, written only on a slow yield:
+     * a cache line of its own, apart from the fields every run writes (as the process-wide state
+     * it replaced was) */
+    _Alignas(64) struct contention contention;
 };
 
 struct worker_arg {
@@ -90,7 +97,7 @@ static void threadpool_work(struct threadpool *tp, uint32_t gen, int thread) {
 
 /* Waits for a generation other than seen (or stop); returns false on stop. */
 static bool threadpool_wait_run(struct threadpool *tp, uint32_t seen) {
-    struct spin sp = spin_start(THREADPOOL_SPIN_S);
+    struct spin sp = spin_start(&tp->contention, THREADPOOL_SPIN_S);
     do {
         if (WORK_GEN(atomic_load_explicit(&tp->work, memory_order_acquire)) != seen)
             return true;
@@ -124,13 +131,15 @@ struct threadpool *threadpool_new(int n_threads) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n > 0 ? (int)n : 1;
     }
-    struct threadpool *tp = calloc(1, sizeof(*tp));
+    struct threadpool *tp = aligned_alloc(_Alignof(struct threadpool), sizeof(*tp));
     if (!tp)
         return NULL;
+    memset(tp, 0, sizeof(*tp));
     tp->n_threads = n_threads;
     pthread_mutex_init(&tp->lock, NULL);
     pthread_cond_init(&tp->wake, NULL);
     pthread_cond_init(&tp->done, NULL);
+    contention_init(&tp->contention);
     tp->threads = calloc((size_t)n_threads, sizeof(*tp->threads));
     if (!tp->threads)
         goto err_free;
@@ -152,6 +161,7 @@ err_stop:
     threadpool_free(tp);
     return NULL;
 err_free:
+    contention_release(&tp->contention);
     free(tp);
     return NULL;
 }
@@ -166,6 +176,7 @@ void threadpool_free(struct threadpool *tp) {
     for (int i = 1; i < tp->n_threads; i++)
         if (tp->threads[i - 1])
             pthread_join(tp->threads[i - 1], NULL);
+    contention_release(&tp->contention);
     pthread_cond_destroy(&tp->done);
     pthread_cond_destroy(&tp->wake);
     pthread_mutex_destroy(&tp->lock);
@@ -177,9 +188,13 @@ int threadpool_n_threads(const struct threadpool *tp) {
     return tp->n_threads;
 }
 
+struct contention *threadpool_contention(struct threadpool *tp) {
+    return &tp->contention;
+}
+
 /* The caller's wait for the run's last tasks (taken by workers that are still at them). */
 static void threadpool_wait_done(struct threadpool *tp, int64_t n_tasks) {
-    struct spin sp = spin_start(THREADPOOL_SPIN_S);
+    struct spin sp = spin_start(&tp->contention, THREADPOOL_SPIN_S);
     do {
         if (atomic_load_explicit(&tp->n_done, memory_order_acquire) == n_tasks)
             return;
@@ -195,10 +210,10 @@ static void threadpool_wait_done(struct threadpool *tp, int64_t n_tasks) {
 void threadpool_run(struct threadpool *tp, int64_t n_tasks, threadpool_fn fn, void *ctx) {
     if (n_tasks <= 0)
         return;
-    /* while the machine is contended (spin.h) the run is the caller's alone: a worker sharing a
-     * busy CPU runs at half speed and every run waits for its share, while the caller alone can
-     * move to a free CPU (docs/benchmarks.md, "Sharing the machine") */
-    if (tp->n_threads == 1 || n_tasks == 1 || spin_contended()) {
+    /* while the machine is contended (contention.h) the run is the caller's alone: a worker
+     * sharing a busy CPU runs at half speed and every run waits for its share, while the caller
+     * alone can move to a free CPU (docs/benchmarks.md, "Sharing the machine") */
+    if (tp->n_threads == 1 || n_tasks == 1 || contention_now(&tp->contention)) {
         for (int64_t t = 0; t < n_tasks; t++)
             fn(ctx, t, 0);
         return;

@@ -8,7 +8,9 @@
  * and a run ends when its tasks are done, whether or not every worker came. Workers poll for a
  * tenth of a second between runs (the token loop dispatches thousands of small runs a second,
  * between waits for expert reads) while nothing else wants their CPU, and otherwise sleep at once
- * (spin.h); the caller waits for the last tasks the same way. threadpool_run allocates nothing. */
+ * (spin.h); the caller waits for the last tasks the same way. The pool owns the contention monitor
+ * its waits tell of slow yields (contention.h), which other waits of the same token loop (the
+ * expert reads) share. threadpool_run allocates nothing. */
 #ifndef SNIPER_THREADPOOL_H
 #define SNIPER_THREADPOOL_H
 
@@ -16,6 +18,7 @@
 #include <stdint.h>
 
 struct threadpool;
+struct contention;
 
 /* fn(ctx, task, thread): task in [0, n_tasks), thread in [0, n_threads). */
 typedef void (*threadpool_fn)(void *ctx, int64_t task, int thread);
@@ -29,8 +32,13 @@ void threadpool_free(struct threadpool *tp);
 
 int threadpool_n_threads(const struct threadpool *tp);
 
+/* The pool's contention monitor, fresh at threadpool_new; borrowed, it lives as long as the pool.
+ * Waits that run between the pool's runs (the expert reads) are given it, so that what they see
+ * of a busy machine also makes the runs the caller's. */
+struct contention *threadpool_contention(struct threadpool *tp);
+
 /* Runs fn for every task in [0, n_tasks) across the pool, the caller taking part, and returns when
- * all are done; while the machine is contended (spin_contended()) the caller runs them alone. Not
+ * all are done; while the pool's monitor counts as contended the caller runs them alone. Not
  * reentrant: one run at a time, from one thread. */
 void threadpool_run(struct threadpool *tp, int64_t n_tasks, threadpool_fn fn, void *ctx);
 

@@ -157,7 +157,8 @@ static double disk_measure(int fd, uint64_t file_bytes, const struct disk_opts *
  * Returns MB/s, or a negative errno (0 when io_uring is not available: nothing to measure). */
 static double disk_measure_uring(uint64_t file_bytes, const struct disk_opts *o, int depth) {
     char err[256];
-    struct expert_io *io = expert_io_new(o->path, EXPERT_IO_URING, depth, depth, err, sizeof(err));
+    struct expert_io *io =
+        expert_io_new(o->path, EXPERT_IO_URING, depth, depth, NULL, err, sizeof(err));
     if (!io) {
         fprintf(stderr, "bench-disk: %s\n", err);
         return -EIO;

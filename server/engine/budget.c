@@ -26,6 +26,7 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
     /* the KV pages the sequences do not use yet are the cache's until they do */
     struct expert_cache_options grow = o ? *o : (struct expert_cache_options){0}; /* 0: defaults */
     grow.grow_bytes = cap - rss - BUDGET_MARGIN + engine_kv_bytes(e);
+    grow.contention = engine_contention(e); /* the reads' waits and the pool's: one machine */
     struct expert_cache *c = expert_cache_new(m, cap - rss - BUDGET_MARGIN, &grow, err, err_len);
     if (!c)
         return NULL;

@@ -276,6 +276,7 @@ int32_t engine_n_seq(const struct engine *e) { return e->p.n_seq; }
 int32_t engine_n_ctx(const struct engine *e) { return e->p.n_ctx; }
 int engine_n_threads(const struct engine *e) { return e->p.n_threads; }
 int32_t engine_n_batch(const struct engine *e) { return e->p.n_batch; }
+struct contention *engine_contention(struct engine *e) { return threadpool_contention(e->tp); }
 size_t engine_scratch_bytes(const struct engine *e) { return e->scratch_bytes; }
 bool engine_is_recurrent(const struct engine *e) { return sequence_is_recurrent(e->seqs[0]); }
 bool engine_has_checkpoints(const struct engine *e) {

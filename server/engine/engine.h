@@ -97,6 +97,12 @@ int engine_n_threads(const struct engine *e);
 int32_t engine_n_batch(const struct engine *e);
 
 struct expert_cache;
+struct contention;
+
+/* The contention monitor of e's thread pool (threadpool_contention): give it to e's expert cache
+ * (expert_cache_options.contention) so that the reads' waits and the pool's see one machine.
+ * Borrowed; it lives as long as e (the cache may still be freed after e: that does not use it). */
+struct contention *engine_contention(struct engine *e);
 
 /* Routed experts (a dense model's FFN matrices) come from cache c from now on (borrowed; NULL: from
  * the model's image). The model must have been opened with experts on disk for a cache to save

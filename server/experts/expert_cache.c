@@ -163,8 +163,8 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
         o = *opt;
     /* room for every read one lookup and one prefetch can queue */
     int max_queued = 3 * 2 * (c->n_expert < EC_MAX_LOOKUP ? c->n_expert : EC_MAX_LOOKUP);
-    c->io = expert_io_new(m->path, o.io, o.io_depth > 0 ? o.io_depth : 32, max_queued, err,
-                          err_len);
+    c->io = expert_io_new(m->path, o.io, o.io_depth > 0 ? o.io_depth : 32, max_queued,
+                          o.contention, err, err_len);
     if (!c->io) {
         expert_cache_free(c);
         return NULL;

@@ -33,6 +33,9 @@ struct expert_cache_options {
     int io_depth;           /* reads in flight (default 32) */
     size_t grow_bytes;      /* the most bytes expert_cache_set_bytes may grow it to (0: none
                              * beyond its size at creation); only address space until then */
+    struct contention *contention; /* the reads' waits' monitor (expert_io_new): the engine's
+                                    * pool's, borrowed until expert_cache_free (which does not
+                                    * use it); NULL: their own */
 };
 
 struct expert_cache_stats {

@@ -20,10 +20,11 @@
 #include "spin.h"
 
 /* Seconds a waiting reap polls for a completion before it sleeps, while nothing else wants its CPU
- * (spin.h: otherwise it sleeps at once). A read takes up to tens of ms; in a VM a vCPU that slept
- * in the wait resumes slowly and computes slower for a while (measured: the next layer's experts
- * 3.7x slower after a 13 ms sleep; docs/benchmarks.md), and a polling one also sees its
- * completion sooner. */
+ * (spin.h: otherwise it sleeps at once; its slow yields go to the monitor given at creation, the
+ * engine's pool's, so that the pool's waits and the reads' see one machine). A read takes up to
+ * tens of ms; in a VM a vCPU that slept in the wait resumes slowly and computes slower for a while
+ * (measured: the next layer's experts 3.7x slower after a 13 ms sleep; docs/benchmarks.md), and a
+ * polling one also sees its completion sooner. */
 #define EXPERT_IO_POLL_S 0.1
 
 struct io_req {
@@ -55,6 +56,8 @@ struct expert_io {
     struct io_fifo later;   /* submitted, not yet started: reads that wait for urgent ones */
     struct io_fifo done;    /* finished, not yet reaped (threads; injected faults) */
     atomic_int n_done;      /* done.n as workers last left it, for polling without the lock */
+    struct contention *contention; /* the waits' monitor: borrowed, or &own */
+    struct contention own;         /* the monitor of an expert_io given none */
 
     /* io_uring */
     struct io_uring ring;
@@ -177,7 +180,7 @@ static int32_t ring_take(struct expert_io *io, bool wait) {
     struct io_uring_cqe *cqe = NULL;
     int rc = io_uring_peek_cqe(&io->ring, &cqe);
     if (wait && (rc < 0 || !cqe)) {
-        struct spin sp = spin_start(EXPERT_IO_POLL_S);
+        struct spin sp = spin_start(io->contention, EXPERT_IO_POLL_S);
         while ((rc < 0 || !cqe) && spin_more(&sp))
             rc = io_uring_peek_cqe(&io->ring, &cqe);
         if (rc < 0 || !cqe)
@@ -202,7 +205,8 @@ static int32_t ring_take(struct expert_io *io, bool wait) {
 /* ---- interface ------------------------------------------------------------------------------- */
 
 struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int depth,
-                                int max_queued, char *err, size_t err_len) {
+                                int max_queued, struct contention *contention, char *err,
+                                size_t err_len) {
     struct expert_io *io = calloc(1, sizeof(*io));
     if (!io) {
         err_set(err, err_len, "expert_io: out of memory");
@@ -213,6 +217,8 @@ struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int 
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->work_cv, NULL);
     pthread_cond_init(&io->done_cv, NULL);
+    contention_init(&io->own);
+    io->contention = contention ? contention : &io->own;
     io->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     io->direct = io->fd >= 0;
     if (io->fd < 0)
@@ -251,6 +257,7 @@ void expert_io_free(struct expert_io *io) {
         return;
     uint64_t tag;
     int rc;
+    io->contention = &io->own; /* the one borrowed may be gone: its engine is freed first */
     while (io->outstanding > 0 && expert_io_reap(io, true, &tag, &rc) == 1)
         ;
     pthread_mutex_lock(&io->mu);
@@ -266,6 +273,7 @@ void expert_io_free(struct expert_io *io) {
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->work_cv);
     pthread_cond_destroy(&io->done_cv);
+    contention_release(&io->own);
     free(io->threads);
     free(io->reqs);
     free(io->backlog.ids);
@@ -332,7 +340,7 @@ int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc) {
         }
     } else {
         if (wait) {
-            struct spin sp = spin_start(EXPERT_IO_POLL_S);
+            struct spin sp = spin_start(io->contention, EXPERT_IO_POLL_S);
             while (atomic_load_explicit(&io->n_done, memory_order_acquire) == 0 && spin_more(&sp))
                 ;
         }

@@ -2,7 +2,7 @@
  * completions in any order. Two backends behind one interface, measured against each other in
  * docs/benchmarks.md: io_uring (liburing; one ring, no threads) and a pool of threads calling pread.
  *
- *     struct expert_io *io = expert_io_new(path, EXPERT_IO_URING, 32, err, sizeof(err));
+ *     struct expert_io *io = expert_io_new(path, EXPERT_IO_URING, 32, 64, NULL, err, sizeof(err));
  *     expert_io_submit(io, tag, buf, off, len, need, true); // buf, off, len aligned for direct I/O
  *     uint64_t tag; int rc;
  *     while (expert_io_reap(io, true, &tag, &rc) == 1) ...  // rc: 0 or -errno for that read
@@ -26,11 +26,16 @@ enum expert_io_kind {
 };
 
 struct expert_io;
+struct contention;
 
 /* Opens path for reads with up to depth (>= 1) of them in flight and room for max_queued
- * submitted but not yet reaped. Returns NULL with a message in err. */
+ * submitted but not yet reaped. A reap's wait tells `contention` of slow yields and waits briefly
+ * while it counts as contended (spin.h): the engine's pool's (threadpool_contention), borrowed
+ * until expert_io_free, which no longer uses it (an engine may be freed before its cache); NULL
+ * gives the reads a monitor of their own. Returns NULL with a message in err. */
 struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int depth,
-                                int max_queued, char *err, size_t err_len);
+                                int max_queued, struct contention *contention, char *err,
+                                size_t err_len);
 
 /* Waits for every read in flight, then closes. Accepts NULL. */
 void expert_io_free(struct expert_io *io);
