@@ -164,7 +164,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     }
 }
 
-void block_attn(struct engine *e, int il, int32_t n_tok) {
+int block_attn(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const size_t D = (size_t)hp->n_embd;
@@ -173,7 +173,9 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
     float *outs[3] = {gated ? e->qg : e->q, e->k, e->v};
     const size_t strides[3] = {(size_t)(gated ? 2 : 1) * e->q_dim, (size_t)e->kv_dim,
                                (size_t)e->kv_dim};
-    engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    if (rc < 0)
+        return rc;
     const float *const biases[3] = {l->bq, l->bk, l->bv};
     for (int i = 0; i < 3; i++)
         if (biases[i])
@@ -186,9 +188,11 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
     if (gated) /* out * sigmoid(gate), elementwise */
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)
             e->attn[i] = e->attn[i] * (1.0f / (1.0f + expf(-e->qg[i])));
-    engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok);
+    if ((rc = engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok)) < 0)
+        return rc;
     if (l->bo)
         add_bias(e->tmp, D, l->bo, (int64_t)D, n_tok);
     for (size_t i = 0; i < (size_t)n_tok * D; i++)
         e->x[i] = e->tmp[i] + e->x[i];
+    return 0;
 }

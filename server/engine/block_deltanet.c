@@ -91,7 +91,7 @@ static void recurrence_task(void *ctx, int64_t task, int thread) {
     }
 }
 
-void block_deltanet(struct engine *e, int il, int32_t n_tok) {
+int block_deltanet(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const size_t E = (size_t)hp->n_embd, C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
@@ -100,8 +100,9 @@ void block_deltanet(struct engine *e, int il, int32_t n_tok) {
     const struct weight *ws[3] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_beta};
     float *outs[3] = {qkv_rows, e->z, e->beta};
     const size_t strides[3] = {C, V, (size_t)Hv};
-    engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
-    engine_matmul(e, &l->ssm_alpha, e->xn, E, e->gate, (size_t)Hv, n_tok);
+    int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    if (rc < 0 || (rc = engine_matmul(e, &l->ssm_alpha, e->xn, E, e->gate, (size_t)Hv, n_tok)) < 0)
+        return rc;
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < Hv; h++) {
             const size_t i = (size_t)t * Hv + h;
@@ -123,7 +124,9 @@ void block_deltanet(struct engine *e, int il, int32_t n_tok) {
             for (int32_t j = 0; j < D; j++)
                 o[j] = o[j] * silu(z[j]);
         }
-    engine_matmul(e, &l->ssm_out, e->attn, V, e->tmp, E, n_tok);
+    if ((rc = engine_matmul(e, &l->ssm_out, e->attn, V, e->tmp, E, n_tok)) < 0)
+        return rc;
     for (size_t i = 0; i < (size_t)n_tok * E; i++)
         e->x[i] = e->tmp[i] + e->x[i];
+    return 0;
 }

@@ -6,31 +6,37 @@
 #include "ops.h"
 #include "quant.h"
 
-/* The SwiGLU over matrices at mat[3] (gate, up, down) of shapes gate/up/down. */
-static void swiglu_run(struct engine *e, const struct weight *gate, const struct weight *up,
-                       const struct weight *down, const uint8_t *const mat[3], float *out,
-                       int32_t n_tok) {
+/* The SwiGLU over matrices at mat[3] (gate, up, down) of shapes gate/up/down. Returns 0 or a
+ * product's error. */
+static int swiglu_run(struct engine *e, const struct weight *gate, const struct weight *up,
+                      const struct weight *down, const uint8_t *const mat[3], float *out,
+                      int32_t n_tok) {
     const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
-    size_t sg = engine_quantize(e, 0, gate->type, e->xn, D, n_tok, (int64_t)D);
+    size_t sg = 0, su = 0, sd = 0;
     const uint8_t *au = e->act[0];
-    size_t su = sg;
-    if (quant_kernels(up->type)->vec_dot_type != quant_kernels(gate->type)->vec_dot_type) {
-        su = engine_quantize(e, 1, up->type, e->xn, D, n_tok, (int64_t)D);
+    int rc = engine_quantize(e, 0, gate->type, e->xn, D, n_tok, (int64_t)D, &sg);
+    su = sg;
+    if (rc == 0 && quant_kernels(up->type)->vec_dot_type != quant_kernels(gate->type)->vec_dot_type) {
+        rc = engine_quantize(e, 1, up->type, e->xn, D, n_tok, (int64_t)D, &su);
         au = e->act[1];
     }
-    engine_queue(e, gate, mat[0], e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
-    engine_queue(e, up, mat[1], au, su, NULL, e->ffn_u, F, NULL, n_tok);
+    if (rc < 0 || (rc = engine_queue(e, gate, mat[0], e->act[0], sg, NULL, e->ffn_g, F, NULL,
+                                     n_tok)) < 0 ||
+        (rc = engine_queue(e, up, mat[1], au, su, NULL, e->ffn_u, F, NULL, n_tok)) < 0)
+        return rc;
     matmul_run(&e->mm);
     ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)n_tok * F);
-    size_t sd = engine_quantize(e, 0, down->type, e->ffn_g, F, n_tok, (int64_t)F);
-    engine_queue(e, down, mat[2], e->act[0], sd, NULL, out, D, NULL, n_tok);
+    if ((rc = engine_quantize(e, 0, down->type, e->ffn_g, F, n_tok, (int64_t)F, &sd)) < 0 ||
+        (rc = engine_queue(e, down, mat[2], e->act[0], sd, NULL, out, D, NULL, n_tok)) < 0)
+        return rc;
     matmul_run(&e->mm);
+    return 0;
 }
 
-void block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
-                      const struct weight *down, float *out, int32_t n_tok) {
+int block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
+                     const struct weight *down, float *out, int32_t n_tok) {
     const uint8_t *mat[3] = {gate->data, up->data, down->data};
-    swiglu_run(e, gate, up, down, mat, out, n_tok);
+    return swiglu_run(e, gate, up, down, mat, out, n_tok);
 }
 
 int block_ffn_dense(struct engine *e, int il, int32_t n_tok) {
@@ -44,6 +50,5 @@ int block_ffn_dense(struct engine *e, int il, int32_t n_tok) {
         if (rc < 0 || (rc = expert_cache_get(e->experts, 0, mat, true)) < 0)
             return rc;
     }
-    swiglu_run(e, &l->ffn_gate, &l->ffn_up, &l->ffn_down, mat, e->tmp, n_tok);
-    return 0;
+    return swiglu_run(e, &l->ffn_gate, &l->ffn_up, &l->ffn_down, mat, e->tmp, n_tok);
 }

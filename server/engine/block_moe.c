@@ -109,17 +109,20 @@ static void route(struct engine *e, int il, int32_t n_tok) {
 /* Next-layer lookahead: layer il's router applied to the residual stream as it enters layer
  * il - 1's FFN guesses which experts il will want; those the cache lacks start reading now, most
  * wanted first, and arrive while this layer computes and il's attention runs. Uses tmp, router and
- * act slot 0, so it runs before this layer's activations are quantized. */
-static void prefetch(struct engine *e, int il, int32_t n_tok) {
+ * act slot 0, so it runs before this layer's activations are quantized. Returns 0 or the router
+ * product's error. */
+static int prefetch(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     if (il >= hp->n_layer)
-        return;
+        return 0;
     const struct model_layer *l = &e->m->layers[il];
     const size_t D = (size_t)hp->n_embd;
     const int32_t ne = hp->n_expert, k = e->k_used;
     for (int32_t t = 0; t < n_tok; t++)
         ops_rms_norm(e->tmp + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
-    engine_matmul(e, &l->ffn_gate_inp, e->tmp, D, e->router, (size_t)ne, n_tok);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, e->tmp, D, e->router, (size_t)ne, n_tok);
+    if (rc < 0)
+        return rc;
     router_bias(e, l, n_tok);
     memset(e->guess_n, 0, (size_t)ne * sizeof(int32_t));
     int32_t sel[64];
@@ -138,13 +141,14 @@ static void prefetch(struct engine *e, int il, int32_t n_tok) {
         e->guess_ids[j] = x;
     }
     expert_cache_prefetch(e->experts, il, e->guess_ids, n);
+    return 0;
 }
 
 /* Computes the experts fetch_ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up
  * for their tokens, SwiGLU, down, into ffn_d's rows. Only those experts' rows are touched, so the
- * experts of a layer may be computed in several groups. */
-static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
-                               const uint8_t *au, size_t su) {
+ * experts of a layer may be computed in several groups. Returns 0 or a product's error. */
+static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
+                       const uint8_t *au, size_t su) {
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, B = (size_t)e->p.n_batch;
@@ -152,8 +156,12 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
         int32_t x = e->fetch_ids[list[j]];
         const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
         const uint8_t *const *mat = e->exp_mat + (size_t)x * 3;
-        engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out, e->exp_n[x]);
-        engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out, e->exp_n[x]);
+        int rc = engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out,
+                              e->exp_n[x]);
+        if (rc < 0 ||
+            (rc = engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out,
+                               e->exp_n[x])) < 0)
+            return rc;
     }
     matmul_run(&e->mm);
     const struct quant_kernels *qk = quant_kernels(l->ffn_down_exps.type);
@@ -173,8 +181,10 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
                 ops_swiglu(g, g, u, (int64_t)F);
             qk->from_float(g, e->act[2] + (size_t)out[r] * sd, (int64_t)F);
         }
-        engine_queue(e, &l->ffn_down_exps, e->exp_mat[(size_t)x * 3 + 2], e->act[2], sd, out,
-                     e->ffn_d, D, out, e->exp_n[x]);
+        int rc = engine_queue(e, &l->ffn_down_exps, e->exp_mat[(size_t)x * 3 + 2], e->act[2], sd,
+                              out, e->ffn_d, D, out, e->exp_n[x]);
+        if (rc < 0)
+            return rc;
     }
     matmul_run(&e->mm);
     for (int32_t j = 0; l->ffn_down_exps_b && j < n; j++) {
@@ -183,18 +193,17 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
         for (int32_t r = 0; r < e->exp_n[x]; r++)
             ops_add(e->ffn_d + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
     }
+    return 0;
 }
 
-/* The routed experts of layer il for the batch. With an expert cache the union of the batch's
- * experts is looked up once, the next layer's are guessed and prefetched, the experts already
- * resident are computed while the rest arrive, then the rest. Returns 0 or a read error. */
 /* The shared expert's output into shexp and its gate's logit into shexp_gate. It is resident, so
  * it runs while the routed experts' misses are read; it uses the act slots and ffn_g / ffn_u, so
- * it runs before the routed experts' activations are quantized. */
-static void shared_expert_run(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+ * it runs before the routed experts' activations are quantized. Returns 0 or a product's error. */
+static int shared_expert_run(struct engine *e, const struct model_layer *l, int32_t n_tok) {
     const size_t D = (size_t)e->m->hp.n_embd;
-    block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp, e->shexp, n_tok);
-    engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, e->shexp_gate, 1, n_tok);
+    int rc = block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
+                              e->shexp, n_tok);
+    return rc < 0 ? rc : engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, e->shexp_gate, 1, n_tok);
 }
 
 /* tmp += shexp * sigmoid(shexp_gate), per token: after the routed experts' sum, as ggml adds. */
@@ -211,8 +220,8 @@ static void shared_expert_add(struct engine *e, int32_t n_tok) {
 
 /* Computes the experts fetch_ids[first .. first+n), the current lookup's 0 .. n-1: what is
  * resident now first, then each of the rest as soon as it arrives. The experts' rows of ffn_d
- * are independent, so the grouping does not change a bit of the result. Returns 0 or a read
- * error. */
+ * are independent, so the grouping does not change a bit of the result. Returns 0, a read error
+ * or a product's error. */
 static int experts_group(struct engine *e, int il, int32_t first, int32_t n, size_t sg,
                          const uint8_t *au, size_t su) {
     const struct model_layer *l = &e->m->layers[il];
@@ -240,10 +249,13 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
                 todo[n_left++] = i;
         }
         n_todo = n_left;
-        if (n_ready > 0)
-            experts_run(e, il, ready, n_ready, sg, au, su);
-        else if (!expert_cache_wait(e->experts))
+        if (n_ready > 0) {
+            int rc = experts_run(e, il, ready, n_ready, sg, au, su);
+            if (rc < 0)
+                return rc;
+        } else if (!expert_cache_wait(e->experts)) {
             return -EIO; /* an expert still reading with no read in flight: cannot happen */
+        }
     }
     return 0;
 }
@@ -253,7 +265,9 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
-    engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
+    if (rc < 0)
+        return rc;
     route(e, il, n_tok);
     int32_t n = 0;
     for (int32_t x = 0; x < hp->n_expert; x++)
@@ -269,26 +283,29 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     if (e->experts) {
         const int32_t slots = expert_cache_n_slots(e->experts);
         group = n < slots ? n : slots;
-        int rc = expert_cache_begin(e->experts, il, e->fetch_ids, group);
-        if (rc < 0)
+        if ((rc = expert_cache_begin(e->experts, il, e->fetch_ids, group)) < 0)
             return rc;
         if (group == n && (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
-                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)))
-            prefetch(e, il + 1, n_tok);
+                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)) &&
+            (rc = prefetch(e, il + 1, n_tok)) < 0)
+            return rc;
     }
-    if (l->ffn_up_shexp.data)
-        shared_expert_run(e, l, n_tok);
-    size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
+    if (l->ffn_up_shexp.data && (rc = shared_expert_run(e, l, n_tok)) < 0)
+        return rc;
+    size_t sg = 0, su = 0;
+    if ((rc = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd, &sg)) < 0)
+        return rc;
     const uint8_t *au = e->act[0];
-    size_t su = sg;
+    su = sg;
     if (quant_kernels(l->ffn_up_exps.type)->vec_dot_type !=
         quant_kernels(l->ffn_gate_exps.type)->vec_dot_type) {
-        su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
+        if ((rc = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd, &su)) < 0)
+            return rc;
         au = e->act[1];
     }
     for (int32_t first = 0; first < n; first += group) {
         const int32_t cnt = n - first < group ? n - first : group;
-        int rc = first > 0 ? expert_cache_begin(e->experts, il, e->fetch_ids + first, cnt) : 0;
+        rc = first > 0 ? expert_cache_begin(e->experts, il, e->fetch_ids + first, cnt) : 0;
         if (rc < 0 || (rc = experts_group(e, il, first, cnt, sg, au, su)) < 0)
             return rc;
     }

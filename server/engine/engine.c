@@ -403,16 +403,14 @@ int engine_kv_commit(struct engine *e, int32_t seq, int32_t n) {
 
 /* ---- matrix products ------------------------------------------------------------------------- */
 
-size_t engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x,
-                       size_t x_stride, int32_t n_tok, int64_t n) {
-    size_t stride = 0;
-    matmul_quantize(wtype, x, x_stride, n_tok, n, e->act[slot], &stride);
-    return stride;
+int engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x, size_t x_stride,
+                    int32_t n_tok, int64_t n, size_t *stride) {
+    return matmul_quantize(wtype, x, x_stride, n_tok, n, e->act[slot], stride);
 }
 
-void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
-                  const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
-                  size_t out_stride, const int32_t *out_idx, int32_t n_tok) {
+int engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
+                 const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
+                 size_t out_stride, const int32_t *out_idx, int32_t n_tok) {
     struct matmul_job job = {
         .k = quant_kernels(w->type),
         .w = data,
@@ -427,22 +425,27 @@ void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
         .out_idx = out_idx,
         .n_tok = n_tok,
     };
-    matmul_add(&e->mm, &job);
+    return matmul_add(&e->mm, &job);
 }
 
-void engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
-                   float *out, size_t out_stride, int32_t n_tok) {
-    size_t as = engine_quantize(e, 0, w->type, x, x_stride, n_tok, w->n_in);
-    engine_queue(e, w, w->data, e->act[0], as, NULL, out, out_stride, NULL, n_tok);
+int engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
+                  float *out, size_t out_stride, int32_t n_tok) {
+    size_t as = 0;
+    int rc = engine_quantize(e, 0, w->type, x, x_stride, n_tok, w->n_in, &as);
+    if (rc < 0 || (rc = engine_queue(e, w, w->data, e->act[0], as, NULL, out, out_stride, NULL,
+                                     n_tok)) < 0)
+        return rc;
     matmul_run(&e->mm);
+    return 0;
 }
 
-void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
-                         const size_t *out_strides, const float *x, int32_t n_tok, int n) {
+int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
+                        const size_t *out_strides, const float *x, int32_t n_tok, int n) {
     const size_t D = (size_t)e->m->hp.n_embd;
     size_t strides[ENGINE_ACT_SLOTS];
     int slot_of[ENGINE_ACT_SLOTS];
     for (int i = 0; i < n; i++) {
+        int rc = 0;
         slot_of[i] = i;
         for (int j = 0; j < i; j++)
             if (quant_kernels(ws[j]->type)->vec_dot_type == quant_kernels(ws[i]->type)->vec_dot_type) {
@@ -450,13 +453,15 @@ void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float
                 break;
             }
         if (slot_of[i] == i)
-            strides[i] = engine_quantize(e, i, ws[i]->type, x, D, n_tok, (int64_t)D);
+            rc = engine_quantize(e, i, ws[i]->type, x, D, n_tok, (int64_t)D, &strides[i]);
         else
             strides[i] = strides[slot_of[i]];
-        engine_queue(e, ws[i], ws[i]->data, e->act[slot_of[i]], strides[i], NULL, outs[i],
-                     out_strides[i], NULL, n_tok);
+        if (rc < 0 || (rc = engine_queue(e, ws[i], ws[i]->data, e->act[slot_of[i]], strides[i],
+                                         NULL, outs[i], out_strides[i], NULL, n_tok)) < 0)
+            return rc;
     }
     matmul_run(&e->mm);
+    return 0;
 }
 
 /* ---- the pass -------------------------------------------------------------------------------- */
@@ -507,7 +512,7 @@ static void engine_norm(struct engine *e, const float *w, int32_t first, int32_t
         ops_rms_norm(e->xn + t * D, e->x + t * D, w, hp->n_embd, hp->rms_eps);
 }
 
-/* x += ffn(rmsnorm(x)) for the batch in layer il. Returns 0 or an expert read error. */
+/* x += ffn(rmsnorm(x)) for the batch in layer il. Returns 0 or the block's error. */
 static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
     engine_norm(e, l->ffn_norm, 0, n_tok);
@@ -524,7 +529,7 @@ static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
 /* The logits rows the step's out[] asks for: their normalised rows are packed at the front of xn
  * (a decode step of several sequences wants every row, a prefill step only its segments' last),
  * quantized once, and each request's product goes straight to its destination, in one dispatch. */
-static void engine_output(struct engine *e) {
+static int engine_output(struct engine *e) {
     const struct model_hparams *hp = &e->m->hp;
     const struct weight *w = &e->m->output;
     const size_t D = (size_t)hp->n_embd;
@@ -534,27 +539,33 @@ static void engine_output(struct engine *e) {
             ops_rms_norm(e->xn + n * D, e->x + (size_t)(e->out[o].row + r) * D, e->m->output_norm,
                          hp->n_embd, hp->rms_eps);
     if (n == 0)
-        return;
-    size_t as = engine_quantize(e, 0, w->type, e->xn, D, n, w->n_in);
+        return 0;
+    size_t as = 0;
+    int rc = engine_quantize(e, 0, w->type, e->xn, D, n, w->n_in, &as);
     n = 0;
-    for (int32_t o = 0; o < e->n_out; o++) {
-        engine_queue(e, w, w->data, e->act[0] + (size_t)n * as, as, NULL, e->out[o].dst,
-                     (size_t)hp->n_vocab, NULL, e->out[o].n);
+    for (int32_t o = 0; rc == 0 && o < e->n_out; o++) {
+        rc = engine_queue(e, w, w->data, e->act[0] + (size_t)n * as, as, NULL, e->out[o].dst,
+                          (size_t)hp->n_vocab, NULL, e->out[o].n);
         n += e->out[o].n;
     }
-    matmul_run(&e->mm);
+    if (rc == 0)
+        matmul_run(&e->mm);
+    return rc;
 }
 
 /* Puts every sequence of the step back where it was before it: n_past unchanged, a recurrent
- * state half updated restored from its newest checkpoint. */
+ * state half updated restored from its newest checkpoint; drops the products a failed block had
+ * queued. */
 static void engine_step_abort(struct engine *e) {
+    matmul_discard(&e->mm);
     for (int32_t i = 0; i < e->n_seg; i++)
         sequence_restore(e->seqs[e->seg[i].seq]);
 }
 
 /* One forward step over the n_tok <= n_batch tokens staged in tok_id / tok_seq / tok_pos (the
- * segments in seg[], the logits rows wanted in out[]). On an error every sequence of the step ends
- * at its n_past, or for a recurrent model at its newest checkpoint. */
+ * segments in seg[], the logits rows wanted in out[]). Returns 0 or the error of a block or of the
+ * logits' product; every sequence of the step then ends at its n_past, or for a recurrent model at
+ * its newest checkpoint. */
 static int engine_step(struct engine *e, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const double t0 = clock_now_s();
@@ -569,16 +580,13 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     for (int il = 0; il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         engine_norm(e, l->attn_norm, 0, n_tok);
-        if (l->mixer == MODEL_MIXER_DELTANET)
-            block_deltanet(e, il, n_tok);
-        else
-            block_attn(e, il, n_tok);
-        if ((rc = engine_ffn(e, il, n_tok)) < 0) {
-            engine_step_abort(e);
-            return rc;
-        }
+        rc = l->mixer == MODEL_MIXER_DELTANET ? block_deltanet(e, il, n_tok)
+                                               : block_attn(e, il, n_tok);
+        if (rc < 0 || (rc = engine_ffn(e, il, n_tok)) < 0)
+            goto fail;
     }
-    engine_output(e);
+    if ((rc = engine_output(e)) < 0)
+        goto fail;
     for (int32_t i = 0; i < e->n_seg; i++)
         e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
     e->timing.n_steps++;
@@ -586,6 +594,9 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     e->timing.n_step_seqs += (uint64_t)e->n_seg;
     e->timing.step_s += clock_now_s() - t0;
     return 0;
+fail:
+    engine_step_abort(e);
+    return rc;
 }
 
 /* Tokens of sequence s the next step may take, at most left: for a model with checkpoints the

@@ -106,48 +106,52 @@ static inline struct sequence *engine_tok_seq(const struct engine *e, int32_t t)
     return e->seqs[e->tok_seq[t]];
 }
 
-/* ---- matrix products (engine.c) ---- */
+/* ---- matrix products (engine.c) ----
+ * Each returns 0 or the error of a product that could not run: -ENOSPC (the job queue is full)
+ * or -ENOTSUP (no quantize path for the weight type). The step fails with it: a product skipped
+ * would leave stale rows behind and the logits wrong with no error. */
 
-/* Quantizes n_tok rows of x (n wide, x_stride apart) for w's type into act slot; returns the
- * rows' stride. */
-size_t engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x,
-                       size_t x_stride, int32_t n_tok, int64_t n);
+/* Quantizes n_tok rows of x (n wide, x_stride apart) for w's type into act slot and sets *stride
+ * to the rows' stride. */
+int engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x, size_t x_stride,
+                    int32_t n_tok, int64_t n, size_t *stride);
 
 /* Queues out[t] = M * act[t] for n_tok rows, M being one matrix of w's shape and type at data. */
-void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
-                  const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
-                  size_t out_stride, const int32_t *out_idx, int32_t n_tok);
+int engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
+                 const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
+                 size_t out_stride, const int32_t *out_idx, int32_t n_tok);
 
 /* out[t] = W * x[t] for n_tok rows, in one dispatch. */
-void engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
-                   float *out, size_t out_stride, int32_t n_tok);
+int engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
+                  float *out, size_t out_stride, int32_t n_tok);
 
 /* Queues the products of n weights with the same input rows x (n_embd wide), quantizing x once
  * per distinct activation format (slots 0 .. n-1), and runs them in one dispatch. n <= 3. */
-void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
-                         const size_t *out_strides, const float *x, int32_t n_tok, int n);
+int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
+                        const size_t *out_strides, const float *x, int32_t n_tok, int n);
 
-/* ---- blocks: each reads xn (the normalised residual) ---- */
+/* ---- blocks: each reads xn (the normalised residual) and returns 0 or the error of a product
+ * (above) or of an expert read ---- */
 
 /* x += attention(xn) of layer il (block_attn.c): GQA over the sequence's KV rows, with q/k head
  * norms and partial RoPE when the layer has them, gated by sigmoid(gate) for
  * MODEL_MIXER_ATTN_GATED. The batch's K and V rows are written at n_past .. n_past+n_tok-1. */
-void block_attn(struct engine *e, int il, int32_t n_tok);
+int block_attn(struct engine *e, int il, int32_t n_tok);
 
 /* x += deltanet(xn) of layer il (block_deltanet.c): updates the layer's conv and SSM state. */
-void block_deltanet(struct engine *e, int il, int32_t n_tok);
+int block_deltanet(struct engine *e, int il, int32_t n_tok);
 
 /* tmp = SwiGLU FFN(xn) of layer il's dense matrices, resident or through the expert cache
- * (block_ffn.c). Returns 0 or an expert read error. */
+ * (block_ffn.c). */
 int block_ffn_dense(struct engine *e, int il, int32_t n_tok);
 
 /* out = down(silu(gate xn) * up xn) with resident matrices, the dense FFN's arithmetic (a shared
  * expert's). Uses act slots 0-1, ffn_g and ffn_u. */
-void block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
-                      const struct weight *down, float *out, int32_t n_tok);
+int block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
+                     const struct weight *down, float *out, int32_t n_tok);
 
 /* tmp = routed experts(xn) of layer il, plus the gated shared expert when the layer has one
- * (block_moe.c). Returns 0 or an expert read error. */
+ * (block_moe.c). */
 int block_moe(struct engine *e, int il, int32_t n_tok);
 
 #endif
