@@ -119,12 +119,18 @@ struct engine_buf {
 #define ENGINE_MAX_BUFS 64
 #define ENGINE_BUF(ptr, count) {(void **)&(ptr), (count), sizeof(*(ptr))}
 
-/* The widest act row (bytes, quant_act_row_stride) that the present weights ws[0..n) take, or
- * wider. */
+/* Bytes of an act row of n elements in any format: f32's, the widest, plus the row alignment
+ * (quant_act_row_stride). Sized so, a buffer's bytes do not depend on the weights' types, and
+ * budget.c's estimate from the header alone stays the engine's size. */
+static size_t act_row_bytes(int64_t n) {
+    return (size_t)n * sizeof(float) + 64;
+}
+
+/* The widest act row that the present weights ws[0..n) take, or wider. */
 static size_t act_stride_max(size_t wide, const struct weight *const *ws, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (ws[i]->data)
-            wide = max_z(wide, quant_act_row_stride(ws[i]->type, ws[i]->n_in));
+            wide = max_z(wide, act_row_bytes(ws[i]->n_in));
     return wide;
 }
 
@@ -134,7 +140,7 @@ static size_t act_stride_up(const struct weight *gate, const struct weight *up) 
     const struct quant_kernels *ku = up->data ? quant_kernels(up->type) : NULL;
     if (!kg || !ku || kg->vec_dot_type == ku->vec_dot_type)
         return 0;
-    return quant_act_row_stride(up->type, up->n_in);
+    return act_row_bytes(up->n_in);
 }
 
 /* What the layers ask of the scratch: each act buffer's row bytes for the weights it feeds (the

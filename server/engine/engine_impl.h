@@ -22,9 +22,9 @@
 struct expert_cache;
 struct threadpool;
 
-/* Shapes below: B = n_batch, T = threads, K = k_used; an activation row (act_*) is one row
- * quantized for its weight's type, quant_act_row_stride bytes, sized for the widest of the
- * weights it feeds. */
+/* Shapes below: B = n_batch, T = threads, K = k_used; an act row (act_*) is one row of
+ * activations quantized for a weight's type (quant_act_row_stride bytes apart), room sized for
+ * the widest of the weights it feeds in the widest format (f32). */
 
 /* block_attn.c */
 struct attn_scratch {
