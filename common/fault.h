@@ -15,6 +15,10 @@ enum fault_site {
     FAULT_READ,  /* a read of tensor data from a model file */
     FAULT_ALLOC, /* a large allocation of weights or engine buffers */
     FAULT_WRITE, /* a write of a file the daemon creates (context files): fails as -ENOSPC */
+    FAULT_QUEUE, /* a product queued for the thread pool (matmul_add): fails as -ENOSPC, a full
+                  * job queue */
+    FAULT_QUANTIZE, /* a batch of activation rows quantized (matmul_quantize): fails as
+                     * -ENOTSUP, a weight type with no quantize path */
     FAULT_COUNT,
 };
 

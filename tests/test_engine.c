@@ -4,7 +4,9 @@
  * model's logits whatever the router picks); llama runs; context overflow and bad ids are refused;
  * truncating the cache and re-feeding reproduces the logits; sequences run side by side in one
  * engine give each one's logits alone, bit for bit; gpt-oss's sliding-window rings wrap without
- * changing a bit, roll back through checkpoints, and keep the KV bytes bounded by the window. */
+ * changing a bit, roll back through checkpoints, and keep the KV bytes bounded by the window; a
+ * product that cannot run (the fault injector's full job queue, a quantization without a path)
+ * fails its step with that error and leaves the sequence where it was, whichever product it is. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "fault.h"
 #include "harness.h"
 #include "model.h"
 #include "rng.h"
@@ -637,6 +640,109 @@ out:
     model_free(m);
 }
 
+/* ---- a product that cannot run fails its step -------------------------------------------------- */
+
+enum { PF_PROMPT = 6, PF_MAX_NTH = 400 };
+
+struct pf_site {
+    enum fault_site site;
+    const char *name;
+    int rc; /* what the eval must return */
+};
+
+/* Fails the nth product (queued or quantized) of one eval from now, for nth = 1, 2, ... until the
+ * eval has fewer: each failed eval returns the site's error and leaves the sequence at n_past
+ * (a recurrent one at its checkpoint there); the eval that no fault reaches gives want's rows bit
+ * for bit. A skipped product would leave stale rows in the logits and return 0. Returns the
+ * number of products the eval has (0 when a check failed). */
+static int check_fault_every(struct engine *e, const struct pf_site *f, const char *name,
+                             const char *what, const int32_t *ids, int32_t n, float *got,
+                             const float *want, size_t n_floats) {
+    const int32_t past = engine_n_past(e, 0);
+    for (int nth = 1; nth <= PF_MAX_NTH; nth++) {
+        fault_arm(f->site, nth);
+        int rc = engine_eval(e, 0, ids, n, got, n > 1);
+        fault_arm(f->site, 0);
+        if (rc == 0 && nth == 1) { /* the fault never fired? then it was skipped silently */
+            CHECK_MSG(memcmp(got, want, n_floats * sizeof(float)) == 0, "%s: the first product "
+                      "of a %s step failed (%s) and the eval returned 0 with logits off by %g",
+                      name, what, f->name, max_abs_diff(got, want, n_floats));
+            return 0;
+        }
+        if (rc == 0) { /* nth - 1 products: this eval ran whole */
+            CHECK_MSG(memcmp(got, want, n_floats * sizeof(float)) == 0, "%s: a %s step after "
+                      "%d failed ones differs by %g", name, what, nth - 1,
+                      max_abs_diff(got, want, n_floats));
+            return nth - 1;
+        }
+        CHECK_MSG(rc == f->rc, "%s: product %d of a %s step failed (%s): eval returned %d, not "
+                  "%d", name, nth, what, f->name, rc, f->rc);
+        CHECK_MSG(engine_n_past(e, 0) == past, "%s: a failed %s step moved n_past %d -> %d",
+                  name, what, past, engine_n_past(e, 0));
+        if (rc != f->rc || engine_n_past(e, 0) != past)
+            return 0;
+    }
+    CHECK_MSG(false, "%s: a %s step has more than %d products", name, what, PF_MAX_NTH);
+    return 0;
+}
+
+/* Every product of a prompt step, then of a decode step, fails in turn: through the job queue
+ * (matmul_add's -ENOSPC, a full queue) and through the activations' quantization (matmul_quantize's
+ * -ENOTSUP, a type without a path). The engine must return the error, never logits with a product
+ * missing, and stay usable. */
+static void check_product_faults(const char *name, const char *args) {
+    static const struct pf_site sites[] = {{FAULT_QUEUE, "FAULT_QUEUE", -ENOSPC},
+                                           {FAULT_QUANTIZE, "FAULT_QUANTIZE", -ENOTSUP}};
+    struct model *m = load(make_model(name, args));
+    if (!m)
+        return;
+    const size_t V = (size_t)m->hp.n_vocab;
+    int32_t ids[PF_PROMPT + 1];
+    rng_lcg_ids(ids, PF_PROMPT + 1, m->hp.n_vocab, 23);
+    float *want = calloc(V * (PF_PROMPT + 1), sizeof(float));
+    float *got = calloc(V * (PF_PROMPT + 1), sizeof(float));
+    struct engine *ref = engine_for(m, QTYPE_F32, 16);
+    if (!want || !got || !ref)
+        goto out;
+    CHECK_EQ_INT(engine_eval(ref, 0, ids, PF_PROMPT, want, true), 0);
+    CHECK_EQ_INT(engine_eval(ref, 0, ids + PF_PROMPT, 1, want + PF_PROMPT * V, false), 0);
+    for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+        struct engine *e = engine_for(m, QTYPE_F32, 16);
+        if (!e)
+            break;
+        int n_prompt = check_fault_every(e, &sites[i], name, "prompt", ids, PF_PROMPT, got, want,
+                                         PF_PROMPT * V);
+        engine_checkpoint(e, 0); /* a failed decode step of a recurrent model returns here */
+        int n_decode = n_prompt ? check_fault_every(e, &sites[i], name, "decode", ids + PF_PROMPT,
+                                                    1, got + PF_PROMPT * V, want + PF_PROMPT * V,
+                                                    V) : 0;
+        CHECK_MSG(n_prompt == 0 || n_decode > 4 * m->hp.n_layer, "%s: %s: only %d products in a "
+                  "decode step of %d layers", name, sites[i].name, n_decode, m->hp.n_layer);
+        engine_free(e);
+    }
+out:
+    engine_free(ref);
+    free(want);
+    free(got);
+    model_free(m);
+}
+
+static void test_product_faults_moe(void) {
+    check_product_faults("moe-q8_0.gguf", "--preset tiny --types q8_0 --seed 11");
+}
+
+static void test_product_faults_dense(void) {
+    check_product_faults("dense-f32.gguf", "--preset tiny-dense --types f32 --seed 13");
+}
+
+static void test_product_faults_qwen35moe(void) {
+    check_product_faults("35moe-q4km.gguf", "--preset tiny-qwen35moe --types q4_k_m --seed 15");
+}
+
+static void test_product_faults_gptoss(void) {
+    check_product_faults("oss-q8_0.gguf", "--preset tiny-gpt-oss --types q8_0 --seed 18");
+}
+
 static const struct test_case cases[] = {
     {"quantized_kv", test_quantized_kv},
     {"batch_invariance_moe_q8_0", test_batch_invariance_moe_q8_0},
@@ -661,6 +767,10 @@ static const struct test_case cases[] = {
     {"gptoss_kv_bounded", test_gptoss_kv_bounded},
     {"gptoss_malformed", test_gptoss_malformed},
     {"multi_seq_gptoss", test_multi_seq_gptoss},
+    {"product_faults_moe", test_product_faults_moe},
+    {"product_faults_dense", test_product_faults_dense},
+    {"product_faults_qwen35moe", test_product_faults_qwen35moe},
+    {"product_faults_gptoss", test_product_faults_gptoss},
     {0},
 };
 

@@ -41,9 +41,9 @@ static void add_bias(float *rows, size_t stride, const float *b, int64_t n, int3
 static void split_gate(struct engine *e, int32_t n_tok) {
     const int32_t hd = e->m->hp.head_dim, nh = e->m->hp.n_head;
     for (int32_t t = 0; t < n_tok; t++) {
-        const float *src = e->qg + (size_t)t * 2 * e->q_dim;
-        float *q = e->q + (size_t)t * e->q_dim;
-        float *g = e->qg + (size_t)t * e->q_dim; /* packed in front, behind the reads */
+        const float *src = e->attn.qg + (size_t)t * 2 * e->q_dim;
+        float *q = e->attn.q + (size_t)t * e->q_dim;
+        float *g = e->attn.qg + (size_t)t * e->q_dim; /* packed in front, behind the reads */
         for (int32_t h = 0; h < nh; h++)
             memcpy(q + (size_t)h * hd, src + (size_t)2 * h * hd, (size_t)hd * sizeof(float));
         for (int32_t h = 0; h < nh; h++)
@@ -60,21 +60,21 @@ static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
     for (int32_t t = 0; t < n_tok; t++) {
         const float *cs = e->rope_cs + (size_t)t * hp->n_rot;
         for (int32_t h = 0; h < hp->n_head; h++) {
-            float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
+            float *qh = e->attn.q + (size_t)t * e->q_dim + (size_t)h * hd;
             if (l->attn_q_norm)
                 ops_rms_norm(qh, qh, l->attn_q_norm, hd, hp->rms_eps);
             rope(hp, qh, cs);
         }
         for (int32_t h = 0; h < hp->n_head_kv; h++) {
-            float *kh = e->k + (size_t)t * e->kv_dim + (size_t)h * hd;
+            float *kh = e->attn.k + (size_t)t * e->kv_dim + (size_t)h * hd;
             if (l->attn_k_norm)
                 ops_rms_norm(kh, kh, l->attn_k_norm, hd, hp->rms_eps);
             rope(hp, kh, cs);
         }
         const struct sequence *seq = engine_tok_seq(e, t);
         const int32_t pos = e->tok_pos[t];
-        kv_store(e, sequence_k_row(seq, kv_il, pos), e->k + (size_t)t * e->kv_dim);
-        kv_store(e, sequence_v_row(seq, kv_il, pos), e->v + (size_t)t * e->kv_dim);
+        kv_store(e, sequence_k_row(seq, kv_il, pos), e->attn.k + (size_t)t * e->kv_dim);
+        kv_store(e, sequence_v_row(seq, kv_il, pos), e->attn.v + (size_t)t * e->kv_dim);
     }
 }
 
@@ -103,24 +103,26 @@ static const uint8_t *kv_walk_next(struct kv_walk *w) {
     return p;
 }
 
-/* One (token, head) of causal attention over the token's sequence's cache: task =
- * t * n_head + h. */
+/* One (token, head) of causal attention over the token's sequence's cache, in the layer of ctx
+ * (a struct engine_task): task = t * n_head + h. */
 static void attn_task(void *ctx, int64_t task, int thread) {
-    struct engine *e = ctx;
+    const struct engine_task *c = ctx;
+    const struct engine *e = c->e;
+    const struct attn_scratch *a = &e->attn;
     const struct model_hparams *hp = &e->m->hp;
-    const struct model_layer *l = &e->m->layers[e->task_layer];
+    const struct model_layer *l = &e->m->layers[c->il];
     const int32_t hd = hp->head_dim;
     const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
     const int32_t g = h / (hp->n_head / hp->n_head_kv);
     const struct sequence *seq = engine_tok_seq(e, t);
-    const int32_t first = attn_first(e, e->task_layer, t);
+    const int32_t first = attn_first(e, c->il, t);
     const int32_t n_kv = e->tok_pos[t] + 1 - first;
-    const int32_t kv_il = e->kv_layer[e->task_layer];
+    const int32_t kv_il = e->kv_layer[c->il];
     const float scale = 1.0f / sqrtf((float)hd);
     const float sink = l->attn_sinks ? l->attn_sinks[h] : -INFINITY;
-    const float *qh = e->q + (size_t)t * e->q_dim + (size_t)h * hd;
-    float *s = e->scores + (size_t)thread * e->p.n_ctx;
-    float *out = e->attn + (size_t)t * e->q_dim + (size_t)h * hd;
+    const float *qh = a->q + (size_t)t * e->q_dim + (size_t)h * hd;
+    float *s = a->scores + (size_t)thread * e->p.n_ctx;
+    float *out = a->heads + (size_t)t * e->q_dim + (size_t)h * hd;
     const size_t head_off = (size_t)g * (seq->kv_row_bytes / (size_t)hp->n_head_kv);
     struct kv_walk kw = kv_walk_at(seq, sequence_k_row(seq, kv_il, 0) + head_off, kv_il, first);
     struct kv_walk vw = kv_walk_at(seq, sequence_v_row(seq, kv_il, 0) + head_off, kv_il, first);
@@ -136,8 +138,8 @@ static void attn_task(void *ctx, int64_t task, int thread) {
             ops_axpy_f32(out, s[j], (const float *)kv_walk_next(&vw), hd);
     } else if (e->p.kv_type != QTYPE_F16) { /* q8_0, q4_0: not llama.cpp's path (it needs -fa) */
         const struct quant_kernels *qk = quant_kernels(e->p.kv_type);
-        uint8_t *qq = (uint8_t *)(e->q16 + (size_t)thread * hd); /* hd/32 blocks fit in 2*hd */
-        float *vr = e->vrow + (size_t)thread * hd;
+        uint8_t *qq = (uint8_t *)(a->q16 + (size_t)thread * hd); /* hd/32 blocks fit in 2*hd */
+        float *vr = a->vrow + (size_t)thread * hd;
         qk->from_float(qh, qq, hd);
         for (int32_t j = 0; j < n_kv; j++) {
             qk->vec_dot(hd, &s[j], kv_walk_next(&kw), qq);
@@ -150,7 +152,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
         }
     } else {
         quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
-        fp16_t *q16 = e->q16 + (size_t)thread * hd;
+        fp16_t *q16 = a->q16 + (size_t)thread * hd;
         quant_f16_from_f32(qh, q16, hd);
         for (int32_t j = 0; j < n_kv; j++) {
             dot(hd, &s[j], kv_walk_next(&kw), q16);
@@ -164,16 +166,19 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     }
 }
 
-void block_attn(struct engine *e, int il, int32_t n_tok) {
+int block_attn(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
+    struct attn_scratch *a = &e->attn;
     const size_t D = (size_t)hp->n_embd;
     const bool gated = l->mixer == MODEL_MIXER_ATTN_GATED;
     const struct weight *ws[3] = {&l->wq, &l->wk, &l->wv};
-    float *outs[3] = {gated ? e->qg : e->q, e->k, e->v};
+    float *outs[3] = {gated ? a->qg : a->q, a->k, a->v};
     const size_t strides[3] = {(size_t)(gated ? 2 : 1) * e->q_dim, (size_t)e->kv_dim,
                                (size_t)e->kv_dim};
-    engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    if (rc < 0)
+        return rc;
     const float *const biases[3] = {l->bq, l->bk, l->bv};
     for (int i = 0; i < 3; i++)
         if (biases[i])
@@ -181,14 +186,14 @@ void block_attn(struct engine *e, int il, int32_t n_tok) {
     if (gated)
         split_gate(e, n_tok);
     qk_rope_store(e, il, n_tok);
-    e->task_layer = il;
-    threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, e);
+    struct engine_task task = {.e = e, .il = il};
+    threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, &task);
     if (gated) /* out * sigmoid(gate), elementwise */
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)
-            e->attn[i] = e->attn[i] * (1.0f / (1.0f + expf(-e->qg[i])));
-    engine_matmul(e, &l->wo, e->attn, (size_t)e->q_dim, e->tmp, D, n_tok);
+            a->heads[i] = a->heads[i] * (1.0f / (1.0f + expf(-a->qg[i])));
+    if ((rc = engine_matmul(e, &l->wo, a->heads, (size_t)e->q_dim, e->y, D, n_tok)) < 0)
+        return rc;
     if (l->bo)
-        add_bias(e->tmp, D, l->bo, (int64_t)D, n_tok);
-    for (size_t i = 0; i < (size_t)n_tok * D; i++)
-        e->x[i] = e->tmp[i] + e->x[i];
+        add_bias(e->y, D, l->bo, (int64_t)D, n_tok);
+    return 0;
 }

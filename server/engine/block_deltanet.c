@@ -32,7 +32,7 @@ static void l2_norm(float *x, int32_t n, float eps) {
 }
 
 
-/* The causal conv of segment g (its qkv rows in the batch's rows of e->qkv, after the first
+/* The causal conv of segment g (its qkv rows in the batch's rows of qkv, after the first
  * d_conv - 1): token t's window is the d_conv - 1 rows before it, taken from the segment where it
  * has them and from the sequence's conv state before its first token, then its own row. The state
  * becomes the last d_conv - 1 rows of the state followed by the segment's. */
@@ -40,7 +40,7 @@ static void conv_seg(struct engine *e, int il, const struct engine_seg *g) {
     const struct model_hparams *hp = &e->m->hp;
     const float *w = e->m->layers[il].ssm_conv1d;
     const int32_t C = e->conv_ch, K = hp->ssm_d_conv;
-    const float *rows = e->qkv + (size_t)(K - 1 + g->first) * C;
+    const float *rows = e->dn.qkv + (size_t)(K - 1 + g->first) * C;
     float *state = sequence_conv(e->seqs[g->seq], e->rec_layer[il]);
     const float *win[16];
     for (int32_t t = 0; t < g->n; t++) {
@@ -48,7 +48,7 @@ static void conv_seg(struct engine *e, int il, const struct engine_seg *g) {
             const int32_t r = t - (K - 1) + j;
             win[j] = r >= 0 ? rows + (size_t)r * C : state + (size_t)(r + K - 1) * C;
         }
-        float *out = e->conv + (size_t)(g->first + t) * C;
+        float *out = e->dn.conv + (size_t)(g->first + t) * C;
         for (int32_t ch = 0; ch < C; ch++) {
             float sum = 0.0f;
             for (int32_t j = 0; j < K; j++)
@@ -63,23 +63,27 @@ static void conv_seg(struct engine *e, int il, const struct engine_seg *g) {
     }
 }
 
-/* One V head of one segment, over its tokens in order: task = segment * Hv + head. */
+/* One V head of one segment, over its tokens in order, in the layer of ctx (a struct
+ * engine_task): task = segment * Hv + head. Each token's output of the head goes over the head's
+ * v rows in conv, which no other task reads. */
 static void recurrence_task(void *ctx, int64_t task, int thread) {
-    struct engine *e = ctx;
+    const struct engine_task *tc = ctx;
+    const struct engine *e = tc->e;
+    const struct deltanet_scratch *dn = &e->dn;
     const struct model_hparams *hp = &e->m->hp;
     const int32_t Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank;
     const int32_t h = (int32_t)(task % Hv);
     const struct engine_seg *g = &e->seg[task / Hv];
     const int32_t D = hp->ssm_d_state, C = e->conv_ch, kh = h % Hk;
     const float scale = 1.0f / sqrtf((float)D);
-    float *S = sequence_ssm(e->seqs[g->seq], e->rec_layer[e->task_layer]) + (size_t)h * D * D;
-    float *delta = e->delta + (size_t)thread * D;
+    float *S = sequence_ssm(e->seqs[g->seq], e->rec_layer[tc->il]) + (size_t)h * D * D;
+    float *delta = dn->delta + (size_t)thread * D;
     for (int32_t t = g->first; t < g->first + g->n; t++) {
-        const float *c = e->conv + (size_t)t * C;
+        float *c = dn->conv + (size_t)t * C;
         const float *q = c + (size_t)kh * D, *k = c + (size_t)(Hk + kh) * D;
-        const float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
-        const float decay = expf(e->gate[(size_t)t * Hv + h]), b = e->beta[(size_t)t * Hv + h];
-        float *o = e->attn + (size_t)t * e->ssm_v_dim + (size_t)h * D;
+        float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
+        const float decay = expf(dn->gate[(size_t)t * Hv + h]), b = dn->beta[(size_t)t * Hv + h];
+        float *o = v; /* v is read whole (delta) before o is written */
         for (size_t i = 0; i < (size_t)D * D; i++)
             S[i] *= decay;
         for (int32_t j = 0; j < D; j++)
@@ -91,39 +95,40 @@ static void recurrence_task(void *ctx, int64_t task, int thread) {
     }
 }
 
-void block_deltanet(struct engine *e, int il, int32_t n_tok) {
+int block_deltanet(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
+    struct deltanet_scratch *dn = &e->dn;
     const size_t E = (size_t)hp->n_embd, C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
     const int32_t Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank, D = hp->ssm_d_state;
-    float *qkv_rows = e->qkv + (size_t)(hp->ssm_d_conv - 1) * C;
+    float *qkv_rows = dn->qkv + (size_t)(hp->ssm_d_conv - 1) * C;
     const struct weight *ws[3] = {&l->ssm_qkv, &l->ssm_z, &l->ssm_beta};
-    float *outs[3] = {qkv_rows, e->z, e->beta};
+    float *outs[3] = {qkv_rows, dn->z, dn->beta};
     const size_t strides[3] = {C, V, (size_t)Hv};
-    engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
-    engine_matmul(e, &l->ssm_alpha, e->xn, E, e->gate, (size_t)Hv, n_tok);
+    int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    if (rc < 0 || (rc = engine_matmul(e, &l->ssm_alpha, e->xn, E, dn->gate, (size_t)Hv, n_tok)) < 0)
+        return rc;
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < Hv; h++) {
             const size_t i = (size_t)t * Hv + h;
-            e->beta[i] = sigmoid(e->beta[i]);
-            e->gate[i] = softplus(e->gate[i] + l->ssm_dt_bias[h]) * l->ssm_a[h];
+            dn->beta[i] = sigmoid(dn->beta[i]);
+            dn->gate[i] = softplus(dn->gate[i] + l->ssm_dt_bias[h]) * l->ssm_a[h];
         }
     for (int32_t i = 0; i < e->n_seg; i++)
         conv_seg(e, il, &e->seg[i]);
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < 2 * Hk; h++) /* q heads then k heads */
-            l2_norm(e->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
-    e->task_layer = il;
-    threadpool_run(e->tp, (int64_t)e->n_seg * Hv, recurrence_task, e);
+            l2_norm(dn->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
+    struct engine_task task = {.e = e, .il = il};
+    threadpool_run(e->tp, (int64_t)e->n_seg * Hv, recurrence_task, &task);
+    float *heads = dn->conv + (size_t)2 * Hk * D; /* the v rows, now the heads' output */
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < Hv; h++) {
-            float *o = e->attn + (size_t)t * V + (size_t)h * D;
-            const float *z = e->z + (size_t)t * V + (size_t)h * D;
+            float *o = heads + (size_t)t * C + (size_t)h * D;
+            const float *z = dn->z + (size_t)t * V + (size_t)h * D;
             ops_rms_norm(o, o, l->ssm_norm, D, hp->rms_eps);
             for (int32_t j = 0; j < D; j++)
                 o[j] = o[j] * silu(z[j]);
         }
-    engine_matmul(e, &l->ssm_out, e->attn, V, e->tmp, E, n_tok);
-    for (size_t i = 0; i < (size_t)n_tok * E; i++)
-        e->x[i] = e->tmp[i] + e->x[i];
+    return engine_matmul(e, &l->ssm_out, heads, C, e->y, E, n_tok);
 }

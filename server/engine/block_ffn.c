@@ -1,36 +1,45 @@
-/* block_ffn.c - the dense SwiGLU FFN: down(silu(gate x) * up x). A dense model's FFN may stream
- * through the expert cache as its layer's one "expert"; the next layer's (after the last, the
- * first's for the next step) is always read ahead, a guess that is right but for the last step. */
+/* block_ffn.c - the dense SwiGLU FFN: down(silu(gate x) * up x), and the same arithmetic for the
+ * shared expert. A dense model's FFN may stream through the expert cache as its layer's one
+ * "expert"; the next layer's (after the last, the first's for the next step) is always read ahead,
+ * a guess that is right but for the last step. Works in its own scratch (struct ffn_scratch),
+ * wholly inside one call: a block may run it in the middle of its own work. */
 #include "engine_impl.h"
 #include "expert_cache.h"
 #include "ops.h"
 #include "quant.h"
 
-/* The SwiGLU over matrices at mat[3] (gate, up, down) of shapes gate/up/down. */
-static void swiglu_run(struct engine *e, const struct weight *gate, const struct weight *up,
-                       const struct weight *down, const uint8_t *const mat[3], float *out,
-                       int32_t n_tok) {
+/* The SwiGLU over matrices at mat[3] (gate, up, down) of shapes gate/up/down. Returns 0 or a
+ * product's error. */
+static int swiglu_run(struct engine *e, const struct weight *gate, const struct weight *up,
+                      const struct weight *down, const uint8_t *const mat[3], float *out,
+                      int32_t n_tok) {
+    struct ffn_scratch *f = &e->ffn;
     const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
-    size_t sg = engine_quantize(e, 0, gate->type, e->xn, D, n_tok, (int64_t)D);
-    const uint8_t *au = e->act[0];
-    size_t su = sg;
-    if (quant_kernels(up->type)->vec_dot_type != quant_kernels(gate->type)->vec_dot_type) {
-        su = engine_quantize(e, 1, up->type, e->xn, D, n_tok, (int64_t)D);
-        au = e->act[1];
+    size_t sg = 0, su = 0, sd = 0;
+    const uint8_t *au = f->act_in;
+    int rc = matmul_quantize(gate->type, e->xn, D, n_tok, (int64_t)D, f->act_in, &sg);
+    su = sg;
+    if (rc == 0 && quant_kernels(up->type)->vec_dot_type != quant_kernels(gate->type)->vec_dot_type) {
+        rc = matmul_quantize(up->type, e->xn, D, n_tok, (int64_t)D, f->act_up, &su);
+        au = f->act_up;
     }
-    engine_queue(e, gate, mat[0], e->act[0], sg, NULL, e->ffn_g, F, NULL, n_tok);
-    engine_queue(e, up, mat[1], au, su, NULL, e->ffn_u, F, NULL, n_tok);
+    if (rc < 0 || (rc = engine_queue(e, gate, mat[0], f->act_in, sg, NULL, f->g, F, NULL,
+                                     n_tok)) < 0 ||
+        (rc = engine_queue(e, up, mat[1], au, su, NULL, f->u, F, NULL, n_tok)) < 0)
+        return rc;
     matmul_run(&e->mm);
-    ops_swiglu(e->ffn_g, e->ffn_g, e->ffn_u, (int64_t)n_tok * F);
-    size_t sd = engine_quantize(e, 0, down->type, e->ffn_g, F, n_tok, (int64_t)F);
-    engine_queue(e, down, mat[2], e->act[0], sd, NULL, out, D, NULL, n_tok);
+    ops_swiglu(f->g, f->g, f->u, (int64_t)n_tok * F);
+    if ((rc = matmul_quantize(down->type, f->g, F, n_tok, (int64_t)F, f->act_hidden, &sd)) < 0 ||
+        (rc = engine_queue(e, down, mat[2], f->act_hidden, sd, NULL, out, D, NULL, n_tok)) < 0)
+        return rc;
     matmul_run(&e->mm);
+    return 0;
 }
 
-void block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
-                      const struct weight *down, float *out, int32_t n_tok) {
+int block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
+                     const struct weight *down, float *out, int32_t n_tok) {
     const uint8_t *mat[3] = {gate->data, up->data, down->data};
-    swiglu_run(e, gate, up, down, mat, out, n_tok);
+    return swiglu_run(e, gate, up, down, mat, out, n_tok);
 }
 
 int block_ffn_dense(struct engine *e, int il, int32_t n_tok) {
@@ -44,6 +53,5 @@ int block_ffn_dense(struct engine *e, int il, int32_t n_tok) {
         if (rc < 0 || (rc = expert_cache_get(e->experts, 0, mat, true, NULL)) < 0)
             return rc;
     }
-    swiglu_run(e, &l->ffn_gate, &l->ffn_up, &l->ffn_down, mat, e->tmp, n_tok);
-    return 0;
+    return swiglu_run(e, &l->ffn_gate, &l->ffn_up, &l->ffn_down, mat, e->y, n_tok);
 }

@@ -4,7 +4,8 @@
  * Under a RAM budget the union of the batch's experts is looked up in the expert cache once, the
  * next layer's are guessed and read ahead, the resident ones are computed while the rest arrive,
  * each missed expert as soon as it lands: experts write disjoint rows, so the grouping changes no
- * bit of the result. */
+ * bit of the result. Routing and the experts work in struct moe_scratch, the lookahead in struct
+ * prefetch_scratch, the shared expert's SwiGLU in block_ffn's. */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -56,10 +57,11 @@ static void bias_to_cache(const struct engine *e, int il, const float *p, bool l
 }
 
 /* Adds the router's bias (gpt-oss) to n_tok rows of logits. */
-static void router_bias(const struct engine *e, const struct model_layer *l, int32_t n_tok) {
+static void router_bias(const struct engine *e, const struct model_layer *l, float *logits,
+                        int32_t n_tok) {
     const int32_t ne = e->m->hp.n_expert;
     for (int32_t t = 0; l->ffn_gate_inp_b && t < n_tok; t++)
-        ops_add(e->router + (size_t)t * ne, l->ffn_gate_inp_b, ne);
+        ops_add(logits + (size_t)t * ne, l->ffn_gate_inp_b, ne);
 }
 
 /* Token t's experts (sel, best first) and weights (w) from its router logits p: softmax over all,
@@ -91,78 +93,89 @@ static void route_token(struct engine *e, int il, float *p, int32_t *sel, float 
 
 /* Routes each token and groups the batch's tokens by expert. */
 static void route(struct engine *e, int il, int32_t n_tok) {
+    struct moe_scratch *mo = &e->moe;
     const struct model_hparams *hp = &e->m->hp;
     const int32_t ne = hp->n_expert, k = e->k_used;
-    router_bias(e, &e->m->layers[il], n_tok);
-    memset(e->exp_n, 0, (size_t)ne * sizeof(int32_t));
+    router_bias(e, &e->m->layers[il], mo->router, n_tok);
+    memset(mo->exp_n, 0, (size_t)ne * sizeof(int32_t));
     for (int32_t t = 0; t < n_tok; t++) {
-        int32_t *sel = e->sel + (size_t)t * k;
-        route_token(e, il, e->router + (size_t)t * ne, sel, e->sel_w + (size_t)t * k);
+        int32_t *sel = mo->sel + (size_t)t * k;
+        route_token(e, il, mo->router + (size_t)t * ne, sel, mo->sel_w + (size_t)t * k);
         for (int32_t i = 0; i < k; i++) {
-            int32_t x = sel[i], n = e->exp_n[x]++;
-            e->exp_tok[(size_t)x * e->p.n_batch + n] = t;
-            e->exp_out[(size_t)x * e->p.n_batch + n] = t * k + i;
+            int32_t x = sel[i], n = mo->exp_n[x]++;
+            mo->exp_tok[(size_t)x * e->p.n_batch + n] = t;
+            mo->exp_out[(size_t)x * e->p.n_batch + n] = t * k + i;
         }
     }
 }
 
 /* Next-layer lookahead: layer il's router applied to the residual stream as it enters layer
  * il - 1's FFN guesses which experts il will want; those the cache lacks start reading now, most
- * wanted first, and arrive while this layer computes and il's attention runs. Uses tmp, router and
- * act slot 0, so it runs before this layer's activations are quantized. */
-static void prefetch(struct engine *e, int il, int32_t n_tok) {
+ * wanted first, and arrive while this layer computes and il's attention runs. Works in its own
+ * scratch (struct prefetch_scratch). Returns 0 or the router product's error. */
+static int prefetch(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     if (il >= hp->n_layer)
-        return;
+        return 0;
     const struct model_layer *l = &e->m->layers[il];
     const size_t D = (size_t)hp->n_embd;
     const int32_t ne = hp->n_expert, k = e->k_used;
+    struct prefetch_scratch *pf = &e->pf;
     for (int32_t t = 0; t < n_tok; t++)
-        ops_rms_norm(e->tmp + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
-    engine_matmul(e, &l->ffn_gate_inp, e->tmp, D, e->router, (size_t)ne, n_tok);
-    router_bias(e, l, n_tok);
-    memset(e->guess_n, 0, (size_t)ne * sizeof(int32_t));
+        ops_rms_norm(pf->xn + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, pf->xn, D, pf->router, (size_t)ne, n_tok);
+    if (rc < 0)
+        return rc;
+    router_bias(e, l, pf->router, n_tok);
+    memset(pf->votes, 0, (size_t)ne * sizeof(int32_t));
     int32_t sel[64];
     for (int32_t t = 0; t < n_tok; t++) {
-        top_k(e->router + (size_t)t * ne, ne, k < 64 ? k : 64, sel);
+        top_k(pf->router + (size_t)t * ne, ne, k < 64 ? k : 64, sel);
         for (int32_t i = 0; i < k && i < 64; i++)
-            e->guess_n[sel[i]]++;
+            pf->votes[sel[i]]++;
     }
     int32_t n = 0;
     for (int32_t x = 0; x < ne; x++) { /* insertion by votes, most first */
-        if (!e->guess_n[x])
+        if (!pf->votes[x])
             continue;
         int32_t j = n++;
-        for (; j > 0 && e->guess_n[e->guess_ids[j - 1]] < e->guess_n[x]; j--)
-            e->guess_ids[j] = e->guess_ids[j - 1];
-        e->guess_ids[j] = x;
+        for (; j > 0 && pf->votes[pf->ids[j - 1]] < pf->votes[x]; j--)
+            pf->ids[j] = pf->ids[j - 1];
+        pf->ids[j] = x;
     }
-    expert_cache_prefetch(e->experts, il, e->guess_ids, n);
+    expert_cache_prefetch(e->experts, il, pf->ids, n);
+    return 0;
 }
 
-/* Computes the experts fetch_ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up
- * for their tokens, SwiGLU, down, into ffn_d's rows. Only those experts' rows are touched, so the
- * experts of a layer may be computed in several groups. */
-static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
-                               const uint8_t *au, size_t su) {
+/* Computes the experts ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up for
+ * their tokens (xn's act rows: act_in for gate, au for up, sg / su bytes apart), SwiGLU, down,
+ * into out's rows. Only those experts' rows are touched, so the
+ * experts of a layer may be computed in several groups. Returns 0 or a product's error. */
+static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
+                       const uint8_t *au, size_t su) {
+    struct moe_scratch *mo = &e->moe;
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, B = (size_t)e->p.n_batch;
     for (int32_t j = 0; j < n; j++) {
-        int32_t x = e->fetch_ids[list[j]];
-        const int32_t *tok = e->exp_tok + (size_t)x * B, *out = e->exp_out + (size_t)x * B;
-        const uint8_t *const *mat = e->exp_mat + (size_t)x * 3;
-        engine_queue(e, &l->ffn_gate_exps, mat[0], e->act[0], sg, tok, e->ffn_g, F, out, e->exp_n[x]);
-        engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, e->ffn_u, F, out, e->exp_n[x]);
+        int32_t x = mo->ids[list[j]];
+        const int32_t *tok = mo->exp_tok + (size_t)x * B, *out = mo->exp_out + (size_t)x * B;
+        const uint8_t *const *mat = mo->exp_mat + (size_t)x * 3;
+        int rc = engine_queue(e, &l->ffn_gate_exps, mat[0], mo->act_in, sg, tok, mo->g, F, out,
+                              mo->exp_n[x]);
+        if (rc < 0 ||
+            (rc = engine_queue(e, &l->ffn_up_exps, mat[1], au, su, tok, mo->u, F, out,
+                               mo->exp_n[x])) < 0)
+            return rc;
     }
     matmul_run(&e->mm);
     const struct quant_kernels *qk = quant_kernels(l->ffn_down_exps.type);
     const size_t sd = quant_act_row_stride(l->ffn_down_exps.type, (int64_t)F);
     for (int32_t j = 0; j < n; j++) {
-        int32_t x = e->fetch_ids[list[j]];
-        const int32_t *out = e->exp_out + (size_t)x * B;
-        for (int32_t r = 0; r < e->exp_n[x]; r++) {
-            float *g = e->ffn_g + (size_t)out[r] * F, *u = e->ffn_u + (size_t)out[r] * F;
+        int32_t x = mo->ids[list[j]];
+        const int32_t *out = mo->exp_out + (size_t)x * B;
+        for (int32_t r = 0; r < mo->exp_n[x]; r++) {
+            float *g = mo->g + (size_t)out[r] * F, *u = mo->u + (size_t)out[r] * F;
             if (l->ffn_gate_exps_b) /* ggml's add_id: the expert's bias row */
                 ops_add(g, l->ffn_gate_exps_b + (size_t)x * F, (int64_t)F);
             if (l->ffn_up_exps_b)
@@ -171,59 +184,63 @@ static void experts_run(struct engine *e, int il, const int32_t *list, int32_t n
                 ops_swiglu_oai(g, g, u, (int64_t)F);
             else
                 ops_swiglu(g, g, u, (int64_t)F);
-            qk->from_float(g, e->act[2] + (size_t)out[r] * sd, (int64_t)F);
+            qk->from_float(g, mo->act_hidden + (size_t)out[r] * sd, (int64_t)F);
         }
-        engine_queue(e, &l->ffn_down_exps, e->exp_mat[(size_t)x * 3 + 2], e->act[2], sd, out,
-                     e->ffn_d, D, out, e->exp_n[x]);
+        int rc = engine_queue(e, &l->ffn_down_exps, mo->exp_mat[(size_t)x * 3 + 2],
+                              mo->act_hidden, sd, out, mo->out, D, out, mo->exp_n[x]);
+        if (rc < 0)
+            return rc;
     }
     matmul_run(&e->mm);
     for (int32_t j = 0; l->ffn_down_exps_b && j < n; j++) {
-        int32_t x = e->fetch_ids[list[j]];
-        const int32_t *out = e->exp_out + (size_t)x * B;
-        for (int32_t r = 0; r < e->exp_n[x]; r++)
-            ops_add(e->ffn_d + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
+        int32_t x = mo->ids[list[j]];
+        const int32_t *out = mo->exp_out + (size_t)x * B;
+        for (int32_t r = 0; r < mo->exp_n[x]; r++)
+            ops_add(mo->out + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
     }
+    return 0;
 }
 
-/* The routed experts of layer il for the batch. With an expert cache the union of the batch's
- * experts is looked up once, the next layer's are guessed and prefetched, the experts already
- * resident are computed while the rest arrive, then the rest. Returns 0 or a read error. */
 /* The shared expert's output into shexp and its gate's logit into shexp_gate. It is resident, so
- * it runs while the routed experts' misses are read; it uses the act slots and ffn_g / ffn_u, so
- * it runs before the routed experts' activations are quantized. */
-static void shared_expert_run(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+ * it runs while the routed experts' misses are read. Returns 0 or a product's error. */
+static int shared_expert_run(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+    struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)e->m->hp.n_embd;
-    block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp, e->shexp, n_tok);
-    engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, e->shexp_gate, 1, n_tok);
+    int rc = block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
+                              mo->shexp, n_tok);
+    return rc < 0 ? rc : engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, mo->shexp_gate, 1,
+                                       n_tok);
 }
 
-/* tmp += shexp * sigmoid(shexp_gate), per token: after the routed experts' sum, as ggml adds. */
+/* y += shexp * sigmoid(shexp_gate), per token: after the routed experts' sum, as ggml adds. */
 static void shared_expert_add(struct engine *e, int32_t n_tok) {
+    const struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)e->m->hp.n_embd;
     for (int32_t t = 0; t < n_tok; t++) {
-        const float g = 1.0f / (1.0f + expf(-e->shexp_gate[t]));
-        float *y = e->tmp + (size_t)t * D;
-        const float *s = e->shexp + (size_t)t * D;
+        const float g = 1.0f / (1.0f + expf(-mo->shexp_gate[t]));
+        float *y = e->y + (size_t)t * D;
+        const float *s = mo->shexp + (size_t)t * D;
         for (size_t i = 0; i < D; i++)
             y[i] = y[i] + s[i] * g;
     }
 }
 
-/* Computes the experts fetch_ids[first .. first+n), the current lookup's 0 .. n-1: what is
- * resident now first, then each of the rest as soon as it arrives. The experts' rows of ffn_d
- * are independent, so the grouping does not change a bit of the result. Returns 0 or a read
- * error. */
+/* Computes the experts ids[first .. first+n), the current lookup's 0 .. n-1: what is resident
+ * now first, then each of the rest as soon as it arrives. The experts' rows of out are
+ * independent, so the grouping does not change a bit of the result. Returns 0, a read error
+ * or a product's error. */
 static int experts_group(struct engine *e, int il, int32_t first, int32_t n, size_t sg,
                          const uint8_t *au, size_t su) {
     const struct model_layer *l = &e->m->layers[il];
-    int32_t *todo = e->guess_n, n_todo = n; /* guess_n is free again once prefetch ran */
+    struct moe_scratch *mo = &e->moe;
+    int32_t *todo = mo->todo, n_todo = n;
     for (int32_t i = 0; i < n; i++)
         todo[i] = first + i;
     while (n_todo > 0) {
-        int32_t *ready = e->guess_ids, n_ready = 0, n_left = 0;
+        int32_t *ready = mo->ready, n_ready = 0, n_left = 0;
         for (int32_t j = 0; j < n_todo; j++) {
-            int32_t i = todo[j], x = e->fetch_ids[i];
-            const uint8_t **mat = e->exp_mat + (size_t)x * 3;
+            int32_t i = todo[j], x = mo->ids[i];
+            const uint8_t **mat = mo->exp_mat + (size_t)x * 3;
             int rc = 0;
             bool here = true;
             if (e->experts) {
@@ -241,10 +258,13 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
                 todo[n_left++] = i;
         }
         n_todo = n_left;
-        if (n_ready > 0)
-            experts_run(e, il, ready, n_ready, sg, au, su);
-        else if (!expert_cache_wait(e->experts))
+        if (n_ready > 0) {
+            int rc = experts_run(e, il, ready, n_ready, sg, au, su);
+            if (rc < 0)
+                return rc;
+        } else if (!expert_cache_wait(e->experts)) {
             return -EIO; /* an expert still reading with no read in flight: cannot happen */
+        }
     }
     return 0;
 }
@@ -252,16 +272,19 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
 int block_moe(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
+    struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
-    engine_matmul(e, &l->ffn_gate_inp, e->xn, D, e->router, (size_t)hp->n_expert, n_tok);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, e->xn, D, mo->router, (size_t)hp->n_expert, n_tok);
+    if (rc < 0)
+        return rc;
     route(e, il, n_tok);
     int32_t n = 0;
     for (int32_t x = 0; x < hp->n_expert; x++)
-        if (e->exp_n[x])
-            e->fetch_ids[n++] = x;
+        if (mo->exp_n[x])
+            mo->ids[n++] = x;
     if (e->route_fn)
-        e->route_fn(e->route_ctx, il, e->fetch_ids, n);
+        e->route_fn(e->route_ctx, il, mo->ids, n);
     e->timing.n_moe_layer_steps++;
     e->timing.n_union_experts += (uint64_t)n;
     /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
@@ -270,34 +293,39 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     if (e->experts) {
         const int32_t slots = expert_cache_n_slots(e->experts);
         group = n < slots ? n : slots;
-        int rc = expert_cache_begin(e->experts, il, e->fetch_ids, group);
-        if (rc < 0)
+        if ((rc = expert_cache_begin(e->experts, il, mo->ids, group)) < 0)
             return rc;
         if (group == n && (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
-                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)))
-            prefetch(e, il + 1, n_tok);
+                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)) &&
+            (rc = prefetch(e, il + 1, n_tok)) < 0)
+            return rc;
     }
-    if (l->ffn_up_shexp.data)
-        shared_expert_run(e, l, n_tok);
-    size_t sg = engine_quantize(e, 0, l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd);
-    const uint8_t *au = e->act[0];
-    size_t su = sg;
+    if (l->ffn_up_shexp.data && (rc = shared_expert_run(e, l, n_tok)) < 0)
+        return rc;
+    size_t sg = 0, su = 0;
+    if ((rc = matmul_quantize(l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd, mo->act_in,
+                              &sg)) < 0)
+        return rc;
+    const uint8_t *au = mo->act_in;
+    su = sg;
     if (quant_kernels(l->ffn_up_exps.type)->vec_dot_type !=
         quant_kernels(l->ffn_gate_exps.type)->vec_dot_type) {
-        su = engine_quantize(e, 1, l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd);
-        au = e->act[1];
+        if ((rc = matmul_quantize(l->ffn_up_exps.type, e->xn, D, n_tok, hp->n_embd, mo->act_up,
+                                  &su)) < 0)
+            return rc;
+        au = mo->act_up;
     }
     for (int32_t first = 0; first < n; first += group) {
         const int32_t cnt = n - first < group ? n - first : group;
-        int rc = first > 0 ? expert_cache_begin(e->experts, il, e->fetch_ids + first, cnt) : 0;
+        rc = first > 0 ? expert_cache_begin(e->experts, il, mo->ids + first, cnt) : 0;
         if (rc < 0 || (rc = experts_group(e, il, first, cnt, sg, au, su)) < 0)
             return rc;
     }
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
     for (int32_t t = 0; t < n_tok; t++) {
-        float *y = e->tmp + (size_t)t * D;
-        const float *w = e->sel_w + (size_t)t * k;
-        const float *d0 = e->ffn_d + (size_t)t * k * D;
+        float *y = e->y + (size_t)t * D;
+        const float *w = mo->sel_w + (size_t)t * k;
+        const float *d0 = mo->out + (size_t)t * k * D;
         for (size_t i = 0; i < D; i++)
             y[i] = d0[i] * w[0];
         for (int32_t s = 1; s < k; s++) {
@@ -310,4 +338,3 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
         shared_expert_add(e, n_tok);
     return 0;
 }
-

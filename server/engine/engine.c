@@ -1,11 +1,13 @@
 /* engine.c - the step driver: for each layer of a batch of tokens from one or several sequences,
  * the mixer block the layer names (attention or Gated DeltaNet), then its FFN block (dense or
  * experts); plus creation, checkpoints and the KV / recurrent-state access contexts use.
- * Invariants: every buffer is sized in engine_new for n_batch tokens, so engine_eval_batch never
- * allocates; each output value is one vec_dot of a weight row and a quantized activation row and
- * every recurrence runs token by token on its own sequence's state, so a token's logits do not
- * depend on how the prompt was split into batches nor on the other sequences of its step; the
- * order of float operations follows ggml's graph for these architectures (see ops.h). */
+ * Invariants: every buffer is sized in engine_new for n_batch tokens from one table
+ * (engine_buffers, which engine_free walks too), so engine_eval_batch never allocates; a product
+ * that cannot run fails its step; each output value is one vec_dot of a weight row and a
+ * quantized activation row and every recurrence runs token by token on its own sequence's state,
+ * so a token's logits do not depend on how the prompt was split into batches nor on the other
+ * sequences of its step; the order of float operations follows ggml's graph for these
+ * architectures (see ops.h). */
 #include "engine.h"
 
 #include <errno.h>
@@ -106,57 +108,157 @@ static struct sequence_shape engine_seq_shape(struct engine *e) {
     return sh;
 }
 
-static int engine_alloc_all(struct engine *e) {
+/* ---- the buffer table ------------------------------------------------------------------------ */
+
+/* One buffer the engine owns: where its pointer lives, and n elements of size bytes. */
+struct engine_buf {
+    void **p;
+    size_t n, size;
+};
+
+#define ENGINE_MAX_BUFS 64
+#define ENGINE_BUF(ptr, count) {(void **)&(ptr), (count), sizeof(*(ptr))}
+
+/* Bytes of an act row of n elements in any format: f32's, the widest, plus the row alignment
+ * (quant_act_row_stride). Sized so, a buffer's bytes do not depend on the weights' types, and
+ * budget.c's estimate from the header alone stays the engine's size. */
+static size_t act_row_bytes(int64_t n) {
+    return (size_t)n * sizeof(float) + 64;
+}
+
+/* The widest act row that the present weights ws[0..n) take, or wider. */
+static size_t act_stride_max(size_t wide, const struct weight *const *ws, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ws[i]->data)
+            wide = max_z(wide, act_row_bytes(ws[i]->n_in));
+    return wide;
+}
+
+/* up's act rows when their format differs from gate's (their own buffer then), else 0. */
+static size_t act_stride_up(const struct weight *gate, const struct weight *up) {
+    const struct quant_kernels *kg = gate->data ? quant_kernels(gate->type) : NULL;
+    const struct quant_kernels *ku = up->data ? quant_kernels(up->type) : NULL;
+    if (!kg || !ku || kg->vec_dot_type == ku->vec_dot_type)
+        return 0;
+    return act_row_bytes(up->n_in);
+}
+
+/* What the layers ask of the scratch: each act buffer's row bytes for the weights it feeds (the
+ * product helpers' slot i >= 1 only takes the i-th of the three products engine_matmul_multi
+ * runs), the dense FFN's and shared expert's widest hidden size, and which blocks' optional rows
+ * exist. */
+struct engine_widths {
+    size_t mm_act[ENGINE_ACT_SLOTS];
+    size_t ffn_act_in, ffn_act_up, ffn_act_hidden, ffn_hidden;
+    size_t moe_act_in, moe_act_up, moe_act_hidden;
+    bool gated;                   /* a layer has gated attention (qg) */
+    bool shexp;                   /* a layer has a shared expert */
+};
+
+static struct engine_widths engine_widths(const struct model *m) {
+    struct engine_widths w = {0};
+    const struct weight *out[] = {&m->output};
+    w.mm_act[0] = act_stride_max(0, out, 1);
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        const struct weight *mm[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z,
+                                     &l->ssm_beta, &l->ssm_alpha, &l->ssm_out, &l->ffn_gate_inp,
+                                     &l->ffn_gate_inp_shexp};
+        const struct weight *multi[2][ENGINE_ACT_SLOTS] = {{&l->wq, &l->wk, &l->wv},
+                                                           {&l->ssm_qkv, &l->ssm_z, &l->ssm_beta}};
+        const struct weight *ffn_in[] = {&l->ffn_gate, &l->ffn_gate_shexp};
+        const struct weight *ffn_hidden[] = {&l->ffn_down, &l->ffn_down_shexp};
+        w.mm_act[0] = act_stride_max(w.mm_act[0], mm, sizeof(mm) / sizeof(mm[0]));
+        for (int i = 1; i < ENGINE_ACT_SLOTS; i++)
+            w.mm_act[i] = act_stride_max(act_stride_max(w.mm_act[i], &multi[0][i], 1),
+                                         &multi[1][i], 1);
+        w.ffn_act_in = act_stride_max(w.ffn_act_in, ffn_in, 2);
+        w.ffn_act_up = max_z(max_z(w.ffn_act_up, act_stride_up(&l->ffn_gate, &l->ffn_up)),
+                             act_stride_up(&l->ffn_gate_shexp, &l->ffn_up_shexp));
+        w.ffn_act_hidden = act_stride_max(w.ffn_act_hidden, ffn_hidden, 2);
+        for (int i = 0; i < 2; i++)
+            if (ffn_hidden[i]->data)
+                w.ffn_hidden = max_z(w.ffn_hidden, (size_t)ffn_hidden[i]->n_in);
+        const struct weight *moe_in[] = {&l->ffn_gate_exps}, *moe_hidden[] = {&l->ffn_down_exps};
+        w.moe_act_in = act_stride_max(w.moe_act_in, moe_in, 1);
+        w.moe_act_up = max_z(w.moe_act_up, act_stride_up(&l->ffn_gate_exps, &l->ffn_up_exps));
+        w.moe_act_hidden = act_stride_max(w.moe_act_hidden, moe_hidden, 1);
+        w.gated |= l->mixer == MODEL_MIXER_ATTN_GATED;
+        w.shexp |= l->ffn_up_shexp.data != NULL;
+    }
+    return w;
+}
+
+/* Every buffer the engine owns, sized for n_batch tokens (B), n_threads (T) and n_seq (S): the
+ * driver's, the product helpers', each block's scratch, the step's. engine_new allocates and
+ * engine_free frees this one list. Returns its length. */
+static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
     const struct model_hparams *hp = &e->m->hp;
-    size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, T = (size_t)e->p.n_threads;
-    size_t S = (size_t)e->p.n_seq;
-    size_t n_embd = (size_t)hp->n_embd;
-    size_t ne = (size_t)hp->n_expert > 0 ? (size_t)hp->n_expert : 1;
-    size_t mix = max_z((size_t)e->q_dim, (size_t)e->ssm_v_dim); /* a mixer's output width */
-    /* activation rows in their widest format (f32: 4 bytes an element) plus row alignment:
-     * slot 0 holds x, a mixer's output or the dense FFN's hidden rows; slot 1 x; slot 2 x or
-     * the experts' hidden rows (B * K of them) */
-    size_t wide = max_z(max_z(n_embd, mix), max_z((size_t)hp->n_ff, (size_t)hp->n_ff_shexp));
-    size_t slot_bytes[ENGINE_ACT_SLOTS] = {B * (wide * 4 + 64), B * (n_embd * 4 + 64),
-                                           B * (n_embd * 4 + 64)};
-    if (hp->n_expert > 0 && B * K * ((size_t)hp->n_ff_exp * 4 + 64) > slot_bytes[2])
-        slot_bytes[2] = B * K * ((size_t)hp->n_ff_exp * 4 + 64);
-    size_t ff = max_z((size_t)e->n_ff_max, (size_t)hp->n_ff_shexp);
-    size_t C = (size_t)e->conv_ch, Hv = (size_t)(hp->ssm_dt_rank > 0 ? hp->ssm_dt_rank : 1);
-    size_t conv_rows = hp->ssm_d_conv > 0 ? B + (size_t)hp->ssm_d_conv - 1 : 0;
-    struct { void **p; size_t n, size; } bufs[] = {
-        {(void **)&e->x, B * n_embd, 4}, {(void **)&e->xn, B * n_embd, 4},
-        {(void **)&e->q, B * (size_t)e->q_dim, 4}, {(void **)&e->qg, B * 2 * (size_t)e->q_dim, 4},
-        {(void **)&e->k, B * (size_t)e->kv_dim, 4}, {(void **)&e->v, B * (size_t)e->kv_dim, 4},
-        {(void **)&e->attn, B * mix, 4}, {(void **)&e->tmp, B * n_embd, 4},
-        {(void **)&e->ffn_g, B * K * ff, 4}, {(void **)&e->ffn_u, B * K * ff, 4},
-        {(void **)&e->ffn_d, B * K * n_embd, 4}, {(void **)&e->shexp, B * n_embd, 4},
-        {(void **)&e->shexp_gate, B, 4}, {(void **)&e->act[0], slot_bytes[0], 1},
-        {(void **)&e->act[1], slot_bytes[1], 1}, {(void **)&e->act[2], slot_bytes[2], 1},
-        {(void **)&e->router, B * ne, 4}, {(void **)&e->sel, B * K, 4},
-        {(void **)&e->sel_w, B * K, 4}, {(void **)&e->exp_n, ne, 4},
-        {(void **)&e->exp_tok, ne * B, 4}, {(void **)&e->exp_out, ne * B, 4},
-        {(void **)&e->fetch_ids, ne, 4}, {(void **)&e->guess_n, ne, 4},
-        {(void **)&e->guess_ids, ne, 4}, {(void **)&e->exp_mat, ne * 3, sizeof(void *)},
-        {(void **)&e->rope_cs, B * (size_t)hp->n_rot, 4},
-        {(void **)&e->scores, T * (size_t)e->p.n_ctx, 4},
-        {(void **)&e->vrow, T * (size_t)hp->head_dim, 4},
-        {(void **)&e->q16, T * (size_t)hp->head_dim, 2}, {(void **)&e->p16, T * (size_t)e->p.n_ctx, 2},
-        {(void **)&e->qkv, conv_rows * C, 4}, {(void **)&e->conv, B * C, 4},
-        {(void **)&e->z, B * (size_t)e->ssm_v_dim, 4}, {(void **)&e->beta, B * Hv, 4},
-        {(void **)&e->gate, B * Hv, 4}, {(void **)&e->delta, T * (size_t)hp->ssm_d_state, 4},
-        {(void **)&e->kv_layer, (size_t)hp->n_layer, 4}, {(void **)&e->rec_layer, (size_t)hp->n_layer, 4},
-        {(void **)&e->kv_swa, (size_t)hp->n_layer, sizeof(bool)},
-        {(void **)&e->embd_row, e->m->tok_embd.row_bytes, 1},
-        {(void **)&e->tok_id, B, 4}, {(void **)&e->tok_seq, B, 4}, {(void **)&e->tok_pos, B, 4},
-        {(void **)&e->seg, S, sizeof(*e->seg)}, {(void **)&e->out, S, sizeof(*e->out)},
-        {(void **)&e->seqs, S, sizeof(*e->seqs)},
+    const struct engine_widths w = engine_widths(e->m);
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, T = (size_t)e->p.n_threads;
+    const size_t S = (size_t)e->p.n_seq, L = (size_t)hp->n_layer, D = (size_t)hp->n_embd;
+    const size_t ne = hp->n_expert > 0 ? (size_t)hp->n_expert : 1;
+    const size_t Bm = hp->n_expert > 0 ? B : 0; /* rows of the experts' buffers */
+    const size_t Q = (size_t)e->q_dim, KV = (size_t)e->kv_dim, hd = (size_t)hp->head_dim;
+    const size_t C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
+    const size_t Hv = (size_t)(hp->ssm_dt_rank > 0 ? hp->ssm_dt_rank : 1);
+    const size_t conv_rows = hp->ssm_d_conv > 0 ? B + (size_t)hp->ssm_d_conv - 1 : 0;
+    const size_t Fe = (size_t)hp->n_ff_exp, Ff = w.ffn_hidden;
+    struct attn_scratch *a = &e->attn;
+    struct deltanet_scratch *dn = &e->dn;
+    struct ffn_scratch *f = &e->ffn;
+    struct moe_scratch *mo = &e->moe;
+    struct prefetch_scratch *pf = &e->pf;
+    const struct engine_buf bufs[] = {
+        /* the driver, the product helpers, the step */
+        ENGINE_BUF(e->x, B * D), ENGINE_BUF(e->xn, B * D), ENGINE_BUF(e->y, B * D),
+        ENGINE_BUF(e->rope_cs, B * (size_t)hp->n_rot),
+        ENGINE_BUF(e->embd_row, e->m->tok_embd.row_bytes),
+        ENGINE_BUF(e->act[0], B * w.mm_act[0]), ENGINE_BUF(e->act[1], B * w.mm_act[1]),
+        ENGINE_BUF(e->act[2], B * w.mm_act[2]),
+        ENGINE_BUF(e->kv_layer, L), ENGINE_BUF(e->rec_layer, L), ENGINE_BUF(e->kv_swa, L),
+        ENGINE_BUF(e->tok_id, B), ENGINE_BUF(e->tok_seq, B), ENGINE_BUF(e->tok_pos, B),
+        ENGINE_BUF(e->seg, S), ENGINE_BUF(e->out, S), ENGINE_BUF(e->seqs, S),
+        /* block_attn */
+        ENGINE_BUF(a->q, B * Q), ENGINE_BUF(a->qg, (w.gated ? B : 0) * 2 * Q),
+        ENGINE_BUF(a->k, B * KV), ENGINE_BUF(a->v, B * KV), ENGINE_BUF(a->heads, B * Q),
+        ENGINE_BUF(a->scores, T * (size_t)e->p.n_ctx), ENGINE_BUF(a->q16, T * hd),
+        ENGINE_BUF(a->vrow, T * hd),
+        /* block_deltanet */
+        ENGINE_BUF(dn->qkv, conv_rows * C), ENGINE_BUF(dn->conv, B * C), ENGINE_BUF(dn->z, B * V),
+        ENGINE_BUF(dn->beta, B * Hv), ENGINE_BUF(dn->gate, B * Hv),
+        ENGINE_BUF(dn->delta, T * (size_t)hp->ssm_d_state),
+        /* block_ffn */
+        ENGINE_BUF(f->act_in, B * w.ffn_act_in), ENGINE_BUF(f->act_up, B * w.ffn_act_up),
+        ENGINE_BUF(f->act_hidden, B * w.ffn_act_hidden), ENGINE_BUF(f->g, B * Ff),
+        ENGINE_BUF(f->u, B * Ff),
+        /* block_moe */
+        ENGINE_BUF(mo->router, Bm * ne), ENGINE_BUF(mo->sel, Bm * K), ENGINE_BUF(mo->sel_w, Bm * K),
+        ENGINE_BUF(mo->exp_n, ne), ENGINE_BUF(mo->exp_tok, ne * Bm),
+        ENGINE_BUF(mo->exp_out, ne * Bm), ENGINE_BUF(mo->ids, ne), ENGINE_BUF(mo->exp_mat, ne * 3),
+        ENGINE_BUF(mo->todo, ne), ENGINE_BUF(mo->ready, ne),
+        ENGINE_BUF(mo->act_in, Bm * w.moe_act_in), ENGINE_BUF(mo->act_up, Bm * w.moe_act_up),
+        ENGINE_BUF(mo->act_hidden, Bm * K * w.moe_act_hidden), ENGINE_BUF(mo->g, Bm * K * Fe),
+        ENGINE_BUF(mo->u, Bm * K * Fe), ENGINE_BUF(mo->out, Bm * K * D),
+        ENGINE_BUF(mo->shexp, (w.shexp ? B : 0) * D), ENGINE_BUF(mo->shexp_gate, w.shexp ? B : 0),
+        /* block_moe's prefetch */
+        ENGINE_BUF(pf->xn, Bm * D), ENGINE_BUF(pf->router, Bm * ne), ENGINE_BUF(pf->votes, ne),
+        ENGINE_BUF(pf->ids, ne),
     };
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        if (!(*bufs[i].p = engine_alloc(e, bufs[i].n, bufs[i].size)))
+    const size_t n = sizeof(bufs) / sizeof(bufs[0]);
+    _Static_assert(sizeof(bufs) / sizeof(bufs[0]) <= ENGINE_MAX_BUFS, "ENGINE_MAX_BUFS");
+    memcpy(tab, bufs, sizeof(bufs));
+    return n;
+}
+
+static int engine_alloc_all(struct engine *e) {
+    struct engine_buf tab[ENGINE_MAX_BUFS];
+    const size_t n = engine_buffers(e, tab);
+    for (size_t i = 0; i < n; i++)
+        if (!(*tab[i].p = engine_alloc(e, tab[i].n, tab[i].size)))
             return -ENOMEM;
     struct sequence_shape sh = engine_seq_shape(e);
-    for (size_t i = 0; i < S; i++)
+    for (int32_t i = 0; i < e->p.n_seq; i++)
         if (!(e->seqs[i] = sequence_new(&sh)))
             return -ENOMEM;
     return 0;
@@ -225,7 +327,6 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     e->q_dim = hp->n_head * hp->head_dim;
     e->kv_dim = hp->n_head_kv * hp->head_dim;
     e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
-    e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
     e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
     e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
     e->rope = ops_rope_init(hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
@@ -248,18 +349,12 @@ void engine_free(struct engine *e) {
         return;
     threadpool_free(e->tp);
     matmul_release(&e->mm);
-    void *bufs[] = {e->x, e->xn, e->q, e->qg, e->k, e->v, e->attn, e->tmp, e->ffn_g, e->ffn_u,
-                    e->ffn_d, e->shexp, e->shexp_gate, e->act[0], e->act[1], e->act[2], e->router,
-                    e->sel, e->sel_w, e->exp_n, e->exp_tok, e->exp_out, e->fetch_ids, e->guess_n,
-                    e->guess_ids, (void *)e->exp_mat, e->rope_cs, e->scores, e->q16, e->p16,
-                    e->vrow, e->qkv, e->conv, e->z, e->beta, e->gate, e->delta, e->kv_layer,
-                    e->rec_layer, e->kv_swa, e->embd_row, e->tok_id, e->tok_seq, e->tok_pos,
-                    e->seg, e->out};
     for (int32_t i = 0; e->seqs && i < e->p.n_seq; i++)
         sequence_free(e->seqs[i]);
-    free(e->seqs);
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        free(bufs[i]);
+    struct engine_buf tab[ENGINE_MAX_BUFS];
+    const size_t n = engine_buffers(e, tab);
+    for (size_t i = 0; i < n; i++)
+        free(*tab[i].p);
     free(e);
 }
 
@@ -404,16 +499,9 @@ int engine_kv_commit(struct engine *e, int32_t seq, int32_t n) {
 
 /* ---- matrix products ------------------------------------------------------------------------- */
 
-size_t engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x,
-                       size_t x_stride, int32_t n_tok, int64_t n) {
-    size_t stride = 0;
-    matmul_quantize(wtype, x, x_stride, n_tok, n, e->act[slot], &stride);
-    return stride;
-}
-
-void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
-                  const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
-                  size_t out_stride, const int32_t *out_idx, int32_t n_tok) {
+int engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
+                 const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
+                 size_t out_stride, const int32_t *out_idx, int32_t n_tok) {
     struct matmul_job job = {
         .k = quant_kernels(w->type),
         .w = data,
@@ -428,22 +516,27 @@ void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
         .out_idx = out_idx,
         .n_tok = n_tok,
     };
-    matmul_add(&e->mm, &job);
+    return matmul_add(&e->mm, &job);
 }
 
-void engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
-                   float *out, size_t out_stride, int32_t n_tok) {
-    size_t as = engine_quantize(e, 0, w->type, x, x_stride, n_tok, w->n_in);
-    engine_queue(e, w, w->data, e->act[0], as, NULL, out, out_stride, NULL, n_tok);
+int engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
+                  float *out, size_t out_stride, int32_t n_tok) {
+    size_t as = 0;
+    int rc = matmul_quantize(w->type, x, x_stride, n_tok, w->n_in, e->act[0], &as);
+    if (rc < 0 || (rc = engine_queue(e, w, w->data, e->act[0], as, NULL, out, out_stride, NULL,
+                                     n_tok)) < 0)
+        return rc;
     matmul_run(&e->mm);
+    return 0;
 }
 
-void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
-                         const size_t *out_strides, const float *x, int32_t n_tok, int n) {
+int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
+                        const size_t *out_strides, const float *x, int32_t n_tok, int n) {
     const size_t D = (size_t)e->m->hp.n_embd;
     size_t strides[ENGINE_ACT_SLOTS];
     int slot_of[ENGINE_ACT_SLOTS];
     for (int i = 0; i < n; i++) {
+        int rc = 0;
         slot_of[i] = i;
         for (int j = 0; j < i; j++)
             if (quant_kernels(ws[j]->type)->vec_dot_type == quant_kernels(ws[i]->type)->vec_dot_type) {
@@ -451,13 +544,15 @@ void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float
                 break;
             }
         if (slot_of[i] == i)
-            strides[i] = engine_quantize(e, i, ws[i]->type, x, D, n_tok, (int64_t)D);
+            rc = matmul_quantize(ws[i]->type, x, D, n_tok, (int64_t)D, e->act[i], &strides[i]);
         else
             strides[i] = strides[slot_of[i]];
-        engine_queue(e, ws[i], ws[i]->data, e->act[slot_of[i]], strides[i], NULL, outs[i],
-                     out_strides[i], NULL, n_tok);
+        if (rc < 0 || (rc = engine_queue(e, ws[i], ws[i]->data, e->act[slot_of[i]], strides[i],
+                                         NULL, outs[i], out_strides[i], NULL, n_tok)) < 0)
+            return rc;
     }
     matmul_run(&e->mm);
+    return 0;
 }
 
 /* ---- the pass -------------------------------------------------------------------------------- */
@@ -508,24 +603,39 @@ static void engine_norm(struct engine *e, const float *w, int32_t first, int32_t
         ops_rms_norm(e->xn + t * D, e->x + t * D, w, hp->n_embd, hp->rms_eps);
 }
 
-/* x += ffn(rmsnorm(x)) for the batch in layer il. Returns 0 or an expert read error. */
+/* x += y for the batch's rows: a block's output joins the residual stream. */
+static void engine_add_y(struct engine *e, int32_t n_tok) {
+    for (size_t i = 0; i < (size_t)n_tok * (size_t)e->m->hp.n_embd; i++)
+        e->x[i] = e->y[i] + e->x[i];
+}
+
+/* x += mixer(rmsnorm(x)) for the batch in layer il. Returns 0 or the block's error. */
+static int engine_mixer(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
+    engine_norm(e, l->attn_norm, 0, n_tok);
+    int rc = l->mixer == MODEL_MIXER_DELTANET ? block_deltanet(e, il, n_tok)
+                                               : block_attn(e, il, n_tok);
+    if (rc == 0)
+        engine_add_y(e, n_tok);
+    return rc;
+}
+
+/* x += ffn(rmsnorm(x)) for the batch in layer il. Returns 0 or the block's error. */
 static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
     engine_norm(e, l->ffn_norm, 0, n_tok);
     double t0 = clock_now_s();
     int rc = l->ffn == MODEL_FFN_MOE ? block_moe(e, il, n_tok) : block_ffn_dense(e, il, n_tok);
     e->timing.ffn_s += clock_now_s() - t0;
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; i < (size_t)n_tok * (size_t)e->m->hp.n_embd; i++)
-        e->x[i] = e->tmp[i] + e->x[i];
-    return 0;
+    if (rc == 0)
+        engine_add_y(e, n_tok);
+    return rc;
 }
 
 /* The logits rows the step's out[] asks for: their normalised rows are packed at the front of xn
  * (a decode step of several sequences wants every row, a prefill step only its segments' last),
  * quantized once, and each request's product goes straight to its destination, in one dispatch. */
-static void engine_output(struct engine *e) {
+static int engine_output(struct engine *e) {
     const struct model_hparams *hp = &e->m->hp;
     const struct weight *w = &e->m->output;
     const size_t D = (size_t)hp->n_embd;
@@ -535,27 +645,33 @@ static void engine_output(struct engine *e) {
             ops_rms_norm(e->xn + n * D, e->x + (size_t)(e->out[o].row + r) * D, e->m->output_norm,
                          hp->n_embd, hp->rms_eps);
     if (n == 0)
-        return;
-    size_t as = engine_quantize(e, 0, w->type, e->xn, D, n, w->n_in);
+        return 0;
+    size_t as = 0;
+    int rc = matmul_quantize(w->type, e->xn, D, n, w->n_in, e->act[0], &as);
     n = 0;
-    for (int32_t o = 0; o < e->n_out; o++) {
-        engine_queue(e, w, w->data, e->act[0] + (size_t)n * as, as, NULL, e->out[o].dst,
-                     (size_t)hp->n_vocab, NULL, e->out[o].n);
+    for (int32_t o = 0; rc == 0 && o < e->n_out; o++) {
+        rc = engine_queue(e, w, w->data, e->act[0] + (size_t)n * as, as, NULL, e->out[o].dst,
+                          (size_t)hp->n_vocab, NULL, e->out[o].n);
         n += e->out[o].n;
     }
-    matmul_run(&e->mm);
+    if (rc == 0)
+        matmul_run(&e->mm);
+    return rc;
 }
 
 /* Puts every sequence of the step back where it was before it: n_past unchanged, a recurrent
- * state half updated restored from its newest checkpoint. */
+ * state half updated restored from its newest checkpoint; drops the products a failed block had
+ * queued. */
 static void engine_step_abort(struct engine *e) {
+    matmul_discard(&e->mm);
     for (int32_t i = 0; i < e->n_seg; i++)
         sequence_restore(e->seqs[e->seg[i].seq]);
 }
 
 /* One forward step over the n_tok <= n_batch tokens staged in tok_id / tok_seq / tok_pos (the
- * segments in seg[], the logits rows wanted in out[]). On an error every sequence of the step ends
- * at its n_past, or for a recurrent model at its newest checkpoint. */
+ * segments in seg[], the logits rows wanted in out[]). Returns 0 or the error of a block or of the
+ * logits' product; every sequence of the step then ends at its n_past, or for a recurrent model at
+ * its newest checkpoint. */
 static int engine_step(struct engine *e, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const double t0 = clock_now_s();
@@ -567,19 +683,11 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     for (int32_t i = 0; i < e->n_seg; i++)
         sequence_reserve(e->seqs[e->seg[i].seq], e->seg[i].n);
     engine_fit_experts(e); /* before the rows are written: the cache makes room for their pages */
-    for (int il = 0; il < hp->n_layer; il++) {
-        const struct model_layer *l = &e->m->layers[il];
-        engine_norm(e, l->attn_norm, 0, n_tok);
-        if (l->mixer == MODEL_MIXER_DELTANET)
-            block_deltanet(e, il, n_tok);
-        else
-            block_attn(e, il, n_tok);
-        if ((rc = engine_ffn(e, il, n_tok)) < 0) {
-            engine_step_abort(e);
-            return rc;
-        }
-    }
-    engine_output(e);
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((rc = engine_mixer(e, il, n_tok)) < 0 || (rc = engine_ffn(e, il, n_tok)) < 0)
+            goto fail;
+    if ((rc = engine_output(e)) < 0)
+        goto fail;
     for (int32_t i = 0; i < e->n_seg; i++)
         e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
     e->timing.n_steps++;
@@ -587,6 +695,9 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     e->timing.n_step_seqs += (uint64_t)e->n_seg;
     e->timing.step_s += clock_now_s() - t0;
     return 0;
+fail:
+    engine_step_abort(e);
+    return rc;
 }
 
 /* Tokens of sequence s the next step may take, at most left: for a model with checkpoints the

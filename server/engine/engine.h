@@ -80,9 +80,11 @@ struct engine_part {
  * parts: one step reads each weight once for all of them, and under a RAM budget looks up the
  * union of their experts once. Returns 0; -ENOSPC when a sequence would overflow its context,
  * -EINVAL for a token id out of range, a sequence out of range or repeated (nothing is changed
- * then); or an expert read error (-EIO ...: tokens of earlier steps stay fed, the failed step's
- * sequences end at their n_past, or for a recurrent model at its newest checkpoint; see
- * engine_n_past; the engine stays usable). */
+ * then); or a step's failure: an expert read error (-EIO ...), or a product the step could not
+ * run (-ENOTSUP: no quantize path for a weight's activations; -ENOSPC from a step: its job queue
+ * full; both are bugs, never input). Then tokens of earlier steps stay fed, the failed step's
+ * sequences end at their n_past, or for a recurrent model at its newest checkpoint (see
+ * engine_n_past), no logits row of that step is valid, and the engine stays usable. */
 int engine_eval_batch(struct engine *e, const struct engine_part *parts, int n_parts);
 
 /* engine_eval_batch of one part: n tokens of sequence seq. */

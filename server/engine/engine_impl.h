@@ -1,13 +1,14 @@
-/* engine_impl.h - what the engine's parts share: the engine object (scratch sized once for n_batch
- * tokens), the matrix-product helpers, and the blocks a layer is made of. Private to
- * server/engine; the public API is engine.h.
+/* engine_impl.h - what the engine's parts share: the engine object, each block's scratch, the
+ * matrix-product helpers, and the blocks a layer is made of. Private to server/engine; the public
+ * API is engine.h.
  *
- * A step runs layer by layer over the batch: the mixer block (block_attn.c or block_deltanet.c)
- * adds its output to the residual stream x, then the FFN block (block_ffn.c or block_moe.c)
- * writes its output into tmp and the driver (engine.c) adds it. Blocks never allocate. The batch
- * is made of segments, each one sequence's consecutive tokens in order (engine_step_seg); every
- * block but the recurrent one works per token, reading the token's sequence and position from
- * tok_seq / tok_pos. */
+ * A step runs layer by layer over the batch: the mixer block (block_attn.c or block_deltanet.c),
+ * then the FFN block (block_ffn.c or block_moe.c); each writes its output rows into y and the
+ * driver (engine.c) adds them to the residual stream x. Every block owns its scratch (a struct
+ * below, sized once in engine_new for n_batch tokens from one buffer table, engine_buffers) and
+ * touches no other block's, and never allocates. The batch is made of segments, each one
+ * sequence's consecutive tokens in order; every block but the recurrent one works per token,
+ * reading the token's sequence and position from tok_seq / tok_pos. */
 #ifndef SNIPER_ENGINE_IMPL_H
 #define SNIPER_ENGINE_IMPL_H
 
@@ -21,65 +22,110 @@
 struct expert_cache;
 struct threadpool;
 
+/* Shapes below: B = n_batch, T = threads, K = k_used; an act row (act_*) is one row of
+ * activations quantized for a weight's type (quant_act_row_stride bytes apart), room sized for
+ * the widest of the weights it feeds in the widest format (f32). */
+
+/* block_attn.c */
+struct attn_scratch {
+    float *q;        /* [B][q_dim] */
+    float *qg;       /* [B][2 q_dim] gated attention: per head, query rows then gate rows */
+    float *k;        /* [B][kv_dim] */
+    float *v;        /* [B][kv_dim] */
+    float *heads;    /* [B][q_dim] the heads' output, before wo */
+    float *scores;   /* [T][n_ctx] attention scores per thread */
+    uint16_t *q16;   /* [T][head_dim] query as fp16 (f16 KV) or q8_0 (q8_0/q4_0 KV) per thread */
+    float *vrow;     /* [T][head_dim] a quantized V row, dequantized, per thread */
+};
+
+/* block_deltanet.c */
+struct deltanet_scratch {
+    float *qkv;      /* [d_conv - 1 + B][conv_ch] conv window: the state's rows, then the batch's */
+    float *conv;     /* [B][conv_ch] conv output after SiLU: per token the Hk q heads and Hk k
+                      * heads (L2-normalised in place), then the Hv v heads, which the
+                      * recurrence overwrites with its output (before ssm_out) */
+    float *z;        /* [B][ssm_v_dim] output gate */
+    float *beta;     /* [B][Hv] */
+    float *gate;     /* [B][Hv] decay exponent g */
+    float *delta;    /* [T][Dv] per thread */
+};
+
+/* block_ffn.c: the dense FFN and the shared expert's SwiGLU (F: the widest of their hidden
+ * sizes) */
+struct ffn_scratch {
+    uint8_t *act_in; /* [B] act rows of xn for the gate (and up) matrix */
+    uint8_t *act_up; /* [B] act rows of xn for up, when its activation format differs */
+    uint8_t *act_hidden; /* [B] act rows of silu(g) * u for down */
+    float *g;        /* [B][F] gate rows, then silu(g) * u */
+    float *u;        /* [B][F] up rows */
+};
+
+/* block_moe.c: routing and the routed experts (F: n_ff_exp), and the shared expert's result */
+struct moe_scratch {
+    float *router;   /* [B][n_expert] router logits, then probabilities */
+    int32_t *sel;    /* [B][K] chosen experts, best first */
+    float *sel_w;    /* [B][K] their renormalised weights */
+    int32_t *exp_n;  /* [n_expert] tokens routed to each expert in this batch */
+    int32_t *exp_tok;/* [n_expert][B] activation row (token) of each */
+    int32_t *exp_out;/* [n_expert][B] output row (token * K + slot) of each */
+    int32_t *ids;    /* [n_expert] experts routed to in this batch, ascending */
+    const uint8_t **exp_mat; /* [n_expert * 3] their gate, up, down matrices, by expert */
+    int32_t *todo;   /* [n_expert] indexes into ids of the experts still to compute */
+    int32_t *ready;  /* [n_expert] those whose matrices are here, to compute now */
+    uint8_t *act_in; /* [B] act rows of xn for the gate (and up) matrices */
+    uint8_t *act_up; /* [B] act rows of xn for up, when its activation format differs */
+    uint8_t *act_hidden; /* [B * K] act rows of each (token, slot)'s silu(g) * u for down */
+    float *g;        /* [B * K][F] */
+    float *u;        /* [B * K][F] */
+    float *out;      /* [B * K][n_embd] each (token, slot)'s expert output */
+    float *shexp;    /* [B][n_embd] the shared expert's output */
+    float *shexp_gate; /* [B] its gate's logit */
+};
+
+/* block_moe.c's next-layer lookahead */
+struct prefetch_scratch {
+    float *xn;       /* [B][n_embd] x normalised with the next layer's ffn_norm */
+    float *router;   /* [B][n_expert] the next layer's router logits */
+    int32_t *votes;  /* [n_expert] tokens whose top k hold each expert */
+    int32_t *ids;    /* [n_expert] the experts voted for, most votes first */
+};
+
 struct engine {
     const struct model *m;
     struct engine_params p;
     struct threadpool *tp;
     struct matmul mm;
     struct sequence **seqs; /* [p.n_seq] */
-    int32_t q_dim, kv_dim, n_ff_max, k_used; /* k_used: experts per token (1 for dense) */
+    int32_t q_dim, kv_dim, k_used; /* k_used: experts per token (1 for dense) */
     int32_t *kv_layer;     /* [n_layer] attention layer il's KV index, or -1 */
     int32_t *rec_layer;    /* [n_layer] recurrent layer il's state index, or -1 */
     bool *kv_swa;          /* [n_layer] attention layer kv_il has a sliding window */
     struct ops_rope rope;  /* the model's RoPE and its scaling */
     int32_t conv_ch;       /* DeltaNet conv channels: 2 Hk Dk + Hv Dv (0: none) */
     int32_t ssm_v_dim;     /* DeltaNet Hv Dv */
-
-    /* scratch, sized for n_batch tokens (rows) */
-    float *x;      /* [B][n_embd] residual stream */
-    float *xn;     /* [B][n_embd] normalised input of a block */
-    float *q;      /* [B][q_dim] */
-    float *qg;     /* [B][2 q_dim] gated attention: per head, query rows then gate rows */
-    float *k;      /* [B][kv_dim] */
-    float *v;      /* [B][kv_dim] */
-    float *attn;   /* [B][max(q_dim, ssm_v_dim)] attention or DeltaNet output before its projection */
-    float *tmp;    /* [B][n_embd] block output */
-    float *ffn_g;  /* [B*k_used][n_ff_max] */
-    float *ffn_u;  /* [B*k_used][n_ff_max] */
-    float *ffn_d;  /* [B*k_used][n_embd] */
-    float *shexp;  /* [B][n_embd] shared expert output */
-    float *shexp_gate; /* [B] its gate's logit */
-    uint8_t *act[ENGINE_ACT_SLOTS]; /* quantized activation rows (see engine_alloc_all) */
-    float *router;   /* [B][n_expert] */
-    int32_t *sel;    /* [B][k_used] chosen experts, best first */
-    float *sel_w;    /* [B][k_used] their renormalised weights */
-    int32_t *exp_n;  /* [n_expert] tokens routed to each expert in this batch */
-    int32_t *exp_tok;/* [n_expert][B] activation row (token) of each */
-    int32_t *exp_out;/* [n_expert][B] output row (token * k_used + slot) of each */
-    int32_t *fetch_ids;             /* [n_expert] experts routed to in this batch */
-    const uint8_t **exp_mat;        /* [n_expert * 3] their gate, up, down matrices, by expert */
-    int32_t *guess_n;   /* [n_expert] prefetch votes, then the experts still to compute */
-    int32_t *guess_ids; /* [n_expert] prefetch guesses, then the experts ready to compute */
     struct expert_cache *experts;   /* borrowed; NULL: experts resident in the model image */
     size_t kv_room;  /* with experts: the bytes the cache and the KV pages that may be resident
                       * share (engine_set_experts) */
     engine_route_fn route_fn;       /* optional observer of each layer's routed experts */
     void *route_ctx;
-    float *rope_cs;  /* [B][n_rot] */
-    float *scores;   /* [n_threads][n_ctx] attention scores per thread */
-    uint16_t *q16;   /* [n_threads][head_dim] query as fp16 (f16 KV) or q8_0 (q8_0/q4_0 KV) */
-    float *vrow;     /* [n_threads][head_dim] a quantized V row, dequantized */
-    uint16_t *p16;   /* [n_threads][n_ctx] probabilities as fp16 (f16 KV) */
-    /* DeltaNet */
-    float *qkv;      /* [d_conv - 1 + B][conv_ch] conv window: the state's rows, then the batch's */
-    float *conv;     /* [B][conv_ch] conv output after SiLU; q and k L2-normalised in place */
-    float *z;        /* [B][ssm_v_dim] output gate */
-    float *beta;     /* [B][Hv] */
-    float *gate;     /* [B][Hv] decay exponent g */
-    float *delta;    /* [n_threads][Dv] */
-    uint8_t *embd_row; /* [row_bytes of token_embd]: a row read from the file (embd_on_disk) */
     size_t scratch_bytes;
     struct engine_timing timing;
+
+    /* the driver's rows (engine.c), which every block reads */
+    float *x;        /* [B][n_embd] residual stream */
+    float *xn;       /* [B][n_embd] normalised input of a block (the logits' rows at the end) */
+    float *y;        /* [B][n_embd] a block's output, which the driver adds to x */
+    float *rope_cs;  /* [B][n_rot] each token's RoPE cos/sin */
+    uint8_t *embd_row; /* [row_bytes of token_embd]: a row read from the file (embd_on_disk) */
+    /* the product helpers' act rows (engine_matmul, engine_matmul_multi and the logits): valid
+     * only inside one of their calls */
+    uint8_t *act[ENGINE_ACT_SLOTS]; /* [B] each */
+
+    struct attn_scratch attn;
+    struct deltanet_scratch dn;
+    struct ffn_scratch ffn;
+    struct moe_scratch moe;
+    struct prefetch_scratch pf;
 
     /* the step being run: each token's sequence and position, its segments, and the logits
      * rows wanted (out_n rows of the batch from out_row, into out_dst, n_vocab floats apart) */
@@ -96,9 +142,13 @@ struct engine {
         int32_t row, n;
         float *dst;
     } *out;                        /* [n_seq] */
+};
 
-    /* the layer the thread pool's attention or DeltaNet tasks work on */
-    int task_layer;
+/* A thread-pool task's context for a layer's per-head work (attention, the DeltaNet recurrence):
+ * on the stack of the block that runs it. */
+struct engine_task {
+    struct engine *e;
+    int il;
 };
 
 /* The sequence token t of the step belongs to. */
@@ -106,48 +156,50 @@ static inline struct sequence *engine_tok_seq(const struct engine *e, int32_t t)
     return e->seqs[e->tok_seq[t]];
 }
 
-/* ---- matrix products (engine.c) ---- */
-
-/* Quantizes n_tok rows of x (n wide, x_stride apart) for w's type into act slot; returns the
- * rows' stride. */
-size_t engine_quantize(struct engine *e, int slot, enum qtype wtype, const float *x,
-                       size_t x_stride, int32_t n_tok, int64_t n);
+/* ---- matrix products (engine.c) ----
+ * Each returns 0 or the error of a product that could not run: -ENOSPC (the job queue is full)
+ * or -ENOTSUP (no quantize path for the weight type: matmul_quantize, which the blocks call for
+ * their own act rows). The step fails with it: a product skipped would leave stale rows behind
+ * and the logits wrong with no error. */
 
 /* Queues out[t] = M * act[t] for n_tok rows, M being one matrix of w's shape and type at data. */
-void engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
-                  const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
-                  size_t out_stride, const int32_t *out_idx, int32_t n_tok);
+int engine_queue(struct engine *e, const struct weight *w, const uint8_t *data,
+                 const uint8_t *act, size_t act_stride, const int32_t *act_idx, float *out,
+                 size_t out_stride, const int32_t *out_idx, int32_t n_tok);
 
-/* out[t] = W * x[t] for n_tok rows, in one dispatch. */
-void engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
-                   float *out, size_t out_stride, int32_t n_tok);
+/* out[t] = W * x[t] for n_tok rows, in one dispatch (act slot 0). */
+int engine_matmul(struct engine *e, const struct weight *w, const float *x, size_t x_stride,
+                  float *out, size_t out_stride, int32_t n_tok);
 
 /* Queues the products of n weights with the same input rows x (n_embd wide), quantizing x once
- * per distinct activation format (slots 0 .. n-1), and runs them in one dispatch. n <= 3. */
-void engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
-                         const size_t *out_strides, const float *x, int32_t n_tok, int n);
+ * per distinct activation format (slots 0 .. n-1), and runs them in one dispatch. n <= 3; slot
+ * i >= 1 is sized for the i-th weight of the mixers' triples (engine.c's engine_widths lists
+ * them: a new caller adds its triple there). */
+int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
+                        const size_t *out_strides, const float *x, int32_t n_tok, int n);
 
-/* ---- blocks: each reads xn (the normalised residual) ---- */
+/* ---- blocks: each reads xn (the normalised residual) and returns 0 or the error of a product
+ * (above) or of an expert read ---- */
 
-/* x += attention(xn) of layer il (block_attn.c): GQA over the sequence's KV rows, with q/k head
+/* y = attention(xn) of layer il (block_attn.c): GQA over the sequence's KV rows, with q/k head
  * norms and partial RoPE when the layer has them, gated by sigmoid(gate) for
  * MODEL_MIXER_ATTN_GATED. The batch's K and V rows are written at n_past .. n_past+n_tok-1. */
-void block_attn(struct engine *e, int il, int32_t n_tok);
+int block_attn(struct engine *e, int il, int32_t n_tok);
 
-/* x += deltanet(xn) of layer il (block_deltanet.c): updates the layer's conv and SSM state. */
-void block_deltanet(struct engine *e, int il, int32_t n_tok);
+/* y = deltanet(xn) of layer il (block_deltanet.c): updates the layer's conv and SSM state. */
+int block_deltanet(struct engine *e, int il, int32_t n_tok);
 
-/* tmp = SwiGLU FFN(xn) of layer il's dense matrices, resident or through the expert cache
- * (block_ffn.c). Returns 0 or an expert read error. */
+/* y = SwiGLU FFN(xn) of layer il's dense matrices, resident or through the expert cache
+ * (block_ffn.c). */
 int block_ffn_dense(struct engine *e, int il, int32_t n_tok);
 
 /* out = down(silu(gate xn) * up xn) with resident matrices, the dense FFN's arithmetic (a shared
- * expert's). Uses act slots 0-1, ffn_g and ffn_u. */
-void block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
-                      const struct weight *down, float *out, int32_t n_tok);
+ * expert's), in the FFN's scratch. */
+int block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct weight *up,
+                     const struct weight *down, float *out, int32_t n_tok);
 
-/* tmp = routed experts(xn) of layer il, plus the gated shared expert when the layer has one
- * (block_moe.c). Returns 0 or an expert read error. */
+/* y = routed experts(xn) of layer il, plus the gated shared expert when the layer has one
+ * (block_moe.c). */
 int block_moe(struct engine *e, int il, int32_t n_tok);
 
 #endif

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fault.h"
+
 #define MATMUL_BATCH_ROWS 16          /* rows per task when four or more tokens pass */
 #define MATMUL_STREAM_BYTES (1u << 20) /* at most this many weight bytes per decode task */
 
@@ -38,7 +40,7 @@ void matmul_release(struct matmul *mm) {
 }
 
 int matmul_add(struct matmul *mm, const struct matmul_job *job) {
-    if (mm->n_jobs >= mm->max_jobs)
+    if (mm->n_jobs >= mm->max_jobs || fault_hit(FAULT_QUEUE))
         return -ENOSPC;
     if (job->n_rows <= 0 || job->n_tok <= 0)
         return 0;
@@ -152,10 +154,14 @@ void matmul_run(struct matmul *mm) {
     mm->n_jobs = 0;
 }
 
+void matmul_discard(struct matmul *mm) {
+    mm->n_jobs = 0;
+}
+
 int matmul_quantize(enum qtype wtype, const float *x, size_t x_stride, int32_t n_tok, int64_t n,
                     uint8_t *dst, size_t *act_stride) {
     const struct quant_kernels *k = quant_kernels(wtype);
-    if (!k)
+    if (!k || fault_hit(FAULT_QUANTIZE))
         return -ENOTSUP;
     size_t stride = quant_act_row_stride(wtype, n);
     for (int32_t t = 0; t < n_tok; t++)

@@ -51,6 +51,9 @@ int matmul_add(struct matmul *mm, const struct matmul_job *job);
 /* Runs every queued job to completion and empties the queue. */
 void matmul_run(struct matmul *mm);
 
+/* Empties the queue without running it (a step that failed half way through queueing). */
+void matmul_discard(struct matmul *mm);
+
 /* Quantizes n_tok rows of n floats (x, x_stride floats apart) for weights of type wtype into dst
  * (rows *act_stride bytes apart, which it sets). Returns 0 or -ENOTSUP for a type without kernels. */
 int matmul_quantize(enum qtype wtype, const float *x, size_t x_stride, int32_t n_tok, int64_t n,
