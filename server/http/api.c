@@ -23,6 +23,7 @@
 #include <jansson.h>
 
 #include "api_internal.h"
+#include "api_messages.h"
 #include "clock.h"
 #include "chat.h"
 #include "openai.h"
@@ -901,7 +902,9 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     bool ready = a->ready, draining = a->draining;
     pthread_mutex_unlock(&a->mu);
     bool context = !strcmp(rq->path, "/v1/context") || !strncmp(rq->path, "/v1/context/", 12);
-    if (context) {
+    if (api_messages_path(rq->path)) {
+        api_messages_handle(a, rq, out); /* Anthropic's Messages API, its own errors */
+    } else if (context) {
         if (!authorized(a, rq->authorization))
             api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
                            "missing or wrong API key: send Authorization: Bearer <key>");
