@@ -93,6 +93,8 @@ struct msg_request {
     bool force_any;        /* tool_choice "any" among several tools: the model names one */
     bool one_call;         /* tool_choice.disable_parallel_tool_use: the first call only */
     bool thinking;         /* thinking {"type": "enabled" / "adaptive"} */
+    const char *effort;    /* output_config.effort as harmony's reasoning effort (low, medium,
+                            * high; static), or NULL */
 };
 
 struct parser {
@@ -105,9 +107,10 @@ struct parser {
 
 static const char *const MESSAGES_KEYS[] = {
     "model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream",
-    "temperature", "top_p", "top_k", "tools", "tool_choice", "thinking", NULL};
+    "temperature", "top_p", "top_k", "tools", "tool_choice", "thinking", "context_management",
+    "output_config", NULL};
 static const char *const COUNT_KEYS[] = {"model", "messages", "system", "tools", "tool_choice",
-                                         "thinking", NULL};
+                                         "thinking", "context_management", "output_config", NULL};
 
 static bool in_list(const char *s, const char *const *list) {
     for (; *list; list++)
@@ -360,15 +363,29 @@ static int parse_message(struct parser *p, const json_t *msg, size_t i, size_t n
         return fail(p->e, 400, "%s: Input should be a valid dictionary", path);
     const char *role = json_string_value(json_object_get(msg, "role"));
     const json_t *content = json_object_get(msg, "content");
-    if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0))
-        return fail(p->e, 400, "%s.role: Input should be 'user' or 'assistant' (the system "
-                    "prompt is the top-level 'system' parameter)", path);
+    if (!role || (strcmp(role, "user") != 0 && strcmp(role, "assistant") != 0 &&
+                  strcmp(role, "system") != 0))
+        return fail(p->e, 400, "%s.role: Input should be 'user', 'assistant' or 'system'", path);
     bool user = role[0] == 'u';
     if (i == 0 && !user)
         return fail(p->e, 400, "messages: the first message must use the \"user\" role");
-    if (i + 1 == n && !user)
-        return fail(p->e, 400, "messages: the last message must use the \"user\" role "
+    if (i + 1 == n && role[0] == 'a')
+        return fail(p->e, 400, "messages: the last message must not use the \"assistant\" role "
                     "(continuing a prefilled assistant reply is not supported)");
+    if (role[0] == 's') { /* a system message within the conversation (Claude Code's beta) */
+        char *text = NULL;
+        snprintf(path, sizeof(path), "messages.%zu.content", i);
+        if (text_of(p, content, path, &text) < 0)
+            return -1;
+        struct chat_message *m = text ? next_message(p, "system") : NULL;
+        if (!m) {
+            free(text);
+            return text ? -1 : fail(p->e, 400, "%s: Field required", path);
+        }
+        m->content = text;
+        p->uses = NULL;
+        return 0;
+    }
     char where[64];
     snprintf(where, sizeof(where), "%s.", path);
     static const char *const keys[] = {"role", "content", NULL};
@@ -593,6 +610,42 @@ static int parse_thinking(struct parser *p, int32_t max_tokens) {
     return 0;
 }
 
+/* context_management (its edits clear old thinking or tool results once a context grows past a
+ * threshold: the daemon keeps the whole context, its prompt cache reuses it) and output_config
+ * (effort: a gpt-oss model's reasoning effort; no effect on a thinking switch). */
+static int parse_config(struct parser *p) {
+    static const char *const cm_keys[] = {"edits", NULL}, *const oc_keys[] = {"effort", NULL};
+    static const char *const efforts[] = {"low", "medium", "high", "high", NULL};
+    static const char *const names[] = {"low", "medium", "high", "max", NULL};
+    const json_t *cm = json_object_get(p->root, "context_management"), *e;
+    const json_t *oc = json_object_get(p->root, "output_config");
+    size_t j;
+    if (cm && !json_is_null(cm)) {
+        if (!json_is_object(cm) || check_keys(p, cm, "context_management.", cm_keys) < 0)
+            return json_is_object(cm) ? -1 : fail(p->e, 400, "context_management: Input should "
+                                                  "be a valid dictionary");
+        json_array_foreach(json_object_get(cm, "edits"), j, e) {
+            const char *type = json_string_value(json_object_get(e, "type"));
+            if (!type || strncmp(type, "clear_", 6) != 0)
+                return fail(p->e, 400, "context_management.edits.%zu.type: unknown edit", j);
+        }
+    }
+    if (!oc || json_is_null(oc))
+        return 0;
+    if (!json_is_object(oc))
+        return fail(p->e, 400, "output_config: Input should be a valid dictionary");
+    if (check_keys(p, oc, "output_config.", oc_keys) < 0)
+        return -1;
+    const char *effort = json_string_value(json_object_get(oc, "effort"));
+    for (int i = 0; effort && names[i]; i++)
+        if (strcmp(effort, names[i]) == 0)
+            p->r->effort = efforts[i];
+    if (json_object_get(oc, "effort") && !p->r->effort)
+        return fail(p->e, 400, "output_config.effort: Input should be 'low', 'medium', 'high' "
+                    "or 'max'");
+    return 0;
+}
+
 /* A number in [lo, hi] at key into *out (kept when absent). */
 static int get_number(struct parser *p, const char *key, double lo, double hi, float *out) {
     const json_t *v = json_object_get(p->root, key);
@@ -687,7 +740,7 @@ static int msg_request_parse(const char *body, size_t len, bool count, struct ms
     if (check_keys(&p, p.root, "", count ? COUNT_KEYS : MESSAGES_KEYS) < 0 ||
         parse_params(&p, count) < 0 || parse_system(&p) < 0 || parse_messages(&p) < 0 ||
         parse_tools(&p) < 0 || parse_tool_choice(&p) < 0 ||
-        parse_thinking(&p, r->rq.max_tokens) < 0)
+        parse_thinking(&p, r->rq.max_tokens) < 0 || parse_config(&p) < 0)
         goto out;
     if (r->thinking && (r->forced_tool || r->force_any)) {
         fail(e, 400, "Thinking may not be enabled when tool_choice forces tool use.");
@@ -1103,6 +1156,8 @@ static int32_t *call_prepare(struct call *c, const struct http_request *hr, bool
         fail(e, oe.status, "%s", oe.message);
         return NULL;
     }
+    if (c->pm->family == CHAT_HARMONY)
+        c->r.rq.reasoning_effort = c->r.effort;
     if ((c->r.forced_tool || c->r.force_any) &&
         forced_call(c->pm->family, c->r.forced_tool, &c->fc, e) < 0)
         return NULL;
@@ -1161,13 +1216,16 @@ static void handle_messages(struct api *a, const struct http_request *hr, bool c
         json_decref(v);
         goto done;
     }
-    const int32_t n_ctx = c->pm->n_ctx, max_tokens = c->r.rq.max_tokens;
-    if ((int64_t)n + max_tokens > n_ctx) {
-        fail(&e, 400, "prompt is too long: %zu tokens + max_tokens %d > %d, this model's "
-             "context", n, max_tokens, n_ctx);
+    /* max_tokens is a cap (Claude Code asks for 64,000): the context's room bounds it */
+    const int32_t n_ctx = c->pm->n_ctx;
+    if ((int64_t)n >= n_ctx) {
+        fail(&e, 400, "prompt is too long: %zu tokens > %d maximum (this model's context)", n,
+             n_ctx - 1);
         reply_error(out, &e);
         goto done;
     }
+    const int32_t room = n_ctx - (int32_t)n;
+    const int32_t max_tokens = c->r.rq.max_tokens < room ? c->r.rq.max_tokens : room;
     c->n_prompt = (int32_t)n;
     snprintf(c->id, sizeof(c->id), "msg_%016" PRIxFAST64 "%08x",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)time(NULL) << 20),
