@@ -29,6 +29,7 @@
 #define MSG_MAX_TEXT_BYTES (1u << 20) /* one text, tool input or tool result */
 #define MSG_MAX_TOOLS 128
 #define MSG_MAX_STOP_BYTES 256
+#define BILLING "x-anthropic-billing-header:" /* a system block for Anthropic's billing */
 #define MSG_MAX_BLOCKS 64             /* content blocks of one reply (more text joins the last) */
 
 /* ---- errors ---------------------------------------------------------------------------------- */
@@ -190,6 +191,9 @@ static int text_of(struct parser *p, const json_t *v, const char *path, char **o
                 goto fail;
             }
             snprintf(where, sizeof(where), "%s.%zu.text", path, j);
+            const char *t = json_string_value(json_object_get(b, "text"));
+            if (strcmp(path, "system") == 0 && t && strncmp(t, BILLING, strlen(BILLING)) == 0)
+                continue; /* Claude Code's, new each call: it would end the cached prefix */
             if (append_text(p, &acc, json_object_get(b, "text"), "\n", where) < 0)
                 goto fail;
         }
