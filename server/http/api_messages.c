@@ -47,10 +47,13 @@ static const char *error_type(int status) {
     }
 }
 
+static json_t *jstr(const char *s, size_t n);
+
 /* {"type":"error","error":{"type","message"}} of e (malloc'd), NULL on no memory. */
 static char *error_json(const struct oai_error *e) {
-    json_t *v = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
-                          error_type(e->status), "message", e->message);
+    json_t *v = json_pack("{s:s, s:{s:s, s:o}}", "type", "error", "error", "type",
+                          error_type(e->status), "message",
+                          jstr(e->message, strnlen(e->message, sizeof(e->message))));
     char *s = v ? jsonw_dumps(v, JSONW_COMPACT) : NULL;
     json_decref(v);
     return s;
@@ -85,7 +88,7 @@ static void reply_fail(struct http_response *out, int status, const char *msg) {
     reply_error(out, &e);
 }
 
-/* ---- the request: Anthropic's JSON into struct oai_request ------------------------------------ */
+/* ---- the request: Anthropic's JSON into struct oai_request ----------------------------------- */
 
 struct msg_request {
     struct oai_request rq; /* the one internal shape: messages, tools, sampling, stop */
@@ -495,7 +498,8 @@ static int parse_tools(struct parser *p) {
         snprintf(where, sizeof(where), "tools.%zu", j);
         const char *type = json_string_value(json_object_get(t, "type"));
         const char *name = json_string_value(json_object_get(t, "name"));
-        json_t *schema = json_object_get(t, "input_schema"), *desc = json_object_get(t, "description");
+        json_t *schema = json_object_get(t, "input_schema");
+        json_t *desc = json_object_get(t, "description");
         int rc = 0;
         if (!json_is_object(t))
             rc = fail(p->e, 400, "%s: Input should be a valid dictionary", where);
@@ -822,7 +826,7 @@ static int32_t *prompt_ids(const struct pool_model *pm, const struct msg_request
     return all;
 }
 
-/* ---- one call: the job's output as content blocks --------------------------------------------- */
+/* ---- one call: the job's output as content blocks -------------------------------------------- */
 
 enum block_kind { BLOCK_TEXT, BLOCK_THINKING, BLOCK_TOOL_USE };
 
@@ -1116,7 +1120,7 @@ static void on_done(void *ctx, const struct job_summary *s) {
     call_unref(c);
 }
 
-/* ---- the routes -------------------------------------------------------------------------------- */
+/* ---- the routes ------------------------------------------------------------------------------ */
 
 static bool key_equal(const char *key, const char *got) {
     size_t n = strlen(key), m = got ? strlen(got) : 0;
@@ -1126,8 +1130,7 @@ static bool key_equal(const char *key, const char *got) {
     return diff == 0;
 }
 
-/* The daemon's key in Authorization: Bearer or in x-api-key (Anthropic's clients send either). */
-static bool authorized(const struct api *a, const struct http_request *rq) {
+bool api_messages_key_ok(const struct api *a, const struct http_request *rq) {
     const char *bearer = rq->authorization;
     if (!a->key)
         return true;
@@ -1283,7 +1286,7 @@ void api_messages_handle(struct api *a, const struct http_request *rq, struct ht
     pthread_mutex_unlock(&a->mu);
     if (strcmp(rq->method, "POST") != 0)
         reply_fail(out, 405, "this path takes POST");
-    else if (!authorized(a, rq))
+    else if (!api_messages_key_ok(a, rq))
         reply_fail(out, 401, "invalid x-api-key: send the daemon's key as x-api-key or "
                    "Authorization: Bearer");
     else if (!ready)

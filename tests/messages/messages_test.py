@@ -208,6 +208,8 @@ hostile = [
     ("assistant first", dict(base, messages=[A("hi"), U("hi")]), None),
     ("assistant last (prefill)", dict(base, messages=[U("hi"), A("Sure")]), None),
     ("an unknown block type", dict(base, messages=[U([{"type": "hologram", "text": "x"}])]), None),
+    ("a long multibyte block type (cut in the error message)",
+     dict(base, messages=[U([{"type": "\u20ac" * 30, "text": "x"}])]), None),
     ("a block without a type", dict(base, messages=[U([{"text": "x"}])]), None),
     ("an image block", dict(base, messages=[U([{"type": "image", "source": {}}])]), None),
     ("empty content", dict(base, messages=[U([])]), None),
