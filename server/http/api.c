@@ -24,6 +24,7 @@
 
 #include "api_internal.h"
 #include "api_messages.h"
+#include "api_tokenize.h"
 #include "clock.h"
 #include "chat.h"
 #include "openai.h"
@@ -904,6 +905,8 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     bool context = !strcmp(rq->path, "/v1/context") || !strncmp(rq->path, "/v1/context/", 12);
     if (api_messages_path(rq->path)) {
         api_messages_handle(a, rq, out); /* Anthropic's Messages API, its own errors */
+    } else if (api_tokenize_path(rq->path)) {
+        api_tokenize_handle(a, rq, out);
     } else if (context) {
         if (!authorized(a, rq->authorization))
             api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",

@@ -15,6 +15,10 @@ struct api;
 /* True when path is one of this file's routes (whatever the method). */
 bool api_messages_path(const char *path);
 
+/* True when the daemon has no key, or rq carries it in Authorization: Bearer or in x-api-key
+ * (Anthropic's clients send either), compared in constant time. */
+bool api_messages_key_ok(const struct api *a, const struct http_request *rq);
+
 /* Answers one request to such a path in Anthropic's shapes: checks the method, the key
  * (Authorization: Bearer or x-api-key), readiness, then parses, runs and replies (a whole body or
  * an SSE stream). a and rq are borrowed for the call; out is filled. */
