@@ -25,6 +25,8 @@
 #include "api_internal.h"
 #include "api_ollama.h"
 #include "api_responses.h"
+#include "api_messages.h"
+#include "api_tokenize.h"
 #include "clock.h"
 #include "chat.h"
 #include "openai.h"
@@ -904,7 +906,11 @@ void api_handle(void *ctx, const struct http_request *rq, struct http_response *
     pthread_mutex_unlock(&a->mu);
     bool context = !strcmp(rq->path, "/v1/context") || !strncmp(rq->path, "/v1/context/", 12);
     bool responses = api_responses_path(rq->path), ollama = api_ollama_path(rq->path);
-    if (context || responses || ollama) {
+    if (api_messages_path(rq->path)) {
+        api_messages_handle(a, rq, out); /* Anthropic's Messages API, its own errors */
+    } else if (api_tokenize_path(rq->path)) {
+        api_tokenize_handle(a, rq, out);
+    } else if (context || responses || ollama) {
         if (!authorized(a, rq->authorization))
             api_reply_fail(out, 401, "authentication_error", "", "invalid_api_key",
                            "missing or wrong API key: send Authorization: Bearer <key>");

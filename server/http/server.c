@@ -338,6 +338,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body = cs->body ? cs->body : "",
         .body_len = cs->len,
         .authorization = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+        .api_key = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "x-api-key"),
         .fd = -1,
     };
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);

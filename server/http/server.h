@@ -36,6 +36,7 @@ struct http_request {
     const char *body;         /* NUL-terminated, body_len bytes */
     size_t body_len;
     const char *authorization;/* the Authorization header, or NULL */
+    const char *api_key;      /* the x-api-key header (Anthropic's clients), or NULL */
     int fd;                   /* the connection's socket (for http_peer_gone), or -1 */
 };
 
