@@ -32,12 +32,19 @@ struct engine_params engine_params_default(void) {
 
 /* ---- creation -------------------------------------------------------------------------------- */
 
+/* Bytes of a buffer of n elements of size bytes, rounded to 64; false on overflow. */
+static bool engine_buf_bytes(size_t n, size_t size, size_t *bytes) {
+    if (__builtin_mul_overflow(n, size, bytes) || *bytes > SIZE_MAX - 63)
+        return false;
+    *bytes = (*bytes + 63) & ~(size_t)63;
+    return true;
+}
+
 static void *engine_alloc(struct engine *e, size_t n, size_t size) {
     void *p = NULL;
     size_t bytes;
-    if (__builtin_mul_overflow(n, size, &bytes))
+    if (!engine_buf_bytes(n, size, &bytes))
         return NULL;
-    bytes = (bytes + 63) & ~(size_t)63;
     if (fault_hit(FAULT_ALLOC) || posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
         return NULL;
     memset(p, 0, bytes ? bytes : 64);
@@ -106,7 +113,9 @@ static struct sequence_shape engine_seq_shape(struct engine *e) {
     return sh;
 }
 
-static int engine_alloc_all(struct engine *e) {
+/* Allocates the scratch buffers (alloc), or only adds up the bytes they would take into
+ * e->scratch_bytes (engine_size). Returns 0 or -ENOMEM. */
+static int engine_buffers(struct engine *e, bool alloc) {
     const struct model_hparams *hp = &e->m->hp;
     size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, T = (size_t)e->p.n_threads;
     size_t S = (size_t)e->p.n_seq;
@@ -152,11 +161,24 @@ static int engine_alloc_all(struct engine *e) {
         {(void **)&e->seg, S, sizeof(*e->seg)}, {(void **)&e->out, S, sizeof(*e->out)},
         {(void **)&e->seqs, S, sizeof(*e->seqs)},
     };
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        if (!(*bufs[i].p = engine_alloc(e, bufs[i].n, bufs[i].size)))
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+        size_t bytes;
+        if (!alloc) {
+            if (!engine_buf_bytes(bufs[i].n, bufs[i].size, &bytes) ||
+                __builtin_add_overflow(e->scratch_bytes, bytes, &e->scratch_bytes))
+                return -ENOMEM;
+        } else if (!(*bufs[i].p = engine_alloc(e, bufs[i].n, bufs[i].size))) {
             return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static int engine_alloc_all(struct engine *e) {
+    if (engine_buffers(e, true) < 0)
+        return -ENOMEM;
     struct sequence_shape sh = engine_seq_shape(e);
-    for (size_t i = 0; i < S; i++)
+    for (int32_t i = 0; i < e->p.n_seq; i++)
         if (!(e->seqs[i] = sequence_new(&sh)))
             return -ENOMEM;
     return 0;
@@ -204,6 +226,67 @@ static int engine_check_params(struct engine *e, char *err, size_t err_len) {
     return 0;
 }
 
+/* The widths the buffers and sequences are sized by, from the model and e->p. */
+static void engine_derive(struct engine *e) {
+    const struct model_hparams *hp = &e->m->hp;
+    e->q_dim = hp->n_head * hp->head_dim;
+    e->kv_dim = hp->n_head_kv * hp->head_dim;
+    e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
+    e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
+    e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
+    e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
+}
+
+int engine_size(const struct model *m, const struct engine_params *p, struct engine_size *out,
+                char *err, size_t err_len) {
+    const size_t n_layer = m->hp.n_layer > 0 ? (size_t)m->hp.n_layer : 1;
+    struct engine *e = calloc(1, sizeof(*e));
+    int rc = -ENOMEM;
+    memset(out, 0, sizeof(*out));
+    if (!e || !(e->kv_layer = calloc(n_layer, sizeof(*e->kv_layer))) ||
+        !(e->rec_layer = calloc(n_layer, sizeof(*e->rec_layer))) ||
+        !(e->kv_swa = calloc(n_layer, sizeof(*e->kv_swa)))) {
+        err_set(err, err_len, "engine: out of memory");
+        goto out;
+    }
+    e->m = m;
+    e->p = p ? *p : engine_params_default();
+    if ((rc = engine_check_params(e, err, err_len)) < 0)
+        goto out;
+    if (e->p.n_threads <= 0) { /* as threadpool_new counts them */
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        e->p.n_threads = n > 0 ? (int)n : 1;
+    }
+    engine_derive(e);
+    struct sequence_shape sh = engine_seq_shape(e);
+    struct sequence_size ss;
+    if (engine_buffers(e, false) < 0 || (rc = sequence_size(&sh, &ss)) < 0) {
+        err_set(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
+                e->p.n_batch);
+        rc = -EOVERFLOW;
+        goto out;
+    }
+    const size_t S = (size_t)e->p.n_seq, rec = ss.state_bytes +
+                     (size_t)ss.n_checkpoints * ss.checkpoint_bytes;
+    out->n_seq = e->p.n_seq;
+    out->n_ctx = e->p.n_ctx;
+    out->n_checkpoints = ss.n_checkpoints;
+    out->seq_kv_bytes = ss.kv_bytes;
+    out->seq_rec_bytes = rec;
+    out->kv_bytes = S * ss.kv_bytes;
+    out->rec_bytes = S * rec;
+    out->scratch_bytes = e->scratch_bytes;
+    rc = 0;
+out:
+    if (e) {
+        free(e->kv_layer);
+        free(e->rec_layer);
+        free(e->kv_swa);
+    }
+    free(e);
+    return rc;
+}
+
 struct engine *engine_new(const struct model *m, const struct engine_params *p, char *err,
                           size_t err_len) {
     const struct model_hparams *hp = &m->hp;
@@ -222,12 +305,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
         goto err;
     }
     e->p.n_threads = threadpool_n_threads(e->tp);
-    e->q_dim = hp->n_head * hp->head_dim;
-    e->kv_dim = hp->n_head_kv * hp->head_dim;
-    e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
-    e->n_ff_max = hp->n_expert > 0 ? hp->n_ff_exp : hp->n_ff;
-    e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
-    e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
+    engine_derive(e);
     e->rope = ops_rope_init(hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
                             hp->rope_ext_factor, hp->rope_attn_factor, hp->rope_n_ctx_orig, 32.0f,
                             1.0f);
