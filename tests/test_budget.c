@@ -91,6 +91,20 @@ static long mib_after(const char *msg, const char *key) {
     return at ? strtol(at + strlen(key), NULL, 10) : -1;
 }
 
+/* False (the case skipped, m freed) under AddressSanitizer, whose quarantine and shadow memory
+ * move the resident set between two checks: whether a named setting fits to the byte is then
+ * not known. */
+static bool rss_is_steady(struct model *m) {
+#if defined(__SANITIZE_ADDRESS__)
+    test_skip("the resident set moves under AddressSanitizer: what fits NOT checked");
+    model_free(m);
+    return false;
+#else
+    (void)m;
+    return true;
+#endif
+}
+
 /* A hybrid model with 16 slots of 64 checkpoints under a budget that holds about 6. */
 static void test_check_names_what_fits(void) {
     const char *path = model_path(2);
@@ -119,6 +133,8 @@ static void test_check_names_what_fits(void) {
               strstr(err, "with --parallel 16") && strstr(err, "is too small for 16 slots"),
               "%s", err);
     /* what it names fits, one more does not */
+    if (!rss_is_steady(m))
+        return;
     p.n_seq = (int32_t)slots;
     CHECK_MSG(budget_check(m, &p, cap, err, sizeof(err)) == 0, "%ld slots: %s", slots, err);
     p.n_seq = (int32_t)slots + 1;
@@ -157,6 +173,8 @@ static void test_check_names_slots_without_checkpoints(void) {
     CHECK_MSG(budget_check(m, &p, cap, err, sizeof(err)) == -ENOMEM, "%ld: %s", one, err);
     const long slots = mib_after(err, "what fits: --parallel ");
     CHECK_MSG(slots > 1 && slots < 16 && !strstr(err, "--checkpoints"), "%s", err);
+    if (!rss_is_steady(m))
+        return;
     p.n_seq = (int32_t)slots;
     CHECK_MSG(budget_check(m, &p, cap, err, sizeof(err)) == 0, "%ld slots: %s", slots, err);
     p.n_seq = (int32_t)slots + 1;
