@@ -256,6 +256,10 @@ def fits_from(err):
 
 def serve_within(name, model, args, budget_mib):
     """Started with args under the budget, it serves a request on every slot within it."""
+    if ASAN:
+        checks.skip(f"{name}: not started: AddressSanitizer's shadow memory is in the resident "
+                    "set the budget is measured on, not in what the engine allocates")
+        return
     cap = budget_mib * MIB + CAP_SLACK
     d = CgDaemon(["-m", model, "--ram-budget", f"{budget_mib}M", *args], cap)
     check(f"{name}: starts", d.port is not None and d.p.poll() is None,
@@ -337,19 +341,20 @@ def main():
               rc == 1 and "is too small for 1 slot of 131072 positions" in err, err[-600:])
         check_cgroup("gpt-oss one-shot, context 131072", peak, kills, cap)
 
-    # --models-dir: the qwen35moe model does not fit with 16 slots, a small qwen3moe one does
+    # --models-dir: the qwen35moe model does not fit with 24 slots (some 185 MiB of state), a
+    # small qwen3moe one does (48 MiB of KV)
     mdir = os.path.join(TMP, "models")
     os.mkdir(mdir)
     os.rename(q35, os.path.join(mdir, "hybrid.gguf"))
     http_daemon.mkmodel(BUILD, TMP, os.path.join("models", "moe.gguf"), "--preset", "tiny",
                         "--types", "q8_0", "--seed", "63")
-    args = ["--models-dir", mdir, "--ctx-size", "1024", "--checkpoints", "64", "--parallel", "16"]
+    args = ["--models-dir", mdir, "--ctx-size", "1024", "--checkpoints", "64", "--parallel", "24"]
     one = minimum(["-m", os.path.join(mdir, "hybrid.gguf"), "--ctx-size", "1024",
                    "--checkpoints", "64", "--parallel", "1"])
     if one is None:
         check("--models-dir: the minimum for one slot is named", False)
         return
-    budget = one + 40
+    budget = one + 70
     cap = budget * MIB + CAP_SLACK
     d = CgDaemon([*args, "--ram-budget", f"{budget}M"], cap)
     check("--models-dir: starts", d.port is not None, d.stop()[1][-600:] if not d.port else "")
@@ -367,7 +372,7 @@ def main():
         except OSError as e:
             s, msg = None, f"no reply: {e}"
         check(f"--models-dir: the model too big for the budget is refused with the sizes ({i + 1})",
-              s == 500 and "model_load_failed" in msg and "is too small for 16 slots" in msg and
+              s == 500 and "model_load_failed" in msg and "is too small for 24 slots" in msg and
               "what fits: --parallel" in msg, f"HTTP {s}: {msg[:600]}")
         rss.append(d.status("VmRSS"))
     st = ask_all(d, "moe", 2, 60)
