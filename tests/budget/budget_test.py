@@ -228,8 +228,9 @@ def ask_all(d, model, n, n_words=300):
     got = [None] * n
 
     def one(i):
-        body = {"messages": [{"role": "user", "content": " ".join(words[i * 50: i * 50 + n_words])}],
-                "max_tokens": 16, "temperature": 0}
+        text = " ".join(words[i * 50: i * 50 + n_words])
+        body = {"messages": [{"role": "user", "content": text}], "max_tokens": 16,
+                "temperature": 0}
         if model:
             body["model"] = model
         try:
@@ -363,7 +364,7 @@ def main():
     st = ask_all(d, "moe", 2, 60)
     check("--models-dir: the model that fits answers", st == [200, 200], f"{st}")
     rss = []
-    for i in range(5):
+    for i in range(8):
         body = {"model": "hybrid", "messages": [{"role": "user", "content": "hi"}],
                 "max_tokens": 4}
         try:
@@ -382,9 +383,10 @@ def main():
     check("--models-dir: exits 0 at SIGTERM", rc == 0, err[-600:])
     if peak is not None:
         # a refused load frees what it read: after the second (the allocator's arenas settled)
-        # three more hold no more memory (a model left behind adds some 2 MiB each time)
+        # six more hold at most a few pages more (connection threads' stacks, arenas: up to 2 MiB
+        # seen on a busy machine), where a model left behind adds some 2 MiB each time
         check("--models-dir: refusals after the second hold no more memory",
-              0 < rss[-1] <= rss[1] + MIB, "VmRSS " + ", ".join(f"{r / MIB:.1f}" for r in rss))
+              0 < rss[-1] <= rss[1] + 3 * MIB, "VmRSS " + ", ".join(f"{r / MIB:.1f}" for r in rss))
         check("--models-dir: the process's peak RSS under the budget", 0 < hwm <= budget * MIB,
               f"VmHWM {hwm / MIB:.1f} MiB, budget {budget} MiB")
     check_cgroup("--models-dir", peak, kills, cap)
