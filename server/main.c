@@ -635,6 +635,9 @@ static int run_generate(const struct options *o) {
     tk = tokenizer_new(m->gguf, err, sizeof(err));
     if (!tk)
         goto fail;
+    /* a budget too small for the engine is refused before its memory is touched */
+    if (o->ram_budget && budget_check(m, &o->ep, o->ram_budget, err, sizeof(err)) < 0)
+        goto fail;
     e = engine_new(m, &o->ep, err, sizeof(err));
     if (!e)
         goto fail;

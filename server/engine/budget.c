@@ -1,12 +1,109 @@
-/* budget.c - the RAM budget split (see budget.h). The resident set is measured, not summed from
- * the parts, so whatever else the process holds (other models, the HTTP server's threads, the
- * allocator's slack) is inside the cap too. */
+/* budget.c - the RAM budget check and split (see budget.h). The resident set is measured, not
+ * summed from the parts, so whatever else the process holds (other models, the HTTP server's
+ * threads, the allocator's slack) is inside the cap too; what the engine will add is computed
+ * from its parameters (engine_size) before it allocates anything, so a budget too small for the
+ * slots is refused, never overrun. */
 #include "budget.h"
 
+#include <errno.h>
 #include <inttypes.h>
 
 #include "err.h"
 #include "procstat.h"
+
+#define MIB (UINT64_C(1) << 20)
+
+static uint64_t mib_up(uint64_t bytes) { return (bytes + MIB - 1) / MIB; }
+
+/* The smallest expert cache m can stream with: one token's experts of a layer (0 in RAM). */
+static uint64_t budget_min_cache(const struct model *m) {
+    if (!m->experts_on_disk)
+        return 0;
+    return (uint64_t)expert_cache_slot_bytes(m) * (uint64_t)expert_cache_min_slots(m);
+}
+
+/* What the budget must hold for an engine of parameters p beside the resident set rss: the
+ * engine's bytes (es), the headroom and the smallest expert cache, into *need. Returns 0 or
+ * engine_size's error. */
+static int budget_need(const struct model *m, const struct engine_params *p, uint64_t rss,
+                       struct engine_size *es, uint64_t *need, char *err, size_t err_len) {
+    const int rc = engine_size(m, p, es, err, err_len);
+    if (rc < 0)
+        return rc;
+    *need = rss + (uint64_t)es->kv_bytes + (uint64_t)es->rec_bytes + (uint64_t)es->scratch_bytes +
+            BUDGET_MARGIN + budget_min_cache(m);
+    return 0;
+}
+
+/* True when an engine of p fits under cap beside the resident set rss. */
+static bool budget_fits(const struct model *m, const struct engine_params *p, uint64_t rss,
+                        uint64_t cap) {
+    struct engine_size es;
+    uint64_t need;
+    char err[128];
+    return budget_need(m, p, rss, &es, &need, err, sizeof(err)) == 0 && need <= cap;
+}
+
+/* The most slots below p's, or the most checkpoints a slot below p's (with p's slots), that fit
+ * under cap; 0: none. */
+static int32_t most_slots(const struct model *m, const struct engine_params *p, uint64_t rss,
+                          uint64_t cap) {
+    struct engine_params q = *p;
+    for (q.n_seq = p->n_seq - 1; q.n_seq >= 1; q.n_seq--)
+        if (budget_fits(m, &q, rss, cap))
+            return q.n_seq;
+    return 0;
+}
+
+static int32_t most_checkpoints(const struct model *m, const struct engine_params *p,
+                                uint64_t rss, uint64_t cap) {
+    struct engine_params q = *p;
+    for (q.n_checkpoints = p->n_checkpoints - 1; q.n_checkpoints >= 1; q.n_checkpoints--)
+        if (budget_fits(m, &q, rss, cap))
+            return q.n_checkpoints;
+    return 0;
+}
+
+int budget_check(const struct model *m, const struct engine_params *p, uint64_t cap, char *err,
+                 size_t err_len) {
+    struct engine_params ep = p ? *p : engine_params_default();
+    const uint64_t rss = procstat_rss_bytes(), min_cache = budget_min_cache(m);
+    struct engine_size es;
+    uint64_t need;
+    int rc = budget_need(m, &ep, rss, &es, &need, err, err_len);
+    if (rc < 0 || need <= cap)
+        return rc;
+    const int32_t slots = most_slots(m, &ep, rss, cap);
+    const int32_t ckpts = es.n_checkpoints > 1 ? most_checkpoints(m, &ep, rss, cap) : 0;
+    char fits[128] = "", rec[128] = "", cache[80] = "";
+    if (min_cache)
+        snprintf(cache, sizeof(cache), "one token's %s of a layer %" PRIu64 " MiB, ",
+                 m->hp.n_expert > 0 ? "experts" : "FFN", mib_up(min_cache));
+    if (slots > 0 && ckpts > 0)
+        snprintf(fits, sizeof(fits), "; what fits: --parallel %d, or --checkpoints %d with "
+                 "--parallel %d", slots, ckpts, es.n_seq);
+    else if (slots > 0 || ckpts > 0)
+        snprintf(fits, sizeof(fits), "; what fits: --%s %d", slots ? "parallel" : "checkpoints",
+                 slots ? slots : ckpts);
+    else if (es.n_seq > 1 || es.n_checkpoints > 1)
+        snprintf(fits, sizeof(fits), "; fewer slots%s do not fit either",
+                 es.n_checkpoints > 1 ? " or checkpoints" : "");
+    if (es.rec_bytes)
+        snprintf(rec, sizeof(rec), ", %s (%d a slot) %" PRIu64 " MiB",
+                 model_is_recurrent(m) ? "recurrent states with their checkpoints"
+                                       : "window checkpoints", es.n_checkpoints,
+                 mib_up(es.rec_bytes));
+    err_set(err, err_len, "--ram-budget %" PRIu64 " MiB is too small for %d slot%s of %d "
+            "positions: the process holds %" PRIu64 " MiB (resident weights %" PRIu64 "), the "
+            "slots' KV caches %" PRIu64 " MiB%s (%.1f MiB a slot), buffers %" PRIu64 " MiB, %s"
+            "headroom %u MiB; the minimum is %" PRIu64 " MiB%s", cap / MIB, es.n_seq,
+            es.n_seq > 1 ? "s" : "", es.n_ctx, mib_up(rss), mib_up(m->resident_bytes),
+            mib_up(es.kv_bytes), rec,
+            (double)(es.seq_kv_bytes + es.seq_rec_bytes) / (double)MIB, mib_up(es.scratch_bytes),
+            cache, BUDGET_MARGIN >> 20,
+            mib_up(need), fits);
+    return -ENOMEM;
+}
 
 struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, uint64_t cap,
                                       const struct expert_cache_options *o, FILE *log, char *err,
@@ -19,8 +116,8 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
         err_set(err, err_len, "--ram-budget %" PRIu64 " MiB is too small: the resident weights, KV "
                 "cache, recurrent state and buffers take %" PRIu64 " MiB, one token's %s of a layer "
                 "%" PRIu64 " MiB and headroom %u MiB; the minimum is %" PRIu64 " MiB", cap / mib,
-                rss / mib, m->hp.n_expert > 0 ? "experts" : "FFN",
-                (uint64_t)slot * (uint64_t)min / mib, BUDGET_MARGIN >> 20, (need + mib - 1) / mib);
+                mib_up(rss), m->hp.n_expert > 0 ? "experts" : "FFN",
+                mib_up((uint64_t)slot * (uint64_t)min), BUDGET_MARGIN >> 20, mib_up(need));
         return NULL;
     }
     /* the KV pages the sequences do not use yet are the cache's until they do */
@@ -81,13 +178,30 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
         row = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim * 4;
     /* a sliding-window layer keeps a ring of n_swa - 1 + n_batch positions (engine.c) */
     const int64_t ring = (int64_t)hp.n_swa - 1 + (p->n_batch > 0 ? p->n_batch : 512);
-    uint64_t positions = 0;
+    /* a hybrid (qwen35*) layer is attention when (il + 1) % full_attn_interval == 0, else Gated
+     * DeltaNet with a conv and an SSM state (arch_qwen35.c) */
+    const bool hybrid = hp.ssm_d_state > 0 && hp.full_attn_interval > 0;
+    uint64_t positions = 0, n_rec = 0, n_swa = 0;
     for (int32_t il = 0; il < hp.n_layer; il++) {
         const bool swa = hp.n_swa > 0 && il % hp.swa_pattern < hp.swa_pattern - 1;
-        positions += (uint64_t)(swa && ring < n_ctx ? ring : n_ctx);
+        if (hybrid && (il + 1) % hp.full_attn_interval != 0)
+            n_rec++;
+        else
+            positions += (uint64_t)(swa && ring < n_ctx ? ring : n_ctx);
+        n_swa += swa;
     }
-    const uint64_t kv = 2 * positions * row * (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
-    return tensors + kv + scratch_estimate(&hp, p);
+    const uint64_t n_seq = (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
+    const uint64_t kv = 2 * positions * row * n_seq;
+    /* each slot's state and its checkpoints (each the state and the rings' last n_swa - 1 rows) */
+    const uint64_t Dk = (uint64_t)hp.ssm_d_state, Hv = (uint64_t)hp.ssm_dt_rank;
+    const uint64_t conv_ch = 2 * (uint64_t)hp.ssm_n_group * Dk + Hv * Dk;
+    const uint64_t state = n_rec * 4 * ((uint64_t)(hp.ssm_d_conv > 0 ? hp.ssm_d_conv - 1 : 0) *
+                                        conv_ch + Hv * Dk * Dk);
+    const uint64_t tail = n_swa * 2 * (uint64_t)(hp.n_swa > 0 ? hp.n_swa - 1 : 0) * row;
+    const uint64_t n_ckpt = n_rec + n_swa ? (uint64_t)(p->n_checkpoints > 0 ? p->n_checkpoints
+                                                                              : 4) : 0;
+    const uint64_t rec = n_seq * (state + n_ckpt * (state + tail));
+    return tensors + kv + rec + scratch_estimate(&hp, p);
 }
 
 void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log) {

@@ -2,9 +2,14 @@
  * cache, recurrent state, buffers) and the expert cache that gets the rest, so that the process
  * stays under a cap of resident memory.
  *
+ *     if (budget_check(m, &ep, 4ull << 30, err, len) < 0) ... err: the sizes, what would fit ...
+ *     struct engine *e = engine_new(m, &ep, err, len);     // only once the budget holds it
  *     struct expert_cache *c = budget_cache_new(m, e, 4ull << 30, &opts, stderr, err, len);
  *     if (!c) ... err names the minimum budget ...
  *     engine_set_experts(e, c);   // done by budget_cache_new
+ * The check comes before the engine's memory is touched: a budget too small for the slots is
+ * refused with the sizes, never overrun (the KV caches, recurrent states and checkpoints of every
+ * slot are allocated and touched at once by engine_new).
  */
 #ifndef SNIPER_BUDGET_H
 #define SNIPER_BUDGET_H
@@ -19,6 +24,17 @@
 /* Headroom kept under a cap for the sampler, stdio and allocator slack. */
 #define BUDGET_MARGIN (32u << 20)
 
+/* Checks, before engine_new(m, p) allocates anything, that the budget cap (bytes) holds the
+ * process's resident set now (m's resident weights in it) plus everything the engine would
+ * allocate and touch (engine_size: the KV caches, recurrent states and checkpoints of all
+ * p->n_seq slots, the buffers), BUDGET_MARGIN and, when m's experts are on disk, the smallest
+ * expert cache (one token's experts of a layer). Returns 0 when they fit; -ENOMEM when not, with
+ * a message in err that says "is too small", gives the sizes and "the minimum is N MiB", and
+ * names the most slots (--parallel) and, for a model with checkpoints, the most checkpoints a
+ * slot (--checkpoints) that would fit; or engine_size's error for parameters the engine refuses. */
+int budget_check(const struct model *m, const struct engine_params *p, uint64_t cap, char *err,
+                 size_t err_len);
+
 /* Creates the expert cache for m's engine e so that the process's resident set stays under cap
  * bytes: the cache gets cap minus the resident set now (everything e and the rest of the process
  * already hold, its whole KV cache included) minus BUDGET_MARGIN, and is handed to e
@@ -32,8 +48,8 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
                                       size_t err_len);
 
 /* About the bytes a model would take in RAM with an engine of parameters p, from its header g
- * alone: its tensors, the KV caches of p->n_seq sequences of p->n_ctx positions (every layer
- * counted as attention; a sliding-window layer as its ring) and the engine's buffers. Returns 0
+ * alone: its tensors, the KV caches of p->n_seq sequences of p->n_ctx positions (a sliding-window
+ * layer as its ring), their recurrent states and checkpoints, and the engine's buffers. Returns 0
  * when the hyperparameters cannot be read. */
 uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p);
 

@@ -34,12 +34,19 @@ struct engine_params engine_params_default(void) {
 
 /* ---- creation -------------------------------------------------------------------------------- */
 
+/* Bytes of a buffer of n elements of size bytes, rounded to 64; false on overflow. */
+static bool engine_buf_bytes(size_t n, size_t size, size_t *bytes) {
+    if (__builtin_mul_overflow(n, size, bytes) || *bytes > SIZE_MAX - 63)
+        return false;
+    *bytes = (*bytes + 63) & ~(size_t)63;
+    return true;
+}
+
 static void *engine_alloc(struct engine *e, size_t n, size_t size) {
     void *p = NULL;
     size_t bytes;
-    if (__builtin_mul_overflow(n, size, &bytes))
+    if (!engine_buf_bytes(n, size, &bytes))
         return NULL;
-    bytes = (bytes + 63) & ~(size_t)63;
     if (fault_hit(FAULT_ALLOC) || posix_memalign(&p, 64, bytes ? bytes : 64) != 0)
         return NULL;
     memset(p, 0, bytes ? bytes : 64);
@@ -251,6 +258,20 @@ static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
     return n;
 }
 
+/* Adds up into e->scratch_bytes what allocating the buffer table would take (engine_size).
+ * Returns 0, or -ENOMEM when a size overflows. */
+static int engine_buffers_bytes(struct engine *e) {
+    struct engine_buf tab[ENGINE_MAX_BUFS];
+    const size_t n = engine_buffers(e, tab);
+    for (size_t i = 0; i < n; i++) {
+        size_t bytes;
+        if (!engine_buf_bytes(tab[i].n, tab[i].size, &bytes) ||
+            __builtin_add_overflow(e->scratch_bytes, bytes, &e->scratch_bytes))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 static int engine_alloc_all(struct engine *e) {
     struct engine_buf tab[ENGINE_MAX_BUFS];
     const size_t n = engine_buffers(e, tab);
@@ -306,6 +327,66 @@ static int engine_check_params(struct engine *e, char *err, size_t err_len) {
     return 0;
 }
 
+/* The widths the buffers and sequences are sized by, from the model and e->p. */
+static void engine_derive(struct engine *e) {
+    const struct model_hparams *hp = &e->m->hp;
+    e->q_dim = hp->n_head * hp->head_dim;
+    e->kv_dim = hp->n_head_kv * hp->head_dim;
+    e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
+    e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
+    e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
+}
+
+int engine_size(const struct model *m, const struct engine_params *p, struct engine_size *out,
+                char *err, size_t err_len) {
+    const size_t n_layer = m->hp.n_layer > 0 ? (size_t)m->hp.n_layer : 1;
+    struct engine *e = calloc(1, sizeof(*e));
+    int rc = -ENOMEM;
+    memset(out, 0, sizeof(*out));
+    if (!e || !(e->kv_layer = calloc(n_layer, sizeof(*e->kv_layer))) ||
+        !(e->rec_layer = calloc(n_layer, sizeof(*e->rec_layer))) ||
+        !(e->kv_swa = calloc(n_layer, sizeof(*e->kv_swa)))) {
+        err_set(err, err_len, "engine: out of memory");
+        goto out;
+    }
+    e->m = m;
+    e->p = p ? *p : engine_params_default();
+    if ((rc = engine_check_params(e, err, err_len)) < 0)
+        goto out;
+    if (e->p.n_threads <= 0) { /* as threadpool_new counts them */
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        e->p.n_threads = n > 0 ? (int)n : 1;
+    }
+    engine_derive(e);
+    struct sequence_shape sh = engine_seq_shape(e);
+    struct sequence_size ss;
+    if (engine_buffers_bytes(e) < 0 || (rc = sequence_size(&sh, &ss)) < 0) {
+        err_set(err, err_len, "engine: context %d or batch %d too large", e->p.n_ctx,
+                e->p.n_batch);
+        rc = -EOVERFLOW;
+        goto out;
+    }
+    const size_t S = (size_t)e->p.n_seq, rec = ss.state_bytes +
+                     (size_t)ss.n_checkpoints * ss.checkpoint_bytes;
+    out->n_seq = e->p.n_seq;
+    out->n_ctx = e->p.n_ctx;
+    out->n_checkpoints = ss.n_checkpoints;
+    out->seq_kv_bytes = ss.kv_bytes;
+    out->seq_rec_bytes = rec;
+    out->kv_bytes = S * ss.kv_bytes;
+    out->rec_bytes = S * rec;
+    out->scratch_bytes = e->scratch_bytes;
+    rc = 0;
+out:
+    if (e) {
+        free(e->kv_layer);
+        free(e->rec_layer);
+        free(e->kv_swa);
+    }
+    free(e);
+    return rc;
+}
+
 struct engine *engine_new(const struct model *m, const struct engine_params *p, char *err,
                           size_t err_len) {
     const struct model_hparams *hp = &m->hp;
@@ -324,11 +405,7 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
         goto err;
     }
     e->p.n_threads = threadpool_n_threads(e->tp);
-    e->q_dim = hp->n_head * hp->head_dim;
-    e->kv_dim = hp->n_head_kv * hp->head_dim;
-    e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
-    e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
-    e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
+    engine_derive(e);
     e->rope = ops_rope_init(hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
                             hp->rope_ext_factor, hp->rope_attn_factor, hp->rope_n_ctx_orig, 32.0f,
                             1.0f);

@@ -65,6 +65,26 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
 
 void engine_free(struct engine *e);
 
+/* What engine_new(m, p) would allocate, in bytes, for all its sequences: what a RAM budget checks
+ * before anything is allocated. The parameters' defaults are filled as engine_new fills them
+ * (n_threads <= 0: the online CPUs). */
+struct engine_size {
+    int32_t n_seq;          /* sequences (slots) */
+    int32_t n_ctx;          /* positions of each */
+    int32_t n_checkpoints;  /* checkpoints each keeps (0: the model needs none) */
+    size_t seq_kv_bytes;    /* one sequence's KV cache (full layers' n_ctx rows, window rings) */
+    size_t seq_rec_bytes;   /* one sequence's recurrent state and checkpoints */
+    size_t kv_bytes;        /* n_seq * seq_kv_bytes: engine_kv_bytes */
+    size_t rec_bytes;       /* n_seq * seq_rec_bytes: engine_rec_bytes */
+    size_t scratch_bytes;   /* the buffers: engine_scratch_bytes */
+};
+
+/* Fills out for an engine of m (borrowed for the call) with parameters p (NULL: the defaults),
+ * allocating none of it. Returns 0, or -EINVAL (parameters engine_new refuses: the message in
+ * err), -EOVERFLOW or -ENOMEM. */
+int engine_size(const struct model *m, const struct engine_params *p, struct engine_size *out,
+                char *err, size_t err_len);
+
 /* One sequence's share of engine_eval_batch: n tokens fed at positions n_past .. n_past+n-1 of
  * sequence seq. With all_logits, logits receives [n][n_vocab] rows (one per token); otherwise
  * [n_vocab] for the last token only; logits may be NULL when no row is wanted. */

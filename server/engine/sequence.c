@@ -1,9 +1,11 @@
 /* sequence.c - one conversation's KV rows (full layers and window rings), recurrent state and
  * checkpoints (see sequence.h). All memory is allocated and touched in sequence_new, so the
- * resident set is flat from the start; an elastic sequence then gives back the full layers' pages
- * past its rows in use and takes them again as it grows. */
+ * resident set is flat from the start (sequence_size says how much from the same layout, before);
+ * an elastic sequence then gives back the full layers' pages past its rows in use and takes them
+ * again as it grows. */
 #include "sequence.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -65,7 +67,10 @@ static uint8_t *seq_map(struct sequence *s, size_t bytes) {
     return p;
 }
 
-struct sequence *sequence_new(const struct sequence_shape *shape) {
+/* The struct and its layout for shape, nothing of the state yet: kv_map_bytes, rec_floats,
+ * tail_bytes and shape.n_checkpoints are what sequence_new allocates. Returns it or NULL (out of
+ * memory or a bad shape). */
+static struct sequence *seq_plan(const struct sequence_shape *shape) {
     struct sequence *s = calloc(1, sizeof(*s));
     if (!s)
         return NULL;
@@ -85,10 +90,6 @@ struct sequence *sequence_new(const struct sequence_shape *shape) {
     s->kv_map_bytes = kv_half;
     s->kv_hw = shape->n_ctx;
     s->rec_floats = (size_t)shape->n_rec_layer * (shape->conv_floats + shape->ssm_floats);
-    if (!(s->k = seq_map(s, kv_half)) || !(s->v = seq_map(s, kv_half)) ||
-        !(s->rec = seq_alloc(s, s->rec_floats, sizeof(float))))
-        goto err;
-    s->kv_bytes = s->bytes - s->rec_floats * sizeof(float);
     if (shape->n_rec_layer == 0 && s->n_swa_layer == 0) {
         s->shape.n_checkpoints = 0;
         return s;
@@ -97,6 +98,22 @@ struct sequence *sequence_new(const struct sequence_shape *shape) {
         s->shape.n_checkpoints = 1;
     s->tail_bytes = s->n_swa_layer ? (size_t)s->n_swa_layer * 2 * (size_t)(shape->n_swa - 1) *
                                          s->kv_row_bytes : 0;
+    return s;
+err:
+    sequence_free(s);
+    return NULL;
+}
+
+struct sequence *sequence_new(const struct sequence_shape *shape) {
+    struct sequence *s = seq_plan(shape);
+    if (!s)
+        return NULL;
+    if (!(s->k = seq_map(s, s->kv_map_bytes)) || !(s->v = seq_map(s, s->kv_map_bytes)) ||
+        !(s->rec = seq_alloc(s, s->rec_floats, sizeof(float))))
+        goto err;
+    s->kv_bytes = s->bytes - s->rec_floats * sizeof(float);
+    if (s->shape.n_checkpoints == 0)
+        return s;
     s->ckpt = calloc((size_t)s->shape.n_checkpoints, sizeof(*s->ckpt));
     if (!s->ckpt)
         goto err;
@@ -110,6 +127,26 @@ struct sequence *sequence_new(const struct sequence_shape *shape) {
 err:
     sequence_free(s);
     return NULL;
+}
+
+int sequence_size(const struct sequence_shape *shape, struct sequence_size *out) {
+    struct sequence *s = seq_plan(shape);
+    if (!s)
+        return -EINVAL;
+    size_t state;
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    if (__builtin_mul_overflow(s->rec_floats, sizeof(float), &state) ||
+        __builtin_mul_overflow(s->kv_map_bytes, (size_t)2, &out->kv_bytes) ||
+        __builtin_add_overflow(state, s->tail_bytes, &out->checkpoint_bytes)) {
+        rc = -EOVERFLOW;
+        goto out;
+    }
+    out->state_bytes = state;
+    out->n_checkpoints = s->shape.n_checkpoints;
+out:
+    sequence_free(s);
+    return rc;
 }
 
 void sequence_free(struct sequence *s) {

@@ -74,6 +74,22 @@ struct sequence {
     size_t bytes;               /* everything above: what the RAM budget counts */
 };
 
+/* What sequence_new(shape) allocates and touches, in bytes: the K and V rows (kv_bytes), the
+ * recurrent state (state_bytes) and each of n_checkpoints checkpoints (its state and window rows;
+ * n_checkpoints is 0 for a shape with neither recurrent nor window layers). Their sum is the
+ * sequence's bytes. */
+struct sequence_size {
+    size_t kv_bytes;
+    size_t state_bytes;
+    size_t checkpoint_bytes;
+    int32_t n_checkpoints;
+};
+
+/* Fills out for shape without allocating the state (what a RAM budget checks before it does).
+ * Returns 0, -EINVAL for a shape sequence_new would refuse (or no memory for the few bytes of
+ * its layout) or -EOVERFLOW. */
+int sequence_size(const struct sequence_shape *shape, struct sequence_size *out);
+
 /* Allocates and zeroes (touches) the state for shape. Returns it or NULL (out of memory or a
  * shape that overflows). */
 struct sequence *sequence_new(const struct sequence_shape *shape);

@@ -201,8 +201,12 @@ static int entry_load(struct pool *p, struct entry *en, uint64_t *size, char *er
     memset(pm, 0, sizeof(*pm));
     atomic_store(&en->prog.done, 0);
     atomic_store(&en->prog.total, 0);
+    /* streamed, the engine's memory (every slot's KV, recurrent state and checkpoints) is checked
+     * against the cap before it is touched: a budget too small for the slots is refused, not
+     * overrun (in RAM, the estimate make_room and stream went by counted them) */
     if (!(pm->m = model_open_progress(en->o.path, stream, &en->prog, err, err_len)) ||
         !(pm->tk = tokenizer_new(pm->m->gguf, err, err_len)) ||
+        (stream && budget_check(pm->m, &en->o.ep, cap, err, err_len) < 0) ||
         !(pm->e = engine_new(pm->m, &en->o.ep, err, err_len)))
         goto fail;
     if (p->cfg.log)
