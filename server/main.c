@@ -1075,8 +1075,10 @@ out:
     if (rc != 0)
         fprintf(stderr, "sniperd: %s\n", err);
     http_server_stop(srv); /* no request is running past this */
-    api_free(api);
+    /* the pool first: a job still running (a drain cut short) ends in its scheduler, whose
+     * callback releases the request's call through the api */
     pool_free(pool);
+    api_free(api);
     return rc;
 }
 

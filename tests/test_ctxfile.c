@@ -1,10 +1,10 @@
 /* test_ctxfile.c - context files (server/context/ctxfile) on models made by sniper-mkmodel: the
  * hash's golden values; a saved and reloaded KV continues decoding with logits bit-identical to the
- * engine that prefilled everything (f32 and f16 KV, raw and zstd); quantized storage's size ratio,
- * cosine and next-token agreement (printed); gpt-oss's window layers saved as their last rows
- * after their rings wrapped, and the loaded context continuing bit-identically; versions 1 and 2
- * still read; truncated, corrupted, wrong-version and wrong-model files refused with distinct
- * errors; a fuzz loop over mutated files; a full disk leaves no file. */
+ * engine that prefilled everything (f32 and f16 KV, raw and zstd; 479 tokens with f16); quantized
+ * storage's size ratio, cosine and next-token agreement (printed); gpt-oss's window layers saved as
+ * their last rows after their rings wrapped, and the loaded context continuing bit-identically;
+ * versions 1 and 2 still read; truncated, corrupted, wrong-version and wrong-model files refused
+ * with distinct errors; a fuzz loop over mutated files; a full disk leaves no file. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -465,29 +465,56 @@ static void test_header_layout(void) {
 }
 
 
-/* Load time against re-prefilling the same tokens (printed, not asserted: the real measure is on
- * the 30B preset, docs/benchmarks.md). */
+/* A context of 480 tokens (past the 24 of the other cases: rows at every page and chunk boundary
+ * the KV passes) loaded into a fresh engine continues exactly as the engine that prefilled it:
+ * the same tokens, the same n_past, and bit-identical logits over N_GEN greedy steps. The load and
+ * prefill times are printed, not asserted (the real measure is on the 30B preset,
+ * docs/benchmarks.md). */
 static void test_load_vs_prefill(void) {
     struct model *m = model_a();
     enum { N = 480 };
+    const int32_t V = m ? m->hp.n_vocab : 0;
     int32_t *ids = malloc(sizeof(int32_t) * N), *got = NULL, n = 0;
+    int32_t toks_a[N_GEN], toks_b[N_GEN];
     char err[512], *meta = NULL;
     struct engine *a = m ? engine_for(m, QTYPE_F16, 512) : NULL;
     struct engine *b = m ? engine_for(m, QTYPE_F16, 512) : NULL;
-    if (!a || !b || !ids)
+    const size_t row = sizeof(float) * (size_t)V;
+    float *first_a = malloc(row), *first_b = malloc(row);
+    float *out_a = malloc(row * N_GEN), *out_b = malloc(row * N_GEN);
+    if (!a || !b || !ids || !first_a || !first_b || !out_a || !out_b)
         goto out;
-    rng_lcg_ids(ids, N, m->hp.n_vocab, 5);
+    rng_lcg_ids(ids, N, V, 5);
     double t0 = (1e3 * clock_now_s());
-    CHECK_EQ_INT(engine_eval(a, 0, ids, N, NULL, false), 0);
+    CHECK_EQ_INT(engine_eval(a, 0, ids, N - 1, NULL, false), 0);
     double t1 = (1e3 * clock_now_s());
-    CHECK(ctxfile_save(tmp_path("timed"), m, a, 0, ids, N, NULL, NULL, NULL, err, sizeof(err)) == 0);
+    CHECK(ctxfile_save(tmp_path("timed"), m, a, 0, ids, N - 1, NULL, NULL, NULL, err,
+                       sizeof(err)) == 0);
     double t2 = (1e3 * clock_now_s());
-    CHECK_MSG(ctxfile_load(tmp_path("timed"), m, b, 0, &got, &n, &meta, NULL, err, sizeof(err)) == 0,
-              "%s", err);
+    CHECK_MSG(ctxfile_load(tmp_path("timed"), m, b, 0, &got, &n, &meta, NULL, err,
+                           sizeof(err)) == 0, "%s", err);
     double t3 = (1e3 * clock_now_s());
     printf("%d tokens (tiny model, f16 KV): prefill %.1f ms, save %.1f ms, load %.1f ms "
-           "(%.0fx faster than prefill)\n", N, t1 - t0, t2 - t1, t3 - t2, (t1 - t0) / (t3 - t2));
+           "(%.0fx faster than prefill)\n", N - 1, t1 - t0, t2 - t1, t3 - t2,
+           (t1 - t0) / (t3 - t2));
+    CHECK_EQ_INT(n, N - 1);
+    CHECK(got && n == N - 1 && memcmp(got, ids, sizeof(int32_t) * (N - 1)) == 0);
+    CHECK_EQ_INT(engine_n_past(b, 0), N - 1);
+    /* the prompt's last token fed to both gives its logits; then greedy steps from them */
+    CHECK_EQ_INT(engine_eval(a, 0, &ids[N - 1], 1, first_a, false), 0);
+    CHECK_EQ_INT(engine_eval(b, 0, &ids[N - 1], 1, first_b, false), 0);
+    CHECK_MSG(memcmp(first_a, first_b, row) == 0,
+              "the last prompt token's logits differ after load");
+    greedy(a, first_a, V, out_a, toks_a, false);
+    greedy(b, first_b, V, out_b, toks_b, false);
+    CHECK(memcmp(toks_a, toks_b, sizeof(toks_a)) == 0);
+    CHECK_MSG(memcmp(out_a, out_b, row * N_GEN) == 0,
+              "greedy logits after load differ from the prefilled engine's");
 out:
+    free(first_a);
+    free(first_b);
+    free(out_a);
+    free(out_b);
     free(ids);
     free(got);
     free(meta);

@@ -1,9 +1,11 @@
 /* test_fidelity.c - our engine against llama.cpp's goldens in ../shared/fixtures/golden and
  * tests/fixtures/gpt-oss/golden (the metric of fixtures/README.md): prompt tokens identical; f32
- * models within 1e-3 at every position; quantized models >= 95% of positions within 0.25 and >=
- * 95% with the same argmax; greedy continuations identical up to the first near-tie. Runs with an
- * f32 KV cache, as the goldens were made. Skips loudly when the shared fixtures are absent, and
- * the MXFP4 gpt-oss model when this build has no MXFP4 kernels. */
+ * models within 1e-3 at every position; quantized models >= 95% of positions within the bar and
+ * >= 95% with the same argmax over all prompts, and >= 85% in each prompt; llama.cpp's greedy
+ * tokens fed back, our argmax equal to each at every step that is not a near-tie; every prompt fed
+ * 512 (gpt-oss: 5), 7 and 1 tokens a step, with bit-identical logits. Runs with an f32 KV cache,
+ * as the goldens were made. Skips loudly when the shared fixtures are absent, and the MXFP4
+ * gpt-oss model when this build has no MXFP4 kernels. */
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -19,11 +21,25 @@
 #include "quant.h"
 #include "tokenizer.h"
 
-struct model_score {
+/* Positions scored against a golden: all of one prompt, or pooled over a model's prompts. */
+struct score {
     int n_pos;
     int n_close;  /* d_i <= the model's bar (0.25; 0.5 for the recurrent hybrids) */
     int n_argmax; /* same argmax */
 };
+
+/* The quantized bars. Pooled over a model's prompts: fixtures/README.md's metric (95% within the
+ * bar, 95% same argmax). Per prompt: a floor, so that one prompt broken entirely cannot hide
+ * among the others' positions (p1-hello is 6 of 583). The engine's worst prompt has 92.0% of its
+ * positions with the same argmax (x256-q3_k_m p4-unicode, 4 of 50 missed; dense-q5_1 and
+ * dense-iq1_s p3-chatml 92.3%), at batch 512, 7 and 1 alike; 85% leaves that room and still fails
+ * a prompt of 6 positions with one row wrong. */
+#define POOLED_FLOOR 0.95
+#define PROMPT_FLOOR 0.85
+
+/* Batch sizes each golden is run at: the model's own (512, or gpt-oss's 5), 7 and 1 (tokens per
+ * step in prefill). architecture.md promises bit-identical logits whichever it is. */
+enum { N_BATCHES = 3 };
 
 /* Reads a json int array into a malloc'd int32 array. */
 static int32_t *json_ids(json_t *arr, size_t *n) {
@@ -34,10 +50,77 @@ static int32_t *json_ids(json_t *arr, size_t *n) {
     return ids;
 }
 
-/* Checks one golden json against the loaded model, fed n_batch tokens a step. */
+/* Scores n rows of logits against the golden rows gl into sc (and returns the largest d_i); with
+ * is_f32 every d_i must be within 1e-3. */
+static double score_rows(const char *json_name, const float *logits, const float *gl, size_t n,
+                         int32_t V, bool is_f32, double bar, int32_t n_batch, struct score *sc) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float *a = logits + i * (size_t)V, *b = gl + i * (size_t)V;
+        double d = 0;
+        for (int32_t j = 0; j < V; j++) {
+            double dj = fabs((double)a[j] - (double)b[j]);
+            if (!(dj <= d))
+                d = dj; /* NaN propagates as a failure */
+        }
+        if (d > worst || d != d)
+            worst = d;
+        sc->n_pos++;
+        sc->n_close += d <= bar;
+        sc->n_argmax += ops_argmax(a, V) == ops_argmax(b, V);
+        if (is_f32)
+            CHECK_MSG(d <= 1e-3, "%s, batch %d: position %zu: max |dlogit| %.3g > 1e-3",
+                      json_name, n_batch, i, d);
+    }
+    return worst;
+}
+
+/* Checks that sc's two shares reach min_share (what: the prompt or model, for the message);
+ * returns the smaller share. */
+static double check_floor(const char *what, int32_t n_batch, const struct score *sc, double bar,
+                          double min_share) {
+    double close = (double)sc->n_close / sc->n_pos, same = (double)sc->n_argmax / sc->n_pos;
+    CHECK_MSG(close >= min_share, "%s, batch %d: only %.1f%% of %d positions within %.2f "
+              "(floor %.0f%%)", what, n_batch, 100 * close, sc->n_pos, bar, 100 * min_share);
+    CHECK_MSG(same >= min_share, "%s, batch %d: only %.1f%% of %d positions with the same argmax "
+              "(floor %.0f%%)", what, n_batch, 100 * same, sc->n_pos, 100 * min_share);
+    return close < same ? close : same;
+}
+
+/* The greedy continuation, teacher-forced: from the prompt's last logits (last, overwritten), each
+ * of llama.cpp's greedy tokens is fed in turn, so the context stays llama.cpp's, and our argmax
+ * must be its token at every step whose golden top-2 margin is at least tie (a near-tie may go
+ * either way). Returns the steps judged. */
+static int check_greedy(const char *json_name, struct engine *e, float *last, int32_t V,
+                        const int32_t *greedy, json_t *margins, size_t n_greedy, double tie,
+                        int32_t n_batch) {
+    int judged = 0;
+    CHECK_MSG(json_array_size(margins) == n_greedy, "%s: %zu margins for %zu greedy tokens",
+              json_name, json_array_size(margins), n_greedy);
+    for (size_t s = 0; s < n_greedy && s < json_array_size(margins); s++) {
+        if (json_number_value(json_array_get(margins, s)) >= tie) {
+            int32_t tok = ops_argmax(last, V);
+            CHECK_MSG(tok == greedy[s], "%s, batch %d: greedy step %zu: %d != %d", json_name,
+                      n_batch, s, tok, greedy[s]);
+            judged++;
+        }
+        if (engine_eval(e, 0, &greedy[s], 1, last, false) != 0) {
+            CHECK_MSG(false, "%s: greedy step %zu: engine_eval failed", json_name, s);
+            break;
+        }
+    }
+    /* every golden has at least 4 steps with a margin >= 0.5: fewer means the margins went
+     * unread and nothing was judged */
+    CHECK_MSG(judged >= 4, "%s: only %d greedy steps judged", json_name, judged);
+    return judged;
+}
+
+/* Checks one golden json against the loaded model, fed batches[b] tokens a step for each b:
+ * scores into sc[b], the prompt's floor, the greedy continuation, and the same bits at every
+ * batch size. */
 static void check_golden(const char *dir, const char *json_name, struct model *m,
-                         struct tokenizer *tk, bool is_f32, double bar, int32_t n_batch,
-                         struct model_score *sc) {
+                         struct tokenizer *tk, bool is_f32, double bar, const int32_t *batches,
+                         struct score *sc) {
     char path[1024];
     snprintf(path, sizeof(path), "%s/golden/%s", dir, json_name);
     json_error_t jerr;
@@ -53,64 +136,53 @@ static void check_golden(const char *dir, const char *json_name, struct model *m
     int32_t *ours = tokenizer_encode(tk, prompt, strlen(prompt), true, &n_ours);
     CHECK_MSG(n_ours == n_gold && memcmp(ours, gold, n_gold * sizeof(int32_t)) == 0,
               "%s: prompt tokens differ (%zu vs %zu)", json_name, n_ours, n_gold);
+    CHECK_MSG(n_greedy >= 16, "%s: %zu greedy tokens", json_name, n_greedy);
 
     const int32_t V = m->hp.n_vocab;
+    const size_t row_bytes = sizeof(float) * (size_t)V;
     snprintf(path, sizeof(path), "%s/golden/%s", dir,
              json_string_value(json_object_get(root, "logits_file")));
     size_t gl_bytes;
     float *gl = test_read_file(path, &gl_bytes);
-    CHECK(gl && gl_bytes == n_gold * (size_t)V * sizeof(float));
-
-    struct engine_params ep = engine_params_default();
-    ep.kv_type = QTYPE_F32;
-    ep.n_ctx = 1024;
-    ep.n_batch = n_batch;
-    char err[256];
-    struct engine *e = engine_new(m, &ep, err, sizeof(err));
-    CHECK_MSG(e != NULL, "engine_new: %s", err);
-    float *logits = malloc(sizeof(float) * (size_t)V * n_gold);
-    if (!e || !gl || !logits)
-        goto out;
-    CHECK_EQ_INT(engine_eval(e, 0, gold, (int32_t)n_gold, logits, true), 0);
-    double worst = 0;
-    for (size_t i = 0; i < n_gold; i++) {
-        const float *a = logits + i * (size_t)V, *b = gl + i * (size_t)V;
-        double d = 0;
-        for (int32_t j = 0; j < V; j++) {
-            double dj = fabs((double)a[j] - (double)b[j]);
-            if (!(dj <= d))
-                d = dj; /* NaN propagates as a failure */
-        }
-        if (d > worst || d != d)
-            worst = d;
-        sc->n_pos++;
-        sc->n_close += d <= bar;
-        sc->n_argmax += ops_argmax(a, V) == ops_argmax(b, V);
-        if (is_f32)
-            CHECK_MSG(d <= 1e-3, "%s: position %zu: max |dlogit| %.3g > 1e-3", json_name, i, d);
-    }
-    /* greedy continuation, up to the first near-tie */
+    CHECK(gl && gl_bytes == n_gold * row_bytes);
+    float *logits[N_BATCHES] = {0}, *last = malloc(row_bytes);
+    for (int b = 0; b < N_BATCHES; b++)
+        logits[b] = malloc(row_bytes * n_gold);
     const double tie = is_f32 ? 5e-3 : 0.5;
-    float *last = malloc(sizeof(float) * (size_t)V);
-    memcpy(last, logits + (n_gold - 1) * (size_t)V, sizeof(float) * (size_t)V);
-    size_t agreed = 0;
-    for (size_t s = 0; s < n_greedy; s++) {
-        if (json_real_value(json_array_get(margins, s)) < tie)
+    for (int b = 0; b < N_BATCHES && gl && gl_bytes == n_gold * row_bytes && last && logits[b];
+         b++) {
+        struct engine_params ep = engine_params_default();
+        ep.kv_type = QTYPE_F32;
+        ep.n_ctx = 1024;
+        ep.n_batch = batches[b];
+        char err[256];
+        struct engine *e = engine_new(m, &ep, err, sizeof(err));
+        CHECK_MSG(e != NULL, "engine_new: %s", err);
+        if (!e)
             break;
-        int32_t tok = ops_argmax(last, V);
-        CHECK_MSG(tok == greedy[s], "%s: greedy step %zu: %d != %d", json_name, s, tok, greedy[s]);
-        if (tok != greedy[s])
-            break;
-        agreed++;
-        if (engine_eval(e, 0, &tok, 1, last, false) != 0)
-            break;
+        CHECK_EQ_INT(engine_eval(e, 0, gold, (int32_t)n_gold, logits[b], true), 0);
+        struct score one = {0};
+        double worst = score_rows(json_name, logits[b], gl, n_gold, V, is_f32, bar, batches[b],
+                                  &one);
+        double low = check_floor(json_name, batches[b], &one, bar, PROMPT_FLOOR);
+        sc[b].n_pos += one.n_pos;
+        sc[b].n_close += one.n_close;
+        sc[b].n_argmax += one.n_argmax;
+        memcpy(last, logits[b] + (n_gold - 1) * (size_t)V, row_bytes);
+        int judged = check_greedy(json_name, e, last, V, greedy, margins, n_greedy, tie,
+                                  batches[b]);
+        bool same = b == 0 || memcmp(logits[b], logits[0], row_bytes * n_gold) == 0;
+        CHECK_MSG(same, "%s: logits at batch %d differ from batch %d's", json_name, batches[b],
+                  batches[0]);
+        if (b == 0 || !same)
+            fprintf(stderr, "  %-40s batch %3d: %3zu tokens, max |d| %.2e, worst share %5.1f%%, "
+                            "greedy %2d/%zu steps judged\n", json_name, batches[b], n_gold,
+                    worst, 100 * low, judged, n_greedy);
+        engine_free(e);
     }
-    fprintf(stderr, "  %-40s %3zu tokens, max |d| %.2e, greedy %zu/%zu agreed before a tie\n",
-            json_name, n_gold, worst, agreed, n_greedy);
     free(last);
-out:
-    free(logits);
-    engine_free(e);
+    for (int b = 0; b < N_BATCHES; b++)
+        free(logits[b]);
     free(gl);
     free(ours);
     free(gold);
@@ -118,9 +190,9 @@ out:
     json_decref(root);
 }
 
-/* Runs every golden of model `name` (n_golden prompts, in dir/golden) on the model at path, and
- * applies the per-model bar: positions within `bar` (0.25; 0.5 for the hybrid recurrent models,
- * per fixtures/README.md). */
+/* Runs every golden of model `name` (n_golden prompts, in dir/golden) on the model at path, fed
+ * n_batch tokens a step and then 7 and 1, and applies the per-model bar: positions within `bar`
+ * (0.25; 0.5 for the hybrid recurrent models, per fixtures/README.md). */
 static void check_model_at(const char *dir, const char *path, const char *name, int n_golden,
                            double bar, int32_t n_batch) {
     char gdir[1024], err[256];
@@ -129,7 +201,8 @@ static void check_model_at(const char *dir, const char *path, const char *name, 
     struct tokenizer *tk = m ? tokenizer_new(m->gguf, err, sizeof(err)) : NULL;
     CHECK_MSG(!m || tk != NULL, "tokenizer_new: %s", err);
     bool is_f32 = strstr(name, "f32") != NULL;
-    struct model_score sc = {0};
+    const int32_t batches[N_BATCHES] = {n_batch, 7, 1};
+    struct score sc[N_BATCHES] = {{0}};
     snprintf(gdir, sizeof(gdir), "%s/golden", dir);
     DIR *d = opendir(gdir);
     CHECK_MSG(d != NULL, "%s: no goldens", gdir);
@@ -142,21 +215,20 @@ static void check_model_at(const char *dir, const char *path, const char *name, 
         if (strncmp(f, name, prefix) != 0 || strncmp(f + prefix, "__", 2) != 0 || len < 5 ||
             strcmp(f + len - 5, ".json") != 0)
             continue;
-        check_golden(dir, f, m, tk, is_f32, bar, n_batch, &sc);
+        check_golden(dir, f, m, tk, is_f32, bar, batches, sc);
         n_prompts++;
     }
     if (d)
         closedir(d);
     CHECK_MSG(n_prompts == n_golden, "%s: %d golden prompts found, expected %d", name, n_prompts,
               n_golden);
-    if (sc.n_pos) {
-        double close = (double)sc.n_close / sc.n_pos, same = (double)sc.n_argmax / sc.n_pos;
-        fprintf(stderr, "  %s: %d positions, %.1f%% within %.2f, %.1f%% same argmax\n", name,
-                sc.n_pos, 100 * close, bar, 100 * same);
-        CHECK_MSG(close >= 0.95, "%s: only %.1f%% of positions within %.2f", name, 100 * close,
-                  bar);
-        CHECK_MSG(same >= 0.95, "%s: only %.1f%% of positions with the same argmax", name,
-                  100 * same);
+    for (int b = 0; b < N_BATCHES; b++) {
+        if (!sc[b].n_pos)
+            continue;
+        fprintf(stderr, "  %s, batch %d: %d positions, %.1f%% within %.2f, %.1f%% same argmax\n",
+                name, batches[b], sc[b].n_pos, 100.0 * sc[b].n_close / sc[b].n_pos, bar,
+                100.0 * sc[b].n_argmax / sc[b].n_pos);
+        check_floor(name, batches[b], &sc[b], bar, POOLED_FLOOR);
     }
     tokenizer_free(tk);
     model_free(m);
@@ -174,8 +246,9 @@ static void check_model(const char *name, int n_golden, double bar) {
     check_model_at(dir, path, name, n_golden, bar, 512);
 }
 
-/* gpt-oss's goldens live in the repository (tests/fixtures/gpt-oss). The prompts are fed 5
- * tokens a step, so the window layers' rings (window 16 - 1 + 5 = 20 rows) wrap many times. */
+/* gpt-oss's goldens live in the repository (tests/fixtures/gpt-oss). The prompts are fed 5 (then
+ * 7 and 1) tokens a step, so the window layers' rings (window 16 - 1 + 5 = 20 rows) wrap many
+ * times. */
 #define GPTOSS_DIR "tests/fixtures/gpt-oss"
 
 static void test_gptoss_f32(void) {

@@ -1,6 +1,8 @@
 """http_daemon.py - the real sniperd for tests: started on a free port with a model, waited for
-until /health answers, driven with JSON requests and SSE streams, stopped with SIGTERM. Shared by
-tests/http/http_test.py and tests/contexts/contexts_test.py. Standard library only."""
+until /health answers, driven with JSON requests and SSE streams, its memory read from /proc,
+stopped with SIGTERM (Checks.stopped: and its exit status checked). Shared by the daemon's
+end-to-end scripts (tests/http, contexts, hybrid, parallel, models, scaling). Standard library
+only."""
 import http.client
 import json
 import os
@@ -22,6 +24,14 @@ class Checks:
         else:
             self.failed += 1
             print(f"FAIL   {name}: {why}")
+
+    def stopped(self, d, name):
+        """Stops d with SIGTERM and checks that it exits 0: a crash at shutdown, a hang past the
+        wait, or under make check a leak report (LeakSanitizer's non-zero status) fails. Returns
+        its stderr."""
+        rc, log = d.stop()
+        self.check(f"{name}: exits 0 after SIGTERM", rc == 0, f"exit {rc}: {log[-1500:]}")
+        return log
 
     def skip(self, why):
         self.skipped += 1
@@ -97,6 +107,18 @@ class Daemon:
                 frames.append(json.loads(payload))
         return r.status, frames, done
 
+    def proc_kb(self, field):
+        """A memory figure of the running daemon from /proc/PID/status (VmRSS, VmHWM: the peak
+        resident set), in KiB; None when it has exited."""
+        try:
+            with open(f"/proc/{self.p.pid}/status") as f:
+                for line in f:
+                    if line.startswith(field + ":"):
+                        return int(line.split()[1])
+        except OSError:
+            pass
+        return None
+
     def stop(self):
         if self.p.poll() is None:
             self.p.terminate()
@@ -104,6 +126,7 @@ class Daemon:
                 self.p.wait(10)
             except subprocess.TimeoutExpired:
                 self.p.kill()
+                self.p.wait()
         self.log.seek(0)
         return self.p.returncode, self.log.read()
 

@@ -3,8 +3,8 @@
 headers and one byte of the body and then nothing, spread over four client addresses, beside a
 real client that must be answered within a second; one address opening more connections than
 the per-address limit; a client that drips its headers a byte at a time; then every slow
-connection must be closed by the read deadline (and not long before it), and the daemon must
-still answer.
+connection must be closed by the read deadline (and not long before it), a reply streaming past
+the deadline must still be sending frames after it, and the daemon must still answer.
 
     tests/http/slow_clients.py BUILD_DIR TMP_DIR [READ_TIMEOUT_S]
 
@@ -21,6 +21,7 @@ import re
 import selectors
 import socket
 import sys
+import threading
 import time
 
 BUILD, TMP = sys.argv[1], sys.argv[2]
@@ -114,18 +115,18 @@ def raw_request(s, body):
               + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
 
 
-# (a JSON reply on this model and seed runs over 2,000 tokens: the end of generation is allowed
-# only once the object closes; see http_test.py)
+# (this model, seed 61, answers "count" without an end of text for over 15,000 tokens: the long
+# reply below outlasts the read deadline on any CPU)
 model = http_daemon.mkmodel(BUILD, TMP, "slow.gguf", "--preset", "tiny", "--types", "q8_0",
-                            "--seed", "11")
+                            "--seed", "61")
 args = os.environ.get("SLOW_DAEMON_ARGS", f"--read-timeout {READ_TIMEOUT:g}").split()
-d = http_daemon.Daemon(BUILD, TMP, model, *args)
+d = http_daemon.Daemon(BUILD, TMP, model, "--ctx-size", "32768", *args)
 check("daemon starts", d.port is not None, d.stop()[1] if d.port is None else "")
 if d.port is None:
     sys.exit(checks.finish())
 chat = b'{"messages":[{"role":"user","content":"Hi"}],"max_tokens":8}'
-long_chat = (b'{"messages":[{"role":"user","content":"go"}],"max_tokens":2000,"stream":true,'
-             b'"temperature":1,"seed":0,"response_format":{"type":"json_object"}}')
+long_chat = (b'{"messages":[{"role":"user","content":"count"}],"max_tokens":30000,"stream":true,'
+             b'"temperature":0}')
 
 # 200 slow connections from four addresses (50 each: within the per-address limit)
 t_slow = time.time()
@@ -152,10 +153,27 @@ check("the real client is still answered within 1 s", st == 200 and secs < 1.0,
       f"status {st} after {secs:.2f} s")
 
 # a reply that takes longer than the read deadline streams to its end (the deadline is for the
-# request), on a connection that stays open past it
+# request), on a connection that stays open past it: a thread reads it as it comes, each chunk
+# timestamped, so a reply that ended before the deadline cannot pass for one that went on
 streamer = socket.create_connection(("127.0.0.1", d.port))
 raw_request(streamer, long_chat)
 t_stream = time.time()
+chunks = []  # (seconds after the request, bytes; b"" when the server closed the stream)
+
+
+def read_stream():
+    while True:
+        try:
+            chunk = streamer.recv(65536)
+        except OSError:
+            chunk = b""
+        chunks.append((time.time() - t_stream, chunk))
+        if not chunk or b"data: [DONE]" in chunk:
+            return
+
+
+reader = threading.Thread(target=read_stream, daemon=True)
+reader.start()
 
 # a client dripping its headers is cut at the deadline, not kept alive by each byte
 t_drip = drip(d.port, "127.0.0.10", time.time() + READ_TIMEOUT + 5)
@@ -171,26 +189,20 @@ check("and not before it", first > READ_TIMEOUT - 1, f"first closed after {first
 for s in slow + greedy:
     s.close()
 
-# (read until a little past the deadline: the reply must still be streaming then, or have ended
-# whole; then hang up, which cancels the rest)
-reply, ended = b"", False
-streamer.settimeout(1)
-while time.time() - t_stream < READ_TIMEOUT + 0.5 and b"data: [DONE]" not in reply:
-    try:
-        chunk = streamer.recv(65536)
-    except socket.timeout:
-        continue
-    except OSError:
-        chunk = b""
-    if not chunk:
-        ended = True
-        break
-    reply += chunk
-t_stream = time.time() - t_stream
+# (until a little past the deadline: frames must have kept coming after it, and the stream must
+# not have ended, cut or with [DONE], before then; then hang up, which cancels the rest)
+time.sleep(max(0.0, t_stream + READ_TIMEOUT + 0.5 - time.time()))
+seen = list(chunks)
+reply = b"".join(c for _, c in seen)
+ended = [t for t, c in seen if not c or b"data: [DONE]" in c]
+late = [t for t, c in seen if t > READ_TIMEOUT and b"data: {" in c]
 check("a reply streaming for longer than the read deadline is not cut",
-      not ended and t_stream > READ_TIMEOUT and reply.count(b"data: ") > 1,
-      f"{len(reply)} bytes in {t_stream:.1f} s, {'cut' if ended else 'open'}, ends {reply[-80:]!r}")
+      not ended and late and reply.count(b"data: ") > 1,
+      f"{len(reply)} bytes in {len(seen)} chunks, the last at {seen[-1][0] if seen else 0:.2f} s, "
+      f"{'ended at %.2f s' % ended[0] if ended else 'open'}, {len(late)} chunks with frames after "
+      f"the {READ_TIMEOUT:g} s deadline; ends {reply[-80:]!r}")
 streamer.close()
+reader.join(5)
 
 # a kept-alive connection carries a second request; idle, it is closed at the deadline
 keep = socket.create_connection(("127.0.0.1", d.port))
