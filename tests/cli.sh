@@ -84,10 +84,13 @@ done
 "$BUILD/sniper-mkmodel" --quiet -o "$TMP/moe.gguf" --preset tiny --types q4_k_m --seed 3
 "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/ram.json" \
     >/dev/null 2>&1
-# the smallest budget that works (it depends on the build: sanitizers take RAM), plus 2 MiB: a
-# cache of a few experts, so every layer misses and evicts
+# the smallest budget that works, plus 2 MiB: a cache of a few experts, so every layer misses and
+# evicts. The refusal names what the engine will allocate before it does; under the sanitizers the
+# check after the load also meets their shadow of those buffers, so 8 MiB more there (slack).
+slack=0
+[ -n "${SNIPER_CHECK:-}" ] && slack=8
 min=$("$SNIPERD" -m "$TMP/moe.gguf" -p hi --ram-budget 8M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
-budget=$(( ${min:-60} + 2 ))
+budget=$(( ${min:-60} + 2 + slack ))
 if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "${budget}M" \
     --dump-tokens "$TMP/budget.json" >/dev/null 2>"$TMP/budget.err"; then
     cmp -s "$TMP/ram.json" "$TMP/budget.json" && ok "ram-budget: same tokens" \
@@ -118,9 +121,9 @@ fi
     >/dev/null 2>&1
 kmin=$("$SNIPERD" -m "$TMP/deep.gguf" -p hi --ctx-size 256 --ram-budget 8M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
 if [ -n "$kmin" ] && "$SNIPERD" -m "$TMP/deep.gguf" -p "Hello world" -n 12 --temp 0 --ctx-size 256 \
-    --ram-budget "$((kmin + 2))M" --dump-tokens "$TMP/deep-budget.json" >/dev/null 2>"$TMP/deep.err" \
+    --ram-budget "$((kmin + 2 + slack))M" --dump-tokens "$TMP/deep-budget.json" >/dev/null 2>"$TMP/deep.err" \
     && cmp -s "$TMP/deep-ram.json" "$TMP/deep-budget.json" \
-    && grep -qE "lirs eviction\), [0-9]{2} slots while" "$TMP/deep.err"; then
+    && grep -qE "lirs eviction\), [0-9]+ slots while" "$TMP/deep.err"; then
     ok "ram-budget: small cache evicts by LIRS, same tokens"
 else
     bad "ram-budget: small cache evicts by LIRS, same tokens" "min=$kmin $(cat "$TMP/deep.err" 2>/dev/null)"
@@ -128,7 +131,7 @@ fi
 "$BUILD/sniper-mkmodel" --quiet -o "$TMP/dense.gguf" --preset tiny-dense --types q4_k_m --seed 3
 "$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --temp 0 --dump-tokens "$TMP/dram.json"     >/dev/null 2>&1
 dmin=$("$SNIPERD" -m "$TMP/dense.gguf" -p hi --ram-budget 4M 2>&1 | sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
-if [ -n "$dmin" ] && "$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --temp 0     --ram-budget "$((dmin + 1))M" --dump-tokens "$TMP/dbudget.json" >/dev/null 2>"$TMP/dbudget.err"     && cmp -s "$TMP/dram.json" "$TMP/dbudget.json"     && grep -qE '^experts: hits=[0-9]+ misses=[1-9]' "$TMP/dbudget.err"; then
+if [ -n "$dmin" ] && "$SNIPERD" -m "$TMP/dense.gguf" -p "Hello world" -n 12 --temp 0     --ram-budget "$((dmin + 1 + slack))M" --dump-tokens "$TMP/dbudget.json" >/dev/null 2>"$TMP/dbudget.err"     && cmp -s "$TMP/dram.json" "$TMP/dbudget.json"     && grep -qE '^experts: hits=[0-9]+ misses=[1-9]' "$TMP/dbudget.err"; then
     ok "ram-budget: dense model streams its FFN, same tokens"
 else
     bad "ram-budget: dense model streams its FFN, same tokens" "min=$dmin $(cat "$TMP/dbudget.err" 2>/dev/null)"
