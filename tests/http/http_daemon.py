@@ -1,6 +1,7 @@
 """http_daemon.py - the real sniperd for tests: started on a free port with a model, waited for
 until /health answers, driven with JSON requests and SSE streams, stopped with SIGTERM. Shared by
-tests/http/http_test.py and tests/contexts/contexts_test.py. Standard library only."""
+the Python tests of tests/http, contexts, messages, responses, ollama and tokenize. Standard
+library only."""
 import http.client
 import json
 import os
@@ -96,6 +97,23 @@ class Daemon:
             else:
                 frames.append(json.loads(payload))
         return r.status, frames, done
+
+    def events(self, path, body, headers=None, timeout=60):
+        """POSTs body to path; returns (status, [(event name, parsed data)]) of the named SSE
+        events the reply holds (the Responses and Messages APIs' streams)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        c.request("POST", path, body=json.dumps(body).encode(), headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        out = []
+        for block in text.split("\n\n"):
+            lines = block.split("\n")
+            if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
+                out.append((lines[0][7:], json.loads(lines[1][6:])))
+        return r.status, out
 
     def stop(self):
         if self.p.poll() is None:
