@@ -178,13 +178,7 @@ static void call_free(void *ctx) {
 static void send_frame(struct call *c, char *json) {
     if (!json)
         return;
-    struct strbuf f = {0};
-    strbuf_puts(&f, "data: ");
-    strbuf_puts(&f, json);
-    strbuf_puts(&f, "\n\n");
-    if (!f.oom)
-        http_stream_write(c->call.out, f.p, f.n);
-    free(f.p);
+    api_call_send(&c->call, NULL, json);
     free(json);
 }
 
@@ -392,6 +386,34 @@ int32_t *api_prefix_ids(const struct pool_model *pm, const struct oai_request *r
     return prompt_ids(pm, rq, true, n, e);
 }
 
+int api_max_tokens(const struct pool_model *pm, size_t n, int32_t asked, int32_t *out) {
+    const int32_t n_ctx = pm->n_ctx;
+    int32_t max_tokens = asked > 0 ? asked : n_ctx - (int32_t)n;
+    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0)
+        return -ERANGE;
+    *out = max_tokens;
+    return 0;
+}
+
+struct job_params api_job_params(const struct oai_request *rq, int32_t max_tokens,
+                                 const void *salt) {
+    struct job_params p = {.max_tokens = max_tokens, .n_stop = rq->n_stop,
+                           .logprobs = rq->logprobs, .top_logprobs = rq->top_logprobs,
+                           .json_object = rq->json_object};
+    p.sp = sampler_params_default();
+    p.sp.temp = rq->temperature;
+    p.sp.top_p = rq->top_p;
+    p.sp.top_k = rq->top_k;
+    p.sp.min_p = rq->min_p;
+    p.sp.presence_penalty = rq->presence_penalty;
+    p.sp.frequency_penalty = rq->frequency_penalty;
+    p.sp.repeat_penalty = rq->repeat_penalty;
+    p.sp.seed = rq->has_seed ? rq->seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)salt;
+    for (int i = 0; i < rq->n_stop; i++)
+        p.stop[i] = rq->stop[i];
+    return p;
+}
+
 static void handle_completion(struct api *a, const struct http_request *hr, bool chat,
                               struct http_response *out) {
     struct oai_limits lim = {.max_messages = 1024, .max_message_bytes = 1u << 20,
@@ -426,29 +448,15 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
         api_reply_error(out, &e);
         goto done;
     }
-    const int32_t n_ctx = c->call.pm->n_ctx;
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
+    int32_t max_tokens = 0;
+    if (api_max_tokens(c->call.pm, n, c->rq.max_tokens, &max_tokens) < 0) {
         oai_fail(&e, 400, "invalid_request_error", "messages", "context_length_exceeded",
                  "this model's context is %d tokens; the prompt takes %zu and max_tokens asks "
-                 "for %d more", n_ctx, n, max_tokens > 0 ? max_tokens : 0);
+                 "for %d more", c->call.pm->n_ctx, n, c->rq.max_tokens > 0 ? c->rq.max_tokens : 0);
         api_reply_error(out, &e);
         goto done;
     }
-    struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
-                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs,
-                           .json_object = c->rq.json_object};
-    p.sp = sampler_params_default();
-    p.sp.temp = c->rq.temperature;
-    p.sp.top_p = c->rq.top_p;
-    p.sp.top_k = c->rq.top_k;
-    p.sp.min_p = c->rq.min_p;
-    p.sp.presence_penalty = c->rq.presence_penalty;
-    p.sp.frequency_penalty = c->rq.frequency_penalty;
-    p.sp.repeat_penalty = c->rq.repeat_penalty;
-    p.sp.seed = c->rq.has_seed ? c->rq.seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
-    for (int i = 0; i < c->rq.n_stop; i++)
-        p.stop[i] = c->rq.stop[i];
+    const struct job_params p = api_job_params(&c->rq, max_tokens, c);
     c->created = (int64_t)time(NULL);
     snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));

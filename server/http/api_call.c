@@ -9,6 +9,7 @@
 
 #include "api_internal.h"
 #include "clock.h"
+#include "strbuf.h"
 
 static void call_on_token(void *ctx, const struct job_token *tok) {
     struct api_call *ac = ctx;
@@ -93,6 +94,21 @@ void api_call_finish(struct api_call *ac) {
 int api_call_stream(struct api_call *ac) {
     ac->out = http_stream_new();
     return ac->out ? 0 : -ENOMEM;
+}
+
+void api_call_send(struct api_call *ac, const char *event, const char *data) {
+    struct strbuf f = {0};
+    if (event) {
+        strbuf_puts(&f, "event: ");
+        strbuf_puts(&f, event);
+        strbuf_puts(&f, "\n");
+    }
+    strbuf_puts(&f, "data: ");
+    strbuf_puts(&f, data);
+    strbuf_puts(&f, "\n\n");
+    if (!f.oom)
+        http_stream_write(ac->out, f.p, f.n);
+    free(f.p);
 }
 
 int api_call_run(struct api_call *ac, const struct http_request *hr, const char *content_type,

@@ -62,6 +62,16 @@ int32_t *api_prompt_ids(const struct pool_model *pm, const struct oai_request *r
 int32_t *api_prefix_ids(const struct pool_model *pm, const struct oai_request *rq, size_t *n,
                         struct oai_error *e);
 
+/* The tokens a job may generate after a prompt of n on pm: asked when given (> 0), else the
+ * context's room. Returns 0 with *out, or -ERANGE when the prompt and that do not fit. */
+int api_max_tokens(const struct pool_model *pm, size_t n, int32_t asked, int32_t *out);
+
+/* A job's parameters from an OpenAI-shaped request (/v1/chat/completions and Ollama's routes):
+ * its sampling, stop strings (borrowed from rq until job_new copies them), logprobs and JSON
+ * constraint; without a seed in rq, one from the time and salt. */
+struct job_params api_job_params(const struct oai_request *rq, int32_t max_tokens,
+                                 const void *salt);
+
 /* ---- one call: the request runner every route shares (api_call.c) ----------------------------
  *
  *     api_call_init(&c->call, a, &ops, c);                  // c: the route's state, call inside
@@ -124,6 +134,10 @@ void api_call_finish(struct api_call *ac);
 /* Makes the reply a stream: ac->out, for the route's first events before api_call_run.
  * Returns 0 or -ENOMEM. */
 int api_call_stream(struct api_call *ac);
+
+/* Writes one SSE event into the stream: "event: EVENT" (when not NULL), "data: DATA" (one line,
+ * borrowed). Nothing is sent when memory runs out. */
+void api_call_send(struct api_call *ac, const char *event, const char *data);
 
 /* Submits the job. Streaming: out becomes the stream (content_type, a static string) and 0 comes
  * back at once. Otherwise waits for the job's end (ac->sum set), cancelling it when the client

@@ -261,6 +261,22 @@ static int flush_user(struct parser *p, struct strbuf *text) {
     return 0;
 }
 
+/* A content block's type (where: the block's path); NULL with e when it has none. */
+static const char *block_type(struct parser *p, const json_t *b, const char *where) {
+    const char *type = json_string_value(json_object_get(b, "type"));
+    if (!json_is_object(b) || !type)
+        fail(p->e, 400, "%s: expected a content block with a 'type'", where);
+    return type;
+}
+
+/* A block's text field key appended to *acc, joined by newlines (where: the block's path). */
+static int append_block(struct parser *p, struct strbuf *acc, const json_t *b, const char *key,
+                        const char *where) {
+    char path[128];
+    snprintf(path, sizeof(path), "%s.%s", where, key);
+    return append_text(p, acc, json_object_get(b, key), "\n", path);
+}
+
 /* A user message's content blocks: text runs become user messages, tool_result blocks tool
  * messages, in order. */
 static int user_blocks(struct parser *p, const json_t *content, const char *path) {
@@ -270,14 +286,11 @@ static int user_blocks(struct parser *p, const json_t *content, const char *path
     json_t *b;
     json_array_foreach(content, j, b) {
         snprintf(where, sizeof(where), "%s.%zu", path, j);
-        const char *type = json_string_value(json_object_get(b, "type"));
-        if (!json_is_object(b) || !type) {
-            fail(p->e, 400, "%s: expected a content block with a 'type'", where);
+        const char *type = block_type(p, b, where);
+        if (!type)
             goto fail;
-        }
         if (strcmp(type, "text") == 0) {
-            snprintf(where, sizeof(where), "%s.%zu.text", path, j);
-            if (append_text(p, &text, json_object_get(b, "text"), "\n", where) < 0)
+            if (append_block(p, &text, b, "text", where) < 0)
                 goto fail;
         } else if (strcmp(type, "tool_result") == 0) {
             if (flush_user(p, &text) < 0 || tool_result(p, b, where) < 0)
@@ -327,18 +340,14 @@ static int assistant_blocks(struct parser *p, const json_t *content, const char 
     json_t *b;
     json_array_foreach(content, j, b) {
         snprintf(where, sizeof(where), "%s.%zu", path, j);
-        const char *type = json_string_value(json_object_get(b, "type"));
-        if (!json_is_object(b) || !type) {
-            fail(p->e, 400, "%s: expected a content block with a 'type'", where);
+        const char *type = block_type(p, b, where);
+        if (!type)
             goto fail;
-        }
         if (strcmp(type, "text") == 0) {
-            snprintf(where, sizeof(where), "%s.%zu.text", path, j);
-            if (append_text(p, &text, json_object_get(b, "text"), "\n", where) < 0)
+            if (append_block(p, &text, b, "text", where) < 0)
                 goto fail;
         } else if (strcmp(type, "thinking") == 0) {
-            snprintf(where, sizeof(where), "%s.%zu.thinking", path, j);
-            if (append_text(p, &thought, json_object_get(b, "thinking"), "\n", where) < 0)
+            if (append_block(p, &thought, b, "thinking", where) < 0)
                 goto fail;
         } else if (strcmp(type, "redacted_thinking") == 0) {
             continue; /* opaque to any model but the one that wrote it */
@@ -870,17 +879,8 @@ static void call_free(void *ctx) {
 static void send_event(struct call *c, json_t *v) {
     char *json = v ? jsonw_dumps(v, JSONW_COMPACT) : NULL;
     const char *type = json_string_value(json_object_get(v, "type"));
-    struct strbuf f = {0};
-    if (json && type) {
-        strbuf_puts(&f, "event: ");
-        strbuf_puts(&f, type);
-        strbuf_puts(&f, "\ndata: ");
-        strbuf_puts(&f, json);
-        strbuf_puts(&f, "\n\n");
-        if (!f.oom)
-            http_stream_write(c->call.out, f.p, f.n);
-    }
-    free(f.p);
+    if (json && type)
+        api_call_send(&c->call, type, json);
     free(json);
     json_decref(v);
 }

@@ -620,27 +620,15 @@ static int make_job(struct ocall *c, struct oai_error *e) {
     int32_t *ids = api_prompt_ids(c->call.pm, &c->rq, &n, e);
     if (!ids)
         return -1;
-    const int32_t n_ctx = c->call.pm->n_ctx;
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
+    int32_t max_tokens = 0;
+    if (api_max_tokens(c->call.pm, n, c->rq.max_tokens, &max_tokens) < 0) {
         free(ids);
         return oai_fail(e, 400, "invalid_request_error", "", "context_length_exceeded",
                         "this model's context is %d tokens; the prompt takes %zu and "
-                        "num_predict asks for %d more", n_ctx, n, max_tokens > 0 ? max_tokens : 0);
+                        "num_predict asks for %d more", c->call.pm->n_ctx, n,
+                        c->rq.max_tokens > 0 ? c->rq.max_tokens : 0);
     }
-    struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
-                           .json_object = c->rq.json_object};
-    p.sp = sampler_params_default();
-    p.sp.temp = c->rq.temperature;
-    p.sp.top_p = c->rq.top_p;
-    p.sp.top_k = c->rq.top_k;
-    p.sp.min_p = c->rq.min_p;
-    p.sp.presence_penalty = c->rq.presence_penalty;
-    p.sp.frequency_penalty = c->rq.frequency_penalty;
-    p.sp.repeat_penalty = c->rq.repeat_penalty;
-    p.sp.seed = c->rq.has_seed ? c->rq.seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
-    for (int i = 0; i < c->rq.n_stop; i++)
-        p.stop[i] = c->rq.stop[i];
+    const struct job_params p = api_job_params(&c->rq, max_tokens, c);
     int rc = api_call_job(&c->call, ids, n, &p, c->rq.chat, c->rq.enable_thinking);
     free(ids);
     return rc < 0 ? oai_fail(e, 500, "server_error", "", "", "out of memory") : 0;

@@ -888,15 +888,8 @@ static void emit(struct rcall *c, const char *type, json_t *ev) {
     json_decref(ev);
     char *s = jsonw_dumps(o, JSONW_COMPACT);
     json_decref(o);
-    struct strbuf f = {0};
-    strbuf_puts(&f, "event: ");
-    strbuf_puts(&f, type);
-    strbuf_puts(&f, "\ndata: ");
-    strbuf_puts(&f, s ? s : "{}");
-    strbuf_puts(&f, "\n\n");
-    if (s && !f.oom)
-        http_stream_write(c->call.out, f.p, f.n);
-    free(f.p);
+    if (s)
+        api_call_send(&c->call, type, s);
     free(s);
 }
 
@@ -1231,15 +1224,15 @@ static int make_job(struct rcall *c, struct oai_error *e) {
     int32_t *ids = prompt(c, &n, e);
     if (!ids)
         return -1;
-    const int32_t n_ctx = c->call.pm->n_ctx;
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
+    int32_t max_tokens = 0;
+    if (api_max_tokens(c->call.pm, n, c->rq.max_tokens, &max_tokens) < 0) {
         free(ids);
         return oai_fail(e, 400, INVALID, "input", "context_length_exceeded",
                         "this model's context is %d tokens; the input takes %zu and "
-                        "max_output_tokens asks for %d more", n_ctx, n,
-                        max_tokens > 0 ? max_tokens : 0);
+                        "max_output_tokens asks for %d more", c->call.pm->n_ctx, n,
+                        c->rq.max_tokens > 0 ? c->rq.max_tokens : 0);
     }
+    /* the sampler's defaults but for temperature, top_p and the seed (not the OpenAI route's) */
     struct job_params p = {.max_tokens = max_tokens,
                            .json_object = c->rq.json_object || c->r.forced};
     p.sp = sampler_params_default();
