@@ -117,19 +117,12 @@ static const char *const MESSAGES_KEYS[] = {
 static const char *const COUNT_KEYS[] = {"model", "messages", "system", "tools", "tool_choice",
                                          "thinking", "context_management", "output_config", NULL};
 
-static bool in_list(const char *s, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(s, *list) == 0)
-            return true;
-    return false;
-}
-
 static int check_keys(struct parser *p, const json_t *obj, const char *where,
                       const char *const *known) {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
-        if (!in_list(key, known))
+        if (!oai_in_list(key, known))
             return fail(p->e, 400, "%s%s: Extra inputs are not permitted (sniperd does not "
                         "support '%.64s')", where, key, key);
     }
@@ -474,17 +467,6 @@ static int parse_system(struct parser *p) {
     return 0;
 }
 
-static bool valid_tool_name(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n > 128)
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '-'))
-            return false;
-    return true;
-}
-
 /* tools: client tools {name, description, input_schema} as OpenAI function tools. */
 static int parse_tools(struct parser *p) {
     static const char *const keys[] = {"name", "description", "input_schema", "cache_control",
@@ -516,7 +498,7 @@ static int parse_tools(struct parser *p) {
         else if (type && strcmp(type, "custom") != 0)
             rc = fail(p->e, 400, "%s.type: '%.64s' tools (run by Anthropic's servers) are not "
                       "supported: only client tools with an input_schema", where, type);
-        else if (!name || !valid_tool_name(name))
+        else if (!name || !oai_valid_name(name, 128))
             rc = fail(p->e, 400, "%s.name: must be 1-128 characters of a-z, A-Z, 0-9, _ and -",
                       where);
         else if (!json_is_object(schema))

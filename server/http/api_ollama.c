@@ -66,13 +66,6 @@ static json_t *field(const json_t *obj, const char *key) {
     return json_is_null(v) ? NULL : v;
 }
 
-static bool in_list(const char *key, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(key, *list) == 0)
-            return true;
-    return false;
-}
-
 /* An RFC 3339 UTC time, as Ollama writes created_at and modified_at. */
 static void iso_time(time_t t, char *buf, size_t len) {
     struct tm tm;
@@ -243,13 +236,13 @@ static int parse_messages(const json_t *msgs, struct oai_request *rq, char *err,
         const char *role = json_string_value(json_object_get(m, "role")), *key;
         const json_t *content = field(m, "content"), *v;
         if (!json_is_object(m) || !role ||
-            !in_list(role, (const char *const[]){"system", "user", "assistant", "tool", NULL})) {
+            !oai_in_list(role, (const char *const[]){"system", "user", "assistant", "tool", NULL})) {
             snprintf(err, err_len, "messages[%zu] needs a role: system, user, assistant or tool",
                      i);
             return -1;
         }
         json_object_foreach(m, key, v) {
-            if (!in_list(key, keys)) {
+            if (!oai_in_list(key, keys)) {
                 snprintf(err, err_len, "unknown field 'messages[%zu].%.64s'", i, key);
                 return -1;
             }
@@ -316,7 +309,7 @@ static int parse_options(const json_t *o, struct oai_request *rq, char *err, siz
         return -1;
     }
     json_object_foreach((json_t *)o, key, v) {
-        if (in_list(key, hints) || json_is_null(v))
+        if (oai_in_list(key, hints) || json_is_null(v))
             continue;
         if (strcmp(key, "stop") == 0) {
             size_t j;
@@ -386,7 +379,7 @@ static int parse_common(const json_t *b, enum chat_family fam, struct oai_reques
     if (think) {
         const char *lvl = json_string_value(think);
         if (!json_is_boolean(think) &&
-            !(lvl && in_list(lvl, (const char *const[]){"low", "medium", "high", NULL}))) {
+            !(lvl && oai_in_list(lvl, (const char *const[]){"low", "medium", "high", NULL}))) {
             snprintf(err, err_len, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
             return -1;
         }
@@ -440,7 +433,7 @@ static int parse_request(const json_t *b, bool chat, enum chat_family fam,
     rq->repeat_penalty = 1.0f;
     rq->enable_thinking = true;
     json_object_foreach((json_t *)b, key, v) {
-        if (!in_list(key, chat ? CHAT_KEYS : GENERATE_KEYS)) {
+        if (!oai_in_list(key, chat ? CHAT_KEYS : GENERATE_KEYS)) {
             snprintf(err, err_len, "unknown field '%.64s'", key);
             return -1;
         }
@@ -718,7 +711,7 @@ void api_ollama_route(struct api *a, const struct http_request *rq, struct http_
     } else if (!strcmp(p, "/api/embed") || !strcmp(p, "/api/embeddings")) {
         reply_error(out, 400, "embeddings are not supported: sniperd's models are generative "
                               "(no embedding model is served)");
-    } else if (in_list(p, refused) || !strncmp(p, "/api/blobs/", 11)) {
+    } else if (oai_in_list(p, refused) || !strncmp(p, "/api/blobs/", 11)) {
         reply_error(out, 400, "not supported: sniperd does not manage models; put GGUF files in "
                               "--models-dir (or serve one with -m)");
     } else if (!strcmp(p, "/api/version") || !strcmp(p, "/api/tags") || !strcmp(p, "/api/ps") ||

@@ -88,13 +88,6 @@ static int bad_type(struct oai_error *e, const char *param, const char *want) {
     return oai_fail(e, 400, INVALID, param, "invalid_type", "'%s' must be %s", param, want);
 }
 
-static bool in_list(const char *key, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(key, *list) == 0)
-            return true;
-    return false;
-}
-
 /* Every key of obj is known; another is refused with its name (prefix + key). */
 static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix,
                       const char *const *known) {
@@ -102,7 +95,7 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
     json_t *v;
     char param[64];
     json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known))
+        if (oai_in_list(key, known))
             continue;
         snprintf(param, sizeof(param), "%s%.40s", prefix, key);
         return oai_fail(e, 400, INVALID, param, "unknown_parameter", "unknown parameter: '%s'",
@@ -245,17 +238,6 @@ static int check_metadata(struct oai_error *e, const json_t *body) {
     return 0;
 }
 
-static bool valid_function_name(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n > 64)
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '-'))
-            return false;
-    return true;
-}
-
 /* tools: function tools only, re-shaped as chat tools ({"type","function":{...}}) into rq. */
 static int parse_tools(struct oai_error *e, const json_t *body, struct oai_request *rq) {
     static const char *const keys[] = {"type", "name", "description", "parameters", "strict",
@@ -291,7 +273,7 @@ static int parse_tools(struct oai_error *e, const json_t *body, struct oai_reque
         snprintf(param, sizeof(param), "tools[%zu].", j);
         const char *name = json_string_value(json_object_get(t, "name"));
         const json_t *params = field(t, "parameters"), *desc = field(t, "description");
-        if (check_keys(e, t, param, keys) < 0 || !name || !valid_function_name(name) ||
+        if (check_keys(e, t, param, keys) < 0 || !name || !oai_valid_name(name, 64) ||
             (params && !json_is_object(params)) || (desc && !json_is_string(desc))) {
             json_decref(chat);
             if (e->status)
@@ -433,10 +415,10 @@ static int parse_reasoning(struct oai_error *e, const json_t *body, struct rreq 
     if (get_string(e, v, "effort", &effort) < 0 || get_string(e, v, "summary", &summary) < 0 ||
         get_string(e, v, "generate_summary", &gen) < 0)
         return -1;
-    if (effort && !in_list(effort, efforts))
+    if (effort && !oai_in_list(effort, efforts))
         return oai_fail(e, 400, INVALID, "reasoning.effort", "invalid_value",
                         "'reasoning.effort' must be none, minimal, low, medium or high");
-    if ((summary && !in_list(summary, summaries)) || (gen && !in_list(gen, summaries)))
+    if ((summary && !oai_in_list(summary, summaries)) || (gen && !oai_in_list(gen, summaries)))
         return oai_fail(e, 400, INVALID, "reasoning.summary", "invalid_value",
                         "'reasoning.summary' must be auto, concise or detailed");
     r->effort = effort;
@@ -562,7 +544,7 @@ static int item_text(struct conv *cv, const json_t *content, const char *param,
             const json_t *text = json_object_get(part, "text");
             if (type && strcmp(type, "refusal") == 0)
                 text = json_object_get(part, "refusal");
-            if (type && !in_list(type, types) && strcmp(type, "refusal") != 0) {
+            if (type && !oai_in_list(type, types) && strcmp(type, "refusal") != 0) {
                 free(b.p);
                 return oai_fail(cv->e, 400, INVALID, param, "unsupported_value",
                                 "content part type '%.64s' in '%s[%zu]' is not supported "
@@ -596,7 +578,7 @@ static int conv_message(struct conv *cv, const json_t *it, const char *path) {
     if (check_keys(cv->e, it, param, keys) < 0)
         return -1;
     snprintf(param, sizeof(param), "%s.role", path);
-    if (!role || !(in_list(role, (const char *const[]){"user", "assistant", "system",
+    if (!role || !(oai_in_list(role, (const char *const[]){"user", "assistant", "system",
                                                         "developer", NULL})))
         return oai_fail(cv->e, 400, INVALID, param, "invalid_value",
                         "'%s' must be user, assistant, system or developer", param);

@@ -124,7 +124,7 @@ static int get_int(struct parser *p, const char *key, json_int_t lo, json_int_t 
     return 0;
 }
 
-static bool in_list(const char *key, const char *const *list) {
+bool oai_in_list(const char *key, const char *const *list) {
     for (; *list; list++)
         if (strcmp(key, *list) == 0)
             return true;
@@ -157,10 +157,10 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
     json_t *v;
     char param[64];
     json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known))
+        if (oai_in_list(key, known))
             continue;
         pathf(param, sizeof(param), "%s%s", prefix, key);
-        if (in_list(key, UNSUPPORTED)) {
+        if (oai_in_list(key, UNSUPPORTED)) {
             if (json_is_null(v))
                 continue;
             return oai_fail(e, 400, INVALID, param, "unsupported_parameter",
@@ -450,9 +450,9 @@ static int parse_messages(struct parser *p) {
  * Tools
  * ------------------------------------------------------------------------------------------- */
 
-static bool valid_function_name(const char *s) {
+bool oai_valid_name(const char *s, size_t max) {
     size_t n = strlen(s);
-    if (n == 0 || n > 64)
+    if (n == 0 || n > max)
         return false;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -485,7 +485,7 @@ static int check_tool(struct parser *p, const json_t *t, size_t j) {
         return -1;
     const char *name = json_string_value(json_object_get(fn, "name"));
     pathf(param, sizeof(param), "tools[%zu].function.name", j);
-    if (!name || !valid_function_name(name))
+    if (!name || !oai_valid_name(name, 64))
         return oai_fail(p->e, 400, INVALID, param, "invalid_value",
                         "'%s' must be 1-64 characters of a-z, A-Z, 0-9, _ and -", param);
     const json_t *v = json_object_get(fn, "description");
