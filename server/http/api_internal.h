@@ -1,5 +1,6 @@
-/* api_internal.h - what the API's route files share: the daemon's state and reply helpers. Not
- * for use outside server/http/api*.c. */
+/* api_internal.h - what the API's route files share: the daemon's state, reply helpers, the
+ * prompt and job parameters, and the one request runner (struct api_call, api_call.c) each route
+ * hands its hooks to. Not for use outside server/http/api*.c. */
 #ifndef SNIPER_API_INTERNAL_H
 #define SNIPER_API_INTERNAL_H
 

@@ -236,7 +236,8 @@ static int parse_messages(const json_t *msgs, struct oai_request *rq, char *err,
         const char *role = json_string_value(json_object_get(m, "role")), *key;
         const json_t *content = field(m, "content"), *v;
         if (!json_is_object(m) || !role ||
-            !oai_in_list(role, (const char *const[]){"system", "user", "assistant", "tool", NULL})) {
+            !oai_in_list(role,
+                         (const char *const[]){"system", "user", "assistant", "tool", NULL})) {
             snprintf(err, err_len, "messages[%zu] needs a role: system, user, assistant or tool",
                      i);
             return -1;
