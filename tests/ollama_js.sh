@@ -9,35 +9,14 @@ BUILD=${BUILD:-build}
 skip() { echo "SKIP: $1: the Ollama API through the ollama client is NOT checked"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
 . tests/lib/npm.sh
 npm_need ollama ollama
-TMP=$(mktemp -d /tmp/sniper-ollama.XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() { echo "FAIL   $1"; echo "0 passed, 1 failed, 0 skipped"; exit 1; }
-
-# Serves model $1 (log $TMP/$2.err); sets port.
-serve() {
-    "$BUILD/sniperd" -m "$1" --port 0 --threads 2 2>"$TMP/$2.err" &
-    pids+=($!)
-    port=
-    for _ in $(seq 300); do
-        port=$(sed -nE 's/.*listening on http:\/\/[^:]+:([0-9]+).*/\1/p' "$TMP/$2.err")
-        grep -q "ready" "$TMP/$2.err" && [ -n "$port" ] && return 0
-        sleep 0.05
-    done
-    fail "sniperd did not start on $1: $(cat "$TMP/$2.err")"
-}
+. tests/lib/daemon.sh
+daemon_init ollama
 
 "$BUILD/sniper-mkmodel" --quiet --preset tiny --types q8_0 --seed 5 -o "$TMP/m.gguf"
 serve "$TMP/m.gguf" m
 base=$port
 "$BUILD/sniper-mkmodel" --quiet --preset tiny-gpt-oss --types f32 --seed 5 -o "$TMP/oss.gguf"
-tok() { "$BUILD/sniperd" -m "$TMP/oss.gguf" --tokenize -p "$1" 2>/dev/null; }
-n_head=$(tok '<|start|>assistant' | wc -w)
-ids() { tok "<|start|>assistant$1" | cut -d' ' -f"$n_head"-; }
+ids() { harmony_ids "$TMP/oss.gguf" "$1"; }
 python3 tests/openai_js/scripted_model.py "$TMP/oss.gguf" "$TMP/reason.gguf" \
     $(ids '<|channel|>analysis<|message|>Hm<|end|>OK<|return|>') &&
     python3 tests/openai_js/scripted_model.py "$TMP/oss.gguf" "$TMP/tool.gguf" \

@@ -1,10 +1,8 @@
 /* api.c - the routes. A completion request is parsed and checked (openai.c), rendered through the
- * model's chat template (chat.c), tokenized, and queued on the scheduler as a job whose callbacks
- * turn generated text into content, reasoning and tool calls: streamed as SSE chunks, or gathered
- * into one response the connection's thread waits for.
- * Invariants: a call is referenced by the handler until it returns, by its job until the done
- * callback, and by its stream's gone hook until the reply is destroyed; state changes of a call
- * happen under its mutex. */
+ * model's chat template (chat.c), tokenized, and run by the shared request runner (api_call.c),
+ * whose hooks here turn generated text into content, reasoning and tool calls: streamed as SSE
+ * chunks, or gathered into one response the connection's thread waits for.
+ * Invariant: a call's state is written by the engine's thread only until its done hook ran. */
 #include "api.h"
 
 #include <errno.h>
@@ -27,7 +25,6 @@
 #include "api_responses.h"
 #include "api_messages.h"
 #include "api_tokenize.h"
-#include "clock.h"
 #include "chat.h"
 #include "openai.h"
 #include "procstat.h"
@@ -146,15 +143,8 @@ struct pool_model *api_model(struct api *a, const char *name, struct oai_error *
 /* ---- one completion -------------------------------------------------------------------------- */
 
 struct call {
-    struct api *api;
-    struct pool_model *pm;    /* the model it runs on, held until the last reference goes */
-    atomic_int refs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct api_call call;     /* the job, its model and reply (api_call.c) */
     struct oai_request rq;
-    struct job *job;
-    struct http_stream *out;  /* streaming: the reply's body */
-    struct chat_stream *cs;   /* chat: the output splitter */
     bool sent_role;
     char id[48];
     int64_t created;
@@ -165,19 +155,13 @@ struct call {
     const struct job_token *cur_tok; /* the token whose text is being split (streaming logprobs) */
     struct oai_logprob *lps;  /* non-streaming logprobs; their token texts are malloc'd */
     int n_lps, cap_lps;
-    bool done;
-    struct job_summary sum;
 };
 
 static void logprob_clear(struct oai_logprob *lp);
 
-static void call_unref(struct call *c) {
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    if (c->job)
-        job_release(c->job);
-    pool_release(c->api->pool, c->pm);
-    chat_stream_free(c->cs);
+/* The route's state, once the runner released its parts (api_call_ops.free). */
+static void call_free(void *ctx) {
+    struct call *c = ctx;
     oai_request_free(&c->rq);
     free(c->content.p);
     free(c->reasoning.p);
@@ -188,27 +172,13 @@ static void call_unref(struct call *c) {
     for (int i = 0; i < c->n_lps; i++)
         logprob_clear(&c->lps[i]);
     free(c->lps);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
     free(c);
-}
-
-static void call_on_gone(void *ctx) {
-    struct call *c = ctx;
-    job_cancel(c->job);
-    call_unref(c);
 }
 
 static void send_frame(struct call *c, char *json) {
     if (!json)
         return;
-    struct strbuf f = {0};
-    strbuf_puts(&f, "data: ");
-    strbuf_puts(&f, json);
-    strbuf_puts(&f, "\n\n");
-    if (!f.oom)
-        http_stream_write(c->out, f.p, f.n);
-    free(f.p);
+    api_call_send(&c->call, NULL, json);
     free(json);
 }
 
@@ -217,19 +187,19 @@ static struct oai_result call_result(struct call *c, const char *finish) {
     return (struct oai_result){
         .id = c->id,
         .created = c->created,
-        .model = c->pm->id,
+        .model = c->call.pm->id,
         .content = c->content.p,
         .reasoning = c->reasoning.p,
         .tool_calls = c->calls,
         .n_tool_calls = c->n_calls,
         .finish_reason = finish,
-        .prompt_tokens = c->sum.prompt_tokens,
-        .completion_tokens = c->sum.completion_tokens,
-        .cached_tokens = c->sum.cached_tokens,
-        .prefill_ms = c->sum.prefill_ms,
-        .decode_ms = c->sum.decode_ms,
+        .prompt_tokens = c->call.sum.prompt_tokens,
+        .completion_tokens = c->call.sum.completion_tokens,
+        .cached_tokens = c->call.sum.cached_tokens,
+        .prefill_ms = c->call.sum.prefill_ms,
+        .decode_ms = c->call.sum.decode_ms,
         /* one entry per completion token (fewer only when memory ran out: then none) */
-        .logprobs = c->rq.logprobs && c->n_lps == c->sum.completion_tokens ? c->lps : NULL,
+        .logprobs = c->rq.logprobs && c->n_lps == c->call.sum.completion_tokens ? c->lps : NULL,
     };
 }
 
@@ -268,7 +238,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
         snprintf(c->call_ids[i], sizeof(c->call_ids[i]), "call_%.16s_%d", tail, i);
         c->calls[i] = (struct oai_tool_call){c->call_ids[i], c->call_names[i], c->call_args[i]};
     }
-    if (!c->out) {
+    if (!c->call.out) {
         if (ev->kind == CHAT_EVENT_CONTENT)
             strbuf_putn(&c->content, ev->text, ev->len);
         else if (ev->kind == CHAT_EVENT_REASONING)
@@ -282,7 +252,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
         d.content = ev->text;
         d.content_len = ev->len;
         if (c->rq.logprobs && c->cur_tok) { /* a token's logprob goes with its first text */
-            logprob_fill(c->pm->tk, c->cur_tok, &lp);
+            logprob_fill(c->call.pm->tk, c->cur_tok, &lp);
             d.logprob = &lp;
             c->cur_tok = NULL;
         }
@@ -307,7 +277,7 @@ static char *token_text(const struct tokenizer *tk, int32_t id) {
 
 /* Records a token's logprobs (non-streaming). */
 static void keep_logprob(struct call *c, const struct job_token *t) {
-    if (!t || !c->rq.logprobs || c->out)
+    if (!t || !c->rq.logprobs || c->call.out)
         return;
     if (c->n_lps == c->cap_lps) {
         int cap = c->cap_lps ? 2 * c->cap_lps : 64;
@@ -317,7 +287,7 @@ static void keep_logprob(struct call *c, const struct job_token *t) {
         c->lps = p;
         c->cap_lps = cap;
     }
-    logprob_fill(c->pm->tk, t, &c->lps[c->n_lps++]);
+    logprob_fill(c->call.pm->tk, t, &c->lps[c->n_lps++]);
 }
 
 static void on_token(void *ctx, const struct job_token *tok) {
@@ -327,27 +297,19 @@ static void on_token(void *ctx, const struct job_token *tok) {
 static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
     struct call *c = ctx;
     c->cur_tok = tok;
-    if (c->cs) {
-        chat_stream_feed(c->cs, text, len, on_event, c);
-    } else {
-        struct chat_event ev = {.kind = CHAT_EVENT_CONTENT, .text = text, .len = len};
-        on_event(c, &ev);
-    }
+    api_call_feed(&c->call, text, len);
 }
 
 static void on_done(void *ctx, const struct job_summary *s) {
     struct call *c = ctx;
     c->cur_tok = NULL; /* the last token is gone: what the splitter still holds has no logprob */
-    if (c->cs)
-        chat_stream_finish(c->cs, on_event, c);
+    api_call_finish(&c->call);
     const char *finish = s->finish_reason;
     if (c->n_calls > 0 && strcmp(finish, "stop") == 0)
         finish = "tool_calls";
-    pthread_mutex_lock(&c->mu);
-    c->sum = *s;
-    c->sum.finish_reason = finish;
-    pthread_mutex_unlock(&c->mu);
-    if (c->out) {
+    c->call.sum = *s;
+    c->call.sum.finish_reason = finish;
+    if (c->call.out) {
         struct oai_result res = call_result(c, finish);
         if (s->rc < 0) {
             struct oai_error e;
@@ -361,15 +323,11 @@ static void on_done(void *ctx, const struct job_summary *s) {
                 send_frame(c, oai_chunk_json(&c->rq, &res, &u));
             }
         }
-        http_stream_write(c->out, "data: [DONE]\n\n", 14);
-        http_stream_close(c->out);
+        http_stream_write(c->call.out, "data: [DONE]\n\n", 14);
     }
-    pthread_mutex_lock(&c->mu);
-    c->done = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    call_unref(c);
 }
+
+static const struct api_call_ops call_ops = {on_token, on_text, on_event, on_done, call_free};
 
 /* Renders and tokenizes the request's prompt. Returns the ids (malloc'd) or NULL with e set. */
 static int32_t *prompt_ids(const struct pool_model *pm, const struct oai_request *rq,
@@ -428,27 +386,53 @@ int32_t *api_prefix_ids(const struct pool_model *pm, const struct oai_request *r
     return prompt_ids(pm, rq, true, n, e);
 }
 
+int api_max_tokens(const struct pool_model *pm, size_t n, int32_t asked, int32_t *out) {
+    const int32_t n_ctx = pm->n_ctx;
+    int32_t max_tokens = asked > 0 ? asked : n_ctx - (int32_t)n;
+    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0)
+        return -ERANGE;
+    *out = max_tokens;
+    return 0;
+}
+
+struct job_params api_job_params(const struct oai_request *rq, int32_t max_tokens,
+                                 const void *salt) {
+    struct job_params p = {.max_tokens = max_tokens, .n_stop = rq->n_stop,
+                           .logprobs = rq->logprobs, .top_logprobs = rq->top_logprobs,
+                           .json_object = rq->json_object};
+    p.sp = sampler_params_default();
+    p.sp.temp = rq->temperature;
+    p.sp.top_p = rq->top_p;
+    p.sp.top_k = rq->top_k;
+    p.sp.min_p = rq->min_p;
+    p.sp.presence_penalty = rq->presence_penalty;
+    p.sp.frequency_penalty = rq->frequency_penalty;
+    p.sp.repeat_penalty = rq->repeat_penalty;
+    p.sp.seed = rq->has_seed ? rq->seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)salt;
+    for (int i = 0; i < rq->n_stop; i++)
+        p.stop[i] = rq->stop[i];
+    return p;
+}
+
 static void handle_completion(struct api *a, const struct http_request *hr, bool chat,
                               struct http_response *out) {
     struct oai_limits lim = {.max_messages = 1024, .max_message_bytes = 1u << 20,
                              .max_tokens = 1 << 24, .max_stop_bytes = 256};
     struct oai_error e;
+    size_t n = 0;
+    int32_t *ids = NULL;
     struct call *c = calloc(1, sizeof(*c));
     if (!c) {
         api_reply_fail(out, 500, "server_error", "", "", "out of memory");
         return;
     }
-    c->api = a;
-    atomic_init(&c->refs, 1);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    api_call_init(&c->call, a, &call_ops, c);
     int rc = chat ? oai_parse_chat(hr->body, hr->body_len, &lim, &c->rq, &e)
                   : oai_parse_completion(hr->body, hr->body_len, &lim, &c->rq, &e);
     if (rc < 0) {
         memset(&c->rq, 0, sizeof(c->rq)); /* freed by the parser on failure */
         api_reply_error(out, &e);
-        call_unref(c);
-        return;
+        goto done;
     }
     /* what the engine cannot honour yet is refused, never ignored */
     const char *tc = c->rq.tool_choice;
@@ -457,102 +441,44 @@ static void handle_completion(struct api *a, const struct http_request *hr, bool
                  "tool_choice \"%s\" (forcing a tool call) is not supported yet: use \"auto\" "
                  "or \"none\"", strcmp(tc, "required") == 0 ? "required" : "a named function");
         api_reply_error(out, &e);
-        call_unref(c);
-        return;
+        goto done;
     }
-    size_t n = 0;
-    int32_t *ids = NULL;
-    if (!(c->pm = api_model(a, c->rq.model, &e)) || !(ids = api_prompt_ids(c->pm, &c->rq, &n, &e))) {
+    if (!(c->call.pm = api_model(a, c->rq.model, &e)) ||
+        !(ids = api_prompt_ids(c->call.pm, &c->rq, &n, &e))) {
         api_reply_error(out, &e);
-        call_unref(c);
-        return;
+        goto done;
     }
-    const int32_t n_ctx = c->pm->n_ctx;
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
+    int32_t max_tokens = 0;
+    if (api_max_tokens(c->call.pm, n, c->rq.max_tokens, &max_tokens) < 0) {
         oai_fail(&e, 400, "invalid_request_error", "messages", "context_length_exceeded",
                  "this model's context is %d tokens; the prompt takes %zu and max_tokens asks "
-                 "for %d more", n_ctx, n, max_tokens > 0 ? max_tokens : 0);
-        free(ids);
+                 "for %d more", c->call.pm->n_ctx, n, c->rq.max_tokens > 0 ? c->rq.max_tokens : 0);
         api_reply_error(out, &e);
-        call_unref(c);
-        return;
+        goto done;
     }
-    struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
-                           .logprobs = c->rq.logprobs, .top_logprobs = c->rq.top_logprobs,
-                           .json_object = c->rq.json_object};
-    p.sp = sampler_params_default();
-    p.sp.temp = c->rq.temperature;
-    p.sp.top_p = c->rq.top_p;
-    p.sp.top_k = c->rq.top_k;
-    p.sp.min_p = c->rq.min_p;
-    p.sp.presence_penalty = c->rq.presence_penalty;
-    p.sp.frequency_penalty = c->rq.frequency_penalty;
-    p.sp.repeat_penalty = c->rq.repeat_penalty;
-    p.sp.seed = c->rq.has_seed ? c->rq.seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
-    for (int i = 0; i < c->rq.n_stop; i++)
-        p.stop[i] = c->rq.stop[i];
+    const struct job_params p = api_job_params(&c->rq, max_tokens, c);
     c->created = (int64_t)time(NULL);
     snprintf(c->id, sizeof(c->id), "%s-%016" PRIxFAST64, chat ? "chatcmpl" : "cmpl",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20));
-    /* Qwen3.5's generation prompt opens <think>: the reply starts inside it */
-    const enum chat_family fam = c->pm->family;
-    c->cs = chat ? chat_stream_new(fam, fam == CHAT_QWEN35 && c->rq.enable_thinking) : NULL;
-    const struct job_callbacks cb = {on_token, on_text, on_done};
-    c->job = job_new(ids, n, &p, &cb, c);
-    free(ids);
-    if ((chat && !c->cs) || !c->job) {
+    if (api_call_job(&c->call, ids, n, &p, chat, c->rq.enable_thinking) < 0 ||
+        (c->rq.stream && api_call_stream(&c->call) < 0)) {
         api_reply_fail(out, 500, "server_error", "", "", "out of memory");
-        call_unref(c);
-        return;
+        goto done;
     }
-    if (c->rq.stream) {
-        c->out = http_stream_new();
-        if (!c->out) {
-            api_reply_fail(out, 500, "server_error", "", "", "out of memory");
-            call_unref(c);
-            return;
-        }
-        atomic_fetch_add(&c->refs, 2); /* the job's and the gone hook's */
-        http_stream_on_gone(c->out, call_on_gone, c);
-        if (scheduler_submit(c->pm->sched, c->job) < 0) {
-            atomic_fetch_sub(&c->refs, 2);
-            http_stream_discard(c->out);
-            c->out = NULL;
-            api_reply_fail(out, 503, "server_error", "", "queue_full",
-                       "the server is busy: too many requests queued; try again shortly");
-            call_unref(c);
-            return;
-        }
-        out->status = 200;
-        out->content_type = "text/event-stream";
-        out->stream = c->out;
-        call_unref(c);
-        return;
-    }
-    atomic_fetch_add(&c->refs, 1); /* the job's */
-    if (scheduler_submit(c->pm->sched, c->job) < 0) {
-        atomic_fetch_sub(&c->refs, 1);
+    if (api_call_run(&c->call, hr, "text/event-stream", out) < 0) {
         api_reply_fail(out, 503, "server_error", "", "queue_full",
-                   "the server is busy: too many requests queued; try again shortly");
-        call_unref(c);
-        return;
-    }
-    /* wait for the job; a client that hangs up meanwhile cancels it (checked every 100 ms) */
-    pthread_mutex_lock(&c->mu);
-    while (!c->done) {
-        struct timespec until = clock_deadline_ms(100);
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
-            job_cancel(c->job);
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (c->sum.rc < 0) {
-        api_reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));
+                       "the server is busy: too many requests queued; try again shortly");
+    } else if (c->rq.stream) {
+        /* the reply is the stream */
+    } else if (c->call.sum.rc < 0) {
+        api_reply_fail(out, 500, "server_error", "", "", strerror(-c->call.sum.rc));
     } else {
-        struct oai_result res = call_result(c, c->sum.finish_reason);
+        struct oai_result res = call_result(c, c->call.sum.finish_reason);
         api_reply_json(out, 200, oai_response_json(&c->rq, &res));
     }
-    call_unref(c);
+done:
+    free(ids);
+    api_call_unref(&c->call);
 }
 
 /* ---- the other routes ------------------------------------------------------------------------ */

@@ -20,9 +20,9 @@
 #include <jansson.h>
 
 #include "api_internal.h"
-#include "clock.h"
 #include "jsonw.h"
 #include "strbuf.h"
+#include "utf8.h"
 
 #define INVALID "invalid_request_error"
 #define MSG_MAX_MESSAGES 1024
@@ -47,7 +47,8 @@ static const char *error_type(int status) {
     }
 }
 
-static json_t *jstr(const char *s, size_t n);
+/* A JSON string of s[0..n), invalid UTF-8 as U+FFFD (utf8.h); NULL on no memory. */
+static json_t *jstr(const char *s, size_t n) { return utf8_json_string(s, n); }
 
 /* {"type":"error","error":{"type","message"}} of e (malloc'd), NULL on no memory. */
 static char *error_json(const struct oai_error *e) {
@@ -116,19 +117,12 @@ static const char *const MESSAGES_KEYS[] = {
 static const char *const COUNT_KEYS[] = {"model", "messages", "system", "tools", "tool_choice",
                                          "thinking", "context_management", "output_config", NULL};
 
-static bool in_list(const char *s, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(s, *list) == 0)
-            return true;
-    return false;
-}
-
 static int check_keys(struct parser *p, const json_t *obj, const char *where,
                       const char *const *known) {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
-        if (!in_list(key, known))
+        if (!oai_in_list(key, known))
             return fail(p->e, 400, "%s%s: Extra inputs are not permitted (sniperd does not "
                         "support '%.64s')", where, key, key);
     }
@@ -260,6 +254,22 @@ static int flush_user(struct parser *p, struct strbuf *text) {
     return 0;
 }
 
+/* A content block's type (where: the block's path); NULL with e when it has none. */
+static const char *block_type(struct parser *p, const json_t *b, const char *where) {
+    const char *type = json_string_value(json_object_get(b, "type"));
+    if (!json_is_object(b) || !type)
+        fail(p->e, 400, "%s: expected a content block with a 'type'", where);
+    return type;
+}
+
+/* A block's text field key appended to *acc, joined by newlines (where: the block's path). */
+static int append_block(struct parser *p, struct strbuf *acc, const json_t *b, const char *key,
+                        const char *where) {
+    char path[128];
+    snprintf(path, sizeof(path), "%s.%s", where, key);
+    return append_text(p, acc, json_object_get(b, key), "\n", path);
+}
+
 /* A user message's content blocks: text runs become user messages, tool_result blocks tool
  * messages, in order. */
 static int user_blocks(struct parser *p, const json_t *content, const char *path) {
@@ -269,14 +279,11 @@ static int user_blocks(struct parser *p, const json_t *content, const char *path
     json_t *b;
     json_array_foreach(content, j, b) {
         snprintf(where, sizeof(where), "%s.%zu", path, j);
-        const char *type = json_string_value(json_object_get(b, "type"));
-        if (!json_is_object(b) || !type) {
-            fail(p->e, 400, "%s: expected a content block with a 'type'", where);
+        const char *type = block_type(p, b, where);
+        if (!type)
             goto fail;
-        }
         if (strcmp(type, "text") == 0) {
-            snprintf(where, sizeof(where), "%s.%zu.text", path, j);
-            if (append_text(p, &text, json_object_get(b, "text"), "\n", where) < 0)
+            if (append_block(p, &text, b, "text", where) < 0)
                 goto fail;
         } else if (strcmp(type, "tool_result") == 0) {
             if (flush_user(p, &text) < 0 || tool_result(p, b, where) < 0)
@@ -326,18 +333,14 @@ static int assistant_blocks(struct parser *p, const json_t *content, const char 
     json_t *b;
     json_array_foreach(content, j, b) {
         snprintf(where, sizeof(where), "%s.%zu", path, j);
-        const char *type = json_string_value(json_object_get(b, "type"));
-        if (!json_is_object(b) || !type) {
-            fail(p->e, 400, "%s: expected a content block with a 'type'", where);
+        const char *type = block_type(p, b, where);
+        if (!type)
             goto fail;
-        }
         if (strcmp(type, "text") == 0) {
-            snprintf(where, sizeof(where), "%s.%zu.text", path, j);
-            if (append_text(p, &text, json_object_get(b, "text"), "\n", where) < 0)
+            if (append_block(p, &text, b, "text", where) < 0)
                 goto fail;
         } else if (strcmp(type, "thinking") == 0) {
-            snprintf(where, sizeof(where), "%s.%zu.thinking", path, j);
-            if (append_text(p, &thought, json_object_get(b, "thinking"), "\n", where) < 0)
+            if (append_block(p, &thought, b, "thinking", where) < 0)
                 goto fail;
         } else if (strcmp(type, "redacted_thinking") == 0) {
             continue; /* opaque to any model but the one that wrote it */
@@ -464,17 +467,6 @@ static int parse_system(struct parser *p) {
     return 0;
 }
 
-static bool valid_tool_name(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n > 128)
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '-'))
-            return false;
-    return true;
-}
-
 /* tools: client tools {name, description, input_schema} as OpenAI function tools. */
 static int parse_tools(struct parser *p) {
     static const char *const keys[] = {"name", "description", "input_schema", "cache_control",
@@ -506,7 +498,7 @@ static int parse_tools(struct parser *p) {
         else if (type && strcmp(type, "custom") != 0)
             rc = fail(p->e, 400, "%s.type: '%.64s' tools (run by Anthropic's servers) are not "
                       "supported: only client tools with an input_schema", where, type);
-        else if (!name || !valid_tool_name(name))
+        else if (!name || !oai_valid_name(name, 128))
             rc = fail(p->e, 400, "%s.name: must be 1-128 characters of a-z, A-Z, 0-9, _ and -",
                       where);
         else if (!json_is_object(schema))
@@ -838,16 +830,9 @@ struct block {
 };
 
 struct call {
-    struct api *api;
-    struct pool_model *pm;    /* held until the last reference goes */
-    atomic_int refs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct api_call call;     /* the job, its model and reply (api_call.c) */
     struct msg_request r;
     struct forced_call fc;
-    struct job *job;
-    struct http_stream *out;  /* streaming: the reply's body */
-    struct chat_stream *cs;
     char id[48];
     int32_t n_prompt;
     struct block blocks[MSG_MAX_BLOCKS];
@@ -855,20 +840,13 @@ struct call {
     bool open;                /* blocks[n_blocks - 1] is still being written (streaming) */
     int n_calls;
     struct strbuf raw;        /* the generated text, when stop sequences must be told apart */
-    bool done;
-    struct job_summary sum;
     const char *stop_reason;
     const char *stop_sequence;
 };
 
-static void call_unref(struct call *c) {
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    if (c->job)
-        job_release(c->job);
-    if (c->pm)
-        pool_release(c->api->pool, c->pm);
-    chat_stream_free(c->cs);
+/* The route's state, once the runner released its parts (api_call_ops.free). */
+static void call_free(void *ctx) {
+    struct call *c = ctx;
     msg_request_free(&c->r);
     free(c->fc.open);
     for (int i = 0; i < c->n_blocks; i++) {
@@ -876,67 +854,15 @@ static void call_unref(struct call *c) {
         free(c->blocks[i].name);
     }
     free(c->raw.p);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
     free(c);
-}
-
-static void call_on_gone(void *ctx) {
-    struct call *c = ctx;
-    job_cancel(c->job);
-    call_unref(c);
-}
-
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    unsigned cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    static const unsigned min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A JSON string of s[0..n), invalid UTF-8 bytes as U+FFFD; NULL on no memory. */
-static json_t *jstr(const char *s, size_t n) {
-    json_t *v = json_stringn(s, n);
-    if (v || n == 0)
-        return v ? v : json_string("");
-    struct strbuf b = {0};
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
-        strbuf_putn(&b, k ? s + i : "\xef\xbf\xbd", k ? k : 3);
-        i += k ? k : 1;
-    }
-    v = b.oom ? NULL : json_stringn_nocheck(b.p, b.n);
-    free(b.p);
-    return v;
 }
 
 /* Sends one SSE event: "event: TYPE\ndata: JSON\n\n" (v consumed; type is its "type"). */
 static void send_event(struct call *c, json_t *v) {
     char *json = v ? jsonw_dumps(v, JSONW_COMPACT) : NULL;
     const char *type = json_string_value(json_object_get(v, "type"));
-    struct strbuf f = {0};
-    if (json && type) {
-        strbuf_puts(&f, "event: ");
-        strbuf_puts(&f, type);
-        strbuf_puts(&f, "\ndata: ");
-        strbuf_puts(&f, json);
-        strbuf_puts(&f, "\n\n");
-        if (!f.oom)
-            http_stream_write(c->out, f.p, f.n);
-    }
-    free(f.p);
+    if (json && type)
+        api_call_send(&c->call, type, json);
     free(json);
     json_decref(v);
 }
@@ -964,7 +890,7 @@ static void block_close(struct call *c) {
     if (!c->open)
         return;
     c->open = false;
-    if (c->out)
+    if (c->call.out)
         send_event(c, json_pack("{s:s, s:i}", "type", "content_block_stop", "index",
                                 c->n_blocks - 1));
 }
@@ -984,12 +910,12 @@ static struct block *block_open(struct call *c, enum block_kind kind) {
 static void block_text(struct call *c, enum block_kind kind, const char *text, size_t len) {
     struct block *b = c->open && c->blocks[c->n_blocks - 1].kind == kind
                           ? &c->blocks[c->n_blocks - 1] : NULL;
-    if (!b && (b = block_open(c, kind)) && c->out)
+    if (!b && (b = block_open(c, kind)) && c->call.out)
         send_event(c, json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index",
                                 c->n_blocks - 1, "content_block", block_json(b, true)));
     if (!b) /* no room: the text joins the last block */
         b = &c->blocks[c->n_blocks - 1];
-    if (!c->out) {
+    if (!c->call.out) {
         strbuf_putn(&b->text, text, len);
         return;
     }
@@ -1018,7 +944,7 @@ static void block_tool(struct call *c, const char *name, const char *arguments) 
     char id[sizeof(b->id)];
     snprintf(id, sizeof(id), "toolu_%.24s_%d", c->id + 4, c->n_calls++);
     memcpy(b->id, id, sizeof(id));
-    if (!c->out)
+    if (!c->call.out)
         return;
     send_event(c, json_pack("{s:s, s:i, s:o}", "type", "content_block_start", "index",
                             c->n_blocks - 1, "content_block", block_json(b, true)));
@@ -1042,15 +968,9 @@ static void on_token(void *ctx, const struct job_token *tok) {
     if (c->r.rq.n_stop == 0 || !tok)
         return;
     size_t len = 0;
-    const char *p = tokenizer_piece(c->pm->tk, tok->id, &len);
+    const char *p = tokenizer_piece(c->call.pm->tk, tok->id, &len);
     if (p)
         strbuf_putn(&c->raw, p, len);
-}
-
-static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
-    struct call *c = ctx;
-    (void)tok;
-    chat_stream_feed(c->cs, text, len, on_event, c);
 }
 
 /* Anthropic's stop_reason for the job's end (and which stop sequence, if one). */
@@ -1084,24 +1004,22 @@ static json_t *message_json(struct call *c, bool done) {
         json_array_append_new(content, block_json(&c->blocks[i], false));
     struct job_summary start = {.prompt_tokens = c->n_prompt};
     return json_pack("{s:s, s:s, s:s, s:s, s:o*, s:s?, s:s?, s:o*}", "id", c->id, "type",
-                     "message", "role", "assistant", "model", c->pm->id, "content", content,
+                     "message", "role", "assistant", "model", c->call.pm->id, "content", content,
                      "stop_reason", done ? c->stop_reason : NULL, "stop_sequence",
                      done ? c->stop_sequence : NULL, "usage",
-                     usage_json(done ? &c->sum : &start));
+                     usage_json(done ? &c->call.sum : &start));
 }
 
 static void on_done(void *ctx, const struct job_summary *s) {
     struct call *c = ctx;
     bool ended = s->rc == 0 && strcmp(s->finish_reason, "cancelled") != 0;
     if (ended && c->fc.close)
-        chat_stream_feed(c->cs, c->fc.close, strlen(c->fc.close), on_event, c);
-    chat_stream_finish(c->cs, on_event, c);
+        api_call_feed(&c->call, c->fc.close, strlen(c->fc.close));
+    api_call_finish(&c->call);
     block_close(c);
-    pthread_mutex_lock(&c->mu);
-    c->sum = *s;
+    c->call.sum = *s;
     c->stop_reason = stop_reason(c, s);
-    pthread_mutex_unlock(&c->mu);
-    if (c->out) {
+    if (c->call.out) {
         if (s->rc < 0) {
             send_event(c, json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type",
                                     "api_error", "message", strerror(-s->rc)));
@@ -1111,14 +1029,10 @@ static void on_done(void *ctx, const struct job_summary *s) {
                                     c->stop_sequence, "usage", usage_json(s)));
             send_event(c, json_pack("{s:s}", "type", "message_stop"));
         }
-        http_stream_close(c->out);
     }
-    pthread_mutex_lock(&c->mu);
-    c->done = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    call_unref(c);
 }
+
+static const struct api_call_ops call_ops = {on_token, NULL, on_event, on_done, call_free};
 
 /* ---- the routes ------------------------------------------------------------------------------ */
 
@@ -1153,50 +1067,25 @@ static struct job_params job_params_of(const struct call *c, int32_t max_tokens)
     return p;
 }
 
-/* Parses the request and builds its prompt: c->r, c->pm, c->fc, the ids (malloc'd, *n). */
+/* Parses the request and builds its prompt: c->r, c->call.pm, c->fc, the ids (malloc'd, *n). */
 static int32_t *call_prepare(struct call *c, const struct http_request *hr, bool count, size_t *n,
                              struct oai_error *e) {
     if (msg_request_parse(hr->body, hr->body_len, count, &c->r, e) < 0)
         return NULL;
     struct oai_error oe; /* the shared code's errors, OpenAI-typed: retyped by status */
-    if (!(c->pm = api_model(c->api, c->r.rq.model, &oe))) {
+    if (!(c->call.pm = api_model(c->call.api, c->r.rq.model, &oe))) {
         fail(e, oe.status, "%s", oe.message);
         return NULL;
     }
-    if (c->pm->family == CHAT_HARMONY)
+    if (c->call.pm->family == CHAT_HARMONY)
         c->r.rq.reasoning_effort = c->r.effort;
     if ((c->r.forced_tool || c->r.force_any) &&
-        forced_call(c->pm->family, c->r.forced_tool, &c->fc, e) < 0)
+        forced_call(c->call.pm->family, c->r.forced_tool, &c->fc, e) < 0)
         return NULL;
-    int32_t *ids = prompt_ids(c->pm, &c->r, c->fc.open ? &c->fc : NULL, n, &oe);
+    int32_t *ids = prompt_ids(c->call.pm, &c->r, c->fc.open ? &c->fc : NULL, n, &oe);
     if (!ids)
         fail(e, oe.status, "%s", oe.message);
     return ids;
-}
-
-/* Submits c's job; streaming: the reply becomes the event stream. Returns 0 or -EBUSY. */
-static int call_submit(struct call *c, struct http_response *out) {
-    if (!c->r.rq.stream) {
-        atomic_fetch_add(&c->refs, 1); /* the job's */
-        if (scheduler_submit(c->pm->sched, c->job) < 0)
-            return atomic_fetch_sub(&c->refs, 1), -EBUSY;
-        return 0;
-    }
-    atomic_fetch_add(&c->refs, 2); /* the job's and the gone hook's */
-    http_stream_on_gone(c->out, call_on_gone, c);
-    send_event(c, json_pack("{s:s, s:o*}", "type", "message_start", "message",
-                            message_json(c, false)));
-    send_event(c, json_pack("{s:s}", "type", "ping"));
-    if (scheduler_submit(c->pm->sched, c->job) < 0) {
-        atomic_fetch_sub(&c->refs, 2);
-        http_stream_discard(c->out);
-        c->out = NULL;
-        return -EBUSY;
-    }
-    out->status = 200;
-    out->content_type = "text/event-stream";
-    out->stream = c->out;
-    return 0;
 }
 
 static void handle_messages(struct api *a, const struct http_request *hr, bool count,
@@ -1209,10 +1098,7 @@ static void handle_messages(struct api *a, const struct http_request *hr, bool c
         reply_fail(out, 500, "out of memory");
         return;
     }
-    c->api = a;
-    atomic_init(&c->refs, 1);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    api_call_init(&c->call, a, &call_ops, c);
     if (!(ids = call_prepare(c, hr, count, &n, &e))) {
         reply_error(out, &e);
         goto done;
@@ -1224,7 +1110,7 @@ static void handle_messages(struct api *a, const struct http_request *hr, bool c
         goto done;
     }
     /* max_tokens is a cap (Claude Code asks for 64,000): the context's room bounds it */
-    const int32_t n_ctx = c->pm->n_ctx;
+    const int32_t n_ctx = c->call.pm->n_ctx;
     if ((int64_t)n >= n_ctx) {
         fail(&e, 400, "prompt is too long: %zu tokens > %d maximum (this model's context)", n,
              n_ctx - 1);
@@ -1237,34 +1123,25 @@ static void handle_messages(struct api *a, const struct http_request *hr, bool c
     snprintf(c->id, sizeof(c->id), "msg_%016" PRIxFAST64 "%08x",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)time(NULL) << 20),
              (unsigned)(uintptr_t)c);
-    const enum chat_family fam = c->pm->family;
-    c->cs = chat_stream_new(fam, fam == CHAT_QWEN35 && c->r.rq.enable_thinking);
     const struct job_params p = job_params_of(c, max_tokens);
-    const struct job_callbacks cb = {on_token, on_text, on_done};
-    c->job = job_new(ids, n, &p, &cb, c);
-    c->out = c->r.rq.stream ? http_stream_new() : NULL;
-    if (!c->cs || !c->job || (c->r.rq.stream && !c->out)) {
+    if (api_call_job(&c->call, ids, n, &p, true, c->r.rq.enable_thinking) < 0 ||
+        (c->r.rq.stream && api_call_stream(&c->call) < 0)) {
         reply_fail(out, 500, "out of memory");
         goto done;
     }
     if (c->fc.open) /* the splitter reads the call's opening as if the model had written it */
-        chat_stream_feed(c->cs, c->fc.open, strlen(c->fc.open), on_event, c);
-    if (call_submit(c, out) < 0) {
+        api_call_feed(&c->call, c->fc.open, strlen(c->fc.open));
+    if (c->call.out) {
+        send_event(c, json_pack("{s:s, s:o*}", "type", "message_start", "message",
+                                message_json(c, false)));
+        send_event(c, json_pack("{s:s}", "type", "ping"));
+    }
+    if (api_call_run(&c->call, hr, "text/event-stream", out) < 0) {
         reply_fail(out, 503, "Overloaded: too many requests queued; try again shortly");
-        goto done;
-    }
-    if (c->r.rq.stream)
-        goto done;
-    /* wait for the job; a client that hangs up meanwhile cancels it (checked every 100 ms) */
-    pthread_mutex_lock(&c->mu);
-    while (!c->done) {
-        struct timespec until = clock_deadline_ms(100);
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
-            job_cancel(c->job);
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (c->sum.rc < 0) {
-        fail(&e, 500, "generation failed: %s", strerror(-c->sum.rc));
+    } else if (c->r.rq.stream) {
+        /* the reply is the stream */
+    } else if (c->call.sum.rc < 0) {
+        fail(&e, 500, "generation failed: %s", strerror(-c->call.sum.rc));
         reply_error(out, &e);
     } else {
         json_t *m = message_json(c, true);
@@ -1273,7 +1150,7 @@ static void handle_messages(struct api *a, const struct http_request *hr, bool c
     }
 done:
     free(ids);
-    call_unref(c);
+    api_call_unref(&c->call);
 }
 
 bool api_messages_path(const char *path) {

@@ -9,9 +9,7 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,13 +64,6 @@ static json_t *jstr(const char *s, size_t n) { return utf8_json_string(s, n); }
 static json_t *field(const json_t *obj, const char *key) {
     json_t *v = json_object_get(obj, key);
     return json_is_null(v) ? NULL : v;
-}
-
-static bool in_list(const char *key, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(key, *list) == 0)
-            return true;
-    return false;
 }
 
 /* An RFC 3339 UTC time, as Ollama writes created_at and modified_at. */
@@ -245,13 +236,14 @@ static int parse_messages(const json_t *msgs, struct oai_request *rq, char *err,
         const char *role = json_string_value(json_object_get(m, "role")), *key;
         const json_t *content = field(m, "content"), *v;
         if (!json_is_object(m) || !role ||
-            !in_list(role, (const char *const[]){"system", "user", "assistant", "tool", NULL})) {
+            !oai_in_list(role,
+                         (const char *const[]){"system", "user", "assistant", "tool", NULL})) {
             snprintf(err, err_len, "messages[%zu] needs a role: system, user, assistant or tool",
                      i);
             return -1;
         }
         json_object_foreach(m, key, v) {
-            if (!in_list(key, keys)) {
+            if (!oai_in_list(key, keys)) {
                 snprintf(err, err_len, "unknown field 'messages[%zu].%.64s'", i, key);
                 return -1;
             }
@@ -318,7 +310,7 @@ static int parse_options(const json_t *o, struct oai_request *rq, char *err, siz
         return -1;
     }
     json_object_foreach((json_t *)o, key, v) {
-        if (in_list(key, hints) || json_is_null(v))
+        if (oai_in_list(key, hints) || json_is_null(v))
             continue;
         if (strcmp(key, "stop") == 0) {
             size_t j;
@@ -388,7 +380,7 @@ static int parse_common(const json_t *b, enum chat_family fam, struct oai_reques
     if (think) {
         const char *lvl = json_string_value(think);
         if (!json_is_boolean(think) &&
-            !(lvl && in_list(lvl, (const char *const[]){"low", "medium", "high", NULL}))) {
+            !(lvl && oai_in_list(lvl, (const char *const[]){"low", "medium", "high", NULL}))) {
             snprintf(err, err_len, "'think' must be true, false, \"low\", \"medium\" or \"high\"");
             return -1;
         }
@@ -442,7 +434,7 @@ static int parse_request(const json_t *b, bool chat, enum chat_family fam,
     rq->repeat_penalty = 1.0f;
     rq->enable_thinking = true;
     json_object_foreach((json_t *)b, key, v) {
-        if (!in_list(key, chat ? CHAT_KEYS : GENERATE_KEYS)) {
+        if (!oai_in_list(key, chat ? CHAT_KEYS : GENERATE_KEYS)) {
             snprintf(err, err_len, "unknown field '%.64s'", key);
             return -1;
         }
@@ -486,45 +478,23 @@ static int parse_request(const json_t *b, bool chat, enum chat_family fam,
 /* ---- one generation -------------------------------------------------------------------------- */
 
 struct ocall {
-    struct api *api;
-    struct pool_model *pm;
-    atomic_int refs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct api_call call;      /* the job, its model and reply (api_call.c) */
     struct oai_request rq;
     bool chat;                 /* /api/chat (message objects) or /api/generate (response) */
-    struct job *job;
-    struct http_stream *out;
-    struct chat_stream *cs;
     double start_s;
     struct strbuf content, thinking;
     size_t sent_content, sent_thinking; /* bytes of each streamed */
     json_t *calls;             /* [{"function": {"name", "arguments": {...}}}] */
-    bool done;
-    struct job_summary sum;
 };
 
-static void ocall_unref(struct ocall *c) {
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    if (c->job)
-        job_release(c->job);
-    if (c->pm)
-        pool_release(c->api->pool, c->pm);
-    chat_stream_free(c->cs);
+/* The route's state, once the runner released its parts (api_call_ops.free). */
+static void ocall_free(void *ctx) {
+    struct ocall *c = ctx;
     oai_request_free(&c->rq);
     free(c->content.p);
     free(c->thinking.p);
     json_decref(c->calls);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
     free(c);
-}
-
-static void ocall_on_gone(void *ctx) {
-    struct ocall *c = ctx;
-    job_cancel(c->job);
-    ocall_unref(c);
 }
 
 /* One reply object: the text from [from, to) of content and thinking, the calls when given; the
@@ -533,7 +503,7 @@ static json_t *reply_json(struct ocall *c, size_t c_from, size_t c_to, size_t t_
                           json_t *calls, const char *done_reason) {
     char when[32];
     iso_time(time(NULL), when, sizeof(when));
-    json_t *o = json_pack("{s:s,s:s}", "model", c->pm->id, "created_at", when);
+    json_t *o = json_pack("{s:s,s:s}", "model", c->call.pm->id, "created_at", when);
     json_t *text = jstr(c->content.p ? c->content.p + c_from : "", c_to - c_from);
     json_t *thought = t_to > t_from ? jstr(c->thinking.p + t_from, t_to - t_from) : NULL;
     if (!o || !text) {
@@ -556,7 +526,7 @@ static json_t *reply_json(struct ocall *c, size_t c_from, size_t c_to, size_t t_
     json_decref(calls);
     json_object_set_new(o, "done", json_boolean(done_reason != NULL));
     if (done_reason) {
-        const struct job_summary *s = &c->sum;
+        const struct job_summary *s = &c->call.sum;
         json_int_t total = (json_int_t)((clock_now_s() - c->start_s) * 1e9);
         json_object_set_new(o, "done_reason", json_string(done_reason));
         json_object_set_new(o, "total_duration", json_integer(total));
@@ -579,7 +549,7 @@ static void send_line(struct ocall *c, json_t *o) {
     strbuf_puts(&f, s);
     strbuf_puts(&f, "\n");
     if (!f.oom)
-        http_stream_write(c->out, f.p, f.n);
+        http_stream_write(c->call.out, f.p, f.n);
     free(f.p);
     free(s);
 }
@@ -588,7 +558,7 @@ static void send_line(struct ocall *c, json_t *o) {
 static void flush_text(struct ocall *c, bool all) {
     size_t ce = c->content.n - (all ? 0 : utf8_tail(c->content.p, c->content.n));
     size_t te = c->thinking.n - (all ? 0 : utf8_tail(c->thinking.p, c->thinking.n));
-    if (!c->out || (ce <= c->sent_content && te <= c->sent_thinking))
+    if (!c->call.out || (ce <= c->sent_content && te <= c->sent_thinking))
         return;
     send_line(c, reply_json(c, c->sent_content, ce, c->sent_thinking, te, NULL, NULL));
     c->sent_content = ce;
@@ -605,7 +575,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
         }
         json_t *call = json_pack("{s:{s:s,s:o}}", "function", "name", ev->name, "arguments",
                                  args);
-        if (c->out) {
+        if (c->call.out) {
             flush_text(c, true);
             json_t *one = json_array();
             json_array_append(one, call);
@@ -619,25 +589,11 @@ static void on_event(void *ctx, const struct chat_event *ev) {
     flush_text(c, false);
 }
 
-static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
-    struct ocall *c = ctx;
-    (void)tok;
-    if (c->cs) {
-        chat_stream_feed(c->cs, text, len, on_event, c);
-    } else {
-        struct chat_event ev = {.kind = CHAT_EVENT_CONTENT, .text = text, .len = len};
-        on_event(c, &ev);
-    }
-}
-
 static void on_done(void *ctx, const struct job_summary *s) {
     struct ocall *c = ctx;
-    if (c->cs)
-        chat_stream_finish(c->cs, on_event, c);
-    pthread_mutex_lock(&c->mu);
-    c->sum = *s;
-    pthread_mutex_unlock(&c->mu);
-    if (c->out) {
+    api_call_finish(&c->call);
+    c->call.sum = *s;
+    if (c->call.out) {
         flush_text(c, true);
         if (s->rc < 0) {
             json_t *e = json_pack("{s:s}", "error", "generation failed");
@@ -647,94 +603,50 @@ static void on_done(void *ctx, const struct job_summary *s) {
                                     strcmp(s->finish_reason, "length") == 0 ? "length"
                                                                             : "stop"));
         }
-        http_stream_close(c->out);
     }
-    pthread_mutex_lock(&c->mu);
-    c->done = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    ocall_unref(c);
 }
+
+static const struct api_call_ops ocall_ops = {NULL, NULL, on_event, on_done, ocall_free};
 
 /* Makes the job (the prompt checked against the context). Returns 0 or -1 with e. */
 static int make_job(struct ocall *c, struct oai_error *e) {
     size_t n = 0;
-    int32_t *ids = api_prompt_ids(c->pm, &c->rq, &n, e);
+    int32_t *ids = api_prompt_ids(c->call.pm, &c->rq, &n, e);
     if (!ids)
         return -1;
-    const int32_t n_ctx = c->pm->n_ctx;
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
+    int32_t max_tokens = 0;
+    if (api_max_tokens(c->call.pm, n, c->rq.max_tokens, &max_tokens) < 0) {
         free(ids);
         return oai_fail(e, 400, "invalid_request_error", "", "context_length_exceeded",
                         "this model's context is %d tokens; the prompt takes %zu and "
-                        "num_predict asks for %d more", n_ctx, n, max_tokens > 0 ? max_tokens : 0);
+                        "num_predict asks for %d more", c->call.pm->n_ctx, n,
+                        c->rq.max_tokens > 0 ? c->rq.max_tokens : 0);
     }
-    struct job_params p = {.max_tokens = max_tokens, .n_stop = c->rq.n_stop,
-                           .json_object = c->rq.json_object};
-    p.sp = sampler_params_default();
-    p.sp.temp = c->rq.temperature;
-    p.sp.top_p = c->rq.top_p;
-    p.sp.top_k = c->rq.top_k;
-    p.sp.min_p = c->rq.min_p;
-    p.sp.presence_penalty = c->rq.presence_penalty;
-    p.sp.frequency_penalty = c->rq.frequency_penalty;
-    p.sp.repeat_penalty = c->rq.repeat_penalty;
-    p.sp.seed = c->rq.has_seed ? c->rq.seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
-    for (int i = 0; i < c->rq.n_stop; i++)
-        p.stop[i] = c->rq.stop[i];
-    const enum chat_family fam = c->pm->family;
-    if (c->rq.chat)
-        c->cs = chat_stream_new(fam, fam == CHAT_QWEN35 && c->rq.enable_thinking);
-    const struct job_callbacks cb = {NULL, on_text, on_done};
-    c->job = job_new(ids, n, &p, &cb, c);
+    const struct job_params p = api_job_params(&c->rq, max_tokens, c);
+    int rc = api_call_job(&c->call, ids, n, &p, c->rq.chat, c->rq.enable_thinking);
     free(ids);
-    if ((c->rq.chat && !c->cs) || !c->job)
-        return oai_fail(e, 500, "server_error", "", "", "out of memory");
-    return 0;
+    return rc < 0 ? oai_fail(e, 500, "server_error", "", "", "out of memory") : 0;
 }
 
 static void run(struct ocall *c, const struct http_request *hr, struct http_response *out) {
-    if (c->rq.stream) {
-        c->out = http_stream_new();
-        if (!c->out) {
-            reply_error(out, 500, "out of memory");
-            return;
-        }
-        atomic_fetch_add(&c->refs, 2); /* the job's and the gone hook's */
-        http_stream_on_gone(c->out, ocall_on_gone, c);
-        if (scheduler_submit(c->pm->sched, c->job) < 0) {
-            atomic_fetch_sub(&c->refs, 2);
-            http_stream_discard(c->out);
-            c->out = NULL;
-            reply_error(out, 503, "the server is busy: too many requests queued");
-            return;
-        }
-        out->status = 200;
-        out->content_type = "application/x-ndjson";
-        out->stream = c->out;
+    if (c->rq.stream && api_call_stream(&c->call) < 0) {
+        reply_error(out, 500, "out of memory");
         return;
     }
-    atomic_fetch_add(&c->refs, 1); /* the job's */
-    if (scheduler_submit(c->pm->sched, c->job) < 0) {
-        atomic_fetch_sub(&c->refs, 1);
+    if (api_call_run(&c->call, hr, "application/x-ndjson", out) < 0) {
         reply_error(out, 503, "the server is busy: too many requests queued");
         return;
     }
-    pthread_mutex_lock(&c->mu);
-    while (!c->done) {
-        struct timespec until = clock_deadline_ms(100);
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
-            job_cancel(c->job);
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (c->sum.rc < 0) {
-        reply_error(out, 500, "generation failed: %s", strerror(-c->sum.rc));
+    if (c->rq.stream)
+        return;
+    if (c->call.sum.rc < 0) {
+        reply_error(out, 500, "generation failed: %s", strerror(-c->call.sum.rc));
         return;
     }
     json_t *calls = json_array_size(c->calls) ? json_deep_copy(c->calls) : NULL;
     reply_obj(out, reply_json(c, 0, c->content.n, 0, c->thinking.n, calls,
-                              strcmp(c->sum.finish_reason, "length") == 0 ? "length" : "stop"));
+                              strcmp(c->call.sum.finish_reason, "length") == 0 ? "length"
+                                                                               : "stop"));
 }
 
 static void handle_generate(struct api *a, const struct http_request *hr, bool chat,
@@ -750,11 +662,8 @@ static void handle_generate(struct api *a, const struct http_request *hr, bool c
         reply_error(out, 500, "out of memory");
         return;
     }
-    c->api = a;
+    api_call_init(&c->call, a, &ocall_ops, c);
     c->chat = chat;
-    atomic_init(&c->refs, 1);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
     c->start_s = clock_now_s();
     c->calls = json_array();
     char model[POOL_ID_MAX];
@@ -762,17 +671,17 @@ static void handle_generate(struct api *a, const struct http_request *hr, bool c
     size_t n = strlen(model);
     if (n > 7 && strcmp(model + n - 7, ":latest") == 0)
         model[n - 7] = '\0';
-    if (!c->calls || !(c->pm = api_model(a, model, &e))) {
+    if (!c->calls || !(c->call.pm = api_model(a, model, &e))) {
         if (!e.status)
             oai_fail(&e, 500, "server_error", "", "", "out of memory");
         reply_oai(out, &e);
     } else if (!chat && (!field(body, "prompt") || (json_is_string(field(body, "prompt")) &&
                                                      !json_string_length(field(body, "prompt"))))) {
         /* no prompt: Ollama's way to load a model; it is loaded now */
-        reply_obj(out, json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", c->pm->id, "created_at",
+        reply_obj(out, json_pack("{s:s,s:s,s:s,s:b,s:s}", "model", c->call.pm->id, "created_at",
                                  "1970-01-01T00:00:00Z", "response", "", "done", 1, "done_reason",
                                  "load"));
-    } else if (parse_request(body, chat, c->pm->family, &c->rq, err, sizeof(err)) < 0) {
+    } else if (parse_request(body, chat, c->call.pm->family, &c->rq, err, sizeof(err)) < 0) {
         reply_error(out, 400, "%s", err);
     } else if (make_job(c, &e) < 0) {
         reply_oai(out, &e);
@@ -780,7 +689,7 @@ static void handle_generate(struct api *a, const struct http_request *hr, bool c
         run(c, hr, out);
     }
     json_decref(body);
-    ocall_unref(c);
+    api_call_unref(&c->call);
 }
 
 /* ---- routing --------------------------------------------------------------------------------- */
@@ -803,7 +712,7 @@ void api_ollama_route(struct api *a, const struct http_request *rq, struct http_
     } else if (!strcmp(p, "/api/embed") || !strcmp(p, "/api/embeddings")) {
         reply_error(out, 400, "embeddings are not supported: sniperd's models are generative "
                               "(no embedding model is served)");
-    } else if (in_list(p, refused) || !strncmp(p, "/api/blobs/", 11)) {
+    } else if (oai_in_list(p, refused) || !strncmp(p, "/api/blobs/", 11)) {
         reply_error(out, 400, "not supported: sniperd does not manage models; put GGUF files in "
                               "--models-dir (or serve one with -m)");
     } else if (!strcmp(p, "/api/version") || !strcmp(p, "/api/tags") || !strcmp(p, "/api/ps") ||

@@ -19,7 +19,6 @@
 #include <time.h>
 
 #include "api_internal.h"
-#include "clock.h"
 #include "jsonw.h"
 #include "response_store.h"
 #include "strbuf.h"
@@ -89,13 +88,6 @@ static int bad_type(struct oai_error *e, const char *param, const char *want) {
     return oai_fail(e, 400, INVALID, param, "invalid_type", "'%s' must be %s", param, want);
 }
 
-static bool in_list(const char *key, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(key, *list) == 0)
-            return true;
-    return false;
-}
-
 /* Every key of obj is known; another is refused with its name (prefix + key). */
 static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix,
                       const char *const *known) {
@@ -103,7 +95,7 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
     json_t *v;
     char param[64];
     json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known))
+        if (oai_in_list(key, known))
             continue;
         snprintf(param, sizeof(param), "%s%.40s", prefix, key);
         return oai_fail(e, 400, INVALID, param, "unknown_parameter", "unknown parameter: '%s'",
@@ -246,17 +238,6 @@ static int check_metadata(struct oai_error *e, const json_t *body) {
     return 0;
 }
 
-static bool valid_function_name(const char *s) {
-    size_t n = strlen(s);
-    if (n == 0 || n > 64)
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              *s == '_' || *s == '-'))
-            return false;
-    return true;
-}
-
 /* tools: function tools only, re-shaped as chat tools ({"type","function":{...}}) into rq. */
 static int parse_tools(struct oai_error *e, const json_t *body, struct oai_request *rq) {
     static const char *const keys[] = {"type", "name", "description", "parameters", "strict",
@@ -292,7 +273,7 @@ static int parse_tools(struct oai_error *e, const json_t *body, struct oai_reque
         snprintf(param, sizeof(param), "tools[%zu].", j);
         const char *name = json_string_value(json_object_get(t, "name"));
         const json_t *params = field(t, "parameters"), *desc = field(t, "description");
-        if (check_keys(e, t, param, keys) < 0 || !name || !valid_function_name(name) ||
+        if (check_keys(e, t, param, keys) < 0 || !name || !oai_valid_name(name, 64) ||
             (params && !json_is_object(params)) || (desc && !json_is_string(desc))) {
             json_decref(chat);
             if (e->status)
@@ -434,10 +415,10 @@ static int parse_reasoning(struct oai_error *e, const json_t *body, struct rreq 
     if (get_string(e, v, "effort", &effort) < 0 || get_string(e, v, "summary", &summary) < 0 ||
         get_string(e, v, "generate_summary", &gen) < 0)
         return -1;
-    if (effort && !in_list(effort, efforts))
+    if (effort && !oai_in_list(effort, efforts))
         return oai_fail(e, 400, INVALID, "reasoning.effort", "invalid_value",
                         "'reasoning.effort' must be none, minimal, low, medium or high");
-    if ((summary && !in_list(summary, summaries)) || (gen && !in_list(gen, summaries)))
+    if ((summary && !oai_in_list(summary, summaries)) || (gen && !oai_in_list(gen, summaries)))
         return oai_fail(e, 400, INVALID, "reasoning.summary", "invalid_value",
                         "'reasoning.summary' must be auto, concise or detailed");
     r->effort = effort;
@@ -563,7 +544,7 @@ static int item_text(struct conv *cv, const json_t *content, const char *param,
             const json_t *text = json_object_get(part, "text");
             if (type && strcmp(type, "refusal") == 0)
                 text = json_object_get(part, "refusal");
-            if (type && !in_list(type, types) && strcmp(type, "refusal") != 0) {
+            if (type && !oai_in_list(type, types) && strcmp(type, "refusal") != 0) {
                 free(b.p);
                 return oai_fail(cv->e, 400, INVALID, param, "unsupported_value",
                                 "content part type '%.64s' in '%s[%zu]' is not supported "
@@ -597,7 +578,7 @@ static int conv_message(struct conv *cv, const json_t *it, const char *path) {
     if (check_keys(cv->e, it, param, keys) < 0)
         return -1;
     snprintf(param, sizeof(param), "%s.role", path);
-    if (!role || !(in_list(role, (const char *const[]){"user", "assistant", "system",
+    if (!role || !(oai_in_list(role, (const char *const[]){"user", "assistant", "system",
                                                         "developer", NULL})))
         return oai_fail(cv->e, 400, INVALID, param, "invalid_value",
                         "'%s' must be user, assistant, system or developer", param);
@@ -843,16 +824,10 @@ static int parse_request(struct oai_error *e, const struct http_request *hr, enu
 enum item_kind { ITEM_NONE, ITEM_MESSAGE, ITEM_REASONING, ITEM_CALL };
 
 struct rcall {
-    struct api *api;
-    struct pool_model *pm;     /* held until the last reference goes */
-    atomic_int refs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    struct api_call call;      /* the job, its model and reply; call.cs is NULL for a forced
+                                * call (all its text is arguments) */
     struct rreq r;
     struct oai_request rq;
-    struct job *job;
-    struct http_stream *out;   /* streaming: the reply's body */
-    struct chat_stream *cs;    /* the output splitter (NULL for a forced call: all arguments) */
     char id[48];
     int64_t created;
     int64_t seq;               /* the next event's sequence_number */
@@ -865,8 +840,6 @@ struct rcall {
     int n_items, n_calls;
     int32_t reasoning_tokens;
     bool token_reasoned;       /* the token being split gave reasoning */
-    bool done;
-    struct job_summary sum;
     char *response;            /* the final response object (JSON), once done */
 };
 
@@ -875,28 +848,15 @@ static void rreq_release(struct rreq *r) {
     json_decref(r->items);
 }
 
-static void rcall_unref(struct rcall *c) {
-    if (atomic_fetch_sub(&c->refs, 1) != 1)
-        return;
-    if (c->job)
-        job_release(c->job);
-    if (c->pm)
-        pool_release(c->api->pool, c->pm);
-    chat_stream_free(c->cs);
+/* The route's state, once the runner released its parts (api_call_ops.free). */
+static void rcall_free(void *ctx) {
+    struct rcall *c = ctx;
     oai_request_free(&c->rq);
     rreq_release(&c->r);
     json_decref(c->output);
     free(c->text.p);
     free(c->response);
-    pthread_mutex_destroy(&c->mu);
-    pthread_cond_destroy(&c->cv);
     free(c);
-}
-
-static void rcall_on_gone(void *ctx) {
-    struct rcall *c = ctx;
-    job_cancel(c->job);
-    rcall_unref(c);
 }
 
 /* Sends one event: ev gets "type" and "sequence_number" first (ev is consumed). */
@@ -910,15 +870,8 @@ static void emit(struct rcall *c, const char *type, json_t *ev) {
     json_decref(ev);
     char *s = jsonw_dumps(o, JSONW_COMPACT);
     json_decref(o);
-    struct strbuf f = {0};
-    strbuf_puts(&f, "event: ");
-    strbuf_puts(&f, type);
-    strbuf_puts(&f, "\ndata: ");
-    strbuf_puts(&f, s ? s : "{}");
-    strbuf_puts(&f, "\n\n");
-    if (s && !f.oom)
-        http_stream_write(c->out, f.p, f.n);
-    free(f.p);
+    if (s)
+        api_call_send(&c->call, type, s);
     free(s);
 }
 
@@ -955,7 +908,7 @@ static void item_open(struct rcall *c, enum item_kind kind, const char *name) {
     c->sent = 0;
     snprintf(c->call_name, sizeof(c->call_name), "%s", name ? name : "");
     snprintf(c->item_id, sizeof(c->item_id), "%s_%s_%d", prefix[kind], c->id + 5, c->n_items++);
-    if (!c->out)
+    if (!c->call.out)
         return;
     json_t *item = item_json(c, "in_progress");
     if (item && kind == ITEM_MESSAGE)
@@ -983,7 +936,7 @@ static void item_open(struct rcall *c, enum item_kind kind, const char *name) {
 
 /* Streams the text not sent yet, up to end (a UTF-8 sequence is never split). */
 static void item_stream(struct rcall *c, size_t end) {
-    if (!c->out || end <= c->sent)
+    if (!c->call.out || end <= c->sent)
         return;
     int idx = c->n_items - 1;
     json_t *d = jstr(c->text.p + c->sent, end - c->sent);
@@ -1024,7 +977,7 @@ static void item_close(struct rcall *c, const char *status) {
         text = json_object_get(json_array_get(json_object_get(item, "content"), 0), "text");
     if (c->open == ITEM_REASONING)
         text = json_object_get(json_array_get(json_object_get(item, "content"), 0), "text");
-    if (c->out && item && c->open == ITEM_MESSAGE) {
+    if (c->call.out && item && c->open == ITEM_MESSAGE) {
         emit(c, "response.output_text.done",
              json_pack("{s:s,s:i,s:i,s:O,s:[]}", "item_id", c->item_id, "output_index", idx,
                        "content_index", 0, "text", text, "logprobs"));
@@ -1032,7 +985,7 @@ static void item_close(struct rcall *c, const char *status) {
              json_pack("{s:s,s:i,s:i,s:O}", "item_id", c->item_id, "output_index", idx,
                        "content_index", 0, "part",
                        json_array_get(json_object_get(item, "content"), 0)));
-    } else if (c->out && item && c->open == ITEM_REASONING) {
+    } else if (c->call.out && item && c->open == ITEM_REASONING) {
         emit(c, "response.reasoning_text.done",
              json_pack("{s:s,s:i,s:i,s:O}", "item_id", c->item_id, "output_index", idx,
                        "content_index", 0, "text", text));
@@ -1048,16 +1001,16 @@ static void item_close(struct rcall *c, const char *status) {
                            idx, "summary_index", 0, "part", "type", "summary_text", "text",
                            text));
         }
-    } else if (c->out && item) {
+    } else if (c->call.out && item) {
         emit(c, "response.function_call_arguments.done",
              json_pack("{s:s,s:i,s:s,s:O}", "item_id", c->item_id, "output_index", idx, "name",
                        c->call_name, "arguments", text));
     }
-    if (c->out && item)
+    if (c->call.out && item)
         emit(c, "response.output_item.done",
              json_pack("{s:i,s:O}", "output_index", idx, "item", item));
     if (!item || json_array_append_new(c->output, item) < 0)
-        c->sum.rc = c->sum.rc ? c->sum.rc : -ENOMEM;
+        c->call.sum.rc = c->call.sum.rc ? c->call.sum.rc : -ENOMEM;
     c->open = ITEM_NONE;
 }
 
@@ -1089,7 +1042,7 @@ static void on_event(void *ctx, const struct chat_event *ev) {
 
 static void on_text(void *ctx, const char *text, size_t len, const struct job_token *tok) {
     struct rcall *c = ctx;
-    if (!c->cs) { /* a forced call: all the text is its arguments, from the object's brace */
+    if (!c->call.cs) { /* a forced call: all the text is its arguments, from the object's brace */
         if (c->open == ITEM_NONE)
             item_open(c, ITEM_CALL, c->r.forced);
         size_t skip = c->text.n ? 0 : strspn(text, " \t\r\n");
@@ -1098,7 +1051,7 @@ static void on_text(void *ctx, const char *text, size_t len, const struct job_to
         return;
     }
     c->token_reasoned = false;
-    chat_stream_feed(c->cs, text, len, on_event, c);
+    api_call_feed(&c->call, text, len);
     if (tok && c->token_reasoned)
         c->reasoning_tokens++;
 }
@@ -1123,7 +1076,7 @@ static json_t *response_json(struct rcall *c, const char *status, const char *er
             ? json_pack("{s:s}", "reason", "max_output_tokens") : json_null(), &ok);
     put(o, "instructions", echo(b, "instructions"), &ok);
     put(o, "max_output_tokens", echo(b, "max_output_tokens"), &ok);
-    put(o, "model", jstr0(c->pm->id), &ok);
+    put(o, "model", jstr0(c->call.pm->id), &ok);
     put(o, "output", json_deep_copy(c->output), &ok);
     put(o, "parallel_tool_calls", json_boolean(c->r.parallel_calls), &ok);
     put(o, "previous_response_id", echo(b, "previous_response_id"), &ok);
@@ -1147,7 +1100,7 @@ static json_t *response_json(struct rcall *c, const char *status, const char *er
     if (strcmp(status, "in_progress") == 0) {
         put(o, "usage", json_null(), &ok);
     } else {
-        const struct job_summary *s = &c->sum;
+        const struct job_summary *s = &c->call.sum;
         put(o, "usage",
             json_pack("{s:i,s:{s:i},s:i,s:{s:i},s:i}", "input_tokens", s->prompt_tokens,
                       "input_tokens_details", "cached_tokens", s->cached_tokens, "output_tokens",
@@ -1177,41 +1130,34 @@ static void keep(struct rcall *c) {
 
 static void on_done(void *ctx, const struct job_summary *s) {
     struct rcall *c = ctx;
-    if (c->cs)
-        chat_stream_finish(c->cs, on_event, c);
-    if (!c->cs && c->open == ITEM_NONE && s->rc == 0)
+    api_call_finish(&c->call);
+    if (!c->call.cs && c->open == ITEM_NONE && s->rc == 0)
         item_open(c, ITEM_CALL, c->r.forced);
-    pthread_mutex_lock(&c->mu);
-    int rc = c->sum.rc;
-    c->sum = *s;
-    if (!c->sum.rc)
-        c->sum.rc = rc;
-    pthread_mutex_unlock(&c->mu);
+    int rc = c->call.sum.rc; /* item_close's -ENOMEM, kept */
+    c->call.sum = *s;
+    if (!c->call.sum.rc)
+        c->call.sum.rc = rc;
     bool length = strcmp(s->finish_reason, "length") == 0;
     item_close(c, length ? "incomplete" : "completed");
-    const char *status = c->sum.rc < 0 ? "failed" : length ? "incomplete" : "completed";
+    const char *status = c->call.sum.rc < 0 ? "failed" : length ? "incomplete" : "completed";
     char err[128] = "";
-    if (c->sum.rc < 0)
-        snprintf(err, sizeof(err), "generation failed: %s", strerror(-c->sum.rc));
+    if (c->call.sum.rc < 0)
+        snprintf(err, sizeof(err), "generation failed: %s", strerror(-c->call.sum.rc));
     json_t *resp = response_json(c, status, err[0] ? err : NULL);
     c->response = resp ? jsonw_dumps(resp, JSONW_COMPACT) : NULL;
     bool cancelled = strcmp(s->finish_reason, "cancelled") == 0;
-    if (c->response && c->r.store && !cancelled && c->sum.rc == 0)
+    if (c->response && c->r.store && !cancelled && c->call.sum.rc == 0)
         keep(c);
-    if (c->out) {
+    if (c->call.out) {
         if (!cancelled)
-            emit(c, c->sum.rc < 0 ? "response.failed" : length ? "response.incomplete"
+            emit(c, c->call.sum.rc < 0 ? "response.failed" : length ? "response.incomplete"
                                                                : "response.completed",
                  resp ? json_pack("{s:O}", "response", resp) : NULL);
-        http_stream_close(c->out);
     }
     json_decref(resp);
-    pthread_mutex_lock(&c->mu);
-    c->done = true;
-    pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->mu);
-    rcall_unref(c);
 }
+
+static const struct api_call_ops rcall_ops = {NULL, on_text, on_event, on_done, rcall_free};
 
 /* The text that starts a forced call of fn in family fam's output (after the generation
  * prompt), or NULL when the family has no JSON call syntax to force. */
@@ -1227,19 +1173,19 @@ static char *forced_prefix(enum chat_family fam, const char *fn) {
 
 /* The prompt's ids: the rendered conversation, then a forced call's opening. */
 static int32_t *prompt(struct rcall *c, size_t *n, struct oai_error *e) {
-    int32_t *ids = api_prompt_ids(c->pm, &c->rq, n, e);
+    int32_t *ids = api_prompt_ids(c->call.pm, &c->rq, n, e);
     if (!ids || !c->r.forced)
         return ids;
-    char *pre = forced_prefix(c->pm->family, c->r.forced);
+    char *pre = forced_prefix(c->call.pm->family, c->r.forced);
     if (!pre) {
         free(ids);
         oai_fail(e, 400, INVALID, "tool_choice", "unsupported_value",
                  "forcing a tool call is not supported with this model's chat template (%s)",
-                 chat_family_name(c->pm->family));
+                 chat_family_name(c->call.pm->family));
         return NULL;
     }
     size_t m = 0;
-    int32_t *more = tokenizer_encode(c->pm->tk, pre, strlen(pre), true, &m);
+    int32_t *more = tokenizer_encode(c->call.pm->tk, pre, strlen(pre), true, &m);
     int32_t *all = more ? realloc(ids, (*n + m) * sizeof(*ids)) : NULL;
     free(pre);
     if (!all) {
@@ -1260,76 +1206,46 @@ static int make_job(struct rcall *c, struct oai_error *e) {
     int32_t *ids = prompt(c, &n, e);
     if (!ids)
         return -1;
-    const int32_t n_ctx = c->pm->n_ctx;
-    int32_t max_tokens = c->rq.max_tokens > 0 ? c->rq.max_tokens : n_ctx - (int32_t)n;
-    if ((int64_t)n + max_tokens > n_ctx || max_tokens <= 0) {
+    int32_t max_tokens = 0;
+    if (api_max_tokens(c->call.pm, n, c->rq.max_tokens, &max_tokens) < 0) {
         free(ids);
         return oai_fail(e, 400, INVALID, "input", "context_length_exceeded",
                         "this model's context is %d tokens; the input takes %zu and "
-                        "max_output_tokens asks for %d more", n_ctx, n,
-                        max_tokens > 0 ? max_tokens : 0);
+                        "max_output_tokens asks for %d more", c->call.pm->n_ctx, n,
+                        c->rq.max_tokens > 0 ? c->rq.max_tokens : 0);
     }
+    /* the sampler's defaults but for temperature, top_p and the seed (not the OpenAI route's) */
     struct job_params p = {.max_tokens = max_tokens,
                            .json_object = c->rq.json_object || c->r.forced};
     p.sp = sampler_params_default();
     p.sp.temp = c->rq.temperature;
     p.sp.top_p = c->rq.top_p;
     p.sp.seed = c->rq.has_seed ? c->rq.seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)c;
-    const enum chat_family fam = c->pm->family;
-    if (!c->r.forced)
-        c->cs = chat_stream_new(fam, fam == CHAT_QWEN35 && c->rq.enable_thinking);
-    const struct job_callbacks cb = {NULL, on_text, on_done};
-    c->job = job_new(ids, n, &p, &cb, c);
+    int rc = api_call_job(&c->call, ids, n, &p, !c->r.forced, c->rq.enable_thinking);
     free(ids);
-    if ((!c->r.forced && !c->cs) || !c->job)
-        return oai_fail(e, 500, "server_error", "", "", "out of memory");
-    return 0;
+    return rc < 0 ? oai_fail(e, 500, "server_error", "", "", "out of memory") : 0;
 }
 
-/* Streams the reply: created and in_progress now, the rest from the engine thread. */
-static void run_streamed(struct rcall *c, struct http_response *out) {
-    c->out = http_stream_new();
-    if (!c->out) {
-        api_reply_fail(out, 500, "server_error", "", "", "out of memory");
-        return;
+/* Runs the job: streamed (created and in_progress now, the rest from the engine's thread), or
+ * waited for whole; a client that hangs up meanwhile cancels it. */
+static void run(struct rcall *c, const struct http_request *hr, struct http_response *out) {
+    if (c->rq.stream) {
+        if (api_call_stream(&c->call) < 0) {
+            api_reply_fail(out, 500, "server_error", "", "", "out of memory");
+            return;
+        }
+        json_t *resp = response_json(c, "in_progress", NULL);
+        emit(c, "response.created", resp ? json_pack("{s:O}", "response", resp) : NULL);
+        emit(c, "response.in_progress", resp ? json_pack("{s:O}", "response", resp) : NULL);
+        json_decref(resp);
     }
-    json_t *resp = response_json(c, "in_progress", NULL);
-    emit(c, "response.created", resp ? json_pack("{s:O}", "response", resp) : NULL);
-    emit(c, "response.in_progress", resp ? json_pack("{s:O}", "response", resp) : NULL);
-    json_decref(resp);
-    atomic_fetch_add(&c->refs, 2); /* the job's and the gone hook's */
-    http_stream_on_gone(c->out, rcall_on_gone, c);
-    if (scheduler_submit(c->pm->sched, c->job) < 0) {
-        atomic_fetch_sub(&c->refs, 2);
-        http_stream_discard(c->out);
-        c->out = NULL;
+    if (api_call_run(&c->call, hr, "text/event-stream", out) < 0)
         api_reply_fail(out, 503, "server_error", "", "queue_full",
                        "the server is busy: too many requests queued; try again shortly");
+    else if (c->rq.stream)
         return;
-    }
-    out->status = 200;
-    out->content_type = "text/event-stream";
-    out->stream = c->out;
-}
-
-/* Waits for the whole reply; a client that hangs up meanwhile cancels it. */
-static void run_whole(struct rcall *c, const struct http_request *hr, struct http_response *out) {
-    atomic_fetch_add(&c->refs, 1); /* the job's */
-    if (scheduler_submit(c->pm->sched, c->job) < 0) {
-        atomic_fetch_sub(&c->refs, 1);
-        api_reply_fail(out, 503, "server_error", "", "queue_full",
-                       "the server is busy: too many requests queued; try again shortly");
-        return;
-    }
-    pthread_mutex_lock(&c->mu);
-    while (!c->done) {
-        struct timespec until = clock_deadline_ms(100);
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && !c->done && http_peer_gone(hr))
-            job_cancel(c->job);
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (c->sum.rc < 0)
-        api_reply_fail(out, 500, "server_error", "", "", strerror(-c->sum.rc));
+    else if (c->call.sum.rc < 0)
+        api_reply_fail(out, 500, "server_error", "", "", strerror(-c->call.sum.rc));
     else if (!c->response)
         api_reply_fail(out, 500, "server_error", "", "", "out of memory");
     else
@@ -1344,10 +1260,7 @@ static void handle_create(struct api *a, const struct http_request *hr,
         api_reply_fail(out, 500, "server_error", "", "", "out of memory");
         return;
     }
-    c->api = a;
-    atomic_init(&c->refs, 1);
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_cond_init(&c->cv, NULL);
+    api_call_init(&c->call, a, &rcall_ops, c);
     c->created = (int64_t)time(NULL);
     snprintf(c->id, sizeof(c->id), "resp_%016" PRIxFAST64 "%08x",
              atomic_fetch_add(&a->next_id, 1) ^ ((uint_fast64_t)c->created << 20),
@@ -1356,19 +1269,17 @@ static void handle_create(struct api *a, const struct http_request *hr,
     /* the model first: its template decides what reasoning and forced calls become */
     json_t *probe = json_loadb(hr->body, hr->body_len, 0, NULL);
     const char *model = json_string_value(json_object_get(probe, "model"));
-    c->pm = c->output ? api_model(a, model, &e) : NULL;
+    c->call.pm = c->output ? api_model(a, model, &e) : NULL;
     json_decref(probe);
-    if (!c->pm || parse_request(&e, hr, c->pm->family, &c->r, &c->rq) < 0 ||
+    if (!c->call.pm || parse_request(&e, hr, c->call.pm->family, &c->r, &c->rq) < 0 ||
         make_job(c, &e) < 0) {
         if (!e.status)
             oai_fail(&e, 500, "server_error", "", "", "out of memory");
         api_reply_error(out, &e);
-    } else if (c->rq.stream) {
-        run_streamed(c, out);
     } else {
-        run_whole(c, hr, out);
+        run(c, hr, out);
     }
-    rcall_unref(c);
+    api_call_unref(&c->call);
 }
 
 /* ---- stored responses ------------------------------------------------------------------------ */

@@ -6,6 +6,7 @@
  * string sent back is valid UTF-8 (invalid bytes become U+FFFD). */
 #include "openai.h"
 #include "jsonw.h"
+#include "utf8.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -30,7 +31,8 @@ int oai_fail(struct oai_error *e, int status, const char *type, const char *para
     return -1;
 }
 
-static json_t *jstr(const char *s, size_t n);
+/* A JSON string of s[0..n), invalid UTF-8 as U+FFFD (utf8.h); NULL on no memory. */
+static json_t *jstr(const char *s, size_t n) { return utf8_json_string(s, n); }
 
 /* A JSON string, or JSON null for "". */
 static json_t *str_or_null(const char *s) { return s && *s ? jstr(s, strlen(s)) : json_null(); }
@@ -122,7 +124,7 @@ static int get_int(struct parser *p, const char *key, json_int_t lo, json_int_t 
     return 0;
 }
 
-static bool in_list(const char *key, const char *const *list) {
+bool oai_in_list(const char *key, const char *const *list) {
     for (; *list; list++)
         if (strcmp(key, *list) == 0)
             return true;
@@ -155,10 +157,10 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
     json_t *v;
     char param[64];
     json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known))
+        if (oai_in_list(key, known))
             continue;
         pathf(param, sizeof(param), "%s%s", prefix, key);
-        if (in_list(key, UNSUPPORTED)) {
+        if (oai_in_list(key, UNSUPPORTED)) {
             if (json_is_null(v))
                 continue;
             return oai_fail(e, 400, INVALID, param, "unsupported_parameter",
@@ -448,9 +450,9 @@ static int parse_messages(struct parser *p) {
  * Tools
  * ------------------------------------------------------------------------------------------- */
 
-static bool valid_function_name(const char *s) {
+bool oai_valid_name(const char *s, size_t max) {
     size_t n = strlen(s);
-    if (n == 0 || n > 64)
+    if (n == 0 || n > max)
         return false;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -483,7 +485,7 @@ static int check_tool(struct parser *p, const json_t *t, size_t j) {
         return -1;
     const char *name = json_string_value(json_object_get(fn, "name"));
     pathf(param, sizeof(param), "tools[%zu].function.name", j);
-    if (!name || !valid_function_name(name))
+    if (!name || !oai_valid_name(name, 64))
         return oai_fail(p->e, 400, INVALID, param, "invalid_value",
                         "'%s' must be 1-64 characters of a-z, A-Z, 0-9, _ and -", param);
     const json_t *v = json_object_get(fn, "description");
@@ -927,46 +929,6 @@ void oai_request_free(struct oai_request *r) {
 /* ---------------------------------------------------------------------------------------------
  * Bodies sent back
  * ------------------------------------------------------------------------------------------- */
-
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || len > n)
-        return 0;
-    unsigned cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    static const unsigned min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
-
-/* A JSON string of s[0..n) with each invalid UTF-8 byte replaced by U+FFFD; NULL on no memory. */
-static json_t *jstr(const char *s, size_t n) {
-    char *fixed = malloc(n * 3 + 1);
-    size_t o = 0;
-    if (!fixed)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const unsigned char *)s + i, n - i);
-        if (k) {
-            memcpy(fixed + o, s + i, k);
-            o += k, i += k;
-        } else {
-            memcpy(fixed + o, "\xef\xbf\xbd", 3);
-            o += 3, i++;
-        }
-    }
-    json_t *v = json_stringn_nocheck(fixed, o);
-    free(fixed);
-    return v;
-}
 
 static json_t *jstr0(const char *s) { return s ? jstr(s, strlen(s)) : json_null(); }
 

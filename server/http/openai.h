@@ -39,6 +39,12 @@ struct oai_error {
     char message[512];
 };
 
+/* True when key is one of list's strings (list ends with NULL). */
+bool oai_in_list(const char *key, const char *const *list);
+
+/* True when s is a function (tool) name: 1 to max characters of a-z, A-Z, 0-9, _ and -. */
+bool oai_valid_name(const char *s, size_t max);
+
 /* Fills e (message printf-style). Returns -1, so callers can `return oai_fail(...)`. */
 int oai_fail(struct oai_error *e, int status, const char *type, const char *param,
              const char *code, const char *fmt, ...) __attribute__((format(printf, 6, 7)));

@@ -1,8 +1,8 @@
 """http_daemon.py - the real sniperd for tests: started on a free port with a model, waited for
 until /health answers, driven with JSON requests and SSE streams, its memory read from /proc,
 stopped with SIGTERM (Checks.stopped: and its exit status checked). Shared by the daemon's
-end-to-end scripts (tests/http, contexts, hybrid, parallel, models, scaling). Standard library
-only."""
+end-to-end scripts (tests/http, contexts, hybrid, parallel, models, scaling, messages, responses,
+ollama, tokenize). Standard library only."""
 import http.client
 import json
 import os
@@ -118,6 +118,23 @@ class Daemon:
         except OSError:
             pass
         return None
+
+    def events(self, path, body, headers=None, timeout=60):
+        """POSTs body to path; returns (status, [(event name, parsed data)]) of the named SSE
+        events the reply holds (the Responses and Messages APIs' streams)."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        c.request("POST", path, body=json.dumps(body).encode(), headers=h)
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        out = []
+        for block in text.split("\n\n"):
+            lines = block.split("\n")
+            if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
+                out.append((lines[0][7:], json.loads(lines[1][6:])))
+        return r.status, out
 
     def stop(self):
         if self.p.poll() is None:

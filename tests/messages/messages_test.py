@@ -8,7 +8,6 @@ hostile requests (every one a 4xx in Anthropic's error shape, the daemon still s
 
 Prints "ok NAME" / "FAIL NAME: why" and ends with "N passed, N failed, N skipped". Standard
 library only."""
-import http.client
 import json
 import os
 import random
@@ -33,18 +32,7 @@ def anthropic_error(st, body, etype="invalid_request_error"):
 
 def events(d, body, headers=H):
     """POSTs a streaming request; returns (status, [(event, data)])."""
-    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=120)
-    c.request("POST", "/v1/messages", body=json.dumps(dict(body, stream=True)).encode(),
-              headers=dict({"Content-Type": "application/json"}, **headers))
-    r = c.getresponse()
-    text = r.read().decode("utf-8", "replace")
-    c.close()
-    out = []
-    for block in text.split("\n\n"):
-        lines = block.split("\n")
-        if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
-            out.append((lines[0][7:], json.loads(lines[1][6:])))
-    return r.status, out
+    return d.events("/v1/messages", dict(body, stream=True), headers, timeout=120)
 
 
 def assemble(evs):

@@ -7,7 +7,6 @@ requests (each a 4xx in OpenAI's error shape, never a 5xx; the daemon still serv
     tests/responses/responses_test.py BUILD_DIR TMP_DIR
 
 Prints "ok NAME" / "FAIL NAME: why" and "N passed, N failed, N skipped". Standard library only."""
-import http.client
 import json
 import os
 import sys
@@ -24,18 +23,7 @@ TOOLS = [{"type": "function", "name": "get_weather", "description": "the weather
 
 def events(d, body):
     """POSTs a streaming request: (status, [(event name, data)])."""
-    c = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
-    c.request("POST", "/v1/responses", body=json.dumps(body).encode(),
-              headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    text = r.read().decode("utf-8", "replace")
-    c.close()
-    out = []
-    for block in text.split("\n\n"):
-        lines = block.split("\n")
-        if len(lines) == 2 and lines[0].startswith("event: ") and lines[1].startswith("data: "):
-            out.append((lines[0][7:], json.loads(lines[1][6:])))
-    return r.status, out
+    return d.events("/v1/responses", body)
 
 
 def text_of(resp):
