@@ -91,17 +91,7 @@ static int bad_type(struct oai_error *e, const char *param, const char *want) {
 /* Every key of obj is known; another is refused with its name (prefix + key). */
 static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix,
                       const char *const *known) {
-    const char *key;
-    json_t *v;
-    char param[64];
-    json_object_foreach((json_t *)obj, key, v) {
-        if (oai_in_list(key, known))
-            continue;
-        snprintf(param, sizeof(param), "%s%.40s", prefix, key);
-        return oai_fail(e, 400, INVALID, param, "unknown_parameter", "unknown parameter: '%s'",
-                        param);
-    }
-    return 0;
+    return oai_check_keys(e, obj, prefix, known, NULL);
 }
 
 /* obj[key] when present and not null, else NULL. */

@@ -149,10 +149,8 @@ static const char *const COMPLETION_KEYS[] = {
     "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty", "seed", "stop", "logprobs",
     "n", "user", "echo", "best_of", "suffix", NULL};
 
-/* Every key of obj is in known; one in UNSUPPORTED (not null) or unknown is refused with its name
- * (prefix + key as param). */
-static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix,
-                      const char *const *known) {
+int oai_check_keys(struct oai_error *e, const json_t *obj, const char *prefix,
+                   const char *const *known, const char *const *unsupported) {
     const char *key;
     json_t *v;
     char param[64];
@@ -160,7 +158,7 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
         if (oai_in_list(key, known))
             continue;
         pathf(param, sizeof(param), "%s%s", prefix, key);
-        if (oai_in_list(key, UNSUPPORTED)) {
+        if (unsupported && oai_in_list(key, unsupported)) {
             if (json_is_null(v))
                 continue;
             return oai_fail(e, 400, INVALID, param, "unsupported_parameter",
@@ -170,6 +168,12 @@ static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix
                         param);
     }
     return 0;
+}
+
+/* oai_check_keys with this API's UNSUPPORTED list. */
+static int check_keys(struct oai_error *e, const json_t *obj, const char *prefix,
+                      const char *const *known) {
+    return oai_check_keys(e, obj, prefix, known, UNSUPPORTED);
 }
 
 static char *dup_checked(struct oai_error *e, const char *s) {

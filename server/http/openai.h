@@ -42,6 +42,12 @@ struct oai_error {
 /* True when key is one of list's strings (list ends with NULL). */
 bool oai_in_list(const char *key, const char *const *list);
 
+/* Every key of obj is in known; one in unsupported (may be NULL; a null value passes) or unknown
+ * is refused in e with its name (prefix + key as param). Returns 0, or oai_fail's -1. */
+struct json_t;
+int oai_check_keys(struct oai_error *e, const struct json_t *obj, const char *prefix,
+                   const char *const *known, const char *const *unsupported);
+
 /* True when s is a function (tool) name: 1 to max characters of a-z, A-Z, 0-9, _ and -. */
 bool oai_valid_name(const char *s, size_t max);
 
