@@ -895,10 +895,7 @@ out:
 
 static void test_kv_room(void) { check_kv_room(moe_model(), 20, PEAK_SLACK); }
 /* a cache smaller than one token's lookups evicts by LIRS, its LIR set resized with the cache */
-/* 24 layers: the long prompt's peak grew by 1.6 MiB over the room's spare in 2 of 11 runs with the
- * code right (not yet traced: outside the cache and the KV), so this case allows 2 MiB; the
- * frecency case above keeps the tight bound that catches a step writing before the shrink. */
-static void test_kv_room_lirs(void) { check_kv_room(deep_moe_model(), 4, (int64_t)2 << 20); }
+static void test_kv_room_lirs(void) { check_kv_room(deep_moe_model(), 4, PEAK_SLACK); }
 
 static const struct test_case cases[] = {
     {"streaming_is_exact", test_streaming_is_exact},

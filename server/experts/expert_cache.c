@@ -96,6 +96,21 @@ size_t expert_cache_slot_bytes(const struct model *m) {
 
 /* ---- creation and size ----------------------------------------------------------------------- */
 
+#define EC_HUGE_PAGE ((uintptr_t)2 << 20)
+
+/* Huge pages for the whole 2 MiB ranges below the end of n_active slots, none past it. khugepaged
+ * collapses a range that has a single page present (max_ptes_none 511 by default), so the range
+ * around the end, its retired slots given back, would be filled again behind the cache's back:
+ * up to 2 MiB past the budget (seen: the peak resident set 1.1-1.7 MiB over in 1 of 20 runs). */
+static void ec_advise_huge(struct expert_cache *c, int32_t n_active) {
+    const uintptr_t base = (uintptr_t)c->mem, end = base + (size_t)n_active * c->slot_bytes;
+    const uintptr_t cut = (end & ~(EC_HUGE_PAGE - 1)) > base ? (end & ~(EC_HUGE_PAGE - 1)) : base;
+    if (cut > base)
+        madvise(c->mem, cut - base, MADV_HUGEPAGE);
+    if (cut < base + c->mem_bytes)
+        madvise((uint8_t *)cut, base + c->mem_bytes - cut, MADV_NOHUGEPAGE);
+}
+
 /* Slot s holds nothing (retired, or about to be placed). */
 static void ec_clear(struct expert_cache *c, int32_t s) {
     c->slots[s] = (struct ec_slot){.key = -1};
@@ -145,7 +160,7 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
         c->mem = NULL;
         goto oom;
     }
-    madvise(c->mem, c->mem_bytes, MADV_HUGEPAGE);
+    ec_advise_huge(c, c->n_active);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
     c->slots = calloc(n_slots, sizeof(*c->slots));
@@ -463,6 +478,7 @@ int expert_cache_set_bytes(struct expert_cache *c, size_t bytes) {
     c->epoch++; /* between lookups: the last one's pins and guesses are let go */
     c->lookup_n = 0;
     c->guessed_n = 0;
+    ec_advise_huge(c, (int32_t)want); /* before the pages go: none collapsed back in between */
     while (c->n_active > (int32_t)want)
         ec_retire_last(c);
     while (c->n_active < (int32_t)want)
