@@ -19,6 +19,8 @@ enum fault_site {
                   * job queue */
     FAULT_QUANTIZE, /* a batch of activation rows quantized (matmul_quantize): fails as
                      * -ENOTSUP, a weight type with no quantize path */
+    FAULT_GPU_LOST, /* a submit of recorded GPU work (gpu_submit): fails as the driver's
+                     * VK_ERROR_DEVICE_LOST, the device unusable from then on */
     FAULT_COUNT,
 };
 

@@ -1,0 +1,850 @@
+/* gpu.c - gpu.h on Vulkan 1.2: the device, its buffers (reached by device address), the kernels'
+ * pipelines (one push-constant layout for all), and one command buffer recorded and submitted with
+ * a fence. Single-threaded: one engine thread owns a struct gpu.
+ *
+ * Memory: every buffer is device-local; where such memory is also host-visible (an APU, lavapipe)
+ * it is mapped and written directly, otherwise copies go through a host-visible staging buffer in
+ * chunks. A device that fails (VK_ERROR_DEVICE_LOST) stays failed: every later call returns -EIO. */
+#include "gpu.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "fault.h"
+#include "gpu_shaders.h"
+#include "vk_fn.h"
+
+#define GPU_STAGING_BYTES ((size_t)16 << 20)
+#define GPU_MAX_DEVICES 16
+
+struct gpu_buf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceAddress addr;
+    size_t bytes;
+    void *map; /* host view of unified memory, or NULL */
+};
+
+struct gpu {
+    struct vk_fn fn;
+    VkInstance inst;
+    VkPhysicalDevice phys;
+    VkDevice dev;
+    VkQueue queue;
+    struct gpu_info info;
+    VkPhysicalDeviceMemoryProperties mem;
+    uint32_t mt_device;  /* memory type of buffers */
+    uint32_t mt_staging; /* host-visible, coherent */
+    uint32_t max_groups[3];
+    VkPipelineLayout layout;
+    VkPipeline *pipe;    /* [gpu_spirv_count] */
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    struct gpu_buf *staging; /* NULL on unified memory */
+    uint64_t used_bytes, budget_bytes;
+    bool recording;
+    int rec_rc;          /* the first recording error */
+    bool lost;           /* the device failed */
+    char err[256];
+};
+
+static struct gpu_buf *buf_make(struct gpu *g, size_t bytes, bool host, char *err,
+                                size_t err_len);
+
+/* ---- instance and device facts ---------------------------------------------------------------- */
+
+static int instance_new(struct vk_fn *fn, VkInstance *inst, char *err, size_t err_len) {
+    int rc = vk_fn_load(fn, err, err_len);
+    if (rc < 0)
+        return rc;
+    uint32_t version = 0;
+    if (fn->vkEnumerateInstanceVersion(&version) != VK_SUCCESS || version < VK_API_VERSION_1_2) {
+        err_set(err, err_len, "the Vulkan loader offers version %u.%u; 1.2 is needed",
+                VK_API_VERSION_MAJOR(version), VK_API_VERSION_MINOR(version));
+        vk_fn_unload(fn);
+        return -ENOSYS;
+    }
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "sniperd",
+                             .apiVersion = VK_API_VERSION_1_2};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app};
+    VkResult r = fn->vkCreateInstance(&ci, NULL, inst);
+    if (r != VK_SUCCESS) {
+        err_set(err, err_len, "vkCreateInstance failed: %s (no Vulkan driver installed?)",
+                vk_result_name(r));
+        vk_fn_unload(fn);
+        return r == VK_ERROR_INCOMPATIBLE_DRIVER ? -ENODEV : -EIO;
+    }
+    if ((rc = vk_fn_load_instance(fn, *inst, err, err_len)) < 0) {
+        /* vkDestroyInstance may be the missing one: leak the instance rather than crash */
+        vk_fn_unload(fn);
+        return rc;
+    }
+    return 0;
+}
+
+static void instance_free(struct vk_fn *fn, VkInstance inst) {
+    if (inst && fn->vkDestroyInstance)
+        fn->vkDestroyInstance(inst, NULL);
+    vk_fn_unload(fn);
+}
+
+static bool has_extension(const struct vk_fn *fn, VkPhysicalDevice pd, const char *name) {
+    uint32_t n = 0;
+    if (fn->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkExtensionProperties *p = calloc(n, sizeof(*p));
+    bool found = false;
+    if (p && fn->vkEnumerateDeviceExtensionProperties(pd, NULL, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(p[i].extensionName, name) == 0;
+    free(p);
+    return found;
+}
+
+/* The features the kernels need, as device creation asks for them. */
+struct gpu_features {
+    VkPhysicalDeviceFeatures2 f2;
+    VkPhysicalDeviceVulkan11Features v11;
+    VkPhysicalDeviceVulkan12Features v12;
+};
+
+static void features_chain(struct gpu_features *f) {
+    memset(f, 0, sizeof(*f));
+    f->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f->v11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    f->v12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    f->f2.pNext = &f->v11;
+    f->v11.pNext = &f->v12;
+}
+
+/* Names the first feature the backend needs that f lacks, or NULL. */
+static const char *features_missing(const struct gpu_features *f) {
+    if (!f->f2.features.shaderInt64)
+        return "shaderInt64";
+    if (!f->f2.features.shaderFloat64)
+        return "shaderFloat64 (the activation quantizers divide in double to round as the CPU)";
+    if (!f->v12.bufferDeviceAddress)
+        return "bufferDeviceAddress";
+    if (!f->v12.storageBuffer8BitAccess)
+        return "storageBuffer8BitAccess";
+    if (!f->v11.storageBuffer16BitAccess)
+        return "storageBuffer16BitAccess";
+    if (!f->v12.shaderInt8)
+        return "shaderInt8";
+    return NULL;
+}
+
+static uint64_t largest_heap(const VkPhysicalDeviceMemoryProperties *m, bool device_local) {
+    uint64_t best = 0;
+    for (uint32_t i = 0; i < m->memoryHeapCount; i++) {
+        bool dl = (m->memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+        if (dl == device_local && m->memoryHeaps[i].size > best)
+            best = m->memoryHeaps[i].size;
+    }
+    return best;
+}
+
+/* The memory type for want (all of its flags), preferring also those of prefer; -1 if none. */
+static int memory_type(const VkPhysicalDeviceMemoryProperties *m, uint32_t bits,
+                       VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer) {
+    int found = -1;
+    for (uint32_t i = 0; i < m->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = m->memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (f & want) != want)
+            continue;
+        if ((f & prefer) == prefer)
+            return (int)i;
+        if (found < 0)
+            found = (int)i;
+    }
+    return found;
+}
+
+static enum gpu_type type_of(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return GPU_TYPE_INTEGRATED;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return GPU_TYPE_DISCRETE;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return GPU_TYPE_VIRTUAL;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return GPU_TYPE_CPU;
+    default: return GPU_TYPE_OTHER;
+    }
+}
+
+static void info_fill(const struct vk_fn *fn, VkPhysicalDevice pd, int index, struct gpu_info *in) {
+    memset(in, 0, sizeof(*in));
+    in->index = index;
+    VkPhysicalDeviceSubgroupProperties sub = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &sub};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &drv};
+    fn->vkGetPhysicalDeviceProperties2(pd, &p2);
+    snprintf(in->name, sizeof(in->name), "%s", p2.properties.deviceName);
+    size_t dn = strnlen(drv.driverName, sizeof(in->driver) - 2);
+    memcpy(in->driver, drv.driverName, dn);
+    in->driver[dn] = ' ';
+    snprintf(in->driver + dn + 1, sizeof(in->driver) - dn - 1, "%.*s",
+             (int)(sizeof(in->driver) - dn - 2), drv.driverInfo);
+    in->type = type_of(p2.properties.deviceType);
+    in->api_version = p2.properties.apiVersion;
+    in->subgroup_size = sub.subgroupSize;
+    VkPhysicalDeviceMemoryProperties m;
+    fn->vkGetPhysicalDeviceMemoryProperties(pd, &m);
+    in->device_bytes = largest_heap(&m, true);
+    in->host_bytes = largest_heap(&m, false);
+    in->unified = memory_type(&m, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0) >= 0;
+    in->int_dot = has_extension(fn, pd, "VK_KHR_shader_integer_dot_product");
+    in->coopmat = has_extension(fn, pd, "VK_KHR_cooperative_matrix");
+    struct gpu_features f;
+    features_chain(&f);
+    const char *missing = NULL;
+    if (in->api_version < VK_API_VERSION_1_2)
+        missing = "Vulkan 1.2";
+    else {
+        fn->vkGetPhysicalDeviceFeatures2(pd, &f.f2);
+        missing = features_missing(&f);
+    }
+    in->usable = missing == NULL;
+    if (missing)
+        snprintf(in->why_not, sizeof(in->why_not), "lacks %s", missing);
+}
+
+/* ---- listing and choosing ---------------------------------------------------------------------- */
+
+/* The physical devices of a new instance into pd (at most max). Returns their count or an error. */
+static int physical_devices(struct vk_fn *fn, VkInstance *inst, VkPhysicalDevice *pd, int max,
+                            char *err, size_t err_len) {
+    int rc = instance_new(fn, inst, err, err_len);
+    if (rc < 0)
+        return rc;
+    uint32_t n = (uint32_t)max;
+    VkResult r = fn->vkEnumeratePhysicalDevices(*inst, &n, pd);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        err_set(err, err_len, "vkEnumeratePhysicalDevices failed: %s", vk_result_name(r));
+        instance_free(fn, *inst);
+        return -EIO;
+    }
+    return (int)n;
+}
+
+int gpu_list(struct gpu_info *out, int max, char *err, size_t err_len) {
+    struct vk_fn fn;
+    VkInstance inst = VK_NULL_HANDLE;
+    VkPhysicalDevice pd[GPU_MAX_DEVICES];
+    int n = physical_devices(&fn, &inst, pd, GPU_MAX_DEVICES, err, err_len);
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n && i < max; i++)
+        info_fill(&fn, pd[i], i, &out[i]);
+    instance_free(&fn, inst);
+    return n;
+}
+
+/* The auto choice's rank of a device (higher first); 0: never chosen by auto. */
+static int auto_rank(const struct gpu_info *in) {
+    if (!in->usable)
+        return 0;
+    return in->type == GPU_TYPE_DISCRETE ? 3 : in->type == GPU_TYPE_INTEGRATED ? 2
+           : in->type == GPU_TYPE_VIRTUAL ? 1 : 0;
+}
+
+int gpu_choose(const char *spec, char *err, size_t err_len) {
+    if (spec && strcmp(spec, "none") == 0)
+        return -1;
+    bool automatic = !spec || !*spec || strcmp(spec, "auto") == 0;
+    char *end = NULL;
+    long want = automatic ? -1 : strtol(spec, &end, 10);
+    if (!automatic && (end == spec || *end || want < 0)) {
+        err_set(err, err_len, "--gpu \"%s\": expected auto, none or a device number", spec);
+        return -EINVAL;
+    }
+    struct gpu_info in[GPU_MAX_DEVICES];
+    int n = gpu_list(in, GPU_MAX_DEVICES, err, err_len);
+    if (n < 0)
+        return automatic ? -1 : n; /* auto: no loader means the CPU; err says why */
+    if (!automatic) {
+        if (want >= n || want >= GPU_MAX_DEVICES) {
+            err_set(err, err_len, "--gpu %ld: there are %d Vulkan devices", want, n);
+            return -EINVAL;
+        }
+        if (!in[want].usable) {
+            err_set(err, err_len, "--gpu %ld (\"%s\") %s", want, in[want].name, in[want].why_not);
+            return -EINVAL;
+        }
+        return (int)want;
+    }
+    int best = -1;
+    for (int i = 0; i < n && i < GPU_MAX_DEVICES; i++)
+        if (auto_rank(&in[i]) > 0 && (best < 0 || auto_rank(&in[i]) > auto_rank(&in[best])))
+            best = i;
+    if (best < 0)
+        err_set(err, err_len, "no usable GPU among %d Vulkan devices (a CPU device such as "
+                "lavapipe is used only when named: --gpu N)", n);
+    return best;
+}
+
+/* ---- opening ---------------------------------------------------------------------------------- */
+
+static int queue_family(const struct vk_fn *fn, VkPhysicalDevice pd) {
+    uint32_t n = 0;
+    fn->vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, NULL);
+    VkQueueFamilyProperties q[32];
+    n = n > 32 ? 32 : n;
+    fn->vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, q);
+    int any = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT))
+            continue;
+        if (!(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+            return (int)i; /* a compute-only family: no graphics work shares it */
+        if (any < 0)
+            any = (int)i;
+    }
+    return any;
+}
+
+static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
+    struct gpu_features f;
+    features_chain(&f);
+    f.f2.features.shaderInt64 = VK_TRUE;
+    f.f2.features.shaderFloat64 = VK_TRUE;
+    f.v11.storageBuffer16BitAccess = VK_TRUE;
+    f.v12.bufferDeviceAddress = VK_TRUE;
+    f.v12.storageBuffer8BitAccess = VK_TRUE;
+    f.v12.shaderInt8 = VK_TRUE;
+    const float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                  .queueFamilyIndex = (uint32_t)family,
+                                  .queueCount = 1,
+                                  .pQueuePriorities = &prio};
+    VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                             .pNext = &f.f2,
+                             .queueCreateInfoCount = 1,
+                             .pQueueCreateInfos = &qi};
+    VkResult r = g->fn.vkCreateDevice(g->phys, &ci, NULL, &g->dev);
+    if (r != VK_SUCCESS) {
+        err_set(err, err_len, "vkCreateDevice on \"%s\" failed: %s", g->info.name,
+                vk_result_name(r));
+        g->dev = VK_NULL_HANDLE;
+        return -EIO;
+    }
+    int rc = vk_fn_load_device(&g->fn, g->dev, err, err_len);
+    if (rc == 0)
+        g->fn.vkGetDeviceQueue(g->dev, (uint32_t)family, 0, &g->queue);
+    return rc;
+}
+
+/* Makes every kernel's pipeline, with the shaders' FMA_FUSED constant (common.glsl) set to fused. */
+static int pipelines_new(struct gpu *g, bool fused, char *err, size_t err_len) {
+    const uint32_t fused_value = fused;
+    const VkSpecializationMapEntry entry = {.constantID = 0, .offset = 0, .size = 4};
+    const VkSpecializationInfo spec = {.mapEntryCount = 1, .pMapEntries = &entry,
+                                       .dataSize = 4, .pData = &fused_value};
+    VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = GPU_PUSH_MAX};
+    VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                     .pushConstantRangeCount = 1,
+                                     .pPushConstantRanges = &range};
+    if (g->fn.vkCreatePipelineLayout(g->dev, &li, NULL, &g->layout) != VK_SUCCESS) {
+        err_set(err, err_len, "vkCreatePipelineLayout failed");
+        return -EIO;
+    }
+    g->pipe = calloc((size_t)gpu_spirv_count + 1, sizeof(*g->pipe));
+    if (!g->pipe) {
+        err_set(err, err_len, "out of memory");
+        return -ENOMEM;
+    }
+    for (int i = 0; i < gpu_spirv_count; i++) {
+        const struct gpu_spirv *s = &gpu_spirv_table[i];
+        uint32_t *words = malloc(*s->bytes); /* the code is bytes; the module wants words */
+        if (!words) {
+            err_set(err, err_len, "out of memory");
+            return -ENOMEM;
+        }
+        memcpy(words, s->code, *s->bytes);
+        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                       .codeSize = *s->bytes,
+                                       .pCode = words};
+        VkShaderModule mod;
+        VkResult r = g->fn.vkCreateShaderModule(g->dev, &mi, NULL, &mod);
+        free(words);
+        if (r == VK_SUCCESS) {
+            VkComputePipelineCreateInfo pi = {
+                .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                          .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                          .module = mod,
+                          .pName = "main",
+                          .pSpecializationInfo = &spec},
+                .layout = g->layout};
+            r = g->fn.vkCreateComputePipelines(g->dev, VK_NULL_HANDLE, 1, &pi, NULL, &g->pipe[i]);
+            g->fn.vkDestroyShaderModule(g->dev, mod, NULL);
+        }
+        if (r != VK_SUCCESS) {
+            err_set(err, err_len, "kernel \"%s\": the pipeline could not be made: %s", s->name,
+                    vk_result_name(r));
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+static void pipelines_free(struct gpu *g) {
+    for (int i = 0; g->pipe && i < gpu_spirv_count; i++)
+        if (g->pipe[i])
+            g->fn.vkDestroyPipeline(g->dev, g->pipe[i], NULL);
+    if (g->layout)
+        g->fn.vkDestroyPipelineLayout(g->dev, g->layout, NULL);
+    free(g->pipe);
+    g->pipe = NULL;
+    g->layout = VK_NULL_HANDLE;
+}
+
+/* Triples whose fma rounded once differs from a multiply rounded then an add: (1 + 2^-12)^2 -
+ * (1 + 2^-11) is 2^-24 exactly, 0 after the product's rounding; and a product of two odd
+ * mantissas near the top. */
+static const float fma_probe[][3] = {
+    {1.0f + 0x1p-12f, 1.0f + 0x1p-12f, -(1.0f + 0x1p-11f)},
+    {0.1f, 10.0f, -1.0f},
+    {16777215.0f, 1.00000012f, -16777217.0f},
+};
+
+/* Whether the device's fma() rounds once, by running probe_fma. Returns 1, 0, or an error. */
+static int fma_is_fused(struct gpu *g, char *err, size_t err_len) {
+    enum { N = sizeof(fma_probe) / sizeof(fma_probe[0]) };
+    int k = gpu_kernel(g, "probe_fma");
+    struct gpu_buf *in = k >= 0 ? gpu_buf_new(g, sizeof(fma_probe), err, err_len) : NULL;
+    struct gpu_buf *out = in ? gpu_buf_new(g, N * sizeof(float), err, err_len) : NULL;
+    float got[N];
+    int rc = out ? gpu_buf_write(g, in, 0, fma_probe, sizeof(fma_probe)) : -ENOMEM;
+    if (rc == 0 && (rc = gpu_begin(g)) == 0) {
+        struct { uint64_t in, out; uint32_t n; } push = {gpu_buf_addr(in), gpu_buf_addr(out), N};
+        gpu_dispatch(g, k, &push, sizeof(push), 1, 1, 1);
+        if ((rc = gpu_submit(g)) == 0)
+            rc = gpu_buf_read(g, out, 0, got, sizeof(got));
+    }
+    bool fused = rc == 0;
+    for (int i = 0; fused && i < N; i++) {
+        float want = fmaf(fma_probe[i][0], fma_probe[i][1], fma_probe[i][2]);
+        fused = memcmp(&want, &got[i], sizeof(want)) == 0;
+    }
+    gpu_buf_free(g, in);
+    gpu_buf_free(g, out);
+    if (rc < 0 && k >= 0)
+        err_set(err, err_len, "the fma probe failed: %s", g->err[0] ? g->err : err);
+    return rc < 0 && k >= 0 ? rc : fused;
+}
+
+static int commands_new(struct gpu *g, int family, char *err, size_t err_len) {
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                  .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                  .queueFamilyIndex = (uint32_t)family};
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                      .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                      .commandBufferCount = 1};
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if (g->fn.vkCreateCommandPool(g->dev, &pi, NULL, &g->pool) != VK_SUCCESS) {
+        g->pool = VK_NULL_HANDLE;
+        err_set(err, err_len, "vkCreateCommandPool failed");
+        return -EIO;
+    }
+    ai.commandPool = g->pool;
+    if (g->fn.vkAllocateCommandBuffers(g->dev, &ai, &g->cmd) != VK_SUCCESS ||
+        g->fn.vkCreateFence(g->dev, &fi, NULL, &g->fence) != VK_SUCCESS) {
+        g->fence = VK_NULL_HANDLE;
+        err_set(err, err_len, "vkAllocateCommandBuffers or vkCreateFence failed");
+        return -EIO;
+    }
+    return 0;
+}
+
+static int memory_types(struct gpu *g, char *err, size_t err_len) {
+    g->fn.vkGetPhysicalDeviceMemoryProperties(g->phys, &g->mem);
+    const VkMemoryPropertyFlags dl = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    int dev = g->info.unified ? memory_type(&g->mem, ~0u, dl | hv, 0)
+                              : memory_type(&g->mem, ~0u, dl, 0);
+    int stg = memory_type(&g->mem, ~0u, hv, VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    if (dev < 0 || stg < 0) {
+        err_set(err, err_len, "\"%s\" has no %s memory type", g->info.name,
+                dev < 0 ? "device-local" : "host-visible coherent");
+        return -ENODEV;
+    }
+    g->mt_device = (uint32_t)dev;
+    g->mt_staging = (uint32_t)stg;
+    return 0;
+}
+
+struct gpu *gpu_open(int index, uint64_t budget_bytes, char *err, size_t err_len) {
+    struct gpu *g = calloc(1, sizeof(*g));
+    VkPhysicalDevice pd[GPU_MAX_DEVICES];
+    if (!g) {
+        err_set(err, err_len, "out of memory");
+        return NULL;
+    }
+    int n = physical_devices(&g->fn, &g->inst, pd, GPU_MAX_DEVICES, err, err_len);
+    if (n < 0) {
+        free(g);
+        return NULL;
+    }
+    int family = -1;
+    if (index < 0 || index >= n) {
+        err_set(err, err_len, "no Vulkan device %d (there are %d)", index, n);
+        goto fail;
+    }
+    g->phys = pd[index];
+    info_fill(&g->fn, g->phys, index, &g->info);
+    if (!g->info.usable) {
+        err_set(err, err_len, "\"%s\" %s", g->info.name, g->info.why_not);
+        goto fail;
+    }
+    if ((family = queue_family(&g->fn, g->phys)) < 0) {
+        err_set(err, err_len, "\"%s\" has no compute queue", g->info.name);
+        goto fail;
+    }
+    g->budget_bytes = budget_bytes ? budget_bytes : g->info.device_bytes;
+    if (memory_types(g, err, err_len) < 0 || device_new(g, family, err, err_len) < 0 ||
+        commands_new(g, family, err, err_len) < 0 || pipelines_new(g, true, err, err_len) < 0)
+        goto fail;
+    if (!g->info.unified && !(g->staging = buf_make(g, GPU_STAGING_BYTES, true, err, err_len)))
+        goto fail;
+    int fused = fma_is_fused(g, err, err_len);
+    if (fused < 0)
+        goto fail;
+    g->info.fma_fused = fused;
+    if (!fused) { /* the kernels round fma once the slow way (common.glsl's fma_rn) */
+        pipelines_free(g);
+        if (pipelines_new(g, false, err, err_len) < 0)
+            goto fail;
+    }
+    return g;
+fail:
+    gpu_close(g);
+    return NULL;
+}
+
+void gpu_close(struct gpu *g) {
+    if (!g)
+        return;
+    if (g->dev) {
+        if (g->staging) {
+            g->used_bytes += g->staging->bytes; /* never counted: see buf_make */
+            gpu_buf_free(g, g->staging);
+        }
+        if (g->fence) /* gpu_submit waits for its work: nothing is in flight */
+            g->fn.vkDestroyFence(g->dev, g->fence, NULL);
+        if (g->pool)
+            g->fn.vkDestroyCommandPool(g->dev, g->pool, NULL);
+        pipelines_free(g);
+        g->fn.vkDestroyDevice(g->dev, NULL);
+    }
+    instance_free(&g->fn, g->inst);
+    free(g);
+}
+
+const struct gpu_info *gpu_get_info(const struct gpu *g) {
+    return &g->info;
+}
+
+uint64_t gpu_used_bytes(const struct gpu *g) {
+    return g->used_bytes;
+}
+
+uint64_t gpu_budget_bytes(const struct gpu *g) {
+    return g->budget_bytes;
+}
+
+const char *gpu_describe(const struct gpu *g, char *buf, size_t n) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < g->mem.memoryHeapCount && used < n; i++) {
+        const VkMemoryHeap *h = &g->mem.memoryHeaps[i];
+        int w = snprintf(buf + used, n - used, "%sheap %u: %.1f GiB%s", i ? "; " : "", i,
+                         (double)h->size / (double)(1u << 30),
+                         h->flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT ? " device-local" : "");
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used < n)
+        snprintf(buf + used, n - used, "; budget %.0f MiB%s; fma %s",
+                 (double)g->budget_bytes / 1048576.0, g->info.unified ? " (unified memory)" : "",
+                 g->info.fma_fused ? "fused" : "split by the compiler: emulated, rounded once");
+    return buf;
+}
+
+const char *gpu_error(const struct gpu *g) {
+    return g->err;
+}
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+static int fail_device(struct gpu *g, const char *what, VkResult r) {
+    err_set(g->err, sizeof(g->err), "%s failed on \"%s\": %s%s", what, g->info.name,
+            vk_result_name(r), r == VK_ERROR_DEVICE_LOST ? " (the device is lost)" : "");
+    if (r == VK_ERROR_DEVICE_LOST)
+        g->lost = true;
+    return -EIO;
+}
+
+/* A buffer of bytes in device memory (host: in the staging memory type, mapped), not zeroed, not
+ * counted against the budget. Returns it or NULL with a message. */
+static struct gpu_buf *buf_make(struct gpu *g, size_t bytes, bool host, char *err,
+                                size_t err_len) {
+    struct gpu_buf *b = calloc(1, sizeof(*b));
+    if (!b) {
+        err_set(err, err_len, "out of memory");
+        return NULL;
+    }
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                             .size = bytes,
+                             .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                      VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                      VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+                             .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkResult r = g->fn.vkCreateBuffer(g->dev, &bi, NULL, &b->buf);
+    if (r != VK_SUCCESS) {
+        b->buf = VK_NULL_HANDLE;
+        goto fail;
+    }
+    VkMemoryRequirements req;
+    g->fn.vkGetBufferMemoryRequirements(g->dev, b->buf, &req);
+    const uint32_t mt = host ? g->mt_staging : g->mt_device;
+    if (!(req.memoryTypeBits & (1u << mt))) {
+        r = VK_ERROR_FEATURE_NOT_PRESENT;
+        goto fail;
+    }
+    VkMemoryAllocateFlagsInfo fl = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                    .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .pNext = &fl,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = mt};
+    if ((r = g->fn.vkAllocateMemory(g->dev, &ai, NULL, &b->mem)) != VK_SUCCESS) {
+        b->mem = VK_NULL_HANDLE;
+        goto fail;
+    }
+    if ((r = g->fn.vkBindBufferMemory(g->dev, b->buf, b->mem, 0)) != VK_SUCCESS)
+        goto fail;
+    if ((host || g->info.unified) &&
+        (r = g->fn.vkMapMemory(g->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map)) != VK_SUCCESS)
+        goto fail;
+    VkBufferDeviceAddressInfo di = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                    .buffer = b->buf};
+    b->addr = g->fn.vkGetBufferDeviceAddress(g->dev, &di);
+    b->bytes = bytes;
+    return b;
+fail:
+    err_set(err, err_len, "GPU memory: a buffer of %.1f MiB on \"%s\" failed: %s",
+            (double)bytes / 1048576.0, g->info.name, vk_result_name(r));
+    gpu_buf_free(g, b);
+    return NULL;
+}
+
+struct gpu_buf *gpu_buf_new(struct gpu *g, size_t bytes, char *err, size_t err_len) {
+    if (bytes == 0 || g->used_bytes + bytes > g->budget_bytes || fault_hit(FAULT_ALLOC)) {
+        err_set(err, err_len, "GPU memory: %.1f MiB more would pass the budget (%.1f of %.1f MiB "
+                "used)", (double)bytes / 1048576.0, (double)g->used_bytes / 1048576.0,
+                (double)g->budget_bytes / 1048576.0);
+        return NULL;
+    }
+    struct gpu_buf *b = buf_make(g, bytes, false, err, err_len);
+    if (!b)
+        return NULL;
+    g->used_bytes += bytes;
+    if (b->map) {
+        memset(b->map, 0, bytes);
+    } else if (gpu_begin(g) < 0 || (g->fn.vkCmdFillBuffer(g->cmd, b->buf, 0, VK_WHOLE_SIZE, 0),
+                                    gpu_submit(g) < 0)) {
+        err_set(err, err_len, "%s", g->err);
+        gpu_buf_free(g, b);
+        return NULL;
+    }
+    return b;
+}
+
+void gpu_buf_free(struct gpu *g, struct gpu_buf *b) {
+    if (!b)
+        return;
+    if (b->map)
+        g->fn.vkUnmapMemory(g->dev, b->mem);
+    if (b->buf)
+        g->fn.vkDestroyBuffer(g->dev, b->buf, NULL);
+    if (b->mem)
+        g->fn.vkFreeMemory(g->dev, b->mem, NULL);
+    g->used_bytes -= b->bytes;
+    free(b);
+}
+
+uint64_t gpu_buf_addr(const struct gpu_buf *b) {
+    return b->addr;
+}
+
+size_t gpu_buf_bytes(const struct gpu_buf *b) {
+    return b->bytes;
+}
+
+/* Checks a host copy's range and state; returns 0 or an error with g->err set. */
+static int copy_check(struct gpu *g, const struct gpu_buf *b, size_t off, size_t n) {
+    if (g->lost)
+        return -EIO;
+    if (g->recording || off > b->bytes || n > b->bytes - off) {
+        err_set(g->err, sizeof(g->err), "gpu: a copy of %zu bytes at %zu into a buffer of %zu%s",
+                n, off, b->bytes, g->recording ? " while recording" : "");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int gpu_buf_write(struct gpu *g, struct gpu_buf *b, size_t off, const void *src, size_t n) {
+    int rc = copy_check(g, b, off, n);
+    if (rc < 0 || n == 0)
+        return rc;
+    if (b->map) {
+        memcpy((uint8_t *)b->map + off, src, n);
+        return 0;
+    }
+    for (size_t done = 0; done < n && rc == 0;) {
+        size_t part = n - done < GPU_STAGING_BYTES ? n - done : GPU_STAGING_BYTES;
+        memcpy(g->staging->map, (const uint8_t *)src + done, part);
+        if ((rc = gpu_begin(g)) < 0)
+            break;
+        gpu_copy(g, b, off + done, g->staging, 0, part);
+        rc = gpu_submit(g);
+        done += part;
+    }
+    return rc;
+}
+
+int gpu_buf_read(struct gpu *g, const struct gpu_buf *b, size_t off, void *dst, size_t n) {
+    int rc = copy_check(g, b, off, n);
+    if (rc < 0 || n == 0)
+        return rc;
+    if (b->map) {
+        memcpy(dst, (const uint8_t *)b->map + off, n);
+        return 0;
+    }
+    for (size_t done = 0; done < n && rc == 0;) {
+        size_t part = n - done < GPU_STAGING_BYTES ? n - done : GPU_STAGING_BYTES;
+        if ((rc = gpu_begin(g)) < 0)
+            break;
+        gpu_copy(g, g->staging, 0, b, off + done, part);
+        if ((rc = gpu_submit(g)) == 0)
+            memcpy((uint8_t *)dst + done, g->staging->map, part);
+        done += part;
+    }
+    return rc;
+}
+
+/* ---- recording -------------------------------------------------------------------------------- */
+
+int gpu_kernel(const struct gpu *g, const char *name) {
+    (void)g;
+    for (int i = 0; i < gpu_spirv_count; i++)
+        if (strcmp(gpu_spirv_table[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int gpu_begin(struct gpu *g) {
+    if (g->lost)
+        return -EIO;
+    if (g->recording) {
+        err_set(g->err, sizeof(g->err), "gpu_begin: already recording");
+        return -EINVAL;
+    }
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = g->fn.vkResetCommandBuffer(g->cmd, 0);
+    if (r == VK_SUCCESS)
+        r = g->fn.vkBeginCommandBuffer(g->cmd, &bi);
+    if (r != VK_SUCCESS)
+        return fail_device(g, "vkBeginCommandBuffer", r);
+    g->recording = true;
+    g->rec_rc = 0;
+    return 0;
+}
+
+/* Keeps a recording error's message for gpu_submit. */
+static void rec_fail(struct gpu *g, const char *msg) {
+    if (g->rec_rc == 0) {
+        g->rec_rc = -EINVAL;
+        err_set(g->err, sizeof(g->err), "gpu: %s", msg);
+    }
+}
+
+void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uint32_t nx,
+                  uint32_t ny, uint32_t nz) {
+    if (!g->recording)
+        return rec_fail(g, "a dispatch while not recording");
+    if (k < 0 || k >= gpu_spirv_count || push_bytes > GPU_PUSH_MAX)
+        return rec_fail(g, "a dispatch of an unknown kernel or with too many push constants");
+    if (nx == 0 || ny == 0 || nz == 0)
+        return; /* nothing to do */
+    g->fn.vkCmdBindPipeline(g->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, g->pipe[k]);
+    if (push_bytes)
+        g->fn.vkCmdPushConstants(g->cmd, g->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                 (uint32_t)push_bytes, push);
+    g->fn.vkCmdDispatch(g->cmd, nx, ny, nz);
+}
+
+void gpu_barrier(struct gpu *g) {
+    if (!g->recording)
+        return rec_fail(g, "a barrier while not recording");
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT |
+                                           VK_ACCESS_TRANSFER_WRITE_BIT};
+    const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                    VK_PIPELINE_STAGE_TRANSFER_BIT;
+    g->fn.vkCmdPipelineBarrier(g->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,
+              size_t src_off, size_t n) {
+    if (!g->recording)
+        return rec_fail(g, "a copy while not recording");
+    if (dst_off > dst->bytes || n > dst->bytes - dst_off || src_off > src->bytes ||
+        n > src->bytes - src_off)
+        return rec_fail(g, "a copy out of its buffers' range");
+    VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = n};
+    if (n)
+        g->fn.vkCmdCopyBuffer(g->cmd, src->buf, dst->buf, 1, &c);
+}
+
+int gpu_submit(struct gpu *g) {
+    if (g->lost)
+        return -EIO;
+    if (!g->recording) {
+        err_set(g->err, sizeof(g->err), "gpu_submit: not recording");
+        return -EINVAL;
+    }
+    g->recording = false;
+    VkResult r = g->fn.vkEndCommandBuffer(g->cmd);
+    if (r != VK_SUCCESS)
+        return fail_device(g, "vkEndCommandBuffer", r);
+    if (g->rec_rc < 0)
+        return g->rec_rc;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &g->cmd};
+    if (fault_hit(FAULT_GPU_LOST))
+        return fail_device(g, "vkQueueSubmit", VK_ERROR_DEVICE_LOST);
+    if ((r = g->fn.vkResetFences(g->dev, 1, &g->fence)) != VK_SUCCESS ||
+        (r = g->fn.vkQueueSubmit(g->queue, 1, &si, g->fence)) != VK_SUCCESS)
+        return fail_device(g, "vkQueueSubmit", r);
+    if ((r = g->fn.vkWaitForFences(g->dev, 1, &g->fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
+        return fail_device(g, "vkWaitForFences", r);
+    return 0;
+}

@@ -1,0 +1,96 @@
+/* gpu_ops.c - gpu_ops.h: a table from weight type to its kernels and their launch shapes. The
+ * push constants below mirror each kernel's `Push` block (std430: the addresses first). */
+#include "gpu_ops.h"
+
+#include <errno.h>
+
+#include "err.h"
+#include "quant.h"
+
+/* One weight type's kernels. */
+struct gpu_type_kernels {
+    enum qtype type;
+    const char *matmul;       /* shaders/NAME.comp */
+    const char *quantize;
+    int rows_per_group;       /* rows one workgroup of the product computes */
+    int quantize_elems;       /* elements one invocation of the quantizer handles */
+};
+
+static const struct gpu_type_kernels gpu_types[] = {
+    {QTYPE_F32, "matmul_f32", "quantize_f32", 2, 1},
+    {QTYPE_F16, "matmul_f16", "quantize_f16", 2, 1},
+    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", 16, 32},
+};
+
+#define GPU_GROUP 64 /* invocations per workgroup of every kernel here */
+
+struct matmul_push {
+    uint64_t w, act, out;
+    uint32_t row_bytes, act_stride, out_stride, n_in, n_rows, n_tok;
+};
+
+struct quantize_push {
+    uint64_t x, dst;
+    uint32_t x_stride, dst_stride, n, n_rows;
+};
+
+static const struct gpu_type_kernels *type_kernels(enum qtype t) {
+    for (size_t i = 0; i < sizeof(gpu_types) / sizeof(gpu_types[0]); i++)
+        if (gpu_types[i].type == t)
+            return &gpu_types[i];
+    return NULL;
+}
+
+int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
+    o->g = g;
+    int found = 0;
+    for (int t = 0; t < QTYPE_COUNT; t++) {
+        const struct gpu_type_kernels *k = type_kernels((enum qtype)t);
+        o->matmul[t] = k ? gpu_kernel(g, k->matmul) : -1;
+        o->quantize[t] = k ? gpu_kernel(g, k->quantize) : -1;
+        found += o->matmul[t] >= 0 && o->quantize[t] >= 0;
+    }
+    if (!found) {
+        err_set(err, err_len, "gpu_ops: this build has no matrix-product kernels");
+        return -ENOENT;
+    }
+    return 0;
+}
+
+bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t) {
+    return (int)t >= 0 && t < QTYPE_COUNT && o->matmul[t] >= 0 && o->quantize[t] >= 0;
+}
+
+static uint32_t groups(int64_t n, int64_t per) {
+    return (uint32_t)((n + per - 1) / per);
+}
+
+int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride, uint64_t dst,
+                    size_t *act_stride, int64_t n, int32_t n_rows) {
+    if (!gpu_ops_has_type(o, t))
+        return -ENOTSUP;
+    const struct gpu_type_kernels *k = type_kernels(t);
+    *act_stride = quant_act_row_stride(t, n);
+    struct quantize_push p = {.x = x, .dst = dst, .x_stride = (uint32_t)x_stride,
+                              .dst_stride = (uint32_t)*act_stride,
+                              .n = (uint32_t)(n / k->quantize_elems), .n_rows = (uint32_t)n_rows};
+    if (k->quantize_elems == 1)
+        p.n = (uint32_t)n;
+    gpu_dispatch(o->g, o->quantize[t], &p, sizeof(p), groups(p.n, GPU_GROUP), (uint32_t)n_rows, 1);
+    return 0;
+}
+
+int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
+                  int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
+                  int32_t n_tok) {
+    if (!gpu_ops_has_type(o, t))
+        return -ENOTSUP;
+    const struct gpu_type_kernels *k = type_kernels(t);
+    struct matmul_push p = {.w = w, .act = act, .out = out, .row_bytes = (uint32_t)row_bytes,
+                            .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
+                            .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
+                            .n_tok = (uint32_t)n_tok};
+    gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), groups(n_rows, k->rows_per_group),
+                 (uint32_t)n_tok, 1);
+    return 0;
+}

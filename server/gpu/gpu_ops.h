@@ -1,0 +1,49 @@
+/* gpu_ops.h - the engine's operations as GPU kernels, recorded into the device's command buffer
+ * (gpu.h): activation quantization and quantized matrix products, each bit-identical to the CPU
+ * kernels of common/quant.h under their accumulation contract (tests/test_gpu.c compares them
+ * with memcmp). Tensors are named by device address (gpu_buf_addr + an offset).
+ *
+ *     struct gpu_ops o;
+ *     gpu_ops_init(&o, g, err, sizeof(err));
+ *     gpu_begin(g);
+ *     gpu_op_quantize(&o, w_type, x, n_embd, act, &act_stride, n_embd, n_tok);
+ *     gpu_barrier(g);
+ *     gpu_op_matmul(&o, w_type, w, row_bytes, n_in, n_rows, act, act_stride, out, n_rows, n_tok);
+ *     gpu_submit(g); */
+#ifndef SNIPER_GPU_OPS_H
+#define SNIPER_GPU_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "qtype.h"
+
+struct gpu_ops {
+    struct gpu *g; /* borrowed */
+    int matmul[QTYPE_COUNT];   /* kernel of a weight type's product, or -1 */
+    int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
+};
+
+/* Finds the kernels of every weight type g's build has. Returns 0, or -ENOENT when the build has
+ * none at all (a message says so). */
+int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len);
+
+/* True when weights of type t can be multiplied on the GPU. */
+bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t);
+
+/* Records dst rows = t's activation format of n_rows rows of n floats (x: x_stride floats apart),
+ * as matmul_quantize does on the CPU; *act_stride gets the bytes between dst rows. Returns 0 or
+ * -ENOTSUP for a type without kernels. */
+int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride, uint64_t dst,
+                    size_t *act_stride, int64_t n, int32_t n_rows);
+
+/* Records out[t][r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok: weights of
+ * type t at w (rows row_bytes apart, n_in elements each), activation rows act_stride bytes apart,
+ * output rows out_stride floats apart. Returns 0 or -ENOTSUP. */
+int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
+                  int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
+                  int32_t n_tok);
+
+#endif

@@ -1,0 +1,86 @@
+// common.glsl - what every kernel shares: byte-addressed views of buffers reached by device
+// address, and the exact conversions the CPU's kernels use (common/quant.c), written with integer
+// operations so that no driver's rounding mode decides a bit.
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference2 : require
+#extension GL_EXT_shader_explicit_arithmetic_types : require
+#extension GL_EXT_shader_8bit_storage : require
+#extension GL_EXT_shader_16bit_storage : require
+
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer U8s { uint8_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer I8s { int8_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer U16s { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32s { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float v[]; };
+
+// IEEE half (bits) -> float: exact (common/quant.c's fp16_to_f32).
+float fp16_to_f32(uint h) {
+    uint sign = (h & 0x8000u) << 16;
+    uint e = (h >> 10) & 0x1fu;
+    uint mant = h & 0x3ffu;
+    if (e == 0u)
+        return uintBitsToFloat(floatBitsToUint(float(mant) * 5.9604644775390625e-8) | sign);
+    if (e == 31u)
+        return uintBitsToFloat(sign | 0x7f800000u | (mant << 13) | (mant != 0u ? 0x400000u : 0u));
+    return uintBitsToFloat(sign | ((e + 112u) << 23) | (mant << 13));
+}
+
+// float -> IEEE half (bits), round to nearest even as F16C (common/quant.c's f32_to_fp16).
+uint f32_to_fp16(float f) {
+    uint u = floatBitsToUint(f);
+    uint sign = (u >> 16) & 0x8000u;
+    uint a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return sign | 0x7e00u | ((a >> 13) & 0x3ffu);
+    if (a >= 0x477ff000u)
+        return sign | 0x7c00u;
+    if (a >= 0x38800000u)
+        return sign | ((a - 0x38000000u + 0xfffu + ((a >> 13) & 1u)) >> 13);
+    uint e = a >> 23;
+    if (e < 102u)
+        return sign;
+    uint m = (a & 0x7fffffu) | 0x800000u;
+    uint shift = 126u - e;
+    uint q = m >> shift;
+    uint rem = m & ((1u << shift) - 1u);
+    uint half_ = 1u << (shift - 1u);
+    if (rem > half_ || (rem == half_ && (q & 1u) != 0u))
+        q++;
+    return sign | q;
+}
+
+// a / b in float, correctly rounded as the CPU's division: the double quotient is within a few of
+// its ulps, and a quotient of two floats is never that close to a float's rounding boundary.
+float div_rn(float a, float b) {
+    return float(double(a) / double(b));
+}
+
+// 1 where the device's fma() rounds once (NVIDIA, AMD, Intel), 0 where its compiler splits it into
+// a multiply and an add (lavapipe): set at gpu_open from probe_fma's answer.
+layout(constant_id = 0) const uint FMA_FUSED = 1u;
+
+// fma(a, b, c) rounded once, as C's fmaf: the device's own where it is fused; otherwise a * b is
+// exact in double, the sum's rounding error is recovered exactly (Knuth's two-sum), and a sum that
+// was inexact is made odd in its last bit (rounding to odd), so that rounding it to float rounds
+// once.
+float fma_rn(float a, float b, float c) {
+    if (FMA_FUSED != 0u)
+        return fma(a, b, c);
+    precise double p = double(a) * double(b);
+    precise double s = p + double(c);
+    precise double bv = s - p;
+    precise double e = (p - (s - bv)) + (double(c) - bv);
+    uvec2 w = unpackDouble2x32(s);
+    if (e != 0.0 && (w.x & 1u) == 0u) {
+        bool away = (e > 0.0) == (s > 0.0); // the exact sum is further from zero than s
+        uint lo = away ? w.x + 1u : w.x - 1u;
+        uint hi = away ? w.y + (lo == 0u ? 1u : 0u) : w.y - (w.x == 0u ? 1u : 0u);
+        s = packDouble2x32(uvec2(lo, hi));
+    }
+    return float(s);
+}
+
+// A half stored at byte offset off (even) of base.
+float load_f16(uint64_t base, uint64_t off) {
+    return fp16_to_f32(uint(U16s(base + off).v[0]));
+}

@@ -1,0 +1,52 @@
+// matmul_float.glsl - the driver of the float products (F32, F16, BF16 weights against activations
+// of the same type) under quant.h's contract: 32 lanes, lane l taking elements l, l + 32, ... of
+// the first floor(n/32)*32 with fma in element order; then lane l += lane l + h for h = 16, 8, 4,
+// 2, 1; then the tail elements added to lane 0 one by one with fma. A kernel defines
+//     float w_at(uint64_t row, uint i), a_at(uint64_t row, uint i)   element i as float
+// A workgroup of 64 invocations computes 2 rows of one token, 32 lanes each.
+layout(local_size_x = 64) in;
+
+layout(push_constant) uniform Push {
+    uint64_t w;
+    uint64_t act;
+    uint64_t out_;
+    uint row_bytes;
+    uint act_stride;
+    uint out_stride;
+    uint n_in;
+    uint n_rows;
+    uint n_tok;
+} p;
+
+shared float lanes[64];
+
+void main() {
+    uint lid = gl_LocalInvocationID.x, l = lid & 31u, base = lid & 32u;
+    uint row = gl_WorkGroupID.x * 2u + (lid >> 5), t = gl_WorkGroupID.y;
+    uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
+    uint64_t arow = p.act + uint64_t(t) * p.act_stride;
+    uint n32 = p.n_in / 32u * 32u;
+    float acc = 0.0;
+    if (row < p.n_rows)
+        for (uint i = l; i < n32; i += 32u) {
+            acc = fma_rn(w_at(wrow, i), a_at(arow, i), acc);
+        }
+    lanes[lid] = acc;
+    barrier();
+    for (uint h = 16u; h >= 1u; h >>= 1) {
+        float other = l < h ? lanes[base + l + h] : 0.0;
+        barrier();
+        if (l < h) {
+            precise float s = lanes[lid] + other;
+            lanes[lid] = s;
+        }
+        barrier();
+    }
+    if (l == 0u && row < p.n_rows) {
+        float sum = lanes[lid];
+        for (uint i = n32; i < p.n_in; i++) {
+            sum = fma_rn(w_at(wrow, i), a_at(arow, i), sum);
+        }
+        F32s(p.out_ + (uint64_t(t) * p.out_stride + row) * 4u).v[0] = sum;
+    }
+}

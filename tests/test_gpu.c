@@ -1,0 +1,252 @@
+/* test_gpu.c - the Vulkan backend's device layer and kernels, on whatever Vulkan device the machine
+ * has (lavapipe on the CPU in CI). Device choice and its errors (no loader, a bad --gpu, the
+ * budget, a lost device), buffers, and every kernel of gpu_ops.h against the CPU's kernels with
+ * memcmp: the accumulation contract promises the same bits, so the tolerance is zero. Skips,
+ * naming why, where the build has no Vulkan backend or the machine no usable device. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fault.h"
+#include "gpu.h"
+#include "gpu_ops.h"
+#include "harness.h"
+#include "quant.h"
+#include "rng.h"
+
+/* The first usable device of any type (lavapipe counts here), or -1 after a skip. */
+static int usable_device(void) {
+    struct gpu_info in[16];
+    char err[256] = "";
+    int n = gpu_list(in, 16, err, sizeof(err));
+    for (int i = 0; i < n && i < 16; i++)
+        if (in[i].usable)
+            return i;
+    test_skip("no usable Vulkan device (%s): the GPU kernels are NOT checked",
+              n < 0 ? err : "none has the features the backend needs");
+    return -1;
+}
+
+static struct gpu *open_device(uint64_t budget) {
+    int i = usable_device();
+    if (i < 0)
+        return NULL;
+    char err[256] = "";
+    struct gpu *g = gpu_open(i, budget, err, sizeof(err));
+    CHECK_MSG(g != NULL, "gpu_open(%d): %s", i, err);
+    return g;
+}
+
+/* ---- choosing a device ------------------------------------------------------------------------ */
+
+static void test_choose(void) {
+    char err[256] = "";
+    CHECK_EQ_INT(gpu_choose("none", err, sizeof(err)), -1);
+    CHECK_EQ_INT(gpu_choose("fast", err, sizeof(err)), -EINVAL);
+    CHECK_MSG(strstr(err, "auto, none or a device number") || strstr(err, "without the Vulkan"),
+              "%s", err);
+    if (usable_device() < 0)
+        return;
+    struct gpu_info in[16];
+    int n = gpu_list(in, 16, err, sizeof(err));
+    CHECK(n >= 1);
+    CHECK_EQ_INT(gpu_choose("99", err, sizeof(err)), -EINVAL);
+    CHECK_MSG(strstr(err, "there are"), "%s", err);
+    /* auto never picks a CPU device; a number does */
+    int automatic = gpu_choose("auto", err, sizeof(err));
+    CHECK(automatic == -1 || in[automatic].type != GPU_TYPE_CPU);
+    for (int i = 0; i < n && i < 16; i++) {
+        char spec[8];
+        snprintf(spec, sizeof(spec), "%d", i);
+        CHECK_EQ_INT(gpu_choose(spec, err, sizeof(err)), in[i].usable ? i : -EINVAL);
+        fprintf(stderr, "  device %d: \"%s\" (%s), type %d, %.1f GiB device-local%s%s%s\n", i,
+                in[i].name, in[i].driver, (int)in[i].type,
+                (double)in[i].device_bytes / (double)(1u << 30), in[i].unified ? ", unified" : "",
+                in[i].int_dot ? ", integer dot product" : "", in[i].usable ? "" : in[i].why_not);
+    }
+}
+
+/* Without a loader, listing fails naming the library, and auto falls back to the CPU. */
+static void test_no_loader(void) {
+    char err[256] = "";
+    setenv("SNIPER_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);
+    struct gpu_info in[4];
+    int n = gpu_list(in, 4, err, sizeof(err));
+    int automatic = gpu_choose("auto", err, sizeof(err));
+    unsetenv("SNIPER_VULKAN_LOADER");
+    CHECK(n < 0);
+    CHECK_EQ_INT(automatic, -1);
+    CHECK_MSG(strstr(err, "/nonexistent/libvulkan.so.1") || strstr(err, "without the Vulkan"),
+              "%s", err);
+}
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+static void test_buffers(void) {
+    struct gpu *g = open_device((uint64_t)1 << 20);
+    if (!g)
+        return;
+    char err[256] = "", desc[512];
+    fprintf(stderr, "  %s\n", gpu_describe(g, desc, sizeof(desc)));
+    struct gpu_buf *big = gpu_buf_new(g, (size_t)2 << 20, err, sizeof(err));
+    CHECK(big == NULL);
+    CHECK_MSG(strstr(err, "pass the budget"), "%s", err);
+    struct gpu_buf *b = gpu_buf_new(g, 100000, err, sizeof(err));
+    CHECK_MSG(b != NULL, "%s", err);
+    if (b) {
+        CHECK_EQ_INT(gpu_used_bytes(g), 100000);
+        uint8_t *src = malloc(100000), *dst = malloc(100000);
+        for (int i = 0; i < 100000; i++)
+            src[i] = (uint8_t)(i * 31 + 7);
+        memset(dst, 0xee, 100000);
+        CHECK_EQ_INT(gpu_buf_read(g, b, 0, dst, 1000), 0); /* new buffers are zeroed */
+        CHECK(dst[0] == 0 && dst[999] == 0);
+        CHECK_EQ_INT(gpu_buf_write(g, b, 0, src, 100000), 0);
+        CHECK_EQ_INT(gpu_buf_read(g, b, 0, dst, 100000), 0);
+        CHECK(memcmp(src, dst, 100000) == 0);
+        CHECK_EQ_INT(gpu_buf_write(g, b, 99999, src, 2), -EINVAL);
+        free(src);
+        free(dst);
+        gpu_buf_free(g, b);
+    }
+    CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    gpu_close(g);
+}
+
+/* A lost device fails the submit, names the cause, and stays failed. */
+static void test_device_lost(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    CHECK_EQ_INT(gpu_begin(g), 0);
+    fault_arm(FAULT_GPU_LOST, 1);
+    CHECK_EQ_INT(gpu_submit(g), -EIO);
+    fault_arm(FAULT_GPU_LOST, 0);
+    CHECK_MSG(strstr(gpu_error(g), "VK_ERROR_DEVICE_LOST"), "%s", gpu_error(g));
+    CHECK_EQ_INT(gpu_begin(g), -EIO);
+    gpu_close(g);
+}
+
+/* ---- kernels against the CPU ------------------------------------------------------------------ */
+
+/* Random rows of n floats with a spread of magnitudes, zeros and an all-zero block. */
+static void fill_rows(float *x, int64_t n, int32_t rows, uint64_t seed) {
+    struct rng r;
+    rng_seed(&r, seed);
+    for (int64_t i = 0; i < n * rows; i++) {
+        float v = (float)rng_uniform(&r) * 2.0f - 1.0f;
+        x[i] = i % 97 == 3 ? 0.0f : v * (i % 7 == 0 ? 40.0f : i % 5 == 0 ? 0.01f : 1.0f);
+    }
+    for (int64_t i = 0; i < 32 && i < n; i++)
+        x[i] = 0.0f;
+}
+
+struct product_case {
+    enum qtype type;
+    int64_t n_in;
+    int32_t n_rows, n_tok;
+};
+
+/* The weight type's product on the GPU (activations quantized there) against quant.h's kernels:
+ * the activation rows and the outputs equal bit for bit. */
+static void check_product(struct gpu *g, struct gpu_ops *o, const struct product_case *c) {
+    const struct quant_kernels *k = quant_kernels(c->type);
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(c->type, (uint64_t)c->n_in, &rb), 0);
+    const size_t row_bytes = (size_t)rb;
+    const size_t act_stride = quant_act_row_stride(c->type, c->n_in);
+    const size_t w_bytes = row_bytes * (size_t)c->n_rows;
+    float *wf = malloc(sizeof(float) * (size_t)c->n_in * (size_t)c->n_rows);
+    float *x = malloc(sizeof(float) * (size_t)c->n_in * (size_t)c->n_tok);
+    uint8_t *w = malloc(w_bytes), *act = calloc((size_t)c->n_tok, act_stride);
+    uint8_t *gact = calloc((size_t)c->n_tok, act_stride);
+    float *want = malloc(sizeof(float) * (size_t)c->n_rows * (size_t)c->n_tok);
+    float *got = malloc(sizeof(float) * (size_t)c->n_rows * (size_t)c->n_tok);
+    char err[256] = "";
+    fill_rows(wf, c->n_in, c->n_rows, 1000 + (uint64_t)c->type);
+    fill_rows(x, c->n_in, c->n_tok, 2000 + (uint64_t)c->n_in);
+    for (int32_t r = 0; r < c->n_rows; r++)
+        CHECK_EQ_INT(quant_quantize_row(c->type, wf + (size_t)r * c->n_in, w + (size_t)r * row_bytes,
+                                        c->n_in), 0);
+    for (int32_t t = 0; t < c->n_tok; t++) {
+        k->from_float(x + (size_t)t * c->n_in, act + (size_t)t * act_stride, c->n_in);
+        for (int32_t r = 0; r < c->n_rows; r++)
+            k->vec_dot(c->n_in, &want[(size_t)t * c->n_rows + r], w + (size_t)r * row_bytes,
+                       act + (size_t)t * act_stride);
+    }
+    struct gpu_buf *bw = gpu_buf_new(g, w_bytes, err, sizeof(err));
+    struct gpu_buf *bx = gpu_buf_new(g, sizeof(float) * (size_t)c->n_in * c->n_tok, err, sizeof(err));
+    struct gpu_buf *ba = gpu_buf_new(g, act_stride * (size_t)c->n_tok, err, sizeof(err));
+    struct gpu_buf *bo = gpu_buf_new(g, sizeof(float) * (size_t)c->n_rows * c->n_tok, err,
+                                     sizeof(err));
+    CHECK_MSG(bw && bx && ba && bo, "%s", err);
+    if (!bw || !bx || !ba || !bo)
+        goto out;
+    size_t stride = 0;
+    CHECK_EQ_INT(gpu_buf_write(g, bw, 0, w, w_bytes), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, bx, 0, x, sizeof(float) * (size_t)c->n_in * c->n_tok), 0);
+    CHECK_EQ_INT(gpu_begin(g), 0);
+    CHECK_EQ_INT(gpu_op_quantize(o, c->type, gpu_buf_addr(bx), (size_t)c->n_in, gpu_buf_addr(ba),
+                                 &stride, c->n_in, c->n_tok), 0);
+    CHECK_EQ_INT(stride, act_stride);
+    gpu_barrier(g);
+    CHECK_EQ_INT(gpu_op_matmul(o, c->type, gpu_buf_addr(bw), row_bytes, c->n_in, c->n_rows,
+                               gpu_buf_addr(ba), stride, gpu_buf_addr(bo), (size_t)c->n_rows,
+                               c->n_tok), 0);
+    CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));
+    CHECK_EQ_INT(gpu_buf_read(g, ba, 0, gact, act_stride * (size_t)c->n_tok), 0);
+    CHECK_EQ_INT(gpu_buf_read(g, bo, 0, got, sizeof(float) * (size_t)c->n_rows * c->n_tok), 0);
+    CHECK_MSG(memcmp(act, gact, act_stride * (size_t)c->n_tok) == 0,
+              "%s: the activation rows differ from the CPU's", qtype_name(c->type));
+    int bad = 0;
+    for (size_t i = 0; i < (size_t)c->n_rows * c->n_tok; i++)
+        if (memcmp(&want[i], &got[i], sizeof(float)) != 0 && bad++ < 3)
+            test_fail(__FILE__, __LINE__, "%s n_in %lld: out[%zu] %.9g on the GPU, %.9g on the CPU",
+                      qtype_name(c->type), (long long)c->n_in, i, got[i], want[i]);
+    fprintf(stderr, "  %-6s %5lld x %4d x %d: %s\n", qtype_name(c->type), (long long)c->n_in,
+            c->n_rows, c->n_tok, bad ? "DIFFERENT" : "same bits");
+out:
+    gpu_buf_free(g, bw);
+    gpu_buf_free(g, bx);
+    gpu_buf_free(g, ba);
+    gpu_buf_free(g, bo);
+    free(wf);
+    free(x);
+    free(w);
+    free(act);
+    free(gact);
+    free(want);
+    free(got);
+}
+
+static void test_products(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
+    /* shapes: a row of few blocks, one whose block count is not a multiple of 4, a tail for the
+     * float types, rows past a workgroup's and several tokens */
+    static const struct product_case cases[] = {
+        {QTYPE_F32, 64, 5, 1},    {QTYPE_F32, 1000, 33, 3}, {QTYPE_F16, 96, 3, 2},
+        {QTYPE_F16, 2051, 17, 2}, {QTYPE_Q8_0, 32, 7, 1},   {QTYPE_Q8_0, 224, 40, 3},
+        {QTYPE_Q8_0, 2048, 70, 2},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_product(g, &o, &cases[i]);
+    CHECK(!gpu_ops_has_type(&o, QTYPE_COUNT));
+    gpu_close(g);
+}
+
+static const struct test_case cases[] = {
+    {"choose", test_choose},
+    {"no_loader", test_no_loader},
+    {"buffers", test_buffers},
+    {"device_lost", test_device_lost},
+    {"products", test_products},
+    {0},
+};
+
+int main(int argc, char **argv) { return test_run(argc, argv, cases); }
