@@ -83,7 +83,7 @@ static void test_no_loader(void) {
 
 /* ---- buffers ---------------------------------------------------------------------------------- */
 
-static void test_buffers(void) {
+static void check_buffers(void) {
     struct gpu *g = open_device((uint64_t)1 << 20);
     if (!g)
         return;
@@ -112,6 +112,14 @@ static void test_buffers(void) {
     }
     CHECK_EQ_INT(gpu_used_bytes(g), 0);
     gpu_close(g);
+}
+
+/* Mapped (lavapipe's memory is the host's) and through the staging buffer, as on discrete cards. */
+static void test_buffers(void) {
+    check_buffers();
+    setenv("SNIPER_GPU_NO_MAP", "1", 1);
+    check_buffers();
+    unsetenv("SNIPER_GPU_NO_MAP");
 }
 
 /* A lost device fails the submit, names the cause, and stays failed. */
@@ -220,7 +228,7 @@ out:
     free(got);
 }
 
-static void test_products(void) {
+static void check_products(void) {
     struct gpu *g = open_device(0);
     if (!g)
         return;
@@ -240,12 +248,24 @@ static void test_products(void) {
     gpu_close(g);
 }
 
+static void test_products(void) {
+    check_products();
+}
+
+/* The products again with every buffer copied through the staging buffer. */
+static void test_products_staged(void) {
+    setenv("SNIPER_GPU_NO_MAP", "1", 1);
+    check_products();
+    unsetenv("SNIPER_GPU_NO_MAP");
+}
+
 static const struct test_case cases[] = {
     {"choose", test_choose},
     {"no_loader", test_no_loader},
     {"buffers", test_buffers},
     {"device_lost", test_device_lost},
     {"products", test_products},
+    {"products_staged", test_products_staged},
     {0},
 };
 

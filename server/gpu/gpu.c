@@ -40,7 +40,6 @@ struct gpu {
     VkPhysicalDeviceMemoryProperties mem;
     uint32_t mt_device;  /* memory type of buffers */
     uint32_t mt_staging; /* host-visible, coherent */
-    uint32_t max_groups[3];
     VkPipelineLayout layout;
     VkPipeline *pipe;    /* [gpu_spirv_count] */
     VkCommandPool pool;
@@ -197,13 +196,18 @@ static void info_fill(const struct vk_fn *fn, VkPhysicalDevice pd, int index, st
     in->type = type_of(p2.properties.deviceType);
     in->api_version = p2.properties.apiVersion;
     in->subgroup_size = sub.subgroupSize;
+    for (int i = 0; i < 3; i++)
+        in->max_groups[i] = p2.properties.limits.maxComputeWorkGroupCount[i];
     VkPhysicalDeviceMemoryProperties m;
     fn->vkGetPhysicalDeviceMemoryProperties(pd, &m);
     in->device_bytes = largest_heap(&m, true);
     in->host_bytes = largest_heap(&m, false);
-    in->unified = memory_type(&m, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
-                                          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                          VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0) >= 0;
+    /* a discrete card may map its memory too (resizable BAR), but reads through that map cross
+     * the bus uncached: only an integrated or CPU device counts as one memory */
+    in->unified = (in->type == GPU_TYPE_INTEGRATED || in->type == GPU_TYPE_CPU) &&
+                  memory_type(&m, ~0u, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                           VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                           VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, 0) >= 0;
     in->int_dot = has_extension(fn, pd, "VK_KHR_shader_integer_dot_product");
     in->coopmat = has_extension(fn, pd, "VK_KHR_cooperative_matrix");
     struct gpu_features f;
@@ -514,6 +518,9 @@ struct gpu *gpu_open(int index, uint64_t budget_bytes, char *err, size_t err_len
         goto fail;
     }
     g->budget_bytes = budget_bytes ? budget_bytes : g->info.device_bytes;
+    const char *no_map = getenv("SNIPER_GPU_NO_MAP"); /* tests: the staging path on an APU */
+    if (no_map && *no_map == '1')
+        g->info.unified = false;
     if (memory_types(g, err, err_len) < 0 || device_new(g, family, err, err_len) < 0 ||
         commands_new(g, family, err, err_len) < 0 || pipelines_new(g, true, err, err_len) < 0)
         goto fail;
@@ -791,6 +798,8 @@ void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uin
         return rec_fail(g, "a dispatch of an unknown kernel or with too many push constants");
     if (nx == 0 || ny == 0 || nz == 0)
         return; /* nothing to do */
+    if (nx > g->info.max_groups[0] || ny > g->info.max_groups[1] || nz > g->info.max_groups[2])
+        return rec_fail(g, "a dispatch of more workgroups than the device takes");
     g->fn.vkCmdBindPipeline(g->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, g->pipe[k]);
     if (push_bytes)
         g->fn.vkCmdPushConstants(g->cmd, g->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,

@@ -47,6 +47,7 @@ struct gpu_info {
     bool coopmat;            /* VK_KHR_cooperative_matrix */
     bool fma_fused;          /* its fma() rounds once (gpu_open's probe; else emulated) */
     uint32_t subgroup_size;
+    uint32_t max_groups[3];  /* workgroups one dispatch may have, per dimension */
 };
 
 struct gpu;
@@ -63,7 +64,9 @@ int gpu_list(struct gpu_info *out, int max, char *err, size_t err_len);
 int gpu_choose(const char *spec, char *err, size_t err_len);
 
 /* Opens device index with every kernel's pipeline made; budget_bytes (0: the device-local heap's
- * size) bounds what gpu_buf_new allocates. Returns the device (gpu_close frees it) or NULL with a
+ * size) bounds what gpu_buf_new allocates. SNIPER_GPU_NO_MAP=1 in the environment makes it copy
+ * through the staging buffer even where device memory could be mapped (the tests' way to run the
+ * discrete cards' path on lavapipe). Returns the device (gpu_close frees it) or NULL with a
  * message. */
 struct gpu *gpu_open(int index, uint64_t budget_bytes, char *err, size_t err_len);
 

@@ -1,0 +1,163 @@
+/* bench_gpu.c - what the Vulkan backend's kernels reach on a device, against its memory bandwidth:
+ * a device-to-device copy (the bound), and each weight type's product for a decode step (1 token)
+ * and a prefill batch, as GB/s of weights read and tokens/s of that one matrix.
+ *
+ *     bench-gpu [--gpu N] [--rows R] [--cols C] [--tokens T] [--reps K]
+ *
+ * Each figure is the best of three submits of K back-to-back dispatches (one command buffer). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu.h"
+#include "gpu_ops.h"
+#include "quant.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct bench_opts {
+    const char *gpu;
+    int64_t rows, cols;
+    int32_t tokens, reps;
+};
+
+/* Seconds of the best of three submits of reps copies of src into dst. */
+static double time_copies(struct gpu *g, struct gpu_buf *dst, struct gpu_buf *src, int reps) {
+    double best = 1e30;
+    for (int k = 0; k < 3; k++) {
+        if (gpu_begin(g) < 0)
+            return -1;
+        for (int r = 0; r < reps; r++)
+            gpu_copy(g, dst, 0, src, 0, gpu_buf_bytes(src));
+        double t0 = now_s();
+        if (gpu_submit(g) < 0)
+            return -1;
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+/* Seconds of the best of three submits of reps products of weights w (type t) with n_tok rows. */
+static double time_products(struct gpu *g, struct gpu_ops *o, enum qtype t, struct gpu_buf *w,
+                            size_t row_bytes, const struct bench_opts *b, struct gpu_buf *act,
+                            size_t act_stride, struct gpu_buf *out, int32_t n_tok) {
+    double best = 1e30;
+    for (int k = 0; k < 3; k++) {
+        if (gpu_begin(g) < 0)
+            return -1;
+        for (int r = 0; r < b->reps; r++)
+            gpu_op_matmul(o, t, gpu_buf_addr(w), row_bytes, b->cols, b->rows, gpu_buf_addr(act),
+                          act_stride, gpu_buf_addr(out), (size_t)b->rows, n_tok);
+        double t0 = now_s();
+        if (gpu_submit(g) < 0)
+            return -1;
+        double s = now_s() - t0;
+        best = s < best ? s : best;
+    }
+    return best;
+}
+
+static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const struct bench_opts *b,
+                      struct gpu_buf *act, struct gpu_buf *out) {
+    uint64_t rb = 0;
+    if (!gpu_ops_has_type(o, t) || qtype_row_bytes(t, (uint64_t)b->cols, &rb) < 0)
+        return 0;
+    char err[256] = "";
+    const size_t w_bytes = (size_t)rb * (size_t)b->rows;
+    struct gpu_buf *w = gpu_buf_new(g, w_bytes, err, sizeof(err));
+    if (!w) {
+        fprintf(stderr, "bench-gpu: %s\n", err);
+        return -ENOMEM;
+    }
+    /* weights: zero bytes are valid blocks of every type; speed does not depend on the values */
+    const size_t act_stride = quant_act_row_stride(t, b->cols);
+    const int32_t toks[2] = {1, b->tokens};
+    for (int i = 0; i < 2; i++) {
+        double s = time_products(g, o, t, w, (size_t)rb, b, act, act_stride, out, toks[i]);
+        if (s < 0) {
+            fprintf(stderr, "bench-gpu: %s\n", gpu_error(g));
+            gpu_buf_free(g, w);
+            return -EIO;
+        }
+        double per = s / b->reps;
+        printf("%-7s %5lld x %5lld, %3d token%s: %8.1f us  %7.1f GB/s of weights  %9.0f tok/s\n",
+               qtype_name(t), (long long)b->rows, (long long)b->cols, toks[i],
+               toks[i] == 1 ? " " : "s", per * 1e6, (double)w_bytes / per * 1e-9,
+               (double)toks[i] / per);
+    }
+    gpu_buf_free(g, w);
+    return 0;
+}
+
+static int parse(int argc, char **argv, struct bench_opts *b) {
+    *b = (struct bench_opts){.gpu = "auto", .rows = 4096, .cols = 4096, .tokens = 512, .reps = 50};
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            return -EINVAL;
+        if (strcmp(argv[i], "--gpu") == 0)
+            b->gpu = v;
+        else if (strcmp(argv[i], "--rows") == 0)
+            b->rows = atoll(v);
+        else if (strcmp(argv[i], "--cols") == 0)
+            b->cols = atoll(v);
+        else if (strcmp(argv[i], "--tokens") == 0)
+            b->tokens = atoi(v);
+        else if (strcmp(argv[i], "--reps") == 0)
+            b->reps = atoi(v);
+        else
+            return -EINVAL;
+        i++;
+    }
+    return b->rows > 0 && b->cols > 0 && b->cols % 256 == 0 && b->tokens > 0 && b->reps > 0
+               ? 0 : -EINVAL;
+}
+
+int main(int argc, char **argv) {
+    struct bench_opts b;
+    char err[256] = "", desc[512];
+    if (parse(argc, argv, &b) < 0) {
+        fprintf(stderr, "usage: bench-gpu [--gpu N] [--rows R] [--cols C (a multiple of 256)] "
+                        "[--tokens T] [--reps K]\n");
+        return 2;
+    }
+    int idx = gpu_choose(b.gpu, err, sizeof(err));
+    struct gpu *g = idx >= 0 ? gpu_open(idx, 0, err, sizeof(err)) : NULL;
+    struct gpu_ops o;
+    if (!g || gpu_ops_init(&o, g, err, sizeof(err)) < 0) {
+        fprintf(stderr, "bench-gpu: %s\n", err[0] ? err : "no device");
+        gpu_close(g);
+        return 1;
+    }
+    const struct gpu_info *in = gpu_get_info(g);
+    printf("device: %s (%s)\n%s\n", in->name, in->driver, gpu_describe(g, desc, sizeof(desc)));
+    const size_t copy_bytes = (size_t)256 << 20;
+    struct gpu_buf *c0 = gpu_buf_new(g, copy_bytes, err, sizeof(err));
+    struct gpu_buf *c1 = c0 ? gpu_buf_new(g, copy_bytes, err, sizeof(err)) : NULL;
+    double s = c1 ? time_copies(g, c1, c0, 10) : -1;
+    if (s > 0)
+        printf("copy    %zu MiB device to device: %.0f GB/s (read + write)\n", copy_bytes >> 20,
+               2.0 * (double)copy_bytes * 10 / s * 1e-9);
+    gpu_buf_free(g, c0);
+    gpu_buf_free(g, c1);
+    const size_t act_bytes = (size_t)b.tokens * quant_act_row_stride(QTYPE_F32, b.cols);
+    struct gpu_buf *act = gpu_buf_new(g, act_bytes, err, sizeof(err));
+    struct gpu_buf *out = act ? gpu_buf_new(g, sizeof(float) * (size_t)b.rows * b.tokens, err,
+                                            sizeof(err)) : NULL;
+    int rc = out ? 0 : -ENOMEM;
+    for (int t = 0; rc == 0 && t < QTYPE_COUNT; t++)
+        rc = bench_type(g, &o, (enum qtype)t, &b, act, out);
+    if (!out)
+        fprintf(stderr, "bench-gpu: %s\n", err);
+    gpu_buf_free(g, act);
+    gpu_buf_free(g, out);
+    gpu_close(g);
+    return rc < 0 ? 1 : 0;
+}
