@@ -57,7 +57,7 @@ static void test_choose(void) {
     int automatic = gpu_choose("auto", err, sizeof(err));
     CHECK(automatic == -1 || in[automatic].type != GPU_TYPE_CPU);
     for (int i = 0; i < n && i < 16; i++) {
-        char spec[8];
+        char spec[16];
         snprintf(spec, sizeof(spec), "%d", i);
         CHECK_EQ_INT(gpu_choose(spec, err, sizeof(err)), in[i].usable ? i : -EINVAL);
         fprintf(stderr, "  device %d: \"%s\" (%s), type %d, %.1f GiB device-local%s%s%s\n", i,
