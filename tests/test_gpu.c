@@ -138,7 +138,8 @@ static void test_device_lost(void) {
 
 /* ---- kernels against the CPU ------------------------------------------------------------------ */
 
-/* Random rows of n floats with a spread of magnitudes, zeros and an all-zero block. */
+/* Random rows of n floats with a spread of magnitudes, zeros and (rows of two blocks or more)
+ * an all-zero block. */
 static void fill_rows(float *x, int64_t n, int32_t rows, uint64_t seed) {
     struct rng r;
     rng_seed(&r, seed);
@@ -146,7 +147,7 @@ static void fill_rows(float *x, int64_t n, int32_t rows, uint64_t seed) {
         float v = (float)rng_uniform(&r) * 2.0f - 1.0f;
         x[i] = i % 97 == 3 ? 0.0f : v * (i % 7 == 0 ? 40.0f : i % 5 == 0 ? 0.01f : 1.0f);
     }
-    for (int64_t i = 0; i < 32 && i < n; i++)
+    for (int64_t i = 32; i < 64 && i < n; i++) /* row 0's second block, where there is one */
         x[i] = 0.0f;
 }
 
@@ -236,11 +237,12 @@ static void check_products(void) {
     char err[256] = "";
     CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
     /* shapes: a row of few blocks, one whose block count is not a multiple of 4, a tail for the
-     * float types, rows past a workgroup's and several tokens */
+     * float types, rows past a workgroup's, several tokens, and the limits of the launch shape */
     static const struct product_case cases[] = {
         {QTYPE_F32, 64, 5, 1},    {QTYPE_F32, 1000, 33, 3}, {QTYPE_F16, 96, 3, 2},
         {QTYPE_F16, 2051, 17, 2}, {QTYPE_Q8_0, 32, 7, 1},   {QTYPE_Q8_0, 224, 40, 3},
-        {QTYPE_Q8_0, 2048, 70, 2},
+        {QTYPE_Q8_0, 2048, 70, 2},  {QTYPE_Q8_0, 4160, 5, 2}, /* 130 blocks: three chunks */
+        {QTYPE_Q8_0, 32, 65600, 1}, /* more row groups than a dispatch's x takes */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         check_product(g, &o, &cases[i]);

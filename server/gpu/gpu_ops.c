@@ -19,10 +19,11 @@ struct gpu_type_kernels {
 static const struct gpu_type_kernels gpu_types[] = {
     {QTYPE_F32, "matmul_f32", "quantize_f32", 2, 1},
     {QTYPE_F16, "matmul_f16", "quantize_f16", 2, 1},
-    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", 16, 32},
+    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", 1, 32},
 };
 
-#define GPU_GROUP 64 /* invocations per workgroup of every kernel here */
+#define GPU_GROUP 64       /* invocations per workgroup of every kernel here */
+#define GPU_GROUPS_X 65535 /* workgroups a dispatch may have on x: Vulkan's minimum */
 
 struct matmul_push {
     uint64_t w, act, out;
@@ -90,7 +91,9 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok};
-    gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), groups(n_rows, k->rows_per_group),
-                 (uint32_t)n_tok, 1);
+    /* row groups on x, spilling onto z past 65535 (every device takes that many on each) */
+    const uint32_t n_groups = groups(n_rows, k->rows_per_group);
+    const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
+    gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), nx, (uint32_t)n_tok, groups(n_groups, nx));
     return 0;
 }

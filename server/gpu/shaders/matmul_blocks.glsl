@@ -1,13 +1,16 @@
 // matmul_blocks.glsl - the driver of every block-quantized product: out[t][r] = dot(weight row r,
-// activation row t) under quant.h's accumulation contract. Four accumulators per output, each a
-// chain over the blocks b = j, j + 4, j + 8, ... in order, start at +0; the result is
-// (acc0 + acc1) + (acc2 + acc3). A kernel includes this after defining
+// activation row t) under quant.h's accumulation contract. The contract's float work is four
+// chains per output (accumulator j takes blocks j, j + 4, j + 8, ... in order, from +0; the result
+// is (acc0 + acc1) + (acc2 + acc3)); its integer work, each block's exact sums, is free of order.
+// So a workgroup of 64 invocations takes one row of one token 64 blocks at a time: invocation i
+// computes block i's terms (its integer sums and float factors) into shared memory, then
+// invocations 0..3 run the four chains over those 64 blocks. A kernel includes this after defining
 //     QK_ELEMS                           elements per weight block
-//     void block_apply(uint64_t w_blk, uint64_t a_blk, inout float acc)
-//                                        the block's fma (or two) into acc, in the contract's order
 //     W_BLOCK_BYTES, A_BLOCK_BYTES       block sizes
-// A workgroup of 64 invocations computes 16 rows of one token: invocation 4 * k + j runs
-// accumulator j of row k.
+//     vec4 block_terms(uint64_t w_blk, uint64_t a_blk)
+//                                        (d, v, d2, v2): the block adds fma(d, v, acc) to its
+//                                        chain, then fma(d2, v2, acc) when TWO_TERMS is defined
+// Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), tokens on y.
 layout(local_size_x = 64) in;
 
 layout(push_constant) uniform Push {
@@ -22,24 +25,42 @@ layout(push_constant) uniform Push {
     uint n_tok;
 } p;
 
-shared float partial[64];
+shared vec4 terms[64];
+shared float chains[4];
 
 void main() {
-    uint lid = gl_LocalInvocationID.x, j = lid & 3u;
-    uint row = gl_WorkGroupID.x * 16u + (lid >> 2), t = gl_WorkGroupID.y;
+    uint i = gl_LocalInvocationID.x;
+    uint row = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+    if (row >= p.n_rows) // the whole workgroup leaves together
+        return;
+    uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
+    uint64_t arow = p.act + uint64_t(t) * p.act_stride;
+    uint nb = p.n_in / QK_ELEMS;
     float acc = 0.0;
-    if (row < p.n_rows) {
-        uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
-        uint64_t arow = p.act + uint64_t(t) * p.act_stride;
-        uint nb = p.n_in / QK_ELEMS;
-        for (uint b = j; b < nb; b += 4u)
-            block_apply(wrow + uint64_t(b) * W_BLOCK_BYTES, arow + uint64_t(b) * A_BLOCK_BYTES, acc);
+    for (uint c = 0u; c < nb; c += 64u) {
+        uint b = c + i;
+        if (b < nb)
+            terms[i] = block_terms(wrow + uint64_t(b) * W_BLOCK_BYTES,
+                                   arow + uint64_t(b) * A_BLOCK_BYTES);
+        barrier();
+        if (i < 4u) {
+            uint end = min(64u, nb - c);
+            for (uint k = i; k < end; k += 4u) {
+                vec4 f = terms[k];
+                acc = fma_rn(f.x, f.y, acc);
+#ifdef TWO_TERMS
+                acc = fma_rn(f.z, f.w, acc);
+#endif
+            }
+        }
+        barrier();
     }
-    partial[lid] = acc;
+    if (i < 4u)
+        chains[i] = acc;
     barrier();
-    if (j == 0u && row < p.n_rows) {
-        precise float lo = partial[lid] + partial[lid + 1u];
-        precise float hi = partial[lid + 2u] + partial[lid + 3u];
+    if (i == 0u) {
+        precise float lo = chains[0] + chains[1];
+        precise float hi = chains[2] + chains[3];
         precise float s = lo + hi;
         F32s(p.out_ + (uint64_t(t) * p.out_stride + row) * 4u).v[0] = s;
     }

@@ -3,7 +3,8 @@
 // the first floor(n/32)*32 with fma in element order; then lane l += lane l + h for h = 16, 8, 4,
 // 2, 1; then the tail elements added to lane 0 one by one with fma. A kernel defines
 //     float w_at(uint64_t row, uint i), a_at(uint64_t row, uint i)   element i as float
-// A workgroup of 64 invocations computes 2 rows of one token, 32 lanes each.
+// A workgroup of 64 invocations computes 2 rows of one token, 32 lanes each (row pairs on the
+// dispatch's x and z dimensions, tokens on y).
 layout(local_size_x = 64) in;
 
 layout(push_constant) uniform Push {
@@ -22,7 +23,8 @@ shared float lanes[64];
 
 void main() {
     uint lid = gl_LocalInvocationID.x, l = lid & 31u, base = lid & 32u;
-    uint row = gl_WorkGroupID.x * 2u + (lid >> 5), t = gl_WorkGroupID.y;
+    uint row = (gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 2u + (lid >> 5);
+    uint t = gl_WorkGroupID.y;
     uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
     uint64_t arow = p.act + uint64_t(t) * p.act_stride;
     uint n32 = p.n_in / 32u * 32u;
