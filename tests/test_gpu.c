@@ -243,6 +243,8 @@ static void check_products(void) {
         {QTYPE_F16, 2051, 17, 2}, {QTYPE_Q8_0, 32, 7, 1},   {QTYPE_Q8_0, 224, 40, 3},
         {QTYPE_Q8_0, 2048, 70, 2},  {QTYPE_Q8_0, 4160, 5, 2}, /* 130 blocks: three chunks */
         {QTYPE_Q8_0, 32, 65600, 1}, /* more row groups than a dispatch's x takes */
+        {QTYPE_Q8_0, 224, 9, 9},    {QTYPE_Q8_0, 4160, 3, 5}, /* token groups of 8, 4 and 2 */
+        {QTYPE_Q8_0, 96, 4, 3},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         check_product(g, &o, &cases[i]);

@@ -81,6 +81,14 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
     return 0;
 }
 
+/* Tokens one workgroup of k's product takes: the block driver's rule (matmul_blocks.glsl's
+ * tok_group), one for the float driver (its workgroups are two rows of one token). */
+static int32_t tok_group(const struct gpu_type_kernels *k, int32_t n_tok) {
+    if (k->rows_per_group > 1)
+        return 1;
+    return n_tok >= 8 ? 8 : n_tok >= 4 ? 4 : n_tok >= 2 ? 2 : 1;
+}
+
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok) {
@@ -91,9 +99,11 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok};
-    /* row groups on x, spilling onto z past 65535 (every device takes that many on each) */
+    /* row groups on x, spilling onto z past 65535 (every device takes that many on each); the
+     * block kernels take tok_group tokens per workgroup (matmul_blocks.glsl's rule) */
     const uint32_t n_groups = groups(n_rows, k->rows_per_group);
     const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
-    gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), nx, (uint32_t)n_tok, groups(n_groups, nx));
+    gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), nx, groups(n_tok, tok_group(k, n_tok)),
+                 groups(n_groups, nx));
     return 0;
 }

@@ -2,15 +2,18 @@
 // activation row t) under quant.h's accumulation contract. The contract's float work is four
 // chains per output (accumulator j takes blocks j, j + 4, j + 8, ... in order, from +0; the result
 // is (acc0 + acc1) + (acc2 + acc3)); its integer work, each block's exact sums, is free of order.
-// So a workgroup of 64 invocations takes one row of one token 64 blocks at a time: invocation i
-// computes block i's terms (its integer sums and float factors) into shared memory, then
-// invocations 0..3 run the four chains over those 64 blocks. A kernel includes this after defining
+// So a workgroup of 64 invocations takes one row for TOK tokens (1, 2, 4 or 8: gpu_ops.c's rule,
+// tok_group below), 64 / TOK blocks at a time: invocation i computes the terms (integer sums and
+// float factors) of block i % (64 / TOK) for token i / (64 / TOK) into shared memory, then 4 TOK
+// invocations run each token's four chains over those blocks. The weight block is read from
+// memory once for the TOK tokens (their other reads hit the cache). A kernel includes this after
+// defining
 //     QK_ELEMS                           elements per weight block
 //     W_BLOCK_BYTES, A_BLOCK_BYTES       block sizes
 //     vec4 block_terms(uint64_t w_blk, uint64_t a_blk)
 //                                        (d, v, d2, v2): the block adds fma(d, v, acc) to its
 //                                        chain, then fma(d2, v2, acc) when TWO_TERMS is defined
-// Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), tokens on y.
+// Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), token groups on y.
 layout(local_size_x = 64) in;
 
 layout(push_constant) uniform Push {
@@ -26,27 +29,36 @@ layout(push_constant) uniform Push {
 } p;
 
 shared vec4 terms[64];
-shared float chains[4];
+shared float chains[32];
+
+// Tokens per workgroup for a product of n_tok rows (gpu_ops.c's tok_group).
+uint tok_group(uint n_tok) {
+    return n_tok >= 8u ? 8u : n_tok >= 4u ? 4u : n_tok >= 2u ? 2u : 1u;
+}
 
 void main() {
     uint i = gl_LocalInvocationID.x;
-    uint row = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x, t = gl_WorkGroupID.y;
+    uint row = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x;
     if (row >= p.n_rows) // the whole workgroup leaves together
         return;
+    uint TOK = tok_group(p.n_tok), chunk = 64u / TOK;
+    uint tt = i / chunk, k = i % chunk, t = gl_WorkGroupID.y * TOK + tt;
     uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
     uint64_t arow = p.act + uint64_t(t) * p.act_stride;
     uint nb = p.n_in / QK_ELEMS;
+    // invocation i < 4 TOK runs chain i % 4 of token i / 4 of the group
+    uint ct = i >> 2, cj = i & 3u;
     float acc = 0.0;
-    for (uint c = 0u; c < nb; c += 64u) {
-        uint b = c + i;
-        if (b < nb)
+    for (uint c = 0u; c < nb; c += chunk) {
+        uint b = c + k;
+        if (b < nb && t < p.n_tok)
             terms[i] = block_terms(wrow + uint64_t(b) * W_BLOCK_BYTES,
                                    arow + uint64_t(b) * A_BLOCK_BYTES);
         barrier();
-        if (i < 4u) {
-            uint end = min(64u, nb - c);
-            for (uint k = i; k < end; k += 4u) {
-                vec4 f = terms[k];
+        if (i < 4u * TOK) {
+            uint end = min(chunk, nb - c);
+            for (uint kk = cj; kk < end; kk += 4u) {
+                vec4 f = terms[ct * chunk + kk];
                 acc = fma_rn(f.x, f.y, acc);
 #ifdef TWO_TERMS
                 acc = fma_rn(f.z, f.w, acc);
@@ -55,13 +67,14 @@ void main() {
         }
         barrier();
     }
-    if (i < 4u)
+    if (i < 4u * TOK)
         chains[i] = acc;
     barrier();
-    if (i == 0u) {
-        precise float lo = chains[0] + chains[1];
-        precise float hi = chains[2] + chains[3];
+    uint to = gl_WorkGroupID.y * TOK + i;
+    if (i < TOK && to < p.n_tok) {
+        precise float lo = chains[4u * i] + chains[4u * i + 1u];
+        precise float hi = chains[4u * i + 2u] + chains[4u * i + 3u];
         precise float s = lo + hi;
-        F32s(p.out_ + (uint64_t(t) * p.out_stride + row) * 4u).v[0] = s;
+        F32s(p.out_ + (uint64_t(to) * p.out_stride + row) * 4u).v[0] = s;
     }
 }
