@@ -610,12 +610,14 @@ static void print_expert_stats(const struct expert_cache *c) {
             (double)ru.ru_maxrss / 1024.0);
 }
 
-/* The decode phase's share of the cache figures (after minus before), per generated token. */
+/* The decode phase's share of the cache figures (after minus before), per generated token, and
+ * the cache's slots and eviction at its end (what bench-policy --slots replays). */
 static void print_decode_stats(const struct expert_cache_stats *a,
                                const struct expert_cache_stats *b, size_t n_tokens) {
     fprintf(stderr,
             "experts-decode: tokens=%zu hits=%llu misses=%llu bytes_read=%llu io_wait_s=%.3f "
-            "io_busy_s=%.3f bytes_per_token=%.0f io_wait_ms_per_token=%.1f prefetch_used=%llu/%llu\n",
+            "io_busy_s=%.3f bytes_per_token=%.0f io_wait_ms_per_token=%.1f prefetch_used=%llu/%llu "
+            "slots=%d eviction=%s\n",
             n_tokens, (unsigned long long)(b->hits - a->hits),
             (unsigned long long)(b->misses - a->misses),
             (unsigned long long)(b->bytes_read - a->bytes_read), b->io_wait_s - a->io_wait_s,
@@ -623,7 +625,8 @@ static void print_decode_stats(const struct expert_cache_stats *a,
             n_tokens ? (double)(b->bytes_read - a->bytes_read) / (double)n_tokens : 0.0,
             n_tokens ? 1e3 * (b->io_wait_s - a->io_wait_s) / (double)n_tokens : 0.0,
             (unsigned long long)(b->prefetch_used - a->prefetch_used),
-            (unsigned long long)(b->prefetch_issued - a->prefetch_issued));
+            (unsigned long long)(b->prefetch_issued - a->prefetch_issued), b->n_slots,
+            b->eviction ? b->eviction : "-");
 }
 
 /* --route-replay: opens the trace for m's shape into *out, hands it to e (routing moe_top_k
