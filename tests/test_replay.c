@@ -246,11 +246,18 @@ static void test_shape_refused(void) {
         test_skip("../shared/fixtures is absent: the Qwen trace's shape is NOT checked");
         return;
     }
-    snprintf(path, sizeof(path), "%s/routing/qwen.route.csv", dir);
-    r = replay_open(path, 48, 128, err, sizeof(err));
-    CHECK_MSG(r != NULL, "%s", err);
-    CHECK(r && replay_n_used(r) == 6 && replay_n_decode_tokens(r) == 128);
-    replay_free(r);
+    static const struct {
+        const char *name;
+        int32_t n_layer, n_used, n_decode;
+    } traces[] = {{"gemma", 30, 6, 128}, {"gptoss", 36, 2, 64}, {"qwen", 48, 6, 128}};
+    for (size_t i = 0; i < sizeof(traces) / sizeof(traces[0]); i++) {
+        snprintf(path, sizeof(path), "%s/routing/%s.route.csv", dir, traces[i].name);
+        r = replay_open(path, traces[i].n_layer, 128, err, sizeof(err));
+        CHECK_MSG(r != NULL, "%s", err);
+        CHECK(r && replay_n_used(r) == traces[i].n_used &&
+              replay_n_decode_tokens(r) == traces[i].n_decode);
+        replay_free(r);
+    }
     r = replay_open(path, 48, 64, err, sizeof(err));
     CHECK(r == NULL);
     CHECK_MSG(strstr(err, "48 layers x 128 experts") && strstr(err, "48 layers x 64 experts"),
