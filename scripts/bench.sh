@@ -19,6 +19,15 @@
 #   HTTP_CLIENTS=1,2,4,8 HTTP_CAPS="unlimited 4G 8G" HTTP_TOKENS=64 HTTP_CTX=1024: the
 #   concurrent-clients part (HTTP_CTX positions per slot);
 #   LLAMA_SERVER=/path/to/llama-server runs llama-server -np N beside sniperd --parallel N.
+# Real routing: the runs above route as the random-weight model does; then the same cold runs
+# under REPLAY_BUDGETS route every moe layer as a real model did (sniperd --route-replay, a route
+# trace of ../shared/fixtures/routing: Qwen3-30B-A3B's for the qwen3-30b-a3b preset, gpt-oss-120b's
+# for gpt-oss-120b; Gemma-4-26B-A4B's has no preset of its shape yet; the text is meaningless), the trace's decode tokens once through (its decode tokens + 1 generated), and
+# each beside bench-policy's replay of the same trace, eviction and slots: the hit rate the run
+# should reproduce.
+#   REPLAY=path/to/trace.csv (default: the preset's trace when there is one; REPLAY= none)
+#   REPLAY_BUDGETS="2G 4G 8G" REPLAY_RUNS=1 REPLAY_TOP_K=trace (experts a token: the trace's, so
+#   exactly its routing; 0: the model's, the rest filled from the model's own routers)
 # Without root there is no cgroup and no page-cache drop: the budget is sniperd's alone (said so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +45,16 @@ BUDGETS=${BUDGETS:-2G 4G 8G unlimited}
 WARM=${WARM:-1}
 DISK_SECS=${DISK_SECS:-2}
 DROP_CACHES=${DROP_CACHES:-1}
+FIXTURES=${SNIPER_FIXTURES:-../shared/fixtures}
+case $PRESET in # the traces of ../shared/fixtures/routing whose shapes a preset has
+qwen3-30b-a3b) REPLAY_AUTO=$FIXTURES/routing/qwen.route.csv ;;
+gpt-oss-120b) REPLAY_AUTO=$FIXTURES/routing/gptoss.route.csv ;;
+*) REPLAY_AUTO= ;;
+esac
+REPLAY=${REPLAY-$REPLAY_AUTO}
+REPLAY_BUDGETS=${REPLAY_BUDGETS:-2G 4G 8G}
+REPLAY_RUNS=${REPLAY_RUNS:-1}
+REPLAY_TOP_K=${REPLAY_TOP_K:-trace}
 CG_ROOT=/sys/fs/cgroup/memory
 
 WORK=$(mktemp -d /tmp/sniper-bench.XXXXXX)
@@ -375,6 +394,66 @@ if [ -n "$LLAMA_BIN" ]; then
     for row in "${LROWS[@]}"; do
         echo "$row"
     done
+fi
+
+# ------------------------------------------------------------------------------------------------
+# Real routing: the cold runs again, routed by a trace (sniperd --route-replay), each beside
+# bench-policy's replay of the same trace at the run's slots and eviction
+
+# bench-policy's decode hit rate (a fraction) for trace $1, $2 slots, policy $3; empty on failure.
+policy_hit() {
+    "$BUILD/bench-policy" "$1" --slots "$2" 2>/dev/null |
+        awk -F'|' -v p="$3" '{ gsub(/ /, "", $4) } $4 == p { gsub(/ /, "", $5); print $5 / 100 }'
+}
+
+if [ -n "$REPLAY" ] && [ ! -f "$REPLAY" ]; then
+    echo "bench: the route trace $REPLAY is absent: no real-routing rows"
+elif [ -n "$REPLAY" ]; then
+    r_used=$(sed -nE 's/^#.* n_expert_used=([0-9]+).*/\1/p' "$REPLAY" | head -1)
+    r_dec=$(awk -F, '$2 == 1 { print $1 "," $3 }' "$REPLAY" | sort -u | wc -l)
+    r_k=$REPLAY_TOP_K
+    [ "$r_k" = trace ] && r_k=$r_used
+    SAVED=("${SNIPERD[@]}") SAVED_ROWS=("${ROWS[@]}")
+    SNIPERD=("$BUILD/sniperd" -m "$MODEL" --bench-prompt "$PROMPT" -n $((r_dec + 1)) --temp 0
+        --threads "$THREADS" --route-replay "$REPLAY" --moe-top-k "$r_k")
+    ROWS=() PROWS=()
+    echo
+    echo "== real routing: $REPLAY ($r_used experts a token, $r_dec decode tokens), $r_k routed a" \
+        "token (0: the model's)"
+    for budget in $REPLAY_BUDGETS; do
+        for run in $(seq 1 "$REPLAY_RUNS"); do
+            run_budget "$budget" "$run"
+            dec=$(grep '^experts-decode:' "$WORK/run.err" | tail -1 || true)
+            [ -n "$dec" ] || continue
+            slots=$(field "$dec" slots) ev=$(field "$dec" eviction)
+            hit=$(calc 'printf "%.3f", h / (h + m)' h="$(field "$dec" hits)" m="$(field "$dec" misses)")
+            ph=$(policy_hit "$REPLAY" "$slots" "$ev")
+            gap=-
+            [ -n "$ph" ] && gap=$(calc 'printf "%+.1f", 100 * (h - p)' h="$hit" p="$ph")
+            echo "replay: end-to-end decode hit rate $hit; bench-policy $ev at $slots slots ${ph:-?}"
+            PROWS+=("| $budget | $run | $slots | $ev | $hit | ${ph:--} | $gap |")
+        done
+    done
+    echo
+    echo "== table, real routing ($(date -u '+%Y-%m-%d %H:%M UTC'); ${SNIPERD[*]:1} under each" \
+        "budget; the columns as above)"
+    echo
+    echo "| budget | run | decode tok/s | prefill tok/s | first token s | load s | peak RSS MiB |" \
+        "cgroup peak MiB | hit rate | decode MB/token | read MB/s | device MB/s | disk-bound tok/s |" \
+        "achieved/limit | min(disk, in RAM) tok/s | achieved/min | serial ms/token |" \
+        "exact-engine bound tok/s | achieved/exact |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    for row in "${ROWS[@]}"; do
+        echo "$row"
+    done
+    echo
+    echo "| budget | run | slots at the end | eviction | end-to-end decode hit rate |" \
+        "bench-policy's replay (same slots, eviction) | gap, points |"
+    echo "|---|---|---|---|---|---|---|"
+    for row in "${PROWS[@]}"; do
+        echo "$row"
+    done
+    SNIPERD=("${SAVED[@]}") ROWS=("${SAVED_ROWS[@]}")
 fi
 
 # ------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "procstat.h"
+#include "replay.h"
 #include "rng.h"
 #include "sampler.h"
 #include "scheduler.h"
@@ -47,6 +48,7 @@ struct options {
     const char *dump_tokens;
     uint64_t ram_budget; /* bytes; 0: the whole model in RAM */
     int32_t bench_prompt; /* > 0: a prompt of this many pseudo-random ids instead of text */
+    const char *route_replay; /* a route trace the moe layers route by (one-shot benchmarks) */
     struct expert_cache_options cache; /* with ram_budget: how experts are read */
     /* the daemon */
     const char *host;
@@ -158,6 +160,8 @@ static void usage(FILE *f) {
             "      --frequency-penalty P (default 0)\n"
             "      --seed N              (default 0)\n"
             "      --bench-prompt N      benchmark: use N pseudo-random token ids as the prompt\n"
+            "      --route-replay FILE   benchmark: route every moe layer as the route trace FILE\n"
+            "                            did (../shared/fixtures/routing); the text is meaningless\n"
             "      --tokenize            print the prompt's token ids and exit (vocab-only GGUFs "
             "work)\n"
             "      --dump-logits FILE    write the logits after each prompt token (float32 "
@@ -299,6 +303,8 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             o->dump_logits = v;
         } else if (!strcmp(a, "--dump-tokens")) {
             o->dump_tokens = v;
+        } else if (!strcmp(a, "--route-replay")) {
+            o->route_replay = v;
         } else if (!strcmp(a, "--bench-prompt")) {
             rc = parse_int(a, v, 1, 1 << 24, &n);
             o->bench_prompt = (int32_t)n;
@@ -426,6 +432,11 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
     if (n_prompts > 1 || (o->tokenize && n_prompts == 0)) {
         fprintf(stderr, "sniperd: pass at most one of -p TEXT, -f FILE and --bench-prompt N "
                         "(none: serve the API)\n");
+        return -EINVAL;
+    }
+    if (o->route_replay && (n_prompts == 0 || o->ep.cache_bias > 0.0f)) {
+        fprintf(stderr, "sniperd: --route-replay is for one prompt (-p, -f or --bench-prompt), "
+                        "never the daemon, and without --cache-bias\n");
         return -EINVAL;
     }
     return 0;
@@ -599,12 +610,14 @@ static void print_expert_stats(const struct expert_cache *c) {
             (double)ru.ru_maxrss / 1024.0);
 }
 
-/* The decode phase's share of the cache figures (after minus before), per generated token. */
+/* The decode phase's share of the cache figures (after minus before), per generated token, and
+ * the cache's slots and eviction at its end (what bench-policy --slots replays). */
 static void print_decode_stats(const struct expert_cache_stats *a,
                                const struct expert_cache_stats *b, size_t n_tokens) {
     fprintf(stderr,
             "experts-decode: tokens=%zu hits=%llu misses=%llu bytes_read=%llu io_wait_s=%.3f "
-            "io_busy_s=%.3f bytes_per_token=%.0f io_wait_ms_per_token=%.1f prefetch_used=%llu/%llu\n",
+            "io_busy_s=%.3f bytes_per_token=%.0f io_wait_ms_per_token=%.1f prefetch_used=%llu/%llu "
+            "slots=%d eviction=%s\n",
             n_tokens, (unsigned long long)(b->hits - a->hits),
             (unsigned long long)(b->misses - a->misses),
             (unsigned long long)(b->bytes_read - a->bytes_read), b->io_wait_s - a->io_wait_s,
@@ -612,7 +625,30 @@ static void print_decode_stats(const struct expert_cache_stats *a,
             n_tokens ? (double)(b->bytes_read - a->bytes_read) / (double)n_tokens : 0.0,
             n_tokens ? 1e3 * (b->io_wait_s - a->io_wait_s) / (double)n_tokens : 0.0,
             (unsigned long long)(b->prefetch_used - a->prefetch_used),
-            (unsigned long long)(b->prefetch_issued - a->prefetch_issued));
+            (unsigned long long)(b->prefetch_issued - a->prefetch_issued), b->n_slots,
+            b->eviction ? b->eviction : "-");
+}
+
+/* --route-replay: opens the trace for m's shape into *out, hands it to e (routing moe_top_k
+ * experts a token, 0: the model's) and says loudly that the text will be meaningless. Returns 0,
+ * or -EINVAL with the message in err (a trace of another shape names both). */
+static int start_replay(const char *path, const struct model *m, int32_t moe_top_k,
+                        struct engine *e, struct replay **out, char *err, size_t err_len) {
+    struct replay *r = replay_open(path, m->hp.n_layer, m->hp.n_expert, err, err_len);
+    if (!r)
+        return -EINVAL;
+    const int32_t kt = replay_n_used(r);
+    const int32_t used = moe_top_k > 0 ? moe_top_k : m->hp.n_expert_used;
+    fprintf(stderr,
+            "route-replay: ROUTING FROM THE TRACE \"%s\", NOT THE MODEL: THE OUTPUT TEXT IS "
+            "MEANINGLESS (benchmark only). %d experts a token: %d from the trace%s; decode "
+            "cycles through its %d tokens, each prefill step looks up its prefill's experts\n",
+            path, used, used < kt ? used : kt,
+            used > kt ? ", the rest the model's own most probable" : "",
+            replay_n_decode_tokens(r));
+    engine_set_route_replay(e, r);
+    *out = r;
+    return 0;
 }
 
 static int run_generate(const struct options *o) {
@@ -628,6 +664,7 @@ static int run_generate(const struct options *o) {
     struct engine *e = NULL;
     struct expert_cache *cache = NULL;
     struct sampler *s = NULL;
+    struct replay *rp = NULL;
     int32_t *ids = NULL, *gen = NULL;
     float *rows = NULL, *logits = NULL;
     FILE *dump = NULL;
@@ -642,6 +679,9 @@ static int run_generate(const struct options *o) {
     if (!e)
         goto fail;
     budget_print_memory(e, o->ep.n_checkpoints, stderr);
+    if (o->route_replay &&
+        start_replay(o->route_replay, m, o->ep.moe_top_k, e, &rp, err, sizeof(err)) < 0)
+        goto fail;
     ids = prompt_tokens(tk, o, &n_prompt);
     const int32_t V = m->hp.n_vocab;
     const int32_t n_batch = engine_n_batch(e);
@@ -748,6 +788,7 @@ out:
     free(logits);
     sampler_free(s);
     engine_free(e);
+    replay_free(rp);
     expert_cache_free(cache);
     tokenizer_free(tk);
     model_free(m);
@@ -795,8 +836,9 @@ static int config_flag(const char *key, const json_t *val, json_t *texts, char *
  * override it. Strings stay in *keep (free with json_decref after the run). Returns 0 or -EINVAL
  * with a message. */
 static int load_config(const char *path, struct options *o, json_t **keep) {
-    static const char *const refused[] = {"config", "prompt", "file", "bench_prompt", "tokenize",
-                                          "dump_logits", "dump_tokens", "help"};
+    static const char *const refused[] = {"config",      "prompt",       "file",
+                                          "bench_prompt", "route_replay", "tokenize",
+                                          "dump_logits", "dump_tokens",  "help"};
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {

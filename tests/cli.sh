@@ -160,6 +160,23 @@ expect_fail "ram-budget not a size" "wants a size" "$SNIPERD" -m "$TMP/moe.gguf"
 expect_fail "prefetch bad value" "wants prefill, always or off" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --prefetch soon
 expect_fail "moe-top-k too many" "experts per token" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --moe-top-k 9
 expect_fail "cache-bias out of range" "wants a ratio in" "$SNIPERD" -m "$TMP/moe.gguf" -p hi --cache-bias 2
+# --route-replay: one-shot benchmarks only; a trace of the model's shape (bench-policy records one)
+# drives a budgeted run and says loudly that its text is meaningless; another shape is refused
+expect_fail "route-replay refused in the daemon" "never the daemon" "$SNIPERD" -m "$TMP/moe.gguf" --route-replay x.csv
+if [ -f "$FIX/routing/qwen.route.csv" ]; then
+    expect_fail "route-replay of another shape" "routes 48 layers x 128 experts, the model has 4 layers x 16" \
+        "$SNIPERD" -m "$TMP/moe.gguf" -p hi --route-replay "$FIX/routing/qwen.route.csv"
+fi
+if "$BUILD/bench-policy" "$TMP/moe.gguf" --prompt 8 --gen 6 --threads 1 --write-trace "$TMP/moe.route.csv" \
+        >/dev/null 2>&1 &&
+    "$SNIPERD" -m "$TMP/moe.gguf" --bench-prompt 8 -n 12 --temp 0 --ram-budget "${budget}M" \
+        --route-replay "$TMP/moe.route.csv" >/dev/null 2>"$TMP/replay.err" &&
+    grep -q "^route-replay: ROUTING FROM THE TRACE .*MEANINGLESS.* 4 experts a token: 4 from the trace;" \
+        "$TMP/replay.err" && grep -q "^experts-decode: tokens=11 " "$TMP/replay.err"; then
+    ok "route-replay: a recorded trace drives a budgeted run"
+else
+    bad "route-replay: a recorded trace drives a budgeted run" "$(cat "$TMP/replay.err")"
+fi
 
 # errors: clear message, non-zero exit, no crash
 expect_fail "no model" "no model" "$SNIPERD" -p hi

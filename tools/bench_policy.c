@@ -4,7 +4,7 @@
  * replaying one routing makes the comparison exact and free of the host's noise (misses are what
  * the disk pays for: bytes per token / bandwidth bounds decode under a budget).
  *
- *     build/bench-policy TRACE.csv [--mib N]... [--lookahead N]
+ *     build/bench-policy TRACE.csv [--mib N | --slots N]... [--lookahead N]
  *     build/bench-policy MODEL.gguf [--prompt N] [--gen N] [--threads N] [--slots N]... [--mib N]...
  *                        [--write-trace FILE]
  *
@@ -12,7 +12,10 @@
  * tokens. Policies (tools/route_trace.h): lru, lirs, arc, frecency, belady (the bound); lirs and
  * frecency are the very code sniperd's expert cache runs (server/experts/cache_policy.c).
  * --lookahead N adds oracles: lru and frecency that spare the experts of the next N lookups
- * (N = 1: the next layer's, what a perfect next-layer router guess would protect). */
+ * (N = 1: the next layer's, what a perfect next-layer router guess would protect).
+ * --slots N sizes the cache in experts, as the expert cache's slots (one expert of any layer
+ * each): a trace's layers then all count the largest layer's bytes (a slot's), so that the table
+ * is the one a sniperd --route-replay run of N slots should reproduce. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -101,6 +104,16 @@ out:
         return NULL;
     }
     return rec.t;
+}
+
+/* Gives every layer of t the largest layer's expert bytes: replayed caches then hold a number of
+ * experts, as the expert cache's slots do (a recorded run's layers have them already). */
+static void slot_sizes(struct route_trace *t) {
+    uint64_t most = 0;
+    for (int32_t l = 0; l < t->n_layer; l++)
+        most = t->expert_bytes[l] > most ? t->expert_bytes[l] : most;
+    for (int32_t l = 0; l < t->n_layer; l++)
+        t->expert_bytes[l] = most;
 }
 
 static bool is_gguf(const char *path) {
@@ -199,9 +212,9 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!path || n_prompt < 1 || n_gen < 1 || lookahead < 0) {
-        fprintf(stderr, "bench-policy: pass a route trace or a moe MODEL, --prompt >= 1, --gen >= 1 "
-                        "and --lookahead >= 0\n");
+    if (!path || n_prompt < 1 || n_gen < 1 || lookahead < 0 || (n_slots > 0 && n_sizes > 0)) {
+        fprintf(stderr, "bench-policy: pass a route trace or a moe MODEL, --prompt >= 1, --gen >= 1, "
+                        "--lookahead >= 0, and --mib or --slots, not both\n");
         return 2;
     }
     char err[512];
@@ -216,7 +229,9 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (write_path && (rc = route_trace_write(t, write_path)) < 0)
         fprintf(stderr, "bench-policy: cannot write '%s': %s\n", write_path, strerror(-rc));
-    for (int32_t k = 0; k < n_slots; k++) /* a recorded run's layers all have the slot's bytes */
+    if (n_slots > 0) /* a slot holds an expert of any layer: every layer takes the largest's bytes */
+        slot_sizes(t);
+    for (int32_t k = 0; k < n_slots; k++)
         sizes[n_sizes++] = (uint64_t)(slots[k] > 0 ? slots[k] : 0) * t->expert_bytes[0];
     if (n_sizes == 0) { /* 500 MiB up to 4000 MiB, and a third of all experts */
         const uint64_t third = route_trace_all_bytes(t) / 3;
@@ -230,7 +245,8 @@ int main(int argc, char **argv) {
             snprintf(what, sizeof(what), "%s, prompt %d + %d generated (recorded)", path, n_prompt,
                      n_gen);
         else
-            snprintf(what, sizeof(what), "%s", path);
+            snprintf(what, sizeof(what), "%s%s", path,
+                     n_slots > 0 ? " (in slots: every expert at the largest layer's bytes)" : "");
         rc = print_table(t, what, sizes, n_sizes, lookahead);
     }
     route_trace_free(t);

@@ -1,6 +1,7 @@
 /* block_moe.c - routed experts (softmax router, top-k, weights renormalised to sum 1; or gpt-oss's
  * biased router, top-k of the logits and a softmax over those; lossy --moe-top-k / --cache-bias
- * variants; expert biases and gpt-oss's clamped SwiGLU) and the gated shared expert of qwen35moe.
+ * variants; expert biases and gpt-oss's clamped SwiGLU; --route-replay's routing from a trace) and
+ * the gated shared expert of qwen35moe.
  * Under a RAM budget the union of the batch's experts is looked up in the expert cache once, the
  * next layer's are guessed and read ahead, the resident ones are computed while the rest arrive,
  * each missed expert as soon as it lands: experts write disjoint rows, so the grouping changes no
@@ -14,6 +15,7 @@
 #include "expert_cache.h"
 #include "ops.h"
 #include "quant.h"
+#include "replay.h"
 
 /* Top k of n logits into sel, best first; ties go to the lower index (as ggml's top-k). One pass,
  * inserting into the short sorted list. */
@@ -91,6 +93,34 @@ static void route_token(struct engine *e, int il, float *p, int32_t *sel, float 
         w[i] = w[i] / fsum;
 }
 
+/* --route-replay: token t's experts from the trace (replay.h); where the trace routes fewer than k,
+ * the rest are the model's own most probable experts outside them (ties to the lower index).
+ * Weights: the trace's, the model's probabilities (a softmax over all its experts) for the filled
+ * ones, renormalised to sum 1. The output is meaningless: only which experts are read matters. */
+static void route_token_replayed(struct engine *e, int il, int32_t t, float *p, int32_t *sel,
+                                 float *w) {
+    const int32_t ne = e->m->hp.n_expert, k = e->k_used;
+    ops_softmax(p, ne);
+    int32_t n = replay_token(e->replay, il, t, k, sel, w);
+    for (; n < k; n++) {
+        int32_t best = -1;
+        for (int32_t x = 0; x < ne; x++) {
+            bool taken = false;
+            for (int32_t j = 0; j < n; j++)
+                taken |= sel[j] == x;
+            if (!taken && (best < 0 || p[x] > p[best]))
+                best = x;
+        }
+        sel[n] = best;
+        w[n] = p[best];
+    }
+    double sum = 0.0;
+    for (int32_t i = 0; i < k; i++)
+        sum += (double)w[i];
+    for (int32_t i = 0; i < k; i++)
+        w[i] = sum > 0.0 ? (float)(w[i] / sum) : 1.0f / (float)k;
+}
+
 /* Routes each token and groups the batch's tokens by expert. */
 static void route(struct engine *e, int il, int32_t n_tok) {
     struct moe_scratch *mo = &e->moe;
@@ -98,9 +128,15 @@ static void route(struct engine *e, int il, int32_t n_tok) {
     const int32_t ne = hp->n_expert, k = e->k_used;
     router_bias(e, &e->m->layers[il], mo->router, n_tok);
     memset(mo->exp_n, 0, (size_t)ne * sizeof(int32_t));
+    if (e->replay)
+        replay_layer(e->replay, il, n_tok, e->step_reads_prompt);
     for (int32_t t = 0; t < n_tok; t++) {
         int32_t *sel = mo->sel + (size_t)t * k;
-        route_token(e, il, mo->router + (size_t)t * ne, sel, mo->sel_w + (size_t)t * k);
+        if (e->replay)
+            route_token_replayed(e, il, t, mo->router + (size_t)t * ne, sel,
+                                 mo->sel_w + (size_t)t * k);
+        else
+            route_token(e, il, mo->router + (size_t)t * ne, sel, mo->sel_w + (size_t)t * k);
         for (int32_t i = 0; i < k; i++) {
             int32_t x = sel[i], n = mo->exp_n[x]++;
             mo->exp_tok[(size_t)x * e->p.n_batch + n] = t;

@@ -892,3 +892,7 @@ void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx) 
     e->route_fn = fn;
     e->route_ctx = ctx;
 }
+
+void engine_set_route_replay(struct engine *e, struct replay *r) {
+    e->replay = r;
+}

@@ -139,6 +139,14 @@ void engine_set_experts(struct engine *e, struct expert_cache *c);
 typedef void (*engine_route_fn)(void *ctx, int il, const int32_t *ids, int32_t n);
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
 
+/* Benchmarks only (sniperd --route-replay): from now on each moe layer's experts come from r
+ * (replay.h; borrowed, it must outlive its use by e) instead of the model's router, the model's
+ * own filling where the trace routes fewer than k_used; the logits become meaningless. The cache,
+ * reads, prefetch (the model's routers' guesses) and statistics run as usual. NULL: the model's
+ * routing again. */
+struct replay;
+void engine_set_route_replay(struct engine *e, struct replay *r);
+
 /* Cuts sequence seq back to at most n tokens, so a shared prefix can be reused, and returns its
  * new length: n for a model with only full attention layers, or with sliding-window layers whose
  * rings still hold the window before n; otherwise (a recurrent state, a ring that has moved on)

@@ -108,6 +108,7 @@ struct engine {
                       * share (engine_set_experts) */
     engine_route_fn route_fn;       /* optional observer of each layer's routed experts */
     void *route_ctx;
+    struct replay *replay;          /* borrowed; non-NULL: routing from a trace (--route-replay) */
     size_t scratch_bytes;
     struct engine_timing timing;
 
