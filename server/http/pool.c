@@ -322,6 +322,18 @@ void pool_free(struct pool *p) {
     free(p);
 }
 
+/* The id of a model named by its file: the base name without ".gguf", or for a split model's shard
+ * without "-00001-of-00003.gguf" too. */
+static void file_id(const char *base, char *id, size_t id_len) {
+    size_t prefix_len;
+    uint32_t no, count;
+    const char *dot = strrchr(base, '.');
+    size_t n = dot && dot > base ? (size_t)(dot - base) : strlen(base);
+    if (gguf_split_name_parse(base, &prefix_len, &no, &count))
+        n = prefix_len;
+    snprintf(id, id_len, "%.*s", (int)n, base);
+}
+
 int pool_add(struct pool *p, const struct pool_model_opts *o) {
     for (int i = 0; i < p->n; i++)
         if (strcmp(p->entries[i].o.id, o->id) == 0)
@@ -340,10 +352,7 @@ int pool_add(struct pool *p, const struct pool_model_opts *o) {
     if (!en->o.id[0]) { /* named by the file until its header says better */
         const char *base = strrchr(o->path, '/');
         base = base ? base + 1 : o->path;
-        const char *dot = strrchr(base, '.');
-        snprintf(en->o.id, sizeof(en->o.id), "%.*s", (int)(dot && dot > base ? dot - base
-                                                                        : (long)strlen(base)),
-                 base);
+        file_id(base, en->o.id, sizeof(en->o.id));
         en->unnamed = true;
     }
     entry_read_header(en);
@@ -351,9 +360,13 @@ int pool_add(struct pool *p, const struct pool_model_opts *o) {
     return 0;
 }
 
-/* True for "x.gguf" names (not hidden). */
+/* True for "x.gguf" names (not hidden) that name a model: of a split model only its first shard,
+ * which opens the others. */
 static bool gguf_name(const char *name) {
-    size_t n = strlen(name);
+    size_t n = strlen(name), prefix_len;
+    uint32_t no, count;
+    if (gguf_split_name_parse(name, &prefix_len, &no, &count) && no > 0)
+        return false;
     return name[0] != '.' && n > 5 && strcmp(name + n - 5, ".gguf") == 0;
 }
 
@@ -396,7 +409,7 @@ int pool_add_dir(struct pool *p, const char *dir, const struct pool_model_opts *
     int added = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct pool_model_opts o = *defaults;
-        snprintf(o.id, sizeof(o.id), "%.*s", (int)(strlen(names[i]) - 5), names[i]);
+        file_id(names[i], o.id, sizeof(o.id));
         if (snprintf(o.path, sizeof(o.path), "%s/%s", dir, names[i]) >= (int)sizeof(o.path))
             continue;
         int r = pool_add(p, &o);
