@@ -810,8 +810,9 @@ static struct gguf_impl *open_shard(const char *prefix, size_t prefix_len, uint3
     uint32_t k_no, k_count;
     uint64_t k_tensors;
     if (!gi) {
+        const char *why = strncmp(sub, "gguf_open: ", 11) == 0 ? sub + 11 : sub;
         snprintf(err, err_len, "gguf_open: shard %" PRIu32 " of %" PRIu32 " of a split model: %s",
-                 no + 1, count, sub);
+                 no + 1, count, why);
     } else if (split_keys(&gi->pub, &k_no, &k_count, &k_tensors, sub, sizeof(sub)) < 0 ||
                k_no != no || k_count != count || k_tensors != n_tensors) {
         snprintf(err, err_len, "gguf_open: shard \"%s\" does not belong to this split model "
