@@ -55,8 +55,8 @@ static void dl_draw(struct dl *d, bool final) {
     const double now = clock_now_s(), dt = now - d->t0;
     const int pct = d->size ? (int)(done * 100 / d->size) : 100;
     if (!f || (!final && d->o->tty && now - d->drawn_s < DL_REDRAW_S) ||
-        (!d->o->tty && !final && pct / 10 <= d->tenth))
-        return;
+        (!d->o->tty && pct / 10 <= d->tenth && (!final || pct == 100)))
+        return; /* plain lines: one per 10% step, the 100% one once */
     d->drawn_s = now;
     d->tenth = pct / 10;
     char a[32], b[32], r[32], left[32] = "";
