@@ -350,8 +350,10 @@ static int files_pick(const struct hub_list *l, const char *q, bool *pick, char 
         if (strcasecmp(p, q) != 0 || (stem[0] && strcmp(s, stem) != 0))
             continue;
         gguf_split_name_parse(l->f[i].name, &prefix_len, &no, &count);
-        if (!stem[0])
-            snprintf(stem, sizeof(stem), "%s", s), want = count;
+        if (!stem[0]) { /* the first file of q names the model */
+            snprintf(stem, sizeof(stem), "%s", s);
+            want = count;
+        }
         if (count != want)
             continue;
         pick[i] = true;
