@@ -13,7 +13,7 @@ CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_G
            -fno-math-errno -fno-trapping-math $(SAN) \
            -Icommon -Iserver/engine -Iserver/experts -Iserver/gpu -Iserver/http -Iserver/context -Itools \
            -Itests $(EXTRA_CFLAGS)
-LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lzstd -lcurl -lxml2 -lm -pthread
+LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lzstd -lcurl -lcrypto -lxml2 -lm -pthread
 LDFLAGS := $(SAN)
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
@@ -101,12 +101,13 @@ $(BUILD)/libsniper.a: $(LIB_OBJ)
 $(BUILD)/sniperd: $(BUILD)/obj/server/main.o $(BUILD)/libsniper.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-# The agent: agent/*.c and common/err.c only, linked with its own libraries (not libsniper.a).
-AGENT_PKGS   := libcurl libuv libxml-2.0 libedit jansson
+# The agent: agent/*.c and a few of common/ (err, paths, and hub and what it uses: `sniper pull`),
+# linked with its own libraries (not libsniper.a).
+AGENT_PKGS   := libcurl libuv libxml-2.0 libedit jansson libcrypto
 AGENT_CFLAGS := $(shell pkg-config --cflags $(AGENT_PKGS) 2>/dev/null)
 AGENT_LIBS   := $(shell pkg-config --libs $(AGENT_PKGS) 2>/dev/null)
 AGENT_OBJ    := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out agent/main.c,$(wildcard agent/*.c))) \
-                $(BUILD)/obj/common/err.o
+                $(patsubst %,$(BUILD)/obj/common/%.o,err paths hub download gguf qtype fault)
 $(BUILD)/obj/agent/%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 $(BUILD)/obj/tests/test_agent_%.o: CFLAGS += -Iagent $(AGENT_CFLAGS)
 

@@ -1,10 +1,12 @@
 /* main.c - `sniper`, the agent CLI: settings from defaults, the config file, the environment and
  * the command line (in that order of precedence, last wins), then one request (one-shot), the
- * REPL, or `sniper top` (the daemon's stats as a live dashboard). The only file of the agent that
- * exits; Ctrl-C only raises the cancel flag. */
+ * REPL, `sniper top` (the daemon's stats as a live dashboard) or `sniper pull` (a model from the
+ * Hugging Face hub into the models directory). The only file of the agent that exits; Ctrl-C only
+ * raises the cancel flag. */
 #include "config.h"
 #include "defaults.h"
 #include "http_client.h"
+#include "hub.h"
 #include "input.h"
 #include "repl.h"
 #include "session.h"
@@ -30,6 +32,7 @@ static void usage(FILE *f) {
             "              [--config FILE] [\"one-shot request\"]\n"
             "       sniper [--server URL] [--api-key KEY] top [--once] [--server URL]\n"
             "              [--api-key KEY]\n"
+            "       sniper pull USER/REPO[:QUANT] [--dir DIR] [--offline]\n"
             "  --server URL    the OpenAI-compatible server (sniperd), default "
             SNIPER_SERVER_URL "\n"
             "  --api-key KEY   sent as Authorization: Bearer KEY\n"
@@ -41,7 +44,12 @@ static void usage(FILE *f) {
             "SNIPER_SEARCH_URL SNIPER_TIMEOUT SNIPER_CONFIG. Without a request: an interactive\n"
             "session (/help lists its commands); piped input is read a line at a time.\n"
             "`sniper top`: the server's /v1/stats as a dashboard redrawn every second (q or\n"
-            "Ctrl-C quits); --once prints one snapshot and exits.\n");
+            "Ctrl-C quits); --once prints one snapshot and exits.\n"
+            "`sniper pull`: downloads the GGUF file(s) of QUANT (default " HUB_DEFAULT_QUANT ") of a\n"
+            "Hugging Face repo into DIR/USER/REPO (default ~/.cache/sniper/models, or\n"
+            "SNIPER_MODELS_DIR), resuming a partial download, checking the sha256, and prints the\n"
+            "path to pass to sniperd -m. HF_TOKEN for gated repos, HF_ENDPOINT for a mirror,\n"
+            "--offline (HF_HUB_OFFLINE=1): only what is in the cache.\n");
 }
 
 /* argv[optind..] joined with spaces into a malloc'd string, or NULL when there is none. */
@@ -131,6 +139,40 @@ static int run_top(const struct agent_config *cfg, bool once) {
     return rc < 0 ? 1 : 0;
 }
 
+/* `sniper pull REF [--dir DIR] [--offline]` (argv[0] is "pull"): returns the exit status. */
+static int run_pull(int argc, char **argv) {
+    static const struct option opts[] = {
+        { "dir", required_argument, NULL, 'd' }, { "offline", no_argument, NULL, 'o' },
+        { "help", no_argument, NULL, 'h' },      { NULL, 0, NULL, 0 },
+    };
+    struct hub_opts o;
+    char path[HUB_PATH_MAX], err[1024] = "";
+    int c;
+    hub_opts_from_env(&o);
+    o.cancel = &cancel_flag;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+d:h", opts, NULL)) != -1) {
+        if (c == 'd') {
+            snprintf(o.models_dir, sizeof(o.models_dir), "%s", optarg);
+        } else if (c == 'o') {
+            o.offline = true;
+        } else {
+            usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (hub_pull(&o, argv[optind], path, sizeof(path), err, sizeof(err)) < 0) {
+        fprintf(stderr, "sniper pull: %s\n", err);
+        return 1;
+    }
+    printf("%s\n", path);
+    return 0;
+}
+
 /* --config must be known before the file is read, and the file before the other flags apply. */
 static const char *find_config_flag(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
@@ -169,6 +211,7 @@ int main(int argc, char **argv) {
         goto out;
     }
     bool top = optind < argc && strcmp(argv[optind], "top") == 0, once = false;
+    bool pull = optind < argc && strcmp(argv[optind], "pull") == 0;
     if (top && (pa = parse_top_args(argc - optind, argv + optind, &cfg, &once)) != 0) {
         usage(pa > 0 ? stdout : stderr);
         status = pa > 0 ? 0 : 2;
@@ -188,8 +231,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "sniper: cannot initialise libcurl\n");
         goto out;
     }
-    if (top) {
-        status = run_top(&cfg, once);
+    if (top || pull) {
+        status = top ? run_top(&cfg, once) : run_pull(argc - optind, argv + optind);
         http_global_cleanup();
         goto out;
     }

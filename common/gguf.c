@@ -669,19 +669,30 @@ static int parse_header(struct parser *p, uint64_t *n_tensors, uint64_t *n_kv) {
     return 0;
 }
 
-/* Opens path read-only and records its size. Returns 0 or a negative error (with a message). */
+/* Opens path read-only and records it as the file's only shard (split models merge theirs later).
+ * Returns 0 or a negative error (with a message). */
 static int open_file(struct parser *p) {
+    struct gguf *g = &p->gi->pub;
     struct stat st;
+    size_t path_len = strlen(p->path);
+    g->shards = calloc(1, sizeof(*g->shards));
+    char *path = arena_alloc(&p->gi->arena, path_len + 1);
+    if (!g->shards || !path)
+        return p_fail(p, -ENOMEM, "out of memory");
+    memcpy(path, p->path, path_len + 1);
+    g->n_shards = 1;
+    g->shards[0] = (struct gguf_shard){.path = path, .fd = -1};
     p->fd = open(p->path, O_RDONLY | O_CLOEXEC);
     if (p->fd < 0)
         return p_fail(p, -errno, "cannot open (%s)", strerror(errno));
-    p->gi->pub.fd = p->fd;
+    g->shards[0].fd = p->fd;
     if (fstat(p->fd, &st) < 0)
         return p_fail(p, -errno, "cannot stat (%s)", strerror(errno));
     if (!S_ISREG(st.st_mode))
         return p_fail(p, -EINVAL, "not a regular file");
     p->file_bytes = (uint64_t)st.st_size;
-    p->gi->pub.file_bytes = p->file_bytes;
+    g->shards[0].file_bytes = p->file_bytes;
+    g->file_bytes = p->file_bytes;
     return 0;
 }
 
@@ -705,7 +716,8 @@ static int parse_file(struct parser *p) {
     return rc;
 }
 
-struct gguf *gguf_open(const char *path, char *err, size_t err_len) {
+/* Parses the one file at path (a whole model or one shard). Returns it or NULL with a message. */
+static struct gguf_impl *open_one(const char *path, char *err, size_t err_len) {
     struct gguf_impl *gi = calloc(1, sizeof(*gi));
     struct parser p = {.gi = gi, .path = path ? path : "(null)", .fd = -1, .at = NO_OFFSET,
                        .err = err, .err_len = err_len};
@@ -716,7 +728,6 @@ struct gguf *gguf_open(const char *path, char *err, size_t err_len) {
         p_fail(&p, rc, "out of memory");
         goto out;
     }
-    gi->pub.fd = -1;
     if (!path) {
         rc = p_fail(&p, -EINVAL, "no path given");
         goto out;
@@ -733,6 +744,196 @@ out:
         gguf_free(&gi->pub);
         gi = NULL;
     }
+    return gi;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Split models (llama.cpp's gguf-split): shard k of n is "PREFIX-%05d-of-%05d.gguf" with k + 1
+ * and n; every shard carries split.no (k), split.count (n) and split.tensors.count (the tensors
+ * of all shards); the first shard alone carries the model's metadata. */
+
+#define SPLIT_SUFFIX_BYTES 20 /* "-00001-of-00003.gguf" */
+
+bool gguf_split_name_parse(const char *path, size_t *prefix_len, uint32_t *no, uint32_t *count) {
+    size_t n = path ? strlen(path) : 0;
+    if (n <= SPLIT_SUFFIX_BYTES)
+        return false;
+    const char *s = path + n - SPLIT_SUFFIX_BYTES;
+    uint32_t a = 0, b = 0;
+    for (int i = 0; i < 5; i++) {
+        if (s[1 + i] < '0' || s[1 + i] > '9' || s[10 + i] < '0' || s[10 + i] > '9')
+            return false;
+        a = a * 10 + (uint32_t)(s[1 + i] - '0');
+        b = b * 10 + (uint32_t)(s[10 + i] - '0');
+    }
+    if (s[0] != '-' || memcmp(s + 6, "-of-", 4) != 0 || strcmp(s + 15, ".gguf") != 0 || a == 0 ||
+        a > b)
+        return false;
+    *prefix_len = n - SPLIT_SUFFIX_BYTES;
+    *no = a - 1;
+    *count = b;
+    return true;
+}
+
+/* The split keys of one shard: 0 with *count = 1 for a whole model; -EINVAL (with a message) when
+ * they are present but malformed. */
+static int split_keys(const struct gguf *g, uint32_t *no, uint32_t *count, uint64_t *n_tensors,
+                      char *err, size_t err_len) {
+    *no = 0;
+    *count = 1;
+    *n_tensors = g->n_tensors;
+    int rc = gguf_get_u32(g, "split.count", count);
+    if (rc == -ENOENT || (rc == 0 && *count == 1))
+        return 0;
+    if (rc < 0 || *count == 0 || *count > 99999 || gguf_get_u32(g, "split.no", no) < 0 ||
+        *no >= *count || gguf_get_u64(g, "split.tensors.count", n_tensors) < 0) {
+        snprintf(err, err_len, "gguf_open: malformed split keys (split.no, split.count, "
+                 "split.tensors.count) in \"%s\"", g->shards[0].path);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Opens shard no of count whose name starts with prefix[0..prefix_len) and checks its split keys
+ * against the first file's. Returns it or NULL with a message naming the shard. */
+static struct gguf_impl *open_shard(const char *prefix, size_t prefix_len, uint32_t no,
+                                    uint32_t count, uint64_t n_tensors, char *err,
+                                    size_t err_len) {
+    char path[4096], sub[512] = "";
+    if (prefix_len + SPLIT_SUFFIX_BYTES >= sizeof(path)) {
+        snprintf(err, err_len, "gguf_open: split model path too long");
+        return NULL;
+    }
+    snprintf(path, sizeof(path), "%.*s-%05" PRIu32 "-of-%05" PRIu32 ".gguf", (int)prefix_len,
+             prefix, no + 1, count);
+    struct gguf_impl *gi = open_one(path, sub, sizeof(sub));
+    uint32_t k_no, k_count;
+    uint64_t k_tensors;
+    if (!gi) {
+        const char *why = strncmp(sub, "gguf_open: ", 11) == 0 ? sub + 11 : sub;
+        snprintf(err, err_len, "gguf_open: shard %" PRIu32 " of %" PRIu32 " of a split model: %s",
+                 no + 1, count, why);
+    } else if (split_keys(&gi->pub, &k_no, &k_count, &k_tensors, sub, sizeof(sub)) < 0 ||
+               k_no != no || k_count != count || k_tensors != n_tensors) {
+        snprintf(err, err_len, "gguf_open: shard \"%s\" does not belong to this split model "
+                 "(its split.no %" PRIu32 ", split.count %" PRIu32 ", split.tensors.count %" PRIu64
+                 "; expected %" PRIu32 ", %" PRIu32 ", %" PRIu64 ")", path, k_no, k_count,
+                 k_tensors, no, count, n_tensors);
+        gguf_free(&gi->pub);
+        gi = NULL;
+    }
+    return gi;
+}
+
+/* Moves shard part's file and tensors into into (the first shard) as shard number no; part keeps
+ * nothing it still needs. Returns 0 or -ENOMEM. */
+static int merge_shard(struct gguf_impl *into, struct gguf_impl *part, uint32_t no) {
+    struct gguf *g = &into->pub, *q = &part->pub;
+    size_t path_len = strlen(q->shards[0].path);
+    char *path = arena_alloc(&into->arena, path_len + 1);
+    if (!path)
+        return -ENOMEM;
+    memcpy(path, q->shards[0].path, path_len + 1);
+    for (uint64_t i = 0; i < q->n_tensors; i++) {
+        struct gguf_tensor t = q->tensors[i];
+        size_t name_len = strlen(t.name);
+        char *name = arena_alloc(&into->arena, name_len + 1);
+        if (!name || grow((void **)&g->tensors, &into->tensor_cap, g->n_tensors,
+                          sizeof(*g->tensors)) < 0)
+            return -ENOMEM;
+        t.name = memcpy(name, q->tensors[i].name, name_len + 1);
+        t.shard = no;
+        g->tensors[g->n_tensors++] = t;
+    }
+    g->shards[no] = (struct gguf_shard){.path = path, .fd = q->shards[0].fd,
+                                        .file_bytes = q->shards[0].file_bytes};
+    q->shards[0].fd = -1;
+    g->file_bytes += q->shards[0].file_bytes;
+    return 0;
+}
+
+/* Rebuilds the tensor index over every shard's tensors; a name in two shards is an error. */
+static int reindex_tensors(struct gguf_impl *gi, char *err, size_t err_len) {
+    struct parser p = {.gi = gi, .path = gi->pub.shards[0].path, .fd = -1, .at = NO_OFFSET,
+                       .err = err, .err_len = err_len};
+    free(gi->tensor_index.slots);
+    gi->tensor_index.slots = NULL;
+    return index_tensors(&p);
+}
+
+/* Opens the other shards of the split model whose shard `no` of `count` is first (already open as
+ * path) and merges all into shard 0. Returns the merged model (first is consumed either way) or
+ * NULL with a message. */
+static struct gguf_impl *open_split(struct gguf_impl *first, const char *path, uint32_t no,
+                                    uint32_t count, uint64_t n_tensors, char *err,
+                                    size_t err_len) {
+    size_t prefix_len;
+    uint32_t name_no, name_count;
+    struct gguf_impl *gi = NULL, *part = NULL;
+    if (!gguf_split_name_parse(path, &prefix_len, &name_no, &name_count) || name_no != no ||
+        name_count != count) {
+        snprintf(err, err_len, "gguf_open: \"%s\" is shard %" PRIu32 " of %" PRIu32 " of a split "
+                 "model, but its name does not end in -%05" PRIu32 "-of-%05" PRIu32 ".gguf", path,
+                 no + 1, count, no + 1, count);
+        goto fail;
+    }
+    gi = no == 0 ? first : open_shard(path, prefix_len, 0, count, n_tensors, err, err_len);
+    if (!gi)
+        goto fail;
+    struct gguf_shard *shards = calloc(count, sizeof(*shards));
+    if (!shards)
+        goto oom;
+    shards[0] = gi->pub.shards[0];
+    for (uint32_t i = 1; i < count; i++)
+        shards[i].fd = -1;
+    free(gi->pub.shards);
+    gi->pub.shards = shards;
+    gi->pub.n_shards = count;
+    for (uint32_t i = 1; i < count; i++) {
+        part = i == no ? first : open_shard(path, prefix_len, i, count, n_tensors, err, err_len);
+        if (!part)
+            goto fail;
+        if (merge_shard(gi, part, i) < 0)
+            goto oom;
+        if (part == first)
+            first = NULL;
+        gguf_free(&part->pub);
+        part = NULL;
+    }
+    if (gi->pub.n_tensors != n_tensors) {
+        snprintf(err, err_len, "gguf_open: split model \"%s\" has %" PRIu64 " tensors in its %"
+                 PRIu32 " shards, split.tensors.count says %" PRIu64, gi->pub.shards[0].path,
+                 gi->pub.n_tensors, count, n_tensors);
+        goto fail;
+    }
+    if (reindex_tensors(gi, err, err_len) < 0)
+        goto fail;
+    if (gi == first)
+        first = NULL;
+    return gi;
+oom:
+    snprintf(err, err_len, "gguf_open: out of memory for split model \"%s\"", path);
+fail:
+    if (part && part != first)
+        gguf_free(&part->pub);
+    if (gi && gi != first)
+        gguf_free(&gi->pub);
+    gguf_free(first ? &first->pub : NULL);
+    return NULL;
+}
+
+struct gguf *gguf_open(const char *path, char *err, size_t err_len) {
+    struct gguf_impl *gi = open_one(path, err, err_len);
+    uint32_t no, count;
+    uint64_t n_tensors;
+    if (!gi)
+        return NULL;
+    if (split_keys(&gi->pub, &no, &count, &n_tensors, err, err_len) < 0) {
+        gguf_free(&gi->pub);
+        return NULL;
+    }
+    if (count > 1)
+        gi = open_split(gi, path, no, count, n_tensors, err, err_len);
     return gi ? &gi->pub : NULL;
 }
 
@@ -740,8 +941,10 @@ void gguf_free(struct gguf *g) {
     if (!g)
         return;
     struct gguf_impl *gi = (struct gguf_impl *)g;
-    if (g->fd >= 0)
-        close(g->fd);
+    for (uint32_t i = 0; g->shards && i < g->n_shards; i++)
+        if (g->shards[i].fd >= 0)
+            close(g->shards[i].fd);
+    free(g->shards);
     free(g->kv);
     free(g->tensors);
     free(gi->kv_index.slots);
@@ -873,7 +1076,9 @@ int gguf_read_tensor_range(const struct gguf *g, const struct gguf_tensor *t, ui
         return -EINVAL;
     if (fault_hit(FAULT_READ))
         return -EIO;
-    return pread_full(g->fd, dst, n_bytes, t->data_off + rel_off);
+    if (t->shard >= g->n_shards)
+        return -EINVAL;
+    return pread_full(g->shards[t->shard].fd, dst, n_bytes, t->data_off + rel_off);
 }
 
 int gguf_read_tensor(const struct gguf *g, const struct gguf_tensor *t, void *dst) {

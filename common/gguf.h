@@ -11,7 +11,12 @@
  *
  * Every count, length, offset and size in the file is checked with overflow-safe arithmetic against
  * the file size before use; a malformed file gets an error message naming the key or tensor at fault
- * and NULL, never a crash. The file stays open (read-only) for tensor reads until gguf_free(). */
+ * and NULL, never a crash. The file stays open (read-only) for tensor reads until gguf_free().
+ *
+ * A split model (llama.cpp's gguf-split: NAME-00001-of-00003.gguf ...) opens from any of its files
+ * as one struct gguf: the first shard's metadata, every shard's tensors, each tensor addressed by
+ * (shard, offset in that shard's file). The shards' split.no / split.count / split.tensors.count
+ * are checked; a missing or mismatched shard is named in the error. */
 #ifndef SNIPER_GGUF_H
 #define SNIPER_GGUF_H
 
@@ -72,27 +77,37 @@ struct gguf_tensor {
     enum qtype type;
     uint64_t n_elems;           /* product of ne */
     uint64_t row_bytes;         /* bytes of one row of ne[0] elements */
-    uint64_t data_off;          /* absolute file offset of the first byte */
+    uint32_t shard;             /* the file holding it: index into gguf.shards */
+    uint64_t data_off;          /* absolute offset of the first byte in its shard's file */
     uint64_t n_bytes;           /* bytes of the whole tensor */
 };
 
-struct gguf {
+/* One file of the model: the only one, or a shard of a split model. */
+struct gguf_shard {
+    const char *path;     /* as opened, NUL-terminated, owned by struct gguf */
     int fd;               /* read-only descriptor, open until gguf_free() */
     uint64_t file_bytes;  /* size of the file at open time */
+};
+
+struct gguf {
+    uint32_t n_shards;          /* 1, or the split.count of a split model */
+    struct gguf_shard *shards;  /* [n_shards] in split.no order; shards[0] holds the metadata */
+    uint64_t file_bytes;  /* size of all shards together at open time */
     uint32_t version;
     uint64_t alignment;   /* general.alignment or 32 */
-    uint64_t data_off;    /* absolute offset of the tensor data section */
+    uint64_t data_off;    /* absolute offset of the first shard's tensor data section */
     uint64_t n_kv;
     struct gguf_kv *kv;   /* [n_kv] in file order */
     uint64_t n_tensors;
     struct gguf_tensor *tensors; /* [n_tensors] in file order */
 };
 
-/* Opens and parses path. Returns a new struct gguf (free with gguf_free) or NULL with a message in
- * err (always NUL-terminated when err_len > 0). A vocab-only file (no tensors) is valid. */
+/* Opens and parses path, and with it every shard when path is one of a split model. Returns a new
+ * struct gguf (free with gguf_free) or NULL with a message in err (always NUL-terminated when
+ * err_len > 0). A vocab-only file (no tensors) is valid. */
 struct gguf *gguf_open(const char *path, char *err, size_t err_len);
 
-/* Closes the file and frees everything, including all strings handed out. Accepts NULL. */
+/* Closes the files and frees everything, including all strings handed out. Accepts NULL. */
 void gguf_free(struct gguf *g);
 
 /* The pair with this key, or NULL. Borrowed from g. */
@@ -118,13 +133,17 @@ const void *gguf_get_arr(const struct gguf *g, const char *key, enum gguf_vtype 
 /* The tensor with this name, or NULL. Borrowed from g. */
 const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *name);
 
-/* Reads n_bytes of tensor t starting at byte rel_off of its data into dst (pread; retries short
- * reads). Returns 0, -EINVAL when the range lies outside the tensor, -EIO (or -errno) when the file
+/* Reads n_bytes of tensor t starting at byte rel_off of its data into dst (pread on its shard;
+ * retries short reads). Returns 0, -EINVAL when the range lies outside the tensor, -EIO (or -errno) when the file
  * cannot deliver it (for example it shrank). */
 int gguf_read_tensor_range(const struct gguf *g, const struct gguf_tensor *t, uint64_t rel_off,
                            void *dst, uint64_t n_bytes);
 
 /* Reads the whole of t into dst, which holds t->n_bytes. Same returns as gguf_read_tensor_range. */
 int gguf_read_tensor(const struct gguf *g, const struct gguf_tensor *t, void *dst);
+
+/* For a split model's file name "DIR/NAME-00002-of-00003.gguf": true, with *no = 1 (0-based) and
+ * *count = 3, and *prefix_len the length of "DIR/NAME". False for any other name. */
+bool gguf_split_name_parse(const char *path, size_t *prefix_len, uint32_t *no, uint32_t *count);
 
 #endif

@@ -23,8 +23,8 @@
 #define GW_OUT_BYTES ((size_t)4 << 20)   /* output buffer */
 
 enum gw_vtype { /* GGUF value types used here (numbered as in the file) */
-    GW_VT_UINT32 = 4, GW_VT_INT32 = 5, GW_VT_FLOAT32 = 6, GW_VT_BOOL = 7, GW_VT_STRING = 8,
-    GW_VT_ARRAY = 9, GW_VT_UINT64 = 10,
+    GW_VT_UINT16 = 2, GW_VT_UINT32 = 4, GW_VT_INT32 = 5, GW_VT_FLOAT32 = 6, GW_VT_BOOL = 7,
+    GW_VT_STRING = 8, GW_VT_ARRAY = 9, GW_VT_UINT64 = 10,
 };
 
 struct gw_buf { /* growable byte buffer */
@@ -172,6 +172,10 @@ static int kv_add_scalar(struct gguf_writer *w, const char *key, enum gw_vtype t
     if (!rc)
         rc = buf_put(&w->kv, v, size);
     return kv_commit(w, key, start, rc);
+}
+
+int gguf_writer_add_u16(struct gguf_writer *w, const char *key, uint16_t v) {
+    return kv_add_scalar(w, key, GW_VT_UINT16, &v, sizeof(v));
 }
 
 int gguf_writer_add_u32(struct gguf_writer *w, const char *key, uint32_t v) {

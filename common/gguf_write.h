@@ -37,6 +37,7 @@ int gguf_writer_set_alignment(struct gguf_writer *w, uint32_t alignment);
 
 /* Metadata, in the order added. key and values are copied. Each returns 0, -EINVAL (empty or
  * duplicate key, called after gguf_writer_open, a NULL string) or -ENOMEM. */
+int gguf_writer_add_u16(struct gguf_writer *w, const char *key, uint16_t v);
 int gguf_writer_add_u32(struct gguf_writer *w, const char *key, uint32_t v);
 int gguf_writer_add_i32(struct gguf_writer *w, const char *key, int32_t v);
 int gguf_writer_add_u64(struct gguf_writer *w, const char *key, uint64_t v);

@@ -4,7 +4,7 @@
 set -euo pipefail
 pkgs=(gcc make pkg-config libpcre2-dev libjansson-dev libcurl4-openssl-dev libmicrohttpd-dev
       libuv1-dev liburing-dev libzstd-dev libedit-dev libxml2-dev libssl-dev python3 python3-jinja2
-      curl chromium haproxy libvulkan-dev glslc mesa-vulkan-drivers)
+      curl chromium haproxy tmux libvulkan-dev glslc mesa-vulkan-drivers)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "expert_cache.h"
 #include "gguf.h"
+#include "hub.h"
 #include "model.h"
 #include "procstat.h"
 #include "replay.h"
@@ -79,7 +80,9 @@ static void usage(FILE *f) {
             "                                               run one prompt and exit\n"
             "\n"
             "The model and the engine (both modes):\n"
-            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama, qwen35moe, qwen35)\n"
+            "  -m, --model PATH          GGUF model (qwen3moe, qwen3, llama, qwen35moe, qwen35,\n"
+            "                            gpt-oss; any file of a split model), or hf:USER/REPO[:QUANT]\n"
+            "                            (from Hugging Face into ~/.cache/sniper/models: sniper pull)\n"
             "  -t, --threads N           threads (default: the online CPUs)\n"
             "      --ctx-size N          KV cache positions (default: min(model's, 4096))\n"
             "  -b, --batch N             prompt tokens per forward step (default 512)\n"
@@ -905,6 +908,23 @@ static struct pool_model_opts model_opts(const struct options *o) {
     return m;
 }
 
+/* A model named for the hub ("hf:user/repo:QUANT") becomes its file in the models directory,
+ * downloaded first when the cache lacks it (common/hub.h). Other names pass through. Returns 0, or
+ * -1 with the reason printed. path holds HUB_PATH_MAX. */
+static int model_resolve(const char **name, char *path) {
+    char err[1024];
+    struct hub_opts ho;
+    if (!*name || !hub_ref_is(*name))
+        return 0;
+    hub_opts_from_env(&ho);
+    if (hub_pull(&ho, *name, path, HUB_PATH_MAX, err, sizeof(err)) < 0) {
+        fprintf(stderr, "sniperd: %s\n", err);
+        return -1;
+    }
+    *name = path;
+    return 0;
+}
+
 /* One entry of the config's "models" list: {"id", "path", and per-model settings named as the
  * flags}, over the daemon's options. Returns 0 or -EINVAL with a message. */
 static int model_entry(const json_t *obj, const struct options *o, struct pool_model_opts *out) {
@@ -941,6 +961,9 @@ static int model_entry(const json_t *obj, const struct options *o, struct pool_m
         fprintf(stderr, "sniperd: %s: every model needs a \"path\"\n", where);
         rc = -EINVAL;
     }
+    char hub_path[HUB_PATH_MAX];
+    if (rc == 0 && model_resolve(&path, hub_path) < 0)
+        rc = -ENOENT;
     if (rc == 0 && (rc = parse_args((int)k, args, &copy, false)) == 0) {
         *out = model_opts(&copy);
         out->ram_budget = copy.ram_budget;
@@ -1125,6 +1148,7 @@ out:
 }
 
 int main(int argc, char **argv) {
+    static char hub_path[HUB_PATH_MAX];
     struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
                         .port = SNIPER_PORT, .queue = 16, .parallel = 1, .max_body = 8u << 20,
                         .max_connections = HTTP_MAX_CONNECTIONS, .max_per_ip = HTTP_MAX_PER_IP,
@@ -1144,6 +1168,10 @@ int main(int argc, char **argv) {
             usage(stdout);
         json_decref(config);
         return rc == 1 ? 0 : 2;
+    }
+    if (model_resolve(&o.model, hub_path) < 0) {
+        json_decref(config);
+        return 1;
     }
     bool one_shot = o.prompt || o.prompt_file || o.bench_prompt > 0;
     rc = o.tokenize ? run_tokenize(&o) : one_shot ? run_generate(&o) : run_daemon(&o);

@@ -6,7 +6,8 @@
  * step stream exactly too; gpt-oss's experts (Q8_0, and MXFP4 as the published files, with their
  * resident bias rows) likewise; the cache and the KV pages share one room, the cache shrinking as
  * the sequences grow and growing as they are cut back, exactly and with the resident set's peak
- * within the room; the bytes read are the experts' aligned reads, to the byte. */
+ * within the room; the bytes read are the experts' aligned reads, to the byte; a split model
+ * (three shards, qwen3moe and gpt-oss) gives the single file's logits in RAM and streamed. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -254,6 +255,68 @@ static void check_exact(struct pair *p, size_t bytes, enum expert_io_kind io, bo
             (unsigned long long)st->misses, (unsigned long long)st->prefetch_used,
             (unsigned long long)st->prefetch_issued);
     expert_cache_free(c);
+}
+
+/* The split twin (sniper-mkmodel --split-max-size split_size, three shards) of the model that
+ * name_args makes: opened from its second shard, it must span three files with streamed tensors
+ * in more than one of them, and give the single file's logits bit for bit, in RAM and streamed
+ * through the smallest cache on both I/O backends. */
+static void check_split_is_exact(const char *single, const char *name, const char *args,
+                                 const char *split_size) {
+    char split_args[512], path[1024], first[1024];
+    struct pair p;
+    struct model *ram = NULL, *disk = NULL;
+    float *got = NULL;
+    if (!pair_open_path(&p, single))
+        goto out;
+    snprintf(split_args, sizeof(split_args), "%s --split-max-size %s", args, split_size);
+    if (test_make_model(path, sizeof(path), name, split_args) < 0)
+        goto out;
+    snprintf(first, sizeof(first), "%.*s-00002-of-00003.gguf", (int)(strlen(path) - 5), path);
+    char err[256] = "";
+    ram = model_load(first, err, sizeof(err));
+    CHECK_MSG(ram != NULL, "%s", err);
+    disk = model_open(first, true, err, sizeof(err));
+    CHECK_MSG(disk != NULL, "%s", err);
+    got = malloc(p.bytes);
+    CHECK(got != NULL);
+    if (!ram || !disk || !got)
+        goto out;
+    CHECK_EQ_INT(ram->gguf->n_shards, 3);
+    bool streamed_in[3] = {false, false, false};
+    for (uint64_t i = 0; i < ram->gguf->n_tensors; i++)
+        if (model_tensor_streamed(&ram->hp, ram->gguf->tensors[i].name))
+            streamed_in[ram->gguf->tensors[i].shard] = true;
+    CHECK_MSG(streamed_in[1] && (streamed_in[0] || streamed_in[2]),
+              "the streamed tensors lie in one shard: the split proves nothing");
+    CHECK_EQ_INT(run(ram, NULL, got), 0);
+    CHECK_MSG(memcmp(p.want, got, p.bytes) == 0, "split model in RAM: logits differ");
+    const size_t smallest = expert_cache_slot_bytes(disk) * (size_t)disk->hp.n_expert_used;
+    for (int io = 0; io < 2; io++) {
+        struct expert_cache *c = cache_new(disk, smallest, io ? EXPERT_IO_THREADS : EXPERT_IO_URING);
+        if (!c)
+            continue;
+        memset(got, 0, p.bytes);
+        CHECK_EQ_INT(run(disk, c, got), 0);
+        CHECK_MSG(memcmp(p.want, got, p.bytes) == 0, "split model streamed (%s): logits differ",
+                  io ? "threads" : "io_uring");
+        expert_cache_free(c);
+    }
+out:
+    free(got);
+    model_free(ram);
+    model_free(disk);
+    pair_close(&p);
+}
+
+static void test_split_streaming_is_exact(void) {
+    check_split_is_exact(moe_model(), "experts-split.gguf",
+                         "--preset tiny --types q4_k_m --seed 17", "2M");
+}
+
+static void test_gptoss_split_streaming_is_exact(void) {
+    check_split_is_exact(gptoss_model(), "experts-oss-split.gguf",
+                         "--preset tiny-gpt-oss --types q8_0 --seed 31", "1M");
 }
 
 /* all: every cache size, both I/O backends, prefetch off and on; else (another block format
@@ -898,6 +961,8 @@ static void test_kv_room(void) { check_kv_room(moe_model(), 20, PEAK_SLACK); }
 static void test_kv_room_lirs(void) { check_kv_room(deep_moe_model(), 4, PEAK_SLACK); }
 
 static const struct test_case cases[] = {
+    {"split_streaming_is_exact", test_split_streaming_is_exact},
+    {"gptoss_split_streaming_is_exact", test_gptoss_split_streaming_is_exact},
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
     {"qwen35moe_streaming_is_exact", test_qwen35moe_streaming_is_exact},

@@ -825,7 +825,150 @@ static void test_fixture_vocab_only(void) {
     gguf_free(g);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Split models (gguf-split's layout): shard k of n has split.no = k, split.count = n (u16) and
+ * split.tensors.count (i32); the first alone carries the model's metadata. Each shard here holds
+ * one f32 tensor "tK.weight" {4} with values 10 k + i. */
+
+static void kv_u16(struct bb *b, const char *key, uint16_t v) {
+    bb_str(b, key);
+    bb_u32(b, GGUF_VTYPE_UINT16);
+    bb_bytes(b, &v, 2);
+}
+
+static void kv_i32(struct bb *b, const char *key, int32_t v) {
+    bb_str(b, key);
+    bb_u32(b, GGUF_VTYPE_INT32);
+    bb_bytes(b, &v, 4);
+}
+
+/* Writes shard k claiming split.no no, split.count count and n_total tensors, holding the tensor
+ * named name, under file name file. */
+static void split_shard_as(const char *file, uint32_t k, uint32_t no, uint32_t count,
+                           int32_t n_total, const char *name) {
+    static const uint64_t d[] = {4};
+    struct bb b = {0};
+    hdr(&b, 3, 1, k == 0 ? 4 : 3);
+    if (k == 0)
+        kv_str(&b, "general.architecture", "tiny");
+    kv_u16(&b, "split.no", (uint16_t)no);
+    kv_u16(&b, "split.count", (uint16_t)count);
+    kv_i32(&b, "split.tensors.count", n_total);
+    tinfo(&b, name, 1, d, QTYPE_F32, 0);
+    bb_pad(&b, 32);
+    for (int i = 0; i < 4; i++)
+        bb_f32(&b, (float)(10 * k + (uint32_t)i));
+    write_tmp(file, b.d, b.n);
+    bb_free(&b);
+}
+
+static void split_shard(uint32_t k) {
+    char file[64], name[32];
+    snprintf(file, sizeof(file), "s-%05u-of-00003.gguf", k + 1);
+    snprintf(name, sizeof(name), "t%u.weight", k);
+    split_shard_as(file, k, k, 3, 3, name);
+}
+
+static void write_split(void) {
+    for (uint32_t k = 0; k < 3; k++)
+        split_shard(k);
+}
+
+static void test_split_name(void) {
+    size_t n;
+    uint32_t no, count;
+    CHECK(gguf_split_name_parse("dir/m-00002-of-00003.gguf", &n, &no, &count));
+    CHECK(n == 5 && no == 1 && count == 3);
+    CHECK(!gguf_split_name_parse("m-00000-of-00003.gguf", &n, &no, &count));
+    CHECK(!gguf_split_name_parse("m-00004-of-00003.gguf", &n, &no, &count));
+    CHECK(!gguf_split_name_parse("m-0000a-of-00003.gguf", &n, &no, &count));
+    CHECK(!gguf_split_name_parse("m-00001-of-00003.ggml", &n, &no, &count));
+    CHECK(!gguf_split_name_parse("-00001-of-00003.gguf", &n, &no, &count));
+    CHECK(!gguf_split_name_parse("model.gguf", &n, &no, &count));
+}
+
+/* Opened from any of its files: three shards, each tensor read from its own. */
+static void test_split_valid(void) {
+    char err[512];
+    write_split();
+    for (uint32_t from = 0; from < 3; from++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/s-%05u-of-00003.gguf", test_tmpdir(), from + 1);
+        struct gguf *g = gguf_open(path, err, sizeof(err));
+        CHECK_MSG(g != NULL, "open shard %u: %s", from + 1, err);
+        if (!g)
+            continue;
+        CHECK_EQ_INT(g->n_shards, 3);
+        CHECK_EQ_INT(g->n_tensors, 3);
+        CHECK_STR(gguf_get_str(g, "general.architecture"), "tiny");
+        uint64_t sum = 0;
+        for (uint32_t k = 0; k < 3; k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "t%u.weight", k);
+            const struct gguf_tensor *t = gguf_find_tensor(g, name);
+            sum += g->shards[k].file_bytes;
+            CHECK_MSG(t && t->shard == k, "tensor %s not in shard %u", name, k);
+            CHECK(strstr(g->shards[k].path, k == 0 ? "-00001-" : k == 1 ? "-00002-" : "-00003-"));
+            float f[4] = {0};
+            CHECK_EQ_INT(t ? gguf_read_tensor(g, t, f) : -1, 0);
+            CHECK_NEAR(f[3], 10.0 * k + 3, 0);
+        }
+        CHECK_EQ_INT(g->file_bytes, sum);
+        gguf_free(g);
+    }
+}
+
+/* Opens the first shard and expects a failure whose message holds s1 and s2. */
+static void expect_split_reject_at(int line, const char *s1, const char *s2) {
+    char err[512], path[4200];
+    snprintf(path, sizeof(path), "%s/s-00001-of-00003.gguf", test_tmpdir());
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    if (g) {
+        test_fail(__FILE__, line, "opened a bad split model (expected \"%s\")", s1);
+        gguf_free(g);
+        return;
+    }
+    if (getenv("GGUF_TEST_VERBOSE"))
+        fprintf(stderr, "  %s\n", err);
+    if ((s1 && !strstr(err, s1)) || (s2 && !strstr(err, s2)))
+        test_fail(__FILE__, line, "error \"%s\" lacks \"%s\"/\"%s\"", err, s1, s2 ? s2 : "");
+}
+
+static void test_split_reject(void) {
+    char path[4200];
+    write_split();
+    snprintf(path, sizeof(path), "%s/s-00003-of-00003.gguf", test_tmpdir());
+    CHECK_EQ_INT(unlink(path), 0);
+    expect_split_reject_at(__LINE__, "shard 3 of 3", "s-00003-of-00003.gguf");
+    split_shard(2);
+    split_shard_as("s-00002-of-00003.gguf", 1, 0, 3, 3, "t1.weight"); /* another shard's number */
+    expect_split_reject_at(__LINE__, "\"", "does not belong");
+    split_shard_as("s-00002-of-00003.gguf", 1, 1, 4, 3, "t1.weight"); /* another model's count */
+    expect_split_reject_at(__LINE__, "s-00002-of-00003.gguf", "does not belong");
+    split_shard_as("s-00002-of-00003.gguf", 1, 1, 3, 4, "t1.weight"); /* tensors claimed */
+    expect_split_reject_at(__LINE__, "s-00002-of-00003.gguf", "does not belong");
+    split_shard_as("s-00002-of-00003.gguf", 1, 1, 3, 3, "t2.weight"); /* a name twice */
+    expect_split_reject_at(__LINE__, "duplicate tensor name", "t2.weight");
+    write_split();
+    for (uint32_t k = 0; k < 3; k++) { /* every shard agrees on 4 tensors, 3 exist */
+        char file[64], name[32];
+        snprintf(file, sizeof(file), "s-%05u-of-00003.gguf", k + 1);
+        snprintf(name, sizeof(name), "t%u.weight", k);
+        split_shard_as(file, k, k, 3, 4, name);
+    }
+    expect_split_reject_at(__LINE__, "has 3 tensors", "split.tensors.count says 4");
+    split_shard_as("renamed.gguf", 0, 0, 3, 3, "t0.weight"); /* a shard under another name */
+    char err[512];
+    snprintf(path, sizeof(path), "%s/renamed.gguf", test_tmpdir());
+    struct gguf *g = gguf_open(path, err, sizeof(err));
+    CHECK_MSG(!g && strstr(err, "does not end in -00001-of-00003.gguf"), "%s", err);
+    gguf_free(g);
+}
+
 static const struct test_case cases[] = {
+    {"split_name", test_split_name},
+    {"split_valid", test_split_valid},
+    {"split_reject", test_split_reject},
     {"small_valid", test_small_valid},
     {"getters", test_getters},
     {"value_types", test_value_types},

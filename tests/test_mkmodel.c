@@ -1,7 +1,8 @@
 /* test_mkmodel.c - the GGUF writer (common/gguf_write.c) and sniper-mkmodel ($BUILD/sniper-mkmodel,
  * run as a child process): metadata, tensor names/shapes/types against llama.cpp's layout, complete
  * data, sane dequantized values, determinism, --upcycle copies, tokenizer import, and failures
- * (full disk via RLIMIT_FSIZE, missing directories) that must leave no file behind. */
+ * (full disk via RLIMIT_FSIZE, missing directories) that must leave no file behind; a split model
+ * laid out as llama.cpp's gguf-split writes it (--split-max-size). */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -1230,7 +1231,67 @@ static void test_bad_options(void) {
     CHECK_EQ_INT(MKMODEL("--help"), 0);
 }
 
+/* --split-max-size: files OUT-0000K-of-0000N.gguf; the split keys typed as gguf-split writes them
+ * (llama.cpp's loader checks the types: u16, u16, i32); the metadata in the first shard only (the
+ * others hold the three keys); tensors in the single file's order, each shard's data within the
+ * size unless one tensor alone exceeds it; every tensor's bytes the single file's. */
+static void test_split_layout(void) {
+    const char *one = tmp_path("one.gguf"), *out = tmp_path("cut.gguf");
+    const char *a1[] = {"-o", one, "--preset", "tiny", "--types", "q8_0", NULL};
+    const char *a2[] = {"-o", out, "--preset", "tiny", "--types", "q8_0", "--split-max-size", "3M",
+                        NULL};
+    char err[512], first[4200];
+    struct gguf *g1 = NULL, *g2 = NULL;
+    void *x = NULL, *y = NULL;
+    CHECK_EQ_INT(mkmodel(0, a1), 0);
+    CHECK_EQ_INT(mkmodel(0, a2), 0);
+    CHECK(!file_exists(out));
+    snprintf(first, sizeof(first), "%s/cut-00001-of-00003.gguf", test_tmpdir());
+    g1 = gguf_open(one, err, sizeof(err));
+    CHECK_MSG(g1 != NULL, "%s", err);
+    g2 = gguf_open(first, err, sizeof(err));
+    CHECK_MSG(g2 != NULL, "%s", err);
+    if (!g1 || !g2)
+        goto out;
+    CHECK_EQ_INT(g2->n_shards, 3);
+    const struct gguf_kv *no = gguf_find_kv(g2, "split.no"), *n = gguf_find_kv(g2, "split.count");
+    const struct gguf_kv *nt = gguf_find_kv(g2, "split.tensors.count");
+    CHECK(no && no->type == GGUF_VTYPE_UINT16 && no->v.u64 == 0);
+    CHECK(n && n->type == GGUF_VTYPE_UINT16 && n->v.u64 == 3);
+    CHECK(nt && nt->type == GGUF_VTYPE_INT32 && nt->v.i64 == (int64_t)g1->n_tensors);
+    CHECK_EQ_INT(g2->n_kv, g1->n_kv + 3);
+    for (uint32_t k = 1; k < 3; k++) { /* n_kv of the header: bytes 16..23 */
+        uint64_t hdr[3] = {0};
+        CHECK_EQ_INT(pread(g2->shards[k].fd, hdr, sizeof(hdr), 0), (long)sizeof(hdr));
+        CHECK_EQ_INT(hdr[2], 3);
+    }
+    CHECK_EQ_INT(g2->n_tensors, g1->n_tensors);
+    uint64_t shard_data[3] = {0}, shard_n[3] = {0};
+    for (uint64_t i = 0; i < g1->n_tensors && i < g2->n_tensors; i++) {
+        const struct gguf_tensor *t1 = &g1->tensors[i], *t2 = &g2->tensors[i];
+        CHECK_STR(t2->name, t1->name);
+        CHECK(t2->shard >= (i ? g2->tensors[i - 1].shard : 0u) && t2->shard < 3);
+        shard_data[t2->shard] += (t2->n_bytes + 31) / 32 * 32;
+        shard_n[t2->shard]++;
+        x = realloc(x, t1->n_bytes);
+        y = realloc(y, t1->n_bytes);
+        if (!x || !y || t1->n_bytes != t2->n_bytes)
+            break;
+        CHECK(gguf_read_tensor(g1, t1, x) == 0 && gguf_read_tensor(g2, t2, y) == 0 &&
+              memcmp(x, y, t1->n_bytes) == 0);
+    }
+    for (int k = 0; k < 3; k++)
+        CHECK_MSG(shard_n[k] == 1 || shard_data[k] <= (3u << 20), "shard %d: %llu tensors, %llu bytes",
+                  k, (unsigned long long)shard_n[k], (unsigned long long)shard_data[k]);
+out:
+    free(x);
+    free(y);
+    gguf_free(g1);
+    gguf_free(g2);
+}
+
 static const struct test_case cases[] = {
+    {"split_layout", test_split_layout},
     {"writer_roundtrip", test_writer_roundtrip},
     {"low_bit_mixes", test_low_bit_mixes},
     {"writer_rejects", test_writer_rejects},

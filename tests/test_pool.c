@@ -3,10 +3,12 @@
  * 404; a model loads on the first acquire (two waiters share one load) and serves jobs; under a
  * budget that holds two models the least recently used idle one is unloaded for a third, and
  * reloaded when asked again; a model held by a request is never unloaded (the load that needs
- * its room fails with 503 instead). */
+ * its room fails with 503 instead); a split model (three shards) is listed once, under its name
+ * without the shard suffix, with all its shards' bytes, and loads. */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +20,15 @@
 
 static char dir[1024];
 
-/* A directory with three tiny models (a.gguf, b.gguf, c.gguf: same shapes, other seeds) and a
- * corrupt bad.gguf. */
+/* A directory (list/ in the test's) with three tiny models (a.gguf, b.gguf, c.gguf: same shapes,
+ * other seeds) and a corrupt bad.gguf. */
 static bool make_dir(void) {
     if (dir[0])
         return true;
     char path[1024];
-    const char *names[3] = {"a.gguf", "b.gguf", "c.gguf"};
+    const char *names[3] = {"list/a.gguf", "list/b.gguf", "list/c.gguf"};
+    snprintf(path, sizeof(path), "%s/list", test_tmpdir());
+    CHECK(mkdir(path, 0755) == 0);
     const char *args[3] = {"--preset tiny --types q8_0 --seed 1", "--preset tiny --types q8_0 "
                            "--seed 2", "--preset tiny --types q8_0 --seed 3"};
     for (int i = 0; i < 3; i++)
@@ -115,6 +119,54 @@ static size_t generate(struct pool_model *pm, char *out, size_t cap) {
     size_t n = r.len < cap ? r.len : cap;
     memcpy(out, r.text, n);
     return n;
+}
+
+/* A directory laid out as `sniper pull`'s cache: a whole file at the top (w.gguf), a split model
+ * two levels down (test/tiny/s-0000K-of-00003.gguf), and a file three levels down (not a model of
+ * the cache: not listed). Two models, "w" and "test/tiny/s", the split one once, sized by all
+ * three shards, and it loads. */
+static void test_split_listed_once(void) {
+    char path[1200], sub[1100], err[256];
+    const char *dirs[] = {"split", "split/test", "split/test/tiny", "split/a", "split/a/b",
+                          "split/a/b/c"};
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        snprintf(sub, sizeof(sub), "%s/%s", test_tmpdir(), dirs[i]);
+        CHECK(mkdir(sub, 0755) == 0);
+    }
+    snprintf(sub, sizeof(sub), "%s/split", test_tmpdir());
+    if (test_make_model(path, sizeof(path), "split/test/tiny/s.gguf",
+                        "--preset tiny --types q4_k_m --seed 4 --split-max-size 2M") < 0 ||
+        test_make_model(path, sizeof(path), "split/w.gguf", "--preset tiny --types q8_0") < 0 ||
+        test_make_model(path, sizeof(path), "split/a/b/c/deep.gguf", "--preset tiny") < 0)
+        return;
+    uint64_t shard_bytes = 0;
+    for (int k = 1; k <= 3; k++) {
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/test/tiny/s-%05d-of-00003.gguf", sub, k);
+        CHECK_MSG(stat(path, &st) == 0, "no shard \"%s\"", path);
+        shard_bytes += (uint64_t)st.st_size;
+    }
+    struct pool_config cfg = {.load_timeout_s = 30};
+    struct pool *p = pool_new(&cfg, err, sizeof(err));
+    CHECK_MSG(p != NULL, "%s", err);
+    if (!p)
+        return;
+    struct pool_model_opts o = defaults();
+    CHECK_EQ_INT(pool_add_dir(p, sub, &o, err, sizeof(err)), 2);
+    CHECK_EQ_INT(pool_size(p), 2);
+    struct pool_entry_info s = info(p, "test/tiny/s");
+    CHECK_MSG(s.state == POOL_UNLOADED && strcmp(s.arch, "qwen3moe") == 0, "s: %s %s",
+              pool_state_name(s.state), s.error);
+    CHECK_EQ_INT(s.file_bytes, shard_bytes);
+    CHECK(info(p, "w").state == POOL_UNLOADED);
+    struct oai_error e;
+    struct pool_model *pm = pool_acquire(p, "test/tiny/s", &e);
+    CHECK(pm != NULL);
+    char text[512];
+    CHECK(pm && generate(pm, text, sizeof(text)) > 0);
+    if (pm)
+        pool_release(p, pm);
+    pool_free(p);
 }
 
 static void test_list_and_errors(void) {
@@ -241,6 +293,7 @@ out:
 }
 
 static const struct test_case cases[] = {
+    {"split_listed_once", test_split_listed_once},
     {"list_and_errors", test_list_and_errors},
     {"load_on_demand", test_load_on_demand},
     {"budget_unloads_lru", test_budget_unloads_lru},

@@ -158,7 +158,7 @@ static double disk_measure(int fd, uint64_t file_bytes, const struct disk_opts *
 static double disk_measure_uring(uint64_t file_bytes, const struct disk_opts *o, int depth) {
     char err[256];
     struct expert_io *io =
-        expert_io_new(o->path, EXPERT_IO_URING, depth, depth, NULL, err, sizeof(err));
+        expert_io_new(&o->path, 1, EXPERT_IO_URING, depth, depth, NULL, err, sizeof(err));
     if (!io) {
         fprintf(stderr, "bench-disk: %s\n", err);
         return -EIO;
@@ -178,7 +178,7 @@ static double disk_measure_uring(uint64_t file_bytes, const struct disk_opts *o,
     int rc = 0, got;
     double t0 = clock_now_s(), secs = 0;
     for (int i = 0; i < depth && rc == 0; i++)
-        rc = expert_io_submit(io, (uint64_t)i, buf + (size_t)i * o->block_bytes,
+        rc = expert_io_submit(io, (uint64_t)i, buf + (size_t)i * o->block_bytes, 0,
                               xorshift64(&seed) % n_offs * DISK_ALIGN, o->block_bytes,
                               o->block_bytes, true);
     while (rc == 0 && expert_io_reap(io, true, &tag, &got) == 1) {
@@ -189,7 +189,7 @@ static double disk_measure_uring(uint64_t file_bytes, const struct disk_opts *o,
         n_reads++;
         secs = clock_now_s() - t0;
         if (secs < o->secs)
-            rc = expert_io_submit(io, tag, buf + tag * o->block_bytes,
+            rc = expert_io_submit(io, tag, buf + tag * o->block_bytes, 0,
                                   xorshift64(&seed) % n_offs * DISK_ALIGN, o->block_bytes,
                                   o->block_bytes, true);
     }

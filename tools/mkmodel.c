@@ -21,6 +21,7 @@
 #include "quant.h"
 #include "quant_iq.h"
 #include "rng.h"
+#include "units.h"
 
 #define MK_MAX_NAME 64
 #define MK_MAX_VOCAB (1u << 24)
@@ -59,6 +60,7 @@ struct mk_opts {
     float yarn_factor;          /* rope.scaling.factor */
     uint32_t yarn_orig_ctx;     /* rope.scaling.original_context_length */
     bool mxfp4_experts;         /* ffn_*_exps in MXFP4, as the published files carry them */
+    uint64_t split_max_bytes;   /* --split-max-size: tensor data per shard, 0 = one file */
 };
 
 /* A Qwen3.5 preset's Gated DeltaNet and shared-expert shapes (zero for the other families). */
@@ -138,12 +140,16 @@ static void mk_usage(FILE *f) {
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
-        "         [--chat-template PATH] [--upcycle] [--nextn N] [--quiet]\n"
+        "         [--chat-template PATH] [--upcycle] [--nextn N] [--split-max-size SIZE]\n"
+        "         [--quiet]\n"
         "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
         "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
         "--arch qwen3 with the same seed writes; expert width = --n-ff.\n"
         "--nextn N (qwen35*): N multi-token-prediction blocks after the trunk, as Qwen3.5 files\n"
-        "may carry them (counted in block_count, named by nextn_predict_layers).\n");
+        "may carry them (counted in block_count, named by nextn_predict_layers).\n"
+        "--split-max-size SIZE (e.g. 64M; K/M/G are powers of 1024): a split model as llama.cpp's\n"
+        "gguf-split writes it, OUT-00001-of-0000N.gguf ... (OUT without .gguf), each shard at most\n"
+        "SIZE of tensor data (at least one tensor), the metadata in the first.\n");
 }
 
 static bool mk_is_moe(int arch) {
@@ -195,7 +201,7 @@ static int parse_f32_pos(const char *s, float *out) {
 enum { /* long-only options */
     OPT_ARCH = 256, OPT_TYPES, OPT_NLAYER, OPT_NEMBD, OPT_NHEAD, OPT_NHEADKV, OPT_HEADDIM, OPT_NFF,
     OPT_NEXPERT, OPT_NEXPUSED, OPT_NFFEXP, OPT_CTX, OPT_NVOCAB, OPT_ROPE, OPT_EPS, OPT_TOKJSON,
-    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN,
+    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT,
 };
 
 static const struct option mk_long_opts[] = {
@@ -213,6 +219,7 @@ static const struct option mk_long_opts[] = {
     {"chat-template", required_argument, 0, OPT_TEMPLATE},
     {"upcycle", no_argument, 0, OPT_UPCYCLE}, {"quiet", no_argument, 0, OPT_QUIET},
     {"nextn", required_argument, 0, OPT_NEXTN},
+    {"split-max-size", required_argument, 0, OPT_SPLIT},
     {0, 0, 0, 0},
 };
 
@@ -265,6 +272,8 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
         o->upcycle = true;
     else if (c == OPT_QUIET)
         o->quiet = true;
+    else if (c == OPT_SPLIT)
+        rc = units_parse_bytes(arg, &o->split_max_bytes);
     else
         rc = -EINVAL;
     if (rc)
@@ -1719,35 +1728,120 @@ static int write_tensor(struct gguf_writer *w, uint64_t seed, const struct mk_te
     return rc;
 }
 
-/* Declares everything, then writes the header and every tensor's data. */
-static int model_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
-                       const struct mk_vocab *v, const char *tmpl) {
-    int rc = meta_model(w, o);
-    rc = rc ? rc : meta_tokenizer(w, o, v, tmpl);
-    for (uint32_t i = 0; rc == 0 && i < m->n; i++)
+/* Where model_write's progress stands across the files it writes. */
+struct mk_progress {
+    uint64_t total;       /* tensor data bytes of the whole model */
+    uint64_t done;        /* of them written */
+    uint64_t next_report;
+    uint64_t file_bytes;  /* bytes of the files finished */
+};
+
+/* Declares tensors [lo, hi) of m in w (its metadata already added), then writes the header and
+ * their data to path. Returns 0 or a negative errno. */
+static int file_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
+                      uint32_t lo, uint32_t hi, const char *path, uint8_t *buf,
+                      struct mk_progress *pr) {
+    int rc = 0;
+    for (uint32_t i = lo; rc == 0 && i < hi; i++)
         rc = gguf_writer_add_tensor(w, m->t[i].name, m->t[i].type, m->t[i].n_dims, m->t[i].ne);
-    uint8_t *buf = rc ? NULL : malloc(MK_CHUNK_BYTES);
-    if (rc == 0 && !buf)
-        rc = -ENOMEM;
-    rc = rc ? rc : gguf_writer_open(w, o->out);
-    uint64_t total = gguf_writer_file_bytes(w), done = 0, next_report = 1ull << 30;
-    double t0 = clock_now_s();
-    for (uint32_t i = 0; rc == 0 && i < m->n; i++) {
-        uint64_t n_bytes = gguf_writer_tensor_bytes(w, i);
+    rc = rc ? rc : gguf_writer_open(w, path);
+    for (uint32_t i = lo; rc == 0 && i < hi; i++) {
+        uint64_t n_bytes = gguf_writer_tensor_bytes(w, i - lo);
         rc = write_tensor(w, o->seed, &m->t[i], n_bytes, buf);
-        done += n_bytes;
-        if (!o->quiet && done >= next_report) {
-            fprintf(stderr, "sniper-mkmodel: %.1f / %.1f GiB\n", done / 1073741824.0,
-                    total / 1073741824.0);
-            next_report += 1ull << 30;
+        pr->done += n_bytes;
+        if (!o->quiet && pr->done >= pr->next_report) {
+            fprintf(stderr, "sniper-mkmodel: %.1f / %.1f GiB\n", pr->done / 1073741824.0,
+                    pr->total / 1073741824.0);
+            pr->next_report += 1ull << 30;
         }
     }
     rc = rc ? rc : gguf_writer_finish(w);
+    if (rc == 0)
+        pr->file_bytes += gguf_writer_file_bytes(w);
+    return rc;
+}
+
+/* The shards of --split-max-size as gguf-split cuts them: tensors in order, a new shard when the
+ * next tensor's data (padded to 32 bytes) would take this one past max_bytes, at least one tensor
+ * each. sizes has every tensor of m declared (and nothing else). Fills first[k] with shard k's
+ * first tensor and first[n] = m->n; returns n (1 when everything fits one file). first holds
+ * m->n + 1. */
+static uint32_t split_plan(const struct gguf_writer *sizes, const struct mk_model *m,
+                           uint64_t max_bytes, uint32_t *first) {
+    uint32_t n = 0;
+    uint64_t cur = 0;
+    first[n++] = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        uint64_t b = (gguf_writer_tensor_bytes(sizes, i) + 31) & ~(uint64_t)31;
+        if (cur > 0 && cur + b > max_bytes) {
+            first[n++] = i;
+            cur = 0;
+        }
+        cur += b;
+    }
+    first[n] = m->n;
+    return n;
+}
+
+/* Shard k of n: "PREFIX-%05u-of-%05u.gguf" with k + 1, PREFIX being out without ".gguf". */
+static void split_path(const char *out, uint32_t k, uint32_t n, char *path, size_t len) {
+    size_t n_out = strlen(out);
+    if (n_out > 5 && strcmp(out + n_out - 5, ".gguf") == 0)
+        n_out -= 5;
+    snprintf(path, len, "%.*s-%05u-of-%05u.gguf", (int)n_out, out, k + 1, n);
+}
+
+/* Writes shard k of n (tensors [first[k], first[k + 1])) with gguf-split's split.* keys through w,
+ * which holds the model's metadata for the first shard and nothing for the others. */
+static int shard_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
+                       const uint32_t *first, uint32_t k, uint32_t n, uint8_t *buf,
+                       struct mk_progress *pr) {
+    char path[4096];
+    int rc = gguf_writer_add_u16(w, "split.no", (uint16_t)k);
+    rc = rc ? rc : gguf_writer_add_u16(w, "split.count", (uint16_t)n);
+    rc = rc ? rc : gguf_writer_add_i32(w, "split.tensors.count", (int32_t)m->n);
+    split_path(o->out, k, n, path, sizeof(path));
+    rc = rc ? rc : file_write(w, o, m, first[k], first[k + 1], path, buf, pr);
+    if (rc == 0 && !o->quiet)
+        fprintf(stderr, "sniper-mkmodel: wrote shard \"%s\": %u tensors\n", path,
+                first[k + 1] - first[k]);
+    return rc;
+}
+
+/* Writes the model through w (empty): one file, or with --split-max-size the shards of a split
+ * model (w writes the first). Returns 0 or a negative errno. */
+static int model_write(struct gguf_writer *w, const struct mk_opts *o, const struct mk_model *m,
+                       const struct mk_vocab *v, const char *tmpl) {
+    struct mk_progress pr = {.next_report = 1ull << 30};
+    struct gguf_writer *sizes = gguf_writer_new(), *next = NULL;
+    uint8_t *buf = malloc(MK_CHUNK_BYTES);
+    uint32_t *first = calloc((size_t)m->n + 1, sizeof(*first)), n_shards = 1;
+    double t0 = clock_now_s();
+    int rc = sizes && buf && first ? 0 : -ENOMEM;
+    for (uint32_t i = 0; rc == 0 && i < m->n; i++) {
+        rc = gguf_writer_add_tensor(sizes, m->t[i].name, m->t[i].type, m->t[i].n_dims, m->t[i].ne);
+        pr.total += gguf_writer_tensor_bytes(sizes, i);
+    }
+    if (rc == 0 && o->split_max_bytes)
+        n_shards = split_plan(sizes, m, o->split_max_bytes, first);
+    rc = rc ? rc : meta_model(w, o);
+    rc = rc ? rc : meta_tokenizer(w, o, v, tmpl);
+    if (rc == 0 && n_shards == 1)
+        rc = file_write(w, o, m, 0, m->n, o->out, buf, &pr);
+    for (uint32_t k = 0; rc == 0 && n_shards > 1 && k < n_shards; k++) {
+        gguf_writer_free(next);
+        next = k == 0 ? NULL : gguf_writer_new();
+        rc = k == 0 || next ? shard_write(k == 0 ? w : next, o, m, first, k, n_shards, buf, &pr)
+                            : -ENOMEM;
+    }
     double dt = clock_now_s() - t0;
     if (rc == 0 && !o->quiet)
-        fprintf(stderr, "sniper-mkmodel: wrote \"%s\": %u tensors, %u tokens, %llu bytes in %.2f s "
-                "(%.0f MB/s)\n", o->out, m->n, v->n_tokens, (unsigned long long)total, dt,
-                dt > 0 ? total / dt / 1e6 : 0.0);
+        fprintf(stderr, "sniper-mkmodel: wrote \"%s\"%s: %u tensors, %u tokens, %llu bytes in %.2f "
+                "s (%.0f MB/s)\n", o->out, n_shards > 1 ? " as shards" : "", m->n, v->n_tokens,
+                (unsigned long long)pr.file_bytes, dt, dt > 0 ? pr.file_bytes / dt / 1e6 : 0.0);
+    gguf_writer_free(next);
+    gguf_writer_free(sizes);
+    free(first);
     free(buf);
     return rc;
 }

@@ -132,6 +132,8 @@ uint64_t ctxfile_fingerprint(const struct gguf *g) {
         hash_u64(&h, t->n_dims);
         for (int d = 0; d < GGUF_MAX_DIMS; d++)
             hash_u64(&h, t->ne[d]);
+        if (g->n_shards > 1) /* (shard, offset) of a split model; one file's hash as it was */
+            hash_u64(&h, t->shard);
         hash_u64(&h, t->data_off);
     }
     return hash64_digest(&h);

@@ -641,20 +641,10 @@ static int engine_embd_row(struct engine *e, int32_t token, const uint8_t **row)
         *row = (const uint8_t *)w->data + (size_t)token * w->row_bytes;
         return 0;
     }
-    off_t off = (off_t)(w->tensor->data_off + (uint64_t)token * w->row_bytes);
-    uint8_t *dst = e->embd_row;
-    size_t left = w->row_bytes;
-    while (left > 0) {
-        ssize_t r = fault_hit(FAULT_READ) ? (errno = EIO, -1)
-                                          : pread(e->m->gguf->fd, dst, left, off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return r < 0 ? -errno : -EIO; /* the file shrank */
-        dst += r;
-        left -= (size_t)r;
-        off += r;
-    }
+    int rc = gguf_read_tensor_range(e->m->gguf, w->tensor, (uint64_t)token * w->row_bytes,
+                                    e->embd_row, w->row_bytes); /* on its shard of a split model */
+    if (rc < 0)
+        return rc;
     *row = e->embd_row;
     return 0;
 }

@@ -215,7 +215,7 @@ int model_weight_load(struct model *m, struct weight *w, const char *name, int64
     w->row_bytes = t->row_bytes;
     w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
     w->tensor = t;
-    w->data = (const uint8_t *)m->image + t->data_off;
+    w->data = (const uint8_t *)m->image + m->shard_image_off[t->shard] + t->data_off;
     return 0;
 }
 
@@ -281,8 +281,9 @@ static int image_read(int fd, int dio_fd, uint8_t *dst, uint64_t off, uint64_t n
     return 0;
 }
 
-/* A byte range of the file that must be in the image, aligned for direct I/O. */
+/* A byte range of one shard's file that must be in the image, aligned for direct I/O. */
 struct image_range {
+    uint32_t shard;
     uint64_t off, end;
 };
 
@@ -291,8 +292,8 @@ struct image_range {
 struct image_job {
     struct model *m;
     uint8_t *base;
-    uint64_t file_bytes;
-    int dio_fd;                 /* O_DIRECT descriptor, or -1 (the filesystem refuses it) */
+    int *dio_fds;               /* [n_shards] O_DIRECT descriptors, or -1 (the filesystem refuses
+                                 * it) */
     const struct image_range *ranges;
     size_t n_ranges;
     pthread_mutex_t lock;       /* guards the cursor, rc and err */
@@ -304,18 +305,21 @@ struct image_job {
     struct model_progress *progress; /* or NULL */
 };
 
-/* Takes the next piece [*off, *off + *n) under the lock; false when none is left or one failed. */
-static bool image_next_piece(struct image_job *job, uint64_t *off, uint64_t *n) {
+/* Takes the next piece [*off, *off + *n) of shard *shard under the lock; false when none is left
+ * or one failed. */
+static bool image_next_piece(struct image_job *job, uint32_t *shard, uint64_t *off, uint64_t *n) {
     bool ok = false;
     pthread_mutex_lock(&job->lock);
     while (job->rc == 0 && job->cur_range < job->n_ranges) {
         const struct image_range *r = &job->ranges[job->cur_range];
         if (job->cur_off < r->off)
             job->cur_off = r->off;
-        if (job->cur_off >= r->end || job->cur_off >= job->file_bytes) {
+        if (job->cur_off >= r->end || job->cur_off >= job->m->gguf->shards[r->shard].file_bytes) {
             job->cur_range++;
+            job->cur_off = 0;
             continue;
         }
+        *shard = r->shard;
         *off = job->cur_off;
         *n = r->end - *off < MODEL_READ_CHUNK ? r->end - *off : MODEL_READ_CHUNK;
         job->cur_off += *n;
@@ -331,13 +335,15 @@ static bool image_next_piece(struct image_job *job, uint64_t *off, uint64_t *n) 
 static void *image_reader(void *arg) {
     struct image_job *job = arg;
     uint64_t off, n;
-    while (image_next_piece(job, &off, &n)) {
-        int fd = job->m->gguf->fd;
-        uint64_t n_file = job->file_bytes - off < n ? job->file_bytes - off : n;
-        int rc = image_read(fd, job->dio_fd, job->base + off, off, job->dio_fd >= 0 ? n : n_file,
-                            job->file_bytes);
-        if (rc == -EINVAL && job->dio_fd >= 0) /* this filesystem refuses direct I/O */
-            rc = image_read(fd, -1, job->base + off, off, n_file, job->file_bytes);
+    uint32_t shard;
+    while (image_next_piece(job, &shard, &off, &n)) {
+        const struct gguf_shard *sh = &job->m->gguf->shards[shard];
+        const int dio_fd = job->dio_fds[shard];
+        uint8_t *dst = job->base + job->m->shard_image_off[shard] + off;
+        uint64_t n_file = sh->file_bytes - off < n ? sh->file_bytes - off : n;
+        int rc = image_read(sh->fd, dio_fd, dst, off, dio_fd >= 0 ? n : n_file, sh->file_bytes);
+        if (rc == -EINVAL && dio_fd >= 0) /* this filesystem refuses direct I/O */
+            rc = image_read(sh->fd, -1, dst, off, n_file, sh->file_bytes);
         if (rc == 0 && job->progress)
             atomic_fetch_add(&job->progress->done, n);
         if (rc < 0) {
@@ -345,7 +351,7 @@ static void *image_reader(void *arg) {
             if (job->rc == 0) {
                 job->rc = rc;
                 err_set(job->err, job->err_len, "model: reading \"%s\" failed at byte %llu: %s",
-                        job->m->path, (unsigned long long)off, strerror(-rc));
+                        sh->path, (unsigned long long)off, strerror(-rc));
             }
             pthread_mutex_unlock(&job->lock);
         }
@@ -355,6 +361,8 @@ static void *image_reader(void *arg) {
 
 static int range_cmp(const void *a, const void *b) {
     const struct image_range *x = a, *y = b;
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
     return x->off < y->off ? -1 : x->off > y->off;
 }
 
@@ -376,23 +384,26 @@ bool model_tensor_streamed(const struct model_hparams *hp, const char *name) {
     return false;
 }
 
-/* The ranges to read: the whole file, or with experts on disk every other tensor's bytes (aligned
- * outwards to MODEL_DIO_ALIGN, sorted, merged). Returns a malloc'd array or NULL. */
+/* The ranges to read: the whole of every shard, or with experts on disk every other tensor's bytes
+ * (aligned outwards to MODEL_DIO_ALIGN, sorted by shard and offset, merged). Returns a malloc'd
+ * array or NULL. */
 static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
     const struct gguf *g = m->gguf;
-    struct image_range *r = calloc(g->n_tensors + 1, sizeof(*r));
+    struct image_range *r = calloc(g->n_tensors + g->n_shards, sizeof(*r));
     if (!r)
         return NULL;
     size_t n = 0;
     if (!m->experts_on_disk) {
-        r[n++] = (struct image_range){0, (g->file_bytes + MODEL_DIO_ALIGN - 1) &
-                                             ~(uint64_t)(MODEL_DIO_ALIGN - 1)};
+        for (uint32_t s = 0; s < g->n_shards; s++)
+            r[n++] = (struct image_range){s, 0, (g->shards[s].file_bytes + MODEL_DIO_ALIGN - 1) &
+                                                    ~(uint64_t)(MODEL_DIO_ALIGN - 1)};
     } else {
         for (uint64_t i = 0; i < g->n_tensors; i++) {
             const struct gguf_tensor *t = &g->tensors[i];
             if (model_tensor_streamed(&m->hp, t->name) || t->n_bytes == 0 ||
                 (m->embd_on_disk && strcmp(t->name, "token_embd.weight") == 0))
                 continue;
+            r[n].shard = t->shard;
             r[n].off = t->data_off & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
             r[n].end = (t->data_off + t->n_bytes + MODEL_DIO_ALIGN - 1) &
                        ~(uint64_t)(MODEL_DIO_ALIGN - 1);
@@ -401,7 +412,7 @@ static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
         qsort(r, n, sizeof(*r), range_cmp);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            if (k && r[i].off <= r[k - 1].end) {
+            if (k && r[i].shard == r[k - 1].shard && r[i].off <= r[k - 1].end) {
                 if (r[i].end > r[k - 1].end)
                     r[k - 1].end = r[i].end;
             } else {
@@ -422,7 +433,20 @@ static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
  * is then made read-only. */
 static int model_read_image(struct model *m, struct model_progress *progress, char *err,
                             size_t err_len) {
-    const uint64_t file_bytes = m->gguf->file_bytes;
+    const struct gguf *g = m->gguf;
+    m->shard_image_off = calloc(g->n_shards, sizeof(*m->shard_image_off));
+    int *dio_fds = calloc(g->n_shards, sizeof(*dio_fds));
+    if (!m->shard_image_off || !dio_fds) {
+        free(dio_fds);
+        err_set(err, err_len, "model: out of memory");
+        return -ENOMEM;
+    }
+    uint64_t file_bytes = 0; /* the shards end to end, each from a MODEL_DIO_ALIGN boundary */
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        m->shard_image_off[s] = file_bytes;
+        file_bytes += (g->shards[s].file_bytes + MODEL_DIO_ALIGN - 1) &
+                      ~(uint64_t)(MODEL_DIO_ALIGN - 1);
+    }
     m->image_bytes = ((size_t)file_bytes + MODEL_HUGE_PAGE - 1) & ~(size_t)(MODEL_HUGE_PAGE - 1);
     if (m->image_bytes == 0)
         m->image_bytes = MODEL_HUGE_PAGE;
@@ -435,6 +459,7 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
     if (p == MAP_FAILED) {
         err_set(err, err_len, "model: out of memory for the weights of \"%s\" (%zu bytes)", m->path,
                 m->image_bytes);
+        free(dio_fds);
         return -ENOMEM;
     }
     uintptr_t huge_mask = MODEL_HUGE_PAGE - 1;
@@ -447,6 +472,7 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
     struct image_range *ranges = image_ranges(m, &n_ranges);
     if (!ranges) {
         err_set(err, err_len, "model: out of memory");
+        free(dio_fds);
         return -ENOMEM;
     }
     /* with experts on disk, huge pages only inside what is read: one straddling the edge of a
@@ -455,18 +481,20 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
     if (!m->experts_on_disk)
         madvise(base, m->image_bytes, MADV_HUGEPAGE);
     for (size_t i = 0; i < n_ranges; i++) {
-        const uint64_t lo = (ranges[i].off + huge_mask) & ~(uint64_t)huge_mask;
-        const uint64_t hi = ranges[i].end & ~(uint64_t)huge_mask;
+        const uint64_t at = m->shard_image_off[ranges[i].shard];
+        const uint64_t lo = (at + ranges[i].off + huge_mask) & ~(uint64_t)huge_mask;
+        const uint64_t hi = (at + ranges[i].end) & ~(uint64_t)huge_mask;
         if (m->experts_on_disk && hi > lo)
             madvise(base + lo, hi - lo, MADV_HUGEPAGE);
         m->resident_bytes += ranges[i].end - ranges[i].off;
     }
     if (progress)
         atomic_store(&progress->total, m->resident_bytes);
-    struct image_job job = {.m = m, .base = base, .file_bytes = file_bytes, .ranges = ranges,
+    struct image_job job = {.m = m, .base = base, .dio_fds = dio_fds, .ranges = ranges,
                             .n_ranges = n_ranges, .err = err, .err_len = err_len,
                             .progress = progress};
-    job.dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        dio_fds[s] = open(g->shards[s].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     pthread_mutex_init(&job.lock, NULL);
     pthread_t threads[MODEL_READ_THREADS];
     int n_started = 0;
@@ -479,8 +507,10 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
         pthread_join(threads[i], NULL);
     pthread_mutex_destroy(&job.lock);
     free(ranges);
-    if (job.dio_fd >= 0)
-        close(job.dio_fd);
+    for (uint32_t s = 0; s < g->n_shards; s++)
+        if (dio_fds[s] >= 0)
+            close(dio_fds[s]);
+    free(dio_fds);
     int rc = job.rc;
     if (rc == 0)
         mprotect(base, m->image_bytes, PROT_READ);
@@ -575,6 +605,7 @@ void model_free(struct model *m) {
     }
     if (m->image)
         munmap(m->image, m->image_bytes);
+    free(m->shard_image_off);
     free(m->output_norm);
     free(m->path);
     free(m->name);

@@ -9,8 +9,8 @@
  *     model_free(m);
  *
  * Every matrix is kept in its file type and layout (row-major, ne[0] = input features per row),
- * in one read-only image of the file in anonymous memory on transparent huge pages, read once at
- * load with direct I/O (see model_read_image for why); norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
+ * in one read-only image of the file (of a split model: of its shards, end to end) in anonymous
+ * memory on transparent huge pages, read once at load with direct I/O (see model_read_image for why); norms are converted to f32. Routed experts (ffn_*_exps) are stacked [n_expert][n_out][n_in]:
  * expert e is the contiguous slice at e * expert_bytes. */
 #ifndef SNIPER_MODEL_H
 #define SNIPER_MODEL_H
@@ -152,8 +152,11 @@ struct model {
     float *output_norm;          /* [n_embd] */
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
-    void *image;                 /* read-only copy of the file, 2 MiB aligned (address space) */
+    void *image;                 /* read-only copy of the file, 2 MiB aligned (address space); a
+                                  * split model's shards one after the other */
     size_t image_bytes;
+    uint64_t *shard_image_off;   /* [gguf->n_shards] image offset of each shard's byte 0 (4 KiB
+                                  * aligned, so direct reads of a shard land aligned) */
     bool experts_on_disk;        /* routed experts were not read: see server/experts */
     bool embd_on_disk;           /* with experts on disk and an untied output: token_embd was not
                                   * read either; the engine reads the rows it needs (a few KiB a

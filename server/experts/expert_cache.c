@@ -124,6 +124,24 @@ static void ec_activate(struct expert_cache *c, int32_t s) {
     cache_policy_drop(c->policy, s);
 }
 
+/* The reads of m's experts: one file, or each shard of a split model its own (expert_io). */
+static struct expert_io *ec_io_new(const struct model *m, const struct expert_cache_options *o,
+                                   int max_queued, char *err, size_t err_len) {
+    const struct gguf *g = m->gguf;
+    const char **paths = calloc(g->n_shards, sizeof(*paths));
+    if (!paths) {
+        err_set(err, err_len, "expert_cache: out of memory");
+        return NULL;
+    }
+    for (uint32_t i = 0; i < g->n_shards; i++)
+        paths[i] = g->shards[i].path;
+    struct expert_io *io = expert_io_new(paths, (int)g->n_shards, o->io,
+                                         o->io_depth > 0 ? o->io_depth : 32, max_queued,
+                                         o->contention, err, err_len);
+    free(paths);
+    return io;
+}
+
 struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
                                       const struct expert_cache_options *opt, char *err,
                                       size_t err_len) {
@@ -178,8 +196,7 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
         o = *opt;
     /* room for every read one lookup and one prefetch can queue */
     int max_queued = 3 * 2 * (c->n_expert < EC_MAX_LOOKUP ? c->n_expert : EC_MAX_LOOKUP);
-    c->io = expert_io_new(m->path, o.io, o.io_depth > 0 ? o.io_depth : 32, max_queued,
-                          o.contention, err, err_len);
+    c->io = ec_io_new(m, &o, max_queued, err, err_len);
     if (!c->io) {
         expert_cache_free(c);
         return NULL;
@@ -281,10 +298,10 @@ static int32_t ec_victim(struct expert_cache *c, bool wait) {
 }
 
 /* Submits one read, reaping finished ones while the queue is full. */
-static int ec_submit(struct expert_cache *c, uint64_t tag, uint8_t *dst, uint64_t off,
+static int ec_submit(struct expert_cache *c, uint64_t tag, uint8_t *dst, int shard, uint64_t off,
                      uint64_t len, uint64_t need, bool urgent) {
     int rc;
-    while ((rc = expert_io_submit(c->io, tag, dst, off, len, need, urgent)) == -EAGAIN)
+    while ((rc = expert_io_submit(c->io, tag, dst, shard, off, len, need, urgent)) == -EAGAIN)
         if (ec_reap(c, true) != 1)
             return -EAGAIN;
     return rc;
@@ -318,8 +335,9 @@ static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch)
         uint64_t end = align_up(off + w->mat_bytes, EXPERT_IO_ALIGN);
         x->mat[k] = base + region + (off - start);
         c->stats.bytes_read += end - start;
-        int rc = ec_submit(c, (uint64_t)s * 3 + (uint64_t)k, base + region, start, end - start,
-                           off + w->mat_bytes - start, !prefetch);
+        int rc = ec_submit(c, (uint64_t)s * 3 + (uint64_t)k, base + region,
+                           (int)w->tensor->shard, start, end - start, off + w->mat_bytes - start,
+                           !prefetch);
         if (rc < 0) /* cannot happen with the queue sized for a lookup and a prefetch */
             ec_complete(c, (uint64_t)s * 3 + (uint64_t)k, rc);
         region += ec_region_bytes(w->mat_bytes);

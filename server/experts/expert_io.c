@@ -30,6 +30,7 @@
 struct io_req {
     uint64_t tag;
     uint8_t *dst;
+    int file;      /* index into expert_io.fds */
     uint64_t off, len, need;
     uint64_t done; /* bytes arrived so far */
     int rc;
@@ -44,8 +45,9 @@ struct io_fifo {
 
 struct expert_io {
     enum expert_io_kind kind;
-    int fd;
-    bool direct;
+    int n_files;
+    int *fds;     /* [n_files] */
+    bool *direct; /* [n_files] opened with O_DIRECT */
     int depth;
     struct io_req *reqs; /* [max_queued] */
     int max_queued;
@@ -120,10 +122,11 @@ static void *io_worker(void *arg) {
         pthread_mutex_unlock(&io->mu);
         struct io_req *r = &io->reqs[id];
         for (;;) {
-            ssize_t got = pread(io->fd, r->dst + r->done, r->len - r->done, (off_t)(r->off + r->done));
+            ssize_t got = pread(io->fds[r->file], r->dst + r->done, r->len - r->done,
+                                (off_t)(r->off + r->done));
             if (got < 0 && errno == EINTR)
                 continue;
-            if (req_advance(r, got < 0 ? -errno : got, io->direct))
+            if (req_advance(r, got < 0 ? -errno : got, io->direct[r->file]))
                 break;
         }
         pthread_mutex_lock(&io->mu);
@@ -153,7 +156,7 @@ static int threads_start(struct expert_io *io) {
 static void ring_queue(struct expert_io *io, int32_t id) {
     struct io_req *r = &io->reqs[id];
     struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-    io_uring_prep_read(sqe, io->fd, r->dst + r->done, (unsigned)(r->len - r->done),
+    io_uring_prep_read(sqe, io->fds[r->file], r->dst + r->done, (unsigned)(r->len - r->done),
                        r->off + r->done);
     io_uring_sqe_set_data(sqe, (void *)(uintptr_t)id);
     io->in_ring++;
@@ -193,7 +196,7 @@ static int32_t ring_take(struct expert_io *io, bool wait) {
     io_uring_cqe_seen(&io->ring, cqe);
     io->in_ring--;
     struct io_req *r = &io->reqs[id];
-    if (res == -EINTR || res == -EAGAIN || !req_advance(r, res, io->direct)) {
+    if (res == -EINTR || res == -EAGAIN || !req_advance(r, res, io->direct[r->file])) {
         ring_queue(io, id); /* the rest of a partial read, or a retry */
         ring_fill(io);
         return -1;
@@ -204,9 +207,34 @@ static int32_t ring_take(struct expert_io *io, bool wait) {
 
 /* ---- interface ------------------------------------------------------------------------------- */
 
-struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int depth,
-                                int max_queued, struct contention *contention, char *err,
-                                size_t err_len) {
+/* Opens each of paths[0..n) read-only, with O_DIRECT where the filesystem allows it. Returns 0 or
+ * -errno with a message naming the file. */
+static int io_open_files(struct expert_io *io, const char *const *paths, int n, char *err,
+                         size_t err_len) {
+    io->fds = malloc(sizeof(*io->fds) * (size_t)n);
+    io->direct = calloc((size_t)n, sizeof(*io->direct));
+    if (!io->fds || !io->direct) {
+        err_set(err, err_len, "expert_io: out of memory");
+        return -ENOMEM;
+    }
+    for (; io->n_files < n; io->n_files++) {
+        const int i = io->n_files;
+        io->fds[i] = open(paths[i], O_RDONLY | O_DIRECT | O_CLOEXEC);
+        io->direct[i] = io->fds[i] >= 0;
+        if (io->fds[i] < 0)
+            io->fds[i] = open(paths[i], O_RDONLY | O_CLOEXEC);
+        if (io->fds[i] < 0) {
+            int rc = -errno;
+            err_set(err, err_len, "expert_io: cannot open \"%s\": %s", paths[i], strerror(errno));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+struct expert_io *expert_io_new(const char *const *paths, int n_files, enum expert_io_kind kind,
+                                int depth, int max_queued, struct contention *contention,
+                                char *err, size_t err_len) {
     struct expert_io *io = calloc(1, sizeof(*io));
     if (!io) {
         err_set(err, err_len, "expert_io: out of memory");
@@ -219,14 +247,12 @@ struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int 
     pthread_cond_init(&io->done_cv, NULL);
     contention_init(&io->own);
     io->contention = contention ? contention : &io->own;
-    io->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-    io->direct = io->fd >= 0;
-    if (io->fd < 0)
-        io->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (io->fd < 0) {
-        err_set(err, err_len, "expert_io: cannot open \"%s\": %s", path, strerror(errno));
+    if (n_files < 1) {
+        err_set(err, err_len, "expert_io: no file to read");
         goto fail;
     }
+    if (io_open_files(io, paths, n_files, err, err_len) < 0)
+        goto fail;
     io->reqs = calloc((size_t)io->max_queued, sizeof(*io->reqs));
     if (!io->reqs || fifo_init(&io->backlog, io->max_queued) < 0 ||
         fifo_init(&io->later, io->max_queued) < 0 ||
@@ -268,8 +294,10 @@ void expert_io_free(struct expert_io *io) {
         pthread_join(io->threads[i], NULL);
     if (io->ring_ok)
         io_uring_queue_exit(&io->ring);
-    if (io->fd >= 0)
-        close(io->fd);
+    for (int i = 0; i < io->n_files; i++)
+        close(io->fds[i]);
+    free(io->fds);
+    free(io->direct);
     pthread_mutex_destroy(&io->mu);
     pthread_cond_destroy(&io->work_cv);
     pthread_cond_destroy(&io->done_cv);
@@ -294,14 +322,17 @@ double expert_io_busy_s(const struct expert_io *io) {
     return io->busy_s + (io->outstanding > 0 ? clock_now_s() - io->busy_since : 0.0);
 }
 
-int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, uint64_t off, uint64_t len,
-                     uint64_t need, bool urgent) {
+int expert_io_submit(struct expert_io *io, uint64_t tag, void *dst, int file, uint64_t off,
+                     uint64_t len, uint64_t need, bool urgent) {
+    if (file < 0 || file >= io->n_files)
+        return -EINVAL;
     if (io->free_head < 0)
         return -EAGAIN;
     int32_t id = io->free_head;
     struct io_req *r = &io->reqs[id];
     io->free_head = r->next_free;
-    *r = (struct io_req){.tag = tag, .dst = dst, .off = off, .len = len, .need = need};
+    *r = (struct io_req){.tag = tag, .dst = dst, .file = file, .off = off, .len = len,
+                         .need = need};
     if (io->outstanding++ == 0)
         io->busy_since = clock_now_s();
     bool fail = fault_hit(FAULT_READ);

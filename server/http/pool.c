@@ -322,6 +322,18 @@ void pool_free(struct pool *p) {
     free(p);
 }
 
+/* The id of a model named by its file: the base name without ".gguf", or for a split model's shard
+ * without "-00001-of-00003.gguf" too. */
+static void file_id(const char *base, char *id, size_t id_len) {
+    size_t prefix_len;
+    uint32_t no, count;
+    const char *dot = strrchr(base, '.');
+    size_t n = dot && dot > base ? (size_t)(dot - base) : strlen(base);
+    if (gguf_split_name_parse(base, &prefix_len, &no, &count))
+        n = prefix_len;
+    snprintf(id, id_len, "%.*s", (int)n, base);
+}
+
 int pool_add(struct pool *p, const struct pool_model_opts *o) {
     for (int i = 0; i < p->n; i++)
         if (strcmp(p->entries[i].o.id, o->id) == 0)
@@ -340,10 +352,7 @@ int pool_add(struct pool *p, const struct pool_model_opts *o) {
     if (!en->o.id[0]) { /* named by the file until its header says better */
         const char *base = strrchr(o->path, '/');
         base = base ? base + 1 : o->path;
-        const char *dot = strrchr(base, '.');
-        snprintf(en->o.id, sizeof(en->o.id), "%.*s", (int)(dot && dot > base ? dot - base
-                                                                        : (long)strlen(base)),
-                 base);
+        file_id(base, en->o.id, sizeof(en->o.id));
         en->unnamed = true;
     }
     entry_read_header(en);
@@ -351,9 +360,13 @@ int pool_add(struct pool *p, const struct pool_model_opts *o) {
     return 0;
 }
 
-/* True for "x.gguf" names (not hidden). */
+/* True for "x.gguf" names (not hidden) that name a model: of a split model only its first shard,
+ * which opens the others. */
 static bool gguf_name(const char *name) {
-    size_t n = strlen(name);
+    size_t n = strlen(name), prefix_len;
+    uint32_t no, count;
+    if (gguf_split_name_parse(name, &prefix_len, &no, &count) && no > 0)
+        return false;
     return name[0] != '.' && n > 5 && strcmp(name + n - 5, ".gguf") == 0;
 }
 
@@ -361,52 +374,82 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int pool_add_dir(struct pool *p, const char *dir, const struct pool_model_opts *defaults,
-                 char *err, size_t err_len) {
-    DIR *d = opendir(dir);
-    if (!d) {
-        err_set(err, err_len, "cannot read the models directory \"%s\": %s", dir,
-                strerror(errno));
-        return -errno;
+/* A growing list of file names relative to a models directory. */
+struct name_list {
+    char **v;
+    size_t n, cap;
+};
+
+static int name_list_add(struct name_list *l, const char *rel, const char *name) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **g = realloc(l->v, cap * sizeof(*g));
+        if (!g)
+            return -ENOMEM;
+        l->v = g;
+        l->cap = cap;
     }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = strlen(rel) + strlen(name) + 1;
+    if (!(l->v[l->n] = malloc(n)))
+        return -ENOMEM;
+    snprintf(l->v[l->n++], n, "%s%s", rel, name);
+    return 0;
+}
+
+/* Collects the model files of dir/rel (rel "" or ending in '/'), and with depth > 0 those of its
+ * subdirectories (not hidden): the pull cache's USER/REPO/FILE is depth 2. Returns 0, -ENOMEM, or
+ * -errno when the top directory cannot be read (a subdirectory that cannot is skipped). */
+static int dir_collect(const char *dir, const char *rel, int depth, struct name_list *l) {
+    char path[POOL_PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s", dir, rel);
+    DIR *d = opendir(path);
+    if (!d)
+        return rel[0] ? 0 : -errno;
     int rc = 0;
-    for (struct dirent *de; (de = readdir(d)) != NULL;) {
-        if (!gguf_name(de->d_name))
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            char **g = realloc(names, cap * sizeof(*g));
-            if (!g) {
-                rc = -ENOMEM;
-                break;
-            }
-            names = g;
+    for (struct dirent *de; rc == 0 && (de = readdir(d)) != NULL;) {
+        if (gguf_name(de->d_name)) {
+            rc = name_list_add(l, rel, de->d_name);
+        } else if (depth > 0 && de->d_name[0] != '.' &&
+                   (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN)) {
+            char sub[POOL_PATH_MAX];
+            if (snprintf(sub, sizeof(sub), "%s%s/", rel, de->d_name) < (int)sizeof(sub))
+                rc = dir_collect(dir, sub, depth - 1, l);
         }
-        if (!(names[n] = strdup(de->d_name))) {
-            rc = -ENOMEM;
-            break;
-        }
-        n++;
     }
     closedir(d);
-    if (n)
-        qsort(names, n, sizeof(*names), cmp_str);
+    return rc;
+}
+
+int pool_add_dir(struct pool *p, const char *dir, const struct pool_model_opts *defaults,
+                 char *err, size_t err_len) {
+    struct name_list l = {0};
+    int rc = dir_collect(dir, "", 2, &l);
+    if (rc < 0 && rc != -ENOMEM) {
+        err_set(err, err_len, "cannot read the models directory \"%s\": %s", dir,
+                strerror(-rc));
+        return rc;
+    }
+    if (l.n)
+        qsort(l.v, l.n, sizeof(*l.v), cmp_str);
     int added = 0;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    for (size_t i = 0; i < l.n && rc == 0; i++) {
         struct pool_model_opts o = *defaults;
-        snprintf(o.id, sizeof(o.id), "%.*s", (int)(strlen(names[i]) - 5), names[i]);
-        if (snprintf(o.path, sizeof(o.path), "%s/%s", dir, names[i]) >= (int)sizeof(o.path))
+        const char *base = strrchr(l.v[i], '/');
+        base = base ? base + 1 : l.v[i];
+        char id[POOL_ID_MAX];
+        file_id(base, id, sizeof(id));
+        if (snprintf(o.id, sizeof(o.id), "%.*s%s", (int)(base - l.v[i]), l.v[i], id) >=
+                (int)sizeof(o.id) ||
+            snprintf(o.path, sizeof(o.path), "%s/%s", dir, l.v[i]) >= (int)sizeof(o.path))
             continue;
         int r = pool_add(p, &o);
         if (r == -ENOMEM)
             rc = r;
         added += r == 0;
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
+    for (size_t i = 0; i < l.n; i++)
+        free(l.v[i]);
+    free(l.v);
     if (rc < 0)
         err_set(err, err_len, "out of memory listing \"%s\"", dir);
     return rc < 0 ? rc : added;

@@ -101,7 +101,9 @@ void pool_free(struct pool *p);
  * id already taken or -ENOMEM. The first model added whose file can be read is the default. */
 int pool_add(struct pool *p, const struct pool_model_opts *o);
 
-/* Adds every *.gguf file of dir (sorted by name; the id is the file name without .gguf), with
+/* Adds every *.gguf file of dir and of its subdirectories two levels down (the `sniper pull`
+ * cache's USER/REPO/FILE), sorted by path; the id is the path without .gguf ("m",
+ * "user/repo/m"), a split model listed once by its first shard without the shard suffix. With
  * the options of defaults (its id and path ignored). Returns the number added, or a negative
  * error with a message in err (the directory cannot be read). */
 int pool_add_dir(struct pool *p, const char *dir, const struct pool_model_opts *defaults,

@@ -1,4 +1,5 @@
-/* paths.h - small filesystem helpers the agent's files need (history, grades, saved chats). */
+/* paths.h - small filesystem helpers: the agent's files (history, grades, saved chats) and the
+ * models directory (hub.c). */
 #ifndef SNIPER_AGENT_PATHS_H
 #define SNIPER_AGENT_PATHS_H
 
