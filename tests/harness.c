@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,11 +56,13 @@ const char *test_fixtures_dir(void) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? path : NULL;
 }
 
+static char tmp_path[4096]; /* test_tmpdir's, once made */
+
 const char *test_tmpdir(void) {
-    static char path[4096];
+    char *path = tmp_path;
     if (!path[0]) {
         const char *base = getenv("TMPDIR");
-        snprintf(path, sizeof(path), "%s/sniper-test-XXXXXX", base && *base ? base : "/tmp");
+        snprintf(path, sizeof(tmp_path), "%s/sniper-test-XXXXXX", base && *base ? base : "/tmp");
         if (!mkdtemp(path)) {
             perror("test_tmpdir: mkdtemp");
             abort();
@@ -115,6 +118,24 @@ out:
     return buf;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 ? 0 : -1;
+}
+
+/* The temporary directory goes when every case passed (each run made one of up to a few hundred
+ * MB, and they filled the disk); after a failure it stays for inspection, named. */
+static void tmpdir_finish(int failed) {
+    if (!tmp_path[0])
+        return;
+    if (failed)
+        fprintf(stderr, "test files kept in %s\n", tmp_path);
+    else if (nftw(tmp_path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        fprintf(stderr, "test_tmpdir: cannot remove %s\n", tmp_path);
+}
+
 int test_run(int argc, char **argv, const struct test_case *cases) {
     int passed = 0, failed = 0, skipped = 0;
     const char *filter = argc > 1 ? argv[1] : NULL;
@@ -137,5 +158,6 @@ int test_run(int argc, char **argv, const struct test_case *cases) {
         }
     }
     printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+    tmpdir_finish(failed);
     return failed ? 1 : 0;
 }

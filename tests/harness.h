@@ -39,7 +39,8 @@ bool test_cpu_has(const char *isa);
 /* The shared fixtures folder ($SNIPER_FIXTURES, else ../shared/fixtures), or NULL when absent. */
 const char *test_fixtures_dir(void);
 
-/* A fresh temporary directory for this test binary (removed by nobody: under $TMPDIR). Static. */
+/* A fresh temporary directory for this test binary (under $TMPDIR), removed at the end of
+ * test_run when every case passed, kept (and named) after a failure. Static. */
 const char *test_tmpdir(void);
 
 /* Runs $BUILD/sniper-mkmodel --quiet -o <tmpdir>/name ARGS and puts the path in path. Returns 0, or
