@@ -233,6 +233,13 @@ static void test_products(void) {
         {QTYPE_F32, 64, 5, 1},    {QTYPE_F32, 1000, 33, 3}, {QTYPE_F16, 96, 3, 2},
         {QTYPE_F16, 2051, 17, 2}, {QTYPE_Q8_0, 32, 7, 1},   {QTYPE_Q8_0, 224, 40, 3},
         {QTYPE_Q8_0, 2048, 70, 2},
+        {QTYPE_BF16, 64, 5, 1},   {QTYPE_BF16, 1000, 33, 3},
+        {QTYPE_Q4_0, 32, 7, 1},   {QTYPE_Q4_0, 224, 40, 3},   {QTYPE_Q4_0, 2048, 70, 2},
+        {QTYPE_Q4_1, 32, 7, 1},   {QTYPE_Q4_1, 224, 40, 3},   {QTYPE_Q4_1, 2048, 70, 2},
+        {QTYPE_Q5_0, 32, 7, 1},   {QTYPE_Q5_0, 224, 40, 3},   {QTYPE_Q5_0, 2048, 70, 2},
+        {QTYPE_Q5_1, 32, 7, 1},   {QTYPE_Q5_1, 224, 40, 3},   {QTYPE_Q5_1, 2048, 70, 2},
+        {QTYPE_IQ4_NL, 32, 7, 1}, {QTYPE_IQ4_NL, 224, 40, 3}, {QTYPE_IQ4_NL, 2048, 70, 2},
+        {QTYPE_MXFP4, 32, 7, 1},  {QTYPE_MXFP4, 224, 40, 3},  {QTYPE_MXFP4, 2048, 70, 2},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         check_product(g, &o, &cases[i]);

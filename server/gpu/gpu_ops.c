@@ -19,7 +19,14 @@ struct gpu_type_kernels {
 static const struct gpu_type_kernels gpu_types[] = {
     {QTYPE_F32, "matmul_f32", "quantize_f32", 2, 1},
     {QTYPE_F16, "matmul_f16", "quantize_f16", 2, 1},
+    {QTYPE_BF16, "matmul_bf16", "quantize_bf16", 2, 1},
     {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", 16, 32},
+    {QTYPE_Q4_0, "matmul_q4_0", "quantize_q8_0", 16, 32},
+    {QTYPE_Q4_1, "matmul_q4_1", "quantize_q8_1", 16, 32},
+    {QTYPE_Q5_0, "matmul_q5_0", "quantize_q8_0", 16, 32},
+    {QTYPE_Q5_1, "matmul_q5_1", "quantize_q8_1", 16, 32},
+    {QTYPE_IQ4_NL, "matmul_iq4_nl", "quantize_q8_0", 16, 32},
+    {QTYPE_MXFP4, "matmul_mxfp4", "quantize_q8_0", 16, 32},
 };
 
 #define GPU_GROUP 64 /* invocations per workgroup of every kernel here */
