@@ -240,6 +240,12 @@ static void test_products(void) {
         {QTYPE_Q5_1, 32, 7, 1},   {QTYPE_Q5_1, 224, 40, 3},   {QTYPE_Q5_1, 2048, 70, 2},
         {QTYPE_IQ4_NL, 32, 7, 1}, {QTYPE_IQ4_NL, 224, 40, 3}, {QTYPE_IQ4_NL, 2048, 70, 2},
         {QTYPE_MXFP4, 32, 7, 1},  {QTYPE_MXFP4, 224, 40, 3},  {QTYPE_MXFP4, 2048, 70, 2},
+        {QTYPE_Q2_K, 256, 7, 1}, {QTYPE_Q2_K, 1792, 40, 3}, {QTYPE_Q2_K, 2560, 70, 2},
+        {QTYPE_Q3_K, 256, 7, 1}, {QTYPE_Q3_K, 1792, 40, 3}, {QTYPE_Q3_K, 2560, 70, 2},
+        {QTYPE_Q4_K, 256, 7, 1}, {QTYPE_Q4_K, 1792, 40, 3}, {QTYPE_Q4_K, 2560, 70, 2},
+        {QTYPE_Q5_K, 256, 7, 1}, {QTYPE_Q5_K, 1792, 40, 3}, {QTYPE_Q5_K, 2560, 70, 2},
+        {QTYPE_Q6_K, 256, 7, 1}, {QTYPE_Q6_K, 1792, 40, 3}, {QTYPE_Q6_K, 2560, 70, 2},
+        {QTYPE_IQ4_XS, 256, 7, 1}, {QTYPE_IQ4_XS, 1792, 40, 3}, {QTYPE_IQ4_XS, 2560, 70, 2},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         check_product(g, &o, &cases[i]);

@@ -27,6 +27,12 @@ static const struct gpu_type_kernels gpu_types[] = {
     {QTYPE_Q5_1, "matmul_q5_1", "quantize_q8_1", 16, 32},
     {QTYPE_IQ4_NL, "matmul_iq4_nl", "quantize_q8_0", 16, 32},
     {QTYPE_MXFP4, "matmul_mxfp4", "quantize_q8_0", 16, 32},
+    {QTYPE_Q2_K, "matmul_q2_K", "quantize_q8_K", 16, 256},
+    {QTYPE_Q3_K, "matmul_q3_K", "quantize_q8_K", 16, 256},
+    {QTYPE_Q4_K, "matmul_q4_K", "quantize_q8_K", 16, 256},
+    {QTYPE_Q5_K, "matmul_q5_K", "quantize_q8_K", 16, 256},
+    {QTYPE_Q6_K, "matmul_q6_K", "quantize_q8_K", 16, 256},
+    {QTYPE_IQ4_XS, "matmul_iq4_xs", "quantize_q8_K", 16, 256},
 };
 
 #define GPU_GROUP 64 /* invocations per workgroup of every kernel here */
