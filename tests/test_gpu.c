@@ -245,11 +245,20 @@ static void test_products(void) {
         {QTYPE_Q4_K, 256, 7, 1}, {QTYPE_Q4_K, 1792, 40, 3}, {QTYPE_Q4_K, 2560, 70, 2},
         {QTYPE_Q5_K, 256, 7, 1}, {QTYPE_Q5_K, 1792, 40, 3}, {QTYPE_Q5_K, 2560, 70, 2},
         {QTYPE_Q6_K, 256, 7, 1}, {QTYPE_Q6_K, 1792, 40, 3}, {QTYPE_Q6_K, 2560, 70, 2},
-        {QTYPE_IQ4_XS, 256, 7, 1}, {QTYPE_IQ4_XS, 1792, 40, 3}, {QTYPE_IQ4_XS, 2560, 70, 2},
+        {QTYPE_IQ4_XS, 256, 7, 1}, {QTYPE_IQ4_XS, 1792, 40, 3}, {QTYPE_IQ4_XS, 2560, 20, 2},
+        {QTYPE_IQ2_XXS, 256, 7, 1}, {QTYPE_IQ2_XXS, 1792, 40, 3}, {QTYPE_IQ2_XXS, 2560, 20, 2},
+        {QTYPE_IQ2_XS, 256, 7, 1}, {QTYPE_IQ2_XS, 1792, 40, 3}, {QTYPE_IQ2_XS, 2560, 20, 2},
+        {QTYPE_IQ2_S, 256, 7, 1}, {QTYPE_IQ2_S, 1792, 40, 3}, {QTYPE_IQ2_S, 2560, 20, 2},
+        {QTYPE_IQ3_XXS, 256, 7, 1}, {QTYPE_IQ3_XXS, 1792, 40, 3}, {QTYPE_IQ3_XXS, 2560, 20, 2},
+        {QTYPE_IQ3_S, 256, 7, 1}, {QTYPE_IQ3_S, 1792, 40, 3}, {QTYPE_IQ3_S, 2560, 20, 2},
+        {QTYPE_IQ1_S, 256, 7, 1}, {QTYPE_IQ1_S, 1792, 40, 3}, {QTYPE_IQ1_S, 2560, 20, 2},
+        {QTYPE_IQ1_M, 256, 7, 1}, {QTYPE_IQ1_M, 1792, 40, 3}, {QTYPE_IQ1_M, 2560, 20, 2},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         check_product(g, &o, &cases[i]);
     CHECK(!gpu_ops_has_type(&o, QTYPE_COUNT));
+    gpu_ops_free(&o);
+    CHECK_EQ_INT(gpu_used_bytes(g), 0);
     gpu_close(g);
 }
 

@@ -6,21 +6,12 @@
 //     void block_apply(uint64_t w_blk, uint64_t a_blk, inout float acc)
 //                                        the block's fma (or two) into acc, in the contract's order
 //     W_BLOCK_BYTES, A_BLOCK_BYTES       block sizes
+// (a block_apply that reads the push constants includes matmul_push.glsl before it).
 // A workgroup of 64 invocations computes 16 rows of one token: invocation 4 * k + j runs
 // accumulator j of row k.
 layout(local_size_x = 64) in;
 
-layout(push_constant) uniform Push {
-    uint64_t w;         // weight rows, row_bytes apart
-    uint64_t act;       // activation rows, act_stride bytes apart
-    uint64_t out_;      // output rows, out_stride floats apart
-    uint row_bytes;
-    uint act_stride;
-    uint out_stride;
-    uint n_in;          // elements per row
-    uint n_rows;
-    uint n_tok;
-} p;
+#include "matmul_push.glsl"
 
 shared float partial[64];
 
