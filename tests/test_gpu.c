@@ -149,8 +149,10 @@ struct product_case {
 };
 
 /* The weight type's product on the GPU (activations quantized there) against quant.h's kernels:
- * the activation rows and the outputs equal bit for bit. */
-static void check_product(struct gpu *g, struct gpu_ops *o, const struct product_case *c) {
+ * the activation rows and the outputs equal bit for bit. The weights are fill_rows' times
+ * w_scale. */
+static void check_product(struct gpu *g, struct gpu_ops *o, const struct product_case *c,
+                          float w_scale) {
     const struct quant_kernels *k = quant_kernels(c->type);
     uint64_t rb = 0;
     CHECK_EQ_INT(qtype_row_bytes(c->type, (uint64_t)c->n_in, &rb), 0);
@@ -165,6 +167,8 @@ static void check_product(struct gpu *g, struct gpu_ops *o, const struct product
     float *got = malloc(sizeof(float) * (size_t)c->n_rows * (size_t)c->n_tok);
     char err[256] = "";
     fill_rows(wf, c->n_in, c->n_rows, 1000 + (uint64_t)c->type);
+    for (size_t i = 0; i < (size_t)c->n_in * (size_t)c->n_rows; i++)
+        wf[i] *= w_scale;
     fill_rows(x, c->n_in, c->n_tok, 2000 + (uint64_t)c->n_in);
     for (int32_t r = 0; r < c->n_rows; r++)
         CHECK_EQ_INT(quant_quantize_row(c->type, wf + (size_t)r * c->n_in, w + (size_t)r * row_bytes,
@@ -255,10 +259,29 @@ static void test_products(void) {
         {QTYPE_IQ1_M, 256, 7, 1}, {QTYPE_IQ1_M, 1792, 40, 3}, {QTYPE_IQ1_M, 2560, 20, 2},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        check_product(g, &o, &cases[i]);
+        check_product(g, &o, &cases[i], 1.0f);
+    /* MXFP4 blocks of exponent 0 and 1, whose scales are float subnormals: the GPU must keep them
+     * (the CPU does) */
+    static const struct product_case tiny = {QTYPE_MXFP4, 256, 20, 2};
+    check_product(g, &o, &tiny, 1e-40f);
     CHECK(!gpu_ops_has_type(&o, QTYPE_COUNT));
     gpu_ops_free(&o);
     CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    gpu_close(g);
+}
+
+/* gpu_ops_init under a budget too small for the i-quant codebooks fails naming them and holds
+ * no device memory. */
+static void test_ops_budget(void) {
+    struct gpu *g = open_device((uint64_t)16 << 10);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_EQ_INT(gpu_ops_init(&o, g, err, sizeof(err)), -ENOMEM);
+    CHECK_MSG(strstr(err, "codebooks") && strstr(err, "pass the budget"), "%s", err);
+    CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    gpu_ops_free(&o);
     gpu_close(g);
 }
 
@@ -268,6 +291,7 @@ static const struct test_case cases[] = {
     {"buffers", test_buffers},
     {"device_lost", test_device_lost},
     {"products", test_products},
+    {"ops_budget", test_ops_budget},
     {0},
 };
 

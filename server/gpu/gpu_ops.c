@@ -89,9 +89,13 @@ static int upload_codebooks(struct gpu_ops *o, char *err, size_t err_len) {
     size_t total = 0;
     for (size_t i = 0; i < GPU_TYPES; i++)
         total += codebook_bytes(&gpu_types[i]);
-    o->tables = gpu_buf_new(o->g, total, err, err_len);
-    if (!o->tables)
+    char why[256] = "";
+    o->tables = gpu_buf_new(o->g, total, why, sizeof(why));
+    if (!o->tables) {
+        err_set(err, err_len, "gpu_ops: no room for the i-quant codebooks (%zu bytes): %s", total,
+                why);
         return -ENOMEM;
+    }
     size_t off = 0;
     for (size_t i = 0; i < GPU_TYPES; i++) {
         const struct gpu_type_kernels *k = &gpu_types[i];
