@@ -265,8 +265,9 @@ static void test_products(void) {
     static const struct product_case tiny = {QTYPE_MXFP4, 256, 20, 2};
     check_product(g, &o, &tiny, 1e-40f);
     CHECK(!gpu_ops_has_type(&o, QTYPE_COUNT));
-    gpu_ops_free(&o);
+    gpu_ops_release(&o);
     CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    CHECK(!gpu_ops_has_type(&o, QTYPE_IQ2_XXS)); /* its codebook is gone */
     gpu_close(g);
 }
 
@@ -281,7 +282,7 @@ static void test_ops_budget(void) {
     CHECK_EQ_INT(gpu_ops_init(&o, g, err, sizeof(err)), -ENOMEM);
     CHECK_MSG(strstr(err, "codebooks") && strstr(err, "pass the budget"), "%s", err);
     CHECK_EQ_INT(gpu_used_bytes(g), 0);
-    gpu_ops_free(&o);
+    gpu_ops_release(&o);
     gpu_close(g);
 }
 

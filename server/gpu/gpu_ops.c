@@ -78,13 +78,13 @@ static const struct gpu_type_kernels *type_kernels(enum qtype t) {
     return NULL;
 }
 
-/* Bytes of the codebook of row k in the tables buffer, 0 for a type without one. */
+/* Bytes of k's codebook in the tables buffer (a multiple of 8), 0 for a type without one. */
 static size_t codebook_bytes(const struct gpu_type_kernels *k) {
     return k->grid ? (IQ_SIGNS_BYTES + k->grid_bytes + 7) / 8 * 8 : 0;
 }
 
-/* Uploads every codebook of gpu_types into o->tables, filling o->table_addr. Returns 0 or
- * gpu_buf_new's / gpu_buf_write's error. */
+/* Uploads every codebook of gpu_types into o->tables, filling o->table_addr. Returns 0, -ENOMEM
+ * where gpu_buf_new finds no room (its reason in the message), or gpu_buf_write's error. */
 static int upload_codebooks(struct gpu_ops *o, char *err, size_t err_len) {
     size_t total = 0;
     for (size_t i = 0; i < GPU_TYPES; i++)
@@ -129,14 +129,19 @@ int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
     }
     int rc = upload_codebooks(o, err, err_len);
     if (rc)
-        gpu_ops_free(o);
+        gpu_ops_release(o);
     return rc;
 }
 
-void gpu_ops_free(struct gpu_ops *o) {
+/* Contract in gpu_ops.h. Afterwards o has no types (gpu_op_* answer -ENOTSUP). */
+void gpu_ops_release(struct gpu_ops *o) {
     if (o->g)
         gpu_buf_free(o->g, o->tables);
     o->tables = NULL;
+    for (int t = 0; t < QTYPE_COUNT; t++) {
+        o->matmul[t] = o->quantize[t] = -1;
+        o->table_addr[t] = 0;
+    }
 }
 
 bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t) {

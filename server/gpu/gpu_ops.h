@@ -10,7 +10,7 @@
  *     gpu_barrier(g);
  *     gpu_op_matmul(&o, w_type, w, row_bytes, n_in, n_rows, act, act_stride, out, n_rows, n_tok);
  *     gpu_submit(g);
- *     gpu_ops_free(&o); */
+ *     gpu_ops_release(&o); */
 #ifndef SNIPER_GPU_OPS_H
 #define SNIPER_GPU_OPS_H
 
@@ -30,13 +30,14 @@ struct gpu_ops {
 };
 
 /* Finds the kernels of every weight type g's build has and uploads the grid i-quants' codebooks
- * (common/quant_iq.h's tables, about 35 KiB of device memory). Returns 0 (gpu_ops_free releases
- * it), -ENOENT when the build has no kernels at all, or gpu_buf_new's / gpu_buf_write's error; a
- * message says which. On error nothing is held. */
+ * (common/quant_iq.h's tables, about 35 KiB of device memory, counted in g's budget). Returns 0
+ * (gpu_ops_release releases what it holds), -ENOENT when the build has no kernels at all, -ENOMEM
+ * when the codebooks find no room, or gpu_buf_write's error; a message says which. On error
+ * nothing is held. */
 int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len);
 
-/* Frees what gpu_ops_init holds (before gpu_close). Accepts an o that init failed on. */
-void gpu_ops_free(struct gpu_ops *o);
+/* Frees what gpu_ops_init holds; call it before gpu_close. Accepts an o that init failed on. */
+void gpu_ops_release(struct gpu_ops *o);
 
 /* True when weights of type t can be multiplied on the GPU. */
 bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t);

@@ -1,8 +1,8 @@
 // iq_grid.glsl - what the grid i-quants' products share (common/quant_iq.h): the weight type's
-// codebook at p.tables, uploaded once by gpu_ops_init from common/quant_iq_tables.c (quant_iq_ksigns
-// in bytes 0..127, the type's grid from byte 128, entries little-endian, value j in byte j), the
-// signed dot of a grid entry against int8 activations, and the block's accumulation: isum = sum
-// m * q * a exact, d = (fp16(w.d) * a.d) * unit, acc = fma(d, isum, acc).
+// codebook at p.tables, uploaded once by gpu_ops_init from common/quant_iq_tables.c
+// (quant_iq_ksigns in bytes 0..127, the type's grid from byte 128, entries little-endian, value j
+// in byte j), the signed dot of a grid entry against int8 activations, and the block's
+// accumulation: isum = sum m * q * a exact, d = (fp16(w.d) * a.d) * unit, acc = fma(d, isum, acc).
 #include "matmul_push.glsl"
 #include "kquants.glsl"
 

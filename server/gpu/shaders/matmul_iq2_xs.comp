@@ -15,7 +15,8 @@ void block_apply(uint64_t w_blk, uint64_t a_blk, inout float acc) {
         for (uint l = 0u; l < 4u; l++) {
             uint v = load_le16(w_blk, 2u + 2u * (4u * ib + l));
             int m = 2 * int((sc >> (l < 2u ? 0u : 4u)) & 15u) + 1;
-            isum += m * iq_signed_dot(8u, v & 511u, 8u, iq_ksigns(v >> 9), 0u, a, 32u * ib + 8u * l);
+            isum += m * iq_signed_dot(8u, v & 511u, 8u, iq_ksigns(v >> 9), 0u, a,
+                                      32u * ib + 8u * l);
         }
     }
     iq_apply(a_blk, load_f16(w_blk, 0u), 0.125, isum, acc);

@@ -14,7 +14,8 @@ void block_apply(uint64_t w_blk, uint64_t a_blk, inout float acc) {
         int m = 2 * int(aux >> 28) + 1;
         for (uint l = 0u; l < 4u; l++)
             isum += m * iq_signed_dot(8u, (idx >> (8u * l)) & 255u, 8u,
-                                      iq_ksigns((aux >> (7u * l)) & 127u), 0u, a, 32u * ib + 8u * l);
+                                      iq_ksigns((aux >> (7u * l)) & 127u), 0u, a,
+                                      32u * ib + 8u * l);
     }
     iq_apply(a_blk, load_f16(w_blk, 0u), 0.125, isum, acc);
 }
