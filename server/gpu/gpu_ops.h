@@ -30,7 +30,7 @@ struct gpu_ops {
 };
 
 /* Finds the kernels of every weight type g's build has and uploads the grid i-quants' codebooks
- * (common/quant_iq.h's tables, about 35 KiB of device memory, counted in g's budget). Returns 0
+ * (common/quant_iq.h's tables, about 50 KiB of device memory, counted in g's budget). Returns 0
  * (gpu_ops_release releases what it holds), -ENOENT when the build has no kernels at all, -ENOMEM
  * when the codebooks find no room, or gpu_buf_write's error; a message says which. On error
  * nothing is held. */
