@@ -158,8 +158,10 @@ struct product_case {
 };
 
 /* The weight type's product on the GPU (activations quantized there) against quant.h's kernels:
- * the activation rows and the outputs equal bit for bit. */
-static void check_product(struct gpu *g, struct gpu_ops *o, const struct product_case *c) {
+ * the activation rows and the outputs equal bit for bit. The weights are fill_rows' times
+ * w_scale. */
+static void check_product(struct gpu *g, struct gpu_ops *o, const struct product_case *c,
+                          float w_scale) {
     const struct quant_kernels *k = quant_kernels(c->type);
     uint64_t rb = 0;
     CHECK_EQ_INT(qtype_row_bytes(c->type, (uint64_t)c->n_in, &rb), 0);
@@ -174,6 +176,8 @@ static void check_product(struct gpu *g, struct gpu_ops *o, const struct product
     float *got = malloc(sizeof(float) * (size_t)c->n_rows * (size_t)c->n_tok);
     char err[256] = "";
     fill_rows(wf, c->n_in, c->n_rows, 1000 + (uint64_t)c->type);
+    for (size_t i = 0; i < (size_t)c->n_in * (size_t)c->n_rows; i++)
+        wf[i] *= w_scale;
     fill_rows(x, c->n_in, c->n_tok, 2000 + (uint64_t)c->n_in);
     for (int32_t r = 0; r < c->n_rows; r++)
         CHECK_EQ_INT(quant_quantize_row(c->type, wf + (size_t)r * c->n_in, w + (size_t)r * row_bytes,
@@ -229,7 +233,8 @@ out:
     free(got);
 }
 
-static void check_products(void) {
+/* The products of the first n_cases shapes below (0: all). */
+static void check_products(size_t n_cases) {
     struct gpu *g = open_device(0);
     if (!g)
         return;
@@ -245,21 +250,64 @@ static void check_products(void) {
         {QTYPE_Q8_0, 32, 65600, 1}, /* more row groups than a dispatch's x takes */
         {QTYPE_Q8_0, 224, 9, 9},    {QTYPE_Q8_0, 4160, 3, 5}, /* token groups of 8, 4 and 2 */
         {QTYPE_Q8_0, 96, 4, 3},
+        {QTYPE_BF16, 64, 5, 1},   {QTYPE_BF16, 1000, 33, 3},
+        {QTYPE_Q4_0, 32, 7, 1},   {QTYPE_Q4_0, 224, 40, 3},   {QTYPE_Q4_0, 2048, 70, 2},
+        {QTYPE_Q4_1, 32, 7, 1},   {QTYPE_Q4_1, 224, 40, 3},   {QTYPE_Q4_1, 2048, 70, 2},
+        {QTYPE_Q5_0, 32, 7, 1},   {QTYPE_Q5_0, 224, 40, 3},   {QTYPE_Q5_0, 2048, 70, 2},
+        {QTYPE_Q5_1, 32, 7, 1},   {QTYPE_Q5_1, 224, 40, 3},   {QTYPE_Q5_1, 2048, 70, 2},
+        {QTYPE_IQ4_NL, 32, 7, 1}, {QTYPE_IQ4_NL, 224, 40, 3}, {QTYPE_IQ4_NL, 2048, 70, 2},
+        {QTYPE_MXFP4, 32, 7, 1},  {QTYPE_MXFP4, 224, 40, 3},  {QTYPE_MXFP4, 2048, 70, 2},
+        {QTYPE_Q2_K, 256, 7, 1}, {QTYPE_Q2_K, 1792, 40, 3}, {QTYPE_Q2_K, 2560, 70, 2},
+        {QTYPE_Q3_K, 256, 7, 1}, {QTYPE_Q3_K, 1792, 40, 3}, {QTYPE_Q3_K, 2560, 70, 2},
+        {QTYPE_Q4_K, 256, 7, 1}, {QTYPE_Q4_K, 1792, 40, 3}, {QTYPE_Q4_K, 2560, 70, 2},
+        {QTYPE_Q5_K, 256, 7, 1}, {QTYPE_Q5_K, 1792, 40, 3}, {QTYPE_Q5_K, 2560, 70, 2},
+        {QTYPE_Q6_K, 256, 7, 1}, {QTYPE_Q6_K, 1792, 40, 3}, {QTYPE_Q6_K, 2560, 70, 2},
+        {QTYPE_IQ4_XS, 256, 7, 1}, {QTYPE_IQ4_XS, 1792, 40, 3}, {QTYPE_IQ4_XS, 2560, 20, 2},
+        {QTYPE_IQ2_XXS, 256, 7, 1}, {QTYPE_IQ2_XXS, 1792, 40, 3}, {QTYPE_IQ2_XXS, 2560, 20, 2},
+        {QTYPE_IQ2_XS, 256, 7, 1}, {QTYPE_IQ2_XS, 1792, 40, 3}, {QTYPE_IQ2_XS, 2560, 20, 2},
+        {QTYPE_IQ2_S, 256, 7, 1}, {QTYPE_IQ2_S, 1792, 40, 3}, {QTYPE_IQ2_S, 2560, 20, 2},
+        {QTYPE_IQ3_XXS, 256, 7, 1}, {QTYPE_IQ3_XXS, 1792, 40, 3}, {QTYPE_IQ3_XXS, 2560, 20, 2},
+        {QTYPE_IQ3_S, 256, 7, 1}, {QTYPE_IQ3_S, 1792, 40, 3}, {QTYPE_IQ3_S, 2560, 20, 2},
+        {QTYPE_IQ1_S, 256, 7, 1}, {QTYPE_IQ1_S, 1792, 40, 3}, {QTYPE_IQ1_S, 2560, 20, 2},
+        {QTYPE_IQ1_M, 256, 7, 1}, {QTYPE_IQ1_M, 1792, 40, 3}, {QTYPE_IQ1_M, 2560, 20, 2},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        check_product(g, &o, &cases[i]);
+    const size_t n_all = sizeof(cases) / sizeof(cases[0]);
+    for (size_t i = 0; i < (n_cases && n_cases < n_all ? n_cases : n_all); i++)
+        check_product(g, &o, &cases[i], 1.0f);
+    /* MXFP4 blocks of exponent 0 and 1, whose scales are float subnormals: the GPU must keep them
+     * (the CPU does) */
+    static const struct product_case tiny = {QTYPE_MXFP4, 256, 20, 2};
+    check_product(g, &o, &tiny, 1e-40f);
     CHECK(!gpu_ops_has_type(&o, QTYPE_COUNT));
+    gpu_ops_release(&o);
+    CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    CHECK(!gpu_ops_has_type(&o, QTYPE_IQ2_XXS)); /* its codebook is gone */
+    gpu_close(g);
+}
+
+/* gpu_ops_init under a budget too small for the i-quant codebooks fails naming them and holds
+ * no device memory. */
+static void test_ops_budget(void) {
+    struct gpu *g = open_device((uint64_t)16 << 10);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_EQ_INT(gpu_ops_init(&o, g, err, sizeof(err)), -ENOMEM);
+    CHECK_MSG(strstr(err, "codebooks") && strstr(err, "pass the budget"), "%s", err);
+    CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    gpu_ops_release(&o);
     gpu_close(g);
 }
 
 static void test_products(void) {
-    check_products();
+    check_products(0);
 }
 
-/* The products again with every buffer copied through the staging buffer. */
+/* The float and Q8_0 products again with every buffer copied through the staging buffer. */
 static void test_products_staged(void) {
     setenv("SNIPER_GPU_NO_MAP", "1", 1);
-    check_products();
+    check_products(13);
     unsetenv("SNIPER_GPU_NO_MAP");
 }
 
@@ -270,6 +318,7 @@ static const struct test_case cases[] = {
     {"device_lost", test_device_lost},
     {"products", test_products},
     {"products_staged", test_products_staged},
+    {"ops_budget", test_ops_budget},
     {0},
 };
 

@@ -9,7 +9,8 @@
  *     gpu_op_quantize(&o, w_type, x, n_embd, act, &act_stride, n_embd, n_tok);
  *     gpu_barrier(g);
  *     gpu_op_matmul(&o, w_type, w, row_bytes, n_in, n_rows, act, act_stride, out, n_rows, n_tok);
- *     gpu_submit(g); */
+ *     gpu_submit(g);
+ *     gpu_ops_release(&o); */
 #ifndef SNIPER_GPU_OPS_H
 #define SNIPER_GPU_OPS_H
 
@@ -24,11 +25,19 @@ struct gpu_ops {
     struct gpu *g; /* borrowed */
     int matmul[QTYPE_COUNT];   /* kernel of a weight type's product, or -1 */
     int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
+    struct gpu_buf *tables;    /* the grid i-quants' codebooks (owned), NULL before init */
+    uint64_t table_addr[QTYPE_COUNT]; /* a type's codebook in tables, 0 for types without one */
 };
 
-/* Finds the kernels of every weight type g's build has. Returns 0, or -ENOENT when the build has
- * none at all (a message says so). */
+/* Finds the kernels of every weight type g's build has and uploads the grid i-quants' codebooks
+ * (common/quant_iq.h's tables, about 50 KiB of device memory, counted in g's budget). Returns 0
+ * (gpu_ops_release releases what it holds), -ENOENT when the build has no kernels at all, -ENOMEM
+ * when the codebooks find no room, or gpu_buf_write's error; a message says which. On error
+ * nothing is held. */
 int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len);
+
+/* Frees what gpu_ops_init holds; call it before gpu_close. Accepts an o that init failed on. */
+void gpu_ops_release(struct gpu_ops *o);
 
 /* True when weights of type t can be multiplied on the GPU. */
 bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t);

@@ -10,6 +10,7 @@
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer U8s { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer I8s { int8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer U16s { uint16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer I16s { int16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32s { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float v[]; };
 
@@ -49,6 +50,19 @@ uint f32_to_fp16(float f) {
     return sign | q;
 }
 
+// bfloat16 (bits) -> float: exact (common/quant.c's bf16_to_f32).
+float bf16_to_f32(uint h) {
+    return uintBitsToFloat(h << 16);
+}
+
+// float -> bfloat16 (bits), round to nearest even, NaN kept quiet (common/quant.c's f32_to_bf16).
+uint f32_to_bf16(float f) {
+    uint u = floatBitsToUint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+
 // a / b in float, correctly rounded as the CPU's division: the double quotient is within a few of
 // its ulps, and a quotient of two floats is never that close to a float's rounding boundary.
 float div_rn(float a, float b) {
@@ -83,4 +97,21 @@ float fma_rn(float a, float b, float c) {
 // A half stored at byte offset off (even) of base.
 float load_f16(uint64_t base, uint64_t off) {
     return fp16_to_f32(uint(U16s(base + off).v[0]));
+}
+
+// The byte at offset off of base, as an unsigned int.
+uint load_u8(uint64_t base, uint off) {
+    return uint(U8s(base + off).v[0]);
+}
+
+// The little-endian u16 / u32 at byte offset off of base, read a byte at a time (blocks pack them
+// at offsets no wider alignment holds).
+uint load_le16(uint64_t base, uint off) {
+    U8s b = U8s(base + off);
+    return uint(b.v[0]) | uint(b.v[1]) << 8;
+}
+
+uint load_le32(uint64_t base, uint off) {
+    U8s b = U8s(base + off);
+    return uint(b.v[0]) | uint(b.v[1]) << 8 | uint(b.v[2]) << 16 | uint(b.v[3]) << 24;
 }

@@ -14,19 +14,10 @@
 //                                        (d, v, d2, v2): the block adds fma(d, v, acc) to its
 //                                        chain, then fma(d2, v2, acc) when TWO_TERMS is defined
 // Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), token groups on y.
+// (a block_terms that reads the push constants includes matmul_push.glsl before it).
 layout(local_size_x = 64) in;
 
-layout(push_constant) uniform Push {
-    uint64_t w;         // weight rows, row_bytes apart
-    uint64_t act;       // activation rows, act_stride bytes apart
-    uint64_t out_;      // output rows, out_stride floats apart
-    uint row_bytes;
-    uint act_stride;
-    uint out_stride;
-    uint n_in;          // elements per row
-    uint n_rows;
-    uint n_tok;
-} p;
+#include "matmul_push.glsl"
 
 shared vec4 terms[64];
 shared float chains[32];

@@ -1,0 +1,40 @@
+// iq_grid.glsl - what the grid i-quants' products share (common/quant_iq.h): the weight type's
+// codebook at p.tables, uploaded once by gpu_ops_init from common/quant_iq_tables.c
+// (quant_iq_ksigns in bytes 0..127, the type's grid from byte 128, entries little-endian, value j
+// in byte j), the signed dot of a grid entry against int8 activations, and the block's
+// accumulation: isum = sum m * q * a exact, d = (fp16(w.d) * a.d) * unit, the block's terms (d, isum).
+#include "matmul_push.glsl"
+#include "kquants.glsl"
+
+// The 8 sign bits of sign index i (7 bits).
+uint iq_ksigns(uint i) {
+    return load_u8(p.tables, i);
+}
+
+// sum over j < n of (value j of grid entry e, negated where bit first + j of signs is set) *
+// a[j]; entries are entry_bytes apart.
+int iq_signed_dot(uint entry_bytes, uint e, uint n, uint signs, uint first, I8s a, uint a_off) {
+    U8s g = U8s(p.tables + 128u + uint64_t(entry_bytes) * e);
+    int sum = 0;
+    for (uint j = 0u; j < n; j++) {
+        int v = int(g.v[j]);
+        sum += (((signs >> (first + j)) & 1u) != 0u ? -v : v) * int(a.v[a_off + j]);
+    }
+    return sum;
+}
+
+// The iq1 types: sum over the 8 values of grid entry e (int8 in -1..1) of (8 * value + delta) *
+// a[j], delta = -1 or 1.
+int iq1_dot(uint e, int delta, I8s a, uint a_off) {
+    I8s g = I8s(p.tables + 128u + 8u * uint64_t(e));
+    int sum = 0;
+    for (uint j = 0u; j < 8u; j++)
+        sum += (8 * int(g.v[j]) + delta) * int(a.v[a_off + j]);
+    return sum;
+}
+
+vec4 iq_terms(uint64_t a_blk, float wd, float unit, int isum) {
+    precise float d0 = wd * q8k_d(a_blk);
+    precise float d = d0 * unit;
+    return vec4(d, float(isum), 0.0, 0.0);
+}

@@ -1,0 +1,26 @@
+// matmul_q5_1.comp - Q5_1 weights against Q8_1 activations: codes = nibble | qh bit << 4 (no
+// offset); d = fp16(w.d) * fp16(a.d), acc = fma(d, isum, acc), then fma(fp16(w.m), fp16(a.s)).
+#version 450
+#include "common.glsl"
+
+#define QK_ELEMS 32u
+#define W_BLOCK_BYTES 24u
+#define A_BLOCK_BYTES 36u
+
+vec4 block_terms(uint64_t w_blk, uint64_t a_blk) {
+    uint qh = load_le32(w_blk, 4u);
+    U8s qw = U8s(w_blk + 8u);
+    I8s qa = I8s(a_blk + 4u);
+    int isum = 0;
+    for (int j = 0; j < 16; j++) {
+        uint b = uint(qw.v[j]);
+        int lo = int((b & 15u) | ((qh >> j) & 1u) << 4);
+        int hi = int((b >> 4) | ((qh >> (j + 16)) & 1u) << 4);
+        isum += lo * int(qa.v[j]) + hi * int(qa.v[j + 16]);
+    }
+    precise float d = load_f16(w_blk, 0u) * load_f16(a_blk, 0u);
+    return vec4(d, float(isum), load_f16(w_blk, 2u), load_f16(a_blk, 2u));
+}
+
+#define TWO_TERMS
+#include "matmul_blocks.glsl"
