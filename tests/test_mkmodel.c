@@ -1292,6 +1292,58 @@ out:
 
 static const struct test_case cases[] = {
     {"split_layout", test_split_layout},
+
+/* The mixes added for the golden corpus (tests/golden): per mix, the types llama-quantize's
+ * recipe gives a 2-layer qwen3moe (8 query heads per 2 KV heads, 4 experts of 256) for token_embd,
+ * output, attn_v, attn_output and the experts, and general.file_type (llama_ftype). */
+static void test_corpus_mixes(void) {
+    static const struct {
+        const char *mix;
+        uint32_t ftype;
+        enum qtype embd, output, attn_v, attn_o, gate_exps, down_exps;
+    } want[] = {
+        {"f16", 1, QTYPE_F16, QTYPE_F16, QTYPE_F16, QTYPE_F16, QTYPE_F16, QTYPE_F16},
+        {"bf16", 32, QTYPE_BF16, QTYPE_BF16, QTYPE_BF16, QTYPE_BF16, QTYPE_BF16, QTYPE_BF16},
+        {"q4_0", 2, QTYPE_Q4_0, QTYPE_Q6_K, QTYPE_Q4_0, QTYPE_Q4_0, QTYPE_Q4_0, QTYPE_Q4_0},
+        {"q5_0", 8, QTYPE_Q5_0, QTYPE_Q6_K, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0, QTYPE_Q5_0},
+        /* use_more_bits(0, 2) and (1, 2): both layers' attn_v and ffn_down get Q6_K */
+        {"q5_k_m", 17, QTYPE_Q5_K, QTYPE_Q6_K, QTYPE_Q6_K, QTYPE_Q5_K, QTYPE_Q5_K, QTYPE_Q6_K},
+        {"q6_k", 18, QTYPE_Q6_K, QTYPE_Q6_K, QTYPE_Q6_K, QTYPE_Q6_K, QTYPE_Q6_K, QTYPE_Q6_K},
+        {"iq1_s", 24, QTYPE_Q2_K, QTYPE_Q5_K, QTYPE_Q4_K, QTYPE_IQ2_XXS, QTYPE_IQ1_S, QTYPE_IQ1_S},
+        {"iq1_m", 31, QTYPE_Q2_K, QTYPE_Q5_K, QTYPE_Q4_K, QTYPE_IQ2_XXS, QTYPE_IQ1_M, QTYPE_IQ1_M},
+        {"iq2_xxs", 19, QTYPE_Q2_K, QTYPE_Q5_K, QTYPE_Q4_K, QTYPE_IQ2_XXS, QTYPE_IQ2_XXS,
+         QTYPE_IQ2_XXS},
+        {"iq2_xs", 20, QTYPE_Q2_K, QTYPE_Q5_K, QTYPE_Q4_K, QTYPE_IQ2_XS, QTYPE_IQ2_XS,
+         QTYPE_IQ2_XS},
+        {"iq3_m", 27, QTYPE_IQ3_S, QTYPE_Q6_K, QTYPE_Q4_K, QTYPE_Q4_K, QTYPE_IQ3_S, QTYPE_IQ3_S},
+    };
+    static const char *const names[] = {"token_embd.weight", "output.weight",
+                                         "blk.1.attn_v.weight", "blk.1.attn_output.weight",
+                                         "blk.1.ffn_gate_exps.weight",
+                                         "blk.1.ffn_down_exps.weight"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const char *path = tmp_path("corpus-mix.gguf");
+        CHECK_EQ_INT(MKMODEL("-o", path, "--n-layer", "2", "--n-expert", "4", "--n-expert-used",
+                             "2", "--n-ff-exp", "256", "--types", want[i].mix), 0);
+        struct gguf *g = open_ok(path);
+        const enum qtype types[] = {want[i].embd, want[i].output, want[i].attn_v, want[i].attn_o,
+                                    want[i].gate_exps, want[i].down_exps};
+        for (int k = 0; g && k < 6; k++) {
+            const struct gguf_tensor *t = gguf_find_tensor(g, names[k]);
+            CHECK_MSG(t && t->type == types[k], "%s: \"%s\" is %s, not %s", want[i].mix,
+                      names[k], t ? qtype_name(t->type) : "missing", qtype_name(types[k]));
+        }
+        const struct gguf_tensor *norm = g ? gguf_find_tensor(g, "blk.0.attn_norm.weight") : NULL;
+        CHECK(!g || (norm && norm->type == QTYPE_F32));
+        CHECK(!g || get_u32(g, "general.file_type") == want[i].ftype);
+        if (g)
+            check_values(g);
+        gguf_free(g);
+    }
+}
+
+static const struct test_case cases[] = {
+    {"corpus_mixes", test_corpus_mixes},
     {"writer_roundtrip", test_writer_roundtrip},
     {"low_bit_mixes", test_low_bit_mixes},
     {"writer_rejects", test_writer_rejects},

@@ -36,7 +36,9 @@ enum mk_arch {
 enum mk_types {
     MK_TYPES_F32, MK_TYPES_Q8_0, MK_TYPES_Q4_K_M, MK_TYPES_Q3_K_M, MK_TYPES_Q2_K,
     MK_TYPES_IQ4_XS, MK_TYPES_IQ4_NL, MK_TYPES_MXFP4_MOE, MK_TYPES_Q4_1, MK_TYPES_Q5_1,
-    MK_TYPES_IQ2_M, MK_TYPES_IQ3_XXS,
+    MK_TYPES_IQ2_M, MK_TYPES_IQ3_XXS, MK_TYPES_F16, MK_TYPES_BF16, MK_TYPES_Q4_0, MK_TYPES_Q5_0,
+    MK_TYPES_Q5_K_M, MK_TYPES_Q6_K, MK_TYPES_IQ1_S, MK_TYPES_IQ1_M, MK_TYPES_IQ2_XXS,
+    MK_TYPES_IQ2_XS, MK_TYPES_IQ3_M,
 };
 
 struct mk_opts {
@@ -135,7 +137,7 @@ static void mk_usage(FILE *f) {
         "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b]\n"
         "         [--arch qwen3moe|qwen3|llama]\n"
         "         [--types f32|q8_0|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4_moe|q4_1|q5_1|\n"
-        "         iq2_m|iq3_xxs]\n"
+        "         iq2_m|iq3_xxs|f16|bf16|q4_0|q5_0|q5_k_m|q6_k|iq1_s|iq1_m|iq2_xxs|iq2_xs|iq3_m]\n"
         "         [--seed N]\n"
         "         [--n-layer N] [--n-embd N] [--n-head N] [--n-head-kv N] [--head-dim N]\n"
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
@@ -651,6 +653,14 @@ static void stream_init(struct mk_stream *s, uint64_t seed, const char *name, en
     s->dist = MK_DIST_GAUSS;
 }
 
+/* -exp(U(log 0.01, log 4)) for u in [0, 1): computed in double and rounded once to float, so the
+ * value is the same with any libm whose exp/log are within an ulp (a float libm's expf may differ
+ * in the last bit from one C library to another). */
+static float mk_neg_logu(float u) {
+    double lo = log(0.01), hi = log(4.0);
+    return (float)-exp(lo + (double)u * (hi - lo));
+}
+
 /* Writes the next n_blocks blocks of s->type (elements for F32) into dst. Returns 0, or -EINVAL
  * for a type nothing here can write. */
 static int stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
@@ -675,7 +685,7 @@ static int stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
         case QTYPE_F32: {
             float v = s->dist == MK_DIST_UNIFORM ? s->mean + s->std * (2 * rng_unit(&s->rng) - 1)
                     : s->dist == MK_DIST_NEG_LOGU
-                        ? -expf(logf(0.01f) + rng_unit(&s->rng) * (logf(4.0f) - logf(0.01f)))
+                        ? mk_neg_logu(rng_unit(&s->rng))
                         : s->mean + s->std * rng_gauss(&s->rng);
             memcpy(dst, &v, sizeof(v));
             break;
@@ -1350,6 +1360,85 @@ static enum qtype mix_iq3_xxs(const struct mk_slot *s) {
     return mix_iq_grid(s, false);
 }
 
+/* F16 and BF16: every matrix in the float type (convert_hf_to_gguf's --outtype). */
+static enum qtype mix_f16(const struct mk_slot *s) {
+    (void)s;
+    return QTYPE_F16;
+}
+
+static enum qtype mix_bf16(const struct mk_slot *s) {
+    (void)s;
+    return QTYPE_BF16;
+}
+
+/* Q4_0, Q5_0 and Q6_K: every matrix in the type, output Q6_K (without an importance matrix the
+ * Q4_0/Q5_0 ffn_down guard does not apply). */
+static enum qtype mix_q4_0(const struct mk_slot *s) {
+    return s->role == MK_ROLE_OUTPUT ? QTYPE_Q6_K : QTYPE_Q4_0;
+}
+
+static enum qtype mix_q5_0(const struct mk_slot *s) {
+    return s->role == MK_ROLE_OUTPUT ? QTYPE_Q6_K : QTYPE_Q5_0;
+}
+
+static enum qtype mix_q6_k(const struct mk_slot *s) {
+    (void)s;
+    return QTYPE_Q6_K;
+}
+
+/* Q5_K_M: Q4_K_M's rule with Q5_K as the base type. */
+static enum qtype mix_q5_k_m(const struct mk_slot *s) {
+    enum qtype t = mix_q4_k_m(s);
+    return t == QTYPE_Q4_K ? QTYPE_Q5_K : t;
+}
+
+/* IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS: Q2_K token_embd, Q5_K output; attn_v Q4_K with 4 or more query
+ * heads per KV head or 4 or more experts, else Q2_K; ffn_down Q2_K in the first eighth of the
+ * layers; attn_output IQ2_XXS under the IQ1 types; base elsewhere. */
+static enum qtype mix_iq_low(const struct mk_slot *s, enum qtype base) {
+    switch (s->role) {
+    case MK_ROLE_EMBD: return QTYPE_Q2_K;
+    case MK_ROLE_OUTPUT: return QTYPE_Q5_K;
+    case MK_ROLE_ATTN_V:
+    case MK_ROLE_SSM_QKV:
+        return n_gqa(s->o) >= 4 || (mk_is_moe(s->o->arch) && s->o->n_expert >= 4) ? QTYPE_Q4_K
+                                                                                   : QTYPE_Q2_K;
+    case MK_ROLE_FFN_DOWN: return s->il < s->o->n_layer / 8 ? QTYPE_Q2_K : base;
+    case MK_ROLE_ATTN_O:
+        return base == QTYPE_IQ1_S || base == QTYPE_IQ1_M ? QTYPE_IQ2_XXS : base;
+    default: return base;
+    }
+}
+
+static enum qtype mix_iq1_s(const struct mk_slot *s) {
+    return mix_iq_low(s, QTYPE_IQ1_S);
+}
+
+static enum qtype mix_iq1_m(const struct mk_slot *s) {
+    return mix_iq_low(s, QTYPE_IQ1_M);
+}
+
+static enum qtype mix_iq2_xxs(const struct mk_slot *s) {
+    return mix_iq_low(s, QTYPE_IQ2_XXS);
+}
+
+static enum qtype mix_iq2_xs(const struct mk_slot *s) {
+    return mix_iq_low(s, QTYPE_IQ2_XS);
+}
+
+/* IQ3_M: IQ3_S base, Q6_K output; Q4_K attn_v, attn_output and ffn_down in the first eighth of
+ * the layers. */
+static enum qtype mix_iq3_m(const struct mk_slot *s) {
+    switch (s->role) {
+    case MK_ROLE_OUTPUT: return QTYPE_Q6_K;
+    case MK_ROLE_ATTN_V:
+    case MK_ROLE_SSM_QKV:
+    case MK_ROLE_ATTN_O: return QTYPE_Q4_K;
+    case MK_ROLE_FFN_DOWN: return s->il < s->o->n_layer / 8 ? QTYPE_Q4_K : QTYPE_IQ3_S;
+    default: return QTYPE_IQ3_S;
+    }
+}
+
 struct mk_mix {
     const char *name;                          /* the --types value */
     uint32_t file_type;                        /* general.file_type: llama.cpp's llama_ftype */
@@ -1370,6 +1459,17 @@ static const struct mk_mix mk_mixes[] = {
     [MK_TYPES_Q5_1] = {"q5_1", 9, mix_q5_1},
     [MK_TYPES_IQ2_M] = {"iq2_m", 29, mix_iq2_m},
     [MK_TYPES_IQ3_XXS] = {"iq3_xxs", 23, mix_iq3_xxs},
+    [MK_TYPES_F16] = {"f16", 1, mix_f16},
+    [MK_TYPES_BF16] = {"bf16", 32, mix_bf16},
+    [MK_TYPES_Q4_0] = {"q4_0", 2, mix_q4_0},
+    [MK_TYPES_Q5_0] = {"q5_0", 8, mix_q5_0},
+    [MK_TYPES_Q5_K_M] = {"q5_k_m", 17, mix_q5_k_m},
+    [MK_TYPES_Q6_K] = {"q6_k", 18, mix_q6_k},
+    [MK_TYPES_IQ1_S] = {"iq1_s", 24, mix_iq1_s},
+    [MK_TYPES_IQ1_M] = {"iq1_m", 31, mix_iq1_m},
+    [MK_TYPES_IQ2_XXS] = {"iq2_xxs", 19, mix_iq2_xxs},
+    [MK_TYPES_IQ2_XS] = {"iq2_xs", 20, mix_iq2_xs},
+    [MK_TYPES_IQ3_M] = {"iq3_m", 27, mix_iq3_m},
 };
 #define MK_N_MIXES (int)(sizeof(mk_mixes) / sizeof(mk_mixes[0]))
 

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# tools/goldens/make.sh - rebuilds the golden corpus of tests/golden from scratch and prints how it
+# differs from what is committed. Opt-in, for a developer: never run by `make`, `make test` or CI
+# (it builds llama.cpp, which the project does not ship or vendor). tests/golden/README.md says
+# when to rerun it.
+#
+#   tools/goldens/make.sh [--write] [--only REGEX] [--jobs N]
+#
+# 1. llama.cpp at the pinned commit LLAMA_COMMIT, OUTSIDE this repository ($LLAMA_DIR, default
+#    ../llama.cpp): cloned from $LLAMA_REPO if absent (an existing checkout must already be at that
+#    commit), configured with GGML_NATIVE, library target `llama` built in $LLAMA_DIR/build.
+# 2. tools/goldens/dump.c (against llama.h) and tools/goldens/xxh64.c, built into $WORK.
+# 3. Every model of the corpus (the ARCHS x MIXES below) written by build/sniper-mkmodel; each
+#    prompt of tests/golden/prompts run through dump; corpus.txt written with each model's XXH64.
+# 4. Diff: every regenerated file compared with the committed one (cmp); --write copies the new
+#    corpus over tests/golden (goldens and corpus.txt; prompts and README are not touched).
+# Exits 0 when the corpus is identical (or was written), 1 when it differs, 2 on a failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# The pin: llama.cpp's commit the shared fixtures' goldens were made with (../shared/fixtures/
+# README.md), so the corpus and the shared fixtures describe the same reference.
+LLAMA_COMMIT=34af94cd9ab277632e27caeec2d41de2fd091b31
+LLAMA_REPO=${LLAMA_REPO:-https://github.com/ggml-org/llama.cpp}
+LLAMA_DIR=${LLAMA_DIR:-$(cd .. && pwd)/llama.cpp}
+WORK=${WORK:-$(mktemp -d "${TMPDIR:-/tmp}/goldens-XXXXXX")}
+mkdir -p "$WORK"
+BUILD=${BUILD:-build}
+WRITE=0 ONLY=. JOBS=2
+while [ $# -gt 0 ]; do
+    case $1 in
+    --write) WRITE=1 ;;
+    --only) ONLY=$2; shift ;;
+    --jobs) JOBS=$2; shift ;;
+    *) echo "usage: $0 [--write] [--only REGEX] [--jobs N]" >&2; exit 2 ;;
+    esac
+    shift
+done
+
+# The corpus: architecture, the sniper-mkmodel arguments of its shape, and a seed of its own.
+# Shapes are tiny (2 layers; the hybrids 4, for their attention layer) but 256 wide with 256-wide
+# FFN rows, so the K- and i-quants fill whole blocks and no mix falls back (except qwen35moe's
+# shared expert, 64 wide, as in the real models' ratio).
+ARCHS=(
+    "qwen35moe|--preset tiny-qwen35moe --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 104"
+    "qwen3moe|--preset tiny --n-layer 2 --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 101"
+    "qwen3|--preset tiny-dense --n-layer 2 --n-ff 256 --seed 102"
+    "llama|--preset tiny-dense --arch llama --n-layer 2 --n-ff 256 --seed 103"
+    "qwen35|--preset tiny-qwen35 --seed 105"
+    "gpt-oss|--preset tiny-gpt-oss --n-embd 256 --n-layer 2 --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 106"
+)
+# Every --types mix of sniper-mkmodel (llama-quantize's recipes; f16/bf16 the converter's); the
+# experts-only mxfp4_moe on the MoE architectures only (on a dense model it is q8_0).
+MIXES="f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k_m q4_k_m q5_k_m q6_k iq1_s iq1_m iq2_xxs
+iq2_xs iq2_m iq3_xxs iq3_m iq4_nl iq4_xs"
+MOE_MIXES="mxfp4_moe"
+
+die() { echo "goldens: $*" >&2; exit 2; }
+
+# ---- 1. llama.cpp at the pin ----
+if [ ! -d "$LLAMA_DIR/.git" ]; then
+    git clone --quiet "$LLAMA_REPO" "$LLAMA_DIR" || die "cannot clone $LLAMA_REPO"
+    git -C "$LLAMA_DIR" checkout --quiet "$LLAMA_COMMIT" || die "no commit $LLAMA_COMMIT"
+fi
+if [ ! -f "$LLAMA_DIR/build/bin/libllama.so" ] && [ ! -f "$LLAMA_DIR/build/src/libllama.so" ]; then
+    cmake -S "$LLAMA_DIR" -B "$LLAMA_DIR/build" -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release \
+        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null || die "cmake configure failed"
+    cmake --build "$LLAMA_DIR/build" -j "$JOBS" --target llama >/dev/null || die "build failed"
+fi
+LIBDIR=$(dirname "$(find "$LLAMA_DIR/build" -name 'libllama.so' | head -n 1)")
+[ -n "$LIBDIR" ] || die "no libllama.so under $LLAMA_DIR/build"
+
+# ---- 2. the two helpers ----
+cc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
+    tools/goldens/dump.c -o "$WORK/dump" -L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lllama -ljansson -lm \
+    || die "cannot build dump"
+cc -O2 -std=c11 -Icommon tools/goldens/xxh64.c common/hash64.c -o "$WORK/xxh64" \
+    || die "cannot build xxh64"
+[ -x "$BUILD/sniper-mkmodel" ] || make -j "$JOBS" "$BUILD/sniper-mkmodel" >/dev/null
+
+# ---- 3. models and goldens ----
+mkdir -p "$WORK/golden" "$WORK/models"
+{
+    echo "# The golden corpus (tests/golden/README.md): ARCH NAME XXH64 SNIPER-MKMODEL-ARGS."
+    echo "# Written by tools/goldens/make.sh with llama.cpp $LLAMA_COMMIT; do not edit by hand."
+} >"$WORK/corpus.txt"
+for entry in "${ARCHS[@]}"; do
+    arch=${entry%%|*} shape=${entry#*|}
+    mixes=$MIXES
+    case $arch in qwen3moe|qwen35moe|gpt-oss) mixes="$MIXES $MOE_MIXES" ;; esac
+    for mix in $mixes; do
+        name=$arch-$mix
+        args="$shape --types $mix"
+        model=$WORK/models/$name.gguf
+        "$BUILD/sniper-mkmodel" --quiet -o "$model" $args || die "sniper-mkmodel $args failed"
+        hash=$("$WORK/xxh64" "$model" | cut -d' ' -f1)
+        echo "$arch $name $hash $args" >>"$WORK/corpus.txt"
+        if echo "$name" | grep -Eq -- "$ONLY"; then
+            for p in tests/golden/prompts/*.txt; do
+                pn=$(basename "$p" .txt)
+                "$WORK/dump" "$model" "$p" "$WORK/golden/${name}__$pn" || die "dump $name $pn failed"
+            done
+            echo "  $name"
+        fi
+        rm -f "$model"
+    done
+done
+
+# ---- 4. the diff ----
+differ=0
+if ! cmp -s "$WORK/corpus.txt" tests/golden/corpus.txt; then
+    echo "corpus.txt differs:"; diff tests/golden/corpus.txt "$WORK/corpus.txt" | head -n 20 || true
+    differ=1
+fi
+for f in "$WORK"/golden/*; do
+    b=$(basename "$f")
+    if ! cmp -s "$f" "tests/golden/$b"; then
+        echo "differs: $b"
+        differ=1
+    fi
+done
+if [ "$ONLY" = . ]; then
+    for f in tests/golden/*.json tests/golden/*.logits.i16; do
+        [ -e "$f" ] && [ ! -e "$WORK/golden/$(basename "$f")" ] && { echo "gone: $f"; differ=1; }
+    done
+fi
+if [ "$WRITE" = 1 ]; then
+    cp "$WORK"/golden/* tests/golden/
+    cp "$WORK/corpus.txt" tests/golden/corpus.txt
+    echo "goldens: written to tests/golden ($WORK kept)"
+    exit 0
+fi
+[ "$differ" = 0 ] && echo "goldens: identical to the committed corpus" && rm -rf "$WORK"
+exit "$differ"
