@@ -1290,9 +1290,6 @@ out:
     gguf_free(g2);
 }
 
-static const struct test_case cases[] = {
-    {"split_layout", test_split_layout},
-
 /* The mixes added for the golden corpus (tests/golden): per mix, the types llama-quantize's
  * recipe gives a 2-layer qwen3moe (8 query heads per 2 KV heads, 4 experts of 256) for token_embd,
  * output, attn_v, attn_output and the experts, and general.file_type (llama_ftype). */
@@ -1343,6 +1340,7 @@ static void test_corpus_mixes(void) {
 }
 
 static const struct test_case cases[] = {
+    {"split_layout", test_split_layout},
     {"corpus_mixes", test_corpus_mixes},
     {"writer_roundtrip", test_writer_roundtrip},
     {"low_bit_mixes", test_low_bit_mixes},
