@@ -180,8 +180,10 @@ static enum gpu_type type_of(VkPhysicalDeviceType t) {
 static void info_fill(const struct vk_fn *fn, VkPhysicalDevice pd, int index, struct gpu_info *in) {
     memset(in, 0, sizeof(*in));
     in->index = index;
+    VkPhysicalDeviceFloatControlsProperties fc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
     VkPhysicalDeviceSubgroupProperties sub = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &fc};
     VkPhysicalDeviceDriverProperties drv = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &sub};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -196,6 +198,7 @@ static void info_fill(const struct vk_fn *fn, VkPhysicalDevice pd, int index, st
     in->type = type_of(p2.properties.deviceType);
     in->api_version = p2.properties.apiVersion;
     in->subgroup_size = sub.subgroupSize;
+    in->denorm_preserve = fc.shaderDenormPreserveFloat32;
     for (int i = 0; i < 3; i++)
         in->max_groups[i] = p2.properties.limits.maxComputeWorkGroupCount[i];
     VkPhysicalDeviceMemoryProperties m;

@@ -46,6 +46,8 @@ struct gpu_info {
     bool int_dot;            /* VK_KHR_shader_integer_dot_product */
     bool coopmat;            /* VK_KHR_cooperative_matrix */
     bool fma_fused;          /* its fma() rounds once (gpu_open's probe; else emulated) */
+    bool denorm_preserve;    /* it promises to keep float subnormals (shaderDenormPreserveFloat32):
+                              * where not, a product whose block scales are subnormal may give 0 */
     uint32_t subgroup_size;
     uint32_t max_groups[3];  /* workgroups one dispatch may have, per dimension */
 };

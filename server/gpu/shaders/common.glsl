@@ -6,12 +6,6 @@
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_spirv_intrinsics : require
-
-// Float subnormals kept, as on the CPU (NVIDIA's default flushes them: MXFP4 blocks of exponent
-// 0-1 gave 0 there): SPV_KHR_float_controls' DenormPreserve (execution mode 4459, capability 4464)
-// for 32-bit floats.
-spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4464], 4459, 32);
 
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer U8s { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer I8s { int8_t v[]; };
