@@ -37,6 +37,7 @@ int test_failures(void) {
 }
 
 bool test_cpu_has(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                 __builtin_cpu_supports("f16c");
@@ -45,6 +46,10 @@ bool test_cpu_has(const char *isa) {
     return strcmp(isa, "avx512") == 0 && avx2 && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#else
+    (void)isa;
+    return false;
+#endif
 }
 
 const char *test_fixtures_dir(void) {

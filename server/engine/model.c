@@ -21,6 +21,7 @@
 #include "err.h"
 #include "fault.h"
 #include "arch.h"
+#include "os.h"
 #include "quant.h"
 
 /* The architectures this build runs, by general.architecture. */
@@ -292,7 +293,7 @@ struct image_job {
     struct model *m;
     uint8_t *base;
     uint64_t file_bytes;
-    int dio_fd;                 /* O_DIRECT descriptor, or -1 (the filesystem refuses it) */
+    int dio_fd;                 /* os_io_open_uncached's descriptor (O_DIRECT on Linux), or -1 */
     const struct image_range *ranges;
     size_t n_ranges;
     pthread_mutex_t lock;       /* guards the cursor, rc and err */
@@ -453,12 +454,12 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
      * streamed tensor would back up to 2 MiB of the experts' address space (about 100 MiB on the
      * 30B preset) */
     if (!m->experts_on_disk)
-        madvise(base, m->image_bytes, MADV_HUGEPAGE);
+        os_pages_huge(base, m->image_bytes, true);
     for (size_t i = 0; i < n_ranges; i++) {
         const uint64_t lo = (ranges[i].off + huge_mask) & ~(uint64_t)huge_mask;
         const uint64_t hi = ranges[i].end & ~(uint64_t)huge_mask;
         if (m->experts_on_disk && hi > lo)
-            madvise(base + lo, hi - lo, MADV_HUGEPAGE);
+            os_pages_huge(base + lo, hi - lo, true);
         m->resident_bytes += ranges[i].end - ranges[i].off;
     }
     if (progress)
@@ -466,7 +467,10 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
     struct image_job job = {.m = m, .base = base, .file_bytes = file_bytes, .ranges = ranges,
                             .n_ranges = n_ranges, .err = err, .err_len = err_len,
                             .progress = progress};
-    job.dio_fd = open(m->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    bool aligned; /* its reads are aligned either way: only the file's end cuts one short */
+    job.dio_fd = os_io_open_uncached(m->path, &aligned);
+    if (job.dio_fd < 0)
+        job.dio_fd = -1;
     pthread_mutex_init(&job.lock, NULL);
     pthread_t threads[MODEL_READ_THREADS];
     int n_started = 0;

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "err.h"
 #include "fault.h"
+#include "os.h"
 #include "spin.h"
 
 /* Seconds a waiting reap polls for a completion before it sleeps, while nothing else wants its CPU
@@ -59,11 +59,10 @@ struct expert_io {
     struct contention *contention; /* the waits' monitor: borrowed, or &own */
     struct contention own;         /* the monitor of an expert_io given none */
 
-    /* io_uring */
-    struct io_uring ring;
-    bool ring_ok;
+    /* io_uring (os.h's read queue) */
+    struct os_ring *ring;
     int in_ring;
-    int unsubmitted; /* sqes prepared since the last io_uring_submit */
+    int unsubmitted; /* reads queued since the last os_ring_submit */
 
     /* threads: workers take from backlog, put on done; mu guards both and stop */
     pthread_t *threads;
@@ -152,10 +151,8 @@ static int threads_start(struct expert_io *io) {
 /* Gives request id to the ring (the caller checked in_ring < depth). */
 static void ring_queue(struct expert_io *io, int32_t id) {
     struct io_req *r = &io->reqs[id];
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-    io_uring_prep_read(sqe, io->fd, r->dst + r->done, (unsigned)(r->len - r->done),
-                       r->off + r->done);
-    io_uring_sqe_set_data(sqe, (void *)(uintptr_t)id);
+    os_ring_queue_read(io->ring, io->fd, r->dst + r->done, (unsigned)(r->len - r->done),
+                       r->off + r->done, (uint64_t)id); /* cannot fail: in_ring < depth */
     io->in_ring++;
     io->unsubmitted++;
 }
@@ -167,7 +164,7 @@ static void ring_fill(struct expert_io *io) {
     while (io->later.n > 0 && io->in_ring < io->depth)
         ring_queue(io, fifo_pop(&io->later));
     if (io->unsubmitted > 0) {
-        int rc = io_uring_submit(&io->ring);
+        int rc = os_ring_submit(io->ring);
         if (rc >= 0)
             io->unsubmitted = 0;
     }
@@ -177,20 +174,19 @@ static void ring_fill(struct expert_io *io) {
  * then sleeping); returns the finished request or -1 (nothing finished yet, or a read went back to the
  * ring for its rest). */
 static int32_t ring_take(struct expert_io *io, bool wait) {
-    struct io_uring_cqe *cqe = NULL;
-    int rc = io_uring_peek_cqe(&io->ring, &cqe);
-    if (wait && (rc < 0 || !cqe)) {
+    uint64_t user = 0;
+    int res = 0;
+    int rc = os_ring_take(io->ring, false, &user, &res);
+    if (wait && rc != 1) {
         struct spin sp = spin_start(io->contention, EXPERT_IO_POLL_S);
-        while ((rc < 0 || !cqe) && spin_more(&sp))
-            rc = io_uring_peek_cqe(&io->ring, &cqe);
-        if (rc < 0 || !cqe)
-            rc = io_uring_wait_cqe(&io->ring, &cqe);
+        while (rc != 1 && spin_more(&sp))
+            rc = os_ring_take(io->ring, false, &user, &res);
+        if (rc != 1)
+            rc = os_ring_take(io->ring, true, &user, &res);
     }
-    if (rc < 0 || !cqe)
+    if (rc != 1)
         return -1;
-    int32_t id = (int32_t)(uintptr_t)io_uring_cqe_get_data(cqe);
-    int res = cqe->res;
-    io_uring_cqe_seen(&io->ring, cqe);
+    int32_t id = (int32_t)user;
     io->in_ring--;
     struct io_req *r = &io->reqs[id];
     if (res == -EINTR || res == -EAGAIN || !req_advance(r, res, io->direct)) {
@@ -219,8 +215,7 @@ struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int 
     pthread_cond_init(&io->done_cv, NULL);
     contention_init(&io->own);
     io->contention = contention ? contention : &io->own;
-    io->fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-    io->direct = io->fd >= 0;
+    io->fd = os_io_open_uncached(path, &io->direct);
     if (io->fd < 0)
         io->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (io->fd < 0) {
@@ -238,9 +233,9 @@ struct expert_io *expert_io_new(const char *path, enum expert_io_kind kind, int 
         io->reqs[i].next_free = i + 1 < io->max_queued ? i + 1 : -1;
     io->kind = kind;
     if (kind == EXPERT_IO_URING) {
-        io->ring_ok = io_uring_queue_init((unsigned)io->depth, &io->ring, 0) == 0;
-        if (!io->ring_ok)
-            io->kind = EXPERT_IO_THREADS; /* kernel without io_uring, or forbidden here */
+        io->ring = os_ring_new((unsigned)io->depth);
+        if (!io->ring)
+            io->kind = EXPERT_IO_THREADS; /* no io_uring: another OS, or forbidden here */
     }
     if (io->kind == EXPERT_IO_THREADS && threads_start(io) < 0) {
         err_set(err, err_len, "expert_io: cannot start %d reader threads", io->depth);
@@ -266,8 +261,7 @@ void expert_io_free(struct expert_io *io) {
     pthread_mutex_unlock(&io->mu);
     for (int i = 0; i < io->n_threads; i++)
         pthread_join(io->threads[i], NULL);
-    if (io->ring_ok)
-        io_uring_queue_exit(&io->ring);
+    os_ring_free(io->ring);
     if (io->fd >= 0)
         close(io->fd);
     pthread_mutex_destroy(&io->mu);
