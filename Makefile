@@ -10,6 +10,9 @@
 #                 pages (what macOS runs, less its own calls); CC=clang works as well as gcc
 CC      ?= cc
 HOSTCC  ?= $(CC)
+ifeq ($(PORTABLE),1)
+BUILD   ?= build-portable
+endif
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
@@ -32,7 +35,11 @@ endif
 ifeq ($(UNAME_S),Darwin)
   OS_KIND  := darwin
   OS_SRC   := io_darwin pages_posix ring_none mem_darwin cpu_darwin
-  BREW_PKGS := libmicrohttpd libpcre2-8 jansson libzstd libcurl libxml-2.0
+  # Homebrew's packages (scripts/deps.sh); curl, libxml2, libedit and openssl are keg-only there
+  BREW     := $(shell brew --prefix 2>/dev/null)
+  empty    :=
+  export PKG_CONFIG_PATH := $(subst $(empty) $(empty),:,$(foreach k,curl libxml2 libedit openssl@3,$(BREW)/opt/$(k)/lib/pkgconfig)):$(PKG_CONFIG_PATH)
+  BREW_PKGS := libmicrohttpd libpcre2-8 jansson libzstd libcurl libxml-2.0 libcrypto
   CFLAGS   += $(shell pkg-config --cflags $(BREW_PKGS) 2>/dev/null)
   LDFLAGS  += $(shell pkg-config --libs-only-L $(BREW_PKGS) 2>/dev/null)
 else ifeq ($(PORTABLE),1)
@@ -64,7 +71,11 @@ BINS       := $(BUILD)/sniperd $(BUILD)/sniper $(BUILD)/sniper-mkmodel
 
 .PHONY: all test test-arm64 check run bench clean install deps
 .SECONDARY:
+ifeq ($(OS_KIND),darwin)
+all: $(BINS) $(TOOL_BIN) # the tests pin CPUs and read /proc: they are Linux's
+else
 all: $(BINS) $(TEST_BIN) $(TOOL_BIN)
+endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -162,6 +173,6 @@ install: all
 	    install -m 640 config.example.json $(DESTDIR)/etc/sniper/config.json
 
 clean:
-	rm -rf build build-check build-arm64
+	rm -rf build build-check build-arm64 build-portable
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

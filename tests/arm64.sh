@@ -84,8 +84,24 @@ for r in "${RUNS[@]}"; do
 done
 # a CPU without the dot-product extension: the run-time detection must select the plain NEON
 # twins, and the start-up self-check passes them (the SDOT cases have nothing to run there)
-for c in neon_vs_ref dispatch_picks_simd self_check_clean; do
+for c in neon_vs_ref dispatch_picks_simd; do
     run_one test_quant_simd cortex-a53 "$c"
 done
+# check_isa CPU WANT: the run-time detection (os_cpu_arm_features) selects WANT for q4_K on CPU
+# (dispatch_picks_simd cannot see a detector that never finds SDOT: it asks the same detector)
+check_isa() {
+    local got
+    got=$("$QEMU" -cpu "$1" "$ABUILD/tests/test_quant_simd" self_check_clean 2>&1 |
+          sed -n 's/.*q4_K -> \([a-z0-9]*\)$/\1/p')
+    if [ "$got" = "$2" ]; then
+        total_p=$((total_p + 1))
+        echo "arm64 detection on $1: q4_K -> $got"
+    else
+        total_f=$((total_f + 1))
+        echo "arm64 detection on $1: q4_K -> \"$got\", want $2"
+    fi
+}
+check_isa max neondot
+check_isa cortex-a53 neon
 echo "$total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]
