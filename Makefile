@@ -32,6 +32,11 @@ else ifneq ($(filter aarch64% arm64%,$(MACHINE)),)
 else
   CPU_ARCH := other
 endif
+# clang (macOS's compiler, and CC=clang here) warns of the tests' deliberate string concatenations
+# in array initializers
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),)
+  CFLAGS += -Wno-string-concatenation
+endif
 ifeq ($(UNAME_S),Darwin)
   OS_KIND  := darwin
   OS_SRC   := io_darwin pages_posix ring_none mem_darwin cpu_darwin

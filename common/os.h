@@ -2,7 +2,7 @@
  * per file under common/os/, one file per OS (the Makefile picks them: linux, darwin for macOS,
  * posix for `make PORTABLE=1` and other systems). The engine includes this header, never
  * <liburing.h>, O_DIRECT, madvise's Linux advice or /proc. Concerns and their files:
- *     read path   os/io_{linux,darwin,posix}.c    uncached opens, read-ahead, cache drops
+ *     read path   os/io_{linux,darwin,posix}.c    uncached opens, cache drops
  *     read queue  os/ring_{uring,none}.c          a kernel queue of reads (io_uring), or none
  *     pages       os/pages_{linux,posix}.c        page size, huge-page advice, giving pages back
  *     memory      os/mem_{linux,darwin}.c         resident set (procstat.h), allocator trim
@@ -22,10 +22,6 @@
  * descriptor, or -errno (Linux: -EINVAL where the file system refuses direct I/O; the caller then
  * opens the file buffered). */
 int os_io_open_uncached(const char *path, bool *aligned);
-
-/* Tells the OS that [off, off + len) of fd will be read soon (F_RDADVISE on macOS,
- * POSIX_FADV_WILLNEED elsewhere). Advice only: errors are ignored. */
-void os_io_readahead(int fd, uint64_t off, uint64_t len);
 
 /* Drops fd's cached pages, so that the next reads come from the device. Returns 0 or -errno
  * (-ENOTSUP where the OS cannot). */
@@ -82,5 +78,19 @@ int os_cpu_current(void);
 #define OS_CPU_ARM_DOTPROD 1u /* SDOT/UDOT (FEAT_DotProd) */
 #define OS_CPU_ARM_I8MM 2u    /* SMMLA/UMMLA (FEAT_I8MM) */
 unsigned os_cpu_arm_features(void);
+
+/* Whether this x86 CPU converts halves (F16C; CPUID leaf 1, ECX bit 29), false on other CPUs.
+ * clang's __builtin_cpu_supports does not know "f16c"; the other x86 extensions are asked of it. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+static inline bool os_cpu_x86_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#else
+static inline bool os_cpu_x86_f16c(void) {
+    return false;
+}
+#endif
 
 #endif

@@ -1179,7 +1179,7 @@ REF_FOUR(vec_dot_iq4_xs_q8_K_ref)
 
 /* ==== dispatch ================================================================================ */
 
-#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref"}
+#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref", NULL}
 
 static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_F32, QTYPE_F32, quant_f32_from_f32, vec_dot_f32_ref),
@@ -1240,7 +1240,7 @@ static enum quant_isa isa_available(enum quant_isa cap) {
     first = QUANT_ISA_AVX2, last = QUANT_ISA_AVX512;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+        os_cpu_x86_f16c()) {
         isa = QUANT_ISA_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&

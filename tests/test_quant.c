@@ -6,6 +6,7 @@
  * bounds, and the dispatch table. */
 #include "gguf.h"
 #include "harness.h"
+#include "os.h"
 #include "quant.h"
 
 #include <errno.h>
@@ -73,7 +74,7 @@ static void check_dequant_exact(enum qtype t, const void *blk, const float *want
 #define HW_FP16 "F16C"
 static bool hw_has_fp16(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c");
+    return os_cpu_x86_f16c();
 }
 
 __attribute__((target("f16c"))) static uint16_t hw_f32_to_fp16(float f) {

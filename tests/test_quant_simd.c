@@ -294,7 +294,7 @@ static void check_rows4(const struct quant_kernels *k, enum qtype t) {
 static bool cpu_has_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           os_cpu_x86_f16c();
 }
 
 static bool cpu_has_avx512(void) {

@@ -264,7 +264,7 @@ static void simd_register(int i, struct quant_kernels *tab) {
 static bool cpu_has(const char *isa) {
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
+                os_cpu_x86_f16c();
     if (strcmp(isa, "avx2") == 0)
         return avx2;
     return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&

@@ -11,10 +11,6 @@ int os_io_open_uncached(const char *path, bool *aligned) {
     return fd >= 0 ? fd : -errno;
 }
 
-void os_io_readahead(int fd, uint64_t off, uint64_t len) {
-    (void)posix_fadvise(fd, (off_t)off, (off_t)len, POSIX_FADV_WILLNEED);
-}
-
 int os_io_drop_cache(int fd) {
     return -posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdbool.h>
 
+#include "os.h"
 #include "quant.h"
 
 /* The AVX2 twins below give the scalar paths' bits; other CPUs run the scalar paths. */
@@ -174,7 +175,7 @@ __attribute__((target("avx2"))) static void axpy_f32_avx2(float *restrict y, flo
 static bool ops_has_avx2(void) {
     static _Atomic int has = -1; /* racing first calls store the same value */
     if (has < 0)
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        has = __builtin_cpu_supports("avx2") && os_cpu_x86_f16c();
     return has;
 }
 

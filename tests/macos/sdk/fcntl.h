@@ -4,12 +4,7 @@
 #include <sys/types.h>
 #define O_RDONLY 0x0000
 #define O_CLOEXEC 0x01000000
-#define F_RDADVISE 44
 #define F_NOCACHE 48
-struct radvisory {
-    off_t ra_offset;
-    int ra_count;
-};
 int open(const char *path, int flags, ...);
 int fcntl(int fd, int cmd, ...);
 #endif
