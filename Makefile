@@ -5,21 +5,66 @@
 #   make run      install missing packages, build the three binaries, generate the default model,
 #                 serve it
 #   make bench    benchmarks (see docs/benchmarks.md)
+#   make test-arm64  the CPU's tests cross-built for linux-arm64 and run under qemu (tests/arm64.sh)
+#   make PORTABLE=1  the OS layer's portable files on Linux: pread threads, no io_uring, no huge
+#                 pages (what macOS runs, less its own calls); CC=clang works as well as gcc
 CC      ?= cc
+HOSTCC  ?= $(CC)
+ifeq ($(PORTABLE),1)
+BUILD   ?= build-portable
+endif
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_GNU_SOURCE \
-           -fno-math-errno -fno-trapping-math $(SAN) \
+           -fno-math-errno -fno-trapping-math -ffp-contract=off $(SAN) \
            -Icommon -Iserver/engine -Iserver/experts -Iserver/gpu -Iserver/http -Iserver/context -Itools \
            -Itests $(EXTRA_CFLAGS)
-LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -luring -lzstd -lcurl -lcrypto -lxml2 -lm -pthread
+LDLIBS  := -lmicrohttpd -lpcre2-8 -ljansson -lzstd -lcurl -lcrypto -lxml2 -lm -pthread
 LDFLAGS := $(SAN)
+
+# ---- the target: its CPU from the compiler, its OS from uname (the OS layer: common/os.h) -------
+MACHINE   := $(shell $(CC) -dumpmachine)
+UNAME_S   ?= $(shell uname -s)
+ifneq ($(filter x86_64% i386% i486% i586% i686%,$(MACHINE)),)
+  CPU_ARCH := x86
+else ifneq ($(filter aarch64% arm64%,$(MACHINE)),)
+  CPU_ARCH := arm64
+else
+  CPU_ARCH := other
+endif
+# clang (macOS's compiler, and CC=clang here) warns of the tests' deliberate string concatenations
+# in array initializers
+ifneq ($(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),)
+  CFLAGS += -Wno-string-concatenation
+endif
+ifeq ($(UNAME_S),Darwin)
+  OS_KIND  := darwin
+  OS_SRC   := io_darwin pages_posix ring_none mem_darwin cpu_darwin
+  # Homebrew's packages (scripts/deps.sh); curl, libxml2, libedit and openssl are keg-only there
+  BREW     := $(shell brew --prefix 2>/dev/null)
+  empty    :=
+  export PKG_CONFIG_PATH := $(subst $(empty) $(empty),:,$(foreach k,curl libxml2 libedit openssl@3,$(BREW)/opt/$(k)/lib/pkgconfig)):$(PKG_CONFIG_PATH)
+  BREW_PKGS := libmicrohttpd libpcre2-8 jansson libzstd libcurl libxml-2.0 libcrypto
+  CFLAGS   += $(shell pkg-config --cflags $(BREW_PKGS) 2>/dev/null)
+  LDFLAGS  += $(shell pkg-config --libs-only-L $(BREW_PKGS) 2>/dev/null)
+else ifeq ($(PORTABLE),1)
+  OS_KIND  := posix
+  OS_SRC   := io_posix pages_posix ring_none mem_linux cpu_linux
+else
+  OS_KIND  := linux
+  OS_SRC   := io_linux pages_linux ring_uring mem_linux cpu_linux
+  LDLIBS   += -luring
+endif
 
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-COMMON_SRC := $(wildcard common/*.c)
+ISA_SRC    := $(wildcard common/*_avx2.c common/*_avx512.c common/*_neon.c common/*_neondot.c)
+ISA_KEEP   := $(if $(filter x86,$(CPU_ARCH)),$(filter %_avx2.c %_avx512.c,$(ISA_SRC))) \
+              $(if $(filter arm64,$(CPU_ARCH)),$(filter %_neon.c %_neondot.c,$(ISA_SRC)))
+COMMON_SRC := $(filter-out $(ISA_SRC),$(wildcard common/*.c)) $(ISA_KEEP) \
+              $(OS_SRC:%=common/os/%.c)
 ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c) \
               $(wildcard server/context/*.c)
 LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC) tools/route_trace.c
@@ -45,9 +90,13 @@ TOOL_SRC   := $(wildcard tools/bench_*.c)
 TOOL_BIN   := $(TOOL_SRC:tools/bench_%.c=$(BUILD)/bench-%)
 BINS       := $(BUILD)/sniperd $(BUILD)/sniper $(BUILD)/sniper-mkmodel
 
-.PHONY: all test check run bench clean install deps
+.PHONY: all test test-arm64 check run bench clean install deps
 .SECONDARY:
+ifeq ($(OS_KIND),darwin)
+all: $(BINS) $(TOOL_BIN) # the tests pin CPUs and read /proc: they are Linux's
+else
 all: $(BINS) $(TEST_BIN) $(TOOL_BIN)
+endif
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -55,13 +104,19 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/obj/common/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/obj/common/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
+$(BUILD)/obj/common/%_neondot.o: CFLAGS += -march=armv8.2-a+dotprod
+# Debian 12's aarch64 GCC 12.2 crashes vectorizing test_quant.c's fmax reductions (an internal
+# compiler error in vect_transform_reduction): that file is built without the loop vectorizer there.
+ifeq ($(CPU_ARCH),arm64)
+$(BUILD)/obj/tests/test_quant.o: CFLAGS += -fno-tree-loop-vectorize
+endif
 
 $(BUILD)/obj/server/context/%.o: CFLAGS += $(shell pkg-config --cflags libxml-2.0 2>/dev/null)
 
 # ---- the web UI, compiled in: web/index.html -> build/gen/webui.c (tools/embed.c; webui.h) ----
 $(BUILD)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lcrypto
+	$(HOSTCC) $(CFLAGS) $(LDFLAGS) -o $@ $< -lcrypto
 
 $(BUILD)/gen/webui.c: web/index.html $(BUILD)/embed
 	@mkdir -p $(dir $@)
@@ -140,6 +195,9 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tests/run.sh
 
+test-arm64:
+	@BUILD=build-arm64 tests/arm64.sh
+
 check: deps
 	@$(MAKE) --no-print-directory BUILD=build-check OPT=-O1 \
 	    SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
@@ -163,6 +221,6 @@ install: all
 	    install -m 640 config.example.json $(DESTDIR)/etc/sniper/config.json
 
 clean:
-	rm -rf build build-check
+	rm -rf build build-check build-arm64 build-portable
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,4 +1,4 @@
-/* procstat.h - this process's own figures from /proc. */
+/* procstat.h - this process's own figures (implemented per OS: common/os/mem_*.c). */
 #ifndef SNIPER_PROCSTAT_H
 #define SNIPER_PROCSTAT_H
 

@@ -7,6 +7,7 @@
 #include "quant.h"
 #include "quant_impl.h"
 #include "quant_iq.h"
+#include "os.h"
 
 #include <errno.h>
 #include <math.h>
@@ -147,11 +148,6 @@ static void dequant_q4_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* q5: qh (little-endian u32) bit j is the fifth bit of element j, for j in 0..31. */
-static uint32_t q5_high_bits(const uint8_t qh[4]) {
-    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
-}
-
 static void dequant_q5_0(const void *src, float *dst, int64_t n) {
     const struct block_q5_0 *x = src;
     for (int64_t i = 0; i < n / QK5_0; i++, dst += QK5_0) {
@@ -195,19 +191,6 @@ static void dequant_q8_1(const void *src, float *dst, int64_t n) {
         float d = fp16_to_f32(x[i].d);
         for (int j = 0; j < QK8_1; j++)
             dst[j] = (float)x[i].qs[j] * d;
-    }
-}
-
-/* K-quant 6-bit scale/min of sub-block j (0..7) from scales[12]: bytes 0-3 hold scales 0-3 and
- * bytes 4-7 mins 0-3 in their low 6 bits; bytes 8-11 hold the low nibbles of scale (low half) and
- * min (high half) 4-7, whose top 2 bits sit in bits 6-7 of bytes 0-3 (scales) and 4-7 (mins). */
-static void k_scale_min(int j, const uint8_t *q, int *sc, int *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0x0f) | (q[j - 4] >> 6) << 4;
-        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
     }
 }
 
@@ -310,14 +293,6 @@ static void dequant_q2_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* q3_K's 6-bit scale j (0..15), signed: the low 4 bits are the low nibble of scales[j] (j < 8) or
- * the high nibble of scales[j - 8]; the top 2 bits are bits 2(j/4)..2(j/4)+1 of scales[8 + j%4]. */
-static int q3_K_scale(const uint8_t *sc, int j) {
-    int lo = j < 8 ? sc[j] & 15 : sc[j - 8] >> 4;
-    int hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
-    return (lo | hi << 4) - 32;
-}
-
 /* q3_K code of element e: the 2-bit code minus 4 where bit e/32 of hmask[e % 32] is clear. */
 static int q3_K_code(const struct block_q3_K *b, int e) {
     return k2_code(b->qs, e) - ((b->hmask[e % 32] >> (e / 32)) & 1 ? 0 : 4);
@@ -359,14 +334,6 @@ static void dequant_iq4_nl(const void *src, float *dst, int64_t n) {
     const struct block_iq4_nl *x = src;
     for (int64_t i = 0; i < n / QK4_NL; i++, dst += QK4_NL)
         dequant_nibble_run(x[i].qs, quant_iq4nl_values, fp16_to_f32(x[i].d), dst);
-}
-
-/* iq4_xs's 6-bit scale of sub-block j (0..7), minus 32: low nibble j%2 of scales_l[j/2], top
- * bits 2j..2j+1 of scales_h. */
-static int iq4_xs_scale(const struct block_iq4_xs *b, int j) {
-    int lo = (b->scales_l[j / 2] >> (4 * (j % 2))) & 15;
-    int hi = (b->scales_h >> (2 * j)) & 3;
-    return (lo | hi << 4) - 32;
 }
 
 static void dequant_iq4_xs(const void *src, float *dst, int64_t n) {
@@ -1212,7 +1179,7 @@ REF_FOUR(vec_dot_iq4_xs_q8_K_ref)
 
 /* ==== dispatch ================================================================================ */
 
-#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref"}
+#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref", NULL}
 
 static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_F32, QTYPE_F32, quant_f32_from_f32, vec_dot_f32_ref),
@@ -1240,35 +1207,56 @@ static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_IQ1_M, QTYPE_Q8_K, quant_q8_K_from_f32, quant_iq1_m_vec_dot_ref),
 };
 
-enum quant_isa { QUANT_ISA_REF, QUANT_ISA_AVX2, QUANT_ISA_AVX512, QUANT_ISA_COUNT };
-static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avx512"};
+/* Every ISA of every CPU family; within a family, narrower first (a candidate table of another
+ * family's ISA is the reference's, whose entries are skipped as not that ISA's own). */
+enum quant_isa {
+    QUANT_ISA_REF,
+    QUANT_ISA_AVX2,
+    QUANT_ISA_AVX512,
+    QUANT_ISA_NEON,
+    QUANT_ISA_NEONDOT,
+    QUANT_ISA_COUNT /* as a cap: none */
+};
+static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avx512", "neon", "neondot"};
 
-/* The ceiling a SNIPER_ISA-style string sets (no ceiling when NULL or empty; an unknown value is
+/* The ceiling a SNIPER_ISA-style string sets (none when NULL or empty; an unknown value is
  * reported and ignored). */
 static enum quant_isa isa_cap(const char *cap) {
     if (!cap || !*cap)
-        return QUANT_ISA_AVX512;
+        return QUANT_ISA_COUNT;
     for (int i = 0; i < QUANT_ISA_COUNT; i++)
         if (strcmp(cap, isa_names[i]) == 0)
             return (enum quant_isa)i;
-    fprintf(stderr, "%s: unknown SNIPER_ISA \"%s\" ignored (ref, avx2, avx512)\n", __func__, cap);
-    return QUANT_ISA_AVX512;
+    fprintf(stderr, "%s: unknown SNIPER_ISA \"%s\" ignored (ref, avx2, avx512, neon, neondot)\n",
+            __func__, cap);
+    return QUANT_ISA_COUNT;
 }
 
-/* The widest ISA this CPU runs, no wider than cap. */
+/* The widest ISA this CPU runs, no wider than cap (ref when cap names another family's ISA). */
 static enum quant_isa isa_available(enum quant_isa cap) {
-    enum quant_isa isa = QUANT_ISA_REF;
+    /* isa: the widest this CPU runs; [first, last]: its family's SIMD ISAs */
+    enum quant_isa isa = QUANT_ISA_REF, first = QUANT_ISA_COUNT, last = QUANT_ISA_COUNT;
 #if defined(__x86_64__) || defined(__i386__)
+    first = QUANT_ISA_AVX2, last = QUANT_ISA_AVX512;
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+        os_cpu_x86_f16c()) {
         isa = QUANT_ISA_AVX2;
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
             __builtin_cpu_supports("avx512dq"))
             isa = QUANT_ISA_AVX512;
     }
+#elif defined(__aarch64__)
+    first = QUANT_ISA_NEON, last = QUANT_ISA_NEONDOT;
+    isa = QUANT_ISA_NEON; /* Advanced SIMD is part of every Armv8-A CPU */
+    if (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD)
+        isa = QUANT_ISA_NEONDOT;
 #endif
+    if (cap == QUANT_ISA_COUNT)
+        return isa;
+    if (cap < first || cap > last)
+        return QUANT_ISA_REF; /* ref itself, or another family's ISA */
     return isa < cap ? isa : cap;
 }
 
@@ -1282,6 +1270,13 @@ static void isa_table(enum quant_isa isa, struct quant_kernels *tab) {
     } else if (isa == QUANT_ISA_AVX512) {
         quant_register_avx512(tab, QTYPE_COUNT); /* over the AVX2 ones it registers first */
         quant_iq_register_avx512(tab, QTYPE_COUNT); /* likewise */
+    }
+#elif defined(__aarch64__)
+    if (isa == QUANT_ISA_NEON) {
+        quant_register_neon(tab, QTYPE_COUNT);
+    } else if (isa == QUANT_ISA_NEONDOT) {
+        quant_register_neon(tab, QTYPE_COUNT);
+        quant_register_neondot(tab, QTYPE_COUNT); /* over the NEON ones it registers first */
     }
 #endif
 }

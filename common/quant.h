@@ -178,15 +178,16 @@ const struct quant_kernels *quant_kernels_ref(enum qtype t);
 
 /* The fastest kernels for t on this CPU (chosen once, on first use; thread-safe), or NULL when t
  * has none: quant_kernels_select(table, getenv("SNIPER_ISA"), NULL). SNIPER_ISA=ref|avx2|avx512
- * caps the choice (for tests and benchmarks). Static storage. */
+ * (x86) or ref|neon|neondot (arm64) caps the choice (for tests and benchmarks). Static storage. */
 const struct quant_kernels *quant_kernels(enum qtype t);
 
 /* Fills tab[QTYPE_COUNT] with the kernels for this CPU, no wider than cap ("ref", "avx2",
- * "avx512"; NULL or "" for no cap). Each SIMD type entry (vec_dot, vec_dot4 and vec_dot_rows4)
+ * "avx512" on x86; "ref", "neon", "neondot" on arm64; NULL or "" for no cap; another CPU
+ * family's name means ref). Each SIMD type entry (vec_dot, vec_dot4 and vec_dot_rows4)
  * first runs on fixed blocks (a fixed seed, 1, 3, 4 and 7 blocks, edge values) against the
  * scalar reference; one that differs in any bit is not used: stderr says "quant_kernels: <type>
  * <isa> kernel disagrees with the reference; using <narrower isa>" and the next narrower twin,
- * checked the same way, takes over (avx512 -> avx2 -> ref). corrupt ("<type>:<isa>", e.g.
+ * checked the same way, takes over (avx512 -> avx2 -> ref, neondot -> neon -> ref). corrupt ("<type>:<isa>", e.g.
  * "q4_K:avx512", or NULL) is a test hook: that type's vec_dot in that ISA flips its result's last
  * bit, as a miscompiled kernel would. Returns how many candidate entries were rejected. */
 int quant_kernels_select(struct quant_kernels *tab, const char *cap, const char *corrupt);
@@ -200,10 +201,16 @@ size_t quant_act_row_bytes(enum qtype t, int64_t n);
  * layout counts on it). 0 as quant_act_row_bytes. */
 size_t quant_act_row_stride(enum qtype t, int64_t n);
 
-/* SIMD twins, defined in quant_avx2.c / quant_avx512.c: each fills tab (indexed by qtype) with the
- * kernels it implements for the given weight types, leaving other entries alone. Only called when the
- * CPU supports the ISA. */
+/* SIMD twins, defined in quant_avx2.c / quant_avx512.c (x86 builds) and quant_neon.c /
+ * quant_neondot.c (arm64 builds; neondot: SDOT, Armv8.2's dot-product extension): each fills tab
+ * (indexed by qtype) with the kernels it implements for the given weight types, leaving other
+ * entries alone. Only called when the CPU supports the ISA. */
+#if defined(__x86_64__) || defined(__i386__)
 void quant_register_avx2(struct quant_kernels *tab, int n_tab);
 void quant_register_avx512(struct quant_kernels *tab, int n_tab);
+#elif defined(__aarch64__)
+void quant_register_neon(struct quant_kernels *tab, int n_tab);
+void quant_register_neondot(struct quant_kernels *tab, int n_tab);
+#endif
 
 #endif

@@ -10,7 +10,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
+#define PF_T0 _MM_HINT_T0
+#define PF_T1 _MM_HINT_T1
+#define quant_prefetch(p, hint) _mm_prefetch((p), (hint))
+#else /* __builtin_prefetch's locality 3 and 2 are SSE's T0 (every level) and T1 (L2 and out) */
+#define PF_T0 3
+#define PF_T1 2
+#define quant_prefetch(p, hint) __builtin_prefetch((p), 0, (hint))
+#endif
 
 #include "quant.h"
 
@@ -35,6 +44,42 @@ static inline float lanes32_total(float lane[32]) {
     return lane[0];
 }
 
+/* Scale and bit fields of the block formats (quant.h), shared by the reference and the twins that
+ * read them one block at a time (quant_neon.c). */
+/* q5: qh (little-endian u32) bit j is the fifth bit of element j, for j in 0..31. */
+static inline uint32_t q5_high_bits(const uint8_t qh[4]) {
+    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
+/* K-quant 6-bit scale/min of sub-block j (0..7) from scales[12]: bytes 0-3 hold scales 0-3 and
+ * bytes 4-7 mins 0-3 in their low 6 bits; bytes 8-11 hold the low nibbles of scale (low half) and
+ * min (high half) 4-7, whose top 2 bits sit in bits 6-7 of bytes 0-3 (scales) and 4-7 (mins). */
+static inline void k_scale_min(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | (q[j - 4] >> 6) << 4;
+        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+    }
+}
+
+/* q3_K's 6-bit scale j (0..15), signed: the low 4 bits are the low nibble of scales[j] (j < 8) or
+ * the high nibble of scales[j - 8]; the top 2 bits are bits 2(j/4)..2(j/4)+1 of scales[8 + j%4]. */
+static inline int q3_K_scale(const uint8_t *sc, int j) {
+    int lo = j < 8 ? sc[j] & 15 : sc[j - 8] >> 4;
+    int hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+    return (lo | hi << 4) - 32;
+}
+
+/* iq4_xs's 6-bit scale of sub-block j (0..7), minus 32: low nibble j%2 of scales_l[j/2], top
+ * bits 2j..2j+1 of scales_h. */
+static inline int iq4_xs_scale(const struct block_iq4_xs *b, int j) {
+    int lo = (b->scales_l[j / 2] >> (4 * (j % 2))) & 15;
+    int hi = (b->scales_h >> (2 * j)) & 3;
+    return (lo | hi << 4) - 32;
+}
+
 /* dot##_x4 (vec_dot4) and dot##_r4 (vec_dot_rows4) as four calls of the one-row kernel dot: they
  * share no work, which makes them bit-identical to dot by construction. For kernels without a
  * shared-work body. */
@@ -55,7 +100,7 @@ static inline float lanes32_total(float lane[32]) {
 #define PF_DIST 2048
 #endif
 #ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
+#define PF_HINT PF_T0
 #endif
 /* Weight rows of a matrix lie back to back and are read once: asking for the lines PF_DIST bytes
  * ahead (past the row's end means the next row) keeps more misses in flight than the hardware
@@ -66,14 +111,14 @@ static inline float lanes32_total(float lane[32]) {
 static inline __attribute__((always_inline)) void prefetch_ahead(const void *p, size_t bytes) {
     const char *c = (const char *)p + PF_DIST;
     for (size_t off = 0; off < bytes; off += 64)
-        _mm_prefetch(c + off, PF_HINT);
+        quant_prefetch(c + off, PF_HINT);
 }
 
 #ifndef PF_R4_ROWS
 #define PF_R4_ROWS 4
 #endif
 #ifndef PF_R4_HINT
-#define PF_R4_HINT _MM_HINT_T1
+#define PF_R4_HINT PF_T1
 #endif
 #ifndef PF_R4_BYTES
 #define PF_R4_BYTES 0
@@ -90,8 +135,25 @@ static inline __attribute__((always_inline)) void prefetch_rows4(const void *w, 
     const char *c =
         (const char *)w + PF_R4_ROWS * row_bytes + PF_R4_BYTES + 4 * (size_t)i * block_bytes;
     for (size_t off = 0; off < 4 * block_bytes; off += 64)
-        _mm_prefetch(c + off, PF_R4_HINT);
+        quant_prefetch(c + off, PF_R4_HINT);
 }
+
+/* Sets a type's kernels and its isa name together, so a table never mixes ISAs within one type
+ * (fn2 may be NULL: the ISA has no vec_dot2 for the type). */
+static inline void quant_set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t,
+                                    quant_vec_dot_fn fn, quant_vec_dot4_fn fn4,
+                                    quant_vec_dot2_fn fn2, quant_vec_dot_rows4_fn fnr4,
+                                    const char *isa) {
+    if ((int)t >= n_tab)
+        return;
+    tab[t].vec_dot = fn;
+    tab[t].vec_dot4 = fn4;
+    tab[t].vec_dot2 = fn2;
+    tab[t].vec_dot_rows4 = fnr4;
+    tab[t].isa = isa;
+}
+#define QUANT_SET(tab, n_tab, t, name, isa)                                                       \
+    quant_set_kernel(tab, n_tab, t, name##_dot, name##_dot4, name##_dot2, name##_rows4, isa)
 
 /* ==== the accumulation contract, SIMD: the driver ============================================= */
 #if defined(__AVX2__) && defined(__FMA__)
@@ -391,22 +453,6 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     QUANT_DRIVER_ROWS4(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)                 \
     K_COLS_DRIVER(name, WB, QTERM_ONE, shift)
 
-/* Sets a type's kernels and its isa name together, so a table never mixes ISAs within one type
- * (fn2 may be NULL: the ISA has no vec_dot2 for the type). */
-static inline void quant_set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t,
-                                    quant_vec_dot_fn fn, quant_vec_dot4_fn fn4,
-                                    quant_vec_dot2_fn fn2, quant_vec_dot_rows4_fn fnr4,
-                                    const char *isa) {
-    if ((int)t >= n_tab)
-        return;
-    tab[t].vec_dot = fn;
-    tab[t].vec_dot4 = fn4;
-    tab[t].vec_dot2 = fn2;
-    tab[t].vec_dot_rows4 = fnr4;
-    tab[t].isa = isa;
-}
-#define QUANT_SET(tab, n_tab, t, name, isa)                                                       \
-    quant_set_kernel(tab, n_tab, t, name##_dot, name##_dot4, name##_dot2, name##_rows4, isa)
 #endif
 
 #endif

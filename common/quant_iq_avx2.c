@@ -35,12 +35,6 @@ ALWAYS __m256i grid8x4(const uint64_t *g, unsigned i0, unsigned i1, unsigned i2,
                              (long long)g[i0]);
 }
 
-/* Eight 4-byte grid entries, idx[0] in bytes 0-3. */
-ALWAYS __m256i grid4x8(const uint32_t *g, const unsigned idx[8]) {
-    return _mm256_set_epi32((int)g[idx[7]], (int)g[idx[6]], (int)g[idx[5]], (int)g[idx[4]],
-                            (int)g[idx[3]], (int)g[idx[2]], (int)g[idx[1]], (int)g[idx[0]]);
-}
-
 /* Four sign indices (7 bits each) as +-1 bytes, index k for bytes 8k..8k+7. */
 ALWAYS __m256i ksigns4(unsigned k0, unsigned k1, unsigned k2, unsigned k3) {
     return grid8x4(quant_iq_ksigns64, k0, k1, k2, k3);

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "os.h"
 #include "spin.h"
 
 /* Seconds a waiter polls before it sleeps when nothing else wants the CPU. Longer than any wait
@@ -76,7 +77,7 @@ static void threadpool_work(struct threadpool *tp, uint32_t gen, int thread) {
         /* a worker the scheduler put on the caller's CPU could only run by taking it from the
          * caller: it leaves the tasks to the caller */
         if (thread != 0) {
-            int cpu = sched_getcpu();
+            int cpu = os_cpu_current();
             if (cpu >= 0 && cpu == atomic_load_explicit(&run->caller_cpu, memory_order_relaxed))
                 break;
         }
@@ -224,7 +225,7 @@ void threadpool_run(struct threadpool *tp, int64_t n_tasks, threadpool_fn fn, vo
     atomic_store_explicit(&run->fn, fn, memory_order_relaxed);
     atomic_store_explicit(&run->ctx, ctx, memory_order_relaxed);
     atomic_store_explicit(&run->n_tasks, n_tasks, memory_order_relaxed);
-    atomic_store_explicit(&run->caller_cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(&run->caller_cpu, os_cpu_current(), memory_order_relaxed);
     atomic_store_explicit(&tp->n_done, 0, memory_order_relaxed);
     atomic_store(&tp->work, (uint64_t)gen << 32); /* seq_cst against a worker going to sleep */
     if (atomic_load(&tp->n_sleeping) > 0) {

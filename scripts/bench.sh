@@ -109,7 +109,7 @@ echo "== kernels: one thread, weights in cache and streamed from memory"
 "$BUILD/bench-kernels" --secs 0.2
 
 if [ ! -f "$MODEL" ]; then
-    free_gb=$(df -BG --output=avail "$(dirname "$MODEL")" 2>/dev/null | tail -1 | tr -dc 0-9)
+    free_gb=$(df -Pk "$(dirname "$MODEL")" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }')
     if [ "${free_gb:-0}" -lt 25 ]; then
         echo "bench: $MODEL is missing and only ${free_gb:-?} GB are free (need 25): skipping"
         exit 0
@@ -167,12 +167,16 @@ else
     use_cgroup=1
 fi
 have_time=0
-[ -x /usr/bin/time ] && have_time=1
+/usr/bin/time -o /dev/null -f %M true 2>/dev/null && have_time=1 # GNU time (not macOS's)
 
 drop_caches() {
     [ "$(id -u)" -eq 0 ] && [ "$DROP_CACHES" != 0 ] || return 0
     sync
-    echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "bench: could not drop the page cache"
+    if [ "$(uname -s)" = Darwin ]; then
+        purge 2>/dev/null || echo "bench: could not drop the page cache (purge)"
+    else
+        echo 3 >/proc/sys/vm/drop_caches 2>/dev/null || echo "bench: could not drop the page cache"
+    fi
 }
 
 # Creates the cgroup for budget $1 (capped at $2 bytes, or uncapped when empty) and sets CG to its

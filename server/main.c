@@ -1149,7 +1149,8 @@ out:
 
 int main(int argc, char **argv) {
     static char hub_path[HUB_PATH_MAX];
-    struct options o = {.n_predict = 64, .cache = {EXPERT_IO_URING, 32}, .host = "127.0.0.1",
+    struct options o = {.n_predict = 64, .cache = {.io = EXPERT_IO_URING, .io_depth = 32},
+                        .host = "127.0.0.1",
                         .port = SNIPER_PORT, .queue = 16, .parallel = 1, .max_body = 8u << 20,
                         .max_connections = HTTP_MAX_CONNECTIONS, .max_per_ip = HTTP_MAX_PER_IP,
                         .read_timeout_s = HTTP_READ_TIMEOUT_S, .drain_timeout = 60,

@@ -101,7 +101,7 @@ if "$SNIPERD" -m "$TMP/moe.gguf" -p "Hello world" -n 12 --temp 0 --ram-budget "$
         && ok "ram-budget: per-layer line" || bad "ram-budget: per-layer line" "$(cat "$TMP/budget.err")"
     grep -qE '^experts-decode: tokens=11 hits=[0-9]+ misses=[0-9]+ bytes_read=[0-9]+ io_wait_s=' \
         "$TMP/budget.err" && ok "ram-budget: decode line" || bad "ram-budget: decode line" "$(cat "$TMP/budget.err")"
-    grep -qE "^budget: $budget MiB = resident weights.*io_uring reads, frecency eviction\), [0-9]+ slots while the KV cache's pages are not in use$" "$TMP/budget.err" \
+    grep -qE "^budget: $budget MiB = resident weights.*(io_uring|threads) reads, frecency eviction\), [0-9]+ slots while the KV cache's pages are not in use$" "$TMP/budget.err" \
         && ok "ram-budget: split printed" || bad "ram-budget: split printed" "$(cat "$TMP/budget.err")"
 else
     bad "ram-budget run" "$(cat "$TMP/budget.err")"

@@ -1,5 +1,6 @@
 /* harness.c - runs a test binary's cases and prints "N passed, N failed, N skipped". */
 #include "harness.h"
+#include "os.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,14 +39,19 @@ int test_failures(void) {
 }
 
 bool test_cpu_has(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
+                os_cpu_x86_f16c();
     if (strcmp(isa, "avx2") == 0)
         return avx2;
     return strcmp(isa, "avx512") == 0 && avx2 && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#else
+    (void)isa;
+    return false;
+#endif
 }
 
 const char *test_fixtures_dir(void) {

@@ -6,10 +6,10 @@
  * bounds, and the dispatch table. */
 #include "gguf.h"
 #include "harness.h"
+#include "os.h"
 #include "quant.h"
 
 #include <errno.h>
-#include <immintrin.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -68,6 +68,15 @@ static void check_dequant_exact(enum qtype t, const void *blk, const float *want
 
 /* ==== fp16 / bf16 ============================================================================= */
 
+/* The CPU's own conversions: F16C on x86, FCVT (GCC's __fp16) on arm64. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define HW_FP16 "F16C"
+static bool hw_has_fp16(void) {
+    __builtin_cpu_init();
+    return os_cpu_x86_f16c();
+}
+
 __attribute__((target("f16c"))) static uint16_t hw_f32_to_fp16(float f) {
     return (uint16_t)_cvtss_sh(f, 0);
 }
@@ -75,27 +84,60 @@ __attribute__((target("f16c"))) static uint16_t hw_f32_to_fp16(float f) {
 __attribute__((target("f16c"))) static float hw_fp16_to_f32(uint16_t h) {
     return _cvtsh_ss(h);
 }
+#elif defined(__aarch64__)
+#define HW_FP16 "FCVT"
+static bool hw_has_fp16(void) {
+    return true; /* every Armv8-A CPU converts halves */
+}
+
+static uint16_t hw_f32_to_fp16(float f) {
+    __fp16 h = (__fp16)f;
+    uint16_t u;
+    memcpy(&u, &h, sizeof(u));
+    return u;
+}
+
+static float hw_fp16_to_f32(uint16_t u) {
+    __fp16 h;
+    memcpy(&h, &u, sizeof(h));
+    return (float)h;
+}
+#else
+#define HW_FP16 "half conversion"
+static bool hw_has_fp16(void) {
+    return false;
+}
+
+static uint16_t hw_f32_to_fp16(float f) {
+    (void)f;
+    return 0;
+}
+
+static float hw_fp16_to_f32(uint16_t u) {
+    (void)u;
+    return 0.0f;
+}
+#endif
 
 static int fp16_mismatches;
 
 static void check_f32_to_fp16_hw(float f) {
     uint16_t got = f32_to_fp16(f), want = hw_f32_to_fp16(f);
     if (got != want && fp16_mismatches++ < 8)
-        test_fail(__FILE__, __LINE__, "f32_to_fp16(0x%08x) = 0x%04x, F16C says 0x%04x",
+        test_fail(__FILE__, __LINE__, "f32_to_fp16(0x%08x) = 0x%04x, " HW_FP16 " says 0x%04x",
                   bits_of(f), got, want);
 }
 
 static void test_fp16_vs_f16c(void) {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("f16c")) {
-        test_skip("this CPU has no F16C: fp16 conversions not compared with hardware");
+    if (!hw_has_fp16()) {
+        test_skip("this CPU has no " HW_FP16 ": fp16 conversions not compared with hardware");
         return;
     }
     fp16_mismatches = 0;
     for (uint32_t h = 0; h < 0x10000; h++) { /* every half, NaNs included, bit for bit */
         float got = fp16_to_f32((fp16_t)h), want = hw_fp16_to_f32((uint16_t)h);
         if (bits_of(got) != bits_of(want) && fp16_mismatches++ < 8)
-            test_fail(__FILE__, __LINE__, "fp16_to_f32(0x%04x) = 0x%08x, F16C says 0x%08x", h,
+            test_fail(__FILE__, __LINE__, "fp16_to_f32(0x%04x) = 0x%08x, " HW_FP16 " says 0x%08x", h,
                       bits_of(got), bits_of(want));
     }
     for (uint64_t u = 0; u < 0x100000000ull; u += 4093) /* a stride through every float class */

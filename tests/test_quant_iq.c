@@ -387,10 +387,14 @@ static void table_for(struct quant_kernels tab[QTYPE_COUNT], bool avx512) {
     for (int t = 0; t < QTYPE_COUNT; t++)
         if (quant_kernels_ref((enum qtype)t))
             tab[t] = *quant_kernels_ref((enum qtype)t);
+#if defined(__x86_64__) || defined(__i386__)
     if (avx512)
         quant_iq_register_avx512(tab, QTYPE_COUNT);
     else
         quant_iq_register_avx2(tab, QTYPE_COUNT);
+#else
+    (void)avx512; /* never called: test_cpu_has knows no AVX here */
+#endif
 }
 
 /* A random activation row of n values: mode 0 small, 1 with outliers, 2 only +-127 codes. */

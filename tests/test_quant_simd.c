@@ -1,5 +1,5 @@
-/* test_quant_simd.c - the AVX2 and AVX-512 vec_dot kernels against the scalar reference.
- * For every weight type and each ISA this CPU has: random rows (quantized floats, and raw random
+/* test_quant_simd.c - the AVX2 and AVX-512 (x86) and NEON (arm64, with and without SDOT) vec_dot
+ * kernels against the scalar reference. For every weight type and each ISA this CPU has: random rows (quantized floats, and raw random
  * codes with random fp16 scales incl. negative and zero) at 1, 2, 3, 7, 8 blocks and 768/2048
  * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
  * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows.
@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "harness.h"
+#include "os.h"
 #include "quant.h"
 
 static const enum qtype all_types[] = {
@@ -289,10 +290,11 @@ static void check_rows4(const struct quant_kernels *k, enum qtype t) {
 
 /* ---- ISA selection --------------------------------------------------------------------------- */
 
+#if defined(__x86_64__) || defined(__i386__)
 static bool cpu_has_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           os_cpu_x86_f16c();
 }
 
 static bool cpu_has_avx512(void) {
@@ -300,6 +302,33 @@ static bool cpu_has_avx512(void) {
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
 }
+#else /* another CPU family: the AVX cases skip, and these are never called */
+static bool cpu_has_avx2(void) {
+    return false;
+}
+
+static bool cpu_has_avx512(void) {
+    return false;
+}
+#endif
+
+#if defined(__aarch64__)
+static bool cpu_has_neon(void) {
+    return true; /* part of every Armv8-A CPU */
+}
+
+static bool cpu_has_neondot(void) {
+    return (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD) != 0;
+}
+#else /* another CPU family: the NEON cases skip, and these are never called */
+static bool cpu_has_neon(void) {
+    return false;
+}
+
+static bool cpu_has_neondot(void) {
+    return false;
+}
+#endif
 
 /* A table holding the reference kernels, then whatever register() put over them. */
 static void table_for(struct quant_kernels tab[QTYPE_COUNT],
@@ -353,6 +382,8 @@ static void check_isa(const char *isa, void (*reg)(struct quant_kernels *, int),
 
 /* ---- cases ----------------------------------------------------------------------------------- */
 
+/* Each CPU family's cases exist in its own builds only (the others' kernels are not linked). */
+#if defined(__x86_64__) || defined(__i386__)
 static void test_avx2_vs_ref(void) {
     if (!cpu_has_avx2()) {
         test_skip("cpu lacks avx2/fma/f16c: AVX2 kernels NOT checked");
@@ -368,6 +399,25 @@ static void test_avx512_vs_ref(void) {
     }
     check_isa("avx512", quant_register_avx512, all_types, (int)N_TYPES);
 }
+#endif
+
+#if defined(__aarch64__)
+static void test_neon_vs_ref(void) {
+    if (!cpu_has_neon()) {
+        test_skip("cpu is not arm64: NEON kernels NOT checked");
+        return;
+    }
+    check_isa("neon", quant_register_neon, all_types, (int)N_TYPES);
+}
+
+static void test_neondot_vs_ref(void) {
+    if (!cpu_has_neondot()) {
+        test_skip("cpu lacks the arm64 dot-product extension: NEON SDOT kernels NOT checked");
+        return;
+    }
+    check_isa("neondot", quant_register_neondot, all_types, (int)N_TYPES);
+}
+#endif
 
 /* One wrong code anywhere in a row changes the result's bits: the bitwise comparison would see a
  * kernel that mishandles a single weight. */
@@ -406,6 +456,10 @@ static void test_dispatch_picks_simd(void) {
             CHECK_MSG(strcmp(k->isa, "avx512") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
         else if (cpu_has_avx2())
             CHECK_MSG(strcmp(k->isa, "avx2") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
+        else if (cpu_has_neondot())
+            CHECK_MSG(strcmp(k->isa, "neondot") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
+        else if (cpu_has_neon())
+            CHECK_MSG(strcmp(k->isa, "neon") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
     }
 }
 
@@ -426,6 +480,7 @@ static void test_vec_dot4_ref_and_best(void) {
 
 /* The AVX-512 tables replace vec_dot, vec_dot4 and vec_dot_rows4 together, and every SIMD table
  * has its own vec_dot_rows4 (never the reference's) where its vec_dot is not the reference's. */
+#if defined(__x86_64__) || defined(__i386__)
 static void test_vec_dot4_registered_with_vec_dot(void) {
     if (!cpu_has_avx512()) {
         test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 registration NOT checked");
@@ -446,6 +501,7 @@ static void test_vec_dot4_registered_with_vec_dot(void) {
                   "%s: avx2 left the reference vec_dot_rows4 beside its vec_dot", qtype_name(t));
     }
 }
+#endif
 
 /* Runs quant_kernels_select(tab, cap, corrupt) with stderr captured into log (size bytes). */
 static int select_logged(struct quant_kernels *tab, const char *cap, const char *corrupt,
@@ -497,11 +553,43 @@ static void test_self_check_clean(void) {
     check_table_vs_ref(tab);
 }
 
+/* test_self_check_fallback on arm64: neondot -> neon -> ref. */
+static __attribute__((unused)) void self_check_fallback_neon(void) {
+    struct quant_kernels tab[QTYPE_COUNT];
+    char log[4096];
+    int rejected = select_logged(tab, "neon", "q4_K:neon", log, sizeof(log));
+    CHECK_EQ_INT(rejected, 1);
+    CHECK_STR(tab[QTYPE_Q4_K].isa, "ref");
+    CHECK_STR(tab[QTYPE_Q6_K].isa, "neon");
+    CHECK_MSG(strstr(log, "quant_kernels: q4_K neon kernel disagrees with the reference; using "
+                          "ref\n") != NULL, "log: %s", log);
+    check_table_vs_ref(tab);
+    /* another family's ISA as the cap: the reference */
+    rejected = select_logged(tab, "avx2", NULL, log, sizeof(log));
+    CHECK_EQ_INT(rejected, 0);
+    CHECK_STR(tab[QTYPE_Q4_K].isa, "ref");
+    if (!cpu_has_neondot()) {
+        test_skip("cpu lacks the dot-product extension: the neondot -> neon fallback NOT checked");
+        return;
+    }
+    rejected = select_logged(tab, NULL, "q8_0:neondot", log, sizeof(log));
+    CHECK_EQ_INT(rejected, 1);
+    CHECK_STR(tab[QTYPE_Q8_0].isa, "neon");
+    CHECK_STR(tab[QTYPE_Q4_K].isa, "neondot");
+    CHECK_MSG(strstr(log, "quant_kernels: q8_0 neondot kernel disagrees with the reference; using "
+                          "neon\n") != NULL, "log: %s", log);
+    check_table_vs_ref(tab);
+}
+
 /* A kernel that disagrees with the reference is not used: the log names it, the next narrower
  * twin takes over (avx512 -> avx2, avx2 -> ref), and the results stay the reference's. */
 static void test_self_check_fallback(void) {
     struct quant_kernels tab[QTYPE_COUNT];
     char log[4096];
+    if (cpu_has_neon()) {
+        self_check_fallback_neon();
+        return;
+    }
     if (!cpu_has_avx2()) {
         test_skip("cpu lacks avx2: no SIMD kernel to reject");
         return;
@@ -531,12 +619,20 @@ static void test_self_check_fallback(void) {
 }
 
 static const struct test_case cases[] = {
+#if defined(__x86_64__) || defined(__i386__)
     {"avx2_vs_ref", test_avx2_vs_ref},
     {"avx512_vs_ref", test_avx512_vs_ref},
+#endif
+#if defined(__aarch64__)
+    {"neon_vs_ref", test_neon_vs_ref},
+    {"neondot_vs_ref", test_neondot_vs_ref},
+#endif
     {"one_code_changes_bits", test_one_code_changes_bits},
     {"dispatch_picks_simd", test_dispatch_picks_simd},
     {"vec_dot4_ref_and_best", test_vec_dot4_ref_and_best},
+#if defined(__x86_64__) || defined(__i386__)
     {"vec_dot4_registered_with_vec_dot", test_vec_dot4_registered_with_vec_dot},
+#endif
     {"self_check_clean", test_self_check_clean},
     {"self_check_fallback", test_self_check_fallback},
     {0},

@@ -2,8 +2,8 @@
  *
  *     build/bench-kernels [type ...] [--rows N] [--cols N] [--big-mb N] [--secs S] [--threads T]
  *
- * For each weight type (default q4_K q6_K q8_0) and ISA (ref, then avx2/avx512 when the CPU has
- * them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
+ * For each weight type (default q4_K q6_K q8_0) and ISA (ref, then avx2/avx512 on x86 or
+ * neon/neondot on arm64, when the CPU has them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
  * 768 x 2048) and over one of --big-mb MB (default 256, beyond the L2/LLC a core sees), and prints
  * ns per row and GB/s of weight bytes streamed (best of several passes). In cache it also times
  * vec_dot4 (one row against four activation rows) and prints its ns per row per column next to
@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "os.h"
 #include "quant.h"
 #include "quant_iq.h"
 #include "threadpool.h"
@@ -62,7 +63,7 @@ static void *huge_alloc(size_t bytes) {
     if (base > p)
         munmap(p, (size_t)(base - p));
     munmap(base + len, (size_t)(p + span - (base + len)));
-    madvise(base, len, MADV_HUGEPAGE);
+    os_pages_huge(base, len, true);
     return base;
 }
 
@@ -245,40 +246,75 @@ static double time_read(const uint8_t *m, size_t bytes, double secs) {
     return best;
 }
 
+/* The two SIMD ISAs of this CPU family, narrower first; cpu_has(name) says which run here and
+ * simd_register(i, tab) puts ISA i's kernels over tab. */
+#if defined(__x86_64__) || defined(__i386__)
+static const char *const simd_names[2] = {"avx2", "avx512"};
+
+static void simd_register(int i, struct quant_kernels *tab) {
+    if (i == 0) {
+        quant_register_avx2(tab, QTYPE_COUNT);
+        quant_iq_register_avx2(tab, QTYPE_COUNT);
+    } else {
+        quant_register_avx512(tab, QTYPE_COUNT);
+        quant_iq_register_avx512(tab, QTYPE_COUNT);
+    }
+}
+
 static bool cpu_has(const char *isa) {
     __builtin_cpu_init();
     bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
+                os_cpu_x86_f16c();
     if (strcmp(isa, "avx2") == 0)
         return avx2;
     return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni");
 }
+#elif defined(__aarch64__)
+static const char *const simd_names[2] = {"neon", "neondot"};
 
-static struct quant_kernels tab_avx2[QTYPE_COUNT], tab_avx512[QTYPE_COUNT];
+static void simd_register(int i, struct quant_kernels *tab) {
+    if (i == 0)
+        quant_register_neon(tab, QTYPE_COUNT);
+    else
+        quant_register_neondot(tab, QTYPE_COUNT);
+}
+
+static bool cpu_has(const char *isa) {
+    return strcmp(isa, "neon") == 0 || (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD) != 0;
+}
+#else
+static const char *const simd_names[2] = {"none", "none"};
+
+static void simd_register(int i, struct quant_kernels *tab) {
+    (void)i, (void)tab;
+}
+
+static bool cpu_has(const char *isa) {
+    (void)isa;
+    return false;
+}
+#endif
+
+static struct quant_kernels tab_simd[2][QTYPE_COUNT];
 
 static void tables_init(void) {
     for (int t = 0; t < QTYPE_COUNT; t++) {
         const struct quant_kernels *ref = quant_kernels_ref((enum qtype)t);
         if (ref)
-            tab_avx2[t] = tab_avx512[t] = *ref;
+            tab_simd[0][t] = tab_simd[1][t] = *ref;
     }
-    if (cpu_has("avx2")) {
-        quant_register_avx2(tab_avx2, QTYPE_COUNT);
-        quant_iq_register_avx2(tab_avx2, QTYPE_COUNT);
-    }
-    if (cpu_has("avx512")) {
-        quant_register_avx512(tab_avx512, QTYPE_COUNT);
-        quant_iq_register_avx512(tab_avx512, QTYPE_COUNT);
-    }
+    for (int i = 0; i < 2; i++)
+        if (cpu_has(simd_names[i]))
+            simd_register(i, tab_simd[i]);
 }
 
 /* Benchmarks one type at one matrix size over every ISA; returns 0 or -1. */
 static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label,
                      const struct bench_opts *o) {
-    const struct quant_kernels *ks[3] = {quant_kernels_ref(t), &tab_avx2[t], &tab_avx512[t]};
-    const bool have[3] = {true, cpu_has("avx2"), cpu_has("avx512")};
+    const struct quant_kernels *ks[3] = {quant_kernels_ref(t), &tab_simd[0][t], &tab_simd[1][t]};
+    const bool have[3] = {true, cpu_has(simd_names[0]), cpu_has(simd_names[1])};
     size_t row_bytes = 0, a_bytes = quant_act_row_bytes(t, cols);
     uint8_t *m = matrix_new(t, rows, cols, &row_bytes);
     float *x = calloc((size_t)cols, sizeof(*x)), *out = calloc((size_t)rows, sizeof(*out));

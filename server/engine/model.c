@@ -21,6 +21,7 @@
 #include "err.h"
 #include "fault.h"
 #include "arch.h"
+#include "os.h"
 #include "quant.h"
 
 /* The architectures this build runs, by general.architecture. */
@@ -292,8 +293,8 @@ struct image_range {
 struct image_job {
     struct model *m;
     uint8_t *base;
-    int *dio_fds;               /* [n_shards] O_DIRECT descriptors, or -1 (the filesystem refuses
-                                 * it) */
+    int *dio_fds;               /* [n_shards] os_io_open_uncached's descriptors (O_DIRECT on
+                                 * Linux), or -1 */
     const struct image_range *ranges;
     size_t n_ranges;
     pthread_mutex_t lock;       /* guards the cursor, rc and err */
@@ -479,13 +480,13 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
      * streamed tensor would back up to 2 MiB of the experts' address space (about 100 MiB on the
      * 30B preset) */
     if (!m->experts_on_disk)
-        madvise(base, m->image_bytes, MADV_HUGEPAGE);
+        os_pages_huge(base, m->image_bytes, true);
     for (size_t i = 0; i < n_ranges; i++) {
         const uint64_t at = m->shard_image_off[ranges[i].shard];
         const uint64_t lo = (at + ranges[i].off + huge_mask) & ~(uint64_t)huge_mask;
         const uint64_t hi = (at + ranges[i].end) & ~(uint64_t)huge_mask;
         if (m->experts_on_disk && hi > lo)
-            madvise(base + lo, hi - lo, MADV_HUGEPAGE);
+            os_pages_huge(base + lo, hi - lo, true);
         m->resident_bytes += ranges[i].end - ranges[i].off;
     }
     if (progress)
@@ -493,8 +494,12 @@ static int model_read_image(struct model *m, struct model_progress *progress, ch
     struct image_job job = {.m = m, .base = base, .dio_fds = dio_fds, .ranges = ranges,
                             .n_ranges = n_ranges, .err = err, .err_len = err_len,
                             .progress = progress};
-    for (uint32_t s = 0; s < g->n_shards; s++)
-        dio_fds[s] = open(g->shards[s].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    for (uint32_t s = 0; s < g->n_shards; s++) {
+        bool aligned; /* its reads are aligned either way: only the file's end cuts one short */
+        dio_fds[s] = os_io_open_uncached(g->shards[s].path, &aligned);
+        if (dio_fds[s] < 0)
+            dio_fds[s] = -1;
+    }
     pthread_mutex_init(&job.lock, NULL);
     pthread_t threads[MODEL_READ_THREADS];
     int n_started = 0;

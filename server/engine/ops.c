@@ -1,11 +1,19 @@
 /* ops.c - row operations of the forward pass, rounding like ggml's CPU backend (see ops.h). */
 #include "ops.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <stdbool.h>
 
+#include "os.h"
 #include "quant.h"
+
+/* The AVX2 twins below give the scalar paths' bits; other CPUs run the scalar paths. */
+#if defined(__x86_64__) || defined(__i386__)
+#define OPS_X86 1
+#include <immintrin.h>
+#else
+#define OPS_X86 0
+#endif
 
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
     double sum = 0.0;
@@ -137,6 +145,7 @@ void ops_rope_norm(float *x, const float *cs, int32_t n_rot) {
 }
 
 /* ---- axpy: the attention's weighted sum of V rows ----------------------------------------------- */
+#if OPS_X86
 
 __attribute__((target("avx2,f16c"))) static void axpy_f16_avx2(float *restrict y, float a,
                                                               const uint16_t *restrict x,
@@ -166,7 +175,7 @@ __attribute__((target("avx2"))) static void axpy_f32_avx2(float *restrict y, flo
 static bool ops_has_avx2(void) {
     static _Atomic int has = -1; /* racing first calls store the same value */
     if (has < 0)
-        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+        has = __builtin_cpu_supports("avx2") && os_cpu_x86_f16c();
     return has;
 }
 
@@ -176,9 +185,11 @@ static bool ops_has_fma(void) {
         has = ops_has_avx2() && __builtin_cpu_supports("fma");
     return has;
 }
+#endif
 
 /* ---- ggml's f32 dot and mad, bit for bit ---------------------------------------------------- */
 
+#if OPS_X86
 __attribute__((target("avx2,fma"))) static float dot_f32_fma(const float *x, const float *y,
                                                             int64_t n) {
     __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
@@ -198,6 +209,7 @@ __attribute__((target("avx2,fma"))) static float dot_f32_fma(const float *x, con
         sum += x[i] * y[i];
     return sum;
 }
+#endif
 
 float ops_dot_f32_ref(const float *x, const float *y, int64_t n) {
     float s[4][8] = {{0}};
@@ -218,9 +230,14 @@ float ops_dot_f32_ref(const float *x, const float *y, int64_t n) {
 }
 
 float ops_dot_f32(const float *x, const float *y, int64_t n) {
-    return ops_has_fma() ? dot_f32_fma(x, y, n) : ops_dot_f32_ref(x, y, n);
+#if OPS_X86
+    if (ops_has_fma())
+        return dot_f32_fma(x, y, n);
+#endif
+    return ops_dot_f32_ref(x, y, n);
 }
 
+#if OPS_X86
 __attribute__((target("avx2,fma"))) static void mad_f32_fma(float *restrict y,
                                                            const float *restrict x, float a,
                                                            int64_t n) {
@@ -231,6 +248,7 @@ __attribute__((target("avx2,fma"))) static void mad_f32_fma(float *restrict y,
     for (int64_t i = np; i < n; i++)
         y[i] += x[i] * a;
 }
+#endif
 
 void ops_mad_f32_ref(float *restrict y, const float *restrict x, float a, int64_t n) {
     const int64_t np = n & ~(int64_t)31;
@@ -241,26 +259,33 @@ void ops_mad_f32_ref(float *restrict y, const float *restrict x, float a, int64_
 }
 
 void ops_mad_f32(float *restrict y, const float *restrict x, float a, int64_t n) {
-    if (ops_has_fma())
+#if OPS_X86
+    if (ops_has_fma()) {
         mad_f32_fma(y, x, a, n);
-    else
-        ops_mad_f32_ref(y, x, a, n);
+        return;
+    }
+#endif
+    ops_mad_f32_ref(y, x, a, n);
 }
 
 void ops_axpy_f32(float *restrict y, float a, const float *restrict x, int64_t n) {
+#if OPS_X86
     if (ops_has_avx2()) {
         axpy_f32_avx2(y, a, x, n);
         return;
     }
+#endif
     for (int64_t i = 0; i < n; i++)
         y[i] += a * x[i];
 }
 
 void ops_axpy_f16(float *restrict y, float a, const uint16_t *restrict x, int64_t n) {
+#if OPS_X86
     if (ops_has_avx2()) {
         axpy_f16_avx2(y, a, x, n);
         return;
     }
+#endif
     for (int64_t i = 0; i < n; i++)
         y[i] += a * fp16_to_f32(x[i]);
 }

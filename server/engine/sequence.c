@@ -12,13 +12,14 @@
 #include <unistd.h>
 
 #include "fault.h"
+#include "os.h"
 
 /* An elastic sequence takes and gives back its full layers' rows in runs of this many positions,
  * so that a conversation going back and forth by a few tokens does not fault pages in and out. */
 #define SEQ_KV_RUN 64
 
 static size_t page_up(size_t x) {
-    const size_t p = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t p = os_page_bytes();
     return (x + p - 1) / p * p;
 }
 
@@ -199,8 +200,8 @@ static void kv_trim(struct sequence *s) {
     const size_t to = page_up((size_t)s->kv_hw * s->kv_row_bytes);
     for (int32_t il = 0; il < s->shape.n_kv_layer; il++) {
         if (!s->swa[il] && to > from) {
-            madvise(s->k + s->row_off[il] + from, to - from, MADV_DONTNEED);
-            madvise(s->v + s->row_off[il] + from, to - from, MADV_DONTNEED);
+            os_pages_release(s->k + s->row_off[il] + from, to - from);
+            os_pages_release(s->v + s->row_off[il] + from, to - from);
         }
     }
     s->kv_hw = keep;
@@ -210,8 +211,8 @@ void sequence_kv_elastic(struct sequence *s) {
     s->elastic = true;
     /* small pages: a transparent huge page would bring back a whole 2 MiB around a row written,
      * and khugepaged could refill what was given back */
-    madvise(s->k, s->kv_map_bytes, MADV_NOHUGEPAGE);
-    madvise(s->v, s->kv_map_bytes, MADV_NOHUGEPAGE);
+    os_pages_huge(s->k, s->kv_map_bytes, false);
+    os_pages_huge(s->v, s->kv_map_bytes, false);
     kv_trim(s);
 }
 

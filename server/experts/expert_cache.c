@@ -16,6 +16,7 @@
 #include "cache_policy.h"
 #include "err.h"
 #include "fault.h"
+#include "os.h"
 
 #define EC_MAX_LOOKUP 1024 /* experts one lookup may ask for */
 
@@ -106,9 +107,9 @@ static void ec_advise_huge(struct expert_cache *c, int32_t n_active) {
     const uintptr_t base = (uintptr_t)c->mem, end = base + (size_t)n_active * c->slot_bytes;
     const uintptr_t cut = (end & ~(EC_HUGE_PAGE - 1)) > base ? (end & ~(EC_HUGE_PAGE - 1)) : base;
     if (cut > base)
-        madvise(c->mem, cut - base, MADV_HUGEPAGE);
+        os_pages_huge(c->mem, cut - base, true);
     if (cut < base + c->mem_bytes)
-        madvise((uint8_t *)cut, base + c->mem_bytes - cut, MADV_NOHUGEPAGE);
+        os_pages_huge((uint8_t *)cut, base + c->mem_bytes - cut, false);
 }
 
 /* Slot s holds nothing (retired, or about to be placed). */
@@ -483,7 +484,7 @@ static void ec_retire_last(struct expert_cache *c) {
         cache_policy_remove(c->policy, t);
     }
     ec_clear(c, t);
-    madvise(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes, MADV_DONTNEED);
+    os_pages_release(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes);
     c->n_active--;
 }
 

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 
 #include "err.h"
 #include "fault.h"
+#include "os.h"
 #include "spin.h"
 
 /* Seconds a waiting reap polls for a completion before it sleeps, while nothing else wants its CPU
@@ -47,7 +47,7 @@ struct expert_io {
     enum expert_io_kind kind;
     int n_files;
     int *fds;     /* [n_files] */
-    bool *direct; /* [n_files] opened with O_DIRECT */
+    bool *direct; /* [n_files] opened past the page cache (os_io_open_uncached) */
     int depth;
     struct io_req *reqs; /* [max_queued] */
     int max_queued;
@@ -61,11 +61,9 @@ struct expert_io {
     struct contention *contention; /* the waits' monitor: borrowed, or &own */
     struct contention own;         /* the monitor of an expert_io given none */
 
-    /* io_uring */
-    struct io_uring ring;
-    bool ring_ok;
+    struct os_ring *ring; /* os.h's read queue: io_uring on Linux */
     int in_ring;
-    int unsubmitted; /* sqes prepared since the last io_uring_submit */
+    int unsubmitted; /* reads queued since the last os_ring_submit */
 
     /* threads: workers take from backlog, put on done; mu guards both and stop */
     pthread_t *threads;
@@ -155,10 +153,8 @@ static int threads_start(struct expert_io *io) {
 /* Gives request id to the ring (the caller checked in_ring < depth). */
 static void ring_queue(struct expert_io *io, int32_t id) {
     struct io_req *r = &io->reqs[id];
-    struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-    io_uring_prep_read(sqe, io->fds[r->file], r->dst + r->done, (unsigned)(r->len - r->done),
-                       r->off + r->done);
-    io_uring_sqe_set_data(sqe, (void *)(uintptr_t)id);
+    os_ring_queue_read(io->ring, io->fds[r->file], r->dst + r->done, (unsigned)(r->len - r->done),
+                       r->off + r->done, (uint64_t)id); /* cannot fail: in_ring < depth */
     io->in_ring++;
     io->unsubmitted++;
 }
@@ -170,7 +166,7 @@ static void ring_fill(struct expert_io *io) {
     while (io->later.n > 0 && io->in_ring < io->depth)
         ring_queue(io, fifo_pop(&io->later));
     if (io->unsubmitted > 0) {
-        int rc = io_uring_submit(&io->ring);
+        int rc = os_ring_submit(io->ring);
         if (rc >= 0)
             io->unsubmitted = 0;
     }
@@ -180,20 +176,19 @@ static void ring_fill(struct expert_io *io) {
  * then sleeping); returns the finished request or -1 (nothing finished yet, or a read went back to the
  * ring for its rest). */
 static int32_t ring_take(struct expert_io *io, bool wait) {
-    struct io_uring_cqe *cqe = NULL;
-    int rc = io_uring_peek_cqe(&io->ring, &cqe);
-    if (wait && (rc < 0 || !cqe)) {
+    uint64_t user = 0;
+    int res = 0;
+    int rc = os_ring_take(io->ring, false, &user, &res);
+    if (wait && rc != 1) {
         struct spin sp = spin_start(io->contention, EXPERT_IO_POLL_S);
-        while ((rc < 0 || !cqe) && spin_more(&sp))
-            rc = io_uring_peek_cqe(&io->ring, &cqe);
-        if (rc < 0 || !cqe)
-            rc = io_uring_wait_cqe(&io->ring, &cqe);
+        while (rc != 1 && spin_more(&sp))
+            rc = os_ring_take(io->ring, false, &user, &res);
+        if (rc != 1)
+            rc = os_ring_take(io->ring, true, &user, &res);
     }
-    if (rc < 0 || !cqe)
+    if (rc != 1)
         return -1;
-    int32_t id = (int32_t)(uintptr_t)io_uring_cqe_get_data(cqe);
-    int res = cqe->res;
-    io_uring_cqe_seen(&io->ring, cqe);
+    int32_t id = (int32_t)user;
     io->in_ring--;
     struct io_req *r = &io->reqs[id];
     if (res == -EINTR || res == -EAGAIN || !req_advance(r, res, io->direct[r->file])) {
@@ -207,7 +202,8 @@ static int32_t ring_take(struct expert_io *io, bool wait) {
 
 /* ---- interface ------------------------------------------------------------------------------- */
 
-/* Opens each of paths[0..n) read-only, with O_DIRECT where the filesystem allows it. Returns 0 or
+/* Opens each of paths[0..n) read-only, past the page cache where the OS and filesystem allow it
+ * (os_io_open_uncached: O_DIRECT on Linux, F_NOCACHE on macOS). Returns 0 or
  * -errno with a message naming the file. */
 static int io_open_files(struct expert_io *io, const char *const *paths, int n, char *err,
                          size_t err_len) {
@@ -219,8 +215,7 @@ static int io_open_files(struct expert_io *io, const char *const *paths, int n, 
     }
     for (; io->n_files < n; io->n_files++) {
         const int i = io->n_files;
-        io->fds[i] = open(paths[i], O_RDONLY | O_DIRECT | O_CLOEXEC);
-        io->direct[i] = io->fds[i] >= 0;
+        io->fds[i] = os_io_open_uncached(paths[i], &io->direct[i]);
         if (io->fds[i] < 0)
             io->fds[i] = open(paths[i], O_RDONLY | O_CLOEXEC);
         if (io->fds[i] < 0) {
@@ -264,9 +259,9 @@ struct expert_io *expert_io_new(const char *const *paths, int n_files, enum expe
         io->reqs[i].next_free = i + 1 < io->max_queued ? i + 1 : -1;
     io->kind = kind;
     if (kind == EXPERT_IO_URING) {
-        io->ring_ok = io_uring_queue_init((unsigned)io->depth, &io->ring, 0) == 0;
-        if (!io->ring_ok)
-            io->kind = EXPERT_IO_THREADS; /* kernel without io_uring, or forbidden here */
+        io->ring = os_ring_new((unsigned)io->depth);
+        if (!io->ring)
+            io->kind = EXPERT_IO_THREADS; /* no io_uring: another OS, or forbidden here */
     }
     if (io->kind == EXPERT_IO_THREADS && threads_start(io) < 0) {
         err_set(err, err_len, "expert_io: cannot start %d reader threads", io->depth);
@@ -292,8 +287,7 @@ void expert_io_free(struct expert_io *io) {
     pthread_mutex_unlock(&io->mu);
     for (int i = 0; i < io->n_threads; i++)
         pthread_join(io->threads[i], NULL);
-    if (io->ring_ok)
-        io_uring_queue_exit(&io->ring);
+    os_ring_free(io->ring);
     for (int i = 0; i < io->n_files; i++)
         close(io->fds[i]);
     free(io->fds);
@@ -361,7 +355,7 @@ int expert_io_reap(struct expert_io *io, bool wait, uint64_t *tag, int *rc) {
         return 0;
     if (io->kind == EXPERT_IO_URING) {
         if (io->unsubmitted > 0)
-            ring_fill(io); /* an earlier io_uring_submit failed: try again before waiting */
+            ring_fill(io); /* an earlier os_ring_submit failed: try again before waiting */
         if (io->done.n > 0)
             id = fifo_pop(&io->done);
         while (id < 0) {

@@ -1,6 +1,7 @@
 /* expert_io.h - many positional reads of a model's files (one, or a split model's shards) in flight
- * at once: submit them, then reap their completions in any order. Two backends behind one interface, measured against each other in
- * docs/benchmarks.md: io_uring (liburing; one ring, no threads) and a pool of threads calling pread.
+ * at once: submit them, then reap their completions in any order. Two backends behind one
+ * interface, measured against each other in docs/benchmarks.md: io_uring (os.h's read queue; one
+ * ring, no threads) and a pool of threads calling pread.
  *
  *     struct expert_io *io = expert_io_new(&path, 1, EXPERT_IO_URING, 32, 64, NULL, err,
  *                                         sizeof(err));
@@ -9,7 +10,8 @@
  *     while (expert_io_reap(io, true, &tag, &rc) == 1) ...  // rc: 0 or -errno for that read
  *     expert_io_free(io);                                  // waits for reads still in flight
  *
- * Each file is opened with O_DIRECT when the filesystem allows it (buffered otherwise). A read
+ * Each file is opened past the page cache where the OS allows it (os_io_open_uncached: O_DIRECT on
+ * Linux when the filesystem allows it, F_NOCACHE on macOS; buffered otherwise). A read
  * succeeds when its first `need` bytes arrived (a read past the end of the file comes back short);
  * fewer is -EIO: the file shrank. Not thread-safe: one thread submits and reaps. */
 #ifndef SNIPER_EXPERT_IO_H
@@ -22,7 +24,7 @@
 #define EXPERT_IO_ALIGN 4096u /* alignment of offsets, lengths and buffers for direct reads */
 
 enum expert_io_kind {
-    EXPERT_IO_URING,   /* io_uring; falls back to threads where the kernel refuses it */
+    EXPERT_IO_URING,   /* io_uring; falls back to threads where the OS has none or refuses it */
     EXPERT_IO_THREADS, /* depth threads blocking in pread */
 };
 

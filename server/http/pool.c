@@ -8,7 +8,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,6 +21,7 @@
 #include "ctxfile.h"
 #include "err.h"
 #include "gguf.h"
+#include "os.h"
 #include "procstat.h"
 
 struct entry {
@@ -122,7 +122,7 @@ static void entry_unload(struct pool *p, struct entry *en) {
         fprintf(stderr, "sniperd: unloading \"%s\" (idle; the budget needs its memory)\n",
                 en->o.id);
     pm_free(&en->pm);
-    malloc_trim(0); /* what the allocator kept of the freed buffers goes back too */
+    os_mem_trim(); /* what the allocator kept of the freed buffers goes back too */
     en->state = POOL_UNLOADED;
     en->unloads++;
     p->unloads++;

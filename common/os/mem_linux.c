@@ -1,6 +1,9 @@
-/* procstat.c - see procstat.h. */
+/* mem_linux.c - memory facts on Linux (os.h, procstat.h): the resident set from /proc, glibc's
+ * malloc_trim. */
+#include "os.h"
 #include "procstat.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -13,4 +16,8 @@ uint64_t procstat_rss_bytes(void) {
         fclose(f);
     }
     return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+void os_mem_trim(void) {
+    malloc_trim(0);
 }
