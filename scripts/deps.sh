@@ -25,7 +25,7 @@ pkgs=(gcc make pkg-config libpcre2-dev libjansson-dev libcurl4-openssl-dev libmi
 # tests/arm64.sh: the linux-arm64 cross build of the CPU's tests, run under qemu-user
 arm64_pkgs=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libc6:arm64
             libmicrohttpd-dev:arm64 libpcre2-dev:arm64 libjansson-dev:arm64 libcurl4-openssl-dev:arm64
-            libxml2-dev:arm64 libzstd-dev:arm64 liburing-dev:arm64)
+            libxml2-dev:arm64 libzstd-dev:arm64 liburing-dev:arm64 libssl-dev:arm64)
 if [ "$(dpkg --print-architecture)" = amd64 ]; then
     pkgs+=("${arm64_pkgs[@]}")
 fi
