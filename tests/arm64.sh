@@ -54,6 +54,7 @@ if ! PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 fi
 rm -f "$build_log"
 
+. tests/lib/summary.sh
 total_p=0 total_f=0 total_s=0
 # run_one NAME CPU [CASE]: one test binary (its cases whose names contain CASE) under qemu's CPU
 # model; adds its counts to the totals.
@@ -63,14 +64,8 @@ run_one() {
     local start=$SECONDS
     BUILD="$HOST_BUILD" "$QEMU" -cpu "$cpu" "$ABUILD/tests/$name" "$@" >"$log" 2>&1
     local rc=$?
-    local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-    local p=0 f=0 s=0
-    if [ -n "$line" ]; then
-        p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
-        f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
-        s=$(echo "$line" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
-    fi
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    local p f s
+    summary_counts "$log" "$rc"
     if [ "$f" -ne 0 ] || [ -n "${VERBOSE:-}" ]; then cat "$log"; fi
     grep -E '^  (start-up self-check|dispatch):' "$log"
     printf 'arm64 %-16s %-10s %-28s %3d passed, %d failed, %d skipped (%ds)\n' "$name" "$cpu" \

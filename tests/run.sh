@@ -4,6 +4,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
+. tests/lib/summary.sh
 export BUILD
 total_p=0 total_f=0 total_s=0
 if [ ! -d ../shared/fixtures ] && [ -z "${SNIPER_FIXTURES:-}" ]; then
@@ -17,14 +18,8 @@ run_one() {
     local start=$SECONDS
     "$@" >"$log" 2>&1
     local rc=$?
-    local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
-    local p=0 f=0 s=0
-    if [ -n "$line" ]; then
-        p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')
-        f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
-        s=$(echo "$line" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
-    fi
-    if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    local p f s
+    summary_counts "$log" "$rc"
     if [ "$f" -ne 0 ] || [ "$s" -ne 0 ] || [ -n "${VERBOSE:-}" ]; then
         cat "$log"
     fi

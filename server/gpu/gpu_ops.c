@@ -13,42 +13,43 @@ struct gpu_type_kernels {
     enum qtype type;
     const char *matmul;       /* shaders/NAME.comp */
     const char *quantize;
-    int rows_per_group;       /* rows one workgroup of the product computes */
+    bool blocks;              /* matmul_blocks.glsl's driver (a workgroup: one row, tok_group
+                               * tokens), else matmul_float.glsl's (two rows of one token) */
     int quantize_elems;       /* elements one invocation of the quantizer handles */
     const void *grid;         /* a grid i-quant's codebook (quant_iq.h), NULL for other types */
     size_t grid_bytes;
 };
 
 static const struct gpu_type_kernels gpu_types[] = {
-    {QTYPE_F32, "matmul_f32", "quantize_f32", 2, 1, NULL, 0},
-    {QTYPE_F16, "matmul_f16", "quantize_f16", 2, 1, NULL, 0},
-    {QTYPE_BF16, "matmul_bf16", "quantize_bf16", 2, 1, NULL, 0},
-    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", 1, 32, NULL, 0},
-    {QTYPE_Q4_0, "matmul_q4_0", "quantize_q8_0", 1, 32, NULL, 0},
-    {QTYPE_Q4_1, "matmul_q4_1", "quantize_q8_1", 1, 32, NULL, 0},
-    {QTYPE_Q5_0, "matmul_q5_0", "quantize_q8_0", 1, 32, NULL, 0},
-    {QTYPE_Q5_1, "matmul_q5_1", "quantize_q8_1", 1, 32, NULL, 0},
-    {QTYPE_IQ4_NL, "matmul_iq4_nl", "quantize_q8_0", 1, 32, NULL, 0},
-    {QTYPE_MXFP4, "matmul_mxfp4", "quantize_q8_0", 1, 32, NULL, 0},
-    {QTYPE_Q2_K, "matmul_q2_K", "quantize_q8_K", 1, 256, NULL, 0},
-    {QTYPE_Q3_K, "matmul_q3_K", "quantize_q8_K", 1, 256, NULL, 0},
-    {QTYPE_Q4_K, "matmul_q4_K", "quantize_q8_K", 1, 256, NULL, 0},
-    {QTYPE_Q5_K, "matmul_q5_K", "quantize_q8_K", 1, 256, NULL, 0},
-    {QTYPE_Q6_K, "matmul_q6_K", "quantize_q8_K", 1, 256, NULL, 0},
-    {QTYPE_IQ4_XS, "matmul_iq4_xs", "quantize_q8_K", 1, 256, NULL, 0},
-    {QTYPE_IQ2_XXS, "matmul_iq2_xxs", "quantize_q8_K", 1, 256, quant_iq_grid2xxs,
+    {QTYPE_F32, "matmul_f32", "quantize_f32", false, 1, NULL, 0},
+    {QTYPE_F16, "matmul_f16", "quantize_f16", false, 1, NULL, 0},
+    {QTYPE_BF16, "matmul_bf16", "quantize_bf16", false, 1, NULL, 0},
+    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", true, 32, NULL, 0},
+    {QTYPE_Q4_0, "matmul_q4_0", "quantize_q8_0", true, 32, NULL, 0},
+    {QTYPE_Q4_1, "matmul_q4_1", "quantize_q8_1", true, 32, NULL, 0},
+    {QTYPE_Q5_0, "matmul_q5_0", "quantize_q8_0", true, 32, NULL, 0},
+    {QTYPE_Q5_1, "matmul_q5_1", "quantize_q8_1", true, 32, NULL, 0},
+    {QTYPE_IQ4_NL, "matmul_iq4_nl", "quantize_q8_0", true, 32, NULL, 0},
+    {QTYPE_MXFP4, "matmul_mxfp4", "quantize_q8_0", true, 32, NULL, 0},
+    {QTYPE_Q2_K, "matmul_q2_K", "quantize_q8_K", true, 256, NULL, 0},
+    {QTYPE_Q3_K, "matmul_q3_K", "quantize_q8_K", true, 256, NULL, 0},
+    {QTYPE_Q4_K, "matmul_q4_K", "quantize_q8_K", true, 256, NULL, 0},
+    {QTYPE_Q5_K, "matmul_q5_K", "quantize_q8_K", true, 256, NULL, 0},
+    {QTYPE_Q6_K, "matmul_q6_K", "quantize_q8_K", true, 256, NULL, 0},
+    {QTYPE_IQ4_XS, "matmul_iq4_xs", "quantize_q8_K", true, 256, NULL, 0},
+    {QTYPE_IQ2_XXS, "matmul_iq2_xxs", "quantize_q8_K", true, 256, quant_iq_grid2xxs,
      sizeof(quant_iq_grid2xxs)},
-    {QTYPE_IQ2_XS, "matmul_iq2_xs", "quantize_q8_K", 1, 256, quant_iq_grid2xs,
+    {QTYPE_IQ2_XS, "matmul_iq2_xs", "quantize_q8_K", true, 256, quant_iq_grid2xs,
      sizeof(quant_iq_grid2xs)},
-    {QTYPE_IQ2_S, "matmul_iq2_s", "quantize_q8_K", 1, 256, quant_iq_grid2s,
+    {QTYPE_IQ2_S, "matmul_iq2_s", "quantize_q8_K", true, 256, quant_iq_grid2s,
      sizeof(quant_iq_grid2s)},
-    {QTYPE_IQ3_XXS, "matmul_iq3_xxs", "quantize_q8_K", 1, 256, quant_iq_grid3xxs,
+    {QTYPE_IQ3_XXS, "matmul_iq3_xxs", "quantize_q8_K", true, 256, quant_iq_grid3xxs,
      sizeof(quant_iq_grid3xxs)},
-    {QTYPE_IQ3_S, "matmul_iq3_s", "quantize_q8_K", 1, 256, quant_iq_grid3s,
+    {QTYPE_IQ3_S, "matmul_iq3_s", "quantize_q8_K", true, 256, quant_iq_grid3s,
      sizeof(quant_iq_grid3s)},
-    {QTYPE_IQ1_S, "matmul_iq1_s", "quantize_q8_K", 1, 256, quant_iq_grid1s,
+    {QTYPE_IQ1_S, "matmul_iq1_s", "quantize_q8_K", true, 256, quant_iq_grid1s,
      sizeof(quant_iq_grid1s)},
-    {QTYPE_IQ1_M, "matmul_iq1_m", "quantize_q8_K", 1, 256, quant_iq_grid1s,
+    {QTYPE_IQ1_M, "matmul_iq1_m", "quantize_q8_K", true, 256, quant_iq_grid1s,
      sizeof(quant_iq_grid1s)},
 };
 
@@ -162,8 +163,6 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
     struct quantize_push p = {.x = x, .dst = dst, .x_stride = (uint32_t)x_stride,
                               .dst_stride = (uint32_t)*act_stride,
                               .n = (uint32_t)(n / k->quantize_elems), .n_rows = (uint32_t)n_rows};
-    if (k->quantize_elems == 1)
-        p.n = (uint32_t)n;
     gpu_dispatch(o->g, o->quantize[t], &p, sizeof(p), groups(p.n, GPU_GROUP), (uint32_t)n_rows, 1);
     return 0;
 }
@@ -171,7 +170,7 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
 /* Tokens one workgroup of k's product takes: the block driver's rule (matmul_blocks.glsl's
  * tok_group), one for the float driver (its workgroups are two rows of one token). */
 static int32_t tok_group(const struct gpu_type_kernels *k, int32_t n_tok) {
-    if (k->rows_per_group > 1)
+    if (!k->blocks)
         return 1;
     return n_tok >= 8 ? 8 : n_tok >= 4 ? 4 : n_tok >= 2 ? 2 : 1;
 }
@@ -188,7 +187,7 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
     /* row groups on x, spilling onto z past 65535 (every device takes that many on each); the
      * block kernels take tok_group tokens per workgroup (matmul_blocks.glsl's rule) */
-    const uint32_t n_groups = groups(n_rows, k->rows_per_group);
+    const uint32_t n_groups = groups(n_rows, k->blocks ? 1 : 2);
     const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
     gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), nx, groups(n_tok, tok_group(k, n_tok)),
                  groups(n_groups, nx));
