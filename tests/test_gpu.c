@@ -13,6 +13,7 @@
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "harness.h"
+#include "ops.h"
 #include "quant.h"
 #include "rng.h"
 
@@ -311,6 +312,60 @@ static void test_ops_budget(void) {
     gpu_close(g);
 }
 
+/* The contract's exp and square root (contract.glsl) against the CPU's ops_exp and sqrtf, bit
+ * for bit: exp on 2^21 floats spread evenly over its whole range (every step of its reduction),
+ * the root on a stride through every float, both on the specials. */
+/* The probe's inputs: op 0 (exp) 2^21 floats spread evenly over exp's range, op 1 (the root) a
+ * stride through every float; the specials first. */
+static void contract_inputs(float *in, uint32_t n, uint32_t op) {
+    static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283935546875f,
+                                    88.7228317f, -87.33654f, -104.0f, 1e-45f, 1.0f, 2.0f};
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t u = i * 2047u + 7u; /* 2047 * 2^21 spans every exponent and both signs */
+        memcpy(&in[i], &u, sizeof(float));
+        if (op == 0)
+            in[i] = -104.0f + 193.0f * (float)i / (float)n;
+    }
+    memcpy(in, special, sizeof(special));
+}
+
+static void test_contract(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    const uint32_t n = 1u << 21;
+    float *in = malloc(n * sizeof(float)), *out = malloc(n * sizeof(float));
+    char err[256] = "";
+    struct gpu_buf *b_in = gpu_buf_new(g, n * sizeof(float), err, sizeof(err));
+    struct gpu_buf *b_out = gpu_buf_new(g, n * sizeof(float), err, sizeof(err));
+    const int k = gpu_kernel(g, "probe_contract");
+    CHECK_MSG(b_in && b_out && k >= 0, "%s", err);
+    for (uint32_t op = 0; b_in && b_out && k >= 0 && op < 2; op++) {
+        contract_inputs(in, n, op);
+        struct { uint64_t in, out; uint32_t n, op; } push = {gpu_buf_addr(b_in), gpu_buf_addr(b_out),
+                                                            n, op};
+        CHECK_EQ_INT(gpu_buf_write(g, b_in, 0, in, n * sizeof(float)), 0);
+        CHECK_EQ_INT(gpu_begin(g), 0);
+        gpu_dispatch(g, k, &push, sizeof(push), n / 64, 1, 1);
+        CHECK_EQ_INT(gpu_submit(g), 0);
+        CHECK_EQ_INT(gpu_buf_read(g, b_out, 0, out, n * sizeof(float)), 0);
+        int64_t bad = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const float want = op == 0 ? ops_exp(in[i]) : sqrtf(in[i]);
+            const bool same = isnan(want) ? isnan(out[i]) : memcmp(&want, &out[i], 4) == 0;
+            if (!same && bad++ < 4)
+                test_fail(__FILE__, __LINE__, "%s(%a): gpu %a, cpu %a", op ? "sqrt" : "exp",
+                          (double)in[i], (double)out[i], (double)want);
+        }
+        CHECK_EQ_INT(bad, 0);
+    }
+    gpu_buf_free(g, b_in);
+    gpu_buf_free(g, b_out);
+    free(in);
+    free(out);
+    gpu_close(g);
+}
+
 static void test_products(void) {
     check_products(0);
 }
@@ -327,6 +382,7 @@ static const struct test_case cases[] = {
     {"no_loader", test_no_loader},
     {"buffers", test_buffers},
     {"device_lost", test_device_lost},
+    {"contract", test_contract},
     {"products", test_products},
     {"products_staged", test_products_staged},
     {"ops_budget", test_ops_budget},

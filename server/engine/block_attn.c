@@ -190,7 +190,7 @@ int block_attn(struct engine *e, int il, int32_t n_tok) {
     threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, &task);
     if (gated) /* out * sigmoid(gate), elementwise */
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)
-            a->heads[i] = a->heads[i] * (1.0f / (1.0f + expf(-a->qg[i])));
+            a->heads[i] = a->heads[i] * (1.0f / (1.0f + ops_exp(-a->qg[i])));
     if ((rc = engine_matmul(e, &l->wo, a->heads, (size_t)e->q_dim, e->y, D, n_tok)) < 0)
         return rc;
     if (l->bo)

@@ -17,16 +17,18 @@
 #include "ops.h"
 #include "threadpool.h"
 
-static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-static float silu(float x) { return x / (1.0f + expf(-x)); }
-static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + expf(x)); }
+static float sigmoid(float x) { return 1.0f / (1.0f + ops_exp(-x)); }
+static float silu(float x) { return x / (1.0f + ops_exp(-x)); }
+static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + ops_exp(x)); }
 
-/* x / max(||x||, eps), the sum of squares accumulated in double as ggml's l2_norm. */
+/* x / max(||x||, eps), the sum of squares accumulated in double as ggml's l2_norm, over the
+ * contract's lanes (ops.h). */
 static void l2_norm(float *x, int32_t n, float eps) {
-    double sum = 0.0;
+    struct ops_lanes s;
+    ops_lanes_clear(&s);
     for (int32_t i = 0; i < n; i++)
-        sum += (double)(x[i] * x[i]);
-    const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+        ops_lanes_add(&s, (double)(x[i] * x[i]));
+    const float scale = 1.0f / fmaxf(sqrtf((float)ops_lanes_total(&s)), eps);
     for (int32_t i = 0; i < n; i++)
         x[i] *= scale;
 }
@@ -82,7 +84,7 @@ static void recurrence_task(void *ctx, int64_t task, int thread) {
         float *c = dn->conv + (size_t)t * C;
         const float *q = c + (size_t)kh * D, *k = c + (size_t)(Hk + kh) * D;
         float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
-        const float decay = expf(dn->gate[(size_t)t * Hv + h]), b = dn->beta[(size_t)t * Hv + h];
+        const float decay = ops_exp(dn->gate[(size_t)t * Hv + h]), b = dn->beta[(size_t)t * Hv + h];
         float *o = v; /* v is read whole (delta) before o is written */
         for (size_t i = 0; i < (size_t)D * D; i++)
             S[i] *= decay;

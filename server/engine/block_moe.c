@@ -253,7 +253,7 @@ static void shared_expert_add(struct engine *e, int32_t n_tok) {
     const struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)e->m->hp.n_embd;
     for (int32_t t = 0; t < n_tok; t++) {
-        const float g = 1.0f / (1.0f + expf(-mo->shexp_gate[t]));
+        const float g = 1.0f / (1.0f + ops_exp(-mo->shexp_gate[t]));
         float *y = e->y + (size_t)t * D;
         const float *s = mo->shexp + (size_t)t * D;
         for (size_t i = 0; i < D; i++)

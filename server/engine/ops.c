@@ -15,17 +15,73 @@
 #define OPS_X86 0
 #endif
 
+/* 2^(j/32), j < 32, rounded to double (the GLSL twin holds the same bits). */
+static const double exp_table[32] = {
+    0x1p+0, 0x1.059b0d3158574p+0, 0x1.0b5586cf9890fp+0, 0x1.11301d0125b51p+0,
+    0x1.172b83c7d517bp+0, 0x1.1d4873168b9aap+0, 0x1.2387a6e756238p+0, 0x1.29e9df51fdee1p+0,
+    0x1.306fe0a31b715p+0, 0x1.371a7373aa9cbp+0, 0x1.3dea64c123422p+0, 0x1.44e086061892dp+0,
+    0x1.4bfdad5362a27p+0, 0x1.5342b569d4f82p+0, 0x1.5ab07dd485429p+0, 0x1.6247eb03a5585p+0,
+    0x1.6a09e667f3bcdp+0, 0x1.71f75e8ec5f74p+0, 0x1.7a11473eb0187p+0, 0x1.82589994cce13p+0,
+    0x1.8ace5422aa0dbp+0, 0x1.93737b0cdc5e5p+0, 0x1.9c49182a3f09p+0, 0x1.a5503b23e255dp+0,
+    0x1.ae89f995ad3adp+0, 0x1.b7f76f2fb5e47p+0, 0x1.c199bdd85529cp+0, 0x1.cb720dcef9069p+0,
+    0x1.d5818dcfba487p+0, 0x1.dfc97337b9b5fp+0, 0x1.ea4afa2a490dap+0, 0x1.f50765b6e454p+0,
+};
+
+float ops_exp(float x) {
+    if (x != x)
+        return x;
+    if (x >= 88.72283935546875f)
+        return INFINITY;
+    if (x < -104.0f)
+        return 0.0f;
+    const double xd = x;
+    const double shift = 0x1.8p52; /* (z + shift) - shift rounds z to an integer, ties to even */
+    const double kd = (xd * 0x1.71547652b82fep+5 + shift) - shift;
+    const double r = (xd - kd * 0x1.62e42fefa39efp-6) - kd * 0x1.acp-61;
+    const int64_t k = (int64_t)kd;
+    const double p = 1.0 + r * (1.0 + r * (0x1p-1 + r * (0x1.5555555555555p-3 +
+                     r * (0x1.5555555555555p-5 + r * 0x1.1111111111111p-7))));
+    /* 2^(k >> 5) as a double's exponent field: k >> 5 is within -151 .. 128 here */
+    const double scale = ldexp(1.0, (int)(k >> 5));
+    const double v = exp_table[k & 31] * scale * p;
+    return v < 0x1p-126 ? 0.0f : (float)v;
+}
+
+void ops_lanes_clear(struct ops_lanes *s) {
+    for (int l = 0; l < 32; l++)
+        s->lane[l] = 0.0;
+    s->n = 0;
+}
+
+void ops_lanes_add(struct ops_lanes *s, double v) {
+    s->lane[s->n & 31] += v;
+    s->n++;
+}
+
+double ops_lanes_total(struct ops_lanes *s) {
+    for (int w = 16; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            s->lane[l] += s->lane[l + w];
+    return s->lane[0];
+}
+
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++)
-        sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
+    struct ops_lanes s;
+    ops_lanes_clear(&s);
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) /* whole rounds of the lanes, in a loop the compiler unrolls */
+        for (int l = 0; l < 32; l++)
+            s.lane[l] += (double)(x[i + l] * x[i + l]);
+    s.n = i;
+    for (; i < n; i++)
+        ops_lanes_add(&s, (double)(x[i] * x[i]));
+    const float mean = (float)(ops_lanes_total(&s) * (1.0 / (double)n));
     const float scale = 1.0f / sqrtf(mean + eps);
     if (w) {
-        for (int64_t i = 0; i < n; i++)
+        for (i = 0; i < n; i++)
             y[i] = (x[i] * scale) * w[i];
     } else {
-        for (int64_t i = 0; i < n; i++)
+        for (i = 0; i < n; i++)
             y[i] = x[i] * scale;
     }
 }
@@ -49,15 +105,17 @@ void ops_softmax_sink(float *x, int64_t n, float sink) {
             max = x[i];
     if (sink > max)
         max = sink;
-    double sum = 0.0;
+    struct ops_lanes s;
+    ops_lanes_clear(&s);
     for (int64_t i = 0; i < n; i++) {
-        float e = x[i] == -INFINITY ? 0.0f : expf(x[i] - max);
+        float e = x[i] == -INFINITY ? 0.0f : ops_exp(x[i] - max);
         x[i] = e;
-        sum += (double)e;
+        ops_lanes_add(&s, (double)e);
     }
+    double sum = ops_lanes_total(&s);
     if (sink != -INFINITY)
-        sum += (double)expf(sink - max);
-    const float inv = (float)(1.0 / sum);
+        sum += (double)ops_exp(sink - max);
+    const float inv = 1.0f / (float)sum;
     for (int64_t i = 0; i < n; i++)
         x[i] *= inv;
 }
@@ -69,7 +127,7 @@ void ops_add(float *restrict y, const float *restrict b, int64_t n) {
 
 void ops_swiglu(float *y, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        float s = g[i] / (1.0f + expf(-g[i]));
+        float s = g[i] / (1.0f + ops_exp(-g[i]));
         y[i] = s * u[i];
     }
 }
@@ -79,7 +137,7 @@ void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i] < limit ? g[i] : limit;
         const float v = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
-        const float out_glu = x / (1.0f + expf(alpha * (-x)));
+        const float out_glu = x / (1.0f + ops_exp(alpha * (-x)));
         y[i] = out_glu * (v + 1.0f);
     }
 }

@@ -6,10 +6,42 @@
 
 #include <stdint.h>
 
-/* y = x / rms(x) * w over n elements (w may be NULL: no weight). y may alias x. */
+/* THE ROW OPS' CONTRACT (docs/architecture.md, "The GPU's accumulation contract"): every
+ * operation below is written in steps that the Vulkan kernels (server/gpu/shaders/contract.glsl)
+ * repeat bit for bit:
+ * - float +, -, * one at a time (no contraction: -ffp-contract=off here, `precise` there), a
+ *   division and a square root correctly rounded; in double only +, - and * (which Vulkan rounds
+ *   correctly; its double division it does not), so a division by n is a product with 1.0 / n
+ *   computed on the CPU;
+ * - exp is ops_exp (below), never libm's, whose last bit is the library's choice;
+ * - a long sum in double goes over 32 lanes: lane l adds elements l, l + 32, l + 64 ... in order,
+ *   from 0; then lane l += lane l + w for w = 16, 8, 4, 2, 1; the total is lane 0 (ops_lanes_*).
+ *   A GPU's 32 invocations compute the same, so the order does not depend on the device. */
+
+/* e^x in float: the double value T[k % 32] 2^(k / 32) (1 + r (1 + r (1/2 + r (1/6 + r (1/24 +
+ * r / 120))))) with k = round(x 32 / ln 2), r = x - k ln2 / 32 in two steps, rounded once to
+ * float; 0 where that is below FLT_MIN (the contract flushes: some GPUs cannot keep subnormals),
+ * +inf from 88.72283935546875 on, NaN for NaN. Within one ulp of e^x (correctly rounded nearly
+ * always). */
+float ops_exp(float x);
+
+/* The contract's 32-lane double sum (see above): clear, add the elements in order, total. */
+struct ops_lanes {
+    double lane[32];
+    int64_t n;
+};
+void ops_lanes_clear(struct ops_lanes *s);
+void ops_lanes_add(struct ops_lanes *s, double v);
+double ops_lanes_total(struct ops_lanes *s); /* destroys the lanes */
+
+/* y = x / rms(x) * w over n elements (w may be NULL: no weight). y may alias x. The sum of
+ * squares (each x*x rounded to float) goes over the contract's lanes; mean = (float)(sum *
+ * (1.0 / n)), scale = 1.0f / sqrtf(mean + eps). */
 void ops_rms_norm(float *y, const float *x, const float *w, int64_t n, float eps);
 
-/* In-place softmax of x[n]; returns nothing. Entries of -INFINITY get probability 0. */
+/* In-place softmax of x[n]; returns nothing. Entries of -INFINITY get probability 0. The
+ * denominator is the contract's lane sum of the float exponentials; the probabilities are
+ * x * (1.0f / (float)sum). */
 void ops_softmax(float *x, int64_t n);
 
 /* ops_softmax with one more logit, sink, that has no entry (ggml's soft_max with sinks: the

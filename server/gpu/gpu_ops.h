@@ -55,4 +55,83 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok);
 
+/* ---- the forward pass's other ops: each gives server/engine/ops.h's (and the blocks') bits, by
+ * the row ops' contract (contract.glsl). Tensors are float rows by device address unless named
+ * otherwise; each returns 0 or -EINVAL for a shape it cannot take. ---- */
+
+/* y rows = x rows / rms(x row) * w (w 0: no weight): n_rows rows of n, x_stride / y_stride floats
+ * apart; y may be x. As ops_rms_norm. */
+int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
+                    size_t y_stride, int64_t n, float eps, int32_t n_rows);
+
+/* RoPE in place: head h of token t at x + t tok_stride + h head_stride floats, n_head heads of
+ * n_tok tokens, rotated by cs's row t (ops_rope_cache's table, n_rot floats a token); neox pairs
+ * or normal ones, as ops_rope_neox / ops_rope_norm. */
+int gpu_op_rope(struct gpu_ops *o, bool neox, uint64_t x, size_t tok_stride, size_t head_stride,
+                int32_t n_head, uint64_t cs, int32_t n_rot, int32_t n_tok);
+
+/* y row r += b row r (b_stride 0: the same b row for every r, a bias), n_rows rows of n. */
+int gpu_op_add(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t b, size_t b_stride,
+               int64_t n, int32_t n_rows);
+
+/* y row r += b row ids[r] (int32 ids in device memory; b rows n floats apart): an expert's bias. */
+int gpu_op_add_id(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t b, uint64_t ids,
+                  int64_t n, int32_t n_rows);
+
+/* y[i] = silu(g[i]) * u[i] over n (oai: gpt-oss's clamped one), as ops_swiglu / ops_swiglu_oai;
+ * y may be g or u. */
+int gpu_op_swiglu(struct gpu_ops *o, bool oai, uint64_t y, uint64_t g, uint64_t u, int64_t n);
+
+/* y row r = y row r * (1 / (1 + exp(-g row r))) elementwise, n_rows rows of n: the gated
+ * attention's output gate (block_attn.c). */
+int gpu_op_sigmoid_mul(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t g, size_t g_stride,
+                       int64_t n, int32_t n_rows);
+
+/* The routed experts' weighted sum, per token t < n_tok: y[t] = d[t k] * w[t k], then
+ * y[t] + d[t k + s] * w[t k + s] for s = 1 .. k - 1 (d: rows of n floats, w: k floats a token);
+ * then, with shexp (not 0), y[t] + shexp[t] * (1 / (1 + exp(-gate[t]))): block_moe.c's order. */
+int gpu_op_moe_sum(struct gpu_ops *o, uint64_t y, uint64_t d, uint64_t w, int32_t k, int64_t n,
+                   uint64_t shexp, uint64_t shexp_gate, int32_t n_tok);
+
+/* K or V rows into a sequence's cache: token t's kv_dim floats (src + t src_stride) become row
+ * (pos0 + t) % ring_rows of the rows at dst (row_bytes apart) in kv_type: f32 copied, f16, or
+ * q8_0 / q4_0 blocks, as block_attn.c's kv_store. */
+int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t src_stride,
+                    uint64_t dst, size_t row_bytes, int32_t ring_rows, int32_t pos0, int64_t kv_dim,
+                    int32_t n_tok);
+
+/* The routed experts' products (ggml's mul_mat_id): for pair p < n_pairs, out row out_idx[p] =
+ * the matrix ids[p] (at w + ids[p] mat_bytes, n_rows rows of row_bytes) times activation row
+ * act_idx[p]; ids, act_idx, out_idx are int32 arrays in device memory. Each output element is
+ * gpu_op_matmul's. */
+int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
+                     size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids, uint64_t act,
+                     size_t act_stride, uint64_t act_idx, uint64_t out, size_t out_stride,
+                     uint64_t out_idx, int32_t n_pairs);
+
+/* Causal attention of one segment (one sequence's consecutive tokens) over its cache, as
+ * block_attn.c's attn_task per (token, head): scores by the KV type's dot product (f32; f16 with
+ * the query in f16; q8_0 / q4_0 with the query in q8_0), times scale, the softmax with the sink
+ * (ops_softmax_sink), then the weighted sum of V rows in position order (f16: the probability
+ * rounded to f16 first). The token at position pos sees pos - window + 1 .. pos (window 0: 0 ..
+ * pos); position p is row p % ring_rows. */
+struct gpu_attn {
+    enum qtype kv_type;
+    uint64_t q;              /* head h of token t at q + t q_tok_stride + h q_head_stride floats */
+    size_t q_tok_stride, q_head_stride;
+    uint64_t k, v;           /* the layer's K and V rows of the sequence (row 0) */
+    size_t row_bytes;        /* bytes of one K or V row (n_head_kv heads) */
+    int32_t ring_rows;
+    uint64_t out;            /* head h of token t at out + t out_stride + h head_dim floats */
+    size_t out_stride;
+    uint64_t sinks;          /* [n_head] floats, or 0 */
+    uint64_t scratch;        /* gpu_attn_scratch_bytes of device memory */
+    int32_t n_head, n_head_kv, head_dim;
+    int32_t pos0, n_tok;     /* the segment: positions pos0 .. pos0 + n_tok - 1 */
+    int32_t window;
+    float scale;
+};
+size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx);
+int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a);
+
 #endif
