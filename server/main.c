@@ -24,6 +24,7 @@
 #include "defaults.h"
 #include "pool.h"
 #include "engine.h"
+#include "gpu.h"
 #include "expert_cache.h"
 #include "gguf.h"
 #include "hub.h"
@@ -48,6 +49,9 @@ struct options {
     const char *dump_logits;
     const char *dump_tokens;
     uint64_t ram_budget; /* bytes; 0: the whole model in RAM */
+    const char *gpu;     /* --gpu: auto (default), none, or a device's number */
+    uint64_t gpu_budget; /* --gpu-budget: device bytes the model may use; 0: the device's */
+    struct gpu *gpu_dev; /* the device opened (main), NULL: the CPU */
     int32_t bench_prompt; /* > 0: a prompt of this many pseudo-random ids instead of text */
     const char *route_replay; /* a route trace the moe layers route by (one-shot benchmarks) */
     struct expert_cache_options cache; /* with ram_budget: how experts are read */
@@ -91,6 +95,11 @@ static void usage(FILE *f) {
             "      --ram-budget SIZE     bound the process to SIZE (e.g. 4G): routed experts stay on\n"
             "                            disk and are read into a cache of what is left (a dense\n"
             "                            model's FFN matrices likewise)\n"
+            "      --gpu SPEC            auto (default: the first discrete GPU, else an integrated\n"
+            "                            one) | none (the CPU) | N (Vulkan device N, as vulkaninfo\n"
+            "                            --summary numbers them); a model in RAM that fits runs\n"
+            "                            every step there, with the CPU's logits bit for bit\n"
+            "      --gpu-budget SIZE     device memory the model may use (default: all of it)\n"
             "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
             "                            ahead: prefill (default) | always | off\n"
             "      --io KIND             with --ram-budget: io_uring (default) | threads (pread)\n"
@@ -316,6 +325,10 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
                 o->ram_budget = 0;
             else
                 rc = parse_bytes(a, v, &o->ram_budget);
+        } else if (!strcmp(a, "--gpu")) {
+            o->gpu = v;
+        } else if (!strcmp(a, "--gpu-budget")) {
+            rc = parse_bytes(a, v, &o->gpu_budget);
         } else if (!strcmp(a, "--prefetch")) {
             if (!strcmp(v, "prefill")) {
                 o->ep.prefetch = ENGINE_PREFETCH_PREFILL;
@@ -715,6 +728,8 @@ static int run_generate(const struct options *o) {
     if (o->ram_budget &&
         !(cache = budget_cache_new(m, e, o->ram_budget, &o->cache, stderr, err, sizeof(err))))
         goto fail;
+    if (!cache && !rp)
+        budget_place_gpu(e, o->gpu_dev, stderr);
     double t_load = clock_now_s() - t0;
     if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {
         snprintf(err, sizeof(err), "cannot write \"%s\": %s", o->dump_logits, strerror(errno));
@@ -978,7 +993,7 @@ static int model_entry(const json_t *obj, const struct options *o, struct pool_m
  * pool or NULL with a message printed. */
 static struct pool *pool_setup(const struct options *o, bool several) {
     char err[512];
-    struct pool_config pc = {.ram_budget = o->ram_budget, .log = true,
+    struct pool_config pc = {.ram_budget = o->ram_budget, .log = true, .gpu = o->gpu_dev,
                              .load_timeout_s = o->load_timeout > 0 ? o->load_timeout : 300};
     struct pool *p = pool_new(&pc, err, sizeof(err));
     int rc = p ? 0 : -ENOMEM;
@@ -1147,6 +1162,31 @@ out:
     return rc;
 }
 
+/* --gpu: opens the device it names into o->gpu_dev and prints what it is, or leaves the CPU
+ * (none found, or "none"), saying why on stderr. Returns 0, or -EINVAL for a spec that names no
+ * usable device (the message printed). */
+static int open_gpu(struct options *o) {
+    char err[512] = "", desc[1024];
+    const int i = gpu_choose(o->gpu ? o->gpu : "auto", err, sizeof(err));
+    if (i == -EINVAL) {
+        fprintf(stderr, "sniperd: --gpu: %s\n", err);
+        return -EINVAL;
+    }
+    if (i < 0) {
+        if (err[0])
+            fprintf(stderr, "gpu: none (%s): running on the CPU\n", err);
+        return 0;
+    }
+    if (!(o->gpu_dev = gpu_open(i, o->gpu_budget, err, sizeof(err)))) {
+        fprintf(stderr, "gpu: %s: running on the CPU\n", err);
+        return 0;
+    }
+    const struct gpu_info *in = gpu_get_info(o->gpu_dev);
+    fprintf(stderr, "gpu: device %d: %s (%s); %s\n", i, in->name, in->driver,
+            gpu_describe(o->gpu_dev, desc, sizeof(desc)));
+    return 0;
+}
+
 int main(int argc, char **argv) {
     static char hub_path[HUB_PATH_MAX];
     struct options o = {.n_predict = 64, .cache = {.io = EXPERT_IO_URING, .io_depth = 32},
@@ -1175,7 +1215,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     bool one_shot = o.prompt || o.prompt_file || o.bench_prompt > 0;
+    if (!o.tokenize && open_gpu(&o) < 0) {
+        json_decref(config);
+        return 2;
+    }
     rc = o.tokenize ? run_tokenize(&o) : one_shot ? run_generate(&o) : run_daemon(&o);
+    gpu_close(o.gpu_dev);
     json_decref(config);
     return rc;
 }

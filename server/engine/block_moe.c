@@ -305,6 +305,20 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
     return 0;
 }
 
+int32_t block_moe_route(struct engine *e, int il, int32_t n_tok) {
+    struct moe_scratch *mo = &e->moe;
+    route(e, il, n_tok);
+    int32_t n = 0;
+    for (int32_t x = 0; x < e->m->hp.n_expert; x++)
+        if (mo->exp_n[x])
+            mo->ids[n++] = x;
+    if (e->route_fn)
+        e->route_fn(e->route_ctx, il, mo->ids, n);
+    e->timing.n_moe_layer_steps++;
+    e->timing.n_union_experts += (uint64_t)n;
+    return n;
+}
+
 int block_moe(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
@@ -314,15 +328,7 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     int rc = engine_matmul(e, &l->ffn_gate_inp, e->xn, D, mo->router, (size_t)hp->n_expert, n_tok);
     if (rc < 0)
         return rc;
-    route(e, il, n_tok);
-    int32_t n = 0;
-    for (int32_t x = 0; x < hp->n_expert; x++)
-        if (mo->exp_n[x])
-            mo->ids[n++] = x;
-    if (e->route_fn)
-        e->route_fn(e->route_ctx, il, mo->ids, n);
-    e->timing.n_moe_layer_steps++;
-    e->timing.n_union_experts += (uint64_t)n;
+    const int32_t n = block_moe_route(e, il, n_tok);
     /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
      * group's lookup releases the previous group's pins */
     int32_t group = n;

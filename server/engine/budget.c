@@ -9,6 +9,7 @@
 #include <inttypes.h>
 
 #include "err.h"
+#include "gpu.h"
 #include "procstat.h"
 
 #define MIB (UINT64_C(1) << 20)
@@ -220,4 +221,24 @@ void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *lo
                                                                            : "window checkpoints",
             (double)engine_rec_bytes(e) / mib, engine_has_checkpoints(e) ? n_checkpoints : 0,
             (double)engine_scratch_bytes(e) / mib);
+}
+
+bool budget_place_gpu(struct engine *e, struct gpu *g, FILE *log) {
+    if (!g)
+        return false;
+    char err[256] = "";
+    const double mib = 1024.0 * 1024.0;
+    if (engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        if (log)
+            fprintf(log, "%s; running on the CPU\n", err);
+        return false;
+    }
+    size_t w = 0, kv = 0, act = 0;
+    engine_gpu_bytes(e, &w, &kv, &act);
+    if (log)
+        fprintf(log, "gpu: weights %.1f MiB, KV cache %.1f MiB, activations %.1f MiB in device "
+                "memory (%.1f of %.1f MiB used); every step runs on the GPU\n", (double)w / mib,
+                (double)kv / mib, (double)act / mib, (double)gpu_used_bytes(g) / mib,
+                (double)gpu_budget_bytes(g) / mib);
+    return true;
 }

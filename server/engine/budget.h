@@ -14,6 +14,7 @@
 #ifndef SNIPER_BUDGET_H
 #define SNIPER_BUDGET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -56,5 +57,11 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p);
 /* Prints the engine's own memory on log: what the context size, KV type, slots and
  * n_checkpoints (models with recurrent or sliding-window layers) cost. */
 void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log);
+
+/* Places e's steps on GPU g (engine_use_gpu) and says on log what went where ("gpu: weights
+ * N MiB, KV N MiB, activations N MiB of the device's memory"), or why the model stays on the CPU.
+ * g NULL: nothing. Returns true when the steps run on the GPU. */
+struct gpu;
+bool budget_place_gpu(struct engine *e, struct gpu *g, FILE *log);
 
 #endif

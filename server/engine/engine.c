@@ -424,6 +424,7 @@ err:
 void engine_free(struct engine *e) {
     if (!e)
         return;
+    engine_vk_free(e->vk);
     threadpool_free(e->tp);
     matmul_release(&e->mm);
     for (int32_t i = 0; e->seqs && i < e->p.n_seq; i++)
@@ -521,6 +522,8 @@ int engine_kv_export(const struct engine *e, int32_t seq, int32_t il, int32_t n,
         !sequence_kv_intact(s, n))
         return -EINVAL;
     const int32_t first = sequence_kv_first(s, il, n);
+    if (e->vk)
+        return engine_vk_kv_read(e, seq, il, first, n - first, k, v);
     sequence_kv_get(s, il, first, n - first, k, v);
     return 0;
 }
@@ -536,6 +539,8 @@ int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type,
     sequence_take(s, n);
     engine_fit_experts(e); /* room first: the rows are written next */
     const int32_t first = sequence_kv_first(s, il, n);
+    if (e->vk)
+        return engine_vk_kv_write(e, seq, il, first, n - first, k, v);
     sequence_kv_put(s, il, first, n - first, k, v);
     return 0;
 }
@@ -735,6 +740,17 @@ static void engine_step_abort(struct engine *e) {
         sequence_restore(e->seqs[e->seg[i].seq]);
 }
 
+/* The device failed: the sequences' rows were there, so every sequence starts over, and the
+ * steps run on the CPU from now on. */
+static void engine_drop_gpu(struct engine *e) {
+    fprintf(stderr, "gpu: the device failed; the engine continues on the CPU and every sequence "
+                    "starts over\n");
+    engine_vk_free(e->vk);
+    e->vk = NULL;
+    for (int32_t s = 0; s < e->p.n_seq; s++)
+        sequence_reset(e->seqs[s]);
+}
+
 /* One forward step over the n_tok <= n_batch tokens staged in tok_id / tok_seq / tok_pos (the
  * segments in seg[], the logits rows wanted in out[]). Returns 0 or the error of a block or of the
  * logits' product; every sequence of the step then ends at its n_past, or for a recurrent model at
@@ -749,12 +765,17 @@ static int engine_step(struct engine *e, int32_t n_tok) {
         ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], &e->rope);
     for (int32_t i = 0; i < e->n_seg; i++)
         sequence_reserve(e->seqs[e->seg[i].seq], e->seg[i].n);
-    engine_fit_experts(e); /* before the rows are written: the cache makes room for their pages */
-    for (int il = 0; il < hp->n_layer; il++)
-        if ((rc = engine_mixer(e, il, n_tok)) < 0 || (rc = engine_ffn(e, il, n_tok)) < 0)
+    if (e->vk) {
+        if ((rc = engine_vk_step(e, n_tok)) < 0)
             goto fail;
-    if ((rc = engine_output(e)) < 0)
-        goto fail;
+    } else {
+        engine_fit_experts(e); /* before the rows are written: the cache makes room for them */
+        for (int il = 0; il < hp->n_layer; il++)
+            if ((rc = engine_mixer(e, il, n_tok)) < 0 || (rc = engine_ffn(e, il, n_tok)) < 0)
+                goto fail;
+        if ((rc = engine_output(e)) < 0)
+            goto fail;
+    }
     for (int32_t i = 0; i < e->n_seg; i++)
         e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
     e->timing.n_steps++;
@@ -764,6 +785,8 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     return 0;
 fail:
     engine_step_abort(e);
+    if (e->vk && rc == -EIO)
+        engine_drop_gpu(e);
     return rc;
 }
 

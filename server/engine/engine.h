@@ -147,6 +147,25 @@ void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
 struct replay;
 void engine_set_route_replay(struct engine *e, struct replay *r);
 
+/* ---- the GPU (engine v3's Vulkan backend: backend_vulkan.c) ----------------------------------- */
+struct gpu;
+
+/* From now on the steps run on g (gpu.h; borrowed: it must outlive the engine): the weights are
+ * uploaded, and every sequence's K and V rows live in g's memory (each sequence starts empty).
+ * The logits are the CPU's bit for bit. Returns 0, or a negative error with a message, the engine
+ * staying on the CPU: -ENOTSUP for what the backend does not take yet (the message names it:
+ * DeltaNet and window layers, experts streamed from disk, a weight type without kernels), -ENOMEM
+ * past g's budget, -EIO when the device failed. A device lost later fails the step it happens in
+ * (-EIO): the engine then drops the GPU, every sequence starts over, and later steps run on the
+ * CPU. */
+int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len);
+
+/* True while the steps run on a GPU. */
+bool engine_on_gpu(const struct engine *e);
+
+/* Device bytes of the weights, the sequences' K and V rows and the activations (0 on the CPU). */
+void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_t *act);
+
 /* Cuts sequence seq back to at most n tokens, so a shared prefix can be reused, and returns its
  * new length: n for a model with only full attention layers, or with sliding-window layers whose
  * rings still hold the window before n; otherwise (a recurrent state, a ring that has moved on)

@@ -109,6 +109,7 @@ struct engine {
     engine_route_fn route_fn;       /* optional observer of each layer's routed experts */
     void *route_ctx;
     struct replay *replay;          /* borrowed; non-NULL: routing from a trace (--route-replay) */
+    struct engine_vk *vk;           /* owned; non-NULL: the steps run on a GPU (backend_vulkan.c) */
     size_t scratch_bytes;
     struct engine_timing timing;
 
@@ -202,5 +203,26 @@ int block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct w
 /* y = routed experts(xn) of layer il, plus the gated shared expert when the layer has one
  * (block_moe.c). */
 int block_moe(struct engine *e, int il, int32_t n_tok);
+
+/* Routes the batch from layer il's router logits in moe.router (biased in place): sel, sel_w,
+ * exp_n, exp_tok, exp_out, and the union of experts in ids, ascending; tells the route observer
+ * and counts the union. Returns the union's size. */
+int32_t block_moe_route(struct engine *e, int il, int32_t n_tok);
+
+/* ---- the Vulkan backend (backend_vulkan.c) ---- */
+
+/* One step (engine_step's staged batch; x holds the embeddings, rope_cs the rotations) on the
+ * GPU, the logits rows into out[]. Returns 0, an op's error, or -EIO when the device failed. */
+int engine_vk_step(struct engine *e, int32_t n_tok);
+
+/* Reads (writes) positions first .. first+n-1 of sequence seq's attention layer kv_il from (to)
+ * device memory: k and v rows of row_bytes each, either may be NULL. Returns 0, -EINVAL or
+ * -EIO. */
+int engine_vk_kv_read(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
+                      int32_t n, void *k, void *v);
+int engine_vk_kv_write(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
+                       int32_t n, const void *k, const void *v);
+
+void engine_vk_free(struct engine_vk *v);
 
 #endif

@@ -27,7 +27,8 @@ struct gpu_buf {
     VkDeviceMemory mem;
     VkDeviceAddress addr;
     size_t bytes;
-    void *map; /* host view of unified memory, or NULL */
+    void *map; /* host view of unified memory or of a host buffer, or NULL */
+    bool host; /* in host memory (gpu_buf_new_host): not counted in the budget */
 };
 
 struct gpu {
@@ -683,6 +684,21 @@ struct gpu_buf *gpu_buf_new(struct gpu *g, size_t bytes, char *err, size_t err_l
     return b;
 }
 
+struct gpu_buf *gpu_buf_new_host(struct gpu *g, size_t bytes, char *err, size_t err_len) {
+    struct gpu_buf *b = bytes ? buf_make(g, bytes, true, err, err_len) : NULL;
+    if (!bytes)
+        err_set(err, err_len, "GPU memory: a host buffer of 0 bytes");
+    if (b) {
+        b->host = true;
+        memset(b->map, 0, bytes);
+    }
+    return b;
+}
+
+void *gpu_buf_host(const struct gpu_buf *b) {
+    return b->map;
+}
+
 void gpu_buf_free(struct gpu *g, struct gpu_buf *b) {
     if (!b)
         return;
@@ -692,7 +708,8 @@ void gpu_buf_free(struct gpu *g, struct gpu_buf *b) {
         g->fn.vkDestroyBuffer(g->dev, b->buf, NULL);
     if (b->mem)
         g->fn.vkFreeMemory(g->dev, b->mem, NULL);
-    g->used_bytes -= b->bytes;
+    if (!b->host)
+        g->used_bytes -= b->bytes;
     free(b);
 }
 

@@ -91,6 +91,15 @@ const char *gpu_describe(const struct gpu *g, char *buf, size_t n);
 struct gpu_buf *gpu_buf_new(struct gpu *g, size_t bytes, char *err, size_t err_len);
 void gpu_buf_free(struct gpu *g, struct gpu_buf *b); /* accepts NULL */
 
+/* A buffer of bytes (> 0) in host memory that kernels reach by device address too (over the bus
+ * on a discrete card: for a few KB a step, such as a router's logits), zeroed and mapped
+ * (gpu_buf_host); not counted in the budget. Returns it or NULL with a message. */
+struct gpu_buf *gpu_buf_new_host(struct gpu *g, size_t bytes, char *err, size_t err_len);
+
+/* The host's view of b: a host buffer's, or a device buffer's on unified memory; else NULL.
+ * What kernels wrote is there once the submit that wrote it returned. */
+void *gpu_buf_host(const struct gpu_buf *b);
+
 /* b's device address (what kernels take in their push constants) and size. */
 uint64_t gpu_buf_addr(const struct gpu_buf *b);
 size_t gpu_buf_bytes(const struct gpu_buf *b);

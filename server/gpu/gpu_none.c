@@ -62,6 +62,13 @@ struct gpu_buf *gpu_buf_new(struct gpu *g, size_t bytes, char *err, size_t err_l
     err_set(err, err_len, GPU_NONE_WHY);
     return NULL;
 }
+struct gpu_buf *gpu_buf_new_host(struct gpu *g, size_t bytes, char *err, size_t err_len) {
+    return gpu_buf_new(g, bytes, err, err_len);
+}
+void *gpu_buf_host(const struct gpu_buf *b) {
+    (void)b;
+    return NULL;
+}
 void gpu_buf_free(struct gpu *g, struct gpu_buf *b) {
     (void)g;
     (void)b;

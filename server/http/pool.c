@@ -52,6 +52,7 @@ struct pool {
     int n, cap;
     pthread_t loader;
     bool loader_started, stop;
+    bool gpu_held;                /* a loaded model's steps run on cfg.gpu */
     uint64_t loads, unloads;
 };
 
@@ -121,6 +122,8 @@ static void entry_unload(struct pool *p, struct entry *en) {
     if (p->cfg.log)
         fprintf(stderr, "sniperd: unloading \"%s\" (idle; the budget needs its memory)\n",
                 en->o.id);
+    if (en->pm.on_gpu)
+        p->gpu_held = false;
     pm_free(&en->pm);
     os_mem_trim(); /* what the allocator kept of the freed buffers goes back too */
     en->state = POOL_UNLOADED;
@@ -214,6 +217,9 @@ static int entry_load(struct pool *p, struct entry *en, uint64_t *size, char *er
     if (stream && !(pm->cache = budget_cache_new(pm->m, pm->e, cap, &en->o.cache,
                                                  p->cfg.log ? stderr : NULL, err, err_len)))
         goto fail;
+    if (!stream && p->cfg.gpu && !p->gpu_held &&
+        budget_place_gpu(pm->e, p->cfg.gpu, p->cfg.log ? stderr : NULL))
+        p->gpu_held = pm->on_gpu = true;
     if (!(pm->sched = scheduler_new(pm->e, pm->tk, en->o.queue > 0 ? en->o.queue : 16, err,
                                     err_len)))
         goto fail;
@@ -231,6 +237,8 @@ static int entry_load(struct pool *p, struct entry *en, uint64_t *size, char *er
                 engine_n_seq(pm->e) > 1 ? "s" : "", stream ? ", experts streamed" : ", in RAM");
     return 0;
 fail:
+    if (pm->on_gpu)
+        p->gpu_held = false;
     pm_free(pm);
     return -EIO;
 }

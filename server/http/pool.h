@@ -50,6 +50,8 @@ struct pool_config {
     uint64_t ram_budget;          /* the process's resident-memory cap, bytes; 0: none */
     double load_timeout_s;        /* how long a request waits for its model to load */
     bool log;                     /* load and unload lines on stderr */
+    struct gpu *gpu;              /* borrowed; the first model loaded in RAM runs on it (one at a
+                                   * time: the device records one step at once), NULL: none */
 };
 
 /* A loaded model, held between pool_acquire and pool_release: everything is read-only for the
@@ -64,6 +66,7 @@ struct pool_model {
     enum chat_family family;
     int32_t n_ctx;
     uint64_t ram_budget;          /* the cap its expert cache was sized for (0: in RAM) */
+    bool on_gpu;                  /* its steps run on the pool's GPU */
 };
 
 enum pool_state { POOL_UNLOADED, POOL_LOADING, POOL_READY, POOL_FAILED };

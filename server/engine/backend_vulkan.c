@@ -1,0 +1,690 @@
+/* backend_vulkan.c - the engine's steps on a Vulkan device (engine v3's second backend; the CPU's
+ * blocks are the first). engine_use_gpu uploads the weights, sizes the activations for n_batch
+ * tokens and gives every sequence its K and V rows in device memory; from then on engine_step
+ * hands each step to engine_vk_step, which records the layers' ops (gpu_ops.h) into the device's
+ * command buffer and submits once per step, or once more per MoE layer, where the CPU reads the
+ * router's logits, routes with block_moe's own code and sends the choice back. Every op follows
+ * the accumulation contract (ops.h, quant.h), so the logits are the CPU's bit for bit.
+ *
+ * The sequences' bookkeeping (n_past, truncation, the prefix reuse) stays on the host; only their
+ * rows move: a context's export reads them back, an import writes them. Supported here: attention
+ * layers without sliding windows, dense and routed FFNs (shared experts, biases), every weight
+ * type with kernels; the rest (DeltaNet, window rings, experts streamed from disk) stays on the
+ * CPU, and engine_use_gpu says so. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "err.h"
+#include "gpu.h"
+#include "gpu_ops.h"
+#include "quant.h"
+
+/* A layer's tensors in device memory (0: the layer has none). */
+struct vk_layer {
+    uint64_t attn_norm, wq, wk, wv, wo, q_norm, k_norm, bq, bk, bv, bo, sinks;
+    uint64_t ffn_norm, router, router_b, gate_exps, up_exps, down_exps;
+    uint64_t gate_exps_b, up_exps_b, down_exps_b;
+    uint64_t shexp_inp, gate_shexp, up_shexp, down_shexp, gate, up, down;
+};
+
+/* One device buffer and its address, for the activations. */
+struct vk_area {
+    struct gpu_buf *buf;
+    uint64_t addr;
+};
+
+struct engine_vk {
+    struct gpu *dev;               /* borrowed */
+    struct gpu_ops ops;
+    struct gpu_buf **bufs;         /* every buffer below, owned */
+    int n_bufs, cap_bufs;
+    struct vk_layer *layers;       /* [n_layer] */
+    uint64_t output_norm, output;
+    struct vk_area x, xn, y, q, k, v, heads, act_in, act_up, act_hid, g, u, d, router, shexp,
+        shexp_gate, rope_cs, logits, attn, pairs;
+    struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on */
+    /* host buffers (mapped): what a step sends (x and RoPE's table; the experts' pairs) and gets
+     * back (router logits, logits), copied to and from device memory inside the submits */
+    struct gpu_buf *h_in, *h_router, *h_pairs, *h_logits;
+    int32_t logit_rows;            /* rows of logits one readback takes */
+    size_t weight_bytes, kv_bytes, act_bytes;
+    /* the activation rows quantized last: what a product of the same format may reuse */
+    uint64_t quant_src;
+    enum qtype quant_fmt;
+    int32_t quant_rows;
+    uint64_t quant_dst;
+    size_t quant_stride;
+};
+
+/* ---- device memory ---------------------------------------------------------------------------- */
+
+/* Room for one more buffer in v->bufs. */
+static bool vk_grow(struct engine_vk *v, char *err, size_t err_len) {
+    int cap = v->cap_bufs ? 2 * v->cap_bufs : 256;
+    struct gpu_buf **b = realloc(v->bufs, (size_t)cap * sizeof(*b));
+    if (!b) {
+        err_set(err, err_len, "gpu: out of memory");
+        return false;
+    }
+    v->bufs = b;
+    v->cap_bufs = cap;
+    return true;
+}
+
+static struct gpu_buf *vk_buf(struct engine_vk *v, size_t bytes, char *err, size_t err_len) {
+    if (v->n_bufs == v->cap_bufs && !vk_grow(v, err, err_len))
+        return NULL;
+    struct gpu_buf *b = gpu_buf_new(v->dev, bytes ? bytes : 4, err, err_len);
+    if (b)
+        v->bufs[v->n_bufs++] = b;
+    return b;
+}
+
+/* A mapped host buffer, freed with the others. */
+static struct gpu_buf *vk_host(struct engine_vk *v, size_t bytes, char *err, size_t err_len) {
+    if (v->n_bufs == v->cap_bufs && !vk_grow(v, err, err_len))
+        return NULL;
+    struct gpu_buf *b = gpu_buf_new_host(v->dev, bytes, err, err_len);
+    if (b)
+        v->bufs[v->n_bufs++] = b;
+    return b;
+}
+
+/* Uploads n bytes at p into a new buffer; *addr gets its address (0 when p is NULL). */
+static int vk_upload(struct engine_vk *v, const void *p, size_t n, uint64_t *addr, char *err,
+                     size_t err_len) {
+    *addr = 0;
+    if (!p)
+        return 0;
+    struct gpu_buf *b = vk_buf(v, n, err, err_len);
+    if (!b)
+        return -ENOMEM;
+    int rc = gpu_buf_write(v->dev, b, 0, p, n);
+    if (rc < 0) {
+        err_set(err, err_len, "gpu: upload failed: %s", gpu_error(v->dev));
+        return rc;
+    }
+    *addr = gpu_buf_addr(b);
+    v->weight_bytes += n;
+    return 0;
+}
+
+static int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char *err,
+                     size_t err_len) {
+    if (w->data && !gpu_ops_has_type(&v->ops, w->type)) {
+        err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w->type));
+        return -ENOTSUP;
+    }
+    return vk_upload(v, w->data, w->data ? (size_t)w->n_mat * w->mat_bytes : 0, addr, err,
+                     err_len);
+}
+
+static int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
+                     size_t err_len) {
+    return vk_upload(v, p, (size_t)n * sizeof(float), addr, err, err_len);
+}
+
+static int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *err,
+                   size_t err_len) {
+    a->buf = vk_buf(v, bytes, err, err_len);
+    if (!a->buf)
+        return -ENOMEM;
+    a->addr = gpu_buf_addr(a->buf);
+    v->act_bytes += bytes;
+    return 0;
+}
+
+/* Layer il's tensors. */
+static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, char *err,
+                           size_t err_len) {
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *l = &m->layers[il];
+    struct vk_layer *d = &v->layers[il];
+    const int64_t E = hp->n_embd, F = hp->n_ff_exp, NE = hp->n_expert;
+    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    int rc;
+    if ((rc = vk_floats(v, l->attn_norm, E, &d->attn_norm, err, err_len)) ||
+        (rc = vk_weight(v, &l->wq, &d->wq, err, err_len)) ||
+        (rc = vk_weight(v, &l->wk, &d->wk, err, err_len)) ||
+        (rc = vk_weight(v, &l->wv, &d->wv, err, err_len)) ||
+        (rc = vk_weight(v, &l->wo, &d->wo, err, err_len)) ||
+        (rc = vk_floats(v, l->attn_q_norm, hp->head_dim, &d->q_norm, err, err_len)) ||
+        (rc = vk_floats(v, l->attn_k_norm, hp->head_dim, &d->k_norm, err, err_len)) ||
+        (rc = vk_floats(v, l->bq, q_dim, &d->bq, err, err_len)) ||
+        (rc = vk_floats(v, l->bk, kv_dim, &d->bk, err, err_len)) ||
+        (rc = vk_floats(v, l->bv, kv_dim, &d->bv, err, err_len)) ||
+        (rc = vk_floats(v, l->bo, E, &d->bo, err, err_len)) ||
+        (rc = vk_floats(v, l->attn_sinks, hp->n_head, &d->sinks, err, err_len)) ||
+        (rc = vk_floats(v, l->ffn_norm, E, &d->ffn_norm, err, err_len)))
+        return rc;
+    if (l->ffn == MODEL_FFN_MOE &&
+        ((rc = vk_weight(v, &l->ffn_gate_inp, &d->router, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_gate_exps, &d->gate_exps, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_up_exps, &d->up_exps, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len)) ||
+         (rc = vk_floats(v, l->ffn_gate_exps_b, NE * F, &d->gate_exps_b, err, err_len)) ||
+         (rc = vk_floats(v, l->ffn_up_exps_b, NE * F, &d->up_exps_b, err, err_len)) ||
+         (rc = vk_floats(v, l->ffn_down_exps_b, NE * E, &d->down_exps_b, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_gate_inp_shexp, &d->shexp_inp, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_gate_shexp, &d->gate_shexp, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_up_shexp, &d->up_shexp, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_down_shexp, &d->down_shexp, err, err_len))))
+        return rc;
+    if (l->ffn == MODEL_FFN_DENSE &&
+        ((rc = vk_weight(v, &l->ffn_gate, &d->gate, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_up, &d->up, err, err_len)) ||
+         (rc = vk_weight(v, &l->ffn_down, &d->down, err, err_len))))
+        return rc;
+    return 0;
+}
+
+/* Why the model cannot run on the GPU here, or NULL. */
+static const char *vk_unsupported(const struct engine *e) {
+    const struct model *m = e->m;
+    if (m->experts_on_disk)
+        return "its experts stream from disk (the three-level placement is the next step)";
+    if (e->experts)
+        return "an expert cache is attached";
+    if (e->replay)
+        return "routing is replayed";
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        if (l->mixer != MODEL_MIXER_ATTN)
+            return "it has DeltaNet or gated attention layers (not on the GPU yet)";
+        if (l->swa)
+            return "it has sliding-window layers (not on the GPU yet)";
+    }
+    return NULL;
+}
+
+static size_t vk_max(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The activations for n_batch tokens, the sequences' rows, the logits' rows. */
+static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, D = (size_t)hp->n_embd;
+    const size_t F = vk_max(vk_max((size_t)hp->n_ff, (size_t)hp->n_ff_exp), (size_t)hp->n_ff_shexp);
+    const size_t Q = 2 * (size_t)e->q_dim, KV = (size_t)e->kv_dim;
+    const size_t wide = vk_max(vk_max(D, F), Q); /* an act row is at most 4 bytes an element */
+    const size_t NE = (size_t)(hp->n_expert > 0 ? hp->n_expert : 1);
+    v->logit_rows = e->p.n_batch < 16 ? e->p.n_batch : 16;
+    int rc;
+    if ((rc = vk_area(v, &v->x, B * D * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->xn, B * D * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->y, B * D * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->q, B * Q * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->k, B * KV * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->v, B * KV * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->heads, B * Q * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->act_in, B * (wide * 4 + 64), err, err_len)) ||
+        (rc = vk_area(v, &v->act_up, B * (wide * 4 + 64), err, err_len)) ||
+        (rc = vk_area(v, &v->act_hid, B * K * (wide * 4 + 64), err, err_len)) ||
+        (rc = vk_area(v, &v->g, B * K * F * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->u, B * K * F * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->d, B * K * D * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->router, B * NE * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->shexp, B * D * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->shexp_gate, B * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->rope_cs, B * (size_t)hp->n_rot * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->logits, (size_t)v->logit_rows * (size_t)hp->n_vocab * 4, err,
+                      err_len)) ||
+        (rc = vk_area(v, &v->attn, gpu_attn_scratch_bytes(e->p.n_batch, hp->n_head, e->p.n_ctx),
+                      err, err_len)) ||
+        (rc = vk_area(v, &v->pairs, 4 * B * K * 4, err, err_len)))
+        return rc;
+    if (!(v->h_in = vk_host(v, B * (D + (size_t)hp->n_rot) * 4, err, err_len)) ||
+        !(v->h_router = vk_host(v, B * NE * 4, err, err_len)) ||
+        !(v->h_pairs = vk_host(v, 4 * B * K * 4, err, err_len)) ||
+        !(v->h_logits = vk_host(v, (size_t)v->logit_rows * (size_t)hp->n_vocab * 4, err, err_len)))
+        return -ENOMEM;
+    const struct sequence *s0 = e->seqs[0];
+    const int32_t n_kv = s0->shape.n_kv_layer;
+    v->kv = calloc((size_t)e->p.n_seq * (size_t)(n_kv > 0 ? n_kv : 1), sizeof(*v->kv));
+    if (!v->kv) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    for (int32_t s = 0; s < e->p.n_seq; s++)
+        for (int32_t il = 0; il < n_kv; il++) {
+            const size_t bytes = 2 * (size_t)s0->rows[il] * s0->kv_row_bytes;
+            struct gpu_buf *b = vk_buf(v, bytes, err, err_len);
+            if (!b)
+                return -ENOMEM;
+            v->kv[(size_t)s * (size_t)n_kv + (size_t)il] = b;
+            v->kv_bytes += bytes;
+        }
+    return 0;
+}
+
+void engine_vk_free(struct engine_vk *v) {
+    if (!v)
+        return;
+    for (int i = 0; i < v->n_bufs; i++)
+        gpu_buf_free(v->dev, v->bufs[i]);
+    gpu_ops_release(&v->ops);
+    free(v->bufs);
+    free(v->layers);
+    free(v->kv);
+    free(v);
+}
+
+int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
+    const char *why = vk_unsupported(e);
+    if (why) {
+        err_set(err, err_len, "gpu: the model stays on the CPU: %s", why);
+        return -ENOTSUP;
+    }
+    struct engine_vk *v = calloc(1, sizeof(*v));
+    if (!v || !(v->layers = calloc((size_t)e->m->hp.n_layer, sizeof(*v->layers)))) {
+        free(v);
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    v->dev = g;
+    int rc = gpu_ops_init(&v->ops, g, err, err_len);
+    if (rc < 0) {
+        free(v->layers);
+        free(v);
+        return rc;
+    }
+    const struct model *m = e->m;
+    for (int il = 0; rc == 0 && il < m->hp.n_layer; il++)
+        rc = vk_layer_upload(v, m, il, err, err_len);
+    if (rc == 0)
+        rc = vk_floats(v, m->output_norm, m->hp.n_embd, &v->output_norm, err, err_len);
+    if (rc == 0)
+        rc = vk_weight(v, &m->output, &v->output, err, err_len);
+    if (rc == 0)
+        rc = vk_activations(e, v, err, err_len);
+    if (rc < 0) {
+        engine_vk_free(v);
+        return rc;
+    }
+    /* the sequences' rows now live on the device: what the host held is gone from the model's
+     * point of view */
+    for (int32_t s = 0; s < e->p.n_seq; s++)
+        sequence_reset(e->seqs[s]);
+    engine_vk_free(e->vk);
+    e->vk = v;
+    return 0;
+}
+
+void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_t *act) {
+    const struct engine_vk *v = e->vk;
+    *weights = v ? v->weight_bytes : 0;
+    *kv = v ? v->kv_bytes : 0;
+    *act = v ? v->act_bytes : 0;
+}
+
+bool engine_on_gpu(const struct engine *e) { return e->vk != NULL; }
+
+/* ---- the step --------------------------------------------------------------------------------- */
+
+/* Records a barrier: what follows sees what was recorded before. */
+static void vk_sync(struct engine_vk *v) {
+    gpu_barrier(v->dev);
+}
+
+/* Quantizes n_tok rows of n floats at x (x_stride apart) into w's activation format in dst,
+ * unless the same rows are there already; *stride gets the rows' bytes apart. */
+static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t x_stride,
+                       int64_t n, int32_t n_tok, uint64_t dst, size_t *stride) {
+    const enum qtype fmt = quant_kernels(wtype)->vec_dot_type;
+    if (v->quant_src == x && v->quant_fmt == fmt && v->quant_rows == n_tok && v->quant_dst == dst) {
+        *stride = v->quant_stride;
+        return 0;
+    }
+    vk_sync(v); /* products recorded before may still read dst */
+    int rc = gpu_op_quantize(&v->ops, wtype, x, x_stride, dst, stride, n, n_tok);
+    if (rc < 0)
+        return rc;
+    vk_sync(v);
+    v->quant_src = x;
+    v->quant_fmt = fmt;
+    v->quant_rows = n_tok;
+    v->quant_dst = dst;
+    v->quant_stride = *stride;
+    return 0;
+}
+
+/* Forgets the quantized rows (their source is about to change). */
+static void vk_quant_forget(struct engine_vk *v) {
+    v->quant_src = 0;
+}
+
+/* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
+ * none). The product is not followed by a barrier: the caller records one before a use. */
+static int vk_matmul(struct engine_vk *v, const struct weight *w, uint64_t dev, uint64_t x,
+                     size_t x_stride, uint64_t out, size_t out_stride, uint64_t b, int32_t n_tok) {
+    size_t as = 0;
+    int rc = vk_quantize(v, w->type, x, x_stride, w->n_in, n_tok, v->act_in.addr, &as);
+    if (rc < 0 || (rc = gpu_op_matmul(&v->ops, w->type, dev, w->row_bytes, w->n_in, w->n_out,
+                                      v->act_in.addr, as, out, out_stride, n_tok)) < 0)
+        return rc;
+    if (b) {
+        vk_sync(v);
+        rc = gpu_op_add(&v->ops, out, out_stride, b, 0, w->n_out, n_tok);
+    }
+    return rc;
+}
+
+static struct gpu_buf *vk_kv_buf(const struct engine *e, int32_t seq, int32_t kv_il) {
+    return e->vk->kv[(size_t)seq * (size_t)e->seqs[0]->shape.n_kv_layer + (size_t)kv_il];
+}
+
+/* The K and V rows of sequence seq's attention layer kv_il. */
+static uint64_t vk_k_rows(const struct engine *e, int32_t seq, int32_t kv_il) {
+    return gpu_buf_addr(vk_kv_buf(e, seq, kv_il));
+}
+
+static uint64_t vk_v_rows(const struct engine *e, int32_t seq, int32_t kv_il) {
+    const struct sequence *s = e->seqs[0];
+    return vk_k_rows(e, seq, kv_il) + (uint64_t)s->rows[kv_il] * s->kv_row_bytes;
+}
+
+/* y = attention(xn) of layer il: block_attn's steps. */
+static int vk_attn(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const size_t D = (size_t)hp->n_embd, Q = (size_t)e->q_dim, KV = (size_t)e->kv_dim;
+    const int32_t hd = hp->head_dim, kv_il = e->kv_layer[il];
+    int rc;
+    if ((rc = vk_matmul(v, &l->wq, d->wq, v->xn.addr, D, v->q.addr, Q, d->bq, n_tok)) < 0 ||
+        (rc = vk_matmul(v, &l->wk, d->wk, v->xn.addr, D, v->k.addr, KV, d->bk, n_tok)) < 0 ||
+        (rc = vk_matmul(v, &l->wv, d->wv, v->xn.addr, D, v->v.addr, KV, d->bv, n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    if (d->q_norm &&
+        ((rc = gpu_op_rms_norm(&v->ops, v->q.addr, (size_t)hd, d->q_norm, v->q.addr, (size_t)hd,
+                               hd, hp->rms_eps, n_tok * hp->n_head)) < 0 ||
+         (rc = gpu_op_rms_norm(&v->ops, v->k.addr, (size_t)hd, d->k_norm, v->k.addr, (size_t)hd,
+                               hd, hp->rms_eps, n_tok * hp->n_head_kv)) < 0))
+        return rc;
+    if (d->q_norm)
+        vk_sync(v);
+    const bool neox = hp->rope == MODEL_ROPE_NEOX;
+    if ((rc = gpu_op_rope(&v->ops, neox, v->q.addr, Q, (size_t)hd, hp->n_head, v->rope_cs.addr,
+                          hp->n_rot, n_tok)) < 0 ||
+        (rc = gpu_op_rope(&v->ops, neox, v->k.addr, KV, (size_t)hd, hp->n_head_kv,
+                          v->rope_cs.addr, hp->n_rot, n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    const struct sequence *s0 = e->seqs[0];
+    for (int32_t i = 0; i < e->n_seg; i++) {
+        const struct engine_seg *sg = &e->seg[i];
+        const int32_t pos0 = e->tok_pos[sg->first];
+        const uint64_t ko = (uint64_t)sg->first * KV * 4;
+        if ((rc = gpu_op_kv_store(&v->ops, e->p.kv_type, v->k.addr + ko, KV,
+                                  vk_k_rows(e, sg->seq, kv_il), s0->kv_row_bytes,
+                                  s0->rows[kv_il], pos0, (int64_t)KV, sg->n)) < 0 ||
+            (rc = gpu_op_kv_store(&v->ops, e->p.kv_type, v->v.addr + ko, KV,
+                                  vk_v_rows(e, sg->seq, kv_il), s0->kv_row_bytes,
+                                  s0->rows[kv_il], pos0, (int64_t)KV, sg->n)) < 0)
+            return rc;
+    }
+    vk_sync(v);
+    for (int32_t i = 0; i < e->n_seg; i++) {
+        const struct engine_seg *sg = &e->seg[i];
+        const struct gpu_attn a = {
+            .kv_type = e->p.kv_type,
+            .q = v->q.addr + (uint64_t)sg->first * Q * 4, .q_tok_stride = Q,
+            .q_head_stride = (size_t)hd,
+            .k = vk_k_rows(e, sg->seq, kv_il), .v = vk_v_rows(e, sg->seq, kv_il),
+            .row_bytes = s0->kv_row_bytes, .ring_rows = s0->rows[kv_il],
+            .out = v->heads.addr + (uint64_t)sg->first * Q * 4, .out_stride = Q,
+            .sinks = d->sinks, .scratch = v->attn.addr,
+            .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hd,
+            .pos0 = e->tok_pos[sg->first], .n_tok = sg->n, .window = 0,
+            .scale = 1.0f / sqrtf((float)hd),
+        };
+        if ((rc = gpu_op_attn(&v->ops, &a)) < 0)
+            return rc;
+        vk_sync(v); /* the segments share the scratch */
+    }
+    return vk_matmul(v, &l->wo, d->wo, v->heads.addr, Q, v->y.addr, D, d->bo, n_tok);
+}
+
+/* out = down(silu(gate xn) * up xn) for n_tok rows, the matrices resident. */
+static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
+                     const struct weight *up, uint64_t du, const struct weight *down, uint64_t dd,
+                     uint64_t out, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
+    int rc;
+    if ((rc = vk_matmul(v, gate, dg, v->xn.addr, D, v->g.addr, F, 0, n_tok)) < 0 ||
+        (rc = vk_matmul(v, up, du, v->xn.addr, D, v->u.addr, F, 0, n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    if ((rc = gpu_op_swiglu(&v->ops, e->m->hp.act == MODEL_ACT_SWIGLU_OAI, v->g.addr, v->g.addr,
+                            v->u.addr, (int64_t)(F * (size_t)n_tok))) < 0)
+        return rc;
+    vk_sync(v);
+    return vk_matmul(v, down, dd, v->g.addr, F, out, D, 0, n_tok);
+}
+
+/* The routed experts of layer il: the router's logits go to the host, block_moe_route chooses,
+ * the (token, slot) pairs come back, and gate, up and down run as products over the pairs. */
+static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    struct moe_scratch *mo = &e->moe;
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
+    const int32_t K = e->k_used, P = n_tok * K;
+    int rc = vk_matmul(v, &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
+                       n_tok);
+    if (rc < 0)
+        return rc;
+    vk_sync(v);
+    gpu_copy(v->dev, v->h_router, 0, v->router.buf, 0, (size_t)n_tok * NE * 4);
+    if (gpu_submit(v->dev) < 0)
+        return -EIO;
+    memcpy(mo->router, gpu_buf_host(v->h_router), (size_t)n_tok * NE * 4);
+    block_moe_route(e, il, n_tok);
+    /* pairs: expert ids, then act rows (tokens), then out rows (t K + s), then weights */
+    int32_t *ids = gpu_buf_host(v->h_pairs), *act = ids + P, *out = act + P;
+    for (int32_t t = 0; t < n_tok; t++)
+        for (int32_t s = 0; s < K; s++) {
+            ids[t * K + s] = mo->sel[t * K + s];
+            act[t * K + s] = t;
+            out[t * K + s] = t * K + s;
+        }
+    memcpy(out + P, mo->sel_w, (size_t)P * sizeof(float));
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    gpu_copy(v->dev, v->pairs.buf, 0, v->h_pairs, 0, (size_t)P * 16);
+    vk_sync(v);
+    vk_quant_forget(v);
+    const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
+                   a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
+    size_t sg = 0, su = 0, sd = 0;
+    const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
+    if ((rc = vk_quantize(v, wg->type, v->xn.addr, D, (int64_t)D, n_tok, v->act_in.addr, &sg)) < 0)
+        return rc;
+    uint64_t au = v->act_in.addr;
+    su = sg;
+    if (quant_kernels(wu->type)->vec_dot_type != quant_kernels(wg->type)->vec_dot_type) {
+        au = v->act_up.addr;
+        if ((rc = gpu_op_quantize(&v->ops, wu->type, v->xn.addr, D, au, &su, (int64_t)D,
+                                  n_tok)) < 0)
+            return rc;
+        vk_sync(v);
+    }
+    if ((rc = gpu_op_matmul_id(&v->ops, wg->type, d->gate_exps, wg->mat_bytes, wg->row_bytes,
+                               wg->n_in, wg->n_out, a_ids, v->act_in.addr, sg, a_act, v->g.addr,
+                               F, a_out, P)) < 0 ||
+        (rc = gpu_op_matmul_id(&v->ops, wu->type, d->up_exps, wu->mat_bytes, wu->row_bytes,
+                               wu->n_in, wu->n_out, a_ids, au, su, a_act, v->u.addr, F, a_out,
+                               P)) < 0)
+        return rc;
+    vk_sync(v);
+    if (d->gate_exps_b &&
+        ((rc = gpu_op_add_id(&v->ops, v->g.addr, F, d->gate_exps_b, a_ids, (int64_t)F, P)) < 0 ||
+         (rc = gpu_op_add_id(&v->ops, v->u.addr, F, d->up_exps_b, a_ids, (int64_t)F, P)) < 0))
+        return rc;
+    if (d->gate_exps_b)
+        vk_sync(v);
+    if ((rc = gpu_op_swiglu(&v->ops, hp->act == MODEL_ACT_SWIGLU_OAI, v->g.addr, v->g.addr,
+                            v->u.addr, (int64_t)F * P)) < 0)
+        return rc;
+    vk_sync(v);
+    if ((rc = gpu_op_quantize(&v->ops, wd->type, v->g.addr, F, v->act_hid.addr, &sd, (int64_t)F,
+                              P)) < 0)
+        return rc;
+    vk_sync(v);
+    if ((rc = gpu_op_matmul_id(&v->ops, wd->type, d->down_exps, wd->mat_bytes, wd->row_bytes,
+                               wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd, a_out, v->d.addr,
+                               D, a_out, P)) < 0)
+        return rc;
+    vk_sync(v);
+    if (d->down_exps_b &&
+        (rc = gpu_op_add_id(&v->ops, v->d.addr, D, d->down_exps_b, a_ids, (int64_t)D, P)) < 0)
+        return rc;
+    uint64_t shexp = 0, shexp_gate = 0;
+    if (d->up_shexp) {
+        if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
+                            &l->ffn_down_shexp, d->down_shexp, v->shexp.addr, n_tok)) < 0 ||
+            (rc = vk_matmul(v, &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
+                            v->shexp_gate.addr, 1, 0, n_tok)) < 0)
+            return rc;
+        shexp = v->shexp.addr;
+        shexp_gate = v->shexp_gate.addr;
+    }
+    vk_sync(v);
+    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp, shexp_gate,
+                          n_tok);
+}
+
+/* x += y over the batch, then xn = rmsnorm(x) * w. */
+static int vk_residual(struct engine *e, uint64_t w, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd;
+    vk_sync(v);
+    int rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
+    vk_sync(v);
+    vk_quant_forget(v);
+    return rc < 0 ? rc : gpu_op_rms_norm(&v->ops, v->x.addr, D, w, v->xn.addr, D, (int64_t)D,
+                                         e->m->hp.rms_eps, n_tok);
+}
+
+/* The logits rows the step asks for (engine_output's rows), logit_rows at a time. */
+static int vk_output(struct engine *e) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct weight *w = &e->m->output;
+    const size_t D = (size_t)hp->n_embd, V = (size_t)hp->n_vocab;
+    int rc = 0;
+    for (int32_t o = 0; rc == 0 && o < e->n_out; o++)
+        for (int32_t r = 0; rc == 0 && r < e->out[o].n; r += v->logit_rows) {
+            const int32_t n = e->out[o].n - r < v->logit_rows ? e->out[o].n - r : v->logit_rows;
+            const uint64_t src = v->x.addr + (uint64_t)(e->out[o].row + r) * D * 4;
+            if ((rc = gpu_begin(v->dev)) < 0)
+                return -EIO;
+            vk_quant_forget(v);
+            if ((rc = gpu_op_rms_norm(&v->ops, src, D, v->output_norm, v->xn.addr, D,
+                                      (int64_t)D, hp->rms_eps, n)) < 0)
+                break;
+            vk_sync(v);
+            if ((rc = vk_matmul(v, w, v->output, v->xn.addr, D, v->logits.addr, V, 0, n)) < 0)
+                break;
+            vk_sync(v);
+            gpu_copy(v->dev, v->h_logits, 0, v->logits.buf, 0, (size_t)n * V * 4);
+            if (gpu_submit(v->dev) < 0)
+                return -EIO;
+            memcpy(e->out[o].dst + (size_t)r * V, gpu_buf_host(v->h_logits), (size_t)n * V * 4);
+        }
+    if (rc < 0)
+        gpu_submit(v->dev); /* ends the recording; the error is the op's */
+    return rc;
+}
+
+int engine_vk_step(struct engine *e, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    int rc;
+    const size_t xb = (size_t)n_tok * D * 4, rb = (size_t)n_tok * (size_t)hp->n_rot * 4;
+    const size_t roff = (size_t)e->p.n_batch * D * 4;
+    memcpy(gpu_buf_host(v->h_in), e->x, xb);
+    memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    gpu_copy(v->dev, v->x.buf, 0, v->h_in, 0, xb);
+    gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
+    vk_sync(v);
+    vk_quant_forget(v);
+    rc = gpu_op_rms_norm(&v->ops, v->x.addr, D, v->layers[0].attn_norm, v->xn.addr, D,
+                         (int64_t)D, hp->rms_eps, n_tok);
+    for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
+        const struct model_layer *l = &e->m->layers[il];
+        const struct vk_layer *d = &v->layers[il];
+        vk_sync(v);
+        if ((rc = vk_attn(e, il, n_tok)) < 0 ||
+            (rc = vk_residual(e, d->ffn_norm, n_tok)) < 0)
+            break;
+        vk_sync(v);
+        rc = l->ffn == MODEL_FFN_MOE
+                 ? vk_moe(e, il, n_tok)
+                 : vk_swiglu(e, &l->ffn_gate, d->gate, &l->ffn_up, d->up, &l->ffn_down, d->down,
+                             v->y.addr, n_tok);
+        if (rc < 0)
+            break;
+        const uint64_t next = il + 1 < hp->n_layer ? v->layers[il + 1].attn_norm : 0;
+        if (next)
+            rc = vk_residual(e, next, n_tok);
+        else {
+            vk_sync(v);
+            rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
+        }
+    }
+    if (rc == -EIO)
+        return rc;
+    int src = gpu_submit(v->dev);
+    if (rc < 0)
+        return rc;
+    if (src < 0)
+        return -EIO;
+    return vk_output(e);
+}
+
+/* ---- the sequences' rows ---------------------------------------------------------------------- */
+
+/* Positions first .. first+n-1 of sequence seq's layer kv_il are rows first .. (a full layer's
+ * rows are its positions). Reads them into k and v (either may be NULL), or writes them from. */
+static int vk_kv_move(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
+                      int32_t n, void *k, void *vr, bool write) {
+    struct engine_vk *v = e->vk;
+    const struct sequence *s0 = e->seqs[0];
+    const size_t rb = s0->kv_row_bytes, bytes = (size_t)n * rb;
+    const size_t koff = (size_t)first * rb, voff = (size_t)s0->rows[kv_il] * rb + koff;
+    struct gpu_buf *b = vk_kv_buf(e, seq, kv_il);
+    if (n <= 0)
+        return 0;
+    if (first + n > s0->rows[kv_il])
+        return -EINVAL;
+    int rc = 0;
+    if (k)
+        rc = write ? gpu_buf_write(v->dev, b, koff, k, bytes) : gpu_buf_read(v->dev, b, koff, k, bytes);
+    if (rc == 0 && vr)
+        rc = write ? gpu_buf_write(v->dev, b, voff, vr, bytes)
+                   : gpu_buf_read(v->dev, b, voff, vr, bytes);
+    return rc < 0 ? -EIO : 0;
+}
+
+int engine_vk_kv_read(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
+                      int32_t n, void *k, void *v) {
+    return vk_kv_move(e, seq, kv_il, first, n, k, v, false);
+}
+
+int engine_vk_kv_write(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
+                       int32_t n, const void *k, const void *v) {
+    return vk_kv_move(e, seq, kv_il, first, n, (void *)k, (void *)v, true);
+}
