@@ -49,7 +49,7 @@ struct engine_vk {
     struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on */
     /* host buffers (mapped): what a step sends (x and RoPE's table; the experts' pairs) and gets
      * back (router logits, logits), copied to and from device memory inside the submits */
-    struct gpu_buf *h_in, *h_router, *h_pairs, *h_logits;
+    struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
     int32_t logit_rows;            /* rows of logits one readback takes */
     size_t weight_bytes, kv_bytes, act_bytes;
     /* the activation rows quantized last: what a product of the same format may reuse */
@@ -164,6 +164,7 @@ static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, c
         return rc;
     if (l->ffn == MODEL_FFN_MOE &&
         ((rc = vk_weight(v, &l->ffn_gate_inp, &d->router, err, err_len)) ||
+         (rc = vk_floats(v, l->ffn_gate_inp_b, NE, &d->router_b, err, err_len)) ||
          (rc = vk_weight(v, &l->ffn_gate_exps, &d->gate_exps, err, err_len)) ||
          (rc = vk_weight(v, &l->ffn_up_exps, &d->up_exps, err, err_len)) ||
          (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len)) ||
@@ -224,7 +225,7 @@ static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size
         (rc = vk_area(v, &v->act_in, B * (wide * 4 + 64), err, err_len)) ||
         (rc = vk_area(v, &v->act_up, B * (wide * 4 + 64), err, err_len)) ||
         (rc = vk_area(v, &v->act_hid, B * K * (wide * 4 + 64), err, err_len)) ||
-        (rc = vk_area(v, &v->g, B * K * F * 4, err, err_len)) ||
+        (rc = vk_area(v, &v->g, vk_max(B * K * F, B * NE) * 4, err, err_len)) ||
         (rc = vk_area(v, &v->u, B * K * F * 4, err, err_len)) ||
         (rc = vk_area(v, &v->d, B * K * D * 4, err, err_len)) ||
         (rc = vk_area(v, &v->router, B * NE * 4, err, err_len)) ||
@@ -238,8 +239,7 @@ static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size
         (rc = vk_area(v, &v->pairs, 4 * B * K * 4, err, err_len)))
         return rc;
     if (!(v->h_in = vk_host(v, B * (D + (size_t)hp->n_rot) * 4, err, err_len)) ||
-        !(v->h_router = vk_host(v, B * NE * 4, err, err_len)) ||
-        !(v->h_pairs = vk_host(v, 4 * B * K * 4, err, err_len)) ||
+        !(v->h_routes = vk_host(v, (size_t)hp->n_layer * B * K * 4, err, err_len)) ||
         !(v->h_logits = vk_host(v, (size_t)v->logit_rows * (size_t)hp->n_vocab * 4, err, err_len)))
         return -ENOMEM;
     const struct sequence *s0 = e->seqs[0];
@@ -469,14 +469,14 @@ static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
     return vk_matmul(v, down, dd, v->g.addr, F, out, D, 0, n_tok);
 }
 
-/* The routed experts of layer il: the router's logits go to the host, block_moe_route chooses,
- * the (token, slot) pairs come back, and gate, up and down run as products over the pairs. */
+/* The routed experts of layer il: the router's product, the routing (gpu_op_route: block_moe's
+ * arithmetic) into the (expert, token, slot) pairs, then gate, up and down as products over the
+ * pairs, SwiGLU between, and their weighted sum with the shared expert's. */
 static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const struct vk_layer *d = &v->layers[il];
-    struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
     const int32_t K = e->k_used, P = n_tok * K;
     int rc = vk_matmul(v, &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
@@ -484,25 +484,14 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     if (rc < 0)
         return rc;
     vk_sync(v);
-    gpu_copy(v->dev, v->h_router, 0, v->router.buf, 0, (size_t)n_tok * NE * 4);
-    if (gpu_submit(v->dev) < 0)
-        return -EIO;
-    memcpy(mo->router, gpu_buf_host(v->h_router), (size_t)n_tok * NE * 4);
-    block_moe_route(e, il, n_tok);
-    /* pairs: expert ids, then act rows (tokens), then out rows (t K + s), then weights */
-    int32_t *ids = gpu_buf_host(v->h_pairs), *act = ids + P, *out = act + P;
-    for (int32_t t = 0; t < n_tok; t++)
-        for (int32_t s = 0; s < K; s++) {
-            ids[t * K + s] = mo->sel[t * K + s];
-            act[t * K + s] = t;
-            out[t * K + s] = t * K + s;
-        }
-    memcpy(out + P, mo->sel_w, (size_t)P * sizeof(float));
-    if (gpu_begin(v->dev) < 0)
-        return -EIO;
-    gpu_copy(v->dev, v->pairs.buf, 0, v->h_pairs, 0, (size_t)P * 16);
+    if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
+                           hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->g.addr,
+                           v->pairs.addr, n_tok)) < 0)
+        return rc;
     vk_sync(v);
-    vk_quant_forget(v);
+    /* the experts chosen, for the statistics and the route observer after the step */
+    gpu_copy(v->dev, v->h_routes, (size_t)il * (size_t)e->p.n_batch * (size_t)K * 4,
+             v->pairs.buf, 0, (size_t)P * 4);
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
     size_t sg = 0, su = 0, sd = 0;
@@ -606,6 +595,32 @@ static int vk_output(struct engine *e) {
     return rc;
 }
 
+/* After a step: each MoE layer's union of experts (the routes the GPU wrote to h_routes) for the
+ * statistics and the route observer, as block_moe_route tells them on the CPU. */
+static void vk_route_stats(struct engine *e, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const int32_t K = e->k_used, P = n_tok * K;
+    const int32_t *routes = gpu_buf_host(e->vk->h_routes);
+    int32_t *seen = e->moe.exp_n, *ids = e->moe.ids;
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (e->m->layers[il].ffn != MODEL_FFN_MOE)
+            continue;
+        const int32_t *r = routes + (size_t)il * (size_t)e->p.n_batch * (size_t)K;
+        memset(seen, 0, (size_t)hp->n_expert * sizeof(*seen));
+        for (int32_t i = 0; i < P; i++)
+            if (r[i] >= 0 && r[i] < hp->n_expert)
+                seen[r[i]] = 1;
+        int32_t n = 0;
+        for (int32_t x = 0; x < hp->n_expert; x++)
+            if (seen[x])
+                ids[n++] = x;
+        if (e->route_fn)
+            e->route_fn(e->route_ctx, il, ids, n);
+        e->timing.n_moe_layer_steps++;
+        e->timing.n_union_experts += (uint64_t)n;
+    }
+}
+
 int engine_vk_step(struct engine *e, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
@@ -652,6 +667,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
         return rc;
     if (src < 0)
         return -EIO;
+    if (hp->n_expert > 0)
+        vk_route_stats(e, n_tok);
     return vk_output(e);
 }
 
