@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_impl.h"
 #include "fault.h"
 #include "gpu.h"
 #include "gpu_ops.h"
@@ -948,6 +949,203 @@ static void test_rowops_staged(void) {
     unsetenv("SNIPER_GPU_NO_MAP");
 }
 
+/* ---- attention against block_attn.c's ------------------------------------------------------- */
+
+struct attn_case {
+    enum qtype kv_type;
+    int32_t head_dim, n_head_kv, gqa; /* n_head = n_head_kv gqa */
+    int32_t pos0, n_tok, window, ring_rows;
+    bool sinks, gated;                /* gated: query heads 2 head_dim apart (qwen35's layout) */
+};
+
+/* n values uniform in (-amp, amp). */
+static void fill_uniform(float *x, size_t n, float amp, uint64_t seed) {
+    struct rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = ((float)rng_uniform(&r) * 2.0f - 1.0f) * amp;
+}
+
+/* rows rows of kv_dim random floats as the cache stores them (block_attn.c's kv_store). */
+static uint8_t *attn_cache(enum qtype t, int32_t rows, int32_t kv_dim, size_t row_bytes,
+                           float amp, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (size_t)kv_dim);
+    uint8_t *c = calloc((size_t)rows, row_bytes);
+    for (int32_t r = 0; r < rows; r++) {
+        fill_uniform(x, (size_t)kv_dim, amp, seed + (uint64_t)r);
+        uint8_t *dst = c + (size_t)r * row_bytes;
+        if (t == QTYPE_F32)
+            memcpy(dst, x, sizeof(float) * (size_t)kv_dim);
+        else if (t == QTYPE_F16)
+            quant_f16_from_f32(x, dst, kv_dim);
+        else
+            CHECK_EQ_INT(quant_quantize_row(t, x, dst, kv_dim), 0);
+    }
+    free(x);
+    return c;
+}
+
+/* The buffers of one attention case, on both sides. */
+struct attn_bufs {
+    float *q, *sinks, *want, *got;
+    uint8_t *k, *v;
+    struct gpu_buf *bq, *bk, *bv, *bs, *bscr, *bo;
+};
+
+/* block_attn.c's attn_head for every (token, head) of c into b->want. */
+static void attn_reference(const struct attn_case *c, struct attn_bufs *b, size_t row_bytes,
+                           size_t q_head_stride) {
+    const int32_t hd = c->head_dim, n_head = c->n_head_kv * c->gqa;
+    float *s = malloc(sizeof(float) * (size_t)c->ring_rows), *vrow = malloc(sizeof(float) * hd);
+    uint16_t *qbuf = malloc(sizeof(uint16_t) * (size_t)hd);
+    for (int32_t t = 0; t < c->n_tok; t++)
+        for (int32_t h = 0; h < n_head; h++) {
+            const int32_t pos = c->pos0 + t, g = h / c->gqa;
+            const int32_t first = c->window && pos + 1 > c->window ? pos + 1 - c->window : 0;
+            const size_t head_off = (size_t)g * (row_bytes / (size_t)c->n_head_kv);
+            const struct attn_head ah = {
+                .kv_type = c->kv_type,
+                .q = b->q + ((size_t)t * n_head + h) * q_head_stride,
+                .k = b->k + head_off, .v = b->v + head_off, .row_bytes = row_bytes,
+                .rows = c->ring_rows, .first = first, .n_kv = pos + 1 - first, .head_dim = hd,
+                .scale = 1.0f / sqrtf((float)hd), .sink = c->sinks ? b->sinks[h] : -INFINITY};
+            attn_head(&ah, b->want + ((size_t)t * n_head + h) * hd, s, qbuf, vrow);
+        }
+    free(s);
+    free(vrow);
+    free(qbuf);
+}
+
+static void attn_bufs_free(struct gpu *g, struct attn_bufs *b) {
+    gpu_buf_free(g, b->bq);
+    gpu_buf_free(g, b->bk);
+    gpu_buf_free(g, b->bv);
+    gpu_buf_free(g, b->bs);
+    gpu_buf_free(g, b->bscr);
+    gpu_buf_free(g, b->bo);
+    free(b->q);
+    free(b->sinks);
+    free(b->want);
+    free(b->got);
+    free(b->k);
+    free(b->v);
+}
+
+/* The case's attention on the GPU against block_attn.c's, bit for bit. */
+static void check_attn(struct gpu *g, struct gpu_ops *o, const struct attn_case *c) {
+    const int32_t hd = c->head_dim, n_head = c->n_head_kv * c->gqa;
+    const int32_t kv_dim = hd * c->n_head_kv;
+    const size_t q_head_stride = (size_t)hd * (c->gated ? 2 : 1);
+    const size_t n_q = (size_t)c->n_tok * n_head * q_head_stride;
+    const size_t n_out = (size_t)c->n_tok * n_head * hd;
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(c->kv_type, (uint64_t)kv_dim, &rb), 0);
+    const size_t row_bytes = (size_t)rb, cache_bytes = row_bytes * (size_t)c->ring_rows;
+    const int32_t last = c->pos0 + c->n_tok;
+    const int32_t n_kv_max = c->window && last > c->window ? c->window : last;
+    const uint64_t seed = 7000 + (uint64_t)c->kv_type * 100 + (uint64_t)hd + (uint64_t)c->pos0;
+    char err[256] = "";
+    struct attn_bufs b = {.q = malloc(sizeof(float) * n_q), .sinks = malloc(sizeof(float) * n_head),
+                          .want = malloc(sizeof(float) * n_out), .got = malloc(sizeof(float) * n_out)};
+    fill_uniform(b.q, n_q, 2.0f, seed);
+    fill_uniform(b.sinks, (size_t)n_head, 3.0f, seed + 1);
+    b.k = attn_cache(c->kv_type, c->ring_rows, kv_dim, row_bytes, 2.0f, seed + 2);
+    b.v = attn_cache(c->kv_type, c->ring_rows, kv_dim, row_bytes, 1.0f, seed + 3);
+    attn_reference(c, &b, row_bytes, q_head_stride);
+    b.bq = gpu_buf_new(g, sizeof(float) * n_q, err, sizeof(err));
+    b.bk = gpu_buf_new(g, cache_bytes, err, sizeof(err));
+    b.bv = gpu_buf_new(g, cache_bytes, err, sizeof(err));
+    b.bs = gpu_buf_new(g, sizeof(float) * n_head, err, sizeof(err));
+    b.bscr = gpu_buf_new(g, gpu_attn_scratch_bytes(c->n_tok, n_head, n_kv_max), err, sizeof(err));
+    b.bo = gpu_buf_new(g, sizeof(float) * n_out, err, sizeof(err));
+    CHECK_MSG(b.bq && b.bk && b.bv && b.bs && b.bscr && b.bo, "%s", err);
+    if (!b.bq || !b.bk || !b.bv || !b.bs || !b.bscr || !b.bo)
+        goto out;
+    CHECK_EQ_INT(gpu_buf_write(g, b.bq, 0, b.q, sizeof(float) * n_q), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, b.bk, 0, b.k, cache_bytes), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, b.bv, 0, b.v, cache_bytes), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, b.bs, 0, b.sinks, sizeof(float) * n_head), 0);
+    const struct gpu_attn a = {
+        .kv_type = c->kv_type, .q = gpu_buf_addr(b.bq), .q_tok_stride = n_head * q_head_stride,
+        .q_head_stride = q_head_stride, .k = gpu_buf_addr(b.bk), .v = gpu_buf_addr(b.bv),
+        .row_bytes = row_bytes, .ring_rows = c->ring_rows, .out = gpu_buf_addr(b.bo),
+        .out_stride = (size_t)n_head * hd, .sinks = c->sinks ? gpu_buf_addr(b.bs) : 0,
+        .scratch = gpu_buf_addr(b.bscr), .n_head = n_head, .n_head_kv = c->n_head_kv,
+        .head_dim = hd, .pos0 = c->pos0, .n_tok = c->n_tok, .window = c->window,
+        .scale = 1.0f / sqrtf((float)hd)};
+    CHECK_EQ_INT(gpu_begin(g), 0);
+    CHECK_EQ_INT(gpu_op_attn(o, &a), 0);
+    CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));
+    CHECK_EQ_INT(gpu_buf_read(g, b.bo, 0, b.got, sizeof(float) * n_out), 0);
+    int bad = 0;
+    for (size_t i = 0; i < n_out; i++)
+        if (memcmp(&b.want[i], &b.got[i], sizeof(float)) != 0 && bad++ < 3)
+            test_fail(__FILE__, __LINE__, "%s hd %d pos0 %d: out[%zu] (token %zu, head %zu) %.9g "
+                      "on the GPU, %.9g on the CPU", qtype_name(c->kv_type), hd, c->pos0, i,
+                      i / ((size_t)n_head * hd), i / hd % n_head, b.got[i], b.want[i]);
+    fprintf(stderr, "  %-4s hd %3d heads %2d/%d pos %4d+%-2d window %2d ring %4d%s%s: %s\n",
+            qtype_name(c->kv_type), hd, n_head, c->n_head_kv, c->pos0, c->n_tok, c->window,
+            c->ring_rows, c->sinks ? " sinks" : "", c->gated ? " gated" : "",
+            bad ? "DIFFERENT" : "same bits");
+out:
+    attn_bufs_free(g, &b);
+}
+
+/* Shapes gpu_op_attn refuses, and a KV type it has no kernels for. */
+static void check_attn_refusals(struct gpu_ops *o) {
+    const struct gpu_attn ok = {.kv_type = QTYPE_F16, .row_bytes = 2 * 64 * 2, .ring_rows = 64,
+                                .n_head = 8, .n_head_kv = 2, .head_dim = 64, .pos0 = 10,
+                                .n_tok = 3, .window = 0, .scale = 0.125f};
+    struct gpu_attn a = ok;
+    a.head_dim = 320, a.row_bytes = 2 * 320 * 2;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.n_head = 7;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.ring_rows = 12; /* the last token sees 13 positions */
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.row_bytes = 2 * 64 * 2 - 2;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.kv_type = QTYPE_Q8_0, a.head_dim = 48, a.row_bytes = 2 * 51;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.n_tok = 0;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.kv_type = QTYPE_Q4_1;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -ENOTSUP);
+}
+
+/* Every KV type: head_dim 64 and 128 (and 80, a tail for the float types), GQA 1 and 4, decode
+ * and prefill segments from pos0 > 0, windows over rings (ring_rows = window) and the whole
+ * context, sinks on and off, query heads packed or 2 head_dim apart. */
+static void test_attention(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
+    static const enum qtype types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        const enum qtype t = types[i];
+        const struct attn_case cases[] = {
+            {t, 64, 2, 1, 100, 1, 0, 101, false, false},
+            {t, 128, 2, 4, 77, 1, 32, 32, true, false},
+            {t, 64, 1, 4, 40, 7, 16, 16, true, true},
+            {t, 128, 2, 1, 120, 40, 0, 163, false, false},
+            {t, 128, 1, 4, 1000, 9, 50, 50, true, false},
+            {t, 64, 2, 4, 600, 1, 0, 601, true, true},
+        };
+        for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++)
+            check_attn(g, &o, &cases[j]);
+        if (t == QTYPE_F32 || t == QTYPE_F16) {
+            const struct attn_case tail = {t, 80, 2, 2, 20, 5, 0, 25, true, false};
+            check_attn(g, &o, &tail);
+        }
+    }
+    check_attn_refusals(&o);
+    gpu_ops_release(&o);
+    gpu_close(g);
+}
+
 static const struct test_case cases[] = {
     {"choose", test_choose},
     {"no_loader", test_no_loader},
@@ -967,6 +1165,7 @@ static const struct test_case cases[] = {
     {"matmul_id", test_matmul_id},
     {"rowops_errors", test_rowops_errors},
     {"rowops_staged", test_rowops_staged},
+    {"attention", test_attention},
     {0},
 };
 

@@ -128,6 +128,7 @@ int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
         o->quantize[t] = k ? gpu_kernel(g, k->quantize) : -1;
         found += o->matmul[t] >= 0 && o->quantize[t] >= 0;
     }
+    gpu_attn_kernels_find(&o->attn, g);
     if (!found) {
         err_set(err, err_len, "gpu_ops: this build has no matrix-product kernels");
         gpu_ops_release(o);
@@ -150,6 +151,7 @@ void gpu_ops_release(struct gpu_ops *o) {
         o->matmul[t] = o->quantize[t] = -1;
         o->table_addr[t] = 0;
     }
+    gpu_attn_kernels_find(&o->attn, NULL);
 }
 
 bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t) {

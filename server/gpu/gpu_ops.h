@@ -26,6 +26,12 @@ struct gpu_rowops {
     int rms_norm, rope, add_rows, swiglu, sigmoid_mul, moe_sum, kv_store;
 };
 
+/* The attention's kernels per KV type (gpu_attn.c), -1 where a type has none. */
+struct gpu_attn_kernels {
+    int query[QTYPE_COUNT];   /* the query in the KV type's format (-1 for F32: read as is) */
+    int scores[QTYPE_COUNT], softmax[QTYPE_COUNT], vsum[QTYPE_COUNT];
+};
+
 struct gpu_ops {
     struct gpu *g; /* borrowed */
     struct gpu_rowops row;
@@ -33,6 +39,7 @@ struct gpu_ops {
     int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
     struct gpu_buf *tables;    /* the grid i-quants' codebooks (owned), NULL before init */
     uint64_t table_addr[QTYPE_COUNT]; /* a type's codebook in tables, 0 for types without one */
+    struct gpu_attn_kernels attn;
 };
 
 /* Finds the kernels of every weight type g's build has and uploads the grid i-quants' codebooks
@@ -150,7 +157,19 @@ struct gpu_attn {
     int32_t window;
     float scale;
 };
+/* Bytes of scratch gpu_op_attn needs for a segment of n_tok tokens of n_head heads that see at
+ * most n_ctx positions each (the context, or the window plus nothing more). */
 size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx);
+
+/* Records the segment's attention: four kernels (the query in the KV type's format, the scores
+ * over positions, the softmax, the weighted sum over elements) with barriers between them; the
+ * caller orders what wrote q, k, v before it and what reads out after it (gpu_barrier). Returns 0,
+ * -ENOTSUP for a KV type without kernels, or -EINVAL for a shape it cannot take: head_dim past
+ * 256 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too
+ * short for the heads, a ring shorter than the positions a token sees, n_tok < 1. */
 int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a);
+
+/* Finds the attention's kernels in g (every entry -1 where g is NULL or a kernel is missing). */
+void gpu_attn_kernels_find(struct gpu_attn_kernels *k, const struct gpu *g);
 
 #endif
