@@ -340,8 +340,7 @@ static void vk_label(struct engine_vk *v, const char *label) {
 
 /* Records a barrier: what follows sees what was recorded before. */
 static void vk_sync(struct engine_vk *v) {
-    gpu_barrier(v->dev);
-    if (v->profile) {
+    if (gpu_barrier(v->dev) && v->profile) {
         int i = gpu_stamp(v->dev);
         if (i >= 0)
             v->stamp_label[i] = v->label;
@@ -353,7 +352,11 @@ static int vk_begin(struct engine_vk *v) {
     if (gpu_begin(v->dev) < 0)
         return -EIO;
     vk_label(v, "(start)");
-    vk_sync(v);
+    if (v->profile) {
+        int i = gpu_stamp(v->dev);
+        if (i >= 0)
+            v->stamp_label[i] = v->label;
+    }
     return 0;
 }
 
@@ -618,13 +621,10 @@ static int vk_residual(struct engine *e, uint64_t w, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
     vk_sync(v);
-    vk_label(v, "residual_add");
-    int rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
-    vk_sync(v);
-    vk_label(v, "rms_norm");
+    vk_label(v, "residual_norm");
     vk_quant_forget(v);
-    return rc < 0 ? rc : gpu_op_rms_norm(&v->ops, v->x.addr, D, w, v->xn.addr, D, (int64_t)D,
-                                         e->m->hp.rms_eps, n_tok);
+    return gpu_op_add_rms_norm(&v->ops, v->x.addr, D, v->y.addr, w, v->xn.addr, D, (int64_t)D,
+                               e->m->hp.rms_eps, n_tok);
 }
 
 /* The logits rows the step asks for (engine_output's rows), logit_rows at a time. */

@@ -52,6 +52,7 @@ struct gpu {
     struct gpu_buf *staging; /* NULL on unified memory */
     uint64_t used_bytes, budget_bytes;
     bool recording;
+    bool unordered;      /* work recorded since the last barrier (or the recording's start) */
     int rec_rc;          /* the first recording error */
     bool lost;           /* the device failed */
     char err[256];
@@ -817,6 +818,7 @@ int gpu_begin(struct gpu *g) {
     if (r != VK_SUCCESS)
         return fail_device(g, "vkBeginCommandBuffer", r);
     g->recording = true;
+    g->unordered = false;
     g->rec_rc = 0;
     g->n_stamps = 0;
     if (g->stamps)
@@ -869,11 +871,17 @@ void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uin
         g->fn.vkCmdPushConstants(g->cmd, g->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                  (uint32_t)push_bytes, push);
     g->fn.vkCmdDispatch(g->cmd, nx, ny, nz);
+    g->unordered = true;
 }
 
-void gpu_barrier(struct gpu *g) {
-    if (!g->recording)
-        return rec_fail(g, "a barrier while not recording");
+bool gpu_barrier(struct gpu *g) {
+    if (!g->recording) {
+        rec_fail(g, "a barrier while not recording");
+        return false;
+    }
+    if (!g->unordered) /* nothing since the last one: it would order nothing */
+        return false;
+    g->unordered = false;
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
@@ -882,6 +890,7 @@ void gpu_barrier(struct gpu *g) {
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
                                     VK_PIPELINE_STAGE_TRANSFER_BIT;
     g->fn.vkCmdPipelineBarrier(g->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    return true;
 }
 
 void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,
@@ -892,8 +901,10 @@ void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct g
         n > src->bytes - src_off)
         return rec_fail(g, "a copy out of its buffers' range");
     VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = n};
-    if (n)
+    if (n) {
         g->fn.vkCmdCopyBuffer(g->cmd, src->buf, dst->buf, 1, &c);
+        g->unordered = true;
+    }
 }
 
 int gpu_submit(struct gpu *g) {

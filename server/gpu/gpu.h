@@ -122,8 +122,9 @@ int gpu_begin(struct gpu *g);
 void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uint32_t nx,
                   uint32_t ny, uint32_t nz);
 
-/* Orders what was recorded before before what follows (every shader write made visible). */
-void gpu_barrier(struct gpu *g);
+/* Orders what was recorded before before what follows (every shader write made visible). Returns
+ * whether it recorded one: nothing recorded since the last barrier needs none. */
+bool gpu_barrier(struct gpu *g);
 
 /* Records dst[dst_off ..] = src[src_off ..] for n bytes. */
 void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,

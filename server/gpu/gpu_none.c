@@ -101,8 +101,9 @@ void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uin
                   uint32_t ny, uint32_t nz) {
     (void)g, (void)k, (void)push, (void)push_bytes, (void)nx, (void)ny, (void)nz;
 }
-void gpu_barrier(struct gpu *g) {
+bool gpu_barrier(struct gpu *g) {
     (void)g;
+    return false;
 }
 void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,
               size_t src_off, size_t n) {

@@ -81,6 +81,11 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
 int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
                     size_t y_stride, int64_t n, float eps, int32_t n_rows);
 
+/* x rows = r rows + x rows (r: rows x_stride apart, as x's), then gpu_op_rms_norm of them: a
+ * residual's add and the next block's norm in one kernel. y must not be x. */
+int gpu_op_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
+                        uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows);
+
 /* RoPE in place: head h of token t at x + t tok_stride + h head_stride floats, n_head heads of
  * n_tok tokens, rotated by cs's row t (ops_rope_cache's table, n_rot floats a token); neox pairs
  * or normal ones, as ops_rope_neox / ops_rope_norm. */

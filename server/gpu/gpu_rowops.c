@@ -64,15 +64,15 @@ static int dispatch_rows(struct gpu_ops *o, int k, const void *push, size_t push
 /* ---- RMSNorm ---------------------------------------------------------------------------------- */
 
 struct rms_norm_push {
-    uint64_t x, w, y;
+    uint64_t x, w, y, r;
     double inv_n;
     uint32_t x_stride, y_stride, n, n_rows;
     float eps;
 };
 
 /* Contract in gpu_ops.h. A workgroup of 32 per row, rows on x spilling onto z (rms_norm.comp). */
-int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
-                    size_t y_stride, int64_t n, float eps, int32_t n_rows) {
+static int rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
+                    uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows) {
     if (o->row.rms_norm < 0)
         return -ENOTSUP;
     const uint64_t sizes[] = {x_stride, y_stride, (uint64_t)n};
@@ -83,11 +83,21 @@ int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, 
         return 0;
     if (!split_groups((uint64_t)n_rows, &nx, &nz))
         return -EINVAL;
-    struct rms_norm_push p = {.x = x, .w = w, .y = y, .inv_n = 1.0 / (double)n,
+    struct rms_norm_push p = {.x = x, .w = w, .y = y, .r = r, .inv_n = 1.0 / (double)n,
                               .x_stride = (uint32_t)x_stride, .y_stride = (uint32_t)y_stride,
                               .n = (uint32_t)n, .n_rows = (uint32_t)n_rows, .eps = eps};
     gpu_dispatch(o->g, o->row.rms_norm, &p, sizeof(p), nx, 1, nz);
     return 0;
+}
+
+int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
+                    size_t y_stride, int64_t n, float eps, int32_t n_rows) {
+    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows);
+}
+
+int gpu_op_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
+                        uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows) {
+    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows) : -EINVAL;
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------------- */

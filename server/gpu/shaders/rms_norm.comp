@@ -4,6 +4,8 @@
 // inv_n = 1.0 / n from the CPU (Vulkan's double division is not correctly rounded), scale =
 // 1 / sqrt(mean + eps), then each element (x * scale) * w. y may be x: every read of a row comes
 // before the barriers and each invocation writes only the elements it read. Rows on x, then z.
+// With r (not 0): first x = r + x (the residual's add, engine.c's engine_add_y), written back to
+// x, then the norm of the sum: one kernel for the two steps of a layer's end.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #include "common.glsl"
@@ -15,6 +17,7 @@ layout(push_constant) uniform Push {
     uint64_t x;        // rows of n floats, x_stride floats apart
     uint64_t w;        // n floats, or 0: no weight
     uint64_t y;        // rows, y_stride floats apart
+    uint64_t r;        // rows added to x first (x_stride apart), or 0
     double inv_n;      // 1.0 / n, rounded on the CPU
     uint x_stride;
     uint y_stride;
@@ -33,6 +36,13 @@ void main() {
     F32s x = F32s(p.x + uint64_t(row) * p.x_stride * 4u);
     F32s y = F32s(p.y + uint64_t(row) * p.y_stride * 4u);
     double acc = 0.0LF;
+    if (p.r != 0ul) {
+        F32s r = F32s(p.r + uint64_t(row) * p.x_stride * 4u);
+        for (uint i = l; i < p.n; i += 32u) {
+            precise float sum = r.v[i] + x.v[i];
+            x.v[i] = sum;
+        }
+    }
     for (uint i = l; i < p.n; i += 32u) {
         precise float sq = x.v[i] * x.v[i];
         precise double s = acc + double(sq);
