@@ -115,3 +115,29 @@ uint load_le32(uint64_t base, uint off) {
     U8s b = U8s(base + off);
     return uint(b.v[0]) | uint(b.v[1]) << 8 | uint(b.v[2]) << 16 | uint(b.v[3]) << 24;
 }
+
+// The little-endian u32 at byte offset off of base, where base + off is 4-byte aligned (one
+// load) / only 2-byte aligned (two).
+uint load_w32(uint64_t base, uint off) {
+    return U32s(base + off).v[0];
+}
+
+uint load_w32_a2(uint64_t base, uint off) {
+    U16s h = U16s(base + off);
+    return uint(h.v[0]) | uint(h.v[1]) << 16;
+}
+
+// sum over byte j < 4 of (byte j of w, unsigned) * (byte j of a, signed): a word of weight codes
+// against a word of int8 activations.
+int dot4(uint w, uint a) {
+    int s = 0;
+    for (int j = 0; j < 32; j += 8)
+        s += int((w >> j) & 255u) * bitfieldExtract(int(a), j, 8);
+    return s;
+}
+
+// The sum of the 4 signed bytes of a.
+int sum4(uint a) {
+    return bitfieldExtract(int(a), 0, 8) + bitfieldExtract(int(a), 8, 8) +
+           bitfieldExtract(int(a), 16, 8) + bitfieldExtract(int(a), 24, 8);
+}
