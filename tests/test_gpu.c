@@ -314,11 +314,14 @@ static void test_products_align(void) {
     CHECK_MSG(b != NULL, "%s", err);
     if (b && gpu_begin(g) == 0) {
         const uint64_t a = gpu_buf_addr(b);
-        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q4_K, a + 2, 144, 256, 1, a, 320, a, 1, 1), -EINVAL);
-        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q4_K, a, 146, 256, 1, a, 320, a, 1, 1), -EINVAL);
-        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ4_XS, a, 136, 256, 1, a + 2, 320, a, 1, 1),
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q4_K, a + 8, 144, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q5_K, a, 168, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ4_XS, a + 4, 136, 256, 1, a, 320, a, 1, 1),
                      -EINVAL);
-        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q2_K, a, 84, 256, 2, a, 322, a, 1, 2), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ4_XS, a, 136, 256, 1, a + 8, 320, a, 1, 1),
+                     -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q2_K, a, 84, 256, 2, a, 328, a, 1, 2), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q2_K, a + 2, 84, 256, 1, a, 320, a, 1, 1), -EINVAL);
         CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q6_K, a + 1, 210, 256, 1, a, 320, a, 1, 1), -EINVAL);
         CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q3_K, a, 111, 256, 1, a, 320, a, 1, 1), -EINVAL);
         CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));

@@ -101,7 +101,8 @@ static bool types_known(const char *list) {
 static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const struct bench_opts *b,
                       struct gpu_buf *act, struct gpu_buf *out) {
     uint64_t rb = 0;
-    if (!gpu_ops_has_type(o, t) || !type_listed(b->types, t) || qtype_row_bytes(t, (uint64_t)b->cols, &rb) < 0)
+    if (!gpu_ops_has_type(o, t) || !type_listed(b->types, t) ||
+        qtype_row_bytes(t, (uint64_t)b->cols, &rb) < 0)
         return 0;
     char err[256] = "";
     const size_t w_bytes = (size_t)rb * (size_t)b->rows;

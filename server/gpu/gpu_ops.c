@@ -197,14 +197,16 @@ static int32_t rows_group(const struct gpu_type_kernels *k, int64_t n_in, int32_
 }
 
 /* True unless k's driver reads words that these addresses would misalign: the split driver reads
- * activations as 4-byte words, and weights as 4-byte words where the type's blocks keep them
- * aligned (a multiple of 4 bytes), else as 2-byte halves. */
+ * activations 16 bytes at a time, and weights as wide as the type's block size keeps them
+ * aligned (its largest power-of-two divisor, at most 16: gpu_ops.h). */
 static bool split_aligned(const struct gpu_type_kernels *k, uint64_t w, size_t row_bytes,
                           uint64_t act, size_t act_stride) {
     if (k->driver != GPU_DRIVER_SPLIT)
         return true;
-    const uint64_t w_align = qtype_block_bytes(k->type) % 4 == 0 ? 4 : 2;
-    return (act | act_stride) % 4 == 0 && (w | row_bytes) % w_align == 0;
+    uint64_t w_align = 1;
+    while (w_align < 16 && qtype_block_bytes(k->type) % (2 * w_align) == 0)
+        w_align *= 2;
+    return (act | act_stride) % 16 == 0 && (w | row_bytes) % w_align == 0;
 }
 
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,

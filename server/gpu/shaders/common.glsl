@@ -13,6 +13,8 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer U16s { uint1
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer I16s { int16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32s { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2s { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer U32x4s { uvec4 v[]; };
 
 // IEEE half (bits) -> float: exact (common/quant.c's fp16_to_f32).
 float fp16_to_f32(uint h) {
@@ -117,9 +119,17 @@ uint load_le32(uint64_t base, uint off) {
 }
 
 // The little-endian u32 at byte offset off of base, where base + off is 4-byte aligned (one
-// load) / only 2-byte aligned (two).
+// load) / only 2-byte aligned (two); the 2 and 4 words at an 8- and 16-byte aligned base + off.
 uint load_w32(uint64_t base, uint off) {
     return U32s(base + off).v[0];
+}
+
+uvec2 load_w64(uint64_t base, uint off) {
+    return U32x2s(base + off).v[0];
+}
+
+uvec4 load_w128(uint64_t base, uint off) {
+    return U32x4s(base + off).v[0];
 }
 
 uint load_w32_a2(uint64_t base, uint off) {

@@ -14,14 +14,14 @@ ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint part) {
     uint h = part >> 2, q = part & 3u;
     U8s sc = U8s(w_blk);
     int isum = 0, msum = 0;
+    uint off = 16u + 32u * h + 8u * q;
+    uvec2 qs = uvec2(load_w32(w_blk, off), load_w32(w_blk, off + 4u));
     for (uint k = 0u; k < 4u; k++) {
         uint g = 8u * h + 2u * k + (q >> 1);
         int dot = 0;
-        for (uint j = 0u; j < 2u; j++) {
-            uint qs = load_w32(w_blk, 16u + 32u * h + 8u * q + 4u * j);
-            dot += dot4((qs >> (2u * k)) & 0x03030303u,
-                        load_w32(a_blk, 128u * h + 32u * k + 8u * q + 4u * j));
-        }
+        uvec2 a = load_w64(a_blk, 128u * h + 32u * k + 8u * q);
+        for (uint j = 0u; j < 2u; j++)
+            dot += dot4((qs[j] >> (2u * k)) & 0x03030303u, a[j]);
         uint s = uint(sc.v[g]);
         isum += int(s & 15u) * dot;
         if ((q & 1u) == 0u)

@@ -21,15 +21,19 @@ ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint part) {
     uint h = part >> 2, q = part & 3u;
     U8s sc = U8s(w_blk + 96u);
     int isum = 0;
-    for (uint j = 0u; j < 2u; j++) {
-        uint qs = load_w32_a2(w_blk, 32u + 32u * h + 8u * q + 4u * j);
-        uint hm = load_w32_a2(w_blk, 8u * q + 4u * j);
-        for (uint k = 0u; k < 4u; k++) {
+    uint off = 32u + 32u * h + 8u * q;
+    uvec2 qs = uvec2(load_w32_a2(w_blk, off), load_w32_a2(w_blk, off + 4u));
+    uvec2 hm = uvec2(load_w32_a2(w_blk, 8u * q), load_w32_a2(w_blk, 8u * q + 4u));
+    for (uint k = 0u; k < 4u; k++) {
+        uvec2 a = load_w64(a_blk, 128u * h + 32u * k + 8u * q);
+        int dot = 0;
+        for (uint j = 0u; j < 2u; j++) {
             // code + 4 = the 2-bit code with the hmask bit as its third
-            uint code = ((qs >> (2u * k)) & 0x03030303u) | ((hm >> (4u * h + k)) & 0x01010101u) << 2;
-            uint a = load_w32(a_blk, 128u * h + 32u * k + 8u * q + 4u * j);
-            isum += q3_scale(sc, 8u * h + 2u * k + (q >> 1)) * (dot4(code, a) - 4 * sum4(a));
+            uint code = ((qs[j] >> (2u * k)) & 0x03030303u) |
+                        ((hm[j] >> (4u * h + k)) & 0x01010101u) << 2;
+            dot += dot4(code, a[j]) - 4 * sum4(a[j]);
         }
+        isum += q3_scale(sc, 8u * h + 2u * k + (q >> 1)) * dot;
     }
     return ivec2(isum, 0);
 }

@@ -1,8 +1,9 @@
 // matmul_q4_K.comp - Q4_K weights against Q8_K activations: per sub-block sb of 32 (its codes the
 // low nibbles of qs[32c..32c+31] for sb = 2c, the high ones for sb = 2c + 1) isum += sc * dot,
 // msum += m * (bsums[2sb] + bsums[2sb + 1]); kquants.glsl's two fmas. Part k (matmul_split.glsl)
-// takes qs bytes 16k..16k+15 (4 words): half of sub-blocks 2c and 2c + 1, c = k / 2, and of their
-// bsums (sixteen elements each) the two it covers. Blocks of 144 bytes keep words aligned.
+// takes qs bytes 16k..16k+15 (16 bytes): half of sub-blocks 2c and 2c + 1, c = k / 2, and of their
+// bsums (sixteen elements each) the two it covers. Blocks of 144 bytes keep 16-byte
+// loads aligned.
 #version 450
 #include "common.glsl"
 #include "kquants.glsl"
@@ -15,10 +16,11 @@ ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint part) {
     k_scale_min(w_blk + 4u, 2u * c, sc_lo, m_lo);
     k_scale_min(w_blk + 4u, 2u * c + 1u, sc_hi, m_hi);
     uint e = 64u * c + 16u * h; // the first low-nibble element; the high ones 32 further
+    uvec4 q = load_w128(w_blk, 16u + 16u * part);
+    uvec4 a_lo = load_w128(a_blk, e), a_hi = load_w128(a_blk, e + 32u);
     for (uint j = 0u; j < 4u; j++) {
-        uint q = load_w32(w_blk, 16u + 16u * part + 4u * j);
-        dot_lo += dot4(q & 0x0f0f0f0fu, load_w32(a_blk, e + 4u * j));
-        dot_hi += dot4((q >> 4) & 0x0f0f0f0fu, load_w32(a_blk, e + 32u + 4u * j));
+        dot_lo += dot4(q[j] & 0x0f0f0f0fu, a_lo[j]);
+        dot_hi += dot4((q[j] >> 4) & 0x0f0f0f0fu, a_hi[j]);
     }
     int msum = m_lo * q8k_bsum(a_blk, 4u * c + h) + m_hi * q8k_bsum(a_blk, 4u * c + 2u + h);
     return ivec2(sc_lo * dot_lo + sc_hi * dot_hi, msum);

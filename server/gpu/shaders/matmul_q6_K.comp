@@ -15,16 +15,17 @@ ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint part) {
     uint h = part >> 2, q = part & 3u;
     I8s sc = I8s(w_blk + 192u);
     int isum = 0;
-    for (uint j = 0u; j < 2u; j++) {
-        uint l02 = load_w32_a2(w_blk, 64u * h + 8u * q + 4u * j);
-        uint l13 = load_w32_a2(w_blk, 64u * h + 32u + 8u * q + 4u * j);
-        uint qh = load_w32_a2(w_blk, 128u + 32u * h + 8u * q + 4u * j);
-        for (uint k = 0u; k < 4u; k++) {
-            uint lo = ((k & 1u) == 0u ? l02 : l13) >> (k < 2u ? 0u : 4u);
-            uint code = (lo & 0x0f0f0f0fu) | ((qh >> (2u * k)) & 0x03030303u) << 4;
-            uint a = load_w32(a_blk, 128u * h + 32u * k + 8u * q + 4u * j);
-            isum += int(sc.v[8u * h + 2u * k + (q >> 1)]) * (dot4(code, a) - 32 * sum4(a));
+    for (uint k = 0u; k < 4u; k++) {
+        uvec2 a = load_w64(a_blk, 128u * h + 32u * k + 8u * q);
+        int dot = 0;
+        for (uint j = 0u; j < 2u; j++) {
+            uint l = load_w32_a2(w_blk, 64u * h + 32u * (k & 1u) + 8u * q + 4u * j);
+            uint qh = load_w32_a2(w_blk, 128u + 32u * h + 8u * q + 4u * j);
+            uint code = ((l >> (k < 2u ? 0u : 4u)) & 0x0f0f0f0fu) |
+                        ((qh >> (2u * k)) & 0x03030303u) << 4;
+            dot += dot4(code, a[j]) - 32 * sum4(a[j]);
         }
+        isum += int(sc.v[8u * h + 2u * k + (q >> 1)]) * dot;
     }
     return ivec2(isum, 0);
 }
