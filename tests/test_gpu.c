@@ -280,6 +280,7 @@ static void check_products(size_t n_cases) {
          * partial group of tokens, a row of 3 rounds */
         {QTYPE_Q4_K, 256, 37, 1},  {QTYPE_Q6_K, 1792, 21, 1}, {QTYPE_Q3_K, 768, 37, 11},
         {QTYPE_Q5_K, 768, 5, 6},   {QTYPE_Q2_K, 1792, 9, 4},  {QTYPE_IQ4_XS, 24576, 3, 1},
+        {QTYPE_IQ2_XXS, 768, 37, 11}, {QTYPE_IQ1_M, 1792, 21, 1}, {QTYPE_IQ3_S, 256, 37, 1},
         {QTYPE_IQ2_XXS, 256, 7, 1}, {QTYPE_IQ2_XXS, 1792, 40, 3}, {QTYPE_IQ2_XXS, 2560, 20, 2},
         {QTYPE_IQ2_XS, 256, 7, 1}, {QTYPE_IQ2_XS, 1792, 40, 3}, {QTYPE_IQ2_XS, 2560, 20, 2},
         {QTYPE_IQ2_S, 256, 7, 1}, {QTYPE_IQ2_S, 1792, 40, 3}, {QTYPE_IQ2_S, 2560, 20, 2},
@@ -324,6 +325,7 @@ static void test_products_align(void) {
         CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q2_K, a + 2, 84, 256, 1, a, 320, a, 1, 1), -EINVAL);
         CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q6_K, a + 1, 210, 256, 1, a, 320, a, 1, 1), -EINVAL);
         CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q3_K, a, 111, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ1_M, a + 4, 56, 256, 1, a, 320, a, 1, 1), -EINVAL);
         CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));
     }
     gpu_buf_free(g, b);

@@ -3,6 +3,7 @@
 // (quant_iq_ksigns in bytes 0..127, the type's grid from byte 128, entries little-endian, value j
 // in byte j), the signed dot of a grid entry against int8 activations, and the block's
 // accumulation: isum = sum m * q * a exact, d = (fp16(w.d) * a.d) * unit, the block's terms (d, isum).
+// Their products run on matmul_split.glsl: part ib (0..7) of a block is its values 32ib..32ib+31.
 #include "matmul_push.glsl"
 #include "kquants.glsl"
 
