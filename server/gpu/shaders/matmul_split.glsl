@@ -34,7 +34,10 @@ layout(local_size_x = 64) in;
 #define SPLIT_PARTS 8u
 #define ROUND_BLOCKS 32u
 
-shared ivec2 split_parts[4u * 64u];
+// part k of the round's block slot s at k * PARTS_PAD + s: the invocations of a warp write 8
+// parts of 4 slots to 32 distinct banks (36 = 4 mod 32), and read one part of 32 slots likewise
+#define PARTS_PAD 36u
+shared int split_isum[SPLIT_PARTS * PARTS_PAD], split_msum[SPLIT_PARTS * PARTS_PAD];
 shared vec4 split_terms[ROUND_BLOCKS];
 shared float split_chains[64];
 
@@ -93,13 +96,14 @@ void main() {
             ivec2 s = ivec2(0);
             if (split_item(c + slot, nb, TOK, n_items, w_blk, a_blk))
                 s = block_isums(w_blk, a_blk, i % SPLIT_PARTS);
-            split_parts[64u * g + i] = s;
+            split_isum[(i % SPLIT_PARTS) * PARTS_PAD + slot] = s.x;
+            split_msum[(i % SPLIT_PARTS) * PARTS_PAD + slot] = s.y;
         }
         barrier();
         if (i < ROUND_BLOCKS) {
             ivec2 s = ivec2(0);
             for (uint k = 0u; k < SPLIT_PARTS; k++)
-                s += split_parts[SPLIT_PARTS * i + k];
+                s += ivec2(split_isum[k * PARTS_PAD + i], split_msum[k * PARTS_PAD + i]);
             vec4 terms = vec4(0.0);
             if (split_item(c + i, nb, TOK, n_items, w_blk, a_blk))
                 terms = block_float_terms(w_blk, a_blk, s);
