@@ -279,6 +279,12 @@ static void check_products(size_t n_cases) {
         {QTYPE_Q5_K, 256, 7, 1}, {QTYPE_Q5_K, 1792, 40, 3}, {QTYPE_Q5_K, 2560, 70, 2},
         {QTYPE_Q6_K, 256, 7, 1}, {QTYPE_Q6_K, 1792, 40, 3}, {QTYPE_Q6_K, 2560, 70, 2},
         {QTYPE_IQ4_XS, 256, 7, 1}, {QTYPE_IQ4_XS, 1792, 40, 3}, {QTYPE_IQ4_XS, 2560, 20, 2},
+        /* matmul_split.glsl: 16 rows of one block per workgroup past n_rows, a row's blocks
+         * across two rounds (7 blocks, 8 rows), token groups of 8 with 2 rows of 3 blocks and a
+         * partial group of tokens, a row of 3 rounds */
+        {QTYPE_Q4_K, 256, 37, 1},  {QTYPE_Q6_K, 1792, 21, 1}, {QTYPE_Q3_K, 768, 37, 11},
+        {QTYPE_Q5_K, 768, 5, 6},   {QTYPE_Q2_K, 1792, 9, 4},  {QTYPE_IQ4_XS, 24576, 3, 1},
+        {QTYPE_IQ2_XXS, 768, 37, 11}, {QTYPE_IQ1_M, 1792, 21, 1}, {QTYPE_IQ3_S, 256, 37, 1},
         {QTYPE_IQ2_XXS, 256, 7, 1}, {QTYPE_IQ2_XXS, 1792, 40, 3}, {QTYPE_IQ2_XXS, 2560, 20, 2},
         {QTYPE_IQ2_XS, 256, 7, 1}, {QTYPE_IQ2_XS, 1792, 40, 3}, {QTYPE_IQ2_XS, 2560, 20, 2},
         {QTYPE_IQ2_S, 256, 7, 1}, {QTYPE_IQ2_S, 1792, 40, 3}, {QTYPE_IQ2_S, 2560, 20, 2},
@@ -298,6 +304,36 @@ static void check_products(size_t n_cases) {
     gpu_ops_release(&o);
     CHECK_EQ_INT(gpu_used_bytes(g), 0);
     CHECK(!gpu_ops_has_type(&o, QTYPE_IQ2_XXS)); /* its codebook is gone */
+    gpu_close(g);
+}
+
+/* The word-reading products refuse addresses their words would misalign, recording nothing. */
+static void test_products_align(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
+    struct gpu_buf *b = gpu_buf_new(g, 4096, err, sizeof(err));
+    CHECK_MSG(b != NULL, "%s", err);
+    if (b && gpu_begin(g) == 0) {
+        const uint64_t a = gpu_buf_addr(b);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q4_K, a + 8, 144, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q5_K, a, 168, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ4_XS, a + 4, 136, 256, 1, a, 320, a, 1, 1),
+                     -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ4_XS, a, 136, 256, 1, a + 8, 320, a, 1, 1),
+                     -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q2_K, a, 84, 256, 2, a, 328, a, 1, 2), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q2_K, a + 2, 84, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q6_K, a + 1, 210, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_Q3_K, a, 111, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_EQ_INT(gpu_op_matmul(&o, QTYPE_IQ1_M, a + 4, 56, 256, 1, a, 320, a, 1, 1), -EINVAL);
+        CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));
+    }
+    gpu_buf_free(g, b);
+    gpu_ops_release(&o);
     gpu_close(g);
 }
 
@@ -1163,6 +1199,7 @@ static const struct test_case cases[] = {
     {"contract", test_contract},
     {"products", test_products},
     {"products_staged", test_products_staged},
+    {"products_align", test_products_align},
     {"ops_budget", test_ops_budget},
     {"rms_norm", test_rms_norm},
     {"rope", test_rope},

@@ -2,13 +2,14 @@
  * a device-to-device copy (the bound), and each weight type's product for a decode step (1 token)
  * and a prefill batch, as GB/s of weights read and tokens/s of that one matrix.
  *
- *     bench-gpu [--gpu N] [--rows R] [--cols C] [--tokens T] [--reps K]
+ *     bench-gpu [--gpu N] [--rows R] [--cols C] [--tokens T] [--reps K] [--types q4_K,q6_K,...]
  *
  * Each figure is the best of three submits of K back-to-back dispatches (one command buffer). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "gpu.h"
@@ -23,6 +24,7 @@ static double now_s(void) {
 
 struct bench_opts {
     const char *gpu;
+    const char *types; /* comma-separated type names (qtype_name, any case), NULL: all */
     int64_t rows, cols;
     int32_t tokens, reps;
 };
@@ -72,10 +74,35 @@ static double time_products(struct gpu *g, struct gpu_ops *o, enum qtype t, stru
     return best;
 }
 
+/* True when list (comma-separated names, any case; NULL: every type) names t. */
+static bool type_listed(const char *list, enum qtype t) {
+    const char *name = qtype_name(t);
+    const size_t n = strlen(name);
+    for (const char *s = list; s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL)
+        if (strncasecmp(s, name, n) == 0 && (s[n] == ',' || s[n] == '\0'))
+            return true;
+    return list == NULL;
+}
+
+/* True when every name of list is a type's. */
+static bool types_known(const char *list) {
+    for (const char *s = list; s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
+        const size_t n = strcspn(s, ",");
+        bool found = false;
+        for (int t = 0; t < QTYPE_COUNT && !found; t++)
+            found = strlen(qtype_name((enum qtype)t)) == n &&
+                    strncasecmp(s, qtype_name((enum qtype)t), n) == 0;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
 static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const struct bench_opts *b,
                       struct gpu_buf *act, struct gpu_buf *out) {
     uint64_t rb = 0;
-    if (!gpu_ops_has_type(o, t) || qtype_row_bytes(t, (uint64_t)b->cols, &rb) < 0)
+    if (!gpu_ops_has_type(o, t) || !type_listed(b->types, t) ||
+        qtype_row_bytes(t, (uint64_t)b->cols, &rb) < 0)
         return 0;
     char err[256] = "";
     const size_t w_bytes = (size_t)rb * (size_t)b->rows;
@@ -120,11 +147,14 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->tokens = atoi(v);
         else if (strcmp(argv[i], "--reps") == 0)
             b->reps = atoi(v);
+        else if (strcmp(argv[i], "--types") == 0)
+            b->types = v;
         else
             return -EINVAL;
         i++;
     }
-    return b->rows > 0 && b->cols > 0 && b->cols % 256 == 0 && b->tokens > 0 && b->reps > 0
+    return b->rows > 0 && b->cols > 0 && b->cols % 256 == 0 && b->tokens > 0 && b->reps > 0 &&
+                   (!b->types || types_known(b->types))
                ? 0 : -EINVAL;
 }
 
@@ -133,7 +163,7 @@ int main(int argc, char **argv) {
     char err[256] = "", desc[512];
     if (parse(argc, argv, &b) < 0) {
         fprintf(stderr, "usage: bench-gpu [--gpu N] [--rows R] [--cols C (a multiple of 256)] "
-                        "[--tokens T] [--reps K]\n");
+                        "[--tokens T] [--reps K] [--types q4_K,q6_K,...]\n");
         return 2;
     }
     int idx = gpu_choose(b.gpu, err, sizeof(err));

@@ -9,48 +9,55 @@
 #include "quant.h"
 #include "quant_iq.h"
 
+/* The driver a type's product kernel includes, which sets its launch shape. */
+enum gpu_driver {
+    GPU_DRIVER_FLOAT,  /* matmul_float.glsl: a workgroup is two rows of one token */
+    GPU_DRIVER_BLOCKS, /* matmul_blocks.glsl: one row, tok_group tokens */
+    GPU_DRIVER_SPLIT,  /* matmul_split.glsl: split_rows rows, tok_group tokens; 256-element
+                        * blocks read as words, so rows and activations 4-byte aligned */
+};
+
 /* One weight type's kernels. */
 struct gpu_type_kernels {
     enum qtype type;
     const char *matmul;       /* shaders/NAME.comp */
     const char *quantize;
-    bool blocks;              /* matmul_blocks.glsl's driver (a workgroup: one row, tok_group
-                               * tokens), else matmul_float.glsl's (two rows of one token) */
+    enum gpu_driver driver;
     int quantize_elems;       /* elements one invocation of the quantizer handles */
     const void *grid;         /* a grid i-quant's codebook (quant_iq.h), NULL for other types */
     size_t grid_bytes;
 };
 
 static const struct gpu_type_kernels gpu_types[] = {
-    {QTYPE_F32, "matmul_f32", "quantize_f32", false, 1, NULL, 0},
-    {QTYPE_F16, "matmul_f16", "quantize_f16", false, 1, NULL, 0},
-    {QTYPE_BF16, "matmul_bf16", "quantize_bf16", false, 1, NULL, 0},
-    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", true, 32, NULL, 0},
-    {QTYPE_Q4_0, "matmul_q4_0", "quantize_q8_0", true, 32, NULL, 0},
-    {QTYPE_Q4_1, "matmul_q4_1", "quantize_q8_1", true, 32, NULL, 0},
-    {QTYPE_Q5_0, "matmul_q5_0", "quantize_q8_0", true, 32, NULL, 0},
-    {QTYPE_Q5_1, "matmul_q5_1", "quantize_q8_1", true, 32, NULL, 0},
-    {QTYPE_IQ4_NL, "matmul_iq4_nl", "quantize_q8_0", true, 32, NULL, 0},
-    {QTYPE_MXFP4, "matmul_mxfp4", "quantize_q8_0", true, 32, NULL, 0},
-    {QTYPE_Q2_K, "matmul_q2_K", "quantize_q8_K", true, 256, NULL, 0},
-    {QTYPE_Q3_K, "matmul_q3_K", "quantize_q8_K", true, 256, NULL, 0},
-    {QTYPE_Q4_K, "matmul_q4_K", "quantize_q8_K", true, 256, NULL, 0},
-    {QTYPE_Q5_K, "matmul_q5_K", "quantize_q8_K", true, 256, NULL, 0},
-    {QTYPE_Q6_K, "matmul_q6_K", "quantize_q8_K", true, 256, NULL, 0},
-    {QTYPE_IQ4_XS, "matmul_iq4_xs", "quantize_q8_K", true, 256, NULL, 0},
-    {QTYPE_IQ2_XXS, "matmul_iq2_xxs", "quantize_q8_K", true, 256, quant_iq_grid2xxs,
+    {QTYPE_F32, "matmul_f32", "quantize_f32", GPU_DRIVER_FLOAT, 1, NULL, 0},
+    {QTYPE_F16, "matmul_f16", "quantize_f16", GPU_DRIVER_FLOAT, 1, NULL, 0},
+    {QTYPE_BF16, "matmul_bf16", "quantize_bf16", GPU_DRIVER_FLOAT, 1, NULL, 0},
+    {QTYPE_Q8_0, "matmul_q8_0", "quantize_q8_0", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_Q4_0, "matmul_q4_0", "quantize_q8_0", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_Q4_1, "matmul_q4_1", "quantize_q8_1", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_Q5_0, "matmul_q5_0", "quantize_q8_0", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_Q5_1, "matmul_q5_1", "quantize_q8_1", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_IQ4_NL, "matmul_iq4_nl", "quantize_q8_0", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_MXFP4, "matmul_mxfp4", "quantize_q8_0", GPU_DRIVER_BLOCKS, 32, NULL, 0},
+    {QTYPE_Q2_K, "matmul_q2_K", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, NULL, 0},
+    {QTYPE_Q3_K, "matmul_q3_K", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, NULL, 0},
+    {QTYPE_Q4_K, "matmul_q4_K", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, NULL, 0},
+    {QTYPE_Q5_K, "matmul_q5_K", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, NULL, 0},
+    {QTYPE_Q6_K, "matmul_q6_K", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, NULL, 0},
+    {QTYPE_IQ4_XS, "matmul_iq4_xs", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, NULL, 0},
+    {QTYPE_IQ2_XXS, "matmul_iq2_xxs", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid2xxs,
      sizeof(quant_iq_grid2xxs)},
-    {QTYPE_IQ2_XS, "matmul_iq2_xs", "quantize_q8_K", true, 256, quant_iq_grid2xs,
+    {QTYPE_IQ2_XS, "matmul_iq2_xs", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid2xs,
      sizeof(quant_iq_grid2xs)},
-    {QTYPE_IQ2_S, "matmul_iq2_s", "quantize_q8_K", true, 256, quant_iq_grid2s,
+    {QTYPE_IQ2_S, "matmul_iq2_s", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid2s,
      sizeof(quant_iq_grid2s)},
-    {QTYPE_IQ3_XXS, "matmul_iq3_xxs", "quantize_q8_K", true, 256, quant_iq_grid3xxs,
+    {QTYPE_IQ3_XXS, "matmul_iq3_xxs", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid3xxs,
      sizeof(quant_iq_grid3xxs)},
-    {QTYPE_IQ3_S, "matmul_iq3_s", "quantize_q8_K", true, 256, quant_iq_grid3s,
+    {QTYPE_IQ3_S, "matmul_iq3_s", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid3s,
      sizeof(quant_iq_grid3s)},
-    {QTYPE_IQ1_S, "matmul_iq1_s", "quantize_q8_K", true, 256, quant_iq_grid1s,
+    {QTYPE_IQ1_S, "matmul_iq1_s", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid1s,
      sizeof(quant_iq_grid1s)},
-    {QTYPE_IQ1_M, "matmul_iq1_m", "quantize_q8_K", true, 256, quant_iq_grid1s,
+    {QTYPE_IQ1_M, "matmul_iq1_m", "quantize_q8_K", GPU_DRIVER_SPLIT, 256, quant_iq_grid1s,
      sizeof(quant_iq_grid1s)},
 };
 
@@ -175,24 +182,53 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
     return 0;
 }
 
-/* Tokens one workgroup of k's product takes: the block driver's rule (matmul_blocks.glsl's
- * tok_group), one for the float driver (its workgroups are two rows of one token). */
+/* Tokens one workgroup of k's product takes: the block drivers' rule (matmul_blocks.glsl's and
+ * matmul_split.glsl's tok_group), one for the float driver (its workgroups are two rows of one
+ * token). */
 static int32_t tok_group(const struct gpu_type_kernels *k, int32_t n_tok) {
-    if (!k->blocks)
+    if (k->driver == GPU_DRIVER_FLOAT)
         return 1;
     return n_tok >= 8 ? 8 : n_tok >= 4 ? 4 : n_tok >= 2 ? 2 : 1;
 }
 
-/* Records type t's product with push constants p (p->n_tok tokens or pairs). */
-static void record_product(struct gpu_ops *o, enum qtype t, const struct matmul_push *p) {
+/* Rows one workgroup of k's product takes. The split driver's (matmul_split.glsl's split_rows):
+ * the fewest, a power of two, whose tok tokens' blocks fill a round of 32 blocks, at most 16
+ * outputs; the float driver two, the blocks driver one. */
+static int32_t rows_group(const struct gpu_type_kernels *k, int64_t n_in, int32_t tok) {
+    if (k->driver != GPU_DRIVER_SPLIT)
+        return k->driver == GPU_DRIVER_FLOAT ? 2 : 1;
+    const int64_t nb = n_in / 256;
+    int32_t r = 1;
+    while (r * tok * nb < 32 && r * tok < 16)
+        r *= 2;
+    return r;
+}
+
+/* True unless k's driver reads words that these addresses would misalign: the split driver reads
+ * activations 16 bytes at a time, and weights as wide as the type's block size keeps them
+ * aligned (its largest power-of-two divisor, at most 16: gpu_ops.h); mat_bytes: the distance
+ * between the matrices of gpu_op_matmul_id (0 for one matrix). */
+static bool split_aligned(const struct gpu_type_kernels *k, uint64_t w, size_t row_bytes,
+                          size_t mat_bytes, uint64_t act, size_t act_stride) {
+    if (k->driver != GPU_DRIVER_SPLIT)
+        return true;
+    uint64_t w_align = 1;
+    while (w_align < 16 && qtype_block_bytes(k->type) % (2 * w_align) == 0)
+        w_align *= 2;
+    return (act | act_stride) % 16 == 0 && (w | row_bytes | mat_bytes) % w_align == 0;
+}
+
+/* Records type t's product with push constants p (p->n_tok tokens or pairs): row groups on x,
+ * spilling onto z past 65535 (every device takes that many on each), token groups on y. */
+static int record_product(struct gpu_ops *o, enum qtype t, const struct matmul_push *p) {
     const struct gpu_type_kernels *k = type_kernels(t);
-    const int32_t n_tok = (int32_t)p->n_tok;
-    /* row groups on x, spilling onto z past 65535 (every device takes that many on each); the
-     * block kernels take tok_group tokens per workgroup (matmul_blocks.glsl's rule) */
-    const uint32_t n_groups = groups(p->n_rows, k->blocks ? 1 : 2);
+    if (!split_aligned(k, p->w, p->row_bytes, p->mat_bytes, p->act, p->act_stride))
+        return -EINVAL;
+    const int32_t n_tok = (int32_t)p->n_tok, tok = tok_group(k, n_tok);
+    const uint32_t n_groups = groups(p->n_rows, rows_group(k, p->n_in, tok));
     const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
-    gpu_dispatch(o->g, o->matmul[t], p, sizeof(*p), nx, groups(n_tok, tok_group(k, n_tok)),
-                 groups(n_groups, nx));
+    gpu_dispatch(o->g, o->matmul[t], p, sizeof(*p), nx, groups(n_tok, tok), groups(n_groups, nx));
+    return 0;
 }
 
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
@@ -204,8 +240,7 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
-    record_product(o, t, &p);
-    return 0;
+    return record_product(o, t, &p);
 }
 
 /* Contract in gpu_ops.h: gpu_op_matmul's kernels, each pair in a token's place (matmul_push.glsl
@@ -224,6 +259,5 @@ int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_byt
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_pairs, .tables = o->table_addr[t], .ids = ids,
                             .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes};
-    record_product(o, t, &p);
-    return 0;
+    return record_product(o, t, &p);
 }

@@ -66,7 +66,11 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
 
 /* Records out[t][r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok: weights of
  * type t at w (rows row_bytes apart, n_in elements each), activation rows act_stride bytes apart,
- * output rows out_stride floats apart. Returns 0 or -ENOTSUP. */
+ * output rows out_stride floats apart. Returns 0, -ENOTSUP, or -EINVAL for the types of
+ * 256-element blocks (K-quants, i-quants) where act or act_stride is not a multiple of 16
+ * (quant_act_row_stride's are), or w or row_bytes not a multiple of the block size's largest
+ * power-of-two divisor up to 16 (16 for Q4_K and Q5_K, 8 for IQ4_XS and IQ1_M, 4 for Q2_K, 2 for
+ * the others): their kernels read words, 16 bytes where the blocks keep that aligned. */
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok);

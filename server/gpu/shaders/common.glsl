@@ -13,6 +13,8 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer U16s { uint1
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer I16s { int16_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32s { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2s { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer U32x4s { uvec4 v[]; };
 
 // IEEE half (bits) -> float: exact (common/quant.c's fp16_to_f32).
 float fp16_to_f32(uint h) {
@@ -114,4 +116,38 @@ uint load_le16(uint64_t base, uint off) {
 uint load_le32(uint64_t base, uint off) {
     U8s b = U8s(base + off);
     return uint(b.v[0]) | uint(b.v[1]) << 8 | uint(b.v[2]) << 16 | uint(b.v[3]) << 24;
+}
+
+// The little-endian u32 at byte offset off of base, where base + off is 4-byte aligned (one
+// load) / only 2-byte aligned (two); the 2 and 4 words at an 8- and 16-byte aligned base + off.
+uint load_w32(uint64_t base, uint off) {
+    return U32s(base + off).v[0];
+}
+
+uvec2 load_w64(uint64_t base, uint off) {
+    return U32x2s(base + off).v[0];
+}
+
+uvec4 load_w128(uint64_t base, uint off) {
+    return U32x4s(base + off).v[0];
+}
+
+uint load_w32_a2(uint64_t base, uint off) {
+    U16s h = U16s(base + off);
+    return uint(h.v[0]) | uint(h.v[1]) << 16;
+}
+
+// sum over byte j < 4 of (byte j of w, unsigned) * (byte j of a, signed): a word of weight codes
+// against a word of int8 activations.
+int dot4(uint w, uint a) {
+    int s = 0;
+    for (int j = 0; j < 32; j += 8)
+        s += int((w >> j) & 255u) * bitfieldExtract(int(a), j, 8);
+    return s;
+}
+
+// The sum of the 4 signed bytes of a.
+int sum4(uint a) {
+    return bitfieldExtract(int(a), 0, 8) + bitfieldExtract(int(a), 8, 8) +
+           bitfieldExtract(int(a), 16, 8) + bitfieldExtract(int(a), 24, 8);
 }

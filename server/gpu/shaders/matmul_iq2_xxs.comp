@@ -6,18 +6,20 @@
 
 #define W_BLOCK_BYTES 66u
 
-vec4 block_terms(uint64_t w_blk, uint64_t a_blk) {
+ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint ib) {
     I8s a = I8s(a_blk);
     int isum = 0;
-    for (uint ib = 0u; ib < 8u; ib++) {
-        uint idx = load_le32(w_blk, 2u + 8u * ib), aux = load_le32(w_blk, 6u + 8u * ib);
-        int m = 2 * int(aux >> 28) + 1;
-        for (uint l = 0u; l < 4u; l++)
-            isum += m * iq_signed_dot(8u, (idx >> (8u * l)) & 255u, 8u,
-                                      iq_ksigns((aux >> (7u * l)) & 127u), 0u, a,
-                                      32u * ib + 8u * l);
-    }
-    return iq_terms(a_blk, load_f16(w_blk, 0u), 0.125, isum);
+    uint idx = load_le32(w_blk, 2u + 8u * ib), aux = load_le32(w_blk, 6u + 8u * ib);
+    int m = 2 * int(aux >> 28) + 1;
+    for (uint l = 0u; l < 4u; l++)
+        isum += m * iq_signed_dot(8u, (idx >> (8u * l)) & 255u, 8u,
+                                  iq_ksigns((aux >> (7u * l)) & 127u), 0u, a,
+                                  32u * ib + 8u * l);
+    return ivec2(isum, 0);
 }
 
-#include "matmul_blocks.glsl"
+vec4 block_float_terms(uint64_t w_blk, uint64_t a_blk, ivec2 s) {
+    return iq_terms(a_blk, load_f16(w_blk, 0u), 0.125, s.x);
+}
+
+#include "matmul_split.glsl"

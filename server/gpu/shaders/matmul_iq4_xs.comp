@@ -1,5 +1,7 @@
 // matmul_iq4_xs.comp - IQ4_XS weights against Q8_K activations: per sub-block j of 32, isum +=
-// (6-bit scale - 32) * the IQ4_NL nibble-run dot; acc = fma(a.d * fp16(w.d), isum, acc).
+// (6-bit scale - 32) * the IQ4_NL nibble-run dot; acc = fma(a.d * fp16(w.d), isum, acc). Part j
+// (matmul_split.glsl) is sub-block j: qs bytes 16j..16j+15 as two 8-byte loads (blocks of 136
+// bytes keep them aligned).
 #version 450
 #include "common.glsl"
 #include "kquants.glsl"
@@ -8,16 +10,23 @@
 
 #define W_BLOCK_BYTES 136u
 
-vec4 block_terms(uint64_t w_blk, uint64_t a_blk) {
-    uint sh = load_le16(w_blk, 2u);
-    int isum = 0;
-    for (uint j = 0u; j < 8u; j++) {
-        uint lo = (load_u8(w_blk, 4u + j / 2u) >> (4u * (j & 1u))) & 15u;
-        uint hi = (sh >> (2u * j)) & 3u;
-        int s = int(lo | hi << 4) - 32;
-        isum += s * nibble_run_dot(w_blk + 8u + 16u * j, a_blk + 32u * j);
+ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint part) {
+    uint lo = (load_u8(w_blk, 4u + part / 2u) >> (4u * (part & 1u))) & 15u;
+    uint hi = (load_le16(w_blk, 2u) >> (2u * part)) & 3u;
+    int dot = 0;
+    uvec4 q = uvec4(load_w64(w_blk, 8u + 16u * part), load_w64(w_blk, 16u + 16u * part));
+    uvec4 a_lo = load_w128(a_blk, 32u * part), a_hi = load_w128(a_blk, 32u * part + 16u);
+    for (uint j = 0u; j < 4u; j++) {
+        for (uint b = 0u; b < 32u; b += 8u) {
+            dot += NIBBLE_VALUES[(q[j] >> b) & 15u] * bitfieldExtract(int(a_lo[j]), int(b), 8);
+            dot += NIBBLE_VALUES[(q[j] >> (b + 4u)) & 15u] * bitfieldExtract(int(a_hi[j]), int(b), 8);
+        }
     }
-    return k_terms(a_blk, load_f16(w_blk, 0u), isum);
+    return ivec2((int(lo | hi << 4) - 32) * dot, 0);
 }
 
-#include "matmul_blocks.glsl"
+vec4 block_float_terms(uint64_t w_blk, uint64_t a_blk, ivec2 s) {
+    return k_terms(a_blk, load_f16(w_blk, 0u), s.x);
+}
+
+#include "matmul_split.glsl"
