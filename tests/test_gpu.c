@@ -14,6 +14,7 @@
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "harness.h"
+#include "matmul.h"
 #include "ops.h"
 #include "quant.h"
 #include "rng.h"
@@ -526,6 +527,7 @@ struct rms_case {
     int32_t rows;
     size_t x_stride, y_stride; /* y_stride 0: in place */
     bool weight;
+    bool add;                  /* gpu_op_add_rms_norm: x = r + x first (y_stride must not be 0) */
 };
 
 /* gpu_op_rms_norm against ops_rms_norm row by row. */
@@ -534,23 +536,42 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
     const size_t ny = ys * (size_t)c->rows;
     float *x = random_floats(nx, 30 + (uint64_t)c->n, 3.0f), *w = random_floats((size_t)c->n, 31, 1.0f);
     float *want = calloc(ny, sizeof(float)), *got = calloc(ny, sizeof(float));
+    float *res = c->add ? random_floats(nx, 32 + (uint64_t)c->n, 2.0f) : NULL;
+    float *sum = c->add ? malloc(nx * sizeof(float)) : NULL;
     if (!c->y_stride)
         memcpy(want, x, nx * sizeof(float));
+    for (size_t i = 0; c->add && i < nx; i++) /* engine.c's engine_add_y; the pad kept */
+        sum[i] = (int64_t)(i % c->x_stride) < c->n ? res[i] + x[i] : x[i];
     for (int32_t r = 0; r < c->rows; r++)
-        ops_rms_norm(want + (size_t)r * ys, x + (size_t)r * c->x_stride, c->weight ? w : NULL, c->n,
-                     1e-6f);
+        ops_rms_norm(want + (size_t)r * ys, (c->add ? sum : x) + (size_t)r * c->x_stride,
+                     c->weight ? w : NULL, c->n, 1e-6f);
     const uint64_t bx = rowdev_put(d, x, nx * sizeof(float));
+    const uint64_t br = c->add ? rowdev_put(d, res, nx * sizeof(float)) : 0;
     const uint64_t bw = c->weight ? rowdev_put(d, w, (size_t)c->n * sizeof(float)) : 0;
     const uint64_t by = c->y_stride ? rowdev_put(d, NULL, ny * sizeof(float)) : bx;
     if (bx && by && gpu_begin(d->g) == 0) {
-        CHECK_EQ_INT(gpu_op_rms_norm(&d->o, bx, c->x_stride, bw, by, ys, c->n, 1e-6f, c->rows), 0);
+        if (c->add)
+            CHECK_EQ_INT(gpu_op_add_rms_norm(&d->o, bx, c->x_stride, br, bw, by, ys, c->n, 1e-6f,
+                                             c->rows), 0);
+        else
+            CHECK_EQ_INT(gpu_op_rms_norm(&d->o, bx, c->x_stride, bw, by, ys, c->n, 1e-6f, c->rows),
+                         0);
         if (rowdev_submit(d)) {
             rowdev_get(d, by, got, ny * sizeof(float));
             char what[64];
-            snprintf(what, sizeof(what), "rms_norm n %lld x %d", (long long)c->n, c->rows);
+            snprintf(what, sizeof(what), "%s n %lld x %d", c->add ? "add_rms_norm" : "rms_norm",
+                     (long long)c->n, c->rows);
             same_bytes(what, want, got, ny * sizeof(float), true);
+            if (c->add) { /* and x holds the sums */
+                float *xs = malloc(nx * sizeof(float));
+                rowdev_get(d, bx, xs, nx * sizeof(float));
+                same_bytes("add_rms_norm's x", sum, xs, nx * sizeof(float), true);
+                free(xs);
+            }
         }
     }
+    free(res);
+    free(sum);
     free(x);
     free(w);
     free(want);
@@ -561,8 +582,11 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
  * dispatch's x takes. */
 static void rows_rms_norm(struct rowdev *d) {
     static const struct rms_case cases[] = {
-        {1, 1, 1, 1, true},       {37, 5, 40, 45, true},     {64, 3, 64, 0, true},
-        {2061, 4, 2070, 0, false}, {4096, 2, 4096, 4100, true}, {3, 66000, 3, 0, true},
+        {1, 1, 1, 1, true, false},       {37, 5, 40, 45, true, false},
+        {64, 3, 64, 0, true, false},     {2061, 4, 2070, 0, false, false},
+        {4096, 2, 4096, 4100, true, false}, {3, 66000, 3, 0, true, false},
+        {5000, 3, 5003, 5000, true, false}, /* past the kernel's shared row: the lanes read x */
+        {2048, 3, 2048, 2048, true, true},  {5000, 2, 5001, 5000, true, true}, /* with the add */
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         check_rms_norm(d, &cases[i]);
@@ -1191,6 +1215,44 @@ static void test_attention(void) {
     gpu_close(g);
 }
 
+/* The Q8_K quantizer where the largest magnitude comes twice with opposite signs (the first
+ * decides the sign of every code) and in an all-zero block, against matmul_quantize's bytes. */
+static void rows_quantize_ties(struct rowdev *d) {
+    const int64_t n = 1024;
+    const int32_t rows = 3;
+    float *x = random_floats((size_t)n * rows, 77, 0.5f);
+    for (int32_t r = 0; r < rows; r++) {
+        float *xr = x + (size_t)r * n;
+        xr[10 + r] = 7.0f, xr[200 - r] = -7.0f;            /* block 0: + first */
+        xr[256 + 5] = -3.0f, xr[256 + 100 + r] = 3.0f;     /* block 1: - first */
+        xr[512 + 31] = 2.0f, xr[512 + 32] = -2.0f, xr[512 + 255] = 2.0f; /* block 2 */
+        memset(xr + 768, 0, 256 * sizeof(float));          /* block 3: all zero */
+    }
+    size_t stride = 0;
+    uint8_t *want = calloc((size_t)rows, quant_act_row_stride(QTYPE_Q4_K, n));
+    uint8_t *got = calloc((size_t)rows, quant_act_row_stride(QTYPE_Q4_K, n));
+    CHECK_EQ_INT(matmul_quantize(QTYPE_Q4_K, x, (size_t)n, rows, n, want, &stride), 0);
+    const size_t bytes = stride * (size_t)rows;
+    const uint64_t bx = rowdev_put(d, x, (size_t)n * rows * sizeof(float));
+    const uint64_t bq = rowdev_put(d, NULL, bytes);
+    size_t gs = 0;
+    if (bx && bq && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_quantize(&d->o, QTYPE_Q4_K, bx, (size_t)n, bq, &gs, n, rows), 0);
+        CHECK_EQ_INT(gs, stride);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bq, got, bytes);
+            same_bytes("q8_K with tied maxima", want, got, bytes, false);
+        }
+    }
+    free(x);
+    free(want);
+    free(got);
+}
+
+static void test_quantize_ties(void) {
+    with_rowdev(rows_quantize_ties);
+}
+
 static const struct test_case cases[] = {
     {"choose", test_choose},
     {"no_loader", test_no_loader},
@@ -1201,6 +1263,7 @@ static const struct test_case cases[] = {
     {"products_staged", test_products_staged},
     {"products_align", test_products_align},
     {"ops_budget", test_ops_budget},
+    {"quantize_ties", test_quantize_ties},
     {"rms_norm", test_rms_norm},
     {"rope", test_rope},
     {"add", test_add},

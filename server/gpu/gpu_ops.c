@@ -178,7 +178,9 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
     struct quantize_push p = {.x = x, .dst = dst, .x_stride = (uint32_t)x_stride,
                               .dst_stride = (uint32_t)*act_stride,
                               .n = (uint32_t)(n / k->quantize_elems), .n_rows = (uint32_t)n_rows};
-    gpu_dispatch(o->g, o->quantize[t], &p, sizeof(p), groups(p.n, GPU_GROUP), (uint32_t)n_rows, 1);
+    /* Q8_K's quantizer takes a workgroup a block (quantize_q8_K.comp), the others an invocation */
+    const uint32_t nx = k->quantize_elems == 256 ? p.n : groups(p.n, GPU_GROUP);
+    gpu_dispatch(o->g, o->quantize[t], &p, sizeof(p), nx, (uint32_t)n_rows, 1);
     return 0;
 }
 
