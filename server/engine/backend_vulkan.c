@@ -412,11 +412,16 @@ static void vk_quant_forget(struct engine_vk *v) {
 static int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w,
                      uint64_t dev, uint64_t x, size_t x_stride, uint64_t out, size_t out_stride,
                      uint64_t b, int32_t n_tok) {
-    size_t as = 0;
-    int rc = vk_quantize(v, w->type, x, x_stride, w->n_in, n_tok, v->act_in.addr, &as);
+    size_t as = x_stride * sizeof(float);
+    uint64_t act = x; /* F32 weights take the float rows as they are: no copy */
+    int rc = 0;
+    if (w->type != QTYPE_F32) {
+        act = v->act_in.addr;
+        rc = vk_quantize(v, w->type, x, x_stride, w->n_in, n_tok, act, &as);
+    }
     vk_label(v, what);
     if (rc < 0 || (rc = gpu_op_matmul(&v->ops, w->type, dev, w->row_bytes, w->n_in, w->n_out,
-                                      v->act_in.addr, as, out, out_stride, n_tok)) < 0)
+                                      act, as, out, out_stride, n_tok)) < 0)
         return rc;
     if (b) {
         vk_sync(v);
@@ -542,15 +547,13 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         return rc;
     vk_sync(v);
     vk_label(v, "route");
+    /* the experts chosen go to h_routes too, for the statistics and the route observer */
+    const uint64_t log = gpu_buf_addr(v->h_routes) + (uint64_t)il * (uint64_t)e->p.n_batch * K * 4;
     if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
-                           hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->g.addr,
-                           v->pairs.addr, n_tok)) < 0)
+                           hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->pairs.addr, log,
+                           n_tok)) < 0)
         return rc;
     vk_sync(v);
-    /* the experts chosen, for the statistics and the route observer after the step */
-    vk_label(v, "routes_copy");
-    gpu_copy(v->dev, v->h_routes, (size_t)il * (size_t)e->p.n_batch * (size_t)K * 4,
-             v->pairs.buf, 0, (size_t)P * 4);
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
     size_t sg = 0, su = 0, sd = 0;

@@ -136,13 +136,14 @@ int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_byt
                      uint64_t out_idx, int32_t n_pairs);
 
 /* A MoE layer's routing, block_moe.c's route_token bit for bit: for each of n_tok tokens, its
- * router logits (n_expert floats a row, plus bias when not 0), softmax over all then top k with
- * weights renormalised (softmax_all), or top k of the logits and a softmax over those; writes the
- * pairs gpu_op_matmul_id takes: 4 arrays of n_tok k at pairs (expert ids, activation rows t,
- * output rows t k + s, weights as floats). scratch: n_tok n_expert floats. k <= 32. Returns 0,
- * -EINVAL or -ENOTSUP. */
+ * router logits (n_expert <= 1024 floats a row, plus bias when not 0), softmax over all then top
+ * k with weights renormalised (softmax_all), or top k of the logits and a softmax over those;
+ * writes the pairs gpu_op_matmul_id takes: 4 arrays of n_tok k at pairs (expert ids, activation
+ * rows t, output rows t k + s, weights as floats), and the ids again at log when not 0 (a host
+ * buffer: what the CPU's statistics read after the step). k <= 32. Returns 0, -EINVAL or
+ * -ENOTSUP. */
 int gpu_op_route(struct gpu_ops *o, uint64_t logits, uint64_t bias, bool softmax_all,
-                 int32_t n_expert, int32_t k, uint64_t scratch, uint64_t pairs, int32_t n_tok);
+                 int32_t n_expert, int32_t k, uint64_t pairs, uint64_t log, int32_t n_tok);
 
 /* Causal attention of one segment (one sequence's consecutive tokens) over its cache, as
  * block_attn.c's attn_task per (token, head): scores by the KV type's dot product (f32; f16 with

@@ -1,5 +1,5 @@
 // route.comp - a MoE layer's routing on the GPU, block_moe.c's route_token bit for bit: per token
-// (one workgroup of 32), the router's logits (plus the router's bias, when there is one), then
+// (one workgroup of 32, the row in shared memory), the router's logits (plus the router's bias, when there is one), then
 //  - softmax gating: the softmax over every expert (ops_softmax: max, exp_c, the 32-lane sum,
 //    times 1 / (float)sum), the top k (ties to the lower index), their weights divided by their
 //    float sum (the sum in double in order, at least 2^-14);
@@ -12,13 +12,15 @@
 
 layout(local_size_x = 32) in;
 
+#define ROUTE_MAX 1024u // experts a router may have here (gpu_op_route refuses more)
+
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer I32s { int v[]; };
 
 layout(push_constant) uniform Push {
     uint64_t logits;   // [n_tok][n_expert] floats
     uint64_t bias;     // [n_expert] floats, or 0
     uint64_t pairs;    // ids, then act, then out (int32), then w (float): 4 arrays of n_tok k
-    uint64_t scratch;  // [n_tok][n_expert] floats: the probabilities
+    uint64_t log;      // n_tok k int32: the chosen experts again (a host buffer), or 0
     uint n_expert;
     uint k;
     uint n_tok;
@@ -28,6 +30,10 @@ layout(push_constant) uniform Push {
 shared double lanes[32];
 shared float smax[32];
 shared int sel[32];
+shared float row[ROUTE_MAX];   // the token's logits, then probabilities (softmax gating)
+shared float sw[32];           // the chosen k's weights
+shared float best_v[32];
+shared int best_i[32];
 
 // The float at i of the token's row (logit plus bias).
 float logit(uint t, uint i) {
@@ -39,11 +45,12 @@ float logit(uint t, uint i) {
     return x;
 }
 
-// Softmax over row[0 .. n) in place (ops_softmax_sink without a sink), by the 32 invocations.
-void softmax(F32s row, uint n, uint i) {
+// Softmax over v[0 .. n) in place (ops_softmax_sink without a sink), by the 32 invocations; v is
+// `row` (n <= ROUTE_MAX) or `sw` (n <= 32), named by which.
+void softmax(bool which_row, uint n, uint i) {
     float m = uintBitsToFloat(0xff800000u);
     for (uint j = i; j < n; j += 32u)
-        m = max(m, row.v[j]);
+        m = max(m, which_row ? row[j] : sw[j]);
     smax[i] = m;
     barrier();
     if (i == 0u) {
@@ -55,9 +62,12 @@ void softmax(F32s row, uint n, uint i) {
     m = smax[0];
     double acc = 0.0LF;
     for (uint j = i; j < n; j += 32u) {
-        float x = row.v[j];
+        float x = which_row ? row[j] : sw[j];
         float e = isinf(x) && x < 0.0 ? 0.0 : exp_c(x - m);
-        row.v[j] = e;
+        if (which_row)
+            row[j] = e;
+        else
+            sw[j] = e;
         precise double s = acc + double(e);
         acc = s;
     }
@@ -65,58 +75,86 @@ void softmax(F32s row, uint n, uint i) {
     LANES_FOLD(lanes, i)
     float inv = div_rn(1.0, float(lanes[0]));
     for (uint j = i; j < n; j += 32u) {
-        precise float y = row.v[j] * inv;
-        row.v[j] = y;
+        precise float y = (which_row ? row[j] : sw[j]) * inv;
+        if (which_row)
+            row[j] = y;
+        else
+            sw[j] = y;
     }
     barrier();
+}
+
+// The k largest of row[0 .. n) into sel, best first, ties to the lower index: block_moe.c's
+// top_k, as k rounds of a parallel argmax over what is not chosen yet.
+void top_k(uint n, uint k, uint i) {
+    for (uint s = 0u; s < k; s++) {
+        float bv = uintBitsToFloat(0xff800000u);
+        int bi = -1;
+        for (uint j = i; j < n; j += 32u) {
+            bool taken = false;
+            for (uint q = 0u; q < s; q++)
+                taken = taken || sel[q] == int(j);
+            if (!taken && (bi < 0 || row[j] > bv)) { // j rises: equals keep the lower index
+                bv = row[j];
+                bi = int(j);
+            }
+        }
+        best_v[i] = bv;
+        best_i[i] = bi;
+        for (uint w = 16u; w >= 1u; w >>= 1) {
+            barrier();
+            if (i < w) {
+                float v2 = best_v[i + w];
+                int i2 = best_i[i + w];
+                if (i2 >= 0 && (best_i[i] < 0 || v2 > best_v[i] ||
+                                (v2 == best_v[i] && i2 < best_i[i]))) {
+                    best_v[i] = v2;
+                    best_i[i] = i2;
+                }
+            }
+        }
+        barrier();
+        if (i == 0u)
+            sel[s] = best_i[0];
+        barrier();
+    }
 }
 
 void main() {
     uint t = gl_WorkGroupID.x, i = gl_LocalInvocationID.x;
     uint ne = p.n_expert, k = p.k;
-    F32s row = F32s(p.scratch + uint64_t(t) * ne * 4u);
     for (uint j = i; j < ne; j += 32u)
-        row.v[j] = logit(t, j);
+        row[j] = logit(t, j);
     barrier();
     if (p.softmax_all != 0u)
-        softmax(row, ne, i);
-    if (i == 0u) { // block_moe.c's top_k: one pass, inserting into the short sorted list
-        uint m = 0u;
-        for (uint x = 0u; x < ne; x++) {
-            float v = row.v[x];
-            if (m == k && v <= row.v[sel[k - 1u]])
-                continue;
-            uint j = m < k ? m++ : k - 1u;
-            for (; j > 0u && row.v[sel[j - 1u]] < v; j--)
-                sel[j] = sel[j - 1u];
-            sel[j] = int(x);
-        }
-    }
-    barrier();
+        softmax(true, ne, i);
+    top_k(ne, k, i);
     I32s ids = I32s(p.pairs), act = I32s(p.pairs + uint64_t(p.n_tok) * k * 4u),
          out_ = I32s(p.pairs + uint64_t(p.n_tok) * k * 8u);
     F32s w = F32s(p.pairs + uint64_t(p.n_tok) * k * 12u);
     uint base = t * k;
-    if (p.softmax_all == 0u) {
-        // the softmax over the k chosen logits, in a row of its own (the scratch row's tail is
-        // past ne: use w itself)
+    if (p.softmax_all == 0u) { // the softmax over the k chosen logits
         if (i < k)
-            w.v[base + i] = row.v[sel[i]];
+            sw[i] = row[sel[i]];
         barrier();
-        softmax(F32s(p.pairs + (uint64_t(p.n_tok) * k * 12u + uint64_t(base) * 4u)), k, i);
+        softmax(false, k, i);
+        if (i < k)
+            w.v[base + i] = sw[i];
     } else if (i == 0u) {
         double sum = 0.0LF;
         for (uint s = 0u; s < k; s++) {
-            precise double a = sum + double(row.v[sel[s]]);
+            precise double a = sum + double(row[sel[s]]);
             sum = a;
         }
         float fsum = max(float(sum), 6.103515625e-5);
         for (uint s = 0u; s < k; s++)
-            w.v[base + s] = div_rn(row.v[sel[s]], fsum);
+            w.v[base + s] = div_rn(row[sel[s]], fsum);
     }
     if (i < k) {
         ids.v[base + i] = sel[i];
         act.v[base + i] = int(t);
         out_.v[base + i] = int(base + i);
+        if (p.log != 0ul)
+            I32s(p.log).v[base + i] = sel[i];
     }
 }
