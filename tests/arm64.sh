@@ -17,6 +17,7 @@ TESTS=(test_quant test_quant_simd test_quant_iq test_fidelity test_engine test_e
 # NEON types they run (qemu runs the engine 30-40x slower than the host: the whole set is ~2 min)
 RUNS=(test_quant test_quant_simd test_quant_iq
       test_fidelity:x256_q3_k_m test_fidelity:x256_mxfp4_moe test_fidelity:dense_q4_1
+      test_fidelity:x256_iq2_m
       test_engine:llama_runs test_engine:batch_invariance_moe_q4_k_m
       test_experts:q3_k_m_streaming_is_exact test_experts:dense_streaming_is_exact
       test_experts:bytes_read_exact
