@@ -195,8 +195,8 @@ test: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) tests/run.sh
 
-test-arm64:
-	@BUILD=build-arm64 tests/arm64.sh
+test-arm64: # BUILD is the host's (its sniper-mkmodel writes the models); the arm64 build is build-arm64
+	@BUILD=$(BUILD) ARM64_BUILD=build-arm64 tests/arm64.sh
 
 check: deps
 	@$(MAKE) --no-print-directory BUILD=build-check OPT=-O1 \

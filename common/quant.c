@@ -1274,9 +1274,11 @@ static void isa_table(enum quant_isa isa, struct quant_kernels *tab) {
 #elif defined(__aarch64__)
     if (isa == QUANT_ISA_NEON) {
         quant_register_neon(tab, QTYPE_COUNT);
+        quant_iq_register_neon(tab, QTYPE_COUNT);
     } else if (isa == QUANT_ISA_NEONDOT) {
         quant_register_neon(tab, QTYPE_COUNT);
         quant_register_neondot(tab, QTYPE_COUNT); /* over the NEON ones it registers first */
+        quant_iq_register_neondot(tab, QTYPE_COUNT);
     }
 #endif
 }

@@ -44,6 +44,19 @@ static inline float lanes32_total(float lane[32]) {
     return lane[0];
 }
 
+/* The (unaligned, little-endian) u32 and u16 at p: the formats' packed words. */
+static inline uint32_t rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
 /* Scale and bit fields of the block formats (quant.h), shared by the reference and the twins that
  * read them one block at a time (quant_neon.c). */
 /* q5: qh (little-endian u32) bit j is the fifth bit of element j, for j in 0..31. */

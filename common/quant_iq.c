@@ -140,15 +140,9 @@ static void decode_iq1_s(const void *blk, struct quant_iq_decoded *o) {
     }
 }
 
-/* iq1_m's fp16 d: the top nibbles of its four scale words, lowest word first. */
-static fp16_t iq1_m_d(const struct block_iq1_m *b) {
-    return (fp16_t)(b->scales[1] >> 4 | (b->scales[3] & 0xf0) | (b->scales[5] >> 4) << 8 |
-                    (b->scales[7] & 0xf0) << 8);
-}
-
 static void decode_iq1_m(const void *blk, struct quant_iq_decoded *o) {
     const struct block_iq1_m *b = blk;
-    o->d = fp16_to_f32(iq1_m_d(b));
+    o->d = fp16_to_f32(quant_iq1_m_d(b));
     o->unit = 0.125f;
     for (int ib = 0; ib < 8; ib++) {
         unsigned sc = le16(b->scales + 2 * (ib / 2)) >> (6 * (ib % 2));

@@ -59,6 +59,12 @@ struct block_iq1_m {
                                    four words are the fp16 d */
 };
 
+/* iq1_m's fp16 d: the top nibbles of its four scale words, lowest word first. */
+static inline fp16_t quant_iq1_m_d(const struct block_iq1_m *b) {
+    return (fp16_t)(b->scales[1] >> 4 | (b->scales[3] & 0xf0) | (b->scales[5] >> 4) << 8 |
+                    (b->scales[7] & 0xf0) << 8);
+}
+
 /* The codebooks (see quant_iq_tables.c): entry e packs its values little-endian, byte j = value
  * j. quant_iq_ksigns maps a 7-bit sign index to 8 sign bits (the eighth makes the count even). */
 extern const uint8_t quant_iq_ksigns[128];
@@ -133,7 +139,14 @@ const uint64_t *quant_iq1_w_table(void);
 /* Fill tab (indexed by qtype) with the AVX2 / AVX-512 kernels of the grid types (the AVX-512 one
  * registers the AVX2 ones first, then its own over them), leaving other entries alone. Only
  * called when the CPU has the ISA (quant.c's dispatch). */
+#if defined(__x86_64__) || defined(__i386__)
 void quant_iq_register_avx2(struct quant_kernels *tab, int n_tab);
 void quant_iq_register_avx512(struct quant_kernels *tab, int n_tab);
+#elif defined(__aarch64__)
+/* The NEON twins (quant_iq_neon.c) and the same compiled with SDOT (quant_iq_neondot.c), each
+ * with vec_dot2; likewise only called where the CPU has the ISA. */
+void quant_iq_register_neon(struct quant_kernels *tab, int n_tab);
+void quant_iq_register_neondot(struct quant_kernels *tab, int n_tab);
+#endif
 
 #endif

@@ -15,18 +15,6 @@
 
 #define ALWAYS static inline __attribute__((always_inline))
 
-ALWAYS uint32_t rd32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
-ALWAYS uint16_t rd16(const uint8_t *p) {
-    uint16_t v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
-
 /* The fp16 d at the start of most blocks, as a float. */
 ALWAYS float d_at0(const uint8_t *x) {
     return _cvtsh_ss(rd16(x));

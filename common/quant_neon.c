@@ -4,47 +4,22 @@
  * (SDOT), registered as "neondot" where the CPU has it (os_cpu_arm_features).
  * Invariant (quant.h's accumulation contract): NEON computes each block's integer sums only
  * (exact: int8 products widened to int16, pairs added into int32, or SDOT); every float
- * operation is the reference's own expression, in its order, so the results are its bits. */
-#include <arm_neon.h>
-
-#include "quant_impl.h"
+ * operation is the reference's own expression, in its order, so the results are its bits. The
+ * quantized types unpack a weight block once for all the columns of vec_dot2 and vec_dot4
+ * (quant_neon_simd.h's column driver). */
+#include "quant_neon_simd.h"
 
 #if defined(__ARM_FEATURE_DOTPROD)
-#define NEON_ISA "neondot"
 #define NEON_REGISTER quant_register_neondot
 #else
-#define NEON_ISA "neon"
 #define NEON_REGISTER quant_register_neon
 #endif
 
-/* ==== integer sums ============================================================================ */
+/* ==== unpacking =============================================================================== */
 
-/* acc's lanes plus the products a[j] * b[j] of 16 int8 pairs (each lane takes four). */
-static inline int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
-#if defined(__ARM_FEATURE_DOTPROD)
-    return vdotq_s32(acc, a, b);
-#else
-    acc = vpadalq_s16(acc, vmull_s8(vget_low_s8(a), vget_low_s8(b)));
-    return vpadalq_s16(acc, vmull_high_s8(a, b));
-#endif
-}
-
-/* sum a[j] * b[j] over two runs of 16: a0 with b[0..15], a1 with b[16..31]. */
-static inline int dot32(int8x16_t a0, int8x16_t a1, const int8_t *b) {
-    const int32x4_t acc = dot16(dot16(vdupq_n_s32(0), a0, vld1q_s8(b)), a1, vld1q_s8(b + 16));
-    return vaddvq_s32(acc);
-}
-
-/* sum a[j] * b[j] over 16. */
-static inline int dot16_sum(int8x16_t a, const int8_t *b) {
-    return vaddvq_s32(dot16(vdupq_n_s32(0), a, vld1q_s8(b)));
-}
-
-/* Lane j (0..15): 0x10 where bit j of m is set, else 0 (a q5 code's fifth bit). */
+/* Lane j (0..15): 0x10 where bit j of m is set (a q5 code's fifth bit). */
 static inline uint8x16_t bit5_of(uint32_t m) {
-    static const uint8_t sel[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
-    const uint8x16_t v = vcombine_u8(vdup_n_u8((uint8_t)m), vdup_n_u8((uint8_t)(m >> 8)));
-    return vandq_u8(vtstq_u8(v, vld1q_u8(sel)), vdupq_n_u8(0x10));
+    return vandq_u8(bits16((uint8_t)m, (uint8_t)(m >> 8)), vdupq_n_u8(0x10));
 }
 
 /* The low (lo) and high (hi) nibbles of 16 bytes. */
@@ -54,11 +29,12 @@ static inline void nibbles(const uint8_t *qs, uint8x16_t *lo, uint8x16_t *hi) {
     *hi = vshrq_n_u8(q, 4);
 }
 
-/* sum tab[code] * y over a 32-element nibble run (quant.c's nibble_run_dot). */
-static inline int nibble_run_dot(const uint8_t *qs, int8x16_t tab, const int8_t *y) {
+/* tab[code] for a 32-element nibble run: q[0] elements 0..15 (low nibbles), q[1] 16..31. */
+static inline void nibble_run_codes(const uint8_t *qs, int8x16_t tab, int8x16_t q[2]) {
     uint8x16_t lo, hi;
     nibbles(qs, &lo, &hi);
-    return dot32(vqtbl1q_s8(tab, lo), vqtbl1q_s8(tab, hi), y);
+    q[0] = vqtbl1q_s8(tab, lo);
+    q[1] = vqtbl1q_s8(tab, hi);
 }
 
 /* ==== the float types: 32 fmaf lanes, the reduction tree, the tail (quant.h) ================== */
@@ -110,122 +86,111 @@ FLOAT_DOT_NEON(bf16_dot, bf16_t, bf16x4_load, bf16_to_f32)
 
 /* ==== 32-element types against Q8_0 / Q8_1 =================================================== */
 
-/* name's vec_dot: ISUM(&x[i], &y[i]) is block i's integer sum; the floats are the reference's. */
-#define Q8_0_DOT(name, WB, ISUM)                                                                  \
-    static void name(int64_t n, float *restrict s, const void *restrict w,                        \
-                     const void *restrict a) {                                                    \
-        const WB *x = w;                                                                          \
-        const struct block_q8_0 *y = a;                                                           \
-        float acc[4] = {0};                                                                       \
-        for (int64_t i = 0; i < n / 32; i++) {                                                    \
-            prefetch_ahead(&x[i], sizeof(WB));                                                    \
-            acc4_fma(acc, i, fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d), (float)ISUM(&x[i], &y[i])); \
+/* name_block and the kernels of a 32-element type against Q8_0: codes(x, q) unpacks weight block x
+ * into its 32 signed codes q[0..1]; D(x) is the weight's float factor of d = D(x) * fp16(y.d). */
+#define Q8_0_TYPE(name, WB, codes, D)                                                             \
+    NEON_INLINE void name##_block(const WB *x, const struct block_q8_0 *const *y, const int nc,  \
+                                  float acc[][4], int64_t i) {                                    \
+        int8x16_t q[2];                                                                           \
+        codes(x, q);                                                                              \
+        for (int c = 0; c < nc; c++)                                                              \
+            acc4_fma(acc[c], i, D(x) * fp16_to_f32(y[c]->d), (float)dot32(q[0], q[1], y[c]->qs)); \
+    }                                                                                             \
+    NEON_COLS_KERNELS(name, WB, struct block_q8_0, 32)
+/* Against Q8_1 (codes >= 0): d = fp16(x.d) * fp16(y.d), then fmaf(fp16(x.m), fp16(y.s)). */
+#define Q8_1_TYPE(name, WB, codes)                                                                \
+    NEON_INLINE void name##_block(const WB *x, const struct block_q8_1 *const *y, const int nc,  \
+                                  float acc[][4], int64_t i) {                                    \
+        int8x16_t q[2];                                                                           \
+        codes(x, q);                                                                              \
+        for (int c = 0; c < nc; c++) {                                                            \
+            acc4_fma(acc[c], i, fp16_to_f32(x->d) * fp16_to_f32(y[c]->d),                         \
+                     (float)dot32(q[0], q[1], y[c]->qs));                                         \
+            acc4_fma(acc[c], i, fp16_to_f32(x->m), fp16_to_f32(y[c]->s));                         \
         }                                                                                         \
-        *s = acc4_total(acc);                                                                     \
-    }
-#define Q8_1_DOT(name, WB, ISUM)                                                                  \
-    static void name(int64_t n, float *restrict s, const void *restrict w,                        \
-                     const void *restrict a) {                                                    \
-        const WB *x = w;                                                                          \
-        const struct block_q8_1 *y = a;                                                           \
-        float acc[4] = {0};                                                                       \
-        for (int64_t i = 0; i < n / 32; i++) {                                                    \
-            prefetch_ahead(&x[i], sizeof(WB));                                                    \
-            acc4_fma(acc, i, fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d), (float)ISUM(&x[i], &y[i])); \
-            acc4_fma(acc, i, fp16_to_f32(x[i].m), fp16_to_f32(y[i].s));                           \
-        }                                                                                         \
-        *s = acc4_total(acc);                                                                     \
-    }
+    }                                                                                             \
+    NEON_COLS_KERNELS(name, WB, struct block_q8_1, 32)
 
-static inline int q8_0_isum(const struct block_q8_0 *x, const struct block_q8_0 *y) {
-    return dot32(vld1q_s8(x->qs), vld1q_s8(x->qs + 16), y->qs);
+#define D_FP16(x) fp16_to_f32((x)->d)
+#define D_E8M0(x) quant_e8m0_half((x)->e)
+
+static inline void q8_0_codes(const struct block_q8_0 *x, int8x16_t q[2]) {
+    q[0] = vld1q_s8(x->qs);
+    q[1] = vld1q_s8(x->qs + 16);
 }
 
-static inline int q4_0_isum(const struct block_q4_0 *x, const struct block_q8_0 *y) {
+static inline void q4_0_codes(const struct block_q4_0 *x, int8x16_t q[2]) {
     uint8x16_t lo, hi;
     nibbles(x->qs, &lo, &hi);
-    const int8x16_t eight = vdupq_n_s8(8);
-    return dot32(vsubq_s8(vreinterpretq_s8_u8(lo), eight), vsubq_s8(vreinterpretq_s8_u8(hi), eight),
-                 y->qs);
+    q[0] = vsubq_s8(vreinterpretq_s8_u8(lo), vdupq_n_s8(8));
+    q[1] = vsubq_s8(vreinterpretq_s8_u8(hi), vdupq_n_s8(8));
 }
 
-static inline int q4_1_isum(const struct block_q4_1 *x, const struct block_q8_1 *y) {
+static inline void q4_1_codes(const struct block_q4_1 *x, int8x16_t q[2]) {
     uint8x16_t lo, hi;
     nibbles(x->qs, &lo, &hi);
-    return dot32(vreinterpretq_s8_u8(lo), vreinterpretq_s8_u8(hi), y->qs);
+    q[0] = vreinterpretq_s8_u8(lo);
+    q[1] = vreinterpretq_s8_u8(hi);
 }
 
-/* q5 codes 0..31 of a block: nibbles with qh's bits j (lo) and j + 16 (hi) as the fifth bit. */
-static inline void q5_codes(const uint8_t qs[16], const uint8_t qh[4], int8x16_t *lo,
-                            int8x16_t *hi) {
+/* q5 codes 0..31 of a block: nibbles with qh's bits j (q[0]) and j + 16 (q[1]) as the fifth bit. */
+static inline void q5_codes(const uint8_t qs[16], const uint8_t qh[4], int8x16_t q[2]) {
     const uint32_t bits = q5_high_bits(qh);
     uint8x16_t l, h;
     nibbles(qs, &l, &h);
-    *lo = vreinterpretq_s8_u8(vorrq_u8(l, bit5_of(bits)));
-    *hi = vreinterpretq_s8_u8(vorrq_u8(h, bit5_of(bits >> 16)));
+    q[0] = vreinterpretq_s8_u8(vorrq_u8(l, bit5_of(bits)));
+    q[1] = vreinterpretq_s8_u8(vorrq_u8(h, bit5_of(bits >> 16)));
 }
 
-static inline int q5_0_isum(const struct block_q5_0 *x, const struct block_q8_0 *y) {
-    int8x16_t lo, hi;
-    q5_codes(x->qs, x->qh, &lo, &hi);
-    const int8x16_t sixteen = vdupq_n_s8(16);
-    return dot32(vsubq_s8(lo, sixteen), vsubq_s8(hi, sixteen), y->qs);
+static inline void q5_0_codes(const struct block_q5_0 *x, int8x16_t q[2]) {
+    q5_codes(x->qs, x->qh, q);
+    q[0] = vsubq_s8(q[0], vdupq_n_s8(16));
+    q[1] = vsubq_s8(q[1], vdupq_n_s8(16));
 }
 
-static inline int q5_1_isum(const struct block_q5_1 *x, const struct block_q8_1 *y) {
-    int8x16_t lo, hi;
-    q5_codes(x->qs, x->qh, &lo, &hi);
-    return dot32(lo, hi, y->qs);
+static inline void q5_1_codes(const struct block_q5_1 *x, int8x16_t q[2]) {
+    q5_codes(x->qs, x->qh, q);
 }
 
-static inline int iq4_nl_isum(const struct block_iq4_nl *x, const struct block_q8_0 *y) {
-    return nibble_run_dot(x->qs, vld1q_s8(quant_iq4nl_values), y->qs);
+static inline void iq4_nl_codes(const struct block_iq4_nl *x, int8x16_t q[2]) {
+    nibble_run_codes(x->qs, vld1q_s8(quant_iq4nl_values), q);
 }
 
-Q8_0_DOT(q8_0_dot, struct block_q8_0, q8_0_isum)
-Q8_0_DOT(q4_0_dot, struct block_q4_0, q4_0_isum)
-Q8_0_DOT(q5_0_dot, struct block_q5_0, q5_0_isum)
-Q8_0_DOT(iq4_nl_dot, struct block_iq4_nl, iq4_nl_isum)
-Q8_1_DOT(q4_1_dot, struct block_q4_1, q4_1_isum)
-Q8_1_DOT(q5_1_dot, struct block_q5_1, q5_1_isum)
-
-/* mxfp4: its scale is e8m0_half(x.e) rather than an fp16 d. */
-static void mxfp4_dot(int64_t n, float *restrict s, const void *restrict w,
-                      const void *restrict a) {
-    const struct block_mxfp4 *x = w;
-    const struct block_q8_0 *y = a;
-    const int8x16_t tab = vld1q_s8(quant_mxfp4_values);
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_MXFP4; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        const int isum = nibble_run_dot(x[i].qs, tab, y[i].qs);
-        acc4_fma(acc, i, quant_e8m0_half(x[i].e) * fp16_to_f32(y[i].d), (float)isum);
-    }
-    *s = acc4_total(acc);
+static inline void mxfp4_codes(const struct block_mxfp4 *x, int8x16_t q[2]) {
+    nibble_run_codes(x->qs, vld1q_s8(quant_mxfp4_values), q);
 }
+
+Q8_0_TYPE(q8_0, struct block_q8_0, q8_0_codes, D_FP16)
+Q8_0_TYPE(q4_0, struct block_q4_0, q4_0_codes, D_FP16)
+Q8_0_TYPE(q5_0, struct block_q5_0, q5_0_codes, D_FP16)
+Q8_0_TYPE(iq4_nl, struct block_iq4_nl, iq4_nl_codes, D_FP16)
+Q8_0_TYPE(mxfp4, struct block_mxfp4, mxfp4_codes, D_E8M0)
+Q8_1_TYPE(q4_1, struct block_q4_1, q4_1_codes)
+Q8_1_TYPE(q5_1, struct block_q5_1, q5_1_codes)
 
 /* ==== K-quants and iq4_xs against Q8_K ======================================================== */
 
-/* isum and msum of a q4_K / q5_K block whose codes (0..31) are q[8][2] (sub-block sb's 32 as two
- * runs of 16); quant.c's k_affine_block_dot, the float terms included. */
-static inline void k_affine_neon(float acc[4], int64_t i, const int8x16_t q[8][2],
-                                 const uint8_t scales[K_SCALE_SIZE], fp16_t d, fp16_t dmin,
-                                 const struct block_q8_K *y) {
-    int isum = 0, msum = 0;
-    for (int sb = 0; sb < 8; sb++) {
-        int sc, m;
-        k_scale_min(sb, scales, &sc, &m);
-        isum += sc * dot32(q[sb][0], q[sb][1], y->qs + 32 * sb);
-        msum += m * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
-    }
-    acc4_fma(acc, i, y->d * fp16_to_f32(d), (float)isum);
-    acc4_fma(acc, i, -(y->d * fp16_to_f32(dmin)), (float)msum);
-}
+/* d = a.d * fp16(w.d); the K-quants with mins add fmaf(-(a.d * fp16(w.dmin)), msum). */
+#define D_Q8K(x, y) ((y)->d * fp16_to_f32((x)->d))
+/* name_block and the kernels of a K-quant with mins (neon_k16's mn filled by decode). */
+#define K16_MIN_TERM(name, WB, decode)                                                            \
+    NEON_INLINE void name##_block(const WB *x, const struct block_q8_K *const *y, const int nc,   \
+                                  float acc[][4], int64_t i) {                                    \
+        struct neon_k16 k;                                                                        \
+        decode(x, &k);                                                                            \
+        for (int c = 0; c < nc; c++) {                                                            \
+            acc4_fma(acc[c], i, D_Q8K(x, y[c]), (float)k16_isum(&k, y[c]->qs));                   \
+            acc4_fma(acc[c], i, -(y[c]->d * fp16_to_f32(x->dmin)),                                \
+                     (float)k16_msum(&k, y[c]->bsums));                                           \
+        }                                                                                         \
+    }                                                                                             \
+    NEON_COLS_KERNELS(name, WB, struct block_q8_K, QK_K)
 
-/* q4_K: 32-byte run c holds sub-block 2c (low nibbles) and 2c + 1 (high nibbles); q5_K adds bit
- * 2c (2c + 1) of qh[l] as the fifth bit of element l. */
-static inline void q45_K_codes(const uint8_t qs[QK_K / 2], const uint8_t *qh,
-                               int8x16_t q[8][2]) {
+/* q4_K / q5_K: 32-byte run c holds sub-block 2c (low nibbles) and 2c + 1 (high nibbles), group
+ * 2sb + h of 16 the run's half h; q5_K adds bit 2c (2c + 1) of qh[l] as the fifth bit of element
+ * l. Sub-block sb's 6-bit scale and min apply to both its groups. */
+static inline void q45_K_decode(const uint8_t qs[QK_K / 2], const uint8_t *qh,
+                                const uint8_t scales[K_SCALE_SIZE], struct neon_k16 *k) {
     for (int c = 0; c < 4; c++) {
         for (int h = 0; h < 2; h++) {
             uint8x16_t lo, hi;
@@ -236,145 +201,95 @@ static inline void q45_K_codes(const uint8_t qs[QK_K / 2], const uint8_t *qh,
                 lo = vorrq_u8(lo, vandq_u8(vtstq_u8(b, vdupq_n_u8((uint8_t)(1u << (2 * c)))), sixteen));
                 hi = vorrq_u8(hi, vandq_u8(vtstq_u8(b, vdupq_n_u8((uint8_t)(2u << (2 * c)))), sixteen));
             }
-            q[2 * c][h] = vreinterpretq_s8_u8(lo);
-            q[2 * c + 1][h] = vreinterpretq_s8_u8(hi);
+            k->q[4 * c + h] = vreinterpretq_s8_u8(lo);
+            k->q[4 * c + 2 + h] = vreinterpretq_s8_u8(hi);
         }
     }
-}
-
-static void q4_K_dot(int64_t n, float *restrict s, const void *restrict w,
-                     const void *restrict a) {
-    const struct block_q4_K *x = w;
-    const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        int8x16_t q[8][2];
-        q45_K_codes(x[i].qs, NULL, q);
-        k_affine_neon(acc, i, q, x[i].scales, x[i].d, x[i].dmin, &y[i]);
+    for (int sb = 0; sb < 8; sb++) {
+        int sc, m;
+        k_scale_min(sb, scales, &sc, &m);
+        k->sc[2 * sb] = k->sc[2 * sb + 1] = sc;
+        k->mn[2 * sb] = k->mn[2 * sb + 1] = m;
     }
-    *s = acc4_total(acc);
 }
 
-static void q5_K_dot(int64_t n, float *restrict s, const void *restrict w,
-                     const void *restrict a) {
-    const struct block_q5_K *x = w;
-    const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        int8x16_t q[8][2];
-        q45_K_codes(x[i].qs, x[i].qh, q);
-        k_affine_neon(acc, i, q, x[i].scales, x[i].d, x[i].dmin, &y[i]);
-    }
-    *s = acc4_total(acc);
+static inline void q4_K_decode(const struct block_q4_K *x, struct neon_k16 *k) {
+    q45_K_decode(x->qs, NULL, x->scales, k);
 }
 
-/* The 2-bit codes of element 128h + 32k + l (bits 2k..2k+1 of qs[32h + l]) as out[h][k][0..1]
- * (runs of 16: l < 16 and l >= 16); q2_K's codes and q3_K's low bits. */
-static inline void k2_codes(const uint8_t qs[QK_K / 4], uint8x16_t out[2][4][2]) {
+static inline void q5_K_decode(const struct block_q5_K *x, struct neon_k16 *k) {
+    q45_K_decode(x->qs, x->qh, x->scales, k);
+}
+
+/* The 2-bit codes of element 128h + 32k + l (bits 2k..2k+1 of qs[32h + l]) into group
+ * g = 8h + 2k + r (r: l < 16 or l >= 16); q2_K's codes and q3_K's low bits. */
+static inline void k2_codes(const uint8_t qs[QK_K / 4], int8x16_t q[16]) {
     const uint8x16_t three = vdupq_n_u8(3);
     for (int h = 0; h < 2; h++)
         for (int r = 0; r < 2; r++) {
             const uint8x16_t v = vld1q_u8(qs + 32 * h + 16 * r);
-            out[h][0][r] = vandq_u8(v, three);
-            out[h][1][r] = vandq_u8(vshrq_n_u8(v, 2), three);
-            out[h][2][r] = vandq_u8(vshrq_n_u8(v, 4), three);
-            out[h][3][r] = vshrq_n_u8(v, 6);
+            q[8 * h + r] = vreinterpretq_s8_u8(vandq_u8(v, three));
+            q[8 * h + 2 + r] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(v, 2), three));
+            q[8 * h + 4 + r] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(v, 4), three));
+            q[8 * h + 6 + r] = vreinterpretq_s8_u8(vshrq_n_u8(v, 6));
         }
 }
 
-/* q2_K: group g = 2(4h + k) + r of 16 has scale scales[g] & 15 and min scales[g] >> 4. */
-static void q2_K_dot(int64_t n, float *restrict s, const void *restrict w,
-                     const void *restrict a) {
-    const struct block_q2_K *x = w;
-    const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        uint8x16_t c[2][4][2];
-        k2_codes(x[i].qs, c);
-        int isum = 0, msum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            const int dot = dot16_sum(vreinterpretq_s8_u8(c[g / 8][(g / 2) % 4][g % 2]),
-                                      y[i].qs + 16 * g);
-            isum += (x[i].scales[g] & 15) * dot;
-            msum += (x[i].scales[g] >> 4) * y[i].bsums[g];
-        }
-        acc4_fma(acc, i, y[i].d * fp16_to_f32(x[i].d), (float)isum);
-        acc4_fma(acc, i, -(y[i].d * fp16_to_f32(x[i].dmin)), (float)msum);
+/* q2_K: group g has scale scales[g] & 15 and min scales[g] >> 4. */
+static inline void q2_K_decode(const struct block_q2_K *x, struct neon_k16 *k) {
+    k2_codes(x->qs, k->q);
+    for (int g = 0; g < QK_K / 16; g++) {
+        k->sc[g] = x->scales[g] & 15;
+        k->mn[g] = x->scales[g] >> 4;
     }
-    *s = acc4_total(acc);
 }
 
 /* q3_K: the 2-bit code minus 4 where bit 4h + k of hmask[l] is clear (e = 128h + 32k + l). */
-static void q3_K_dot(int64_t n, float *restrict s, const void *restrict w,
-                     const void *restrict a) {
-    const struct block_q3_K *x = w;
-    const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        uint8x16_t c[2][4][2];
-        k2_codes(x[i].qs, c);
-        const uint8x16_t hm[2] = {vld1q_u8(x[i].hmask), vld1q_u8(x[i].hmask + 16)};
-        int isum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            const int h = g / 8, k = (g / 2) % 4, r = g % 2;
-            const uint8x16_t clear =
-                vceqq_u8(vandq_u8(hm[r], vdupq_n_u8((uint8_t)(1u << (4 * h + k)))), vdupq_n_u8(0));
-            const int8x16_t code = vsubq_s8(vreinterpretq_s8_u8(c[h][k][r]),
-                                            vreinterpretq_s8_u8(vandq_u8(clear, vdupq_n_u8(4))));
-            isum += q3_K_scale(x[i].scales, g) * dot16_sum(code, y[i].qs + 16 * g);
-        }
-        acc4_fma(acc, i, y[i].d * fp16_to_f32(x[i].d), (float)isum);
+static inline void q3_K_decode(const struct block_q3_K *x, struct neon_k16 *k) {
+    k2_codes(x->qs, k->q);
+    const uint8x16_t hm[2] = {vld1q_u8(x->hmask), vld1q_u8(x->hmask + 16)};
+    for (int g = 0; g < QK_K / 16; g++) {
+        const int h = g / 8, kk = (g / 2) % 4, r = g % 2;
+        const uint8x16_t clear =
+            vceqq_u8(vandq_u8(hm[r], vdupq_n_u8((uint8_t)(1u << (4 * h + kk)))), vdupq_n_u8(0));
+        k->q[g] = vsubq_s8(k->q[g], vreinterpretq_s8_u8(vandq_u8(clear, vdupq_n_u8(4))));
+        k->sc[g] = q3_K_scale(x->scales, g);
     }
-    *s = acc4_total(acc);
 }
 
 /* q6_K: element 128h + 32k + l has low bits from ql[64h + l + 32(k & 1)] (low nibble for k < 2)
  * and top bits 2k..2k+1 of qh[32h + l]; code - 32, scale scales[e / 16]. */
-static void q6_K_dot(int64_t n, float *restrict s, const void *restrict w,
-                     const void *restrict a) {
-    const struct block_q6_K *x = w;
-    const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        int isum = 0;
-        for (int h = 0; h < 2; h++)
-            for (int k = 0; k < 4; k++)
-                for (int r = 0; r < 2; r++) {
-                    const uint8x16_t ql = vld1q_u8(x[i].ql + 64 * h + 32 * (k & 1) + 16 * r);
-                    const uint8x16_t qh = vld1q_u8(x[i].qh + 32 * h + 16 * r);
-                    const uint8x16_t lo = k < 2 ? vandq_u8(ql, vdupq_n_u8(0x0f)) : vshrq_n_u8(ql, 4);
-                    const uint8x16_t hi =
-                        vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * k))), vdupq_n_u8(3));
-                    const int8x16_t code = vsubq_s8(
-                        vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), vdupq_n_s8(32));
-                    const int e = 128 * h + 32 * k + 16 * r;
-                    isum += x[i].scales[e / 16] * dot16_sum(code, y[i].qs + e);
-                }
-        acc4_fma(acc, i, y[i].d * fp16_to_f32(x[i].d), (float)isum);
-    }
-    *s = acc4_total(acc);
+static inline void q6_K_decode(const struct block_q6_K *x, struct neon_k16 *k) {
+    for (int h = 0; h < 2; h++)
+        for (int kk = 0; kk < 4; kk++)
+            for (int r = 0; r < 2; r++) {
+                const uint8x16_t ql = vld1q_u8(x->ql + 64 * h + 32 * (kk & 1) + 16 * r);
+                const uint8x16_t qh = vld1q_u8(x->qh + 32 * h + 16 * r);
+                const uint8x16_t lo = kk < 2 ? vandq_u8(ql, vdupq_n_u8(0x0f)) : vshrq_n_u8(ql, 4);
+                const uint8x16_t hi =
+                    vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * kk))), vdupq_n_u8(3));
+                const int g = 8 * h + 2 * kk + r;
+                k->q[g] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))),
+                                   vdupq_n_s8(32));
+                k->sc[g] = x->scales[g];
+            }
 }
 
-static void iq4_xs_dot(int64_t n, float *restrict s, const void *restrict w,
-                       const void *restrict a) {
-    const struct block_iq4_xs *x = w;
-    const struct block_q8_K *y = a;
+/* iq4_xs: sub-block j's 32 table values (groups 2j, 2j + 1) with its 6-bit scale minus 32. */
+static inline void iq4_xs_decode(const struct block_iq4_xs *x, struct neon_k16 *k) {
     const int8x16_t tab = vld1q_s8(quant_iq4nl_values);
-    float acc[4] = {0};
-    for (int64_t i = 0; i < n / QK_K; i++) {
-        prefetch_ahead(&x[i], sizeof(x[i]));
-        int isum = 0;
-        for (int j = 0; j < QK_K / 32; j++)
-            isum += iq4_xs_scale(&x[i], j) * nibble_run_dot(x[i].qs + 16 * j, tab, y[i].qs + 32 * j);
-        acc4_fma(acc, i, y[i].d * fp16_to_f32(x[i].d), (float)isum);
+    for (int j = 0; j < QK_K / 32; j++) {
+        nibble_run_codes(x->qs + 16 * j, tab, &k->q[2 * j]);
+        k->sc[2 * j] = k->sc[2 * j + 1] = iq4_xs_scale(x, j);
     }
-    *s = acc4_total(acc);
 }
+
+K16_MIN_TERM(q2_K, struct block_q2_K, q2_K_decode)
+K16_MIN_TERM(q4_K, struct block_q4_K, q4_K_decode)
+K16_MIN_TERM(q5_K, struct block_q5_K, q5_K_decode)
+K16_ONE_TERM(q3_K, struct block_q3_K, q3_K_decode, D_Q8K)
+K16_ONE_TERM(q6_K, struct block_q6_K, q6_K_decode, D_Q8K)
+K16_ONE_TERM(iq4_xs, struct block_iq4_xs, iq4_xs_decode, D_Q8K)
 
 /* ==== registration ============================================================================ */
 
@@ -382,39 +297,27 @@ static void iq4_xs_dot(int64_t n, float *restrict s, const void *restrict w,
 NEON_FOUR(f32_dot)
 NEON_FOUR(f16_dot)
 NEON_FOUR(bf16_dot)
-NEON_FOUR(q4_0_dot)
-NEON_FOUR(q4_1_dot)
-NEON_FOUR(q5_0_dot)
-NEON_FOUR(q5_1_dot)
-NEON_FOUR(q8_0_dot)
-NEON_FOUR(iq4_nl_dot)
-NEON_FOUR(mxfp4_dot)
-NEON_FOUR(q2_K_dot)
-NEON_FOUR(q3_K_dot)
-NEON_FOUR(q4_K_dot)
-NEON_FOUR(q5_K_dot)
-NEON_FOUR(q6_K_dot)
-NEON_FOUR(iq4_xs_dot)
 
-#define NEON_SET(tab, n_tab, t, fn)                                                               \
+/* The float types: four vec_dot calls for vec_dot4 and vec_dot_rows4, no vec_dot2 (as AVX2's). */
+#define NEON_SET_FLOAT(tab, n_tab, t, fn)                                                         \
     quant_set_kernel(tab, n_tab, t, fn, fn##_x4, NULL, fn##_r4, NEON_ISA)
 
 /* Contract in quant.h. */
 void NEON_REGISTER(struct quant_kernels *tab, int n_tab) {
-    NEON_SET(tab, n_tab, QTYPE_F32, f32_dot);
-    NEON_SET(tab, n_tab, QTYPE_F16, f16_dot);
-    NEON_SET(tab, n_tab, QTYPE_BF16, bf16_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q4_0, q4_0_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q4_1, q4_1_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q5_0, q5_0_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q5_1, q5_1_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q8_0, q8_0_dot);
-    NEON_SET(tab, n_tab, QTYPE_IQ4_NL, iq4_nl_dot);
-    NEON_SET(tab, n_tab, QTYPE_MXFP4, mxfp4_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q2_K, q2_K_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q3_K, q3_K_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q4_K, q4_K_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q5_K, q5_K_dot);
-    NEON_SET(tab, n_tab, QTYPE_Q6_K, q6_K_dot);
-    NEON_SET(tab, n_tab, QTYPE_IQ4_XS, iq4_xs_dot);
+    NEON_SET_FLOAT(tab, n_tab, QTYPE_F32, f32_dot);
+    NEON_SET_FLOAT(tab, n_tab, QTYPE_F16, f16_dot);
+    NEON_SET_FLOAT(tab, n_tab, QTYPE_BF16, bf16_dot);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q4_0, q4_0);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q4_1, q4_1);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q5_0, q5_0);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q5_1, q5_1);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q8_0, q8_0);
+    NEON_SET_COLS(tab, n_tab, QTYPE_IQ4_NL, iq4_nl);
+    NEON_SET_COLS(tab, n_tab, QTYPE_MXFP4, mxfp4);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q2_K, q2_K);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q3_K, q3_K);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q4_K, q4_K);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q5_K, q5_K);
+    NEON_SET_COLS(tab, n_tab, QTYPE_Q6_K, q6_K);
+    NEON_SET_COLS(tab, n_tab, QTYPE_IQ4_XS, iq4_xs);
 }

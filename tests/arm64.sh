@@ -12,11 +12,12 @@ ARM_CC=${ARM64_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU_AARCH64:-qemu-aarch64}
 ABUILD=${ARM64_BUILD:-build-arm64}
 HOST_BUILD=${BUILD:-build}
-TESTS=(test_quant test_quant_simd test_fidelity test_engine test_experts test_ctxfile test_tokenizer)
+TESTS=(test_quant test_quant_simd test_quant_iq test_fidelity test_engine test_experts test_ctxfile test_tokenizer)
 # binary[:case]: whole binaries where they are quick, else cases (name substrings) picked for the
 # NEON types they run (qemu runs the engine 30-40x slower than the host: the whole set is ~2 min)
-RUNS=(test_quant test_quant_simd
+RUNS=(test_quant test_quant_simd test_quant_iq
       test_fidelity:x256_q3_k_m test_fidelity:x256_mxfp4_moe test_fidelity:dense_q4_1
+      test_fidelity:x256_iq2_m
       test_engine:llama_runs test_engine:batch_invariance_moe_q4_k_m
       test_experts:q3_k_m_streaming_is_exact test_experts:dense_streaming_is_exact
       test_experts:bytes_read_exact
@@ -81,6 +82,9 @@ done
 # twins, and the start-up self-check passes them (the SDOT cases have nothing to run there)
 for c in neon_vs_ref dispatch_picks_simd; do
     run_one test_quant_simd cortex-a53 "$c"
+done
+for c in neon_bitwise dispatch; do
+    run_one test_quant_iq cortex-a53 "$c"
 done
 # check_isa CPU WANT: the run-time detection (os_cpu_arm_features) selects WANT for q4_K on CPU
 # (dispatch_picks_simd cannot see a detector that never finds SDOT: it asks the same detector)

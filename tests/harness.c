@@ -48,6 +48,10 @@ bool test_cpu_has(const char *isa) {
     return strcmp(isa, "avx512") == 0 && avx2 && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#elif defined(__aarch64__)
+    if (strcmp(isa, "neon") == 0)
+        return true; /* Advanced SIMD is part of every Armv8-A CPU */
+    return strcmp(isa, "neondot") == 0 && (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD) != 0;
 #else
     (void)isa;
     return false;

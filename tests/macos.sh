@@ -9,7 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 CLANG=${CLANG:-clang}
 FILES=(common/os/io_darwin.c common/os/mem_darwin.c common/os/cpu_darwin.c common/os/pages_posix.c
-       common/os/ring_none.c common/quant_neon.c common/quant_neondot.c)
+       common/os/ring_none.c common/quant_neon.c common/quant_neondot.c
+       common/quant_iq_neon.c common/quant_iq_neondot.c)
 if ! command -v "$CLANG" >/dev/null; then
     echo "SKIP macos: no $CLANG: the macOS files NOT compiled"
     echo "0 passed, 0 failed, 1 skipped"

@@ -1,5 +1,6 @@
 /* test_quant_iq.c - the grid i-quants (quant_iq.c): the derived codebooks, hand-built golden
- * blocks that pin each type's bit layout, pattern blocks against values gguf-py computed for them.
+ * blocks that pin each type's bit layout, pattern blocks against values gguf-py computed for them,
+ * and the SIMD twins (AVX2 and AVX-512 on x86, NEON with and without SDOT on arm64) bitwise.
  * (../shared/fixtures' dequant tensors of these types are checked by test_quant's fixture case.) */
 #include <errno.h>
 #include <math.h>
@@ -381,20 +382,14 @@ static void test_vec_dot_extremes(void) {
 
 /* ==== SIMD twins: bit-identical to the spec =================================================== */
 
-/* The reference table with an ISA's kernels registered over it. */
-static void table_for(struct quant_kernels tab[QTYPE_COUNT], bool avx512) {
+/* The reference table with an ISA's kernels registered over it by reg. */
+static void table_for(struct quant_kernels tab[QTYPE_COUNT],
+                      void (*reg)(struct quant_kernels *, int)) {
     memset(tab, 0, sizeof(*tab) * QTYPE_COUNT);
     for (int t = 0; t < QTYPE_COUNT; t++)
         if (quant_kernels_ref((enum qtype)t))
             tab[t] = *quant_kernels_ref((enum qtype)t);
-#if defined(__x86_64__) || defined(__i386__)
-    if (avx512)
-        quant_iq_register_avx512(tab, QTYPE_COUNT);
-    else
-        quant_iq_register_avx2(tab, QTYPE_COUNT);
-#else
-    (void)avx512; /* never called: test_cpu_has knows no AVX here */
-#endif
+    reg(tab, QTYPE_COUNT);
 }
 
 /* A random activation row of n values: mode 0 small, 1 with outliers, 2 only +-127 codes. */
@@ -416,8 +411,8 @@ static bool same_float(float a, float b) {
 }
 
 /* One random case of nb blocks (weights: random bytes with a finite d, or for mode 3 rows the
- * quantizer wrote): k->vec_dot against the reference, vec_dot4 and vec_dot_rows4 against
- * k->vec_dot (row spacing padded by pad bytes), all bitwise. */
+ * quantizer wrote): k->vec_dot against the reference, vec_dot4, vec_dot2 (where k has one) and
+ * vec_dot_rows4 against k->vec_dot (row spacing padded by pad bytes), all bitwise. */
 static void compare_simd(const struct quant_kernels *k, enum qtype t, int nb, int mode,
                          size_t pad) {
     const struct quant_kernels *ref = quant_kernels_ref(t);
@@ -458,6 +453,14 @@ static void compare_simd(const struct quant_kernels *k, enum qtype t, int nb, in
         CHECK_MSG(same_float(got4[j], one[j]), "%s %s %d blocks col %d: vec_dot4 %.9g vec_dot %.9g",
                   k->isa, qtype_name(t), nb, j, got4[j], one[j]);
     }
+    for (int j = 0; k->vec_dot2 && j < 4; j += 2) { /* columns 0-1, then 2-3 */
+        float two[2];
+        k->vec_dot2(n, two, w, a + j);
+        for (int c = 0; c < 2; c++)
+            CHECK_MSG(same_float(two[c], one[j + c]),
+                      "%s %s %d blocks col %d: vec_dot2 %.9g vec_dot %.9g", k->isa,
+                      qtype_name(t), nb, j + c, two[c], one[j + c]);
+    }
     k->vec_dot_rows4(n, rows4, w, rb, a[1]);
     for (int r = 0; r < 4; r++) {
         k->vec_dot(n, &one[r], w + (size_t)r * rb, a[1]);
@@ -472,9 +475,9 @@ out:
     free(x);
 }
 
-static void check_isa(bool avx512, const char *isa) {
+static void check_isa(void (*reg)(struct quant_kernels *, int), const char *isa) {
     struct quant_kernels tab[QTYPE_COUNT];
-    table_for(tab, avx512);
+    table_for(tab, reg);
     static const int blocks[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 32};
     static const int quantized[] = {1, 5, 8};
     n_compared = 0;
@@ -493,12 +496,14 @@ static void check_isa(bool avx512, const char *isa) {
     printf("  %s: %d random rows of %d types, bitwise\n", isa, n_compared, N_IQ_TYPES);
 }
 
+/* Each CPU family's cases exist in its own builds only (the others' kernels are not linked). */
+#if defined(__x86_64__) || defined(__i386__)
 static void test_avx2_bitwise(void) {
     if (!test_cpu_has("avx2")) {
         test_skip("cpu lacks avx2/fma/f16c: AVX2 i-quant kernels NOT checked");
         return;
     }
-    check_isa(false, "avx2");
+    check_isa(quant_iq_register_avx2, "avx2");
 }
 
 static void test_avx512_bitwise(void) {
@@ -506,8 +511,23 @@ static void test_avx512_bitwise(void) {
         test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 i-quant kernels NOT checked");
         return;
     }
-    check_isa(true, "avx512");
+    check_isa(quant_iq_register_avx512, "avx512");
 }
+#endif
+
+#if defined(__aarch64__)
+static void test_neon_bitwise(void) {
+    check_isa(quant_iq_register_neon, "neon");
+}
+
+static void test_neondot_bitwise(void) {
+    if (!test_cpu_has("neondot")) {
+        test_skip("cpu lacks the arm64 dot-product extension: SDOT i-quant kernels NOT checked");
+        return;
+    }
+    check_isa(quant_iq_register_neondot, "neondot");
+}
+#endif
 
 /* The dispatched table hands out SIMD kernels for every grid type (unless SNIPER_ISA caps it). */
 static void test_dispatch(void) {
@@ -517,7 +537,11 @@ static void test_dispatch(void) {
         CHECK(best != NULL);
         if (!best || (env && *env))
             continue;
-        const char *want = test_cpu_has("avx512") ? "avx512" : test_cpu_has("avx2") ? "avx2" : "ref";
+        const char *want = test_cpu_has("avx512")    ? "avx512"
+                           : test_cpu_has("avx2")    ? "avx2"
+                           : test_cpu_has("neondot") ? "neondot"
+                           : test_cpu_has("neon")    ? "neon"
+                                                     : "ref";
         CHECK_MSG(strcmp(best->isa, want) == 0, "%s dispatched to %s, want %s",
                   qtype_name(iq_types[k]), best->isa, want);
     }
@@ -578,8 +602,14 @@ static const struct test_case cases[] = {
     {"vec_dot_contract", test_vec_dot_contract},
     {"vec_dot_extremes", test_vec_dot_extremes},
     {"quantize_round_trip", test_quantize_round_trip},
+#if defined(__x86_64__) || defined(__i386__)
     {"avx2_bitwise", test_avx2_bitwise},
     {"avx512_bitwise", test_avx512_bitwise},
+#endif
+#if defined(__aarch64__)
+    {"neon_bitwise", test_neon_bitwise},
+    {"neondot_bitwise", test_neondot_bitwise},
+#endif
     {"dispatch", test_dispatch},
     {0},
 };

@@ -1,5 +1,7 @@
 /* test_quant_simd.c - the AVX2 and AVX-512 (x86) and NEON (arm64, with and without SDOT) vec_dot
- * kernels against the scalar reference. For every weight type and each ISA this CPU has: random rows (quantized floats, and raw random
+ * kernels against the scalar reference. For every weight type (the grid i-quants included: each
+ * ISA's table is quant.c's, quant_register_* and quant_iq_register_* over the reference) and each
+ * ISA this CPU has: random rows (quantized floats, and raw random
  * codes with random fp16 scales incl. negative and zero) at 1, 2, 3, 7, 8 blocks and 768/2048
  * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
  * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows.
@@ -18,11 +20,13 @@
 #include "harness.h"
 #include "os.h"
 #include "quant.h"
+#include "quant_iq.h"
 
 static const enum qtype all_types[] = {
     QTYPE_F32,  QTYPE_F16,  QTYPE_BF16,  QTYPE_Q8_0,   QTYPE_Q4_0,   QTYPE_Q5_0,
     QTYPE_Q4_1, QTYPE_Q5_1, QTYPE_Q2_K,  QTYPE_Q3_K,   QTYPE_Q4_K,   QTYPE_Q5_K,
     QTYPE_Q6_K, QTYPE_MXFP4, QTYPE_IQ4_NL, QTYPE_IQ4_XS,
+    QTYPE_IQ2_XXS, QTYPE_IQ2_XS, QTYPE_IQ2_S, QTYPE_IQ3_XXS, QTYPE_IQ3_S, QTYPE_IQ1_S, QTYPE_IQ1_M,
 };
 #define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
 
@@ -94,6 +98,20 @@ static void randomize_scales(enum qtype t, void *row, int64_t nb) {
         case QTYPE_MXFP4: /* a scale of 2^-32..2^31 keeps the sums finite */
             ((struct block_mxfp4 *)row)[i].e = (uint8_t)(96 + rng_next() % 64);
             break;
+        case QTYPE_IQ2_XXS: ((struct block_iq2_xxs *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ2_XS: ((struct block_iq2_xs *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ2_S: ((struct block_iq2_s *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ3_XXS: ((struct block_iq3_xxs *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ3_S: ((struct block_iq3_s *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ1_S: ((struct block_iq1_s *)row)[i].d = rng_scale(); break;
+        case QTYPE_IQ1_M: { /* d's nibbles top the four scale words (quant_iq1_m_d) */
+            struct block_iq1_m *b = &((struct block_iq1_m *)row)[i];
+            const fp16_t d = rng_scale();
+            for (int k = 0; k < 4; k++)
+                b->scales[2 * k + 1] =
+                    (uint8_t)((b->scales[2 * k + 1] & 0x0f) | ((d >> (4 * k)) & 15) << 4);
+            break;
+        }
         default: break;
         }
     }
@@ -106,10 +124,12 @@ static bool is_float_type(enum qtype t) {
 /* ---- one comparison -------------------------------------------------------------------------- */
 
 /* Fills w (w_bytes) with a random weight row of n elements of type t: mode 0 quantizes random
- * floats, mode 1 writes random codes and random scales. xf is scratch for n floats. */
+ * floats, mode 1 writes random codes and random scales. The grid i-quants take mode 1's rows in
+ * both modes: their quantizer searches the codebooks for every 8 values, seconds per row under
+ * qemu (test_quant_iq checks their kernels on quantized rows). xf is scratch for n floats. */
 static void fill_weight_row(enum qtype t, uint8_t *w, uint64_t w_bytes, int64_t n, int mode,
                             float *xf) {
-    if (mode == 1 && !is_float_type(t)) {
+    if ((mode == 1 || quant_iq_is_grid(t)) && !is_float_type(t)) {
         for (uint64_t i = 0; i < w_bytes; i++)
             w[i] = (uint8_t)rng_next();
         randomize_scales(t, w, n / qtype_block_elems(t));
@@ -312,6 +332,29 @@ static bool cpu_has_avx512(void) {
 }
 #endif
 
+/* Each ISA's table as quant.c builds it: its twins of the other types, then of the grid i-quants. */
+#if defined(__x86_64__) || defined(__i386__)
+static void register_avx2(struct quant_kernels *tab, int n_tab) {
+    quant_register_avx2(tab, n_tab);
+    quant_iq_register_avx2(tab, n_tab);
+}
+
+static void register_avx512(struct quant_kernels *tab, int n_tab) {
+    quant_register_avx512(tab, n_tab);
+    quant_iq_register_avx512(tab, n_tab);
+}
+#elif defined(__aarch64__)
+static void register_neon(struct quant_kernels *tab, int n_tab) {
+    quant_register_neon(tab, n_tab);
+    quant_iq_register_neon(tab, n_tab);
+}
+
+static void register_neondot(struct quant_kernels *tab, int n_tab) {
+    quant_register_neondot(tab, n_tab);
+    quant_iq_register_neondot(tab, n_tab);
+}
+#endif
+
 #if defined(__aarch64__)
 static bool cpu_has_neon(void) {
     return true; /* part of every Armv8-A CPU */
@@ -389,7 +432,7 @@ static void test_avx2_vs_ref(void) {
         test_skip("cpu lacks avx2/fma/f16c: AVX2 kernels NOT checked");
         return;
     }
-    check_isa("avx2", quant_register_avx2, all_types, (int)N_TYPES);
+    check_isa("avx2", register_avx2, all_types, (int)N_TYPES);
 }
 
 static void test_avx512_vs_ref(void) {
@@ -397,7 +440,7 @@ static void test_avx512_vs_ref(void) {
         test_skip("cpu lacks avx512 f/bw/vl/dq/vnni: AVX-512 kernels NOT checked");
         return;
     }
-    check_isa("avx512", quant_register_avx512, all_types, (int)N_TYPES);
+    check_isa("avx512", register_avx512, all_types, (int)N_TYPES);
 }
 #endif
 
@@ -407,7 +450,7 @@ static void test_neon_vs_ref(void) {
         test_skip("cpu is not arm64: NEON kernels NOT checked");
         return;
     }
-    check_isa("neon", quant_register_neon, all_types, (int)N_TYPES);
+    check_isa("neon", register_neon, all_types, (int)N_TYPES);
 }
 
 static void test_neondot_vs_ref(void) {
@@ -415,7 +458,7 @@ static void test_neondot_vs_ref(void) {
         test_skip("cpu lacks the arm64 dot-product extension: NEON SDOT kernels NOT checked");
         return;
     }
-    check_isa("neondot", quant_register_neondot, all_types, (int)N_TYPES);
+    check_isa("neondot", register_neondot, all_types, (int)N_TYPES);
 }
 #endif
 
@@ -487,8 +530,8 @@ static void test_vec_dot4_registered_with_vec_dot(void) {
         return;
     }
     struct quant_kernels t2[QTYPE_COUNT], t5[QTYPE_COUNT];
-    table_for(t2, quant_register_avx2);
-    table_for(t5, quant_register_avx512);
+    table_for(t2, register_avx2);
+    table_for(t5, register_avx512);
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         enum qtype t = all_types[ti];
         bool replaced = t5[t].vec_dot != t2[t].vec_dot;

@@ -275,10 +275,13 @@ static bool cpu_has(const char *isa) {
 static const char *const simd_names[2] = {"neon", "neondot"};
 
 static void simd_register(int i, struct quant_kernels *tab) {
-    if (i == 0)
+    if (i == 0) {
         quant_register_neon(tab, QTYPE_COUNT);
-    else
+        quant_iq_register_neon(tab, QTYPE_COUNT);
+    } else {
         quant_register_neondot(tab, QTYPE_COUNT);
+        quant_iq_register_neondot(tab, QTYPE_COUNT);
+    }
 }
 
 static bool cpu_has(const char *isa) {
