@@ -69,6 +69,12 @@ static bool fits_u32(size_t v) {
     return v <= UINT32_MAX;
 }
 
+/* The alignment the float types' scores read K rows with (attn_scores_f32/f16: four elements a
+ * load), 1 for the block types. */
+static size_t attn_k_align(enum qtype t) {
+    return t == QTYPE_F32 ? 16 : t == QTYPE_F16 ? 8 : 1;
+}
+
 /* True when a's shape is one the kernels take (gpu_op_attn's -EINVAL cases). */
 static bool attn_shape_ok(const struct gpu_attn *a) {
     if (a->n_tok < 1 || a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 ||
@@ -80,6 +86,10 @@ static bool attn_shape_ok(const struct gpu_attn *a) {
         a->row_bytes % (size_t)a->n_head_kv != 0 || a->row_bytes / (size_t)a->n_head_kv < head_bytes)
         return false;
     /* groups on a dispatch's y and z (tokens, heads) and x (positions) within Vulkan's minimum */
+    const size_t align = attn_k_align(a->kv_type);
+    if (a->k % align != 0 || a->row_bytes % align != 0 ||
+        a->row_bytes / (size_t)a->n_head_kv % align != 0)
+        return false;
     return attn_n_kv_max(a) <= a->ring_rows && a->n_tok <= GPU_GROUPS_MAX &&
            a->n_head <= GPU_GROUPS_MAX && attn_n_kv_max(a) <= (int64_t)GPU_GROUPS_MAX * ATTN_SCORES_GROUP &&
            fits_u32(a->q_tok_stride) &&
