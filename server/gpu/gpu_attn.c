@@ -69,8 +69,8 @@ static bool fits_u32(size_t v) {
     return v <= UINT32_MAX;
 }
 
-/* The alignment the float types' scores read K rows with (attn_scores_f32/f16: four elements a
- * load), 1 for the block types. */
+/* The alignment the float types' kernels read K and V rows with (attn_scores_f32/f16,
+ * attn_vsum_f32/f16: four elements a load), 1 for the block types. */
 static size_t attn_k_align(enum qtype t) {
     return t == QTYPE_F32 ? 16 : t == QTYPE_F16 ? 8 : 1;
 }
@@ -87,7 +87,7 @@ static bool attn_shape_ok(const struct gpu_attn *a) {
         return false;
     /* groups on a dispatch's y and z (tokens, heads) and x (positions) within Vulkan's minimum */
     const size_t align = attn_k_align(a->kv_type);
-    if (a->k % align != 0 || a->row_bytes % align != 0 ||
+    if (a->k % align != 0 || a->v % align != 0 || a->row_bytes % align != 0 ||
         a->row_bytes / (size_t)a->n_head_kv % align != 0)
         return false;
     return attn_n_kv_max(a) <= a->ring_rows && a->n_tok <= GPU_GROUPS_MAX &&

@@ -7,6 +7,10 @@
 // the chunk before, and load the chunk after it: a load has a whole chunk's time to arrive. A
 // warp's 32 invocations read one row's 32 elements (coalesced). A kernel defines
 //     float v_at(uint64_t row, uint d)   element d of a head's V row as float
+// or V4_AT and
+//     vec4 v4_at(uint64_t row, uint m)   elements 4m .. 4m + 3, one load (the float types: a warp
+//                                        then reads four rows' 32 elements, four loads an
+//                                        invocation a chunk instead of 16)
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 
@@ -24,6 +28,36 @@ struct vsum_maker {
     float pj[16], vj[16];           // the loaded chunk: positions c + w + 7 k
 };
 
+#ifdef V4_AT
+// Loads chunk c's probabilities and V elements four at a time (v4_at): maker invocation
+// u = 32 w + dd takes loads u + 224 q (q < 4) of the chunk's 112 rows x 8 loads, row u / 8,
+// elements 4 (u % 8) ..; positions past the end read the last one (every load is unconditional).
+void vsum_load(inout vsum_maker m, uint c) {
+    uint u = VSUM_DIMS * m.w + m.dd;
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
+        uint j = min(c + jj, m.n - 1u), d = min(m.d - m.dd + e, p.head_dim - 4u);
+        m.pj[q] = m.pr.v[j];
+        vec4 v = v4_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, d / 4u);
+        [[unroll]] for (uint k = 0u; k < 4u; k++)
+            m.vj[4u * q + k] = v[k];
+    }
+}
+
+// Chunk c's products, from what vsum_load loaded, into half (c / VSUM_CHUNK) % 2 of prod (0 past
+// the end).
+void vsum_store(in vsum_maker m, uint c) {
+    uint half_ = (c / VSUM_CHUNK) & 1u, u = VSUM_DIMS * m.w + m.dd;
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
+        bool in_ = c + jj < m.n && m.d - m.dd + e < p.head_dim;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            precise float y = m.pj[q] * m.vj[4u * q + k];
+            prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + e + k] = in_ ? y : 0.0;
+        }
+    }
+}
+#else
 // Loads chunk c's probabilities and V elements (positions and elements past the end read the last
 // ones: every load is unconditional, so the 16 are in flight together).
 void vsum_load(inout vsum_maker m, uint c) {
@@ -45,6 +79,7 @@ void vsum_store(in vsum_maker m, uint c) {
         prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + m.dd] = c + jj < m.n && m.d < p.head_dim ? x : 0.0;
     }
 }
+#endif
 
 void main() {
     uint i = gl_LocalInvocationID.x;
