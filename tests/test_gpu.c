@@ -1178,6 +1178,10 @@ static void check_attn_refusals(struct gpu_ops *o) {
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
     a = ok, a.n_tok = 0;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.k = 4; /* F16 scores read K four halves at a time */
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.row_bytes = 2 * 132; /* heads 132 bytes apart */
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
     a = ok, a.kv_type = QTYPE_Q4_1;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -ENOTSUP);
 }

@@ -1,8 +1,10 @@
 /* gpu_attn.c - gpu_ops.h's attention: block_attn.c's attn_head for every (token, head) of a
  * segment, bit for bit, as four kernels (shaders/attn*.comp): the query in the KV type's format,
  * the scores (an invocation per position), the softmax with the sink (a workgroup per row, the
- * contract's 32 lanes), the weighted sum of V rows (an invocation per output element, positions
- * in order). The push constants mirror attn.glsl's `Push` block (std430: the addresses first). */
+ * contract's 32 lanes), the weighted sum of V rows (a chain per output element, positions in
+ * order). The scratch holds the query rows and the scores rows of n_kv_max floats (the positions
+ * the segment's last token sees, at most the n_ctx it was sized for). The push constants mirror
+ * attn.glsl's `Push` block (std430: the addresses first). */
 #include "gpu_ops.h"
 
 #include <errno.h>
@@ -69,20 +71,35 @@ static bool fits_u32(size_t v) {
     return v <= UINT32_MAX;
 }
 
-/* True when a's shape is one the kernels take (gpu_op_attn's -EINVAL cases). */
-static bool attn_shape_ok(const struct gpu_attn *a) {
-    if (a->n_tok < 1 || a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 ||
-        a->head_dim < 1 || a->head_dim > ATTN_MAX_HEAD_DIM || a->pos0 < 0 || a->window < 0 ||
-        a->ring_rows < 1 || (int64_t)a->pos0 + a->n_tok > INT32_MAX)
-        return false;
+/* The alignment the float types' kernels read K and V rows with (attn_scores_f32/f16,
+ * attn_vsum_f32/f16: four elements a load), 1 for the block types. */
+static size_t attn_row_align(enum qtype t) {
+    return t == QTYPE_F32 ? 16 : t == QTYPE_F16 ? 8 : 1;
+}
+
+/* True when a's rows hold its heads: whole blocks of head_dim a head, n_head_kv heads a row,
+ * aligned as the kernels read them. */
+static bool attn_rows_ok(const struct gpu_attn *a) {
     uint64_t head_bytes = 0;
     if (qtype_row_bytes(a->kv_type, (uint64_t)a->head_dim, &head_bytes) != 0 ||
         a->row_bytes % (size_t)a->n_head_kv != 0 || a->row_bytes / (size_t)a->n_head_kv < head_bytes)
         return false;
-    /* groups on a dispatch's y and z (tokens, heads) and x (positions) within Vulkan's minimum */
-    return attn_n_kv_max(a) <= a->ring_rows && a->n_tok <= GPU_GROUPS_MAX &&
-           a->n_head <= GPU_GROUPS_MAX && attn_n_kv_max(a) <= (int64_t)GPU_GROUPS_MAX * ATTN_SCORES_GROUP &&
-           fits_u32(a->q_tok_stride) &&
+    const size_t align = attn_row_align(a->kv_type);
+    return a->k % align == 0 && a->v % align == 0 && a->row_bytes % align == 0 &&
+           a->row_bytes / (size_t)a->n_head_kv % align == 0;
+}
+
+/* True when a's shape is one the kernels take (gpu_op_attn's -EINVAL cases). */
+static bool attn_shape_ok(const struct gpu_attn *a) {
+    if (a->n_tok < 1 || a->n_head < 1 || a->n_head_kv < 1 || a->n_head % a->n_head_kv != 0 ||
+        a->head_dim < 1 || a->head_dim > ATTN_MAX_HEAD_DIM || a->pos0 < 0 || a->window < 0 ||
+        a->ring_rows < 1 || (int64_t)a->pos0 + a->n_tok > INT32_MAX || !attn_rows_ok(a))
+        return false;
+    /* a token sees each row once; tokens and heads on a dispatch's z and y, positions on x,
+     * within Vulkan's minimum of groups */
+    const int64_t n_kv_max = attn_n_kv_max(a);
+    return n_kv_max <= a->ring_rows && a->n_tok <= GPU_GROUPS_MAX && a->n_head <= GPU_GROUPS_MAX &&
+           n_kv_max <= (int64_t)GPU_GROUPS_MAX * ATTN_SCORES_GROUP && fits_u32(a->q_tok_stride) &&
            fits_u32(a->q_head_stride) && fits_u32(a->row_bytes) && fits_u32(a->out_stride);
 }
 

@@ -43,10 +43,21 @@ uint64_t attn_q(uint t, uint h) {
     return p.q + (uint64_t(t) * p.q_tok_stride + uint64_t(h) * p.q_head_stride) * 4u;
 }
 
+// Head h's bytes in a K or V row: its kv head's (GQA).
+uint64_t attn_head_off(uint h) {
+    return uint64_t(h / (p.n_head / p.n_head_kv)) * (p.row_bytes / p.n_head_kv);
+}
+
 // Head h's part of the K or V row (base: p.k or p.v) of position pos.
 uint64_t attn_row(uint64_t base, uint h, uint pos) {
-    uint g = h / (p.n_head / p.n_head_kv);
-    return base + uint64_t(pos % p.ring_rows) * p.row_bytes + uint64_t(g) * (p.row_bytes / p.n_head_kv);
+    return base + uint64_t(pos % p.ring_rows) * p.row_bytes + attn_head_off(h);
+}
+
+// The ring row of entry j of a token's scores, from its first position's row (first % ring_rows):
+// a token sees at most ring_rows positions, so the row wraps at most once (no division).
+uint attn_ring_row(uint first_row, uint j) {
+    uint r = first_row + j;
+    return r >= p.ring_rows ? r - p.ring_rows : r;
 }
 
 // The query of head h of token t in the KV type's format (attn_query_*.comp writes it).

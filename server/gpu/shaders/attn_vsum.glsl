@@ -1,55 +1,128 @@
 // attn_vsum.glsl - the attention's weighted sum of V rows: out[d] = 0, then out[d] + p_j v_j[d]
 // for the positions j in order (ops_axpy_*: a product, then a sum, each rounded), so each output
 // element is one chain of adds. A workgroup takes 32 elements of one (token, head) (element chunks
-// on x, heads on y, tokens on z): its 256 invocations compute the products of 128 positions into
-// registers, coalesced (a warp's 32 invocations read one row's 32 elements), the next chunk's
-// while 32 of them run the chains over the last one's from shared memory. A kernel defines
+// on x, heads on y, tokens on z). Its first 32 invocations run the 32 chains over a chunk of 112
+// positions' products in shared memory; meanwhile the other 224 (seven "maker" warps) write the
+// next chunk's products into the other half of the double buffer, from values they loaded during
+// the chunk before, and load the chunk after it: a load has a whole chunk's time to arrive. A
+// warp's 32 invocations read one row's 32 elements (coalesced). A kernel defines
 //     float v_at(uint64_t row, uint d)   element d of a head's V row as float
+// or V4_AT and
+//     vec4 v4_at(uint64_t row, uint m)   elements 4m .. 4m + 3, one load (the float types: a warp
+//                                        then reads four rows' 32 elements, four loads an
+//                                        invocation a chunk instead of 16)
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 
 #define VSUM_DIMS 32u
-#define VSUM_CHUNK 128u
-#define VSUM_PER (VSUM_CHUNK * VSUM_DIMS / 256u) // products an invocation computes a chunk
+#define VSUM_MAKERS 7u                           // warps computing products
+#define VSUM_CHUNK (VSUM_MAKERS * 16u)           // positions a chunk: 16 per maker invocation
 
-shared float prod[VSUM_CHUNK * VSUM_DIMS];
+shared float prod[2u * VSUM_CHUNK * VSUM_DIMS];
 
-// This invocation's products of chunk c: positions c + i / 32 + 8 k, element d; 0 past the end.
-void vsum_products(out float r[VSUM_PER], uint c, uint t, uint h, uint first, uint n, uint d,
-                   F32s pr) {
-    uint jj = gl_LocalInvocationID.x / VSUM_DIMS;
-    for (uint k = 0u; k < VSUM_PER; k++) {
-        uint j = c + jj + 8u * k;
-        r[k] = 0.0;
-        if (j < n && d < p.head_dim) {
-            precise float x = pr.v[j] * v_at(attn_row(p.v, h, first + j), d);
-            r[k] = x;
+// What a maker invocation (warp w of the makers, element dd of the 32) works with.
+struct vsum_maker {
+    uint w, dd, d, n, first_row;
+    uint64_t vbase;                 // the head's bytes of V row 0
+    F32s pr;                        // the head's probabilities
+    float pj[16], vj[16];           // the loaded chunk: positions c + w + 7 k
+};
+
+#ifdef V4_AT
+// Loads chunk c's probabilities and V elements four at a time (v4_at): maker invocation
+// u = 32 w + dd takes loads u + 224 q (q < 4) of the chunk's 112 rows x 8 loads, row u / 8,
+// elements 4 (u % 8) ..; positions past the end read the last one (every load is unconditional).
+void vsum_load(inout vsum_maker m, uint c) {
+    uint u = VSUM_DIMS * m.w + m.dd;
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
+        uint j = min(c + jj, m.n - 1u), d = min(m.d - m.dd + e, p.head_dim - 4u);
+        m.pj[q] = m.pr.v[j];
+        vec4 v = v4_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, d / 4u);
+        [[unroll]] for (uint k = 0u; k < 4u; k++)
+            m.vj[4u * q + k] = v[k];
+    }
+}
+
+// Chunk c's products, from what vsum_load loaded, into half (c / VSUM_CHUNK) % 2 of prod (0 past
+// the end).
+void vsum_store(in vsum_maker m, uint c) {
+    uint half_ = (c / VSUM_CHUNK) & 1u, u = VSUM_DIMS * m.w + m.dd;
+    [[unroll]] for (uint q = 0u; q < 4u; q++) {
+        uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
+        bool in_ = c + jj < m.n && m.d - m.dd + e < p.head_dim;
+        [[unroll]] for (uint k = 0u; k < 4u; k++) {
+            precise float y = m.pj[q] * m.vj[4u * q + k];
+            prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + e + k] = in_ ? y : 0.0;
         }
     }
 }
+#else
+// Loads chunk c's probabilities and V elements (positions and elements past the end read the last
+// ones: every load is unconditional, so the 16 are in flight together).
+void vsum_load(inout vsum_maker m, uint c) {
+    uint dl = min(m.d, p.head_dim - 1u);
+    [[unroll]] for (uint k = 0u; k < 16u; k++) {
+        uint j = min(c + m.w + VSUM_MAKERS * k, m.n - 1u);
+        m.pj[k] = m.pr.v[j];
+        m.vj[k] = v_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, dl);
+    }
+}
+
+// Chunk c's products, from what vsum_load loaded, into half (c / VSUM_CHUNK) % 2 of prod (0 past
+// the end).
+void vsum_store(in vsum_maker m, uint c) {
+    uint half_ = (c / VSUM_CHUNK) & 1u;
+    [[unroll]] for (uint k = 0u; k < 16u; k++) {
+        uint jj = m.w + VSUM_MAKERS * k;
+        precise float x = m.pj[k] * m.vj[k];
+        prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + m.dd] = c + jj < m.n && m.d < p.head_dim ? x : 0.0;
+    }
+}
+#endif
 
 void main() {
     uint i = gl_LocalInvocationID.x;
     uint d0 = gl_WorkGroupID.x * VSUM_DIMS, h = gl_WorkGroupID.y, t = gl_WorkGroupID.z;
-    uint n = attn_n_kv(t), first = attn_first(t);
-    F32s pr = F32s(attn_probs(t, h));
-    uint dd = i % VSUM_DIMS, jj = i / VSUM_DIMS;
-    float r[VSUM_PER];
-    vsum_products(r, 0u, t, h, first, n, d0 + dd, pr);
+    uint n = attn_n_kv(t);
+    vsum_maker m;
+    m.w = i / VSUM_DIMS - 1u, m.dd = i % VSUM_DIMS, m.d = d0 + m.dd, m.n = n;
+    m.first_row = attn_first(t) % p.ring_rows;
+    m.vbase = p.v + attn_head_off(h);
+    m.pr = F32s(attn_probs(t, h));
+    if (i >= VSUM_DIMS) {
+        vsum_load(m, 0u);
+        vsum_store(m, 0u);
+        if (VSUM_CHUNK < n)
+            vsum_load(m, VSUM_CHUNK);
+    }
+    barrier();
     float acc = 0.0;
     for (uint c = 0u; c < n; c += VSUM_CHUNK) {
-        barrier(); // the chains are done with the last chunk
-        for (uint k = 0u; k < VSUM_PER; k++)
-            prod[(jj + 8u * k) * VSUM_DIMS + dd] = r[k];
-        barrier();
-        if (c + VSUM_CHUNK < n)
-            vsum_products(r, c + VSUM_CHUNK, t, h, first, n, d0 + dd, pr);
         if (i < VSUM_DIMS) {
-            uint end = min(VSUM_CHUNK, n - c);
-            for (uint k = 0u; k < end; k++) {
-                precise float a = acc + prod[k * VSUM_DIMS + i];
-                acc = a;
+            uint base = ((c / VSUM_CHUNK) & 1u) * VSUM_CHUNK * VSUM_DIMS + i;
+            if (n - c >= VSUM_CHUNK) { // a whole chunk: 16 loads at a time ahead of their adds
+                for (uint k0 = 0u; k0 < VSUM_CHUNK; k0 += 16u) {
+                    float x[16];
+                    [[unroll]] for (uint k = 0u; k < 16u; k++)
+                        x[k] = prod[base + (k0 + k) * VSUM_DIMS];
+                    [[unroll]] for (uint k = 0u; k < 16u; k++) {
+                        precise float a = acc + x[k];
+                        acc = a;
+                    }
+                }
+            } else {
+                for (uint k = 0u; k < n - c; k++) {
+                    precise float a = acc + prod[base + k * VSUM_DIMS];
+                    acc = a;
+                }
             }
+        } else if (c + VSUM_CHUNK < n) {
+            vsum_store(m, c + VSUM_CHUNK);
+            if (c + 2u * VSUM_CHUNK < n)
+                vsum_load(m, c + 2u * VSUM_CHUNK);
         }
+        barrier();
     }
     if (i < VSUM_DIMS && d0 + i < p.head_dim)
         F32s(p.out_ + (uint64_t(t) * p.out_stride + uint64_t(h) * p.head_dim + d0 + i) * 4u).v[0] = acc;

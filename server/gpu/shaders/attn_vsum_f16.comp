@@ -4,6 +4,13 @@
 #include "common.glsl"
 #include "attn.glsl"
 
-float v_at(uint64_t row, uint d) { return fp16_to_f32(uint(U16s(row).v[d])); }
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2s { uvec2 v[]; };
+
+#define V4_AT
+vec4 v4_at(uint64_t row, uint m) {
+    uvec2 w = U32x2s(row).v[m];
+    return vec4(fp16_to_f32(w.x & 0xffffu), fp16_to_f32(w.x >> 16), fp16_to_f32(w.y & 0xffffu),
+                fp16_to_f32(w.y >> 16));
+}
 
 #include "attn_vsum.glsl"

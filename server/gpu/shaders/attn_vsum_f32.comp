@@ -3,6 +3,9 @@
 #include "common.glsl"
 #include "attn.glsl"
 
-float v_at(uint64_t row, uint d) { return F32s(row).v[d]; }
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer F32x4s { vec4 v[]; };
+
+#define V4_AT
+vec4 v4_at(uint64_t row, uint m) { return F32x4s(row).v[m]; }
 
 #include "attn_vsum.glsl"
