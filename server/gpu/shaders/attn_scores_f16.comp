@@ -4,7 +4,6 @@
 #include "common.glsl"
 #include "attn.glsl"
 
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2s { uvec2 v[]; };
 
 #define FLOAT_DOT
 vec4 k4_at(uint64_t row, uint m) {
