@@ -99,6 +99,7 @@ static void usage(FILE *f) {
             "                            one) | none (the CPU) | N (Vulkan device N, as vulkaninfo\n"
             "                            --summary numbers them); a model in RAM that fits runs\n"
             "                            every step there, with the CPU's logits bit for bit\n"
+            "                            ($SNIPER_GPU when not given)\n"
             "      --gpu-budget SIZE     device memory the model may use (default: all of it)\n"
             "      --prefetch WHEN       with --ram-budget: read the next layer's guessed experts\n"
             "                            ahead: prefill (default) | always | off\n"
@@ -1167,7 +1168,8 @@ out:
  * usable device (the message printed). */
 static int open_gpu(struct options *o) {
     char err[512] = "", desc[1024];
-    const int i = gpu_choose(o->gpu ? o->gpu : "auto", err, sizeof(err));
+    const char *spec = o->gpu ? o->gpu : getenv("SNIPER_GPU") ? getenv("SNIPER_GPU") : "auto";
+    const int i = gpu_choose(spec, err, sizeof(err));
     if (i == -EINVAL) {
         fprintf(stderr, "sniperd: --gpu: %s\n", err);
         return -EINVAL;

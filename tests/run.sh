@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 . tests/lib/summary.sh
 export BUILD
+# sniperd's default device (--gpu): none in the suite, whose scripts start it hundreds of times
+# (the GPU's own tests name their device: test_gpu*, tests/gpu.sh)
+export SNIPER_GPU=${SNIPER_GPU:-none}
 total_p=0 total_f=0 total_s=0
 if [ ! -d ../shared/fixtures ] && [ -z "${SNIPER_FIXTURES:-}" ]; then
     echo "************************************************************************"

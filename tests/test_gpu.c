@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "deltanet.h"
+#include "engine_impl.h"
 #include "fault.h"
 #include "gpu.h"
 #include "gpu_ops.h"
@@ -546,6 +547,774 @@ static void test_products_staged(void) {
     unsetenv("SNIPER_GPU_NO_MAP");
 }
 
+/* ---- the row ops against ops.c and the blocks ------------------------------------------------- */
+
+/* One row-op check's device, ops and buffers (freed by rowdev_close). */
+struct rowdev {
+    struct gpu *g;
+    struct gpu_ops o;
+    struct gpu_buf *buf[12];
+    int n_buf;
+};
+
+/* Opens the first usable device with its ops; false after a skip or a failure. */
+static bool rowdev_open(struct rowdev *d) {
+    *d = (struct rowdev){0};
+    d->g = open_device(0);
+    if (!d->g)
+        return false;
+    char err[256] = "";
+    if (gpu_ops_init(&d->o, d->g, err, sizeof(err)) == 0)
+        return true;
+    CHECK_MSG(false, "gpu_ops_init: %s", err);
+    gpu_close(d->g);
+    return false;
+}
+
+/* Frees the buffers of the check before. */
+static void rowdev_free_bufs(struct rowdev *d) {
+    for (int i = 0; i < d->n_buf; i++)
+        gpu_buf_free(d->g, d->buf[i]);
+    d->n_buf = 0;
+}
+
+static void rowdev_close(struct rowdev *d) {
+    rowdev_free_bufs(d);
+    gpu_ops_release(&d->o);
+    gpu_close(d->g);
+}
+
+/* A device buffer of n bytes holding host's (zeroed where host is NULL): its address, 0 after a
+ * failure. */
+static uint64_t rowdev_put(struct rowdev *d, const void *host, size_t n) {
+    char err[256] = "";
+    struct gpu_buf *b = d->n_buf < 12 ? gpu_buf_new(d->g, n, err, sizeof(err)) : NULL;
+    CHECK_MSG(b != NULL, "gpu_buf_new(%zu): %s", n, err);
+    if (!b)
+        return 0;
+    d->buf[d->n_buf++] = b;
+    if (host)
+        CHECK_EQ_INT(gpu_buf_write(d->g, b, 0, host, n), 0);
+    return gpu_buf_addr(b);
+}
+
+/* Reads n bytes at the start of the buffer at addr into host. */
+static void rowdev_get(struct rowdev *d, uint64_t addr, void *host, size_t n) {
+    for (int i = 0; i < d->n_buf; i++)
+        if (gpu_buf_addr(d->buf[i]) == addr) {
+            CHECK_EQ_INT(gpu_buf_read(d->g, d->buf[i], 0, host, n), 0);
+            return;
+        }
+    CHECK_MSG(false, "no buffer at 0x%llx", (unsigned long long)addr);
+}
+
+/* Submits what was recorded since gpu_begin; false (with a failure) when it failed. */
+static bool rowdev_submit(struct rowdev *d) {
+    int rc = gpu_submit(d->g);
+    CHECK_MSG(rc == 0, "gpu_submit: %d %s", rc, gpu_error(d->g));
+    return rc == 0;
+}
+
+/* Runs check on a device of its own (nothing after a skip). */
+static void with_rowdev(void (*check)(struct rowdev *d)) {
+    struct rowdev d;
+    if (!rowdev_open(&d))
+        return;
+    check(&d);
+    rowdev_close(&d);
+}
+
+/* memcmp of n bytes, the first differing floats of a float array named (or bytes) reported. */
+static bool same_bytes(const char *what, const void *want, const void *got, size_t n, bool floats) {
+    if (memcmp(want, got, n) == 0)
+        return true;
+    int shown = 0;
+    for (size_t i = 0; floats && i < n / 4 && shown < 3; i++)
+        if (memcmp((const float *)want + i, (const float *)got + i, 4) != 0 && ++shown)
+            test_fail(__FILE__, __LINE__, "%s: [%zu] %a on the GPU, %a on the CPU", what, i,
+                      (double)((const float *)got)[i], (double)((const float *)want)[i]);
+    for (size_t i = 0; !floats && i < n && shown < 3; i++)
+        if (((const uint8_t *)want)[i] != ((const uint8_t *)got)[i] && ++shown)
+            test_fail(__FILE__, __LINE__, "%s: byte %zu 0x%02x on the GPU, 0x%02x on the CPU", what,
+                      i, ((const uint8_t *)got)[i], ((const uint8_t *)want)[i]);
+    return false;
+}
+
+/* n random floats: fill_rows' spread of magnitudes times scale. malloc'd. */
+static float *random_floats(size_t n, uint64_t seed, float scale) {
+    float *x = malloc(n * sizeof(float));
+    fill_rows(x, (int64_t)n, 1, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] *= scale;
+    return x;
+}
+
+struct rms_case {
+    int64_t n;
+    int32_t rows;
+    size_t x_stride, y_stride; /* y_stride 0: in place */
+    bool weight;
+};
+
+/* gpu_op_rms_norm against ops_rms_norm row by row. */
+static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
+    const size_t nx = c->x_stride * (size_t)c->rows, ys = c->y_stride ? c->y_stride : c->x_stride;
+    const size_t ny = ys * (size_t)c->rows;
+    float *x = random_floats(nx, 30 + (uint64_t)c->n, 3.0f), *w = random_floats((size_t)c->n, 31, 1.0f);
+    float *want = calloc(ny, sizeof(float)), *got = calloc(ny, sizeof(float));
+    if (!c->y_stride)
+        memcpy(want, x, nx * sizeof(float));
+    for (int32_t r = 0; r < c->rows; r++)
+        ops_rms_norm(want + (size_t)r * ys, x + (size_t)r * c->x_stride, c->weight ? w : NULL, c->n,
+                     1e-6f);
+    const uint64_t bx = rowdev_put(d, x, nx * sizeof(float));
+    const uint64_t bw = c->weight ? rowdev_put(d, w, (size_t)c->n * sizeof(float)) : 0;
+    const uint64_t by = c->y_stride ? rowdev_put(d, NULL, ny * sizeof(float)) : bx;
+    if (bx && by && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_rms_norm(&d->o, bx, c->x_stride, bw, by, ys, c->n, 1e-6f, c->rows), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, by, got, ny * sizeof(float));
+            char what[64];
+            snprintf(what, sizeof(what), "rms_norm n %lld x %d", (long long)c->n, c->rows);
+            same_bytes(what, want, got, ny * sizeof(float), true);
+        }
+    }
+    free(x);
+    free(w);
+    free(want);
+    free(got);
+}
+
+/* Rows of odd lengths, strides past the row, in place, without a weight, and more rows than a
+ * dispatch's x takes. */
+static void rows_rms_norm(struct rowdev *d) {
+    static const struct rms_case cases[] = {
+        {1, 1, 1, 1, true},       {37, 5, 40, 45, true},     {64, 3, 64, 0, true},
+        {2061, 4, 2070, 0, false}, {4096, 2, 4096, 4100, true}, {3, 66000, 3, 0, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        check_rms_norm(d, &cases[i]);
+        rowdev_free_bufs(d);
+    }
+    rowdev_free_bufs(d);
+}
+
+static void test_rms_norm(void) {
+    with_rowdev(rows_rms_norm);
+}
+
+
+/* gpu_op_rope (neox or normal pairs) against ops_rope_neox / ops_rope_norm: n_tok tokens of n_head
+ * heads of head_dim, n_rot of them rotated (YaRN's table), rows padded past their heads. */
+static void check_rope(struct rowdev *d, bool neox, int32_t n_head, int32_t head_dim, int32_t n_rot,
+                       int32_t n_tok) {
+    const size_t head_stride = (size_t)head_dim + 3, tok_stride = head_stride * (size_t)n_head + 5;
+    const size_t nx = tok_stride * (size_t)n_tok;
+    float *x = random_floats(nx, 40 + (uint64_t)n_rot, 2.0f), *want = malloc(nx * sizeof(float));
+    float *got = malloc(nx * sizeof(float)), *cs = malloc((size_t)n_tok * n_rot * sizeof(float));
+    const struct ops_rope r = ops_rope_init(n_rot, 1e6f, 0.25f, 1.0f, 1.0f, 4096, 32.0f, 1.0f);
+    memcpy(want, x, nx * sizeof(float));
+    for (int32_t t = 0; t < n_tok; t++) {
+        ops_rope_cache(cs + (size_t)t * n_rot, 1000 * t + 7 * t * t, &r);
+        for (int32_t h = 0; h < n_head; h++) {
+            float *xh = want + t * tok_stride + h * head_stride;
+            if (neox)
+                ops_rope_neox(xh, cs + (size_t)t * n_rot, n_rot);
+            else
+                ops_rope_norm(xh, cs + (size_t)t * n_rot, n_rot);
+        }
+    }
+    const uint64_t bx = rowdev_put(d, x, nx * sizeof(float));
+    const uint64_t bcs = rowdev_put(d, cs, (size_t)n_tok * n_rot * sizeof(float));
+    if (bx && bcs && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_rope(&d->o, neox, bx, tok_stride, head_stride, n_head, bcs, n_rot,
+                                 n_tok), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bx, got, nx * sizeof(float));
+            same_bytes(neox ? "rope neox" : "rope norm", want, got, nx * sizeof(float), true);
+        }
+    }
+    free(x);
+    free(want);
+    free(got);
+    free(cs);
+}
+
+static void rows_rope(struct rowdev *d) {
+    for (int neox = 0; neox < 2; neox++) {
+        check_rope(d, neox, 3, 40, 32, 5); /* partial rotation */
+        rowdev_free_bufs(d);
+        check_rope(d, neox, 33, 128, 128, 3); /* more pairs a token than a workgroup */
+        rowdev_free_bufs(d);
+        check_rope(d, neox, 1, 6, 6, 1);
+        rowdev_free_bufs(d);
+    }
+    rowdev_free_bufs(d);
+}
+
+static void test_rope(void) {
+    with_rowdev(rows_rope);
+}
+
+/* gpu_op_add (a bias row, or row for row) and gpu_op_add_id (an expert's bias row per row) against
+ * ops_add. */
+static void check_add(struct rowdev *d, int64_t n, int32_t rows, size_t y_stride, int mode) {
+    enum { ADD_BIAS, ADD_ROWS, ADD_ID };
+    const int32_t n_b = 5; /* the bias rows of add_id */
+    const size_t ny = y_stride * (size_t)rows, b_stride = mode == ADD_ROWS ? (size_t)n + 2 : 0;
+    const size_t nb = mode == ADD_ROWS ? b_stride * (size_t)rows : (size_t)n * n_b;
+    float *y = random_floats(ny, 50 + (uint64_t)mode, 1.0f), *b = random_floats(nb, 51, 3.0f);
+    float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    int32_t *ids = malloc((size_t)rows * sizeof(int32_t));
+    memcpy(want, y, ny * sizeof(float));
+    for (int32_t r = 0; r < rows; r++) {
+        ids[r] = (r * 7 + 3) % n_b;
+        const float *br = mode == ADD_ROWS ? b + r * b_stride
+                        : mode == ADD_ID   ? b + (size_t)ids[r] * n : b;
+        ops_add(want + r * y_stride, br, n);
+    }
+    const uint64_t by = rowdev_put(d, y, ny * sizeof(float)), bb = rowdev_put(d, b, nb * sizeof(float));
+    const uint64_t bi = rowdev_put(d, ids, (size_t)rows * sizeof(int32_t));
+    if (by && bb && bi && gpu_begin(d->g) == 0) {
+        if (mode == ADD_ID)
+            CHECK_EQ_INT(gpu_op_add_id(&d->o, by, y_stride, bb, bi, n, rows), 0);
+        else
+            CHECK_EQ_INT(gpu_op_add(&d->o, by, y_stride, bb, b_stride, n, rows), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, by, got, ny * sizeof(float));
+            same_bytes(mode == ADD_ID ? "add_id" : "add", want, got, ny * sizeof(float), true);
+        }
+    }
+    free(y);
+    free(b);
+    free(want);
+    free(got);
+    free(ids);
+}
+
+static void rows_add(struct rowdev *d) {
+    for (int mode = 0; mode < 3; mode++) {
+        check_add(d, 37, 4, 41, mode);
+        rowdev_free_bufs(d);
+        check_add(d, 2880, 9, 2880, mode);
+        rowdev_free_bufs(d);
+    }
+    rowdev_free_bufs(d);
+}
+
+static void test_add(void) {
+    with_rowdev(rows_add);
+}
+
+/* gpu_op_swiglu against ops_swiglu / ops_swiglu_oai, into a third buffer or in place over g; the
+ * inputs reach past the clamps (7) and exp's limits. */
+static void check_swiglu(struct rowdev *d, bool oai, int64_t n, bool in_place) {
+    float *g = random_floats((size_t)n, 60, 30.0f), *u = random_floats((size_t)n, 61, 12.0f);
+    float *want = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    g[0] = -120.0f; /* e^120 overflows: g / inf */
+    g[n - 1] = 95.0f;
+    if (oai)
+        ops_swiglu_oai(want, g, u, n);
+    else
+        ops_swiglu(want, g, u, n);
+    const uint64_t bg = rowdev_put(d, g, (size_t)n * sizeof(float));
+    const uint64_t bu = rowdev_put(d, u, (size_t)n * sizeof(float));
+    const uint64_t by = in_place ? bg : rowdev_put(d, NULL, (size_t)n * sizeof(float));
+    if (bg && bu && by && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_swiglu(&d->o, oai, by, bg, bu, n), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, by, got, (size_t)n * sizeof(float));
+            same_bytes(oai ? "swiglu_oai" : "swiglu", want, got, (size_t)n * sizeof(float), true);
+        }
+    }
+    free(g);
+    free(u);
+    free(want);
+    free(got);
+}
+
+static void rows_swiglu(struct rowdev *d) {
+    for (int oai = 0; oai < 2; oai++) {
+        check_swiglu(d, oai, 1, false);
+        rowdev_free_bufs(d);
+        check_swiglu(d, oai, 100003, oai);
+        rowdev_free_bufs(d);
+    }
+    check_swiglu(d, false, (int64_t)65535 * 64 + 1000, false); /* past a dispatch's x */
+    rowdev_free_bufs(d);
+}
+
+static void test_swiglu(void) {
+    with_rowdev(rows_swiglu);
+}
+
+/* gpu_op_sigmoid_mul against block_attn.c's gate: y * (1 / (1 + e^-g)). */
+static void rows_sigmoid_mul(struct rowdev *d) {
+    const int64_t n = 200;
+    const int32_t rows = 6;
+    const size_t ys = 203, gs = 2 * (size_t)n; /* the gate rows of a qg buffer */
+    float *y = random_floats(ys * rows, 70, 4.0f), *g = random_floats(gs * rows, 71, 40.0f);
+    float *want = malloc(ys * rows * sizeof(float)), *got = malloc(ys * rows * sizeof(float));
+    memcpy(want, y, ys * rows * sizeof(float));
+    for (int32_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            want[r * ys + i] = want[r * ys + i] * (1.0f / (1.0f + ops_exp(-g[r * gs + i])));
+    const uint64_t by = rowdev_put(d, y, ys * rows * sizeof(float));
+    const uint64_t bg = rowdev_put(d, g, gs * rows * sizeof(float));
+    if (by && bg && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_sigmoid_mul(&d->o, by, ys, bg, gs, n, rows), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, by, got, ys * rows * sizeof(float));
+            same_bytes("sigmoid_mul", want, got, ys * rows * sizeof(float), true);
+        }
+    }
+    free(y);
+    free(g);
+    free(want);
+    free(got);
+    rowdev_free_bufs(d);
+}
+
+static void test_sigmoid_mul(void) {
+    with_rowdev(rows_sigmoid_mul);
+}
+
+/* gpu_op_moe_sum against block_moe.c's weighted sum (and shared expert) over n_tok tokens of k
+ * experts. */
+static void check_moe_sum(struct rowdev *d, int32_t k, int64_t n, int32_t n_tok, bool shexp) {
+    const size_t nd = (size_t)n_tok * k * n, ny = (size_t)n_tok * n;
+    float *dd = random_floats(nd, 80, 5.0f), *w = random_floats((size_t)n_tok * k, 81, 1.0f);
+    float *s = random_floats(ny, 82, 5.0f), *gate = random_floats((size_t)n_tok, 83, 8.0f);
+    float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *y = want + (size_t)t * n;
+        const float *wt = w + (size_t)t * k, *d0 = dd + (size_t)t * k * n;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = d0[i] * wt[0];
+        for (int32_t e = 1; e < k; e++)
+            for (int64_t i = 0; i < n; i++)
+                y[i] = y[i] + d0[e * n + i] * wt[e];
+        const float gt = 1.0f / (1.0f + ops_exp(-gate[t]));
+        for (int64_t i = 0; shexp && i < n; i++)
+            y[i] = y[i] + s[(size_t)t * n + i] * gt;
+    }
+    const uint64_t bd = rowdev_put(d, dd, nd * sizeof(float));
+    const uint64_t bw = rowdev_put(d, w, (size_t)n_tok * k * sizeof(float));
+    const uint64_t bs = rowdev_put(d, s, ny * sizeof(float));
+    const uint64_t bgate = rowdev_put(d, gate, (size_t)n_tok * sizeof(float));
+    const uint64_t by = rowdev_put(d, NULL, ny * sizeof(float));
+    if (bd && bw && bs && bgate && by && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_moe_sum(&d->o, by, bd, bw, k, n, shexp ? bs : 0, shexp ? bgate : 0,
+                                    n_tok), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, by, got, ny * sizeof(float));
+            same_bytes(shexp ? "moe_sum with the shared expert" : "moe_sum", want, got,
+                       ny * sizeof(float), true);
+        }
+    }
+    free(dd);
+    free(w);
+    free(s);
+    free(gate);
+    free(want);
+    free(got);
+}
+
+static void rows_moe_sum(struct rowdev *d) {
+    check_moe_sum(d, 1, 37, 2, false);
+    rowdev_free_bufs(d);
+    check_moe_sum(d, 8, 2050, 3, false);
+    rowdev_free_bufs(d);
+    check_moe_sum(d, 4, 130, 5, true);
+    rowdev_free_bufs(d);
+}
+
+static void test_moe_sum(void) {
+    with_rowdev(rows_moe_sum);
+}
+
+/* gpu_op_kv_store against block_attn.c's kv_store: n_tok tokens' rows (src_stride past kv_dim)
+ * into a ring of ring_rows rows (row_bytes past the row's bytes, the padding left alone) from
+ * position pos0, so that they wrap; one token's first block all zero. */
+static void check_kv_store(struct rowdev *d, enum qtype t, int64_t kv_dim, int32_t n_tok,
+                           int32_t ring_rows, int32_t pos0) {
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(t, (uint64_t)kv_dim, &rb), 0);
+    const size_t row_bytes = ((size_t)rb + 8) / 4 * 4, src_stride = (size_t)kv_dim + 11;
+    const size_t ring_bytes = row_bytes * (size_t)ring_rows;
+    float *src = random_floats(src_stride * n_tok, 90 + (uint64_t)t, 6.0f);
+    uint8_t *want = malloc(ring_bytes), *got = malloc(ring_bytes);
+    for (int64_t i = 0; i < 32 && i < kv_dim; i++)
+        src[src_stride + (size_t)i] = 0.0f;
+    for (size_t i = 0; i < ring_bytes; i++)
+        want[i] = (uint8_t)(i * 13 + 5);
+    const uint64_t bd = rowdev_put(d, want, ring_bytes);
+    const uint64_t bs = rowdev_put(d, src, src_stride * n_tok * sizeof(float));
+    for (int32_t i = 0; i < n_tok; i++) {
+        uint8_t *row = want + (size_t)((pos0 + i) % ring_rows) * row_bytes;
+        const float *x = src + (size_t)i * src_stride;
+        if (t == QTYPE_F32)
+            memcpy(row, x, (size_t)kv_dim * sizeof(float));
+        else if (t == QTYPE_F16)
+            quant_f16_from_f32(x, row, kv_dim);
+        else
+            CHECK_EQ_INT(quant_quantize_row(t, x, row, kv_dim), 0);
+    }
+    if (bd && bs && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_kv_store(&d->o, t, bs, src_stride, bd, row_bytes, ring_rows, pos0,
+                                     kv_dim, n_tok), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bd, got, ring_bytes);
+            char what[64];
+            snprintf(what, sizeof(what), "kv_store %s", qtype_name(t));
+            same_bytes(what, want, got, ring_bytes, false);
+        }
+    }
+    free(src);
+    free(want);
+    free(got);
+}
+
+static void rows_kv_store(struct rowdev *d) {
+    static const enum qtype types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+    for (size_t i = 0; i < 4; i++) {
+        const bool blocks = types[i] == QTYPE_Q8_0 || types[i] == QTYPE_Q4_0;
+        check_kv_store(d, types[i], blocks ? 160 : 37, 5, 7, 4); /* rows 4, 5, 6, 0, 1 */
+        rowdev_free_bufs(d);
+        check_kv_store(d, types[i], 2880, 3, 64, 61);
+        rowdev_free_bufs(d);
+    }
+    rowdev_free_bufs(d);
+}
+
+static void test_kv_store(void) {
+    with_rowdev(rows_kv_store);
+}
+
+/* gpu_op_matmul_id against quant.h's kernels: n_pairs pairs of n_exp matrices, activation rows
+ * picked by act_idx and outputs placed by out_idx (or both identity), out rows padded. */
+static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_t n_rows,
+                            int32_t n_pairs, bool identity) {
+    const int32_t n_exp = 5, n_act = identity ? n_pairs : 3;
+    const struct quant_kernels *k = quant_kernels(t);
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(t, (uint64_t)n_in, &rb), 0);
+    const size_t row_bytes = (size_t)rb, mat_bytes = row_bytes * n_rows + 64;
+    const size_t act_stride = quant_act_row_stride(t, n_in), out_stride = (size_t)n_rows + 3;
+    float *wf = random_floats((size_t)n_in * n_rows * n_exp, 100 + (uint64_t)t, 1.0f);
+    float *x = random_floats((size_t)n_in * n_act, 101, 1.0f);
+    uint8_t *w = calloc((size_t)n_exp, mat_bytes), *act = calloc((size_t)n_act, act_stride);
+    const size_t n_out = out_stride * n_pairs;
+    float *want = calloc(n_out, sizeof(float)), *got = calloc(n_out, sizeof(float));
+    int32_t *ids = malloc((size_t)n_pairs * 3 * sizeof(int32_t));
+    int32_t *aidx = ids + n_pairs, *oidx = ids + 2 * n_pairs;
+    for (int32_t e = 0; e < n_exp; e++)
+        for (int32_t r = 0; r < n_rows; r++)
+            CHECK_EQ_INT(quant_quantize_row(t, wf + ((size_t)e * n_rows + r) * n_in,
+                                            w + e * mat_bytes + r * row_bytes, n_in), 0);
+    for (int32_t a = 0; a < n_act; a++)
+        k->from_float(x + (size_t)a * n_in, act + a * act_stride, n_in);
+    for (int32_t p = 0; p < n_pairs; p++) {
+        ids[p] = (p * 3 + 1) % n_exp;
+        aidx[p] = identity ? p : p % n_act;
+        oidx[p] = identity ? p : (p * 5 + 2) % n_pairs; /* a permutation: n_pairs prime to 5 */
+        for (int32_t r = 0; r < n_rows; r++)
+            k->vec_dot(n_in, &want[(size_t)oidx[p] * out_stride + r],
+                       w + ids[p] * mat_bytes + r * row_bytes, act + aidx[p] * act_stride);
+    }
+    const uint64_t bw = rowdev_put(d, w, mat_bytes * n_exp);
+    const uint64_t ba = rowdev_put(d, act, act_stride * n_act);
+    const uint64_t bi = rowdev_put(d, ids, (size_t)n_pairs * 3 * sizeof(int32_t));
+    const uint64_t bo = rowdev_put(d, NULL, n_out * sizeof(float));
+    if (bw && ba && bi && bo && gpu_begin(d->g) == 0) {
+        const uint64_t ba_idx = identity ? 0 : bi + (size_t)n_pairs * 4;
+        const uint64_t bo_idx = identity ? 0 : bi + (size_t)n_pairs * 8;
+        CHECK_EQ_INT(gpu_op_matmul_id(&d->o, t, bw, mat_bytes, row_bytes, n_in, n_rows, bi, ba,
+                                      act_stride, ba_idx, bo, out_stride, bo_idx, n_pairs), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bo, got, n_out * sizeof(float));
+            char what[64];
+            snprintf(what, sizeof(what), "matmul_id %s %lld x %d, %d pairs", qtype_name(t),
+                     (long long)n_in, n_rows, n_pairs);
+            same_bytes(what, want, got, n_out * sizeof(float), true);
+        }
+    }
+    free(wf);
+    free(x);
+    free(w);
+    free(act);
+    free(want);
+    free(got);
+    free(ids);
+}
+
+/* Both drivers (float and blocks), a 256-element type, and pairs in groups of 8, 4, 2 and 1. */
+static void rows_matmul_id(struct rowdev *d) {
+    static const struct product_case cases[] = {
+        {QTYPE_F32, 1000, 33, 7}, {QTYPE_F16, 96, 3, 2},   {QTYPE_Q8_0, 224, 40, 11},
+        {QTYPE_Q8_0, 4160, 5, 3}, {QTYPE_MXFP4, 2880, 9, 8}, {QTYPE_Q4_K, 1792, 17, 13},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (int identity = 0; identity < 2; identity++) {
+            check_matmul_id(d, cases[i].type, cases[i].n_in, cases[i].n_rows, cases[i].n_tok,
+                            identity);
+            rowdev_free_bufs(d);
+        }
+    rowdev_free_bufs(d);
+}
+
+static void test_matmul_id(void) {
+    with_rowdev(rows_matmul_id);
+}
+
+/* Shapes the row ops cannot take are refused before anything is recorded; a released o has no
+ * kernels. */
+static void test_rowops_errors(void) {
+    struct rowdev d;
+    if (!rowdev_open(&d))
+        return;
+    struct gpu_ops *o = &d.o;
+    const uint64_t a = 4096; /* never dispatched: every call below must refuse */
+    CHECK_EQ_INT(gpu_begin(d.g), 0);
+    CHECK_EQ_INT(gpu_op_kv_store(o, QTYPE_Q4_1, a, 64, a, 64, 4, 0, 64, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_kv_store(o, QTYPE_Q8_0, a, 64, a, 64, 4, 0, 40, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_kv_store(o, QTYPE_Q8_0, a, 64, a, 67, 4, 0, 64, 1), -EINVAL); /* < 68 */
+    CHECK_EQ_INT(gpu_op_kv_store(o, QTYPE_F32, a, 64, a, 64, 0, 0, 16, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_kv_store(o, QTYPE_F16, a, 64, a + 1, 64, 4, 0, 16, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_rope(o, true, a, 64, 64, 2, a, 31, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_rms_norm(o, a, 64, 0, a, 64, 0, 1e-6f, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_rms_norm(o, a, (size_t)1 << 33, 0, a, 64, 64, 1e-6f, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_moe_sum(o, a, a, a, 0, 64, 0, 0, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_moe_sum(o, a, a, a, 2, 64, a, 0, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_add_id(o, a, 64, a, 0, 64, 1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_swiglu(o, false, a, a, a, -1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_add(o, a, 64, a, 0, (int64_t)65536 * 64, 1), -EINVAL); /* x too wide */
+    CHECK_EQ_INT(gpu_op_matmul_id(o, QTYPE_Q8_0, a, 0, 34, 0, 1, a, a, 34, 0, a, 1, 0, 1),
+                 -EINVAL);
+    CHECK_EQ_INT(gpu_submit(d.g), 0); /* and nothing was recorded wrongly */
+    gpu_ops_release(o);
+    CHECK_EQ_INT(gpu_op_rms_norm(o, a, 64, 0, a, 64, 64, 1e-6f, 1), -ENOTSUP);
+    CHECK_EQ_INT(gpu_op_kv_store(o, QTYPE_F32, a, 64, a, 256, 4, 0, 64, 1), -ENOTSUP);
+    CHECK_EQ_INT(gpu_op_matmul_id(o, QTYPE_Q8_0, a, 0, 34, 32, 1, a, a, 34, 0, a, 1, 0, 1),
+                 -ENOTSUP);
+    rowdev_close(&d);
+}
+
+/* Every row op but the big SwiGLU again with each buffer copied through the staging buffer, as on
+ * discrete cards. */
+static void rows_staged(struct rowdev *d) {
+    rows_rms_norm(d);
+    rows_rope(d);
+    rows_add(d);
+    rows_sigmoid_mul(d);
+    rows_moe_sum(d);
+    rows_kv_store(d);
+    rows_matmul_id(d);
+}
+
+static void test_rowops_staged(void) {
+    setenv("SNIPER_GPU_NO_MAP", "1", 1);
+    with_rowdev(rows_staged);
+    unsetenv("SNIPER_GPU_NO_MAP");
+}
+
+/* ---- attention against block_attn.c's ------------------------------------------------------- */
+
+struct attn_case {
+    enum qtype kv_type;
+    int32_t head_dim, n_head_kv, gqa; /* n_head = n_head_kv gqa */
+    int32_t pos0, n_tok, window, ring_rows;
+    bool sinks, gated;                /* gated: query heads 2 head_dim apart (qwen35's layout) */
+};
+
+/* n values uniform in (-amp, amp). */
+static void fill_uniform(float *x, size_t n, float amp, uint64_t seed) {
+    struct rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = ((float)rng_uniform(&r) * 2.0f - 1.0f) * amp;
+}
+
+/* rows rows of kv_dim random floats as the cache stores them (block_attn.c's kv_store). */
+static uint8_t *attn_cache(enum qtype t, int32_t rows, int32_t kv_dim, size_t row_bytes,
+                           float amp, uint64_t seed) {
+    float *x = malloc(sizeof(float) * (size_t)kv_dim);
+    uint8_t *c = calloc((size_t)rows, row_bytes);
+    for (int32_t r = 0; r < rows; r++) {
+        fill_uniform(x, (size_t)kv_dim, amp, seed + (uint64_t)r);
+        uint8_t *dst = c + (size_t)r * row_bytes;
+        if (t == QTYPE_F32)
+            memcpy(dst, x, sizeof(float) * (size_t)kv_dim);
+        else if (t == QTYPE_F16)
+            quant_f16_from_f32(x, dst, kv_dim);
+        else
+            CHECK_EQ_INT(quant_quantize_row(t, x, dst, kv_dim), 0);
+    }
+    free(x);
+    return c;
+}
+
+/* The buffers of one attention case, on both sides. */
+struct attn_bufs {
+    float *q, *sinks, *want, *got;
+    uint8_t *k, *v;
+    struct gpu_buf *bq, *bk, *bv, *bs, *bscr, *bo;
+};
+
+/* block_attn.c's attn_head for every (token, head) of c into b->want. */
+static void attn_reference(const struct attn_case *c, struct attn_bufs *b, size_t row_bytes,
+                           size_t q_head_stride) {
+    const int32_t hd = c->head_dim, n_head = c->n_head_kv * c->gqa;
+    float *s = malloc(sizeof(float) * (size_t)c->ring_rows), *vrow = malloc(sizeof(float) * hd);
+    uint16_t *qbuf = malloc(sizeof(uint16_t) * (size_t)hd);
+    for (int32_t t = 0; t < c->n_tok; t++)
+        for (int32_t h = 0; h < n_head; h++) {
+            const int32_t pos = c->pos0 + t, g = h / c->gqa;
+            const int32_t first = c->window && pos + 1 > c->window ? pos + 1 - c->window : 0;
+            const size_t head_off = (size_t)g * (row_bytes / (size_t)c->n_head_kv);
+            const struct attn_head ah = {
+                .kv_type = c->kv_type,
+                .q = b->q + ((size_t)t * n_head + h) * q_head_stride,
+                .k = b->k + head_off, .v = b->v + head_off, .row_bytes = row_bytes,
+                .rows = c->ring_rows, .first = first, .n_kv = pos + 1 - first, .head_dim = hd,
+                .scale = 1.0f / sqrtf((float)hd), .sink = c->sinks ? b->sinks[h] : -INFINITY};
+            attn_head(&ah, b->want + ((size_t)t * n_head + h) * hd, s, qbuf, vrow);
+        }
+    free(s);
+    free(vrow);
+    free(qbuf);
+}
+
+static void attn_bufs_free(struct gpu *g, struct attn_bufs *b) {
+    gpu_buf_free(g, b->bq);
+    gpu_buf_free(g, b->bk);
+    gpu_buf_free(g, b->bv);
+    gpu_buf_free(g, b->bs);
+    gpu_buf_free(g, b->bscr);
+    gpu_buf_free(g, b->bo);
+    free(b->q);
+    free(b->sinks);
+    free(b->want);
+    free(b->got);
+    free(b->k);
+    free(b->v);
+}
+
+/* The case's attention on the GPU against block_attn.c's, bit for bit. */
+static void check_attn(struct gpu *g, struct gpu_ops *o, const struct attn_case *c) {
+    const int32_t hd = c->head_dim, n_head = c->n_head_kv * c->gqa;
+    const int32_t kv_dim = hd * c->n_head_kv;
+    const size_t q_head_stride = (size_t)hd * (c->gated ? 2 : 1);
+    const size_t n_q = (size_t)c->n_tok * n_head * q_head_stride;
+    const size_t n_out = (size_t)c->n_tok * n_head * hd;
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(c->kv_type, (uint64_t)kv_dim, &rb), 0);
+    const size_t row_bytes = (size_t)rb, cache_bytes = row_bytes * (size_t)c->ring_rows;
+    const int32_t last = c->pos0 + c->n_tok;
+    const int32_t n_kv_max = c->window && last > c->window ? c->window : last;
+    const uint64_t seed = 7000 + (uint64_t)c->kv_type * 100 + (uint64_t)hd + (uint64_t)c->pos0;
+    char err[256] = "";
+    struct attn_bufs b = {.q = malloc(sizeof(float) * n_q), .sinks = malloc(sizeof(float) * n_head),
+                          .want = malloc(sizeof(float) * n_out), .got = malloc(sizeof(float) * n_out)};
+    fill_uniform(b.q, n_q, 2.0f, seed);
+    fill_uniform(b.sinks, (size_t)n_head, 3.0f, seed + 1);
+    b.k = attn_cache(c->kv_type, c->ring_rows, kv_dim, row_bytes, 2.0f, seed + 2);
+    b.v = attn_cache(c->kv_type, c->ring_rows, kv_dim, row_bytes, 1.0f, seed + 3);
+    attn_reference(c, &b, row_bytes, q_head_stride);
+    b.bq = gpu_buf_new(g, sizeof(float) * n_q, err, sizeof(err));
+    b.bk = gpu_buf_new(g, cache_bytes, err, sizeof(err));
+    b.bv = gpu_buf_new(g, cache_bytes, err, sizeof(err));
+    b.bs = gpu_buf_new(g, sizeof(float) * n_head, err, sizeof(err));
+    b.bscr = gpu_buf_new(g, gpu_attn_scratch_bytes(c->n_tok, n_head, n_kv_max), err, sizeof(err));
+    b.bo = gpu_buf_new(g, sizeof(float) * n_out, err, sizeof(err));
+    CHECK_MSG(b.bq && b.bk && b.bv && b.bs && b.bscr && b.bo, "%s", err);
+    if (!b.bq || !b.bk || !b.bv || !b.bs || !b.bscr || !b.bo)
+        goto out;
+    CHECK_EQ_INT(gpu_buf_write(g, b.bq, 0, b.q, sizeof(float) * n_q), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, b.bk, 0, b.k, cache_bytes), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, b.bv, 0, b.v, cache_bytes), 0);
+    CHECK_EQ_INT(gpu_buf_write(g, b.bs, 0, b.sinks, sizeof(float) * n_head), 0);
+    const struct gpu_attn a = {
+        .kv_type = c->kv_type, .q = gpu_buf_addr(b.bq), .q_tok_stride = n_head * q_head_stride,
+        .q_head_stride = q_head_stride, .k = gpu_buf_addr(b.bk), .v = gpu_buf_addr(b.bv),
+        .row_bytes = row_bytes, .ring_rows = c->ring_rows, .out = gpu_buf_addr(b.bo),
+        .out_stride = (size_t)n_head * hd, .sinks = c->sinks ? gpu_buf_addr(b.bs) : 0,
+        .scratch = gpu_buf_addr(b.bscr), .n_head = n_head, .n_head_kv = c->n_head_kv,
+        .head_dim = hd, .pos0 = c->pos0, .n_tok = c->n_tok, .window = c->window,
+        .scale = 1.0f / sqrtf((float)hd)};
+    CHECK_EQ_INT(gpu_begin(g), 0);
+    CHECK_EQ_INT(gpu_op_attn(o, &a), 0);
+    CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));
+    CHECK_EQ_INT(gpu_buf_read(g, b.bo, 0, b.got, sizeof(float) * n_out), 0);
+    int bad = 0;
+    for (size_t i = 0; i < n_out; i++)
+        if (memcmp(&b.want[i], &b.got[i], sizeof(float)) != 0 && bad++ < 3)
+            test_fail(__FILE__, __LINE__, "%s hd %d pos0 %d: out[%zu] (token %zu, head %zu) %.9g "
+                      "on the GPU, %.9g on the CPU", qtype_name(c->kv_type), hd, c->pos0, i,
+                      i / ((size_t)n_head * hd), i / hd % n_head, b.got[i], b.want[i]);
+    fprintf(stderr, "  %-4s hd %3d heads %2d/%d pos %4d+%-2d window %2d ring %4d%s%s: %s\n",
+            qtype_name(c->kv_type), hd, n_head, c->n_head_kv, c->pos0, c->n_tok, c->window,
+            c->ring_rows, c->sinks ? " sinks" : "", c->gated ? " gated" : "",
+            bad ? "DIFFERENT" : "same bits");
+out:
+    attn_bufs_free(g, &b);
+}
+
+/* Shapes gpu_op_attn refuses, and a KV type it has no kernels for. */
+static void check_attn_refusals(struct gpu_ops *o) {
+    const struct gpu_attn ok = {.kv_type = QTYPE_F16, .row_bytes = 2 * 64 * 2, .ring_rows = 64,
+                                .n_head = 8, .n_head_kv = 2, .head_dim = 64, .pos0 = 10,
+                                .n_tok = 3, .window = 0, .scale = 0.125f};
+    struct gpu_attn a = ok;
+    a.head_dim = 320, a.row_bytes = 2 * 320 * 2;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.n_head = 7;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.ring_rows = 12; /* the last token sees 13 positions */
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.row_bytes = 2 * 64 * 2 - 2;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.kv_type = QTYPE_Q8_0, a.head_dim = 48, a.row_bytes = 2 * 51;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.n_tok = 0;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
+    a = ok, a.kv_type = QTYPE_Q4_1;
+    CHECK_EQ_INT(gpu_op_attn(o, &a), -ENOTSUP);
+}
+
+/* Every KV type: head_dim 64 and 128 (and 80, a tail for the float types), GQA 1 and 4, decode
+ * and prefill segments from pos0 > 0, windows over rings (ring_rows = window) and the whole
+ * context, sinks on and off, query heads packed or 2 head_dim apart. */
+static void test_attention(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
+    static const enum qtype types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        const enum qtype t = types[i];
+        const struct attn_case cases[] = {
+            {t, 64, 2, 1, 100, 1, 0, 101, false, false},
+            {t, 128, 2, 4, 77, 1, 32, 32, true, false},
+            {t, 64, 1, 4, 40, 7, 16, 16, true, true},
+            {t, 128, 2, 1, 120, 40, 0, 163, false, false},
+            {t, 128, 1, 4, 1000, 9, 50, 50, true, false},
+            {t, 64, 2, 4, 600, 1, 0, 601, true, true},
+        };
+        for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++)
+            check_attn(g, &o, &cases[j]);
+        if (t == QTYPE_F32 || t == QTYPE_F16) {
+            const struct attn_case tail = {t, 80, 2, 2, 20, 5, 0, 25, true, false};
+            check_attn(g, &o, &tail);
+        }
+    }
+    check_attn_refusals(&o);
+    gpu_ops_release(&o);
+    gpu_close(g);
+}
+
 static const struct test_case cases[] = {
     {"choose", test_choose},
     {"no_loader", test_no_loader},
@@ -556,6 +1325,17 @@ static const struct test_case cases[] = {
     {"products", test_products},
     {"products_staged", test_products_staged},
     {"ops_budget", test_ops_budget},
+    {"rms_norm", test_rms_norm},
+    {"rope", test_rope},
+    {"add", test_add},
+    {"swiglu", test_swiglu},
+    {"sigmoid_mul", test_sigmoid_mul},
+    {"moe_sum", test_moe_sum},
+    {"kv_store", test_kv_store},
+    {"matmul_id", test_matmul_id},
+    {"rowops_errors", test_rowops_errors},
+    {"rowops_staged", test_rowops_staged},
+    {"attention", test_attention},
     {0},
 };
 

@@ -104,7 +104,7 @@ out:
 
 static void test_qwen3moe(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("moe.gguf", "--preset tiny --n-vocab 512") : NULL;
+    struct model *m = g ? make_load("moe.gguf", "--preset tiny") : NULL;
     if (m) {
         same_as_cpu(m, g, QTYPE_F16, 16, "qwen3moe f32 weights, f16 KV, batch 16");
         same_as_cpu(m, g, QTYPE_F32, 512, "qwen3moe f32 weights, f32 KV, batch 512");
@@ -121,7 +121,7 @@ static void test_quantized(void) {
     };
     for (size_t i = 0; g && i < sizeof(types) / sizeof(types[0]); i++) {
         char args[256], what[128];
-        snprintf(args, sizeof(args), "--preset tiny %s --types %s --n-vocab 512 --n-ff 256",
+        snprintf(args, sizeof(args), "--preset tiny %s --types %s --n-ff 256",
                  types[i][1], types[i][0]);
         struct model *m = make_load("quant.gguf", args);
         snprintf(what, sizeof(what), "%s %s", types[i][1] + 7, types[i][0]);
@@ -135,7 +135,7 @@ static void test_quantized(void) {
 /* Two sequences fed in one call (one step carries both) give each the logits it gets alone. */
 static void test_two_sequences(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("moe2.gguf", "--preset tiny --n-vocab 512") : NULL;
+    struct model *m = g ? make_load("moe2.gguf", "--preset tiny") : NULL;
     struct engine *c = m ? new_engine(m, QTYPE_F16, 2, 64) : NULL;
     struct engine *e = m ? new_engine(m, QTYPE_F16, 2, 64) : NULL;
     char err[256] = "";
@@ -172,7 +172,7 @@ static void test_two_sequences(void) {
  * as the original would. */
 static void test_context_rows(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("dense.gguf", "--preset tiny-dense --n-vocab 512") : NULL;
+    struct model *m = g ? make_load("dense.gguf", "--preset tiny-dense") : NULL;
     struct engine *c = m ? new_engine(m, QTYPE_F16, 1, 32) : NULL;
     struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 32) : NULL;
     char err[256] = "";
@@ -217,7 +217,7 @@ out:
 /* What the backend does not take yet stays on the CPU, and says why. */
 static void test_refused(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("q35.gguf", "--preset tiny-qwen35moe --n-vocab 512") : NULL;
+    struct model *m = g ? make_load("q35.gguf", "--preset tiny-qwen35moe") : NULL;
     struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
     char err[256] = "";
     if (e) {
@@ -235,7 +235,7 @@ static void test_refused(void) {
  * start over, and the next request runs on the CPU with the CPU's logits. */
 static void test_device_lost(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("lost.gguf", "--preset tiny --n-vocab 512") : NULL;
+    struct model *m = g ? make_load("lost.gguf", "--preset tiny") : NULL;
     struct engine *c = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
     struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
     char err[256] = "";

@@ -91,16 +91,54 @@ struct kv_walk {
     int32_t rows, row;
 };
 
-static struct kv_walk kv_walk_at(const struct sequence *seq, const uint8_t *base, int32_t kv_il,
-                                 int32_t first) {
-    return (struct kv_walk){base, seq->kv_row_bytes, seq->rows[kv_il], first % seq->rows[kv_il]};
-}
-
 static const uint8_t *kv_walk_next(struct kv_walk *w) {
     const uint8_t *p = w->base + (size_t)w->row * w->bytes;
     if (++w->row == w->rows)
         w->row = 0;
     return p;
+}
+
+/* Contract in engine_impl.h: attn_task's arithmetic, unchanged, for any caller. */
+void attn_head(const struct attn_head *a, float *out, float *s, void *qbuf, float *vrow) {
+    const int32_t hd = a->head_dim, n_kv = a->n_kv;
+    struct kv_walk kw = {a->k, a->row_bytes, a->rows, a->first % a->rows};
+    struct kv_walk vw = {a->v, a->row_bytes, a->rows, a->first % a->rows};
+    memset(out, 0, (size_t)hd * sizeof(float));
+    if (a->kv_type == QTYPE_F32) {
+        quant_vec_dot_fn dot = quant_kernels(QTYPE_F32)->vec_dot;
+        for (int32_t j = 0; j < n_kv; j++) {
+            dot(hd, &s[j], kv_walk_next(&kw), a->q);
+            s[j] *= a->scale;
+        }
+        ops_softmax_sink(s, n_kv, a->sink);
+        for (int32_t j = 0; j < n_kv; j++)
+            ops_axpy_f32(out, s[j], (const float *)kv_walk_next(&vw), hd);
+    } else if (a->kv_type != QTYPE_F16) { /* q8_0, q4_0: not llama.cpp's path (it needs -fa) */
+        const struct quant_kernels *qk = quant_kernels(a->kv_type);
+        qk->from_float(a->q, qbuf, hd);
+        for (int32_t j = 0; j < n_kv; j++) {
+            qk->vec_dot(hd, &s[j], kv_walk_next(&kw), qbuf);
+            s[j] *= a->scale;
+        }
+        ops_softmax_sink(s, n_kv, a->sink);
+        for (int32_t j = 0; j < n_kv; j++) {
+            quant_dequantize_row(a->kv_type, kv_walk_next(&vw), vrow, hd);
+            ops_axpy_f32(out, s[j], vrow, hd);
+        }
+    } else {
+        quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
+        fp16_t *q16 = qbuf;
+        quant_f16_from_f32(a->q, q16, hd);
+        for (int32_t j = 0; j < n_kv; j++) {
+            dot(hd, &s[j], kv_walk_next(&kw), q16);
+            s[j] *= a->scale;
+        }
+        ops_softmax_sink(s, n_kv, a->sink);
+        for (int32_t j = 0; j < n_kv; j++) {
+            const float pj = fp16_to_f32(f32_to_fp16(s[j])); /* ggml rounds kq to f16 for V */
+            ops_axpy_f16(out, pj, (const fp16_t *)kv_walk_next(&vw), hd);
+        }
+    }
 }
 
 /* One (token, head) of causal attention over the token's sequence's cache, in the layer of ctx
@@ -116,54 +154,25 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     const int32_t g = h / (hp->n_head / hp->n_head_kv);
     const struct sequence *seq = engine_tok_seq(e, t);
     const int32_t first = attn_first(e, c->il, t);
-    const int32_t n_kv = e->tok_pos[t] + 1 - first;
     const int32_t kv_il = e->kv_layer[c->il];
-    const float scale = 1.0f / sqrtf((float)hd);
-    const float sink = l->attn_sinks ? l->attn_sinks[h] : -INFINITY;
-    const float *qh = a->q + (size_t)t * e->q_dim + (size_t)h * hd;
-    float *s = a->scores + (size_t)thread * e->p.n_ctx;
-    float *out = a->heads + (size_t)t * e->q_dim + (size_t)h * hd;
     const size_t head_off = (size_t)g * (seq->kv_row_bytes / (size_t)hp->n_head_kv);
-    struct kv_walk kw = kv_walk_at(seq, sequence_k_row(seq, kv_il, 0) + head_off, kv_il, first);
-    struct kv_walk vw = kv_walk_at(seq, sequence_v_row(seq, kv_il, 0) + head_off, kv_il, first);
-    memset(out, 0, (size_t)hd * sizeof(float));
-    if (e->p.kv_type == QTYPE_F32) {
-        quant_vec_dot_fn dot = quant_kernels(QTYPE_F32)->vec_dot;
-        for (int32_t j = 0; j < n_kv; j++) {
-            dot(hd, &s[j], kv_walk_next(&kw), qh);
-            s[j] *= scale;
-        }
-        ops_softmax_sink(s, n_kv, sink);
-        for (int32_t j = 0; j < n_kv; j++)
-            ops_axpy_f32(out, s[j], (const float *)kv_walk_next(&vw), hd);
-    } else if (e->p.kv_type != QTYPE_F16) { /* q8_0, q4_0: not llama.cpp's path (it needs -fa) */
-        const struct quant_kernels *qk = quant_kernels(e->p.kv_type);
-        uint8_t *qq = (uint8_t *)(a->q16 + (size_t)thread * hd); /* hd/32 blocks fit in 2*hd */
-        float *vr = a->vrow + (size_t)thread * hd;
-        qk->from_float(qh, qq, hd);
-        for (int32_t j = 0; j < n_kv; j++) {
-            qk->vec_dot(hd, &s[j], kv_walk_next(&kw), qq);
-            s[j] *= scale;
-        }
-        ops_softmax_sink(s, n_kv, sink);
-        for (int32_t j = 0; j < n_kv; j++) {
-            quant_dequantize_row(e->p.kv_type, kv_walk_next(&vw), vr, hd);
-            ops_axpy_f32(out, s[j], vr, hd);
-        }
-    } else {
-        quant_vec_dot_fn dot = quant_kernels(QTYPE_F16)->vec_dot;
-        fp16_t *q16 = a->q16 + (size_t)thread * hd;
-        quant_f16_from_f32(qh, q16, hd);
-        for (int32_t j = 0; j < n_kv; j++) {
-            dot(hd, &s[j], kv_walk_next(&kw), q16);
-            s[j] *= scale;
-        }
-        ops_softmax_sink(s, n_kv, sink);
-        for (int32_t j = 0; j < n_kv; j++) {
-            const float pj = fp16_to_f32(f32_to_fp16(s[j])); /* ggml rounds kq to f16 for V */
-            ops_axpy_f16(out, pj, (const fp16_t *)kv_walk_next(&vw), hd);
-        }
-    }
+    const struct attn_head ah = {
+        .kv_type = e->p.kv_type,
+        .q = a->q + (size_t)t * e->q_dim + (size_t)h * hd,
+        .k = sequence_k_row(seq, kv_il, 0) + head_off,
+        .v = sequence_v_row(seq, kv_il, 0) + head_off,
+        .row_bytes = seq->kv_row_bytes,
+        .rows = seq->rows[kv_il],
+        .first = first,
+        .n_kv = e->tok_pos[t] + 1 - first,
+        .head_dim = hd,
+        .scale = 1.0f / sqrtf((float)hd),
+        .sink = l->attn_sinks ? l->attn_sinks[h] : -INFINITY,
+    };
+    /* q16 holds hd halves, or the hd/32 q8_0 blocks of 34 bytes (which fit in 2 hd bytes) */
+    attn_head(&ah, a->heads + (size_t)t * e->q_dim + (size_t)h * hd,
+              a->scores + (size_t)thread * e->p.n_ctx, a->q16 + (size_t)thread * hd,
+              a->vrow + (size_t)thread * hd);
 }
 
 int block_attn(struct engine *e, int il, int32_t n_tok) {

@@ -183,6 +183,23 @@ int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float 
 /* ---- blocks: each reads xn (the normalised residual) and returns 0 or the error of a product
  * (above) or of an expert read ---- */
 
+/* One query head of one token over its sequence's cache (block_attn.c's attn_task, exposed so
+ * that tests/test_gpu.c checks the GPU's attention against the very same code): the positions
+ * first .. first + n_kv - 1, position p at row p % rows of k and v (the head's bytes of row 0;
+ * rows row_bytes apart). */
+struct attn_head {
+    enum qtype kv_type;   /* QTYPE_F32, F16, Q8_0 or Q4_0 */
+    const float *q;       /* [head_dim] */
+    const uint8_t *k, *v;
+    size_t row_bytes;
+    int32_t rows, first, n_kv, head_dim;
+    float scale, sink;    /* sink: -INFINITY for none */
+};
+
+/* out[head_dim] = the head's attention output. Scratch, all borrowed for the call: s[n_kv]
+ * scores, qbuf 2 head_dim bytes (the query in the KV type's format), vrow[head_dim]. */
+void attn_head(const struct attn_head *a, float *out, float *s, void *qbuf, float *vrow);
+
 /* y = attention(xn) of layer il (block_attn.c): GQA over the sequence's KV rows, with q/k head
  * norms and partial RoPE when the layer has them, gated by sigmoid(gate) for
  * MODEL_MIXER_ATTN_GATED. The batch's K and V rows are written at n_past .. n_past+n_tok-1. */

@@ -3,6 +3,7 @@
 #include "gpu_ops.h"
 
 #include <errno.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "quant.h"
@@ -66,7 +67,9 @@ struct matmul_push {
     uint64_t w, act, out;
     uint32_t row_bytes, act_stride, out_stride, n_in, n_rows, n_tok;
     uint64_t tables; /* matmul_push.glsl */
+    uint64_t ids, act_idx, out_idx, mat_bytes; /* gpu_op_matmul_id's; 0 in gpu_op_matmul's */
 };
+_Static_assert(sizeof(struct matmul_push) <= GPU_PUSH_MAX, "push constants");
 
 struct quantize_push {
     uint64_t x, dst;
@@ -125,10 +128,13 @@ int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
         o->quantize[t] = k ? gpu_kernel(g, k->quantize) : -1;
         found += o->matmul[t] >= 0 && o->quantize[t] >= 0;
     }
+    gpu_attn_kernels_find(&o->attn, g);
     if (!found) {
         err_set(err, err_len, "gpu_ops: this build has no matrix-product kernels");
+        gpu_ops_release(o);
         return -ENOENT;
     }
+    gpu_rowops_find(o);
     int rc = upload_codebooks(o, err, err_len);
     if (rc)
         gpu_ops_release(o);
@@ -140,10 +146,12 @@ void gpu_ops_release(struct gpu_ops *o) {
     if (o->g)
         gpu_buf_free(o->g, o->tables);
     o->tables = NULL;
+    o->row = (struct gpu_rowops){-1, -1, -1, -1, -1, -1, -1};
     for (int t = 0; t < QTYPE_COUNT; t++) {
         o->matmul[t] = o->quantize[t] = -1;
         o->table_addr[t] = 0;
     }
+    gpu_attn_kernels_find(&o->attn, NULL);
 }
 
 bool gpu_ops_has_type(const struct gpu_ops *o, enum qtype t) {
@@ -175,21 +183,47 @@ static int32_t tok_group(const struct gpu_type_kernels *k, int32_t n_tok) {
     return n_tok >= 8 ? 8 : n_tok >= 4 ? 4 : n_tok >= 2 ? 2 : 1;
 }
 
+/* Records type t's product with push constants p (p->n_tok tokens or pairs). */
+static void record_product(struct gpu_ops *o, enum qtype t, const struct matmul_push *p) {
+    const struct gpu_type_kernels *k = type_kernels(t);
+    const int32_t n_tok = (int32_t)p->n_tok;
+    /* row groups on x, spilling onto z past 65535 (every device takes that many on each); the
+     * block kernels take tok_group tokens per workgroup (matmul_blocks.glsl's rule) */
+    const uint32_t n_groups = groups(p->n_rows, k->blocks ? 1 : 2);
+    const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
+    gpu_dispatch(o->g, o->matmul[t], p, sizeof(*p), nx, groups(n_tok, tok_group(k, n_tok)),
+                 groups(n_groups, nx));
+}
+
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok) {
     if (!gpu_ops_has_type(o, t))
         return -ENOTSUP;
-    const struct gpu_type_kernels *k = type_kernels(t);
     struct matmul_push p = {.w = w, .act = act, .out = out, .row_bytes = (uint32_t)row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
-    /* row groups on x, spilling onto z past 65535 (every device takes that many on each); the
-     * block kernels take tok_group tokens per workgroup (matmul_blocks.glsl's rule) */
-    const uint32_t n_groups = groups(n_rows, k->blocks ? 1 : 2);
-    const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
-    gpu_dispatch(o->g, o->matmul[t], &p, sizeof(p), nx, groups(n_tok, tok_group(k, n_tok)),
-                 groups(n_groups, nx));
+    record_product(o, t, &p);
+    return 0;
+}
+
+/* Contract in gpu_ops.h: gpu_op_matmul's kernels, each pair in a token's place (matmul_push.glsl
+ * reads the three index arrays). -EINVAL for a size the push constants cannot hold. */
+int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
+                     size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids, uint64_t act,
+                     size_t act_stride, uint64_t act_idx, uint64_t out, size_t out_stride,
+                     uint64_t out_idx, int32_t n_pairs) {
+    if (!gpu_ops_has_type(o, t))
+        return -ENOTSUP;
+    if (n_in <= 0 || n_rows <= 0 || n_pairs < 0 || n_in > UINT32_MAX || n_rows > UINT32_MAX ||
+        row_bytes > UINT32_MAX || act_stride > UINT32_MAX || out_stride > UINT32_MAX)
+        return -EINVAL;
+    struct matmul_push p = {.w = w, .act = act, .out = out, .row_bytes = (uint32_t)row_bytes,
+                            .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
+                            .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
+                            .n_tok = (uint32_t)n_pairs, .tables = o->table_addr[t], .ids = ids,
+                            .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes};
+    record_product(o, t, &p);
     return 0;
 }

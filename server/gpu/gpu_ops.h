@@ -21,12 +21,25 @@
 #include "gpu.h"
 #include "qtype.h"
 
+/* The row ops' kernels (gpu_rowops.c), -1 where the build has none. */
+struct gpu_rowops {
+    int rms_norm, rope, add_rows, swiglu, sigmoid_mul, moe_sum, kv_store;
+};
+
+/* The attention's kernels per KV type (gpu_attn.c), -1 where a type has none. */
+struct gpu_attn_kernels {
+    int query[QTYPE_COUNT];   /* the query in the KV type's format (-1 for F32: read as is) */
+    int scores[QTYPE_COUNT], softmax[QTYPE_COUNT], vsum[QTYPE_COUNT];
+};
+
 struct gpu_ops {
     struct gpu *g; /* borrowed */
+    struct gpu_rowops row;
     int matmul[QTYPE_COUNT];   /* kernel of a weight type's product, or -1 */
     int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
     struct gpu_buf *tables;    /* the grid i-quants' codebooks (owned), NULL before init */
     uint64_t table_addr[QTYPE_COUNT]; /* a type's codebook in tables, 0 for types without one */
+    struct gpu_attn_kernels attn;
 };
 
 /* Finds the kernels of every weight type g's build has and uploads the grid i-quants' codebooks
@@ -35,6 +48,9 @@ struct gpu_ops {
  * when the codebooks find no room, or gpu_buf_write's error; a message says which. On error
  * nothing is held. */
 int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len);
+
+/* Fills o->row with g's row-op kernels (gpu_rowops.c; gpu_ops_init calls it). */
+void gpu_rowops_find(struct gpu_ops *o);
 
 /* Frees what gpu_ops_init holds; call it before gpu_close. Accepts an o that init failed on. */
 void gpu_ops_release(struct gpu_ops *o);
@@ -57,7 +73,8 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
 
 /* ---- the forward pass's other ops: each gives server/engine/ops.h's (and the blocks') bits, by
  * the row ops' contract (contract.glsl). Tensors are float rows by device address unless named
- * otherwise; each returns 0 or -EINVAL for a shape it cannot take. ---- */
+ * otherwise; each returns 0, -EINVAL for a shape it cannot take, or -ENOTSUP when o has no
+ * kernel for it (after gpu_ops_release). Code: gpu_rowops.c (the products: gpu_ops.c). ---- */
 
 /* y rows = x rows / rms(x row) * w (w 0: no weight): n_rows rows of n, x_stride / y_stride floats
  * apart; y may be x. As ops_rms_norm. */
@@ -102,8 +119,8 @@ int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t 
 
 /* The routed experts' products (ggml's mul_mat_id): for pair p < n_pairs, out row out_idx[p] =
  * the matrix ids[p] (at w + ids[p] mat_bytes, n_rows rows of row_bytes) times activation row
- * act_idx[p]; ids, act_idx, out_idx are int32 arrays in device memory. Each output element is
- * gpu_op_matmul's. */
+ * act_idx[p]; ids, act_idx, out_idx are int32 arrays in device memory (act_idx or out_idx 0:
+ * pair p's own row p). Each output element is gpu_op_matmul's. */
 int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
                      size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids, uint64_t act,
                      size_t act_stride, uint64_t act_idx, uint64_t out, size_t out_stride,
@@ -140,8 +157,20 @@ struct gpu_attn {
     int32_t window;
     float scale;
 };
+/* Bytes of scratch gpu_op_attn needs for a segment of n_tok tokens of n_head heads that see at
+ * most n_ctx positions each (the context, or the window plus nothing more). */
 size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx);
+
+/* Records the segment's attention: four kernels (the query in the KV type's format, the scores
+ * over positions, the softmax, the weighted sum over elements) with barriers between them; the
+ * caller orders what wrote q, k, v before it and what reads out after it (gpu_barrier). Returns 0,
+ * -ENOTSUP for a KV type without kernels, or -EINVAL for a shape it cannot take: head_dim past
+ * 256 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too
+ * short for the heads, a ring shorter than the positions a token sees, n_tok < 1. */
 int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a);
+
+/* Finds the attention's kernels in g (every entry -1 where g is NULL or a kernel is missing). */
+void gpu_attn_kernels_find(struct gpu_attn_kernels *k, const struct gpu *g);
 
 /* ---- the Gated DeltaNet mixer's steps (gpu_deltanet.c), each deltanet.h's bit for bit.
  * Each returns 0, or -ENOTSUP where the build lacks the kernel. ---- */

@@ -536,6 +536,8 @@ struct figures {
     char model[POOL_ID_MAX];
     int32_t n_ctx;
     size_t kv_bytes, kv_resident, rec_bytes;
+    bool on_gpu;
+    size_t gpu_weights, gpu_kv, gpu_act;
     uint64_t loads, unloads, pool_budget;
     struct scheduler_stats s;
     struct expert_cache_stats c;
@@ -555,6 +557,8 @@ static void gather(struct api *a, struct figures *f) {
         f->kv_bytes = engine_kv_bytes(pm->e);
         f->kv_resident = engine_kv_resident_bytes(pm->e); /* approximate: read while it runs */
         f->rec_bytes = engine_rec_bytes(pm->e);
+        f->on_gpu = engine_on_gpu(pm->e);
+        engine_gpu_bytes(pm->e, &f->gpu_weights, &f->gpu_kv, &f->gpu_act);
         scheduler_get_stats(pm->sched, &f->s);
         if (pm->cache) {
             expert_cache_get_stats(pm->cache, &f->c); /* approximate: read while it runs */
@@ -645,7 +649,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"io_wait_s\":%.3f,\"prefetch_used\":%" PRIu64 ",\"prefetch_issued\":%" PRIu64
                    ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f,\"eviction\":\"%s\"},"
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
-                   ",\"total_bytes\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
+                   ",\"total_bytes\":%" PRIu64 "},\"gpu\":{\"on\":%s,\"weights_bytes\":%zu,"
+                   "\"kv_bytes\":%zu,\"activation_bytes\":%zu},\"parallel\":%d,%s,\"models\":%s,"
                    "\"model_loads\":%" PRIu64 ",\"model_unloads\":%" PRIu64 "}",
                    name_json, a->cfg.replica_id ? a->cfg.replica_id : "", f.uptime, f.requests,
                    f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
@@ -666,6 +671,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                        : 0.0,
                    f.c.eviction ? f.c.eviction : "",
                    f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total,
+                   f.on_gpu ? "true" : "false", f.gpu_weights, f.gpu_kv, f.gpu_act,
                    f.s.n_slots, slots, models_text, f.loads, f.unloads));
     free(slots);
     free(name_json);

@@ -138,6 +138,9 @@ def check_same(name, model, alone_args, par_args):
     streamed = "--ram-budget" in par_args
     check(f"{name}: KV pages resident " + ("as the slots' positions need" if streamed else "all"),
           (0 < res < kv) if streamed else res == kv > 0, f"kv_bytes {kv} kv_resident_bytes {res}")
+    gpu = stats.get("gpu", {})
+    check(f"{name}: /v1/stats says where the steps run (the CPU here: --gpu none)",
+          gpu.get("on") is False and gpu.get("weights_bytes") == 0, f"gpu {gpu}")
     if streamed:
         # what the process holds, not what it says it holds: the peak resident set against the
         # budget (AddressSanitizer's shadow memory and quarantine make it meaningless there)

@@ -13,7 +13,9 @@
 //     vec4 block_terms(uint64_t w_blk, uint64_t a_blk)
 //                                        (d, v, d2, v2): the block adds fma(d, v, acc) to its
 //                                        chain, then fma(d2, v2, acc) when TWO_TERMS is defined
-// Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), token groups on y.
+// Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), token groups on y; a
+// token's matrix, activation row and output row are matmul_push.glsl's (gpu_op_matmul_id's pairs
+// take the tokens' place, each invocation reading its own pair's weight block).
 // (a block_terms that reads the push constants includes matmul_push.glsl before it).
 layout(local_size_x = 64) in;
 
@@ -34,15 +36,16 @@ void main() {
         return;
     uint TOK = tok_group(p.n_tok), chunk = 64u / TOK;
     uint tt = i / chunk, k = i % chunk, t = gl_WorkGroupID.y * TOK + tt;
-    uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
-    uint64_t arow = p.act + uint64_t(t) * p.act_stride;
+    bool live = t < p.n_tok;
+    uint64_t wrow = live ? mm_w_row(t, row) : 0ul;
+    uint64_t arow = live ? mm_act_row(t) : 0ul;
     uint nb = p.n_in / QK_ELEMS;
     // invocation i < 4 TOK runs chain i % 4 of token i / 4 of the group
     uint ct = i >> 2, cj = i & 3u;
     float acc = 0.0;
     for (uint c = 0u; c < nb; c += chunk) {
         uint b = c + k;
-        if (b < nb && t < p.n_tok)
+        if (b < nb && live)
             terms[i] = block_terms(wrow + uint64_t(b) * W_BLOCK_BYTES,
                                    arow + uint64_t(b) * A_BLOCK_BYTES);
         barrier();
@@ -66,6 +69,6 @@ void main() {
         precise float lo = chains[4u * i] + chains[4u * i + 1u];
         precise float hi = chains[4u * i + 2u] + chains[4u * i + 3u];
         precise float s = lo + hi;
-        F32s(p.out_ + (uint64_t(to) * p.out_stride + row) * 4u).v[0] = s;
+        F32s(mm_out_at(to, row)).v[0] = s;
     }
 }

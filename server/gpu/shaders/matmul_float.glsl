@@ -4,20 +4,10 @@
 // 2, 1; then the tail elements added to lane 0 one by one with fma. A kernel defines
 //     float w_at(uint64_t row, uint i), a_at(uint64_t row, uint i)   element i as float
 // A workgroup of 64 invocations computes 2 rows of one token, 32 lanes each (row pairs on the
-// dispatch's x and z dimensions, tokens on y).
+// dispatch's x and z dimensions, tokens (or gpu_op_matmul_id's pairs: matmul_push.glsl) on y).
 layout(local_size_x = 64) in;
 
-layout(push_constant) uniform Push {
-    uint64_t w;
-    uint64_t act;
-    uint64_t out_;
-    uint row_bytes;
-    uint act_stride;
-    uint out_stride;
-    uint n_in;
-    uint n_rows;
-    uint n_tok;
-} p;
+#include "matmul_push.glsl"
 
 shared float lanes[64];
 
@@ -25,8 +15,8 @@ void main() {
     uint lid = gl_LocalInvocationID.x, l = lid & 31u, base = lid & 32u;
     uint row = (gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x) * 2u + (lid >> 5);
     uint t = gl_WorkGroupID.y;
-    uint64_t wrow = p.w + uint64_t(row) * p.row_bytes;
-    uint64_t arow = p.act + uint64_t(t) * p.act_stride;
+    uint64_t wrow = mm_w_row(t, row);
+    uint64_t arow = mm_act_row(t);
     uint n32 = p.n_in / 32u * 32u;
     float acc = 0.0;
     if (row < p.n_rows)
@@ -49,6 +39,6 @@ void main() {
         for (uint i = n32; i < p.n_in; i++) {
             sum = fma_rn(w_at(wrow, i), a_at(arow, i), sum);
         }
-        F32s(p.out_ + (uint64_t(t) * p.out_stride + row) * 4u).v[0] = sum;
+        F32s(mm_out_at(t, row)).v[0] = sum;
     }
 }

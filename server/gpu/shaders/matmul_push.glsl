@@ -1,8 +1,11 @@
-// matmul_push.glsl - the push constants of the block-quantized products (gpu_ops.c's matmul_push).
+// matmul_push.glsl - the push constants of every product (gpu_ops.c's matmul_push), and where a
+// product's row t (a token, or gpu_op_matmul_id's pair) takes its matrix, activation row and
+// output row: identity where ids / act_idx / out_idx are 0 (gpu_op_matmul), else from those int32
+// arrays (gpu_op_matmul_id). Include after common.glsl.
 #ifndef MATMUL_PUSH
 #define MATMUL_PUSH
 layout(push_constant) uniform Push {
-    uint64_t w;         // weight rows, row_bytes apart
+    uint64_t w;         // weight rows, row_bytes apart (matrix e at w + e mat_bytes)
     uint64_t act;       // activation rows, act_stride bytes apart
     uint64_t out_;      // output rows, out_stride floats apart
     uint row_bytes;
@@ -10,7 +13,29 @@ layout(push_constant) uniform Push {
     uint out_stride;
     uint n_in;          // elements per row
     uint n_rows;
-    uint n_tok;
+    uint n_tok;         // tokens, or pairs
     uint64_t tables;    // the weight type's codebook (iq_grid.glsl), 0 for types without one
+    uint64_t ids;       // pair t's matrix, or 0: matrix 0 for every t
+    uint64_t act_idx;   // pair t's activation row, or 0: row t
+    uint64_t out_idx;   // pair t's output row, or 0: row t
+    uint64_t mat_bytes; // bytes between matrices
 } p;
+
+// Row `row` of row t's matrix.
+uint64_t mm_w_row(uint t, uint row) {
+    uint64_t m = p.ids != 0ul ? p.w + uint64_t(U32s(p.ids).v[t]) * p.mat_bytes : p.w;
+    return m + uint64_t(row) * p.row_bytes;
+}
+
+// Row t's activation row.
+uint64_t mm_act_row(uint t) {
+    uint a = p.act_idx != 0ul ? U32s(p.act_idx).v[t] : t;
+    return p.act + uint64_t(a) * p.act_stride;
+}
+
+// Where row t's output `row` goes.
+uint64_t mm_out_at(uint t, uint row) {
+    uint o = p.out_idx != 0ul ? U32s(p.out_idx).v[t] : t;
+    return p.out_ + (uint64_t(o) * p.out_stride + row) * 4ul;
+}
 #endif

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# sniperd on the GPU (--gpu, --gpu-budget) end to end, on the machine's Vulkan device by number
+# (lavapipe in CI): the one-shot mode's logits and tokens equal the CPU's byte for byte, a model the
+# backend does not take stays on the CPU and says why, a budget too small falls back to the CPU,
+# a bad --gpu is refused, and the daemon's answers and /v1/stats on the GPU.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+. tests/lib/daemon.sh
+daemon_init gpu
+passed=0 failed=0
+check() { # check NAME CONDITION-EXIT-STATUS [WHY]
+    if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok     $1"
+    else failed=$((failed + 1)); echo "FAIL   $1: ${3:-}"; fi
+}
+mk() { "$BUILD/sniper-mkmodel" --quiet -o "$TMP/$1.gguf" "${@:2}" || fail "sniper-mkmodel $1"; }
+mk moe --preset tiny
+mk dense --preset tiny-dense --types q4_k_m
+mk q35 --preset tiny-qwen35moe
+device=$("$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 0 2>&1 >/dev/null)
+if ! grep -q "every step runs on the GPU" <<<"$device"; then
+    echo "skip: no usable Vulkan device 0 ($(grep gpu <<<"$device" | head -1)): sniperd on the GPU NOT checked"
+    echo "0 passed, 0 failed, 1 skipped"
+    exit 0
+fi
+
+# one-shot: every prompt row's logits and the greedy tokens, GPU against CPU
+for m in moe dense; do
+    for dev in none 0; do
+        "$BUILD/sniperd" -m "$TMP/$m.gguf" -p "The quick brown fox jumps over the lazy dog" -n 12 \
+            --temp 0 --threads 2 --gpu "$dev" --dump-logits "$TMP/$m-$dev.f32" \
+            --dump-tokens "$TMP/$m-$dev.json" >"$TMP/$m-$dev.out" 2>"$TMP/$m-$dev.err"
+    done
+    grep -q "every step runs on the GPU" "$TMP/$m-0.err"
+    check "$m: --gpu 0 runs every step on the GPU" $? "$(cat "$TMP/$m-0.err")"
+    cmp -s "$TMP/$m-none.f32" "$TMP/$m-0.f32" && cmp -s "$TMP/$m-none.json" "$TMP/$m-0.json" &&
+        cmp -s "$TMP/$m-none.out" "$TMP/$m-0.out"
+    check "$m: the GPU's logits, tokens and text are the CPU's byte for byte" $?
+done
+
+# what the backend does not take yet stays on the CPU, saying why, with the CPU's answer
+"$BUILD/sniperd" -m "$TMP/q35.gguf" -p "hello" -n 6 --temp 0 --gpu 0 >"$TMP/q35-0.out" 2>"$TMP/q35-0.err"
+"$BUILD/sniperd" -m "$TMP/q35.gguf" -p "hello" -n 6 --temp 0 --gpu none >"$TMP/q35-none.out" 2>/dev/null
+grep -q "stays on the CPU: it has DeltaNet" "$TMP/q35-0.err" && cmp -s "$TMP/q35-0.out" "$TMP/q35-none.out"
+check "qwen35moe: stays on the CPU and says why" $? "$(cat "$TMP/q35-0.err")"
+
+# a budget too small: the CPU, saying so
+"$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu 0 --gpu-budget 2M \
+    >"$TMP/small.out" 2>"$TMP/small.err"
+grep -q "would pass the budget.*running on the CPU" "$TMP/small.err" &&
+    cmp -s "$TMP/small.out" <("$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu none 2>/dev/null)
+check "--gpu-budget too small: the CPU, with the budget named" $? "$(cat "$TMP/small.err")"
+
+# a --gpu that names nothing usable is refused before anything loads
+"$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 99 >/dev/null 2>"$TMP/bad.err"
+rc=$?
+[ $rc -eq 2 ] && grep -q "sniperd: --gpu" "$TMP/bad.err"
+check "--gpu 99: refused (exit 2) with a message" $? "rc $rc: $(cat "$TMP/bad.err")"
+"$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu fast >/dev/null 2>"$TMP/bad2.err"
+[ $? -eq 2 ] && grep -q "sniperd: --gpu" "$TMP/bad2.err"
+check "--gpu fast: refused with a message" $? "$(cat "$TMP/bad2.err")"
+
+# the daemon: /v1/stats says the GPU, and a greedy completion equals the CPU daemon's
+ask() {
+    curl -s "http://127.0.0.1:$1/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt":"Once upon a time","max_tokens":10,"temperature":0}' |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])'
+}
+serve "$TMP/moe.gguf" gpu-daemon --gpu 0
+gport=$port
+serve "$TMP/moe.gguf" cpu-daemon --gpu none
+cport=$port
+on=$(curl -s "http://127.0.0.1:$gport/v1/stats" |
+    python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]; print(g["on"], g["weights_bytes"] > 0)')
+check "daemon: /v1/stats gpu.on with its weights' bytes" "$([ "$on" = "True True" ]; echo $?)" "$on"
+a=$(ask "$gport") b=$(ask "$cport")
+[ -n "$a" ] && [ "$a" = "$b" ]
+check "daemon: the GPU's greedy completion is the CPU's" $? "gpu [$a] cpu [$b]"
+
+echo "$passed passed, $failed failed, 0 skipped"
+[ "$failed" -eq 0 ]
