@@ -222,7 +222,7 @@ out:
     gpu_close(g);
 }
 
-/* ---- Qwen3.5: Gated DeltaNet and gated attention ----------------------------------------------- */
+/* ---- Qwen3.5: Gated DeltaNet and gated attention -------------------------------------------- */
 
 /* Prompt rows and greedy decode equal the CPU's: batches that cut the prompt into many steps (the
  * conv and SSM states carried from one to the next), and one that takes it whole. */

@@ -72,6 +72,13 @@ struct engine_vk {
     struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
     int32_t logit_rows;            /* rows of logits one readback takes */
     size_t weight_bytes, kv_bytes, act_bytes;
+    /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
+     * one before goes to the label of the last op recorded (vk_label) */
+    bool profile;
+    const char *label;
+    const char *stamp_label[GPU_STAMPS];
+    double stamp_ns[GPU_STAMPS];
+    struct vk_prof { const char *label; double ns; uint64_t n; } prof[32];
     /* the activation rows quantized last: what a product of the same format may reuse */
     uint64_t quant_src;
     enum qtype quant_fmt;
@@ -279,7 +286,7 @@ static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size
     return 0;
 }
 
-/* ---- the recurrent layers' memory (qwen35*) ---------------------------------------------------- */
+/* ---- the recurrent layers' memory (qwen35*) ------------------------------------------------- */
 
 static void vk_rec_free(struct vk_rec *r) {
     if (!r)
@@ -385,6 +392,7 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
         return -ENOMEM;
     }
     v->dev = g;
+    v->profile = getenv("SNIPER_GPU_PROFILE") && *getenv("SNIPER_GPU_PROFILE") == '1';
     int rc = gpu_ops_init(&v->ops, g, err, err_len);
     if (rc < 0) {
         free(v->layers);
@@ -426,9 +434,47 @@ bool engine_on_gpu(const struct engine *e) { return e->vk != NULL; }
 
 /* ---- the step --------------------------------------------------------------------------------- */
 
+/* Names the ops recorded from now on, for the profile. */
+static void vk_label(struct engine_vk *v, const char *label) {
+    v->label = label;
+}
+
 /* Records a barrier: what follows sees what was recorded before. */
 static void vk_sync(struct engine_vk *v) {
     gpu_barrier(v->dev);
+    if (v->profile) {
+        int i = gpu_stamp(v->dev);
+        if (i >= 0)
+            v->stamp_label[i] = v->label;
+    }
+}
+
+/* Starts a recording (and its first timestamp). Returns 0 or -EIO. */
+static int vk_begin(struct engine_vk *v) {
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    vk_label(v, "(start)");
+    vk_sync(v);
+    return 0;
+}
+
+/* Submits the recording and adds its timestamps' intervals to the profile. Returns 0 or -EIO. */
+static int vk_submit(struct engine_vk *v) {
+    if (gpu_submit(v->dev) < 0)
+        return -EIO;
+    const double *ns = v->stamp_ns;
+    const int n = v->profile ? gpu_stamps_read(v->dev, v->stamp_ns, GPU_STAMPS) : 0;
+    for (int i = 1; i < n; i++) {
+        int k = 0;
+        while (k < 32 && v->prof[k].label && v->prof[k].label != v->stamp_label[i])
+            k++;
+        if (k == 32)
+            continue;
+        v->prof[k].label = v->stamp_label[i];
+        v->prof[k].ns += ns[i] - ns[i - 1];
+        v->prof[k].n++;
+    }
+    return 0;
 }
 
 /* Quantizes n_tok rows of n floats at x (x_stride apart) into w's activation format in dst,
@@ -441,6 +487,7 @@ static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t
         return 0;
     }
     vk_sync(v); /* products recorded before may still read dst */
+    vk_label(v, "quantize");
     int rc = gpu_op_quantize(&v->ops, wtype, x, x_stride, dst, stride, n, n_tok);
     if (rc < 0)
         return rc;
@@ -460,10 +507,12 @@ static void vk_quant_forget(struct engine_vk *v) {
 
 /* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
  * none). The product is not followed by a barrier: the caller records one before a use. */
-static int vk_matmul(struct engine_vk *v, const struct weight *w, uint64_t dev, uint64_t x,
-                     size_t x_stride, uint64_t out, size_t out_stride, uint64_t b, int32_t n_tok) {
+static int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w,
+                     uint64_t dev, uint64_t x, size_t x_stride, uint64_t out, size_t out_stride,
+                     uint64_t b, int32_t n_tok) {
     size_t as = 0;
     int rc = vk_quantize(v, w->type, x, x_stride, w->n_in, n_tok, v->act_in.addr, &as);
+    vk_label(v, what);
     if (rc < 0 || (rc = gpu_op_matmul(&v->ops, w->type, dev, w->row_bytes, w->n_in, w->n_out,
                                       v->act_in.addr, as, out, out_stride, n_tok)) < 0)
         return rc;
@@ -493,6 +542,7 @@ static uint64_t vk_v_rows(const struct engine *e, int32_t seq, int32_t kv_il) {
 static int vk_gate(struct engine *e, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const int32_t hd = e->m->hp.head_dim;
+    vk_label(v, "attn_gate");
     int rc = gpu_op_sigmoid_mul(&v->ops, v->heads.addr, (size_t)hd, v->q.addr + (uint64_t)hd * 4,
                                 2 * (size_t)hd, hd, n_tok * e->m->hp.n_head);
     vk_sync(v);
@@ -511,11 +561,13 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
     const bool gated = l->mixer == MODEL_MIXER_ATTN_GATED;
     const size_t QS = gated ? 2 * Q : Q, QH = gated ? 2 * (size_t)hd : (size_t)hd;
     int rc;
-    if ((rc = vk_matmul(v, &l->wq, d->wq, v->xn.addr, D, v->q.addr, QS, d->bq, n_tok)) < 0 ||
-        (rc = vk_matmul(v, &l->wk, d->wk, v->xn.addr, D, v->k.addr, KV, d->bk, n_tok)) < 0 ||
-        (rc = vk_matmul(v, &l->wv, d->wv, v->xn.addr, D, v->v.addr, KV, d->bv, n_tok)) < 0)
+    const uint64_t xn = v->xn.addr;
+    if ((rc = vk_matmul(v, "attn_qkv", &l->wq, d->wq, xn, D, v->q.addr, QS, d->bq, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "attn_qkv", &l->wk, d->wk, xn, D, v->k.addr, KV, d->bk, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0)
         return rc;
     vk_sync(v);
+    vk_label(v, "qk_norm");
     if (d->q_norm &&
         ((rc = gpu_op_rms_norm(&v->ops, v->q.addr, QH, d->q_norm, v->q.addr, QH, hd,
                                hp->rms_eps, n_tok * hp->n_head)) < 0 ||
@@ -525,6 +577,7 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
     if (d->q_norm)
         vk_sync(v);
     const bool neox = hp->rope == MODEL_ROPE_NEOX;
+    vk_label(v, "rope");
     if ((rc = gpu_op_rope(&v->ops, neox, v->q.addr, QS, QH, hp->n_head, v->rope_cs.addr,
                           hp->n_rot, n_tok)) < 0 ||
         (rc = gpu_op_rope(&v->ops, neox, v->k.addr, KV, (size_t)hd, hp->n_head_kv,
@@ -536,6 +589,7 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
         const struct engine_seg *sg = &e->seg[i];
         const int32_t pos0 = e->tok_pos[sg->first];
         const uint64_t ko = (uint64_t)sg->first * KV * 4;
+        vk_label(v, "kv_store");
         if ((rc = gpu_op_kv_store(&v->ops, e->p.kv_type, v->k.addr + ko, KV,
                                   vk_k_rows(e, sg->seq, kv_il), s0->kv_row_bytes,
                                   s0->rows[kv_il], pos0, (int64_t)KV, sg->n)) < 0 ||
@@ -559,13 +613,14 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
             .pos0 = e->tok_pos[sg->first], .n_tok = sg->n, .window = 0,
             .scale = 1.0f / sqrtf((float)hd),
         };
+        vk_label(v, "attention");
         if ((rc = gpu_op_attn(&v->ops, &a)) < 0)
             return rc;
         vk_sync(v); /* the segments share the scratch */
     }
     if (gated && (rc = vk_gate(e, n_tok)) < 0)
         return rc;
-    return vk_matmul(v, &l->wo, d->wo, v->heads.addr, Q, v->y.addr, D, d->bo, n_tok);
+    return vk_matmul(v, "attn_out", &l->wo, d->wo, v->heads.addr, Q, v->y.addr, D, d->bo, n_tok);
 }
 
 /* y = Gated DeltaNet(xn) of layer il: block_deltanet's steps (deltanet.h), each sequence's
@@ -583,14 +638,16 @@ static int vk_deltanet(struct engine *e, int il, int32_t n_tok) {
                                               e->seqs[0]->shape.ssm_floats) * 4;
     const uint64_t ssm_off = conv_off + e->seqs[0]->shape.conv_floats * 4;
     int rc;
-    if ((rc = vk_matmul(v, &l->ssm_qkv, d->qkv, v->xn.addr, D, r->qkv.addr, C, 0, n_tok)) < 0 ||
-        (rc = vk_matmul(v, &l->ssm_z, d->z, v->xn.addr, D, r->z.addr, V, 0, n_tok)) < 0 ||
-        (rc = vk_matmul(v, &l->ssm_beta, d->beta, v->xn.addr, D, r->beta.addr, (size_t)Hv, 0,
+    const uint64_t xn = v->xn.addr;
+    if ((rc = vk_matmul(v, "ssm_in", &l->ssm_qkv, d->qkv, xn, D, r->qkv.addr, C, 0, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "ssm_in", &l->ssm_z, d->z, xn, D, r->z.addr, V, 0, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "ssm_in", &l->ssm_beta, d->beta, xn, D, r->beta.addr, (size_t)Hv, 0,
                         n_tok)) < 0 ||
-        (rc = vk_matmul(v, &l->ssm_alpha, d->alpha, v->xn.addr, D, r->gate.addr, (size_t)Hv, 0,
+        (rc = vk_matmul(v, "ssm_in", &l->ssm_alpha, d->alpha, xn, D, r->gate.addr, (size_t)Hv, 0,
                         n_tok)) < 0)
         return rc;
     vk_sync(v);
+    vk_label(v, "deltanet");
     if ((rc = gpu_op_deltanet_gates(&v->ops, r->beta.addr, r->gate.addr, d->dt_bias, d->a, Hv,
                                     n_tok)) < 0)
         return rc;
@@ -625,7 +682,7 @@ static int vk_deltanet(struct engine *e, int il, int32_t n_tok) {
                                 n_tok)) < 0)
         return rc;
     vk_sync(v);
-    return vk_matmul(v, &l->ssm_out, d->out, heads, C, v->y.addr, D, 0, n_tok);
+    return vk_matmul(v, "ssm_out", &l->ssm_out, d->out, heads, C, v->y.addr, D, 0, n_tok);
 }
 
 /* y = layer il's mixer (xn). */
@@ -641,15 +698,16 @@ static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
     int rc;
-    if ((rc = vk_matmul(v, gate, dg, v->xn.addr, D, v->g.addr, F, 0, n_tok)) < 0 ||
-        (rc = vk_matmul(v, up, du, v->xn.addr, D, v->u.addr, F, 0, n_tok)) < 0)
+    if ((rc = vk_matmul(v, "ffn_gate_up", gate, dg, v->xn.addr, D, v->g.addr, F, 0, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "ffn_gate_up", up, du, v->xn.addr, D, v->u.addr, F, 0, n_tok)) < 0)
         return rc;
     vk_sync(v);
+    vk_label(v, "swiglu");
     if ((rc = gpu_op_swiglu(&v->ops, e->m->hp.act == MODEL_ACT_SWIGLU_OAI, v->g.addr, v->g.addr,
                             v->u.addr, (int64_t)(F * (size_t)n_tok))) < 0)
         return rc;
     vk_sync(v);
-    return vk_matmul(v, down, dd, v->g.addr, F, out, D, 0, n_tok);
+    return vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok);
 }
 
 /* The routed experts of layer il: the router's product, the routing (gpu_op_route: block_moe's
@@ -662,17 +720,19 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     const struct vk_layer *d = &v->layers[il];
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
     const int32_t K = e->k_used, P = n_tok * K;
-    int rc = vk_matmul(v, &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
+    int rc = vk_matmul(v, "router", &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
                        n_tok);
     if (rc < 0)
         return rc;
     vk_sync(v);
+    vk_label(v, "route");
     if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
                            hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->g.addr,
                            v->pairs.addr, n_tok)) < 0)
         return rc;
     vk_sync(v);
     /* the experts chosen, for the statistics and the route observer after the step */
+    vk_label(v, "routes_copy");
     gpu_copy(v->dev, v->h_routes, (size_t)il * (size_t)e->p.n_batch * (size_t)K * 4,
              v->pairs.buf, 0, (size_t)P * 4);
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
@@ -690,6 +750,7 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
             return rc;
         vk_sync(v);
     }
+    vk_label(v, "experts_gate_up");
     if ((rc = gpu_op_matmul_id(&v->ops, wg->type, d->gate_exps, wg->mat_bytes, wg->row_bytes,
                                wg->n_in, wg->n_out, a_ids, v->act_in.addr, sg, a_act, v->g.addr,
                                F, a_out, P)) < 0 ||
@@ -704,14 +765,17 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         return rc;
     if (d->gate_exps_b)
         vk_sync(v);
+    vk_label(v, "swiglu");
     if ((rc = gpu_op_swiglu(&v->ops, hp->act == MODEL_ACT_SWIGLU_OAI, v->g.addr, v->g.addr,
                             v->u.addr, (int64_t)F * P)) < 0)
         return rc;
     vk_sync(v);
+    vk_label(v, "quantize");
     if ((rc = gpu_op_quantize(&v->ops, wd->type, v->g.addr, F, v->act_hid.addr, &sd, (int64_t)F,
                               P)) < 0)
         return rc;
     vk_sync(v);
+    vk_label(v, "experts_down");
     if ((rc = gpu_op_matmul_id(&v->ops, wd->type, d->down_exps, wd->mat_bytes, wd->row_bytes,
                                wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd, a_out, v->d.addr,
                                D, a_out, P)) < 0)
@@ -724,13 +788,14 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     if (d->up_shexp) {
         if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
                             &l->ffn_down_shexp, d->down_shexp, v->shexp.addr, n_tok)) < 0 ||
-            (rc = vk_matmul(v, &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
+            (rc = vk_matmul(v, "shexp_gate", &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
                             v->shexp_gate.addr, 1, 0, n_tok)) < 0)
             return rc;
         shexp = v->shexp.addr;
         shexp_gate = v->shexp_gate.addr;
     }
     vk_sync(v);
+    vk_label(v, "moe_sum");
     return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp, shexp_gate,
                           n_tok);
 }
@@ -740,8 +805,10 @@ static int vk_residual(struct engine *e, uint64_t w, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
     vk_sync(v);
+    vk_label(v, "residual_add");
     int rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
     vk_sync(v);
+    vk_label(v, "rms_norm");
     vk_quant_forget(v);
     return rc < 0 ? rc : gpu_op_rms_norm(&v->ops, v->x.addr, D, w, v->xn.addr, D, (int64_t)D,
                                          e->m->hp.rms_eps, n_tok);
@@ -758,18 +825,20 @@ static int vk_output(struct engine *e) {
         for (int32_t r = 0; rc == 0 && r < e->out[o].n; r += v->logit_rows) {
             const int32_t n = e->out[o].n - r < v->logit_rows ? e->out[o].n - r : v->logit_rows;
             const uint64_t src = v->x.addr + (uint64_t)(e->out[o].row + r) * D * 4;
-            if ((rc = gpu_begin(v->dev)) < 0)
+            if ((rc = vk_begin(v)) < 0)
                 return -EIO;
             vk_quant_forget(v);
+            vk_label(v, "rms_norm");
             if ((rc = gpu_op_rms_norm(&v->ops, src, D, v->output_norm, v->xn.addr, D,
                                       (int64_t)D, hp->rms_eps, n)) < 0)
                 break;
             vk_sync(v);
-            if ((rc = vk_matmul(v, w, v->output, v->xn.addr, D, v->logits.addr, V, 0, n)) < 0)
+            if ((rc = vk_matmul(v, "output", w, v->output, v->xn.addr, D, v->logits.addr, V, 0, n)) < 0)
                 break;
             vk_sync(v);
+            vk_label(v, "logits_copy");
             gpu_copy(v->dev, v->h_logits, 0, v->logits.buf, 0, (size_t)n * V * 4);
-            if (gpu_submit(v->dev) < 0)
+            if (vk_submit(v) < 0)
                 return -EIO;
             memcpy(e->out[o].dst + (size_t)r * V, gpu_buf_host(v->h_logits), (size_t)n * V * 4);
         }
@@ -813,12 +882,14 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     const size_t roff = (size_t)e->p.n_batch * D * 4;
     memcpy(gpu_buf_host(v->h_in), e->x, xb);
     memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
-    if (gpu_begin(v->dev) < 0)
+    if (vk_begin(v) < 0)
         return -EIO;
+    vk_label(v, "upload");
     gpu_copy(v->dev, v->x.buf, 0, v->h_in, 0, xb);
     gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
     vk_sync(v);
     vk_quant_forget(v);
+    vk_label(v, "rms_norm");
     rc = gpu_op_rms_norm(&v->ops, v->x.addr, D, v->layers[0].attn_norm, v->xn.addr, D,
                          (int64_t)D, hp->rms_eps, n_tok);
     for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
@@ -840,12 +911,13 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
             rc = vk_residual(e, next, n_tok);
         else {
             vk_sync(v);
+            vk_label(v, "residual_add");
             rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
         }
     }
     if (rc == -EIO)
         return rc;
-    int src = gpu_submit(v->dev);
+    int src = vk_submit(v);
     if (rc < 0)
         return rc;
     if (src < 0)
@@ -887,6 +959,21 @@ int engine_vk_kv_read(const struct engine *e, int32_t seq, int32_t kv_il, int32_
 int engine_vk_kv_write(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
                        int32_t n, const void *k, const void *v) {
     return vk_kv_move(e, seq, kv_il, first, n, (void *)k, (void *)v, true);
+}
+
+void engine_gpu_profile(struct engine *e, FILE *out) {
+    struct engine_vk *v = e->vk;
+    double total = 0;
+    for (int k = 0; v && k < 32 && v->prof[k].label; k++)
+        total += v->prof[k].ns;
+    for (int k = 0; v && k < 32 && v->prof[k].label; k++)
+        fprintf(out, "  %-16s %10.3f ms %6.1f%% %8llu intervals\n", v->prof[k].label,
+                v->prof[k].ns * 1e-6, total > 0 ? 100.0 * v->prof[k].ns / total : 0.0,
+                (unsigned long long)v->prof[k].n);
+    if (v && total > 0)
+        fprintf(out, "  %-16s %10.3f ms\n", "(all)", total * 1e-6);
+    if (v)
+        memset(v->prof, 0, sizeof(v->prof));
 }
 
 /* ---- the sequences' recurrent state ----------------------------------------------------------- */

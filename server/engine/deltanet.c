@@ -39,7 +39,8 @@ void deltanet_conv(const float *rows, float *state, const float *w, float *out, 
             o[ch] = silu(sum);
         }
     }
-    for (int32_t i = 0; i < K - 1; i++) { /* row n + i of (state, segment); reads never overwritten */
+    /* row n + i of (state, segment) becomes the state's row i; reads are never overwritten */
+    for (int32_t i = 0; i < K - 1; i++) {
         const int32_t q = n_tok + i;
         const float *src = q < K - 1 ? state + (size_t)q * C : rows + (size_t)(q - (K - 1)) * C;
         memcpy(state + (size_t)i * C, src, (size_t)C * sizeof(float));

@@ -1,5 +1,6 @@
 /* deltanet.h - the Gated DeltaNet mixer's steps on plain arrays (deltanet.c): what block_deltanet.c
- * runs, and what the GPU's kernels (server/gpu/gpu_deltanet.c) are compared with bit for bit. Each is written in the row ops' contract (ops.h): exp is ops_exp, log ops_log,
+ * runs, and what the GPU's kernels (server/gpu/gpu_deltanet.c) are compared with bit for bit.
+ * Each is written in the row ops' contract (ops.h): exp is ops_exp, log ops_log,
  * float operations one at a time, the L2 norm's sum over the contract's 32 lanes, the recurrence's
  * dot products and updates ggml's AVX2 FMA order (ops_dot_f32 / ops_mad_f32). */
 #ifndef SNIPER_DELTANET_H

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "model.h"
 
@@ -162,6 +163,10 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len);
 
 /* True while the steps run on a GPU. */
 bool engine_on_gpu(const struct engine *e);
+
+/* With $SNIPER_GPU_PROFILE=1 at engine_use_gpu, each op kind's device time since the last call
+ * (timestamps at the barriers) on out, then starts over; nothing on the CPU. */
+void engine_gpu_profile(struct engine *e, FILE *out);
 
 /* Device bytes of the weights, the sequences' K and V rows and the activations (0 on the CPU). */
 void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_t *act);

@@ -46,6 +46,9 @@ struct gpu {
     VkCommandPool pool;
     VkCommandBuffer cmd;
     VkFence fence;
+    VkQueryPool stamps;  /* GPU_STAMPS timestamps, VK_NULL_HANDLE where the queue has none */
+    uint32_t n_stamps;   /* written in the recording (or the submit) now */
+    double stamp_ns;     /* nanoseconds a tick */
     struct gpu_buf *staging; /* NULL on unified memory */
     uint64_t used_bytes, budget_bytes;
     bool recording;
@@ -56,6 +59,7 @@ struct gpu {
 
 static struct gpu_buf *buf_make(struct gpu *g, size_t bytes, bool host, char *err,
                                 size_t err_len);
+static void stamps_new(struct gpu *g);
 
 /* ---- instance and device facts ---------------------------------------------------------------- */
 
@@ -467,6 +471,7 @@ static int commands_new(struct gpu *g, int family, char *err, size_t err_len) {
         return -EIO;
     }
     ai.commandPool = g->pool;
+    stamps_new(g);
     if (g->fn.vkAllocateCommandBuffers(g->dev, &ai, &g->cmd) != VK_SUCCESS ||
         g->fn.vkCreateFence(g->dev, &fi, NULL, &g->fence) != VK_SUCCESS) {
         g->fence = VK_NULL_HANDLE;
@@ -474,6 +479,18 @@ static int commands_new(struct gpu *g, int family, char *err, size_t err_len) {
         return -EIO;
     }
     return 0;
+}
+
+/* The timestamp pool (gpu_stamp), where the queue counts time; none is not an error. */
+static void stamps_new(struct gpu *g) {
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    g->fn.vkGetPhysicalDeviceProperties2(g->phys, &p2);
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                .queryType = VK_QUERY_TYPE_TIMESTAMP, .queryCount = GPU_STAMPS};
+    g->stamp_ns = p2.properties.limits.timestampPeriod;
+    if (!p2.properties.limits.timestampComputeAndGraphics ||
+        g->fn.vkCreateQueryPool(g->dev, &qi, NULL, &g->stamps) != VK_SUCCESS)
+        g->stamps = VK_NULL_HANDLE;
 }
 
 static int memory_types(struct gpu *g, char *err, size_t err_len) {
@@ -555,6 +572,8 @@ void gpu_close(struct gpu *g) {
         }
         if (g->fence) /* gpu_submit waits for its work: nothing is in flight */
             g->fn.vkDestroyFence(g->dev, g->fence, NULL);
+        if (g->stamps)
+            g->fn.vkDestroyQueryPool(g->dev, g->stamps, NULL);
         if (g->pool)
             g->fn.vkDestroyCommandPool(g->dev, g->pool, NULL);
         pipelines_free(g);
@@ -799,7 +818,32 @@ int gpu_begin(struct gpu *g) {
         return fail_device(g, "vkBeginCommandBuffer", r);
     g->recording = true;
     g->rec_rc = 0;
+    g->n_stamps = 0;
+    if (g->stamps)
+        g->fn.vkCmdResetQueryPool(g->cmd, g->stamps, 0, GPU_STAMPS);
     return 0;
+}
+
+int gpu_stamp(struct gpu *g) {
+    if (!g->recording || !g->stamps || g->n_stamps == GPU_STAMPS)
+        return -1;
+    g->fn.vkCmdWriteTimestamp(g->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, g->stamps,
+                              g->n_stamps);
+    return (int)g->n_stamps++;
+}
+
+int gpu_stamps_read(struct gpu *g, double *ns, int max) {
+    if (g->recording || !g->stamps || max <= 0)
+        return -EINVAL;
+    const int n = (int)g->n_stamps < max ? (int)g->n_stamps : max;
+    uint64_t t[GPU_STAMPS];
+    if (n > 0 && g->fn.vkGetQueryPoolResults(g->dev, g->stamps, 0, (uint32_t)n, sizeof(t), t,
+                                             sizeof(uint64_t), VK_QUERY_RESULT_64_BIT) !=
+                     VK_SUCCESS)
+        return -EIO;
+    for (int i = 0; i < n; i++)
+        ns[i] = (double)(t[i] - t[0]) * g->stamp_ns;
+    return n;
 }
 
 /* Keeps a recording error's message for gpu_submit. */

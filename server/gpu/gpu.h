@@ -137,6 +137,14 @@ void gpu_zero(struct gpu *g, struct gpu_buf *b);
  * returns -EIO). gpu_error says what happened. */
 int gpu_submit(struct gpu *g);
 
+/* Timestamps (profiling): gpu_stamp records one where the work recorded before it has finished,
+ * and returns its index in this recording (-1: the device counts no time, or GPU_STAMPS are
+ * taken); after gpu_submit, gpu_stamps_read puts the submit's stamps (at most max) in ns, as
+ * nanoseconds after the first, and returns how many, or -EINVAL / -EIO. */
+#define GPU_STAMPS 4096
+int gpu_stamp(struct gpu *g);
+int gpu_stamps_read(struct gpu *g, double *ns, int max);
+
 /* The last failure's message ("" when none). */
 const char *gpu_error(const struct gpu *g);
 

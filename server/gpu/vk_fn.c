@@ -65,9 +65,10 @@ int vk_fn_load_device(struct vk_fn *f, VkDevice dev, char *err, size_t err_len) 
     return 0;
 }
 
+/* The loader stays mapped once opened (no dlclose): NVIDIA's driver, which the loader brings in,
+ * did not survive being unloaded and loaded again a dozen times in one process on the H100
+ * (vkCreateInstance then failed with VK_ERROR_INCOMPATIBLE_DRIVER); dlopen's count keeps one copy. */
 void vk_fn_unload(struct vk_fn *f) {
-    if (f->lib)
-        dlclose(f->lib);
     memset(f, 0, sizeof(*f));
 }
 

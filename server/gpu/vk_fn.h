@@ -57,7 +57,12 @@
     X(vkDestroyFence)                                                                             \
     X(vkResetFences)                                                                              \
     X(vkWaitForFences)                                                                            \
-    X(vkQueueSubmit)
+    X(vkQueueSubmit)                                                                              \
+    X(vkCreateQueryPool)                                                                          \
+    X(vkDestroyQueryPool)                                                                         \
+    X(vkCmdResetQueryPool)                                                                        \
+    X(vkCmdWriteTimestamp)                                                                        \
+    X(vkGetQueryPoolResults)
 
 struct vk_fn {
     void *lib; /* the loader's handle */

@@ -94,7 +94,8 @@ float log_c(float x) {
     return float(v);
 }
 
-// sqrtf: the float nearest the square root of a >= 0 (the double root rounded, then moved to
+// sqrtf: the float nearest the square root of a >= 0 of normal size (a subnormal a is the device's
+// business: the H100 flushes it to 0; the engine's roots are of mean + eps) (the double root rounded, then moved to
 // whichever neighbour the exact comparison with the midpoints says; squares of 25-bit numbers are
 // exact in double).
 float sqrt_rn(float a) {

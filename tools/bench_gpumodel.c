@@ -1,0 +1,207 @@
+/* bench_gpumodel.c - a model's prefill and decode on the GPU (engine_use_gpu), against the same
+ * on the CPU, with the logits compared bit for bit: what the Vulkan backend reaches on a whole
+ * model, and the proof on that device that it computes the CPU's numbers.
+ *
+ *     bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] [--threads T] [--batch B]
+ *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0]
+ *
+ * Prints the device, the upload (weights GB/s from RAM), the GPU's prefill of --prompt ids and
+ * greedy decode of --gen tokens (tok/s), then the CPU's of --cpu-prompt / --cpu-gen (0: skipped)
+ * and whether every logit of those rows matched. Ids are pseudo-random, as sniperd's
+ * --bench-prompt. With $SNIPER_GPU_PROFILE=1 it also prints where the GPU's time went (device
+ * timestamps per op kind) in a prefill and in decode. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "gpu.h"
+#include "model.h"
+#include "ops.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct opts {
+    const char *model, *gpu;
+    int32_t prompt, gen, cpu_prompt, cpu_gen, batch, threads;
+    enum qtype kv;
+};
+
+/* A run's figures and its logits rows (the prompt's last, then each decode step's). */
+struct run {
+    double prefill_s, decode_s;
+    float *rows; /* [1 + gen][n_vocab] */
+};
+
+/* Prefill n ids, then gen greedy steps (the first from the prompt's last row). Returns 0 or the
+ * engine's error. */
+static int run_engine(struct engine *e, const int32_t *ids, int32_t n, int32_t gen, int32_t V,
+                      struct run *r) {
+    double t0 = now_s();
+    int rc = engine_eval(e, 0, ids, n, r->rows, false);
+    r->prefill_s = now_s() - t0;
+    t0 = now_s();
+    for (int32_t s = 0; rc == 0 && s < gen; s++) {
+        int32_t tok = ops_argmax(r->rows + (size_t)s * V, V);
+        rc = engine_eval(e, 0, &tok, 1, r->rows + (size_t)(s + 1) * V, false);
+    }
+    r->decode_s = now_s() - t0;
+    return rc;
+}
+
+static struct engine *make_engine(const struct model *m, const struct opts *o) {
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = o->prompt + o->gen + 16;
+    ep.n_batch = o->batch;
+    ep.kv_type = o->kv;
+    ep.n_threads = o->threads;
+    char err[256];
+    struct engine *e = engine_new(m, &ep, err, sizeof(err));
+    if (!e)
+        fprintf(stderr, "bench-gpumodel: %s\n", err);
+    return e;
+}
+
+static int parse(int argc, char **argv, struct opts *o) {
+    *o = (struct opts){.gpu = "auto", .prompt = 512, .gen = 128, .cpu_prompt = 32, .cpu_gen = 8,
+                       .batch = 512, .threads = 0, .kv = QTYPE_F16};
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *a = argv[i], *v = argv[i + 1];
+        if (!strcmp(a, "-m"))
+            o->model = v;
+        else if (!strcmp(a, "--gpu"))
+            o->gpu = v;
+        else if (!strcmp(a, "--prompt"))
+            o->prompt = atoi(v);
+        else if (!strcmp(a, "--gen"))
+            o->gen = atoi(v);
+        else if (!strcmp(a, "--cpu-prompt"))
+            o->cpu_prompt = atoi(v);
+        else if (!strcmp(a, "--cpu-gen"))
+            o->cpu_gen = atoi(v);
+        else if (!strcmp(a, "--batch"))
+            o->batch = atoi(v);
+        else if (!strcmp(a, "--threads"))
+            o->threads = atoi(v);
+        else if (!strcmp(a, "--kv-type"))
+            o->kv = !strcmp(v, "f32") ? QTYPE_F32 : !strcmp(v, "q8_0") ? QTYPE_Q8_0 : QTYPE_F16;
+        else
+            return -EINVAL;
+    }
+    return o->model && o->prompt > 0 && o->gen >= 0 && o->cpu_prompt >= 0 && o->cpu_gen >= 0 &&
+                   o->batch > 0 && o->cpu_prompt <= o->prompt && o->cpu_gen <= o->gen
+               ? 0 : -EINVAL;
+}
+
+int main(int argc, char **argv) {
+    struct opts o;
+    char err[512] = "", desc[1024];
+    if ((argc - 1) % 2 || parse(argc, argv, &o) < 0) {
+        fprintf(stderr, "usage: bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] "
+                        "[--threads T] [--batch B] [--cpu-prompt N] [--cpu-gen N] "
+                        "[--kv-type f16|f32|q8_0]\n");
+        return 2;
+    }
+    double t0 = now_s();
+    struct model *m = model_load(o.model, err, sizeof(err));
+    if (!m) {
+        fprintf(stderr, "bench-gpumodel: %s\n", err);
+        return 1;
+    }
+    printf("model: %s, %.2f GB read in %.1f s\n", o.model, (double)m->resident_bytes * 1e-9,
+           now_s() - t0);
+    int idx = gpu_choose(o.gpu, err, sizeof(err));
+    struct gpu *g = idx >= 0 ? gpu_open(idx, 0, err, sizeof(err)) : NULL;
+    if (!g) {
+        fprintf(stderr, "bench-gpumodel: %s\n", err[0] ? err : "no device");
+        model_free(m);
+        return 1;
+    }
+    const struct gpu_info *in = gpu_get_info(g);
+    printf("device: %s (%s); %s\n", in->name, in->driver, gpu_describe(g, desc, sizeof(desc)));
+    const int32_t V = m->hp.n_vocab;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)o.prompt);
+    struct run rg = {0}, rc = {0};
+    rg.rows = calloc((size_t)(o.gen + 1) * (size_t)V, sizeof(float));
+    rc.rows = calloc((size_t)(o.cpu_gen + 1) * (size_t)V, sizeof(float));
+    uint64_t x = 42;
+    for (int32_t i = 0; ids && i < o.prompt; i++) { /* xorshift ids over the vocabulary */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)V);
+    }
+    struct engine *e = make_engine(m, &o);
+    int status = 1;
+    if (!ids || !rg.rows || !rc.rows || !e)
+        goto out;
+    t0 = now_s();
+    if (engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        fprintf(stderr, "bench-gpumodel: %s\n", err);
+        goto out;
+    }
+    size_t wb, kvb, ab;
+    engine_gpu_bytes(e, &wb, &kvb, &ab);
+    double up = now_s() - t0;
+    printf("upload: %.2f GB of weights in %.2f s (%.1f GB/s); KV %.1f MiB, activations %.1f MiB\n",
+           (double)wb * 1e-9, up, (double)wb / up * 1e-9, (double)kvb / 1048576.0,
+           (double)ab / 1048576.0);
+    if (run_engine(e, ids, o.prompt, o.gen, V, &rg) < 0) {
+        fprintf(stderr, "bench-gpumodel: the GPU's run failed\n");
+        goto out;
+    }
+    if (getenv("SNIPER_GPU_PROFILE")) { /* prefill and decode apart */
+        struct run rp = {.rows = rg.rows};
+        engine_truncate(e, 0, 0);
+        engine_gpu_profile(e, stdout); /* drops the first run's */
+        if (run_engine(e, ids, o.prompt, 0, V, &rp) == 0) {
+            printf("gpu profile, prefill of %d tokens:\n", o.prompt);
+            engine_gpu_profile(e, stdout);
+        }
+        engine_truncate(e, 0, 0);
+        if (run_engine(e, ids, 1, o.gen, V, &rp) == 0) {
+            printf("gpu profile, 1 token then %d decode steps:\n", o.gen);
+            engine_gpu_profile(e, stdout);
+        }
+    }
+    printf("gpu: prefill %d tokens in %.3f s (%.1f tok/s), decode %d tokens in %.3f s "
+           "(%.2f tok/s, %.2f ms/token)\n", o.prompt, rg.prefill_s, o.prompt / rg.prefill_s,
+           o.gen, rg.decode_s, o.gen / rg.decode_s, rg.decode_s * 1e3 / (o.gen ? o.gen : 1));
+    status = 0;
+    if (o.cpu_prompt > 0) { /* the CPU's run of the first ids, and the GPU's again to compare */
+        struct engine *c = make_engine(m, &o);
+        struct run rg2 = {.rows = calloc((size_t)(o.cpu_gen + 1) * (size_t)V, sizeof(float))};
+        engine_truncate(e, 0, 0);
+        if (!c || !rg2.rows || run_engine(c, ids, o.cpu_prompt, o.cpu_gen, V, &rc) < 0 ||
+            run_engine(e, ids, o.cpu_prompt, o.cpu_gen, V, &rg2) < 0) {
+            fprintf(stderr, "bench-gpumodel: the comparison run failed\n");
+            status = 1;
+        } else {
+            int32_t bad = 0;
+            for (int32_t r = 0; r <= o.cpu_gen; r++)
+                bad += memcmp(rc.rows + (size_t)r * V, rg2.rows + (size_t)r * V,
+                              (size_t)V * sizeof(float)) != 0;
+            printf("cpu: prefill %d tokens in %.3f s (%.1f tok/s), decode %d tokens in %.3f s "
+                   "(%.2f tok/s), %d threads\n", o.cpu_prompt, rc.prefill_s,
+                   o.cpu_prompt / rc.prefill_s, o.cpu_gen, rc.decode_s,
+                   o.cpu_gen / (rc.decode_s > 0 ? rc.decode_s : 1), engine_n_threads(c));
+            printf("logits: %d of %d rows differ between the GPU and the CPU%s\n", bad,
+                   o.cpu_gen + 1, bad ? "" : " (same bits)");
+            status = bad ? 3 : 0;
+        }
+        free(rg2.rows);
+        engine_free(c);
+    }
+out:
+    engine_free(e);
+    gpu_close(g);
+    model_free(m);
+    free(ids);
+    free(rg.rows);
+    free(rc.rows);
+    return status;
+}
