@@ -17,6 +17,7 @@ mk() { "$BUILD/sniper-mkmodel" --quiet -o "$TMP/$1.gguf" "${@:2}" || fail "snipe
 mk moe --preset tiny
 mk dense --preset tiny-dense --types q4_k_m
 mk q35 --preset tiny-qwen35moe
+mk oss --preset tiny-gpt-oss
 device=$("$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 0 2>&1 >/dev/null)
 if ! grep -q "every step runs on the GPU" <<<"$device"; then
     echo "skip: no usable Vulkan device 0 ($(grep gpu <<<"$device" | head -1)): sniperd on the GPU NOT checked"
@@ -25,7 +26,7 @@ if ! grep -q "every step runs on the GPU" <<<"$device"; then
 fi
 
 # one-shot: every prompt row's logits and the greedy tokens, GPU against CPU
-for m in moe dense; do
+for m in moe dense q35; do
     for dev in none 0; do
         "$BUILD/sniperd" -m "$TMP/$m.gguf" -p "The quick brown fox jumps over the lazy dog" -n 12 \
             --temp 0 --threads 2 --gpu "$dev" --dump-logits "$TMP/$m-$dev.f32" \
@@ -39,10 +40,10 @@ for m in moe dense; do
 done
 
 # what the backend does not take yet stays on the CPU, saying why, with the CPU's answer
-"$BUILD/sniperd" -m "$TMP/q35.gguf" -p "hello" -n 6 --temp 0 --gpu 0 >"$TMP/q35-0.out" 2>"$TMP/q35-0.err"
-"$BUILD/sniperd" -m "$TMP/q35.gguf" -p "hello" -n 6 --temp 0 --gpu none >"$TMP/q35-none.out" 2>/dev/null
-grep -q "stays on the CPU: it has DeltaNet" "$TMP/q35-0.err" && cmp -s "$TMP/q35-0.out" "$TMP/q35-none.out"
-check "qwen35moe: stays on the CPU and says why" $? "$(cat "$TMP/q35-0.err")"
+"$BUILD/sniperd" -m "$TMP/oss.gguf" -p "hello" -n 6 --temp 0 --gpu 0 >"$TMP/oss-0.out" 2>"$TMP/oss-0.err"
+"$BUILD/sniperd" -m "$TMP/oss.gguf" -p "hello" -n 6 --temp 0 --gpu none >"$TMP/oss-none.out" 2>/dev/null
+grep -q "stays on the CPU: it has sliding-window" "$TMP/oss-0.err" && cmp -s "$TMP/oss-0.out" "$TMP/oss-none.out"
+check "gpt-oss: stays on the CPU and says why" $? "$(cat "$TMP/oss-0.err")"
 
 # a budget too small: the CPU, saying so
 "$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu 0 --gpu-budget 2M \

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deltanet.h"
 #include "engine_impl.h"
 #include "fault.h"
 #include "gpu.h"
@@ -353,11 +354,11 @@ static void test_ops_budget(void) {
     gpu_close(g);
 }
 
-/* The contract's exp and square root (contract.glsl) against the CPU's ops_exp and sqrtf, bit
- * for bit: exp on 2^21 floats spread evenly over its whole range (every step of its reduction),
- * the root on a stride through every float, both on the specials. */
-/* The probe's inputs: op 0 (exp) 2^21 floats spread evenly over exp's range, op 1 (the root) a
- * stride through every float; the specials first. */
+/* The contract's exp, square root and log (contract.glsl) against the CPU's ops_exp, sqrtf and
+ * ops_log, bit for bit: exp on 2^21 floats spread evenly over its whole range (every step of its
+ * reduction), the root and the log on a stride through every float, all on the specials. */
+/* The probe's inputs: op 0 (exp) 2^21 floats spread evenly over exp's range, ops 1 and 2 (the
+ * root, the log) a stride through every float; the specials first. */
 static void contract_inputs(float *in, uint32_t n, uint32_t op) {
     static const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.72283935546875f,
                                     88.7228317f, -87.33654f, -104.0f, 1.2e-38f, 1.0f, 2.0f};
@@ -383,7 +384,7 @@ static void test_contract(void) {
     struct gpu_buf *b_out = gpu_buf_new(g, n * sizeof(float), err, sizeof(err));
     const int k = gpu_kernel(g, "probe_contract");
     CHECK_MSG(b_in && b_out && k >= 0, "%s", err);
-    for (uint32_t op = 0; b_in && b_out && k >= 0 && op < 2; op++) {
+    for (uint32_t op = 0; b_in && b_out && k >= 0 && op < 3; op++) {
         contract_inputs(in, n, op);
         struct { uint64_t in, out; uint32_t n, op; } push = {gpu_buf_addr(b_in), gpu_buf_addr(b_out),
                                                             n, op};
@@ -394,10 +395,11 @@ static void test_contract(void) {
         CHECK_EQ_INT(gpu_buf_read(g, b_out, 0, out, n * sizeof(float)), 0);
         int64_t bad = 0;
         for (uint32_t i = 0; i < n; i++) {
-            const float want = op == 0 ? ops_exp(in[i]) : sqrtf(in[i]);
+            const float want = op == 0 ? ops_exp(in[i]) : op == 1 ? sqrtf(in[i]) : ops_log(in[i]);
             const bool same = isnan(want) ? isnan(out[i]) : memcmp(&want, &out[i], 4) == 0;
             if (!same && bad++ < 4)
-                test_fail(__FILE__, __LINE__, "%s(%a): gpu %a, cpu %a", op ? "sqrt" : "exp",
+                test_fail(__FILE__, __LINE__, "%s(%a): gpu %a, cpu %a",
+                          op == 0 ? "exp" : op == 1 ? "sqrt" : "log",
                           (double)in[i], (double)out[i], (double)want);
         }
         CHECK_EQ_INT(bad, 0);
@@ -406,6 +408,178 @@ static void test_contract(void) {
     gpu_buf_free(g, b_out);
     free(in);
     free(out);
+    gpu_close(g);
+}
+
+/* ---- the DeltaNet steps ------------------------------------------------------------------------ */
+
+/* n floats uniform in [lo, hi). */
+static void fill_range(float *x, size_t n, float lo, float hi, uint64_t seed) {
+    struct rng r;
+    rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        x[i] = lo + (hi - lo) * (float)rng_uniform(&r);
+}
+
+/* A device buffer holding n floats of x (NULL: zeros); NULL after a failed check. */
+static struct gpu_buf *upload_floats(struct gpu *g, const float *x, size_t n) {
+    char err[256] = "";
+    struct gpu_buf *b = gpu_buf_new(g, n * sizeof(float), err, sizeof(err));
+    CHECK_MSG(b != NULL, "%s", err);
+    if (b && x)
+        CHECK_EQ_INT(gpu_buf_write(g, b, 0, x, n * sizeof(float)), 0);
+    return b;
+}
+
+/* The device's n floats in b equal want's, bit for bit. */
+static void check_floats(struct gpu *g, struct gpu_buf *b, const float *want, size_t n,
+                         const char *what) {
+    float *got = malloc(n * sizeof(float));
+    CHECK_EQ_INT(gpu_buf_read(g, b, 0, got, n * sizeof(float)), 0);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0 && bad++ < 3)
+            test_fail(__FILE__, __LINE__, "%s[%zu]: %.9g on the GPU, %.9g on the CPU", what, i,
+                      (double)got[i], (double)want[i]);
+    free(got);
+}
+
+struct dn_case {
+    int32_t hk, hv, d, d_conv, n_tok, split; /* the GPU runs tokens [0, split) then the rest */
+};
+
+/* One DeltaNet layer's steps after its products, for one sequence: the gates, the conv with its
+ * state, the q / k L2 norms, the recurrence over the SSM state and the gated norm, on the GPU in
+ * two segments against deltanet.h's steps over all tokens at once: every output and both
+ * states equal bit for bit. */
+static void check_deltanet(struct gpu *g, struct gpu_ops *o, const struct dn_case *c) {
+    const int32_t D = c->d, K = c->d_conv, T = c->n_tok, Hv = c->hv, Hk = c->hk;
+    const size_t C = (size_t)(2 * Hk + Hv) * (size_t)D, V = (size_t)Hv * (size_t)D;
+    const size_t n_rows = (size_t)T * C, n_state = (size_t)(K - 1) * C, n_s = V * (size_t)D;
+    const size_t n_g = (size_t)T * (size_t)Hv;
+    float *rows = malloc(n_rows * 4), *state = malloc(n_state * 4);
+    float *w = malloc(C * (size_t)K * 4);
+    float *conv = malloc(n_rows * 4), *beta = malloc(n_g * 4), *gate = malloc(n_g * 4);
+    float *dt_bias = malloc((size_t)Hv * 4), *a = malloc((size_t)Hv * 4);
+    float *z = malloc((size_t)T * V * 4), *norm_w = malloc((size_t)D * 4), *S = malloc(n_s * 4);
+    float *delta = malloc((size_t)D * 4);
+    fill_rows(rows, (int64_t)C, T, 71);
+    fill_range(state, n_state, -2.0f, 2.0f, 72);
+    fill_range(w, C * (size_t)K, -0.7f, 0.7f, 73);
+    fill_range(beta, n_g, -6.0f, 6.0f, 74);
+    fill_range(gate, n_g, -30.0f, 30.0f, 75); /* both sides of softplus's 20 */
+    fill_range(dt_bias, (size_t)Hv, -1.0f, 1.0f, 76);
+    fill_range(a, (size_t)Hv, -2.0f, -0.01f, 77);
+    fill_rows(z, (int64_t)V, T, 78);
+    fill_range(norm_w, (size_t)D, 0.5f, 1.5f, 79);
+    fill_range(S, n_s, -0.5f, 0.5f, 80);
+    struct gpu_buf *b_rows = upload_floats(g, rows, n_rows);
+    struct gpu_buf *b_state = upload_floats(g, state, n_state);
+    struct gpu_buf *b_w = upload_floats(g, w, C * (size_t)K);
+    struct gpu_buf *b_conv = upload_floats(g, NULL, n_rows);
+    struct gpu_buf *b_beta = upload_floats(g, beta, n_g), *b_gate = upload_floats(g, gate, n_g);
+    struct gpu_buf *b_dt = upload_floats(g, dt_bias, (size_t)Hv);
+    struct gpu_buf *b_a = upload_floats(g, a, (size_t)Hv);
+    struct gpu_buf *b_z = upload_floats(g, z, (size_t)T * V);
+    struct gpu_buf *b_nw = upload_floats(g, norm_w, (size_t)D);
+    struct gpu_buf *b_S = upload_floats(g, S, n_s);
+    if (!b_rows || !b_state || !b_w || !b_conv || !b_beta || !b_gate || !b_dt || !b_a || !b_z ||
+        !b_nw || !b_S)
+        goto out;
+    /* the CPU: block_deltanet's order over the whole segment */
+    const float eps = 1e-6f, scale = 1.0f / sqrtf((float)D);
+    deltanet_gates(beta, gate, dt_bias, a, T, Hv);
+    deltanet_conv(rows, state, w, conv, T, (int32_t)C, K);
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t h = 0; h < 2 * Hk; h++)
+            deltanet_l2_norm(conv + (size_t)t * C + (size_t)h * D, D, eps);
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t h = 0; h < Hv; h++) {
+            float *ct = conv + (size_t)t * C;
+            deltanet_head_token(S + (size_t)h * D * D, ct + (size_t)(h % Hk) * D,
+                                ct + (size_t)(Hk + h % Hk) * D, ct + (size_t)(2 * Hk + h) * D,
+                                ops_exp(gate[(size_t)t * Hv + h]), beta[(size_t)t * Hv + h], delta,
+                                D, scale);
+        }
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t h = 0; h < Hv; h++)
+            deltanet_gated_norm(conv + (size_t)t * C + (size_t)(2 * Hk + h) * D,
+                                z + (size_t)t * V + (size_t)h * D, norm_w, D, eps);
+    /* the GPU: the gates over the batch, the conv and the recurrence per segment */
+    const uint64_t a_conv = gpu_buf_addr(b_conv), a_rows = gpu_buf_addr(b_rows);
+    const int32_t first[2] = {0, c->split}, n[2] = {c->split, T - c->split};
+    CHECK_EQ_INT(gpu_begin(g), 0);
+    CHECK_EQ_INT(gpu_op_deltanet_gates(o, gpu_buf_addr(b_beta), gpu_buf_addr(b_gate),
+                                       gpu_buf_addr(b_dt), gpu_buf_addr(b_a), Hv, T), 0);
+    for (int s = 0; s < 2; s++) {
+        CHECK_EQ_INT(gpu_op_deltanet_conv(o, a_rows + (uint64_t)first[s] * C * 4, C,
+                                          gpu_buf_addr(b_state), gpu_buf_addr(b_w),
+                                          a_conv + (uint64_t)first[s] * C * 4, C, (int32_t)C, K,
+                                          n[s]), 0);
+        gpu_barrier(g);
+    }
+    CHECK_EQ_INT(gpu_op_l2_norm(o, a_conv, C, 2 * Hk, D, eps, T), 0);
+    gpu_barrier(g);
+    for (int s = 0; s < 2; s++) {
+        const struct gpu_deltanet r = {
+            .S = gpu_buf_addr(b_S), .conv = a_conv + (uint64_t)first[s] * C * 4,
+            .gate = gpu_buf_addr(b_gate) + (uint64_t)first[s] * Hv * 4,
+            .beta = gpu_buf_addr(b_beta) + (uint64_t)first[s] * Hv * 4, .conv_stride = C,
+            .n_hk = Hk, .n_hv = Hv, .d = D, .n_tok = n[s], .scale = scale};
+        CHECK_EQ_INT(gpu_op_deltanet_recur(o, &r), 0);
+        gpu_barrier(g);
+    }
+    CHECK_EQ_INT(gpu_op_gated_norm(o, a_conv + (uint64_t)2 * Hk * D * 4, C, gpu_buf_addr(b_z), V,
+                                   gpu_buf_addr(b_nw), Hv, D, eps, T), 0);
+    CHECK_MSG(gpu_submit(g) == 0, "%s", gpu_error(g));
+    check_floats(g, b_beta, beta, n_g, "beta");
+    check_floats(g, b_gate, gate, n_g, "gate");
+    check_floats(g, b_state, state, n_state, "conv state");
+    check_floats(g, b_conv, conv, n_rows, "conv rows (q, k normalised; the heads' output)");
+    check_floats(g, b_S, S, n_s, "ssm state");
+    fprintf(stderr, "  deltanet hk %d hv %d d %d d_conv %d, %d + %d tokens: compared\n", Hk, Hv,
+            D, K, c->split, T - c->split);
+out:
+    gpu_buf_free(g, b_rows);
+    gpu_buf_free(g, b_state);
+    gpu_buf_free(g, b_w);
+    gpu_buf_free(g, b_conv);
+    gpu_buf_free(g, b_beta);
+    gpu_buf_free(g, b_gate);
+    gpu_buf_free(g, b_dt);
+    gpu_buf_free(g, b_a);
+    gpu_buf_free(g, b_z);
+    gpu_buf_free(g, b_nw);
+    gpu_buf_free(g, b_S);
+    free(rows);
+    free(state);
+    free(w);
+    free(conv);
+    free(beta);
+    free(gate);
+    free(dt_bias);
+    free(a);
+    free(z);
+    free(norm_w);
+    free(S);
+    free(delta);
+}
+
+/* Shapes: a head of whole 32-element steps, one with a tail, one of a tail only; one token after a
+ * prompt (decode), and a conv state longer than the first segment. */
+static void test_deltanet(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
+    static const struct dn_case cases[] = {
+        {2, 4, 64, 4, 6, 2}, {1, 2, 48, 4, 5, 4}, {2, 2, 20, 4, 3, 1}, {2, 6, 128, 4, 2, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        check_deltanet(g, &o, &cases[i]);
+    gpu_ops_release(&o);
     gpu_close(g);
 }
 
@@ -1263,6 +1437,7 @@ static const struct test_case cases[] = {
     {"buffers", test_buffers},
     {"device_lost", test_device_lost},
     {"contract", test_contract},
+    {"deltanet", test_deltanet},
     {"products", test_products},
     {"products_staged", test_products_staged},
     {"products_align", test_products_align},

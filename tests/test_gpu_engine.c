@@ -1,7 +1,8 @@
 /* test_gpu_engine.c - the engine on the GPU (backend_vulkan.c) against the engine on the CPU, on
  * whatever Vulkan device the machine has (lavapipe in CI): the same prompt's logits, row for row,
  * compared with memcmp (the accumulation contract promises the same bits), greedy decode, two
- * sequences in one step, a context's rows exported and imported, what the backend refuses, and
+ * sequences in one step, a context's rows exported and imported, Qwen3.5 (DeltaNet and gated
+ * attention: its checkpoints and recurrent state too), what the backend refuses, and
  * a device lost in the middle of a request (the engine goes on on the CPU). */
 #include <errno.h>
 #include <stdio.h>
@@ -39,8 +40,11 @@ static struct model *make_load(const char *name, const char *args) {
     return m;
 }
 
-static struct engine *new_engine(struct model *m, enum qtype kv, int32_t n_seq, int32_t n_batch) {
+/* An engine with a checkpoint every `every` tokens (recurrent models). */
+static struct engine *new_engine_every(struct model *m, enum qtype kv, int32_t n_seq,
+                                       int32_t n_batch, int32_t every) {
     struct engine_params ep = engine_params_default();
+    ep.checkpoint_every = every;
     ep.kv_type = kv;
     ep.n_ctx = 128;
     ep.n_batch = n_batch;
@@ -50,6 +54,10 @@ static struct engine *new_engine(struct model *m, enum qtype kv, int32_t n_seq, 
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     CHECK_MSG(e != NULL, "engine_new: %s", err);
     return e;
+}
+
+static struct engine *new_engine(struct model *m, enum qtype kv, int32_t n_seq, int32_t n_batch) {
+    return new_engine_every(m, kv, n_seq, n_batch, engine_params_default().checkpoint_every);
 }
 
 /* The prompt: n ids spread over the vocabulary. */
@@ -214,15 +222,131 @@ out:
     gpu_close(g);
 }
 
+/* ---- Qwen3.5: Gated DeltaNet and gated attention -------------------------------------------- */
+
+/* Prompt rows and greedy decode equal the CPU's: batches that cut the prompt into many steps (the
+ * conv and SSM states carried from one to the next), and one that takes it whole. */
+static void test_qwen35(void) {
+    struct gpu *g = open_any();
+    struct model *m = g ? make_load("q35moe.gguf", "--preset tiny-qwen35moe") : NULL;
+    if (m) {
+        same_as_cpu(m, g, QTYPE_F16, 16, "qwen35moe f32 weights, f16 KV, batch 16");
+        same_as_cpu(m, g, QTYPE_Q8_0, 5, "qwen35moe f32 weights, q8_0 KV, batch 5");
+    }
+    model_free(m);
+    m = g ? make_load("q35.gguf", "--preset tiny-qwen35") : NULL;
+    if (m)
+        same_as_cpu(m, g, QTYPE_F32, 64, "qwen35 f32 weights, f32 KV, batch 64");
+    model_free(m);
+    m = g ? make_load("q35q.gguf", "--preset tiny-qwen35moe --types q4_k_m --n-ff 256") : NULL;
+    if (m)
+        same_as_cpu(m, g, QTYPE_F16, 8, "qwen35moe q4_k_m, f16 KV, batch 8");
+    model_free(m);
+    gpu_close(g);
+}
+
+/* A prompt that leaves the sequence's tokens after a checkpoint: the GPU goes back to the same
+ * checkpoint as the CPU (its state copied back from the device's slot) and goes on with the CPU's
+ * bits; cut back before the first checkpoint, both start over from a zero state. */
+static void test_qwen35_checkpoints(void) {
+    struct gpu *g = open_any();
+    struct model *m = g ? make_load("q35ck.gguf", "--preset tiny-qwen35moe") : NULL;
+    struct engine *c = m ? new_engine_every(m, QTYPE_F16, 1, 8, 8) : NULL;
+    struct engine *e = m ? new_engine_every(m, QTYPE_F16, 1, 8, 8) : NULL;
+    char err[256] = "";
+    if (!c || !e || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        CHECK_MSG(!e, "engine_use_gpu: %s", err);
+        goto out;
+    }
+    const int32_t V = m->hp.n_vocab, N = 30;
+    int32_t ids[30], alt[30];
+    prompt(ids, N, V, 6);
+    prompt(alt, N, V, 7);
+    float *lc = calloc((size_t)N * V, 4), *le = calloc((size_t)N * V, 4);
+    CHECK_EQ_INT(engine_eval(c, 0, ids, N, lc, false), 0); /* checkpoints at 8, 16, 24 */
+    CHECK_EQ_INT(engine_eval(e, 0, ids, N, le, false), 0);
+    CHECK_MSG(rows_differ(lc, le, 1, V) == 0, "the prompt's last row differs");
+    const int32_t kc = engine_truncate(c, 0, 20), ke = engine_truncate(e, 0, 20);
+    CHECK_EQ_INT(kc, 16);
+    CHECK_EQ_INT(ke, kc);
+    CHECK_EQ_INT(engine_eval(c, 0, alt + kc, N - kc, lc, true), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, alt + ke, N - ke, le, true), 0);
+    CHECK_MSG(rows_differ(lc, le, N - kc, V) == 0, "after the checkpoint at %d: rows differ", kc);
+    CHECK_EQ_INT(engine_truncate(c, 0, 5), 0);
+    CHECK_EQ_INT(engine_truncate(e, 0, 5), 0);
+    CHECK_EQ_INT(engine_eval(c, 0, alt, 12, lc, true), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, alt, 12, le, true), 0);
+    CHECK_MSG(rows_differ(lc, le, 12, V) == 0, "after starting over: rows differ");
+    free(lc);
+    free(le);
+out:
+    engine_free(c);
+    engine_free(e);
+    model_free(m);
+    gpu_close(g);
+}
+
+/* A sequence's KV rows and recurrent state exported from the GPU continue, imported into the CPU
+ * and back into the GPU, exactly as the GPU's own sequence continued. */
+static void test_qwen35_state(void) {
+    struct gpu *g = open_any();
+    struct model *m = g ? make_load("q35st.gguf", "--preset tiny-qwen35moe") : NULL;
+    struct engine *c = m ? new_engine(m, QTYPE_F16, 1, 16) : NULL;
+    struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 16) : NULL;
+    char err[256] = "";
+    if (!c || !e || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        CHECK_MSG(!e, "engine_use_gpu: %s", err);
+        goto out;
+    }
+    const int32_t V = m->hp.n_vocab, N = 20;
+    int32_t ids[20], next = 7;
+    prompt(ids, N, V, 8);
+    float *l0 = calloc((size_t)V, 4), *l1 = calloc((size_t)V, 4), *l2 = calloc((size_t)V, 4);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, N, l0, false), 0);
+    const struct engine_kv_shape sh = engine_kv_shape(e);
+    const size_t bytes = (size_t)N * sh.row_bytes, sb = engine_state_size(e);
+    uint8_t *k = malloc(bytes * (size_t)sh.n_layer), *v = malloc(bytes * (size_t)sh.n_layer);
+    uint8_t *st = malloc(sb);
+    CHECK(sb > 0);
+    for (int32_t il = 0; il < sh.n_layer; il++)
+        CHECK_EQ_INT(engine_kv_export(e, 0, il, N, k + il * bytes, v + il * bytes), 0);
+    CHECK_EQ_INT(engine_state_export(e, 0, st, sb), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, &next, 1, l0, false), 0); /* the GPU goes on by itself */
+    struct engine *to[2] = {c, e};
+    float *got[2] = {l1, l2};
+    for (int i = 0; i < 2; i++) { /* the CPU, then the GPU, from the exported rows and state */
+        engine_truncate(to[i], 0, 0);
+        for (int32_t il = 0; il < sh.n_layer; il++)
+            CHECK_EQ_INT(engine_kv_import(to[i], 0, il, sh.type, sh.kv_dim, N, k + il * bytes,
+                                          v + il * bytes), 0);
+        CHECK_EQ_INT(engine_state_import(to[i], 0, st, sb), 0);
+        CHECK_EQ_INT(engine_kv_commit(to[i], 0, N), 0);
+        CHECK_EQ_INT(engine_eval(to[i], 0, &next, 1, got[i], false), 0);
+    }
+    CHECK_MSG(memcmp(l0, l1, (size_t)V * 4) == 0, "the CPU does not go on from the GPU's state");
+    CHECK_MSG(memcmp(l0, l2, (size_t)V * 4) == 0, "the GPU does not go on from its own state");
+    free(k);
+    free(v);
+    free(st);
+    free(l0);
+    free(l1);
+    free(l2);
+out:
+    engine_free(c);
+    engine_free(e);
+    model_free(m);
+    gpu_close(g);
+}
+
 /* What the backend does not take yet stays on the CPU, and says why. */
 static void test_refused(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("q35.gguf", "--preset tiny-qwen35moe") : NULL;
+    struct model *m = g ? make_load("oss.gguf", "--preset tiny-gpt-oss") : NULL;
     struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
     char err[256] = "";
     if (e) {
         CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), -ENOTSUP);
-        CHECK_MSG(strstr(err, "DeltaNet") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "sliding-window") != NULL, "%s", err);
         CHECK(!engine_on_gpu(e));
         CHECK_EQ_INT(gpu_used_bytes(g), 0); /* nothing left behind */
     }
@@ -269,6 +393,9 @@ static const struct test_case cases[] = {
     {"quantized", test_quantized},
     {"two_sequences", test_two_sequences},
     {"context_rows", test_context_rows},
+    {"qwen35", test_qwen35},
+    {"qwen35_checkpoints", test_qwen35_checkpoints},
+    {"qwen35_state", test_qwen35_state},
     {"refused", test_refused},
     {"device_lost", test_device_lost},
     {0},

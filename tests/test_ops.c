@@ -310,6 +310,33 @@ static void test_exp_contract(void) {
     CHECK(isnan(ops_exp(NAN)));
 }
 
+/* ops_log against long double's log over a stride through every positive normal float: never
+ * more than one ulp away, and the specials as ops.h says. */
+static void test_log_contract(void) {
+    int64_t n = 0, off = 0, far = 0;
+    for (uint32_t u = 0x00800000u; u < 0x7f800000u; u += 509u) {
+        float x;
+        memcpy(&x, &u, sizeof(x));
+        const float got = ops_log(x), want = (float)logl((long double)x);
+        n++;
+        if (got != want) {
+            off++;
+            far += fabsf(got - want) > fabsf(nextafterf(want, INFINITY) - want);
+        }
+    }
+    CHECK(n > 1000000);
+    CHECK_EQ_INT(far, 0);
+    if (getenv("SNIPER_TEST_VERBOSE"))
+        fprintf(stderr, "log: %lld of %lld not correctly rounded\n", (long long)off, (long long)n);
+    CHECK_EQ_INT(off, 0); /* over this sample every one is correctly rounded */
+    CHECK(ops_log(1.0f) == 0.0f);
+    CHECK(ops_log(2.0f) == 0x1.62e43p-1f);
+    CHECK(ops_log(0.0f) == -INFINITY && ops_log(-0.0f) == -INFINITY);
+    CHECK(ops_log(1e-40f) == -INFINITY); /* subnormals flushed */
+    CHECK(isnan(ops_log(-1.0f)) && isnan(ops_log(-INFINITY)) && isnan(ops_log(NAN)));
+    CHECK(ops_log(INFINITY) == INFINITY);
+}
+
 /* The 32 lanes: element i goes to lane i % 32, the lanes are folded 16, 8, 4, 2, 1. Values chosen
  * so that any other order rounds differently. */
 static void test_lanes_order(void) {
@@ -334,6 +361,7 @@ static void test_lanes_order(void) {
 
 static const struct test_case cases[] = {
     {"exp_contract", test_exp_contract},
+    {"log_contract", test_log_contract},
     {"lanes_order", test_lanes_order},
     {"dot_mad_ggml", test_dot_mad_ggml},
     {"rms_norm", test_rms_norm},

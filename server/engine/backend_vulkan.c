@@ -37,6 +37,25 @@ struct vk_area {
     uint64_t addr;
 };
 
+/* A Gated DeltaNet layer's tensors in device memory. */
+struct vk_dn_layer {
+    uint64_t qkv, z, beta, alpha, out; /* the products' matrices */
+    uint64_t conv1d, dt_bias, a, norm; /* floats */
+};
+
+/* The recurrent layers: their tensors, their scratch for n_batch tokens, and each sequence's
+ * state and checkpoints in device memory, laid out as the host's (sequence.h: per recurrent
+ * layer the conv state, then the SSM state). The host's sequences keep the bookkeeping (n_past,
+ * which checkpoint holds which position); the rows follow it (engine_vk_rec_*). */
+struct vk_rec {
+    struct vk_dn_layer *layers;    /* [n_layer], zeros for the attention layers */
+    struct vk_area qkv, conv, z, beta, gate; /* [B][conv_ch], [B][conv_ch], [B][Hv Dv], [B][Hv] */
+    struct gpu_buf **state;        /* [n_seq] */
+    struct gpu_buf **ckpt;         /* [n_seq][n_ckpt]: checkpoint slot i of the host's ckpt[i] */
+    int32_t n_ckpt;
+    size_t state_bytes;            /* rec_floats * 4 */
+};
+
 struct engine_vk {
     struct gpu *dev;               /* borrowed */
     struct gpu_ops ops;
@@ -47,6 +66,7 @@ struct engine_vk {
     struct vk_area x, xn, y, q, k, v, heads, act_in, act_up, act_hid, g, u, d, router, shexp,
         shexp_gate, rope_cs, logits, attn, pairs;
     struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on */
+    struct vk_rec *rec;            /* the recurrent layers' (owned), NULL for a model without */
     /* host buffers (mapped): what a step sends (x and RoPE's table; the experts' pairs) and gets
      * back (router logits, logits), copied to and from device memory inside the submits */
     struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
@@ -202,8 +222,6 @@ static const char *vk_unsupported(const struct engine *e) {
         return "routing is replayed";
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct model_layer *l = &m->layers[il];
-        if (l->mixer != MODEL_MIXER_ATTN)
-            return "it has DeltaNet or gated attention layers (not on the GPU yet)";
         if (l->swa)
             return "it has sliding-window layers (not on the GPU yet)";
     }
@@ -268,6 +286,86 @@ static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size
     return 0;
 }
 
+/* ---- the recurrent layers' memory (qwen35*) ------------------------------------------------- */
+
+static void vk_rec_free(struct vk_rec *r) {
+    if (!r)
+        return;
+    free(r->layers);
+    free(r->state);
+    free(r->ckpt);
+    free(r);
+}
+
+/* Layer il's DeltaNet tensors. */
+static int vk_dn_upload(struct engine_vk *v, const struct engine *e, int il, char *err,
+                        size_t err_len) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    struct vk_dn_layer *d = &v->rec->layers[il];
+    const int64_t Hv = hp->ssm_dt_rank;
+    int rc;
+    if ((rc = vk_weight(v, &l->ssm_qkv, &d->qkv, err, err_len)) ||
+        (rc = vk_weight(v, &l->ssm_z, &d->z, err, err_len)) ||
+        (rc = vk_weight(v, &l->ssm_beta, &d->beta, err, err_len)) ||
+        (rc = vk_weight(v, &l->ssm_alpha, &d->alpha, err, err_len)) ||
+        (rc = vk_weight(v, &l->ssm_out, &d->out, err, err_len)) ||
+        (rc = vk_floats(v, l->ssm_conv1d, (int64_t)e->conv_ch * hp->ssm_d_conv, &d->conv1d, err,
+                        err_len)) ||
+        (rc = vk_floats(v, l->ssm_dt_bias, Hv, &d->dt_bias, err, err_len)) ||
+        (rc = vk_floats(v, l->ssm_a, Hv, &d->a, err, err_len)) ||
+        (rc = vk_floats(v, l->ssm_norm, hp->ssm_d_state, &d->norm, err, err_len)))
+        return rc;
+    return 0;
+}
+
+/* The recurrent layers' tensors, scratch, and every sequence's state and checkpoint slots (v->rec
+ * stays NULL for a model without recurrent layers). The new buffers are zero: the state of a
+ * sequence with no tokens. */
+static int vk_rec_new(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct sequence *s0 = e->seqs[0];
+    if (!sequence_is_recurrent(s0))
+        return 0;
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t B = (size_t)e->p.n_batch, C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
+    const size_t Hv = (size_t)hp->ssm_dt_rank, n_seq = (size_t)e->p.n_seq;
+    struct vk_rec *r = calloc(1, sizeof(*r));
+    if (!r) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    v->rec = r;
+    r->n_ckpt = s0->shape.n_checkpoints;
+    r->state_bytes = s0->rec_floats * sizeof(float);
+    if (!(r->layers = calloc((size_t)hp->n_layer, sizeof(*r->layers))) ||
+        !(r->state = calloc(n_seq, sizeof(*r->state))) ||
+        !(r->ckpt = calloc(n_seq * (size_t)(r->n_ckpt > 0 ? r->n_ckpt : 1), sizeof(*r->ckpt)))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    int rc = 0;
+    for (int il = 0; rc == 0 && il < hp->n_layer; il++)
+        if (e->m->layers[il].mixer == MODEL_MIXER_DELTANET)
+            rc = vk_dn_upload(v, e, il, err, err_len);
+    if (rc < 0 || (rc = vk_area(v, &r->qkv, B * C * 4, err, err_len)) ||
+        (rc = vk_area(v, &r->conv, B * C * 4, err, err_len)) ||
+        (rc = vk_area(v, &r->z, B * V * 4, err, err_len)) ||
+        (rc = vk_area(v, &r->beta, B * Hv * 4, err, err_len)) ||
+        (rc = vk_area(v, &r->gate, B * Hv * 4, err, err_len)))
+        return rc;
+    for (size_t i = 0; i < n_seq * (size_t)(r->n_ckpt + 1); i++) {
+        struct gpu_buf *b = vk_buf(v, r->state_bytes, err, err_len);
+        if (!b)
+            return -ENOMEM;
+        if (i < n_seq)
+            r->state[i] = b;
+        else
+            r->ckpt[i - n_seq] = b;
+        v->kv_bytes += r->state_bytes;
+    }
+    return 0;
+}
+
 void engine_vk_free(struct engine_vk *v) {
     if (!v)
         return;
@@ -277,6 +375,7 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->bufs);
     free(v->layers);
     free(v->kv);
+    vk_rec_free(v->rec);
     free(v);
 }
 
@@ -309,6 +408,8 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
         rc = vk_weight(v, &m->output, &v->output, err, err_len);
     if (rc == 0)
         rc = vk_activations(e, v, err, err_len);
+    if (rc == 0)
+        rc = vk_rec_new(e, v, err, err_len);
     if (rc < 0) {
         engine_vk_free(v);
         return rc;
@@ -444,6 +545,18 @@ static uint64_t vk_v_rows(const struct engine *e, int32_t seq, int32_t kv_il) {
     return vk_k_rows(e, seq, kv_il) + (uint64_t)s->rows[kv_il] * s->kv_row_bytes;
 }
 
+/* The gated attention's output gate: heads *= sigmoid(gate), the gate rows in place in q
+ * (block_attn.c's split_gate and its product). */
+static int vk_gate(struct engine *e, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const int32_t hd = e->m->hp.head_dim;
+    vk_label(v, "attn_gate");
+    int rc = gpu_op_sigmoid_mul(&v->ops, v->heads.addr, (size_t)hd, v->q.addr + (uint64_t)hd * 4,
+                                2 * (size_t)hd, hd, n_tok * e->m->hp.n_head);
+    vk_sync(v);
+    return rc;
+}
+
 /* y = attention(xn) of layer il: block_attn's steps. */
 static int vk_attn(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
@@ -452,16 +565,20 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
     const struct vk_layer *d = &v->layers[il];
     const size_t D = (size_t)hp->n_embd, Q = (size_t)e->q_dim, KV = (size_t)e->kv_dim;
     const int32_t hd = hp->head_dim, kv_il = e->kv_layer[il];
+    /* gated: wq's rows hold per head the query, then the gate (vk_gate reads them in place) */
+    const bool gated = l->mixer == MODEL_MIXER_ATTN_GATED;
+    const size_t QS = gated ? 2 * Q : Q, QH = gated ? 2 * (size_t)hd : (size_t)hd;
     int rc;
-    if ((rc = vk_matmul(v, "attn_qkv", &l->wq, d->wq, v->xn.addr, D, v->q.addr, Q, d->bq, n_tok)) < 0 ||
-        (rc = vk_matmul(v, "attn_qkv", &l->wk, d->wk, v->xn.addr, D, v->k.addr, KV, d->bk, n_tok)) < 0 ||
-        (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, v->xn.addr, D, v->v.addr, KV, d->bv, n_tok)) < 0)
+    const uint64_t xn = v->xn.addr;
+    if ((rc = vk_matmul(v, "attn_qkv", &l->wq, d->wq, xn, D, v->q.addr, QS, d->bq, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "attn_qkv", &l->wk, d->wk, xn, D, v->k.addr, KV, d->bk, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0)
         return rc;
     vk_sync(v);
     vk_label(v, "qk_norm");
     if (d->q_norm &&
-        ((rc = gpu_op_rms_norm(&v->ops, v->q.addr, (size_t)hd, d->q_norm, v->q.addr, (size_t)hd,
-                               hd, hp->rms_eps, n_tok * hp->n_head)) < 0 ||
+        ((rc = gpu_op_rms_norm(&v->ops, v->q.addr, QH, d->q_norm, v->q.addr, QH, hd,
+                               hp->rms_eps, n_tok * hp->n_head)) < 0 ||
          (rc = gpu_op_rms_norm(&v->ops, v->k.addr, (size_t)hd, d->k_norm, v->k.addr, (size_t)hd,
                                hd, hp->rms_eps, n_tok * hp->n_head_kv)) < 0))
         return rc;
@@ -469,7 +586,7 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
         vk_sync(v);
     const bool neox = hp->rope == MODEL_ROPE_NEOX;
     vk_label(v, "rope");
-    if ((rc = gpu_op_rope(&v->ops, neox, v->q.addr, Q, (size_t)hd, hp->n_head, v->rope_cs.addr,
+    if ((rc = gpu_op_rope(&v->ops, neox, v->q.addr, QS, QH, hp->n_head, v->rope_cs.addr,
                           hp->n_rot, n_tok)) < 0 ||
         (rc = gpu_op_rope(&v->ops, neox, v->k.addr, KV, (size_t)hd, hp->n_head_kv,
                           v->rope_cs.addr, hp->n_rot, n_tok)) < 0)
@@ -494,8 +611,8 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
         const struct engine_seg *sg = &e->seg[i];
         const struct gpu_attn a = {
             .kv_type = e->p.kv_type,
-            .q = v->q.addr + (uint64_t)sg->first * Q * 4, .q_tok_stride = Q,
-            .q_head_stride = (size_t)hd,
+            .q = v->q.addr + (uint64_t)sg->first * QS * 4, .q_tok_stride = QS,
+            .q_head_stride = QH,
             .k = vk_k_rows(e, sg->seq, kv_il), .v = vk_v_rows(e, sg->seq, kv_il),
             .row_bytes = s0->kv_row_bytes, .ring_rows = s0->rows[kv_il],
             .out = v->heads.addr + (uint64_t)sg->first * Q * 4, .out_stride = Q,
@@ -509,7 +626,77 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
             return rc;
         vk_sync(v); /* the segments share the scratch */
     }
+    if (gated && (rc = vk_gate(e, n_tok)) < 0)
+        return rc;
     return vk_matmul(v, "attn_out", &l->wo, d->wo, v->heads.addr, Q, v->y.addr, D, d->bo, n_tok);
+}
+
+/* y = Gated DeltaNet(xn) of layer il: block_deltanet's steps (deltanet.h), each sequence's
+ * state in its device buffer. */
+static int vk_deltanet(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct vk_rec *r = v->rec;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_dn_layer *d = &r->layers[il];
+    const size_t D = (size_t)hp->n_embd, C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
+    const int32_t Hk = hp->ssm_n_group, Hv = hp->ssm_dt_rank, Dk = hp->ssm_d_state;
+    const int32_t K = hp->ssm_d_conv, rec_il = e->rec_layer[il];
+    const size_t conv_off = (size_t)rec_il * (e->seqs[0]->shape.conv_floats +
+                                              e->seqs[0]->shape.ssm_floats) * 4;
+    const uint64_t ssm_off = conv_off + e->seqs[0]->shape.conv_floats * 4;
+    int rc;
+    const uint64_t xn = v->xn.addr;
+    if ((rc = vk_matmul(v, "ssm_in", &l->ssm_qkv, d->qkv, xn, D, r->qkv.addr, C, 0, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "ssm_in", &l->ssm_z, d->z, xn, D, r->z.addr, V, 0, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "ssm_in", &l->ssm_beta, d->beta, xn, D, r->beta.addr, (size_t)Hv, 0,
+                        n_tok)) < 0 ||
+        (rc = vk_matmul(v, "ssm_in", &l->ssm_alpha, d->alpha, xn, D, r->gate.addr, (size_t)Hv, 0,
+                        n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    vk_label(v, "deltanet");
+    if ((rc = gpu_op_deltanet_gates(&v->ops, r->beta.addr, r->gate.addr, d->dt_bias, d->a, Hv,
+                                    n_tok)) < 0)
+        return rc;
+    for (int32_t i = 0; i < e->n_seg; i++) { /* the segments' sequences differ: no barrier */
+        const struct engine_seg *sg = &e->seg[i];
+        const uint64_t row0 = (uint64_t)sg->first * C * 4;
+        if ((rc = gpu_op_deltanet_conv(&v->ops, r->qkv.addr + row0, C,
+                                       gpu_buf_addr(r->state[sg->seq]) + conv_off, d->conv1d,
+                                       r->conv.addr + row0, C, (int32_t)C, K, sg->n)) < 0)
+            return rc;
+    }
+    vk_sync(v);
+    if ((rc = gpu_op_l2_norm(&v->ops, r->conv.addr, C, 2 * Hk, Dk, hp->rms_eps, n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    for (int32_t i = 0; i < e->n_seg; i++) {
+        const struct engine_seg *sg = &e->seg[i];
+        const struct gpu_deltanet dn = {
+            .S = gpu_buf_addr(r->state[sg->seq]) + ssm_off,
+            .conv = r->conv.addr + (uint64_t)sg->first * C * 4, .conv_stride = C,
+            .gate = r->gate.addr + (uint64_t)sg->first * (uint64_t)Hv * 4,
+            .beta = r->beta.addr + (uint64_t)sg->first * (uint64_t)Hv * 4,
+            .n_hk = Hk, .n_hv = Hv, .d = Dk, .n_tok = sg->n,
+            .scale = 1.0f / sqrtf((float)Dk),
+        };
+        if ((rc = gpu_op_deltanet_recur(&v->ops, &dn)) < 0)
+            return rc;
+    }
+    vk_sync(v);
+    const uint64_t heads = r->conv.addr + (uint64_t)2 * (uint64_t)Hk * (uint64_t)Dk * 4;
+    if ((rc = gpu_op_gated_norm(&v->ops, heads, C, r->z.addr, V, d->norm, Hv, Dk, hp->rms_eps,
+                                n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    return vk_matmul(v, "ssm_out", &l->ssm_out, d->out, heads, C, v->y.addr, D, 0, n_tok);
+}
+
+/* y = layer il's mixer (xn). */
+static int vk_mixer(struct engine *e, int il, int32_t n_tok) {
+    return e->m->layers[il].mixer == MODEL_MIXER_DELTANET ? vk_deltanet(e, il, n_tok)
+                                                          : vk_attn(e, il, n_tok);
 }
 
 /* out = down(silu(gate xn) * up xn) for n_tok rows, the matrices resident. */
@@ -712,7 +899,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
         const struct model_layer *l = &e->m->layers[il];
         const struct vk_layer *d = &v->layers[il];
         vk_sync(v);
-        if ((rc = vk_attn(e, il, n_tok)) < 0 ||
+        if ((rc = vk_mixer(e, il, n_tok)) < 0 ||
             (rc = vk_residual(e, d->ffn_norm, n_tok)) < 0)
             break;
         vk_sync(v);
@@ -790,4 +977,60 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
         fprintf(out, "  %-16s %10.3f ms\n", "(all)", total * 1e-6);
     if (v)
         memset(v->prof, 0, sizeof(v->prof));
+}
+
+/* ---- the sequences' recurrent state ----------------------------------------------------------- */
+
+/* Sequence seq's checkpoint slot at position pos, or -1. */
+static int32_t vk_ckpt_at(const struct engine *e, int32_t seq, int32_t pos) {
+    const struct sequence *s = e->seqs[seq];
+    for (int32_t i = 0; i < s->shape.n_checkpoints; i++)
+        if (s->ckpt[i].pos == pos)
+            return i;
+    return -1;
+}
+
+/* Records a copy of n bytes from src to dst and submits it. */
+static int vk_copy_now(struct engine_vk *v, struct gpu_buf *dst, const struct gpu_buf *src,
+                       size_t n) {
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    if (src)
+        gpu_copy(v->dev, dst, 0, src, 0, n);
+    else
+        gpu_zero(v->dev, dst);
+    int rc = gpu_submit(v->dev);
+    return rc == -EIO ? -EIO : rc < 0 ? -EINVAL : 0;
+}
+
+int engine_vk_rec_checkpoint(struct engine *e, int32_t seq) {
+    struct engine_vk *v = e->vk;
+    if (!v || !v->rec)
+        return 0;
+    const int32_t i = vk_ckpt_at(e, seq, e->seqs[seq]->n_past);
+    if (i < 0)
+        return 0;
+    return vk_copy_now(v, v->rec->ckpt[(size_t)seq * (size_t)v->rec->n_ckpt + (size_t)i],
+                       v->rec->state[seq], v->rec->state_bytes);
+}
+
+int engine_vk_rec_follow(struct engine *e, int32_t seq) {
+    struct engine_vk *v = e->vk;
+    if (!v || !v->rec)
+        return 0;
+    const int32_t i = vk_ckpt_at(e, seq, e->seqs[seq]->n_past);
+    if (i < 0 && e->seqs[seq]->n_past != 0)
+        return -EINVAL; /* the host restored a state that no slot holds: a bookkeeping bug */
+    const struct gpu_buf *src =
+        i < 0 ? NULL : v->rec->ckpt[(size_t)seq * (size_t)v->rec->n_ckpt + (size_t)i];
+    return vk_copy_now(v, v->rec->state[seq], src, v->rec->state_bytes);
+}
+
+int engine_vk_state_move(const struct engine *e, int32_t seq, void *buf, size_t n, bool write) {
+    struct engine_vk *v = e->vk;
+    if (!v->rec || n != v->rec->state_bytes)
+        return n == 0 ? 0 : -EINVAL;
+    int rc = write ? gpu_buf_write(v->dev, v->rec->state[seq], 0, buf, n)
+                   : gpu_buf_read(v->dev, v->rec->state[seq], 0, buf, n);
+    return rc < 0 ? -EIO : 0;
 }

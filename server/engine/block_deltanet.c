@@ -9,60 +9,23 @@
  * last d_conv - 1 qkv rows, both in the sequence. A step's tokens come in segments, each one
  * sequence's consecutive tokens; each token's arithmetic depends only on its own sequence's state
  * before it, so the result is the same however a prompt is split into batches and whichever other
- * sequences share the step. */
+ * sequences share the step. The arithmetic of each step is deltanet.c's (shared with the GPU's
+ * tests). */
 #include <math.h>
 #include <string.h>
 
+#include "deltanet.h"
 #include "engine_impl.h"
 #include "ops.h"
 #include "threadpool.h"
 
-static float sigmoid(float x) { return 1.0f / (1.0f + ops_exp(-x)); }
-static float silu(float x) { return x / (1.0f + ops_exp(-x)); }
-static float softplus(float x) { return x > 20.0f ? x : logf(1.0f + ops_exp(x)); }
-
-/* x / max(||x||, eps), the sum of squares accumulated in double as ggml's l2_norm, over the
- * contract's lanes (ops.h). */
-static void l2_norm(float *x, int32_t n, float eps) {
-    struct ops_lanes s;
-    ops_lanes_clear(&s);
-    for (int32_t i = 0; i < n; i++)
-        ops_lanes_add(&s, (double)(x[i] * x[i]));
-    const float scale = 1.0f / fmaxf(sqrtf((float)ops_lanes_total(&s)), eps);
-    for (int32_t i = 0; i < n; i++)
-        x[i] *= scale;
-}
-
-
 /* The causal conv of segment g (its qkv rows in the batch's rows of qkv, after the first
- * d_conv - 1): token t's window is the d_conv - 1 rows before it, taken from the segment where it
- * has them and from the sequence's conv state before its first token, then its own row. The state
- * becomes the last d_conv - 1 rows of the state followed by the segment's. */
+ * d_conv - 1) with its sequence's conv state. */
 static void conv_seg(struct engine *e, int il, const struct engine_seg *g) {
-    const struct model_hparams *hp = &e->m->hp;
-    const float *w = e->m->layers[il].ssm_conv1d;
-    const int32_t C = e->conv_ch, K = hp->ssm_d_conv;
+    const int32_t C = e->conv_ch, K = e->m->hp.ssm_d_conv;
     const float *rows = e->dn.qkv + (size_t)(K - 1 + g->first) * C;
-    float *state = sequence_conv(e->seqs[g->seq], e->rec_layer[il]);
-    const float *win[16];
-    for (int32_t t = 0; t < g->n; t++) {
-        for (int32_t j = 0; j < K; j++) { /* row r of the segment; r < 0: the state's */
-            const int32_t r = t - (K - 1) + j;
-            win[j] = r >= 0 ? rows + (size_t)r * C : state + (size_t)(r + K - 1) * C;
-        }
-        float *out = e->dn.conv + (size_t)(g->first + t) * C;
-        for (int32_t ch = 0; ch < C; ch++) {
-            float sum = 0.0f;
-            for (int32_t j = 0; j < K; j++)
-                sum += win[j][ch] * w[(size_t)ch * K + j];
-            out[ch] = silu(sum);
-        }
-    }
-    for (int32_t i = 0; i < K - 1; i++) { /* row n + i of (state, segment); reads never overwritten */
-        const int32_t q = g->n + i;
-        const float *src = q < K - 1 ? state + (size_t)q * C : rows + (size_t)(q - (K - 1)) * C;
-        memcpy(state + (size_t)i * C, src, (size_t)C * sizeof(float));
-    }
+    deltanet_conv(rows, sequence_conv(e->seqs[g->seq], e->rec_layer[il]),
+                  e->m->layers[il].ssm_conv1d, e->dn.conv + (size_t)g->first * C, g->n, C, K);
 }
 
 /* One V head of one segment, over its tokens in order, in the layer of ctx (a struct
@@ -84,16 +47,8 @@ static void recurrence_task(void *ctx, int64_t task, int thread) {
         float *c = dn->conv + (size_t)t * C;
         const float *q = c + (size_t)kh * D, *k = c + (size_t)(Hk + kh) * D;
         float *v = c + (size_t)2 * Hk * D + (size_t)h * D;
-        const float decay = ops_exp(dn->gate[(size_t)t * Hv + h]), b = dn->beta[(size_t)t * Hv + h];
-        float *o = v; /* v is read whole (delta) before o is written */
-        for (size_t i = 0; i < (size_t)D * D; i++)
-            S[i] *= decay;
-        for (int32_t j = 0; j < D; j++)
-            delta[j] = (v[j] - ops_dot_f32(S + (size_t)j * D, k, D)) * b;
-        for (int32_t j = 0; j < D; j++)
-            ops_mad_f32(S + (size_t)j * D, k, delta[j], D);
-        for (int32_t j = 0; j < D; j++)
-            o[j] = ops_dot_f32(S + (size_t)j * D, q, D) * scale;
+        deltanet_head_token(S, q, k, v, ops_exp(dn->gate[(size_t)t * Hv + h]),
+                            dn->beta[(size_t)t * Hv + h], delta, D, scale);
     }
 }
 
@@ -110,27 +65,19 @@ int block_deltanet(struct engine *e, int il, int32_t n_tok) {
     int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
     if (rc < 0 || (rc = engine_matmul(e, &l->ssm_alpha, e->xn, E, dn->gate, (size_t)Hv, n_tok)) < 0)
         return rc;
-    for (int32_t t = 0; t < n_tok; t++)
-        for (int32_t h = 0; h < Hv; h++) {
-            const size_t i = (size_t)t * Hv + h;
-            dn->beta[i] = sigmoid(dn->beta[i]);
-            dn->gate[i] = softplus(dn->gate[i] + l->ssm_dt_bias[h]) * l->ssm_a[h];
-        }
+    deltanet_gates(dn->beta, dn->gate, l->ssm_dt_bias, l->ssm_a, n_tok, Hv);
     for (int32_t i = 0; i < e->n_seg; i++)
         conv_seg(e, il, &e->seg[i]);
     for (int32_t t = 0; t < n_tok; t++)
         for (int32_t h = 0; h < 2 * Hk; h++) /* q heads then k heads */
-            l2_norm(dn->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
+            deltanet_l2_norm(dn->conv + (size_t)t * C + (size_t)h * D, D, hp->rms_eps);
     struct engine_task task = {.e = e, .il = il};
     threadpool_run(e->tp, (int64_t)e->n_seg * Hv, recurrence_task, &task);
     float *heads = dn->conv + (size_t)2 * Hk * D; /* the v rows, now the heads' output */
     for (int32_t t = 0; t < n_tok; t++)
-        for (int32_t h = 0; h < Hv; h++) {
-            float *o = heads + (size_t)t * C + (size_t)h * D;
-            const float *z = dn->z + (size_t)t * V + (size_t)h * D;
-            ops_rms_norm(o, o, l->ssm_norm, D, hp->rms_eps);
-            for (int32_t j = 0; j < D; j++)
-                o[j] = o[j] * silu(z[j]);
-        }
+        for (int32_t h = 0; h < Hv; h++)
+            deltanet_gated_norm(heads + (size_t)t * C + (size_t)h * D,
+                                dn->z + (size_t)t * V + (size_t)h * D, l->ssm_norm, D,
+                                hp->rms_eps);
     return engine_matmul(e, &l->ssm_out, heads, C, e->y, E, n_tok);
 }

@@ -486,7 +486,12 @@ int32_t engine_truncate(struct engine *e, int32_t seq, int32_t n) {
     struct sequence *s = engine_seq(e, seq);
     if (!s)
         return 0;
-    const int32_t kept = sequence_rollback(s, n);
+    const int32_t before = s->n_past;
+    int32_t kept = sequence_rollback(s, n);
+    if (kept < before && engine_vk_rec_follow(e, seq) < 0) {
+        sequence_reset(s); /* the device's state could not follow (a lost device): start over */
+        kept = 0;
+    }
     engine_fit_experts(e);
     return kept;
 }
@@ -496,10 +501,16 @@ int32_t engine_reusable(const struct engine *e, int32_t seq, int32_t n) {
     return s ? sequence_reusable(s, n) : 0;
 }
 
+/* sequence_checkpoint, and on the GPU the device's copy of the state into the slot. A copy that
+ * fails means a lost device: the next step drops the GPU and every sequence starts over. */
+static void engine_seq_checkpoint(struct engine *e, int32_t seq) {
+    sequence_checkpoint(e->seqs[seq]);
+    (void)engine_vk_rec_checkpoint(e, seq);
+}
+
 void engine_checkpoint(struct engine *e, int32_t seq) {
-    struct sequence *s = engine_seq(e, seq);
-    if (s)
-        sequence_checkpoint(s);
+    if (engine_seq(e, seq))
+        engine_seq_checkpoint(e, seq);
 }
 
 /* ---- KV cache and recurrent state access ------------------------------------------------------ */
@@ -534,8 +545,10 @@ int engine_kv_import(struct engine *e, int32_t seq, int32_t il, enum qtype type,
     if (!s || type != e->p.kv_type || kv_dim != e->kv_dim || il < 0 ||
         il >= s->shape.n_kv_layer || n < 0 || n > e->p.n_ctx)
         return -EINVAL;
-    if (s->n_past != 0)
+    if (s->n_past != 0) {
         sequence_reset(s);
+        (void)engine_vk_rec_follow(e, seq); /* a lost device: the next step says so */
+    }
     sequence_take(s, n);
     engine_fit_experts(e); /* room first: the rows are written next */
     const int32_t first = sequence_kv_first(s, il, n);
@@ -553,6 +566,8 @@ int engine_state_export(const struct engine *e, int32_t seq, void *buf, size_t n
     const struct sequence *s = engine_seq(e, seq);
     if (!s || n != engine_state_size(e))
         return -EINVAL;
+    if (e->vk)
+        return engine_vk_state_move(e, seq, buf, n, false);
     if (n)
         memcpy(buf, s->rec, n);
     return 0;
@@ -566,6 +581,8 @@ int engine_state_import(struct engine *e, int32_t seq, const void *buf, size_t n
         sequence_reset(s);
         engine_fit_experts(e);
     }
+    if (e->vk)
+        return engine_vk_state_move(e, seq, (void *)buf, n, true);
     if (n)
         memcpy(s->rec, buf, n);
     return 0;
@@ -576,7 +593,7 @@ int engine_kv_commit(struct engine *e, int32_t seq, int32_t n) {
     if (!s || n < 0 || n > e->p.n_ctx)
         return -EINVAL;
     sequence_commit(s, n);
-    return 0;
+    return engine_vk_rec_checkpoint(e, seq);
 }
 
 /* ---- matrix products ------------------------------------------------------------------------- */
@@ -736,8 +753,10 @@ static int engine_output(struct engine *e) {
  * queued. */
 static void engine_step_abort(struct engine *e) {
     matmul_discard(&e->mm);
-    for (int32_t i = 0; i < e->n_seg; i++)
+    for (int32_t i = 0; i < e->n_seg; i++) {
         sequence_restore(e->seqs[e->seg[i].seq]);
+        (void)engine_vk_rec_follow(e, e->seg[i].seq); /* a lost device: dropped next */
+    }
 }
 
 /* The device failed: the sequences' rows were there, so every sequence starts over, and the
@@ -873,7 +892,7 @@ int engine_eval_batch(struct engine *e, const struct engine_part *parts, int n_p
             done[j] += e->seg[i].n;
             struct sequence *s = e->seqs[e->seg[i].seq];
             if (e->p.checkpoint_every > 0 && s->n_past % e->p.checkpoint_every == 0)
-                sequence_checkpoint(s);
+                engine_seq_checkpoint(e, e->seg[i].seq);
         }
     }
 }

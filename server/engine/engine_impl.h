@@ -240,6 +240,18 @@ int engine_vk_kv_read(const struct engine *e, int32_t seq, int32_t kv_il, int32_
 int engine_vk_kv_write(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
                        int32_t n, const void *k, const void *v);
 
+/* Sequence seq's recurrent state on the device follows its host bookkeeping (sequence.h): after
+ * sequence_checkpoint, rec_checkpoint copies the state into the slot now holding n_past; after
+ * the host restored, rolled back or reset the sequence, rec_follow copies the slot at its n_past
+ * into the state (zeroes it at 0 with none). No-ops without a GPU or recurrent layers. Return 0,
+ * -EINVAL (no slot at n_past > 0) or -EIO. */
+int engine_vk_rec_checkpoint(struct engine *e, int32_t seq);
+int engine_vk_rec_follow(struct engine *e, int32_t seq);
+
+/* Reads (write: writes) sequence seq's recurrent state, n bytes (engine_state_size), from (to)
+ * device memory. Returns 0, -EINVAL or -EIO. */
+int engine_vk_state_move(const struct engine *e, int32_t seq, void *buf, size_t n, bool write);
+
 void engine_vk_free(struct engine_vk *v);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "os.h"
 #include "quant.h"
@@ -45,6 +46,50 @@ float ops_exp(float x) {
     const double scale = ldexp(1.0, (int)(k >> 5));
     const double v = exp_table[k & 31] * scale * p;
     return v < 0x1p-126 ? 0.0f : (float)v;
+}
+
+/* 1 / (1 + j/32) and ln(1 + j/32), j < 32, rounded to double (the GLSL twin holds the same
+ * bits). */
+static const double log_inv[32] = {
+    0x1p+0, 0x1.f07c1f07c1f08p-1, 0x1.e1e1e1e1e1e1ep-1, 0x1.d41d41d41d41dp-1,
+    0x1.c71c71c71c71cp-1, 0x1.bacf914c1bad0p-1, 0x1.af286bca1af28p-1, 0x1.a41a41a41a41ap-1,
+    0x1.999999999999ap-1, 0x1.8f9c18f9c18fap-1, 0x1.8618618618618p-1, 0x1.7d05f417d05f4p-1,
+    0x1.745d1745d1746p-1, 0x1.6c16c16c16c17p-1, 0x1.642c8590b2164p-1, 0x1.5c9882b931057p-1,
+    0x1.5555555555555p-1, 0x1.4e5e0a72f0539p-1, 0x1.47ae147ae147bp-1, 0x1.4141414141414p-1,
+    0x1.3b13b13b13b14p-1, 0x1.3521cfb2b78c1p-1, 0x1.2f684bda12f68p-1, 0x1.29e4129e4129ep-1,
+    0x1.2492492492492p-1, 0x1.1f7047dc11f70p-1, 0x1.1a7b9611a7b96p-1, 0x1.15b1e5f75270dp-1,
+    0x1.1111111111111p-1, 0x1.0c9714fbcda3bp-1, 0x1.0842108421084p-1, 0x1.0410410410410p-1,
+};
+static const double log_table[32] = {
+    0x0p+0, 0x1.f829b0e783300p-6, 0x1.f0a30c01162a6p-5, 0x1.6f0d28ae56b4cp-4,
+    0x1.e27076e2af2e6p-4, 0x1.29552f81ff523p-3, 0x1.5ff3070a793d4p-3, 0x1.9525a9cf456b4p-3,
+    0x1.c8ff7c79a9a22p-3, 0x1.fb9186d5e3e2bp-3, 0x1.1675cababa60ep-2, 0x1.2e8e2bae11d31p-2,
+    0x1.4618bc21c5ec2p-2, 0x1.5d1bdbf5809cap-2, 0x1.739d7f6bbd007p-2, 0x1.89a3386c1425bp-2,
+    0x1.9f323ecbf984cp-2, 0x1.b44f77bcc8f63p-2, 0x1.c8ff7c79a9a22p-2, 0x1.dd46a04c1c4a1p-2,
+    0x1.f128f5faf06edp-2, 0x1.02552a5a5d0ffp-1, 0x1.0be72e4252a83p-1, 0x1.154c3d2f4d5eap-1,
+    0x1.1e85f5e7040d0p-1, 0x1.2795e1289b11bp-1, 0x1.307d7334f10bep-1, 0x1.393e0d3562a1ap-1,
+    0x1.41d8fe84672aep-1, 0x1.4a4f85db03ebbp-1, 0x1.52a2d265bc5abp-1, 0x1.5ad404c359f2dp-1,
+};
+
+float ops_log(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof(u));
+    if (x != x || x == INFINITY)
+        return x;
+    if (x < 0.0f)
+        return NAN;
+    if ((u & 0x7fffffffu) >> 23 == 0) /* +-0 and the subnormals, which the contract flushes */
+        return -INFINITY;
+    const int32_t e = (int32_t)(u >> 23) - 127;
+    const uint32_t j = (u >> 18) & 31;
+    uint32_t mu = (u & 0x7fffffu) | 0x3f800000u; /* x's significand m in [1, 2) */
+    float m;
+    memcpy(&m, &mu, sizeof(m));
+    const double r = (double)m * log_inv[j] - 1.0; /* m / (1 + j/32) - 1, in [0, 2^-5) */
+    const double p = r * (1.0 + r * (-0x1p-1 + r * (0x1.5555555555555p-2 + r * (-0x1p-2 +
+                     r * (0x1.999999999999ap-3 + r * (-0x1.5555555555555p-3 +
+                     r * (0x1.2492492492492p-3 + r * -0x1p-3)))))));
+    return (float)(((double)e * 0x1.62e42fefa39efp-1 + log_table[j]) + p);
 }
 
 void ops_lanes_clear(struct ops_lanes *s) {

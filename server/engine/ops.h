@@ -25,6 +25,14 @@
  * always). */
 float ops_exp(float x);
 
+/* ln x in float: the double value e ln2 + ln(1 + j/32) + log1p(r) with x = m 2^e (m in [1, 2)),
+ * j = m's top 5 fraction bits, r = m (1 / (1 + j/32)) - 1 in [0, 2^-5) and log1p(r) a degree-8
+ * polynomial in r, rounded once to float; -inf for 0 and the subnormals (the contract flushes
+ * them), NaN below 0 and for NaN, +inf for +inf; ln 1 = 0 exactly. Only double +, - and * (the
+ * tables hold 1 / (1 + j/32)): what a Vulkan device rounds alike (contract.glsl's log_c). Within
+ * one ulp of ln x. For DeltaNet's softplus. */
+float ops_log(float x);
+
 /* The contract's 32-lane double sum (see above): clear, add the elements in order, total. */
 struct ops_lanes {
     double lane[32];

@@ -907,6 +907,12 @@ void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct g
     }
 }
 
+void gpu_zero(struct gpu *g, struct gpu_buf *b) {
+    if (!g->recording)
+        return rec_fail(g, "a fill while not recording");
+    g->fn.vkCmdFillBuffer(g->cmd, b->buf, 0, VK_WHOLE_SIZE, 0);
+}
+
 int gpu_submit(struct gpu *g) {
     if (g->lost)
         return -EIO;

@@ -130,6 +130,9 @@ bool gpu_barrier(struct gpu *g);
 void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,
               size_t src_off, size_t n);
 
+/* Records b[0 .. bytes) = 0 (a sequence's recurrent state starting over). */
+void gpu_zero(struct gpu *g, struct gpu_buf *b);
+
 /* Ends recording, submits, waits. Returns 0, the first recording error (-EINVAL), or -EIO when
  * the device failed (VK_ERROR_DEVICE_LOST: the device is unusable from then on; every later call
  * returns -EIO). gpu_error says what happened. */

@@ -183,4 +183,42 @@ int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a);
 /* Finds the attention's kernels in g (every entry -1 where g is NULL or a kernel is missing). */
 void gpu_attn_kernels_find(struct gpu_attn_kernels *k, const struct gpu *g);
 
+/* ---- the Gated DeltaNet mixer's steps (gpu_deltanet.c), each deltanet.h's bit for bit.
+ * Each returns 0, or -ENOTSUP where the build lacks the kernel. ---- */
+
+/* In place over n_tok tokens of n_head V heads (rows of n_head floats): beta = sigmoid(beta),
+ * gate = softplus(gate + dt_bias[h]) * a[h] (deltanet_gates). */
+int gpu_op_deltanet_gates(struct gpu_ops *o, uint64_t beta, uint64_t gate, uint64_t dt_bias,
+                          uint64_t a, int32_t n_head, int32_t n_tok);
+
+/* The causal conv of one sequence's n_tok consecutive rows of n_ch (rows, row_stride floats
+ * apart) with the kernel w ([n_ch][d_conv]) and the sequence's conv state ([d_conv - 1][n_ch],
+ * updated): out rows (out_stride floats apart; not rows or state) = silu(conv) (deltanet_conv). */
+int gpu_op_deltanet_conv(struct gpu_ops *o, uint64_t rows, size_t row_stride, uint64_t state,
+                         uint64_t w, uint64_t out, size_t out_stride, int32_t n_ch, int32_t d_conv,
+                         int32_t n_tok);
+
+/* L2 norms in place: head h of token t at x + t tok_stride + h n floats, n_head heads of n_tok
+ * tokens (deltanet_l2_norm). */
+int gpu_op_l2_norm(struct gpu_ops *o, uint64_t x, size_t tok_stride, int32_t n_head, int64_t n,
+                   float eps, int32_t n_tok);
+
+/* The recurrence of one sequence's n_tok consecutive tokens (deltanet_head_token for every V head
+ * h of each token in order): S the layer's state ([n_hv][d][d]); token t's q heads, k heads and v
+ * heads (n_hk, n_hk, n_hv of d floats) at conv + t conv_stride floats, its v heads overwritten
+ * with the output; gate and beta rows of n_hv floats a token; V head h reads q / k head h % n_hk.
+ * d <= 65535 * 64. */
+struct gpu_deltanet {
+    uint64_t S, conv, gate, beta;
+    size_t conv_stride;
+    int32_t n_hk, n_hv, d, n_tok;
+    float scale;
+};
+int gpu_op_deltanet_recur(struct gpu_ops *o, const struct gpu_deltanet *r);
+
+/* The heads' gated RMSNorm in place (deltanet_gated_norm): head h of token t at o + t o_stride +
+ * h n floats, its gate at z + t z_stride + h n, the weight w [n]; n_head heads of n_tok tokens. */
+int gpu_op_gated_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t z, size_t z_stride,
+                      uint64_t w, int32_t n_head, int64_t n, float eps, int32_t n_tok);
+
 #endif

@@ -1,5 +1,5 @@
-// probe_contract.comp - out[i] = exp_c(in[i]) (op 0) or sqrt_rn(in[i]) (op 1): test_gpu compares
-// them with ops_exp and sqrtf over millions of floats.
+// probe_contract.comp - out[i] = exp_c(in[i]) (op 0), sqrt_rn(in[i]) (op 1) or log_c(in[i]) (op
+// 2): test_gpu compares them with ops_exp, sqrtf and ops_log over millions of floats.
 #version 450
 #include "common.glsl"
 #include "contract.glsl"
@@ -18,5 +18,5 @@ void main() {
     if (i >= p.n)
         return;
     float x = F32s(p.in_).v[i];
-    F32s(p.out_).v[i] = p.op == 0u ? exp_c(x) : sqrt_rn(x);
+    F32s(p.out_).v[i] = p.op == 0u ? exp_c(x) : p.op == 1u ? sqrt_rn(x) : log_c(x);
 }
