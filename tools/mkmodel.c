@@ -1717,6 +1717,14 @@ static void plan_hybrid_mixer(struct mk_model *m, const struct mk_opts *o, int i
     plan_add(m, o, "ssm_out", il, MK_ROLE_MATRIX, vd, e, 0);
 }
 
+/* gemma4 attends with kq scale 1 on rms-normalised q and k: norm weights near hd^(-1/4) give
+ * scores of about unit spread (near 1 they would be sqrt(hd) wide and the softmax nearly one-hot,
+ * where ties make the logits jump at the slightest rounding difference). */
+static void gemma4_qk_norm_scale(struct mk_tensor *t) {
+    t->mean = 1.0f / sqrtf(sqrtf((float)t->ne[0]));
+    t->std = 0.05f * t->mean;
+}
+
 /* Layer il of a gemma4 model as llama.cpp's loader lists it (src/models/gemma4.cpp): attention
  * with q/k norms (window or global head size and KV heads; no K or V in a shared-KV layer),
  * post_attention_norm, the dense GeGLU FFN with post_ffw_norm_1, the router with its input scale,
@@ -1733,9 +1741,11 @@ static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int i
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
         plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
         plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, hd, 0, 0);
+        gemma4_qk_norm_scale(&m->t[m->n - 1]);
     }
     plan_add(m, o, "attn_output", il, MK_ROLE_ATTN_O, qd, e, 0);
     plan_add(m, o, "attn_q_norm", il, MK_ROLE_NORM, hd, 0, 0);
+    gemma4_qk_norm_scale(&m->t[m->n - 1]);
     plan_add(m, o, "post_attention_norm", il, MK_ROLE_NORM, e, 0, 0);
     plan_add(m, o, "layer_output_scale", il, MK_ROLE_NORM, 1, 0, 0);
     plan_add(m, o, "ffn_norm", il, MK_ROLE_NORM, e, 0, 0);
