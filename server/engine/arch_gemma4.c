@@ -185,11 +185,6 @@ static int gemma4_experts(struct model *m, int il, char *err, size_t err_len) {
     if ((rc = gemma4_weight(m, il, &l->ffn_gate_up_exps, "ffn_gate_up_exps.weight", E, 2 * F, X,
                             err, err_len)))
         return rc;
-    if (m->experts_on_disk) {
-        err_set(err, err_len, "model: streaming fused gate_up experts (\"%s\") is not supported "
-                "yet: run without a RAM budget", n);
-        return -ENOTSUP;
-    }
     l->ffn_gate_exps = l->ffn_gate_up_exps; /* rows 0 .. F-1 of each expert's matrix */
     l->ffn_gate_exps.n_out = F;
     l->ffn_gate_exps.mat_bytes = (size_t)F * l->ffn_gate_exps.row_bytes;

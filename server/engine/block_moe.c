@@ -145,6 +145,24 @@ static void route(struct engine *e, int il, int32_t n_tok) {
     }
 }
 
+/* The router's input rows: xn, or for gemma4 its own, x rms-normalised without a weight, times
+ * 1 / sqrt(n_embd), times ffn_gate_inp.scale (into out, rows D apart). */
+static const float *router_input(struct engine *e, const struct model_layer *l, const float *x,
+                                 float *out, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    if (!l->ffn_gate_inp_s)
+        return e->xn;
+    const float inv = 1.0f / sqrtf((float)hp->n_embd);
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *r = out + t * D;
+        ops_rms_norm(r, x + t * D, NULL, hp->n_embd, hp->rms_eps);
+        for (size_t i = 0; i < D; i++)
+            r[i] = (r[i] * inv) * l->ffn_gate_inp_s[i];
+    }
+    return out;
+}
+
 /* Next-layer lookahead: layer il's router applied to the residual stream as it enters layer
  * il - 1's FFN guesses which experts il will want; those the cache lacks start reading now, most
  * wanted first, and arrive while this layer computes and il's attention runs. Works in its own
@@ -157,8 +175,10 @@ static int prefetch(struct engine *e, int il, int32_t n_tok) {
     const size_t D = (size_t)hp->n_embd;
     const int32_t ne = hp->n_expert, k = e->k_used;
     struct prefetch_scratch *pf = &e->pf;
-    for (int32_t t = 0; t < n_tok; t++)
+    for (int32_t t = 0; !l->ffn_gate_inp_s && t < n_tok; t++)
         ops_rms_norm(pf->xn + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
+    if (l->ffn_gate_inp_s) /* gemma4: the router's own input */
+        router_input(e, l, e->x, pf->xn, n_tok);
     int rc = engine_matmul(e, &l->ffn_gate_inp, pf->xn, D, pf->router, (size_t)ne, n_tok);
     if (rc < 0)
         return rc;
@@ -283,24 +303,6 @@ static void shared_expert_add(struct engine *e, const struct model_layer *l, int
     }
 }
 
-/* The router's input rows: xn, or for gemma4 its own, x rms-normalised without a weight, times
- * 1 / sqrt(n_embd), times ffn_gate_inp.scale (into router_x, rows D apart). */
-static const float *router_input(struct engine *e, const struct model_layer *l, const float *x,
-                                 int32_t n_tok) {
-    const struct model_hparams *hp = &e->m->hp;
-    const size_t D = (size_t)hp->n_embd;
-    if (!l->ffn_gate_inp_s)
-        return e->xn;
-    const float inv = 1.0f / sqrtf((float)hp->n_embd);
-    for (int32_t t = 0; t < n_tok; t++) {
-        float *r = e->moe.router_x + t * D;
-        ops_rms_norm(r, x + t * D, NULL, hp->n_embd, hp->rms_eps);
-        for (size_t i = 0; i < D; i++)
-            r[i] = (r[i] * inv) * l->ffn_gate_inp_s[i];
-    }
-    return e->moe.router_x;
-}
-
 /* Gemma 4: the experts' own input, xn = rmsnorm(x) * pre_ffw_norm_2, once the dense half has read
  * xn (normalised by ffn_norm). */
 static void experts_input(struct engine *e, const struct model_layer *l, int32_t n_tok) {
@@ -360,8 +362,8 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
-    int rc = engine_matmul(e, &l->ffn_gate_inp, router_input(e, l, e->x, n_tok), D, mo->router,
-                           (size_t)hp->n_expert, n_tok);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, router_input(e, l, e->x, mo->router_x, n_tok), D,
+                           mo->router, (size_t)hp->n_expert, n_tok);
     if (rc < 0)
         return rc;
     route(e, il, n_tok);
