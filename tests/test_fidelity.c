@@ -194,7 +194,7 @@ static double mix_first_spread(const char *json_name) {
 static const char *const first_position_gaps[] = {
     "qwen3-iq4_xs__c1-chatml.json", "qwen35-iq3_m__c2-mixed.json", "qwen35-q5_0__c1-chatml.json",
     "qwen35moe-q5_1__c1-chatml.json", "gpt-oss-q5_k_m__c2-mixed.json",
-    "gemma4-bf16__c2-mixed.json", NULL,
+    "gemma4-f16__c2-mixed.json", NULL,
 };
 
 static bool is_first_position_gap(const char *json_name) {

@@ -70,6 +70,7 @@ struct mk_opts {
     uint32_t head_dim_full, n_head_kv_full; /* the global layers' head size and KV heads */
     uint32_t n_kv_shared;       /* last layers reading earlier layers' KV */
     float rope_base_swa;        /* the window layers' RoPE base */
+    bool k_eq_v;                /* the global layers have no attn_v: V is K's projection */
     uint32_t rope_rot_full;     /* global layers: rotated pairs of head_dim_full / 2 (the rest
                                  * get freq factor 1e30 in rope_freqs, as the converter writes) */
     float softcap;              /* final_logit_softcapping */
@@ -124,6 +125,11 @@ static const struct mk_preset mk_presets[] = {
      * gate_up; 6 layers alternating window and global, the last two reading the KV of layers 2
      * and 3; window heads of 64, global ones of 128 */
     {"tiny-gemma4", MK_ARCH_GEMMA4, MK_TYPES_F32, 6, 256, 4, 2, 64, 256, 4, 2, 256, 4096, 0, {0}},
+    /* Gemma 4 26B-A4B: 30 layers (5 window, 1 global), 2816 wide, 16 heads over 8 KV heads of 256
+     * (window) or 2 of 512 (global, no attn_v), a dense FFN of 2112 beside 128 experts of 704 (8
+     * used), vocabulary 262,144, window 1024 (its published config.json) */
+    {"gemma4-26b-a4b", MK_ARCH_GEMMA4, MK_TYPES_Q4_K_M, 30, 2816, 16, 8, 256, 2112, 128, 8, 704,
+     262144, 262144, {0}},
 };
 
 /* What a gpt-oss preset adds to its row: the sliding window of its even layers, YaRN (factor 32
@@ -148,8 +154,10 @@ static const struct mk_gemma4 {
     const char *preset;
     uint32_t n_swa, swa_period, head_dim_full, n_head_kv_full, n_kv_shared, rope_rot_full;
     float rope_base_swa, softcap;
+    bool k_eq_v;
 } mk_gemma4_presets[] = {
-    {"tiny-gemma4", 16, 2, 128, 1, 2, 16, 10000.0f, 30.0f},
+    {"tiny-gemma4", 16, 2, 128, 1, 2, 16, 10000.0f, 30.0f, true},
+    {"gemma4-26b-a4b", 1024, 6, 512, 2, 0, 64, 10000.0f, 30.0f, true},
 };
 
 static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35",
@@ -161,7 +169,7 @@ static void mk_usage(FILE *f) {
     fprintf(f,
         "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
         "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b|\n"
-        "         tiny-gemma4]\n"
+        "         tiny-gemma4|gemma4-26b-a4b]\n"
         "         [--arch qwen3moe|qwen3|llama]\n"
         "         [--types f32|q8_0|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4_moe|q4_1|q5_1|\n"
         "         iq2_m|iq3_xxs|f16|bf16|q4_0|q5_0|q5_k_m|q6_k|iq1_s|iq1_m|iq2_xxs|iq2_xs|iq3_m]\n"
@@ -360,6 +368,7 @@ static int opts_apply_gemma4(struct mk_opts *o, const struct mk_preset *p) {
     o->rope_rot_full = g->rope_rot_full;
     o->rope_base_swa = g->rope_base_swa;
     o->softcap = g->softcap;
+    o->k_eq_v = g->k_eq_v;
     return 0;
 }
 
@@ -1726,7 +1735,8 @@ static void gemma4_qk_norm_scale(struct mk_tensor *t) {
 }
 
 /* Layer il of a gemma4 model as llama.cpp's loader lists it (src/models/gemma4.cpp): attention
- * with q/k norms (window or global head size and KV heads; no K or V in a shared-KV layer),
+ * with q/k norms (window or global head size and KV heads; no K or V in a shared-KV layer, no V in
+ * a global layer with k_eq_v),
  * post_attention_norm, the dense GeGLU FFN with post_ffw_norm_1, the router with its input scale,
  * pre_ffw_norm_2, the experts (gate and up fused, a scale per expert on down) with
  * post_ffw_norm_2, post_ffw_norm, and the layer's output scale. */
@@ -1739,7 +1749,8 @@ static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int i
     plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
     if (gemma4_has_kv(o, (uint32_t)il)) {
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
-        plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
+        if (swa || !o->k_eq_v)
+            plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
         plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, hd, 0, 0);
         gemma4_qk_norm_scale(&m->t[m->n - 1]);
     }
@@ -1777,7 +1788,9 @@ static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vo
     plan_add(m, o, "token_embd", -1, o->arch == MK_ARCH_GEMMA4 ? MK_ROLE_OUTPUT : MK_ROLE_EMBD, e,
              n_vocab, 0);
     if (o->arch == MK_ARCH_GEMMA4) {
-        plan_add(m, o, "rope_freqs", -1, MK_ROLE_ROPE_FREQS, o->head_dim_full / 2, 0, 0);
+        if (o->n_layer >= o->swa_period) /* read by the global layers only (llama.cpp refuses
+                                          * a tensor it does not read) */
+            plan_add(m, o, "rope_freqs", -1, MK_ROLE_ROPE_FREQS, o->head_dim_full / 2, 0, 0);
         for (int il = 0; il < (int)o->n_layer; il++)
             plan_gemma4_layer(m, o, il);
         plan_add(m, o, "output_norm", -1, MK_ROLE_NORM, e, 0, 0);
