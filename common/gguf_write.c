@@ -256,6 +256,13 @@ int gguf_writer_add_arr_f32(struct gguf_writer *w, const char *key, const float 
     return kv_add_arr_num(w, key, GW_VT_FLOAT32, v, n, sizeof(*v));
 }
 
+int gguf_writer_add_arr_bool(struct gguf_writer *w, const char *key, const uint8_t *v, uint64_t n) {
+    for (uint64_t i = 0; v && i < n; i++)
+        if (v[i] > 1)
+            return -EINVAL;
+    return kv_add_arr_num(w, key, GW_VT_BOOL, v, n, sizeof(*v));
+}
+
 /* ---- tensors --------------------------------------------------------------------------------- */
 
 struct gguf_writer *gguf_writer_new(void) {

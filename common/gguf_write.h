@@ -48,6 +48,8 @@ int gguf_writer_add_arr_str(struct gguf_writer *w, const char *key, const char *
                             uint64_t n);
 int gguf_writer_add_arr_i32(struct gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 int gguf_writer_add_arr_f32(struct gguf_writer *w, const char *key, const float *v, uint64_t n);
+/* A bool array: one byte per element, each 0 or 1 (else -EINVAL). */
+int gguf_writer_add_arr_bool(struct gguf_writer *w, const char *key, const uint8_t *v, uint64_t n);
 
 /* Declares the next tensor: name (< 64 bytes, unique), type, 1..4 dims, ne[0] the row length (a
  * multiple of the type's block size). Its offset is the previous one's end rounded up to the

@@ -276,6 +276,62 @@ static void test_gptoss_malformed(void) {
     unlink(bad);
 }
 
+/* tiny-gemma4: 6 layers alternating window (heads of 64, 2 KV heads) and global (128, 1), the last
+ * two reading the KV of layers 2 and 3. Only the 4 layers with KV of their own have rows (2 of
+ * them window rings), each row as wide as the widest layer's; the windows roll back as gpt-oss's
+ * do, bit-identically; a prompt in batches of 1 and 5 gives the same bits. */
+static void test_gemma4_kv(void) {
+    struct model *m = load(make_model("g4-q8_0.gguf",
+                                      "--preset tiny-gemma4 --types q8_0 --seed 19"));
+    if (!m)
+        return;
+    struct engine *e = engine_ckpt(m, 4);
+    const size_t V = (size_t)m->hp.n_vocab;
+    int32_t ids[40];
+    rng_lcg_ids(ids, 40, m->hp.n_vocab, 7);
+    float *want = malloc(V * 40 * sizeof(float)), *got = malloc(V * 40 * sizeof(float));
+    if (!e || !want || !got)
+        goto out;
+    struct engine_kv_shape sh = engine_kv_shape(e);
+    CHECK_EQ_INT(sh.n_layer, 4);
+    CHECK_EQ_INT(sh.n_swa_layer, 2);
+    CHECK_EQ_INT(sh.n_swa, 16);
+    CHECK_EQ_INT(sh.kv_dim, 128);
+    CHECK(m->layers[4].kv_src == 2 && m->layers[5].kv_src == 3 && m->layers[3].kv_src == -1);
+    CHECK(m->layers[4].head_dim == 64 && m->layers[5].head_dim == 128);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 40, want, true), 0);
+    CHECK_EQ_INT(engine_truncate(e, 0, 35), 32); /* the rings have moved on: checkpoint 32 */
+    CHECK_EQ_INT(engine_eval(e, 0, ids + 32, 8, got, true), 0);
+    CHECK(memcmp(want + 32 * V, got, 8 * V * sizeof(float)) == 0);
+    engine_free(e);
+    e = engine_ckpt(m, 1);
+    CHECK_EQ_INT(e ? engine_eval(e, 0, ids, 40, got, true) : -1, 0);
+    CHECK(memcmp(want, got, 40 * V * sizeof(float)) == 0);
+out:
+    free(want);
+    free(got);
+    engine_free(e);
+    model_free(m);
+}
+
+/* A gemma4 file missing a tensor is refused naming it; one that does not say its last layers share
+ * KV lacks their K and V, and is refused naming the first missing. */
+static void test_gemma4_malformed(void) {
+    const char *path = make_model("g4-q8_0.gguf", "--preset tiny-gemma4 --types q8_0 --seed 19");
+    if (!path)
+        return;
+    char bad[1200], err[256];
+    snprintf(bad, sizeof(bad), "%s.bad", path);
+    CHECK_EQ_INT(patched_copy(path, bad, "blk.3.post_ffw_norm_2", "blk.3.post_ffw_norm_x", 21), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "blk.3.post_ffw_norm_2.weight") != NULL, "%s", err);
+    CHECK_EQ_INT(patched_copy(path, bad, "attention.shared_kv_layers",
+                              "attention.shared_kv_layerz", 26), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "blk.4.attn_k.weight") != NULL, "%s", err);
+    unlink(bad);
+}
+
 /* A recurrent state rolls back only to checkpoints: every checkpoint_every positions and where
  * engine_checkpoint is called; what follows a rollback is bit-identical to the first run; with
  * more checkpoints than slots the newest stays and the gaps stay even. */
@@ -764,6 +820,8 @@ static const struct test_case cases[] = {
     {"batch_invariance_gptoss_f32", test_batch_invariance_gptoss_f32},
     {"batch_invariance_gptoss_q8_0", test_batch_invariance_gptoss_q8_0},
     {"gptoss_rollback", test_gptoss_rollback},
+    {"gemma4_kv", test_gemma4_kv},
+    {"gemma4_malformed", test_gemma4_malformed},
     {"gptoss_kv_bounded", test_gptoss_kv_bounded},
     {"gptoss_malformed", test_gptoss_malformed},
     {"multi_seq_gptoss", test_multi_seq_gptoss},

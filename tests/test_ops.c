@@ -81,6 +81,57 @@ static void test_rope(void) {
     CHECK(memcmp(x, y, sizeof(x)) == 0);
 }
 
+/* Gemma 4's freq factors: pair i turns by its angle / ff[i], so factor 1 is plain RoPE bit for bit
+ * and 1e30 leaves the pair alone (cos 1, sin 0 to float precision); without factors the table is
+ * ops_rope_cache's. */
+static void test_rope_freq_factors(void) {
+    enum { D = 8 };
+    float plain[D], cs[D], x[D], y[D];
+    const float ff[D / 2] = {1.0f, 1.0f, 1e30f, 1e30f};
+    const struct ops_rope r = ops_rope_init(D, 1e6f, 1.0f, 0.0f, 1.0f, 4096, 32.0f, 1.0f);
+    ops_rope_cache(plain, 11, &r);
+    ops_rope_cache_ff(cs, 11, &r, ff);
+    CHECK(memcmp(cs, plain, 2 * 2 * sizeof(float)) == 0); /* pairs 0 and 1: factor 1 */
+    for (int i = 2; i < D / 2; i++) {
+        CHECK(cs[2 * i] == 1.0f);
+        CHECK(fabsf(cs[2 * i + 1]) < 1e-20f);
+    }
+    for (int i = 0; i < D; i++)
+        x[i] = y[i] = (float)(i + 1);
+    ops_rope_neox(x, cs, D); /* neox pairs (i, i + 4): pairs 2, 3 are dims 2, 6 and 3, 7 */
+    CHECK(x[2] == y[2] && x[3] == y[3] && x[6] == y[6] && x[7] == y[7]);
+    CHECK(x[0] != y[0] && x[4] != y[4]);
+    ops_rope_cache_ff(cs, 11, &r, NULL);
+    CHECK(memcmp(cs, plain, sizeof(cs)) == 0);
+}
+
+/* ggml's gelu and GeGLU (GGML_GELU_FP16) on fixed inputs, the expected values computed by the
+ * pinned llama.cpp build's ggml_gelu and ggml_geglu_split: among them x = -1.99902, the one f16
+ * input whose table entry needs the fused multiply-add ggml's build uses, and the clamps at -10
+ * and 10. {x, u, gelu(x), gelu(x) * u}, compared bit for bit. */
+static void test_gelu_ggml(void) {
+    static const float v[][4] = {
+        {-0x1.ffcp+0f, 0x1.8p+0f, -0x1.74cp-5f, -0x1.179p-4f},
+        {0x1p-1f, 0x1.4p+0f, 0x1.62p-2f, 0x1.ba8p-2f},
+        {0x1p+0f, 0x1p+0f, 0x1.aecp-1f, 0x1.aecp-1f},
+        {0x1.8p+1f, 0x1.8p-1f, 0x1.7f8p+1f, 0x1.1fap+1f},
+        {-0x1.333334p-2f, 0x1p-1f, -0x1.d58p-4f, -0x1.d58p-5f},
+        {0x1.3fae14p+3f, 0x1p-2f, 0x1.3fcp+3f, 0x1.3fcp+1f},
+        {0x1.4p+3f, 0x0p+0f, 0x1.4p+3f, 0x0p+0f},
+        {-0x1.4p+3f, -0x1p-2f, 0x0p+0f, 0x0p+0f},
+        {0x1.9p+3f, -0x1p-1f, 0x1.9p+3f, -0x1.9p+2f},
+        {0x1.f9adbcp-4f, -0x1.8p-1f, 0x1.15cp-4f, -0x1.a0ap-5f},
+    };
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+        float g, y;
+        ops_gelu(&g, &v[i][0], 1);
+        ops_geglu(&y, &v[i][0], &v[i][1], 1);
+        CHECK_MSG(g == v[i][2] && y == v[i][3], "gelu(%a) = %a (want %a), times %a = %a (want %a)",
+                  (double)v[i][0], (double)g, (double)v[i][2], (double)v[i][1], (double)y,
+                  (double)v[i][3]);
+    }
+}
+
 /* A sink is one more logit with no entry: the weights sum to 1 - its share; -inf is no sink. */
 static void test_softmax_sink(void) {
     float x[3] = {1, 2, 3}, y[3] = {1, 2, 3};
@@ -372,6 +423,8 @@ static const struct test_case cases[] = {
     {"softmax_sink", test_softmax_sink},
     {"swiglu_oai", test_swiglu_oai},
     {"rope_yarn", test_rope_yarn},
+    {"rope_freq_factors", test_rope_freq_factors},
+    {"gelu_ggml", test_gelu_ggml},
     {"axpy", test_axpy},
     {"threadpool", test_threadpool},
     {"matmul_jobs", test_matmul_jobs},

@@ -1,4 +1,5 @@
-/* tools/mkmodel.c - sniper-mkmodel: writes valid qwen3moe / qwen3 / llama / qwen35* / gpt-oss GGUFs
+/* tools/mkmodel.c - sniper-mkmodel: writes valid qwen3moe / qwen3 / llama / qwen35* / gpt-oss / gemma4
+ * GGUFs
  * with deterministic random but well-scaled weights, llama.cpp's tensor names, metadata and type
  * mixes, and a byte-level BPE tokenizer (built in, or imported from a Hugging Face tokenizer.json).
  * Invariants: a tensor's bytes depend only on (seed, its name, its type and shape), so two models
@@ -31,6 +32,7 @@
 
 enum mk_arch {
     MK_ARCH_QWEN3MOE, MK_ARCH_QWEN3, MK_ARCH_LLAMA, MK_ARCH_QWEN35MOE, MK_ARCH_QWEN35, MK_ARCH_GPTOSS,
+    MK_ARCH_GEMMA4,
 };
 /* Indexes of mk_mixes (the --types choices). */
 enum mk_types {
@@ -63,6 +65,15 @@ struct mk_opts {
     uint32_t yarn_orig_ctx;     /* rope.scaling.original_context_length */
     bool mxfp4_experts;         /* ffn_*_exps in MXFP4, as the published files carry them */
     uint64_t split_max_bytes;   /* --split-max-size: tensor data per shard, 0 = one file */
+    /* gemma4: the preset's (mk_gemma4_presets), no flags; n_swa above is its window */
+    uint32_t swa_period;        /* layer il is global iff (il + 1) % swa_period == 0 */
+    uint32_t head_dim_full, n_head_kv_full; /* the global layers' head size and KV heads */
+    uint32_t n_kv_shared;       /* last layers reading earlier layers' KV */
+    float rope_base_swa;        /* the window layers' RoPE base */
+    bool k_eq_v;                /* the global layers have no attn_v: V is K's projection */
+    uint32_t rope_rot_full;     /* global layers: rotated pairs of head_dim_full / 2 (the rest
+                                 * get freq factor 1e30 in rope_freqs, as the converter writes) */
+    float softcap;              /* final_logit_softcapping */
 };
 
 /* A Qwen3.5 preset's Gated DeltaNet and shared-expert shapes (zero for the other families). */
@@ -109,6 +120,16 @@ static const struct mk_preset mk_presets[] = {
      201088, {0}},
     {"gpt-oss-120b", MK_ARCH_GPTOSS, MK_TYPES_Q8_0, 36, 2880, 64, 8, 64, 2880, 128, 4, 2880, 131072,
      201088, {0}},
+    /* gemma4 (window, global heads and shared KV in mk_gemma4_presets): tiny-gemma4 is the shape
+     * family of Gemma 4 26B-A4B: every layer a dense GeGLU FFN beside routed experts with fused
+     * gate_up; 6 layers alternating window and global, the last two reading the KV of layers 2
+     * and 3; window heads of 64, global ones of 128 */
+    {"tiny-gemma4", MK_ARCH_GEMMA4, MK_TYPES_F32, 6, 256, 4, 2, 64, 256, 4, 2, 256, 4096, 0, {0}},
+    /* Gemma 4 26B-A4B: 30 layers (5 window, 1 global), 2816 wide, 16 heads over 8 KV heads of 256
+     * (window) or 2 of 512 (global, no attn_v), a dense FFN of 2112 beside 128 experts of 704 (8
+     * used), vocabulary 262,144, window 1024 (its published config.json) */
+    {"gemma4-26b-a4b", MK_ARCH_GEMMA4, MK_TYPES_Q4_K_M, 30, 2816, 16, 8, 256, 2112, 128, 8, 704,
+     262144, 262144, {0}},
 };
 
 /* What a gpt-oss preset adds to its row: the sliding window of its even layers, YaRN (factor 32
@@ -126,15 +147,29 @@ static const struct mk_gptoss {
     {"gpt-oss-120b", 128, 32.0f, 4096, true},
 };
 
+/* What a gemma4 preset adds to its row: the window and its layer period, the global layers' head
+ * size, KV heads and RoPE (base 1e6 for the global layers, partial rotation by freq factors), the
+ * layers sharing KV, and the final soft-capping (llama.cpp's src/models/gemma4.cpp reads them). */
+static const struct mk_gemma4 {
+    const char *preset;
+    uint32_t n_swa, swa_period, head_dim_full, n_head_kv_full, n_kv_shared, rope_rot_full;
+    float rope_base_swa, softcap;
+    bool k_eq_v;
+} mk_gemma4_presets[] = {
+    {"tiny-gemma4", 16, 2, 128, 1, 2, 16, 10000.0f, 30.0f, true},
+    {"gemma4-26b-a4b", 1024, 6, 512, 2, 0, 64, 10000.0f, 30.0f, true},
+};
+
 static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35",
-                                             "gpt-oss"};
+                                             "gpt-oss", "gemma4"};
 
 static int mk_mix_find(const char *name);
 
 static void mk_usage(FILE *f) {
     fprintf(f,
         "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
-        "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b]\n"
+        "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b|\n"
+        "         tiny-gemma4|gemma4-26b-a4b]\n"
         "         [--arch qwen3moe|qwen3|llama]\n"
         "         [--types f32|q8_0|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4_moe|q4_1|q5_1|\n"
         "         iq2_m|iq3_xxs|f16|bf16|q4_0|q5_0|q5_k_m|q6_k|iq1_s|iq1_m|iq2_xxs|iq2_xs|iq3_m]\n"
@@ -155,7 +190,8 @@ static void mk_usage(FILE *f) {
 }
 
 static bool mk_is_moe(int arch) {
-    return arch == MK_ARCH_QWEN3MOE || arch == MK_ARCH_QWEN35MOE || arch == MK_ARCH_GPTOSS;
+    return arch == MK_ARCH_QWEN3MOE || arch == MK_ARCH_QWEN35MOE || arch == MK_ARCH_GPTOSS ||
+           arch == MK_ARCH_GEMMA4;
 }
 
 static bool mk_is_hybrid(int arch) {
@@ -312,6 +348,30 @@ static int opts_apply_gptoss(struct mk_opts *o, const struct mk_preset *p) {
     return 0;
 }
 
+/* A gemma4 preset's own keys (its family only: --arch and --upcycle refused). Returns 0 or
+ * -EINVAL. */
+static int opts_apply_gemma4(struct mk_opts *o, const struct mk_preset *p) {
+    const struct mk_gemma4 *g = NULL;
+    for (size_t i = 0; i < sizeof(mk_gemma4_presets) / sizeof(mk_gemma4_presets[0]); i++)
+        if (strcmp(p->name, mk_gemma4_presets[i].preset) == 0)
+            g = &mk_gemma4_presets[i];
+    if (!g || o->arch != MK_ARCH_GEMMA4 || o->upcycle) {
+        fprintf(stderr, "sniper-mkmodel: --arch and --upcycle do not go with --preset %s\n",
+                p->name);
+        return -EINVAL;
+    }
+    o->n_swa = g->n_swa;
+    o->swa_period = g->swa_period;
+    o->head_dim_full = g->head_dim_full;
+    o->n_head_kv_full = g->n_head_kv_full;
+    o->n_kv_shared = g->n_kv_shared;
+    o->rope_rot_full = g->rope_rot_full;
+    o->rope_base_swa = g->rope_base_swa;
+    o->softcap = g->softcap;
+    o->k_eq_v = g->k_eq_v;
+    return 0;
+}
+
 /* Fills every unset field from the preset. Returns 0 or -EINVAL for an unknown preset. */
 static int opts_apply_preset(struct mk_opts *o) {
     const struct mk_preset *p = NULL;
@@ -356,11 +416,23 @@ static int opts_apply_preset(struct mk_opts *o) {
     set_default(&o->n_vocab, p->n_vocab);
     if (p->arch == MK_ARCH_GPTOSS && opts_apply_gptoss(o, p) < 0)
         return -EINVAL;
+    if (p->arch == MK_ARCH_GEMMA4 && opts_apply_gemma4(o, p) < 0)
+        return -EINVAL;
     if (o->rope_base == 0.0f)
         o->rope_base = 1e6f;
     if (o->eps == 0.0f)
         o->eps = 1e-6f;
     return 0;
+}
+
+/* gemma4: whether layer il is a window layer, and whether it has KV of its own (the last
+ * n_kv_shared layers read an earlier layer's). */
+static bool gemma4_swa(const struct mk_opts *o, uint32_t il) {
+    return (il + 1) % o->swa_period != 0;
+}
+
+static bool gemma4_has_kv(const struct mk_opts *o, uint32_t il) {
+    return il + o->n_kv_shared < o->n_layer;
 }
 
 /* Row lengths that quantized types must divide. Returns 0 or -EINVAL with a message. */
@@ -377,6 +449,13 @@ static int opts_check(const struct mk_opts *o) {
         why = "--upcycle needs --arch qwen3moe";
     else if (o->nextn && !mk_is_hybrid(o->arch))
         why = "--nextn needs a qwen35 preset";
+    else if (o->arch == MK_ARCH_GEMMA4 && (o->n_layer > 512 || o->n_layer < o->n_kv_shared + 2 ||
+                                           o->n_head % o->n_head_kv_full != 0))
+        why = "gemma4 needs at most 512 layers, two with KV of their own, heads divisible by KV heads";
+    else if (o->arch == MK_ARCH_GEMMA4 && o->n_kv_shared &&
+             (gemma4_swa(o, o->n_layer - o->n_kv_shared - 1) ||
+              !gemma4_swa(o, o->n_layer - o->n_kv_shared - 2)))
+        why = "gemma4's last layer with KV must be global and the one before it a window layer";
     else if (q_dim > UINT32_MAX)
         why = "--n-head * --head-dim is too large";
     else if (o->types != MK_TYPES_F32 &&
@@ -1216,6 +1295,7 @@ enum mk_role {
     MK_ROLE_SSM_DT,    /* f32, U(0.5, 1.5) */
     MK_ROLE_SSM_A,     /* f32, -A with A log-uniform in [0.01, 4]: negative, so exp(g) < 1 */
     MK_ROLE_BIAS,      /* f32, N(0, std set by the planner): gpt-oss's biases and sinks */
+    MK_ROLE_ROPE_FREQS,/* f32, gemma4's rope_freqs: 1 for the rotated pairs, 1e30 for the rest */
 };
 
 struct mk_tensor {
@@ -1515,13 +1595,15 @@ static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t i
 }
 
 /* Appends one tensor; n_dims from how many of ne1/ne2 are nonzero. Its name gets ".weight" unless
- * it is a bias ("ssm_dt.bias") or ssm_a (llama.cpp's converter names it bare). */
+ * it is a bias ("ssm_dt.bias"), a scale ("ffn_gate_inp.scale") or ssm_a (llama.cpp's converter
+ * names them bare). */
 static void plan_add(struct mk_model *m, const struct mk_opts *o, const char *name, int il,
                      enum mk_role role, uint64_t ne0, uint64_t ne1, uint64_t ne2) {
     struct mk_tensor *t = &m->t[m->n++];
     memset(t, 0, sizeof(*t));
     size_t len = strlen(name);
-    bool bare = (len > 5 && strcmp(name + len - 5, ".bias") == 0) || strcmp(name, "ssm_a") == 0;
+    bool bare = (len > 5 && strcmp(name + len - 5, ".bias") == 0) ||
+                (len > 6 && strcmp(name + len - 6, ".scale") == 0) || strcmp(name, "ssm_a") == 0;
     const char *suffix = bare ? "" : ".weight";
     if (il >= 0)
         snprintf(t->name, sizeof(t->name), "blk.%d.%s%s", il, name, suffix);
@@ -1644,6 +1726,55 @@ static void plan_hybrid_mixer(struct mk_model *m, const struct mk_opts *o, int i
     plan_add(m, o, "ssm_out", il, MK_ROLE_MATRIX, vd, e, 0);
 }
 
+/* gemma4 attends with kq scale 1 on rms-normalised q and k: norm weights near hd^(-1/4) give
+ * scores of about unit spread (near 1 they would be sqrt(hd) wide and the softmax nearly one-hot,
+ * where ties make the logits jump at the slightest rounding difference). */
+static void gemma4_qk_norm_scale(struct mk_tensor *t) {
+    t->mean = 1.0f / sqrtf(sqrtf((float)t->ne[0]));
+    t->std = 0.05f * t->mean;
+}
+
+/* Layer il of a gemma4 model as llama.cpp's loader lists it (src/models/gemma4.cpp): attention
+ * with q/k norms (window or global head size and KV heads; no K or V in a shared-KV layer, no V in
+ * a global layer with k_eq_v),
+ * post_attention_norm, the dense GeGLU FFN with post_ffw_norm_1, the router with its input scale,
+ * pre_ffw_norm_2, the experts (gate and up fused, a scale per expert on down) with
+ * post_ffw_norm_2, post_ffw_norm, and the layer's output scale. */
+static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int il) {
+    const bool swa = gemma4_swa(o, (uint32_t)il);
+    const uint64_t e = o->n_embd, hd = swa ? o->head_dim : o->head_dim_full;
+    const uint64_t qd = o->n_head * hd, kvd = (swa ? o->n_head_kv : o->n_head_kv_full) * hd;
+    const uint64_t ff = o->n_ff_exp, n_exp = o->n_expert;
+    plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
+    if (gemma4_has_kv(o, (uint32_t)il)) {
+        plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
+        if (swa || !o->k_eq_v)
+            plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
+        plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, hd, 0, 0);
+        gemma4_qk_norm_scale(&m->t[m->n - 1]);
+    }
+    plan_add(m, o, "attn_output", il, MK_ROLE_ATTN_O, qd, e, 0);
+    plan_add(m, o, "attn_q_norm", il, MK_ROLE_NORM, hd, 0, 0);
+    gemma4_qk_norm_scale(&m->t[m->n - 1]);
+    plan_add(m, o, "post_attention_norm", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "layer_output_scale", il, MK_ROLE_NORM, 1, 0, 0);
+    plan_add(m, o, "ffn_norm", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "ffn_gate", il, MK_ROLE_FFN_GATE, e, o->n_ff, 0);
+    plan_add(m, o, "ffn_up", il, MK_ROLE_FFN_UP, e, o->n_ff, 0);
+    plan_add(m, o, "ffn_down", il, MK_ROLE_FFN_DOWN, o->n_ff, e, 0);
+    plan_add(m, o, "post_ffw_norm", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "ffn_gate_inp", il, MK_ROLE_ROUTER, e, n_exp, 0);
+    m->t[m->n - 1].std = 1.0f; /* its input is rms-normalised then divided by sqrt(n_embd) */
+    plan_add(m, o, "ffn_gate_inp.scale", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "pre_ffw_norm_2", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "post_ffw_norm_1", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "post_ffw_norm_2", il, MK_ROLE_NORM, e, 0, 0);
+    plan_add(m, o, "ffn_gate_up_exps", il, MK_ROLE_FFN_GATE, e, 2 * ff, n_exp);
+    plan_add(m, o, "ffn_down_exps", il, MK_ROLE_FFN_DOWN, ff, e, n_exp);
+    plan_add(m, o, "ffn_down_exps.scale", il, MK_ROLE_NORM, n_exp, 0, 0);
+}
+
 /* All tensors in convert_hf_to_gguf's order. Returns 0 or -ENOMEM. */
 static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vocab) {
     uint64_t e = o->n_embd, qd = (uint64_t)o->n_head * o->head_dim;
@@ -1653,7 +1784,18 @@ static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vo
     m->t = calloc(3 + (size_t)(o->n_layer + o->nextn) * 24, sizeof(*m->t));
     if (!m->t)
         return -ENOMEM;
-    plan_add(m, o, "token_embd", -1, MK_ROLE_EMBD, e, n_vocab, 0);
+    /* gemma4 ties the output to token_embd, which then gets the output's type and scale */
+    plan_add(m, o, "token_embd", -1, o->arch == MK_ARCH_GEMMA4 ? MK_ROLE_OUTPUT : MK_ROLE_EMBD, e,
+             n_vocab, 0);
+    if (o->arch == MK_ARCH_GEMMA4) {
+        if (o->n_layer >= o->swa_period) /* read by the global layers only (llama.cpp refuses
+                                          * a tensor it does not read) */
+            plan_add(m, o, "rope_freqs", -1, MK_ROLE_ROPE_FREQS, o->head_dim_full / 2, 0, 0);
+        for (int il = 0; il < (int)o->n_layer; il++)
+            plan_gemma4_layer(m, o, il);
+        plan_add(m, o, "output_norm", -1, MK_ROLE_NORM, e, 0, 0);
+        return 0;
+    }
     for (int il = 0; mk_is_hybrid(o->arch) && il < (int)(o->n_layer + o->nextn); il++) {
         plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
         plan_hybrid_mixer(m, o, il);
@@ -1734,6 +1876,33 @@ static int meta_gptoss(struct gguf_writer *w, const struct mk_opts *o, const cha
     return rc;
 }
 
+/* The gemma4 keys (conversion/gemma.py's Gemma4Model): the window and which layers have it, the
+ * window layers' head size, KV heads (an array: window layers then global ones differ), rotation
+ * and RoPE base, the shared-KV layers, no per-layer embeddings, the final soft-capping. */
+static int meta_gemma4(struct gguf_writer *w, const struct mk_opts *o, const char *a) {
+    char key[128];
+    int32_t kv[512];
+    uint8_t swa[512];
+    for (uint32_t il = 0; il < o->n_layer && il < 512; il++) {
+        swa[il] = gemma4_swa(o, il);
+        kv[il] = (int32_t)(swa[il] ? o->n_head_kv : o->n_head_kv_full);
+    }
+    snprintf(key, sizeof(key), "%s.attention.head_count_kv", a);
+    int rc = gguf_writer_add_arr_i32(w, key, kv, o->n_layer);
+    snprintf(key, sizeof(key), "%s.attention.sliding_window_pattern", a);
+    rc = rc ? rc : gguf_writer_add_arr_bool(w, key, swa, o->n_layer);
+    rc = rc ? rc : meta_u32(w, a, "attention.sliding_window", o->n_swa);
+    rc = rc ? rc : meta_u32(w, a, "attention.shared_kv_layers", o->n_kv_shared);
+    rc = rc ? rc : meta_u32(w, a, "embedding_length_per_layer_input", 0);
+    rc = rc ? rc : meta_u32(w, a, "attention.key_length_swa", o->head_dim);
+    rc = rc ? rc : meta_u32(w, a, "attention.value_length_swa", o->head_dim);
+    rc = rc ? rc : meta_u32(w, a, "rope.dimension_count", o->head_dim_full);
+    rc = rc ? rc : meta_u32(w, a, "rope.dimension_count_swa", o->head_dim);
+    rc = rc ? rc : meta_f32(w, a, "rope.freq_base_swa", o->rope_base_swa);
+    rc = rc ? rc : meta_f32(w, a, "final_logit_softcapping", o->softcap);
+    return rc;
+}
+
 /* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
 static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     const char *a = mk_arch_names[o->arch];
@@ -1754,9 +1923,14 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc || o->arch == MK_ARCH_QWEN35MOE ? rc : meta_u32(w, a, "feed_forward_length", o->n_ff);
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_feed_forward_length", o->n_ff_exp);
     rc = rc ? rc : meta_u32(w, a, "attention.head_count", o->n_head);
-    rc = rc ? rc : meta_u32(w, a, "attention.head_count_kv", o->n_head_kv);
-    rc = rc ? rc : meta_u32(w, a, "attention.key_length", o->head_dim);
-    rc = rc ? rc : meta_u32(w, a, "attention.value_length", o->head_dim);
+    if (o->arch != MK_ARCH_GEMMA4) { /* gemma4: an array, below */
+        rc = rc ? rc : meta_u32(w, a, "attention.head_count_kv", o->n_head_kv);
+        rc = rc ? rc : meta_u32(w, a, "attention.key_length", o->head_dim);
+        rc = rc ? rc : meta_u32(w, a, "attention.value_length", o->head_dim);
+    } else {
+        rc = rc ? rc : meta_u32(w, a, "attention.key_length", o->head_dim_full);
+        rc = rc ? rc : meta_u32(w, a, "attention.value_length", o->head_dim_full);
+    }
     rc = rc || o->arch != MK_ARCH_LLAMA ? rc : meta_u32(w, a, "rope.dimension_count", o->head_dim);
     rc = rc ? rc : meta_f32(w, a, "rope.freq_base", o->rope_base);
     rc = rc ? rc : meta_f32(w, a, "attention.layer_norm_rms_epsilon", o->eps);
@@ -1764,6 +1938,7 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_used_count", o->n_expert_used);
     rc = rc || !mk_is_hybrid(o->arch) ? rc : meta_hybrid(w, o, a);
     rc = rc || o->arch != MK_ARCH_GPTOSS ? rc : meta_gptoss(w, o, a);
+    rc = rc || o->arch != MK_ARCH_GEMMA4 ? rc : meta_gemma4(w, o, a);
     rc = rc ? rc : gguf_writer_add_u32(w, "general.file_type",
                                        o->mxfp4_experts ? mk_mixes[MK_TYPES_MXFP4_MOE].file_type
                                                         : mk_mixes[o->types].file_type);
@@ -1817,9 +1992,23 @@ static int write_stream(struct gguf_writer *w, uint64_t seed, const char *name,
     return rc;
 }
 
+/* gemma4's rope_freqs (f32, n_bytes of them): the global layers' "proportional" RoPE as the
+ * converter writes it, 1 for the first rope_rot_full pairs and 1e30 (no rotation) after. */
+static int write_rope_freqs(struct gguf_writer *w, const struct mk_opts *o, uint64_t n_bytes,
+                            uint8_t *buf) {
+    float *f = (float *)buf;
+    const uint64_t n = n_bytes / sizeof(float);
+    for (uint64_t i = 0; i < n; i++)
+        f[i] = i < o->rope_rot_full ? 1.0f : 1e30f;
+    return gguf_writer_write(w, buf, (size_t)n_bytes);
+}
+
 /* A tensor's data: its own stream, or with --upcycle one copy of the dense stream per expert. */
-static int write_tensor(struct gguf_writer *w, uint64_t seed, const struct mk_tensor *t,
+static int write_tensor(struct gguf_writer *w, const struct mk_opts *o, const struct mk_tensor *t,
                         uint64_t n_bytes, uint8_t *buf) {
+    const uint64_t seed = o->seed;
+    if (t->role == MK_ROLE_ROPE_FREQS)
+        return write_rope_freqs(w, o, n_bytes, buf);
     if (!t->src[0])
         return write_stream(w, seed, t->name, t, n_bytes, buf);
     int rc = 0;
@@ -1847,7 +2036,7 @@ static int file_write(struct gguf_writer *w, const struct mk_opts *o, const stru
     rc = rc ? rc : gguf_writer_open(w, path);
     for (uint32_t i = lo; rc == 0 && i < hi; i++) {
         uint64_t n_bytes = gguf_writer_tensor_bytes(w, i - lo);
-        rc = write_tensor(w, o->seed, &m->t[i], n_bytes, buf);
+        rc = write_tensor(w, o, &m->t[i], n_bytes, buf);
         pr->done += n_bytes;
         if (!o->quiet && pr->done >= pr->next_report) {
             fprintf(stderr, "sniper-mkmodel: %.1f / %.1f GiB\n", pr->done / 1073741824.0,

@@ -28,11 +28,17 @@ struct model_arch_ops {
 extern const struct model_arch_ops arch_qwen3moe, arch_qwen3, arch_llama; /* arch_qwen3.c */
 extern const struct model_arch_ops arch_qwen35moe, arch_qwen35;           /* arch_qwen35.c */
 extern const struct model_arch_ops arch_gptoss;                           /* arch_gptoss.c */
+extern const struct model_arch_ops arch_gemma4;                           /* arch_gemma4.c */
 
 /* Reads ARCH.suffix (ARCH = hp's architecture name) as a positive int32 into *out; when absent
  * uses def (def < 0: the key is required). Returns 0 or -EINVAL with a message. */
 int model_key_i32(const struct gguf *g, const char *suffix, int32_t def, int32_t *out, char *err,
                   size_t err_len);
+
+/* model_key_i32 of a key that may instead be an array with one value per layer (i32 or u32):
+ * then layer il's. Returns 0 or -EINVAL with a message. */
+int model_key_i32_at(const struct gguf *g, const char *suffix, int32_t il, int32_t def,
+                     int32_t *out, char *err, size_t err_len);
 
 /* Points w at tensor name after checking its shape is [n_in, n_out, n_mat] (n_mat 1: 2-D).
  * Returns 0 or -EINVAL with a message naming the tensor. */

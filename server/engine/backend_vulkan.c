@@ -220,6 +220,8 @@ static const char *vk_unsupported(const struct engine *e) {
         return "an expert cache is attached";
     if (e->replay)
         return "routing is replayed";
+    if (m->hp.arch == MODEL_ARCH_GEMMA4)
+        return "gemma4 is not on the GPU yet";
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct model_layer *l = &m->layers[il];
         if (l->swa)

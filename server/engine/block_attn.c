@@ -1,5 +1,7 @@
 /* block_attn.c - the attention mixer: q, k and v projections (with biases: gpt-oss), q/k head
- * norms, RoPE on the first n_rot dimensions of each head, causal GQA over the KV rows of the
+ * norms (and V's without a weight: gemma4), RoPE on the first n_rot dimensions of each head (the
+ * layer's own head size, KV heads, rotation and RoPE table: gemma4's window and global layers
+ * differ), causal GQA over the KV rows of the
  * token's own sequence (the last n_swa positions in a sliding-window layer, read from its ring),
  * a sink logit per head in the softmax (gpt-oss), an optional output gate (sigmoid of per-head
  * gate rows interleaved with the query's in attn_q: qwen35), then attn_output (and its bias).
@@ -14,21 +16,29 @@
 #include "quant.h"
 #include "threadpool.h"
 
-static void kv_store(const struct engine *e, uint8_t *dst, const float *src) {
+/* Stores kv_dim values of a K or V row (the layer's; the sequence's rows are e->kv_dim wide). */
+static void kv_store(const struct engine *e, uint8_t *dst, const float *src, int64_t kv_dim) {
     const enum qtype t = e->p.kv_type;
     if (t == QTYPE_F32)
-        memcpy(dst, src, (size_t)e->kv_dim * sizeof(float));
+        memcpy(dst, src, (size_t)kv_dim * sizeof(float));
     else if (t == QTYPE_F16)
-        quant_f16_from_f32(src, dst, e->kv_dim);
+        quant_f16_from_f32(src, dst, kv_dim);
     else /* q8_0, q4_0: per head, as heads are multiples of the 32-element blocks */
-        quant_quantize_row(t, src, dst, e->kv_dim);
+        quant_quantize_row(t, src, dst, kv_dim);
 }
 
-static void rope(const struct model_hparams *hp, float *x, const float *cs) {
+static void rope(const struct model_hparams *hp, int32_t n_rot, float *x, const float *cs) {
     if (hp->rope == MODEL_ROPE_NEOX)
-        ops_rope_neox(x, cs, hp->n_rot);
+        ops_rope_neox(x, cs, n_rot);
     else
-        ops_rope_norm(x, cs, hp->n_rot);
+        ops_rope_norm(x, cs, n_rot);
+}
+
+/* Token t's RoPE table for layer l: the window layers' own when the model has one (gemma4). */
+static const float *rope_table(const struct engine *e, const struct model_layer *l, int32_t t) {
+    if (l->swa && e->m->hp.n_rot_swa > 0)
+        return e->rope_cs_swa + (size_t)t * e->m->hp.n_rot_swa;
+    return e->rope_cs + (size_t)t * e->m->hp.n_rot;
 }
 
 /* rows[t] += b for n_tok rows of n values, stride apart (ggml adds a bias after its product). */
@@ -52,29 +62,35 @@ static void split_gate(struct engine *e, int32_t n_tok) {
 }
 
 /* q/k head norms, RoPE, then each token's k and v go into its sequence's rows of layer il, at the
- * token's position. */
+ * token's position (a layer reading another's KV only prepares its queries). */
 static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
-    const int32_t hd = hp->head_dim, kv_il = e->kv_layer[il];
+    const int32_t hd = l->head_dim, kv_il = e->kv_layer[il];
+    const int64_t kv_dim = (int64_t)l->n_head_kv * hd;
     for (int32_t t = 0; t < n_tok; t++) {
-        const float *cs = e->rope_cs + (size_t)t * hp->n_rot;
+        const float *cs = rope_table(e, l, t);
         for (int32_t h = 0; h < hp->n_head; h++) {
             float *qh = e->attn.q + (size_t)t * e->q_dim + (size_t)h * hd;
             if (l->attn_q_norm)
                 ops_rms_norm(qh, qh, l->attn_q_norm, hd, hp->rms_eps);
-            rope(hp, qh, cs);
+            rope(hp, l->n_rot, qh, cs);
         }
-        for (int32_t h = 0; h < hp->n_head_kv; h++) {
+        if (l->kv_src >= 0)
+            continue;
+        for (int32_t h = 0; h < l->n_head_kv; h++) {
             float *kh = e->attn.k + (size_t)t * e->kv_dim + (size_t)h * hd;
+            float *vh = e->attn.v + (size_t)t * e->kv_dim + (size_t)h * hd;
             if (l->attn_k_norm)
                 ops_rms_norm(kh, kh, l->attn_k_norm, hd, hp->rms_eps);
-            rope(hp, kh, cs);
+            if (l->v_norm)
+                ops_rms_norm(vh, vh, NULL, hd, hp->rms_eps);
+            rope(hp, l->n_rot, kh, cs);
         }
         const struct sequence *seq = engine_tok_seq(e, t);
         const int32_t pos = e->tok_pos[t];
-        kv_store(e, sequence_k_row(seq, kv_il, pos), e->attn.k + (size_t)t * e->kv_dim);
-        kv_store(e, sequence_v_row(seq, kv_il, pos), e->attn.v + (size_t)t * e->kv_dim);
+        kv_store(e, sequence_k_row(seq, kv_il, pos), e->attn.k + (size_t)t * e->kv_dim, kv_dim);
+        kv_store(e, sequence_v_row(seq, kv_il, pos), e->attn.v + (size_t)t * e->kv_dim, kv_dim);
     }
 }
 
@@ -149,13 +165,15 @@ static void attn_task(void *ctx, int64_t task, int thread) {
     const struct attn_scratch *a = &e->attn;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[c->il];
-    const int32_t hd = hp->head_dim;
+    const int32_t hd = l->head_dim;
     const int32_t t = (int32_t)(task / hp->n_head), h = (int32_t)(task % hp->n_head);
-    const int32_t g = h / (hp->n_head / hp->n_head_kv);
+    const int32_t g = h / (hp->n_head / l->n_head_kv);
     const struct sequence *seq = engine_tok_seq(e, t);
     const int32_t first = attn_first(e, c->il, t);
     const int32_t kv_il = e->kv_layer[c->il];
-    const size_t head_off = (size_t)g * (seq->kv_row_bytes / (size_t)hp->n_head_kv);
+    uint64_t head_bytes = 0; /* a head's bytes in the KV type (heads are whole blocks) */
+    qtype_row_bytes(e->p.kv_type, (uint64_t)hd, &head_bytes);
+    const size_t head_off = (size_t)g * (size_t)head_bytes;
     const struct attn_head ah = {
         .kv_type = e->p.kv_type,
         .q = a->q + (size_t)t * e->q_dim + (size_t)h * hd,
@@ -166,7 +184,7 @@ static void attn_task(void *ctx, int64_t task, int thread) {
         .first = first,
         .n_kv = e->tok_pos[t] + 1 - first,
         .head_dim = hd,
-        .scale = 1.0f / sqrtf((float)hd),
+        .scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd),
         .sink = l->attn_sinks ? l->attn_sinks[h] : -INFINITY,
     };
     /* q16 holds hd halves, or the hd/32 q8_0 blocks of 34 bytes (which fit in 2 hd bytes) */
@@ -185,9 +203,13 @@ int block_attn(struct engine *e, int il, int32_t n_tok) {
     float *outs[3] = {gated ? a->qg : a->q, a->k, a->v};
     const size_t strides[3] = {(size_t)(gated ? 2 : 1) * e->q_dim, (size_t)e->kv_dim,
                                (size_t)e->kv_dim};
-    int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, 3);
+    /* q only in a layer reading another's KV; q and k where V is K's projection (gemma4) */
+    const int n_proj = l->kv_src >= 0 ? 1 : l->wv.data ? 3 : 2;
+    int rc = engine_matmul_multi(e, ws, outs, strides, e->xn, n_tok, n_proj);
     if (rc < 0)
         return rc;
+    if (n_proj == 2)
+        memcpy(a->v, a->k, (size_t)n_tok * (size_t)e->kv_dim * sizeof(float));
     const float *const biases[3] = {l->bq, l->bk, l->bv};
     for (int i = 0; i < 3; i++)
         if (biases[i])

@@ -1,5 +1,5 @@
-/* block_ffn.c - the dense SwiGLU FFN: down(silu(gate x) * up x), and the same arithmetic for the
- * shared expert. A dense model's FFN may stream through the expert cache as its layer's one
+/* block_ffn.c - the dense SwiGLU FFN: down(silu(gate x) * up x) (GeGLU, gelu for silu, for
+ * gemma4), and the same arithmetic for the shared expert. A dense model's FFN may stream through the expert cache as its layer's one
  * "expert"; the next layer's (after the last, the first's for the next step) is always read ahead,
  * a guess that is right but for the last step. Works in its own scratch (struct ffn_scratch),
  * wholly inside one call: a block may run it in the middle of its own work. */
@@ -28,7 +28,10 @@ static int swiglu_run(struct engine *e, const struct weight *gate, const struct 
         (rc = engine_queue(e, up, mat[1], au, su, NULL, f->u, F, NULL, n_tok)) < 0)
         return rc;
     matmul_run(&e->mm);
-    ops_swiglu(f->g, f->g, f->u, (int64_t)n_tok * F);
+    if (e->m->hp.act == MODEL_ACT_GEGLU) /* gemma4's dense FFNs */
+        ops_geglu(f->g, f->g, f->u, (int64_t)n_tok * F);
+    else
+        ops_swiglu(f->g, f->g, f->u, (int64_t)n_tok * F);
     if ((rc = matmul_quantize(down->type, f->g, F, n_tok, (int64_t)F, f->act_hidden, &sd)) < 0 ||
         (rc = engine_queue(e, down, mat[2], f->act_hidden, sd, NULL, out, D, NULL, n_tok)) < 0)
         return rc;

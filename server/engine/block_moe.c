@@ -145,6 +145,24 @@ static void route(struct engine *e, int il, int32_t n_tok) {
     }
 }
 
+/* The router's input rows: xn, or for gemma4 its own, x rms-normalised without a weight, times
+ * 1 / sqrt(n_embd), times ffn_gate_inp.scale (into out, rows D apart). */
+static const float *router_input(struct engine *e, const struct model_layer *l, const float *x,
+                                 float *out, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    if (!l->ffn_gate_inp_s)
+        return e->xn;
+    const float inv = 1.0f / sqrtf((float)hp->n_embd);
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *r = out + t * D;
+        ops_rms_norm(r, x + t * D, NULL, hp->n_embd, hp->rms_eps);
+        for (size_t i = 0; i < D; i++)
+            r[i] = (r[i] * inv) * l->ffn_gate_inp_s[i];
+    }
+    return out;
+}
+
 /* Next-layer lookahead: layer il's router applied to the residual stream as it enters layer
  * il - 1's FFN guesses which experts il will want; those the cache lacks start reading now, most
  * wanted first, and arrive while this layer computes and il's attention runs. Works in its own
@@ -157,8 +175,10 @@ static int prefetch(struct engine *e, int il, int32_t n_tok) {
     const size_t D = (size_t)hp->n_embd;
     const int32_t ne = hp->n_expert, k = e->k_used;
     struct prefetch_scratch *pf = &e->pf;
-    for (int32_t t = 0; t < n_tok; t++)
+    for (int32_t t = 0; !l->ffn_gate_inp_s && t < n_tok; t++)
         ops_rms_norm(pf->xn + t * D, e->x + t * D, l->ffn_norm, hp->n_embd, hp->rms_eps);
+    if (l->ffn_gate_inp_s) /* gemma4: the router's own input */
+        router_input(e, l, e->x, pf->xn, n_tok);
     int rc = engine_matmul(e, &l->ffn_gate_inp, pf->xn, D, pf->router, (size_t)ne, n_tok);
     if (rc < 0)
         return rc;
@@ -218,6 +238,8 @@ static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n,
                 ops_add(u, l->ffn_up_exps_b + (size_t)x * F, (int64_t)F);
             if (hp->act == MODEL_ACT_SWIGLU_OAI)
                 ops_swiglu_oai(g, g, u, (int64_t)F);
+            else if (hp->act == MODEL_ACT_GEGLU)
+                ops_geglu(g, g, u, (int64_t)F);
             else
                 ops_swiglu(g, g, u, (int64_t)F);
             qk->from_float(g, mo->act_hidden + (size_t)out[r] * sd, (int64_t)F);
@@ -228,6 +250,15 @@ static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n,
             return rc;
     }
     matmul_run(&e->mm);
+    for (int32_t j = 0; l->ffn_down_exps_s && j < n; j++) { /* gemma4: the expert's scale */
+        int32_t x = mo->ids[list[j]];
+        const int32_t *out = mo->exp_out + (size_t)x * B;
+        for (int32_t r = 0; r < mo->exp_n[x]; r++) {
+            float *o = mo->out + (size_t)out[r] * D;
+            for (size_t i = 0; i < D; i++)
+                o[i] = o[i] * l->ffn_down_exps_s[x];
+        }
+    }
     for (int32_t j = 0; l->ffn_down_exps_b && j < n; j++) {
         int32_t x = mo->ids[list[j]];
         const int32_t *out = mo->exp_out + (size_t)x * B;
@@ -241,24 +272,44 @@ static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n,
  * it runs while the routed experts' misses are read. Returns 0 or a product's error. */
 static int shared_expert_run(struct engine *e, const struct model_layer *l, int32_t n_tok) {
     struct moe_scratch *mo = &e->moe;
-    const size_t D = (size_t)e->m->hp.n_embd;
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
     int rc = block_ffn_swiglu(e, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
                               mo->shexp, n_tok);
-    return rc < 0 ? rc : engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, mo->shexp_gate, 1,
-                                       n_tok);
+    for (int32_t t = 0; rc == 0 && l->ffn_post_norm_1 && t < n_tok; t++) /* gemma4 */
+        ops_rms_norm(mo->shexp + t * D, mo->shexp + t * D, l->ffn_post_norm_1, hp->n_embd,
+                     hp->rms_eps);
+    if (rc < 0 || !l->ffn_gate_inp_shexp.data)
+        return rc;
+    return engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, mo->shexp_gate, 1, n_tok);
 }
 
-/* y += shexp * sigmoid(shexp_gate), per token: after the routed experts' sum, as ggml adds. */
-static void shared_expert_add(struct engine *e, int32_t n_tok) {
+/* y += shexp * sigmoid(shexp_gate), per token: after the routed experts' sum, as ggml adds; a
+ * shared expert without a gate (gemma4's dense half): y = shexp + y. */
+static void shared_expert_add(struct engine *e, const struct model_layer *l, int32_t n_tok) {
     const struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)e->m->hp.n_embd;
+    const bool gated = l->ffn_gate_inp_shexp.data != NULL;
     for (int32_t t = 0; t < n_tok; t++) {
-        const float g = 1.0f / (1.0f + ops_exp(-mo->shexp_gate[t]));
+        const float g = gated ? 1.0f / (1.0f + ops_exp(-mo->shexp_gate[t])) : 1.0f;
         float *y = e->y + (size_t)t * D;
         const float *s = mo->shexp + (size_t)t * D;
-        for (size_t i = 0; i < D; i++)
-            y[i] = y[i] + s[i] * g;
+        if (!gated)
+            for (size_t i = 0; i < D; i++)
+                y[i] = s[i] + y[i];
+        else
+            for (size_t i = 0; i < D; i++)
+                y[i] = y[i] + s[i] * g;
     }
+}
+
+/* Gemma 4: the experts' own input, xn = rmsnorm(x) * pre_ffw_norm_2, once the dense half has read
+ * xn (normalised by ffn_norm). */
+static void experts_input(struct engine *e, const struct model_layer *l, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    for (int32_t t = 0; l->ffn_pre_norm_2 && t < n_tok; t++)
+        ops_rms_norm(e->xn + t * D, e->x + t * D, l->ffn_pre_norm_2, hp->n_embd, hp->rms_eps);
 }
 
 /* Computes the experts ids[first .. first+n), the current lookup's 0 .. n-1: what is resident
@@ -284,7 +335,7 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
             } else {
                 const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
                 for (int m = 0; m < 3; m++)
-                    mat[m] = (const uint8_t *)w[m]->data + (size_t)x * w[m]->mat_bytes;
+                    mat[m] = (const uint8_t *)w[m]->data + (size_t)x * w[m]->mat_stride;
             }
             if (rc < 0)
                 return rc;
@@ -325,7 +376,8 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
-    int rc = engine_matmul(e, &l->ffn_gate_inp, e->xn, D, mo->router, (size_t)hp->n_expert, n_tok);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, router_input(e, l, e->x, mo->router_x, n_tok), D,
+                           mo->router, (size_t)hp->n_expert, n_tok);
     if (rc < 0)
         return rc;
     const int32_t n = block_moe_route(e, il, n_tok);
@@ -344,6 +396,7 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     }
     if (l->ffn_up_shexp.data && (rc = shared_expert_run(e, l, n_tok)) < 0)
         return rc;
+    experts_input(e, l, n_tok);
     size_t sg = 0, su = 0;
     if ((rc = matmul_quantize(l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd, mo->act_in,
                               &sg)) < 0)
@@ -376,7 +429,9 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
                 y[i] = y[i] + ds[i] * w[s];
         }
     }
+    for (int32_t t = 0; l->ffn_post_norm_2 && t < n_tok; t++) /* gemma4 */
+        ops_rms_norm(e->y + t * D, e->y + t * D, l->ffn_post_norm_2, hp->n_embd, hp->rms_eps);
     if (l->ffn_up_shexp.data)
-        shared_expert_add(e, n_tok);
+        shared_expert_add(e, l, n_tok);
     return 0;
 }

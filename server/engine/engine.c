@@ -103,10 +103,14 @@ static struct sequence_shape engine_seq_shape(struct engine *e) {
     for (int il = 0; il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         bool rec = l->mixer == MODEL_MIXER_DELTANET;
+        e->rec_layer[il] = rec ? sh.n_rec_layer++ : -1;
+        if (l->kv_src >= 0) { /* reads an earlier layer's rows: none of its own */
+            e->kv_layer[il] = e->kv_layer[l->kv_src];
+            continue;
+        }
         if (!rec)
             e->kv_swa[sh.n_kv_layer] = l->swa;
         e->kv_layer[il] = rec ? -1 : sh.n_kv_layer++;
-        e->rec_layer[il] = rec ? sh.n_rec_layer++ : -1;
     }
     if (sh.n_rec_layer > 0) {
         sh.conv_floats = (size_t)(hp->ssm_d_conv - 1) * (size_t)e->conv_ch;
@@ -160,6 +164,7 @@ struct engine_widths {
     size_t moe_act_in, moe_act_up, moe_act_hidden;
     bool gated;                   /* a layer has gated attention (qg) */
     bool shexp;                   /* a layer has a shared expert */
+    bool router_x;                /* a layer's router has its own input (gemma4) */
 };
 
 static struct engine_widths engine_widths(const struct model *m) {
@@ -192,6 +197,7 @@ static struct engine_widths engine_widths(const struct model *m) {
         w.moe_act_hidden = act_stride_max(w.moe_act_hidden, moe_hidden, 1);
         w.gated |= l->mixer == MODEL_MIXER_ATTN_GATED;
         w.shexp |= l->ffn_up_shexp.data != NULL;
+        w.router_x |= l->ffn_gate_inp_s != NULL;
     }
     return w;
 }
@@ -206,7 +212,7 @@ static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
     const size_t S = (size_t)e->p.n_seq, L = (size_t)hp->n_layer, D = (size_t)hp->n_embd;
     const size_t ne = hp->n_expert > 0 ? (size_t)hp->n_expert : 1;
     const size_t Bm = hp->n_expert > 0 ? B : 0; /* rows of the experts' buffers */
-    const size_t Q = (size_t)e->q_dim, KV = (size_t)e->kv_dim, hd = (size_t)hp->head_dim;
+    const size_t Q = (size_t)e->q_dim, KV = (size_t)e->kv_dim, hd = (size_t)e->head_dim_max;
     const size_t C = (size_t)e->conv_ch, V = (size_t)e->ssm_v_dim;
     const size_t Hv = (size_t)(hp->ssm_dt_rank > 0 ? hp->ssm_dt_rank : 1);
     const size_t conv_rows = hp->ssm_d_conv > 0 ? B + (size_t)hp->ssm_d_conv - 1 : 0;
@@ -220,6 +226,7 @@ static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
         /* the driver, the product helpers, the step */
         ENGINE_BUF(e->x, B * D), ENGINE_BUF(e->xn, B * D), ENGINE_BUF(e->y, B * D),
         ENGINE_BUF(e->rope_cs, B * (size_t)hp->n_rot),
+        ENGINE_BUF(e->rope_cs_swa, B * (size_t)hp->n_rot_swa),
         ENGINE_BUF(e->embd_row, e->m->tok_embd.row_bytes),
         ENGINE_BUF(e->act[0], B * w.mm_act[0]), ENGINE_BUF(e->act[1], B * w.mm_act[1]),
         ENGINE_BUF(e->act[2], B * w.mm_act[2]),
@@ -248,6 +255,7 @@ static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
         ENGINE_BUF(mo->act_hidden, Bm * K * w.moe_act_hidden), ENGINE_BUF(mo->g, Bm * K * Fe),
         ENGINE_BUF(mo->u, Bm * K * Fe), ENGINE_BUF(mo->out, Bm * K * D),
         ENGINE_BUF(mo->shexp, (w.shexp ? B : 0) * D), ENGINE_BUF(mo->shexp_gate, w.shexp ? B : 0),
+        ENGINE_BUF(mo->router_x, (w.router_x ? Bm : 0) * D),
         /* block_moe's prefetch */
         ENGINE_BUF(pf->xn, Bm * D), ENGINE_BUF(pf->router, Bm * ne), ENGINE_BUF(pf->votes, ne),
         ENGINE_BUF(pf->ids, ne),
@@ -330,8 +338,14 @@ static int engine_check_params(struct engine *e, char *err, size_t err_len) {
 /* The widths the buffers and sequences are sized by, from the model and e->p. */
 static void engine_derive(struct engine *e) {
     const struct model_hparams *hp = &e->m->hp;
-    e->q_dim = hp->n_head * hp->head_dim;
-    e->kv_dim = hp->n_head_kv * hp->head_dim;
+    e->head_dim_max = e->kv_dim = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct model_layer *l = &e->m->layers[il];
+        e->head_dim_max = l->head_dim > e->head_dim_max ? l->head_dim : e->head_dim_max;
+        e->kv_dim = l->n_head_kv * l->head_dim > e->kv_dim ? l->n_head_kv * l->head_dim
+                                                            : e->kv_dim;
+    }
+    e->q_dim = hp->n_head * e->head_dim_max;
     e->k_used = hp->n_expert > 0 ? (e->p.moe_top_k > 0 ? e->p.moe_top_k : hp->n_expert_used) : 1;
     e->ssm_v_dim = hp->ssm_dt_rank * hp->ssm_d_state;
     e->conv_ch = 2 * hp->ssm_n_group * hp->ssm_d_state + e->ssm_v_dim;
@@ -409,6 +423,10 @@ struct engine *engine_new(const struct model *m, const struct engine_params *p, 
     e->rope = ops_rope_init(hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
                             hp->rope_ext_factor, hp->rope_attn_factor, hp->rope_n_ctx_orig, 32.0f,
                             1.0f);
+    if (hp->n_rot_swa > 0)
+        e->rope_swa = ops_rope_init(hp->n_rot_swa, hp->rope_freq_base_swa, hp->rope_freq_scale,
+                                    hp->rope_ext_factor, hp->rope_attn_factor,
+                                    hp->rope_n_ctx_orig, 32.0f, 1.0f);
     int max_jobs = 2 * (hp->n_expert > 0 ? hp->n_expert : 1) + 8 + e->p.n_seq;
     if (matmul_init(&e->mm, e->tp, max_jobs) < 0 || engine_alloc_all(e) < 0) {
         err_set(err, err_len, "engine: out of memory for buffers (context %d, batch %d)",
@@ -671,6 +689,20 @@ static int engine_embd_row(struct engine *e, int32_t token, const uint8_t **row)
     return 0;
 }
 
+/* x[i] *= s over n values (ggml_scale, and ggml_mul by a one-element tensor). */
+static void engine_scale(float *x, float s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        x[i] = x[i] * s;
+}
+
+/* y = rmsnorm(y) * w for the batch's rows: a norm after a block (gemma4's post norms). */
+static void engine_post_norm(struct engine *e, const float *w, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const size_t D = (size_t)hp->n_embd;
+    for (int32_t t = 0; w && t < n_tok; t++)
+        ops_rms_norm(e->y + t * D, e->y + t * D, w, hp->n_embd, hp->rms_eps);
+}
+
 static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) {
     const struct weight *w = &e->m->tok_embd;
     const size_t D = (size_t)e->m->hp.n_embd;
@@ -680,6 +712,8 @@ static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) 
         if (rc < 0)
             return rc;
         quant_dequantize_row(w->type, row, e->x + t * D, (int64_t)D);
+        if (e->m->hp.embd_scale > 0.0f) /* gemma4: times sqrt(n_embd), as ggml_scale */
+            engine_scale(e->x + t * D, e->m->hp.embd_scale, D);
     }
     return 0;
 }
@@ -704,6 +738,7 @@ static int engine_mixer(struct engine *e, int il, int32_t n_tok) {
     engine_norm(e, l->attn_norm, 0, n_tok);
     int rc = l->mixer == MODEL_MIXER_DELTANET ? block_deltanet(e, il, n_tok)
                                                : block_attn(e, il, n_tok);
+    engine_post_norm(e, rc == 0 ? l->attn_post_norm : NULL, n_tok);
     if (rc == 0)
         engine_add_y(e, n_tok);
     return rc;
@@ -716,9 +751,19 @@ static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     double t0 = clock_now_s();
     int rc = l->ffn == MODEL_FFN_MOE ? block_moe(e, il, n_tok) : block_ffn_dense(e, il, n_tok);
     e->timing.ffn_s += clock_now_s() - t0;
+    engine_post_norm(e, rc == 0 ? l->ffn_post_norm : NULL, n_tok);
     if (rc == 0)
         engine_add_y(e, n_tok);
+    if (rc == 0 && l->out_scale != 1.0f) /* gemma4's layer output scale */
+        engine_scale(e->x, l->out_scale, (size_t)n_tok * (size_t)e->m->hp.n_embd);
     return rc;
+}
+
+/* logits = c tanh(logits / c) (gemma4's final soft-capping, as ggml: scale, tanh, scale). */
+static void engine_softcap(float *x, size_t n, float c) {
+    const float inv = 1.0f / c;
+    for (size_t i = 0; i < n; i++)
+        x[i] = tanhf(x[i] * inv) * c;
 }
 
 /* The logits rows the step's out[] asks for: their normalised rows are packed at the front of xn
@@ -745,6 +790,9 @@ static int engine_output(struct engine *e) {
     }
     if (rc == 0)
         matmul_run(&e->mm);
+    for (int32_t o = 0; rc == 0 && hp->logit_softcap > 0.0f && o < e->n_out; o++)
+        engine_softcap(e->out[o].dst, (size_t)e->out[o].n * (size_t)hp->n_vocab,
+                       hp->logit_softcap);
     return rc;
 }
 
@@ -780,8 +828,13 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     int rc = engine_embed(e, e->tok_id, n_tok);
     if (rc < 0)
         return rc;
-    for (int32_t t = 0; t < n_tok; t++)
-        ops_rope_cache(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], &e->rope);
+    for (int32_t t = 0; t < n_tok; t++) {
+        ops_rope_cache_ff(e->rope_cs + (size_t)t * hp->n_rot, e->tok_pos[t], &e->rope,
+                          e->m->rope_freqs);
+        if (hp->n_rot_swa > 0)
+            ops_rope_cache(e->rope_cs_swa + (size_t)t * hp->n_rot_swa, e->tok_pos[t],
+                           &e->rope_swa);
+    }
     for (int32_t i = 0; i < e->n_seg; i++)
         sequence_reserve(e->seqs[e->seg[i].seq], e->seg[i].n);
     if (e->vk) {

@@ -79,6 +79,7 @@ struct moe_scratch {
     float *u;        /* [B * K][F] */
     float *out;      /* [B * K][n_embd] each (token, slot)'s expert output */
     float *shexp;    /* [B][n_embd] the shared expert's output */
+    float *router_x; /* [B][n_embd] the router's own input (gemma4: x normalised and scaled) */
     float *shexp_gate; /* [B] its gate's logit */
 };
 
@@ -96,11 +97,14 @@ struct engine {
     struct threadpool *tp;
     struct matmul mm;
     struct sequence **seqs; /* [p.n_seq] */
-    int32_t q_dim, kv_dim, k_used; /* k_used: experts per token (1 for dense) */
+    int32_t q_dim, kv_dim, k_used; /* k_used: experts per token (1 for dense); q_dim, kv_dim: the
+                            * widest layer's (gemma4's layers differ), the rows' strides */
+    int32_t head_dim_max;  /* the widest layer's head */
     int32_t *kv_layer;     /* [n_layer] attention layer il's KV index, or -1 */
     int32_t *rec_layer;    /* [n_layer] recurrent layer il's state index, or -1 */
     bool *kv_swa;          /* [n_layer] attention layer kv_il has a sliding window */
     struct ops_rope rope;  /* the model's RoPE and its scaling */
+    struct ops_rope rope_swa; /* the window layers' own (hp.n_rot_swa > 0: gemma4) */
     int32_t conv_ch;       /* DeltaNet conv channels: 2 Hk Dk + Hv Dv (0: none) */
     int32_t ssm_v_dim;     /* DeltaNet Hv Dv */
     struct expert_cache *experts;   /* borrowed; NULL: experts resident in the model image */
@@ -118,6 +122,7 @@ struct engine {
     float *xn;       /* [B][n_embd] normalised input of a block (the logits' rows at the end) */
     float *y;        /* [B][n_embd] a block's output, which the driver adds to x */
     float *rope_cs;  /* [B][n_rot] each token's RoPE cos/sin */
+    float *rope_cs_swa; /* [B][n_rot_swa] the window layers' (used when hp.n_rot_swa > 0) */
     uint8_t *embd_row; /* [row_bytes of token_embd]: a row read from the file (embd_on_disk) */
     /* the product helpers' act rows (engine_matmul, engine_matmul_multi and the logits): valid
      * only inside one of their calls */

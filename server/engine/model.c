@@ -27,6 +27,7 @@
 /* The architectures this build runs, by general.architecture. */
 static const struct model_arch_ops *const model_archs[] = {
     &arch_qwen3moe, &arch_qwen3, &arch_llama, &arch_qwen35moe, &arch_qwen35, &arch_gptoss,
+    &arch_gemma4,
 };
 
 static const struct model_arch_ops *arch_by_id(enum model_arch a) {
@@ -63,6 +64,29 @@ int model_key_i32(const struct gguf *g, const char *suffix, int32_t def, int32_t
     if (rc < 0 || v == 0 || v > (1u << 30)) {
         err_set(err, err_len, "model: key \"%s\" %s", key,
                 rc == -ENOENT ? "is missing" : "is not a sane positive integer");
+        return -EINVAL;
+    }
+    *out = (int32_t)v;
+    return 0;
+}
+
+int model_key_i32_at(const struct gguf *g, const char *suffix, int32_t il, int32_t def,
+                     int32_t *out, char *err, size_t err_len) {
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", gguf_get_str(g, "general.architecture"), suffix);
+    const struct gguf_kv *kv = gguf_find_kv(g, key);
+    if (!kv || kv->type != GGUF_VTYPE_ARRAY)
+        return model_key_i32(g, suffix, def, out, err, err_len);
+    uint64_t n = 0;
+    const void *a = gguf_get_arr(g, key, kv->arr_type, &n);
+    int64_t v = -1;
+    if (a && il >= 0 && (uint64_t)il < n && kv->arr_type == GGUF_VTYPE_INT32)
+        v = ((const int32_t *)a)[il];
+    else if (a && il >= 0 && (uint64_t)il < n && kv->arr_type == GGUF_VTYPE_UINT32)
+        v = ((const uint32_t *)a)[il];
+    if (v <= 0 || v > (1 << 30)) {
+        err_set(err, err_len, "model: key \"%s\" has no sane positive integer for layer %d", key,
+                il);
         return -EINVAL;
     }
     *out = (int32_t)v;
@@ -130,7 +154,8 @@ static int hp_read_common(const struct gguf *g, const char *arch, struct model_h
     rc |= model_key_i32(g, "attention.head_count", -1, &hp->n_head, err, err_len);
     if (rc)
         return -EINVAL;
-    rc |= model_key_i32(g, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err, err_len);
+    rc |= model_key_i32_at(g, "attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv, err,
+                           err_len);
     rc |= model_key_i32(g, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err,
                         err_len);
     rc |= model_key_i32(g, "rope.dimension_count", hp->head_dim, &hp->n_rot, err, err_len);
@@ -165,7 +190,7 @@ int model_read_hparams(const struct gguf *g, struct model_hparams *hp, char *err
             ops = model_archs[i];
     if (!ops) {
         err_set(err, err_len, "model: architecture \"%s\" is not supported (qwen3moe, qwen3, "
-                "llama, qwen35moe, qwen35, gpt-oss)", arch);
+                "llama, qwen35moe, qwen35, gpt-oss, gemma4)", arch);
         return -ENOTSUP;
     }
     hp->arch = ops->arch;
@@ -215,6 +240,7 @@ int model_weight_load(struct model *m, struct weight *w, const char *name, int64
     w->n_mat = n_mat;
     w->row_bytes = t->row_bytes;
     w->mat_bytes = (size_t)t->row_bytes * (size_t)n_out;
+    w->mat_stride = w->mat_bytes;
     w->tensor = t;
     w->data = (const uint8_t *)m->image + m->shard_image_off[t->shard] + t->data_off;
     return 0;
@@ -371,15 +397,16 @@ static int range_cmp(const void *a, const void *b) {
  * of a moe model, the FFN matrices (blk.N.ffn_{gate,up,down}) of a dense one. */
 bool model_tensor_streamed(const struct model_hparams *hp, const char *name) {
     static const char *const moe[] = {"ffn_gate_exps.weight", "ffn_up_exps.weight",
-                                      "ffn_down_exps.weight"};
-    static const char *const dense[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+                                      "ffn_down_exps.weight", "ffn_gate_up_exps.weight"};
+    static const char *const dense[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+                                        "ffn_down.weight"};
     const char *const *suffixes = hp->n_expert > 0 ? moe : dense;
     if (strncmp(name, "blk.", 4) != 0)
         return false;
     const char *dot = strchr(name + 4, '.'); /* after the layer number */
     if (!dot)
         return false;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (strcmp(dot + 1, suffixes[i]) == 0)
             return true;
     return false;
@@ -578,9 +605,16 @@ struct model *model_open_progress(const char *path, bool experts_on_disk,
         m->output = m->tok_embd; /* tied: shares tok_embd's bytes */
     }
     const struct model_arch_ops *ops = arch_by_id(m->hp.arch);
-    for (int il = 0; il < m->hp.n_layer; il++)
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        struct model_layer *l = &m->layers[il];
+        l->head_dim = m->hp.head_dim; /* the arch may set its own per layer */
+        l->n_head_kv = m->hp.n_head_kv;
+        l->n_rot = m->hp.n_rot;
+        l->kv_src = -1;
+        l->out_scale = 1.0f;
         if (ops->load_layer(m, il, err, err_len) < 0)
             goto err;
+    }
     return m;
 err:
     model_free(m);
@@ -602,7 +636,10 @@ void model_free(struct model *m) {
             free(l->ssm_a);
             free(l->ssm_norm);
             float *biases[] = {l->bq, l->bk, l->bv, l->bo, l->attn_sinks, l->ffn_gate_inp_b,
-                               l->ffn_gate_exps_b, l->ffn_up_exps_b, l->ffn_down_exps_b};
+                               l->ffn_gate_exps_b, l->ffn_up_exps_b, l->ffn_down_exps_b,
+                               l->attn_post_norm, l->ffn_post_norm, l->ffn_post_norm_1,
+                               l->ffn_pre_norm_2, l->ffn_post_norm_2, l->ffn_gate_inp_s,
+                               l->ffn_down_exps_s};
             for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++)
                 free(biases[i]);
         }
@@ -612,6 +649,7 @@ void model_free(struct model *m) {
         munmap(m->image, m->image_bytes);
     free(m->shard_image_off);
     free(m->output_norm);
+    free(m->rope_freqs);
     free(m->path);
     free(m->name);
     gguf_free(m->gguf);

@@ -1,6 +1,6 @@
 /* model.h - a loaded GGUF model: hyperparameters and weights of the supported architectures
  * (qwen3moe, qwen3, llama: server/engine/arch_qwen3.c; qwen35moe, qwen35: arch_qwen35.c;
- * gpt-oss: arch_gptoss.c), and
+ * gpt-oss: arch_gptoss.c; gemma4: arch_gemma4.c), and
  * for each layer which blocks it runs (a mixer: attention, gated attention or Gated DeltaNet; an
  * FFN: dense or routed experts, with or without a shared expert).
  *
@@ -29,6 +29,7 @@ enum model_arch {
     MODEL_ARCH_QWEN35MOE,
     MODEL_ARCH_QWEN35,
     MODEL_ARCH_GPTOSS,
+    MODEL_ARCH_GEMMA4,
 };
 
 /* What a layer mixes tokens with (server/engine/block_attn.c, block_deltanet.c). */
@@ -55,6 +56,7 @@ enum model_gating {
 enum model_act {
     MODEL_ACT_SWIGLU,     /* silu(g) * u */
     MODEL_ACT_SWIGLU_OAI, /* gpt-oss: g' = min(g, 7), g' sigmoid(1.702 g') (clamp(u, -7, 7) + 1) */
+    MODEL_ACT_GEGLU,      /* gemma4: gelu(g) * u (ops_geglu), the dense FFNs' too */
 };
 
 enum model_rope {
@@ -96,6 +98,13 @@ struct model_hparams {
                               * yarn_attn_factor): 1 unless rope.scaling.attn_factor says */
     int32_t rope_n_ctx_orig; /* rope.scaling.original_context_length (else the context) */
     float rms_eps;
+    /* Gemma 4 (0 for the others): */
+    int32_t head_dim_swa;    /* the window layers' head size (0: head_dim) */
+    int32_t n_rot_swa;       /* rotated dimensions of the window layers' heads (0: n_rot) */
+    float rope_freq_base_swa; /* the window layers' RoPE base (0: rope_freq_base) */
+    float attn_scale;        /* attention's kq scale (0: 1 / sqrt(head_dim)) */
+    float embd_scale;        /* the token embedding is multiplied by it (0: not) */
+    float logit_softcap;     /* logits = c tanh(logits / c) (0: not) */
 };
 
 /* A weight matrix (or a stack of them) in its file type. */
@@ -106,6 +115,8 @@ struct weight {
     int64_t n_mat;     /* ne[2]: stacked matrices (experts), 1 otherwise */
     size_t row_bytes;  /* bytes per row */
     size_t mat_bytes;  /* bytes per matrix = n_out * row_bytes */
+    size_t mat_stride; /* bytes from one stacked matrix to the next: mat_bytes, or for the gate
+                        * and up halves of a fused ffn_gate_up_exps twice it */
     const struct gguf_tensor *tensor; /* where it lives in the file */
     const void *data;  /* resident bytes [n_mat][n_out][row_bytes] in the model's image */
 };
@@ -113,7 +124,21 @@ struct weight {
 struct model_layer {
     enum model_mixer mixer;
     enum model_ffn ffn;
-    bool swa;                   /* attention over the last hp.n_swa positions only (gpt-oss) */
+    bool swa;                   /* attention over the last hp.n_swa positions only (gpt-oss,
+                                 * gemma4) */
+    int32_t head_dim, n_head_kv, n_rot; /* this layer's (model.c fills hp's where the arch did
+                                 * not set them: gemma4's global layers have their own) */
+    int32_t kv_src;             /* -1, or the earlier layer whose K and V rows this one reads
+                                 * instead of keeping its own (gemma4's shared-KV layers) */
+    bool v_norm;                /* V rows rms-normalised without a weight (gemma4) */
+    /* Gemma 4's extra norms (NULL for the others): after the mixer, after the FFN, and in a
+     * layer with experts around its two halves (the dense FFN is the shared expert) */
+    float *attn_post_norm, *ffn_post_norm; /* [n_embd] */
+    float *ffn_post_norm_1;     /* [n_embd] after the dense half */
+    float *ffn_pre_norm_2, *ffn_post_norm_2; /* [n_embd] before and after the experts */
+    float *ffn_gate_inp_s;      /* [n_embd] the router's input scale */
+    float *ffn_down_exps_s;     /* [n_expert] each expert's output scale */
+    float out_scale;            /* the layer's output is multiplied by it (1: none) */
     float *attn_norm;           /* [n_embd] */
     /* attention (MODEL_MIXER_ATTN*): wq is [n_embd -> q_dim], or [n_embd -> 2 q_dim] when gated
      * (per head: head_dim query rows, then head_dim gate rows) */
@@ -138,7 +163,9 @@ struct model_layer {
     struct weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* moe: stacked experts */
     float *ffn_gate_exps_b, *ffn_up_exps_b; /* [n_expert][n_ff_exp] expert biases, or NULL */
     float *ffn_down_exps_b;     /* [n_expert][n_embd] */
-    struct weight ffn_gate_inp_shexp;                         /* [n_embd -> 1] shared expert gate */
+    struct weight ffn_gate_inp_shexp;  /* [n_embd -> 1] shared expert gate (data NULL: none) */
+    struct weight ffn_gate_up_exps;    /* fused [n_embd -> 2 n_ff_exp] per expert (gemma4), or data
+                                        * NULL; ffn_gate_exps / ffn_up_exps are its halves */
     struct weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp; /* shared expert (data NULL: none) */
     struct weight ffn_gate, ffn_up, ffn_down;                 /* dense */
 };
@@ -150,6 +177,7 @@ struct model {
     struct model_hparams hp;
     struct weight tok_embd;      /* [n_vocab][n_embd] */
     float *output_norm;          /* [n_embd] */
+    float *rope_freqs;           /* [n_rot / 2] freq factors of the global layers, or NULL */
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
     void *image;                 /* read-only copy of the file, 2 MiB aligned (address space); a

@@ -187,6 +187,33 @@ void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n) {
     }
 }
 
+/* ggml's gelu with GGML_GELU_FP16 (its CPU default): the input rounded to f16, the tanh
+ * approximation 0.5 x (1 + tanh(sqrt(2/pi) x (1 + 0.044715 x^2))) of that in float, rounded to f16
+ * (the table ggml fills at start-up); 0 at or below -10, x at or above 10. ggml's native build
+ * contracts 1 + 0.044715 x x into a fused multiply-add: with fmaf there every one of the 63,490
+ * finite f16 inputs gives the pinned llama.cpp build's table entry bit for bit (without it one
+ * differs, at x = -1.99902), and fmaf rounds once on every CPU. */
+static float gelu_f16(float x) {
+    if (x <= -10.0f)
+        return 0.0f;
+    if (x >= 10.0f)
+        return x;
+    const float h = fp16_to_f32(f32_to_fp16(x));
+    const float c = 0.79788456080286535587989211986876f, a = 0.044715f;
+    const float r = 0.5f * h * (1.0f + tanhf(c * h * fmaf(a * h, h, 1.0f)));
+    return fp16_to_f32(f32_to_fp16(r));
+}
+
+void ops_gelu(float *y, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = gelu_f16(x[i]);
+}
+
+void ops_geglu(float *y, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] = gelu_f16(g[i]) * u[i];
+}
+
 /* ggml_rope_yarn_corr_dim: the dimension whose wavelength fits n_ctx_orig / beta turns. */
 static float rope_corr_dim(int32_t n_dims, int32_t n_ctx_orig, float beta, float base) {
     return (float)n_dims * logf((float)n_ctx_orig / (beta * 2 * (float)M_PI)) / (2 * logf(base));
@@ -212,14 +239,19 @@ static float rope_ramp(const struct ops_rope *r, int32_t i) {
 }
 
 void ops_rope_cache(float *cs, int32_t pos, const struct ops_rope *r) {
+    ops_rope_cache_ff(cs, pos, r, NULL);
+}
+
+void ops_rope_cache_ff(float *cs, int32_t pos, const struct ops_rope *r, const float *ff) {
     const float theta_scale = powf(r->freq_base, -2.0f / (float)r->n_rot);
     float theta_extrap = (float)pos;
     for (int32_t i = 0; i < r->n_rot / 2; i++) {
-        const float theta_interp = r->freq_scale * theta_extrap;
+        const float theta_ff = ff ? theta_extrap / ff[i] : theta_extrap;
+        const float theta_interp = r->freq_scale * theta_ff;
         float theta = theta_interp, mscale = r->attn_factor;
         if (r->ext_factor != 0.0f) {
             const float mix = rope_ramp(r, i) * r->ext_factor;
-            theta = theta_interp * (1 - mix) + theta_extrap * mix;
+            theta = theta_interp * (1 - mix) + theta_ff * mix;
             mscale *= 1.0f + 0.1f * logf(1.0f / r->freq_scale);
         }
         cs[2 * i] = cosf(theta) * mscale;

@@ -70,6 +70,12 @@ void ops_swiglu(float *y, const float *g, const float *u, int64_t n);
  * g' = min(g, 7), y = g' / (1 + exp(-1.702 g')) * (clamp(u, -7, 7) + 1). y may alias g or u. */
 void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n);
 
+/* y[i] = gelu(x[i]), and y[i] = gelu(g[i]) * u[i] (GeGLU), gelu as ggml's CPU backend computes it
+ * by default (GGML_GELU_FP16): the tanh approximation of the input rounded to f16, rounded to f16;
+ * 0 at or below -10, the input at or above 10. y may alias the inputs. */
+void ops_gelu(float *y, const float *x, int64_t n);
+void ops_geglu(float *y, const float *g, const float *u, int64_t n);
+
 /* RoPE's frequencies for n_rot dimensions, with ggml's linear and YaRN scaling: theta_i =
  * pos * base^(-2i/n_rot) (extrapolated), freq_scale * that (interpolated); YaRN (ext_factor > 0)
  * blends the two by a ramp between the correction dims corr[0] and corr[1] and multiplies cos
@@ -92,6 +98,11 @@ struct ops_rope ops_rope_init(int32_t n_rot, float freq_base, float freq_scale, 
 /* Precomputes the rotation table of position pos: cs[2i] = cos, cs[2i+1] = sin of pair i's angle
  * (scaled as r says), as ggml computes them (theta multiplied step by step in float). */
 void ops_rope_cache(float *cs, int32_t pos, const struct ops_rope *r);
+
+/* ops_rope_cache with ggml's freq_factors: pair i's angle divided by ff[i] (ff: [n_rot / 2], or
+ * NULL for ops_rope_cache's table). Gemma 4's global layers rotate only their first pairs this way
+ * (the rest have factor 1e30: angle 0). */
+void ops_rope_cache_ff(float *cs, int32_t pos, const struct ops_rope *r, const float *ff);
 
 /* Rotates one head x[head_dim] in place with the table cs: neox pairs (i, i + n_rot/2) or normal
  * pairs (2i, 2i+1); dimensions from n_rot on are left alone. */

@@ -70,11 +70,16 @@ int expert_cache_n_slots(const struct expert_cache *c) {
     return c->n_active;
 }
 
-/* Matrix k (0 gate, 1 up, 2 down) of layer il: the stacked experts, or the dense FFN's. */
+/* Matrix k (0 gate, 1 up, 2 down) of layer il: the stacked experts, or the dense FFN's. Where gate
+ * and up are one fused tensor (gemma4's ffn_gate_up_exps) matrix 0 is an expert's whole fused
+ * slice, read as one, and matrix 1 NULL: the up half is inside it (ec_load). */
 static const struct weight *ec_weight(const struct model *m, int il, int k) {
     const struct model_layer *l = &m->layers[il];
+    const bool fused = l->ffn_gate_up_exps.tensor != NULL;
     if (m->hp.n_expert > 0)
-        return k == 0 ? &l->ffn_gate_exps : k == 1 ? &l->ffn_up_exps : &l->ffn_down_exps;
+        return k == 0 ? (fused ? &l->ffn_gate_up_exps : &l->ffn_gate_exps)
+             : k == 1 ? (fused ? NULL : &l->ffn_up_exps)
+                      : &l->ffn_down_exps;
     return k == 0 ? &l->ffn_gate : k == 1 ? &l->ffn_up : &l->ffn_down;
 }
 
@@ -89,7 +94,7 @@ size_t expert_cache_slot_bytes(const struct model *m) {
     for (int il = 0; il < m->hp.n_layer; il++) {
         size_t b = 0;
         for (int k = 0; k < 3; k++)
-            b += ec_region_bytes(ec_weight(m, il, k)->mat_bytes);
+            b += ec_weight(m, il, k) ? ec_region_bytes(ec_weight(m, il, k)->mat_bytes) : 0;
         best = b > best ? b : best;
     }
     return best;
@@ -240,7 +245,7 @@ void expert_cache_free(struct expert_cache *c) {
 
 /* ---- reads ----------------------------------------------------------------------------------- */
 
-/* A read finished: tag = slot * 3 + matrix. The slot is READY after its third success; after a
+/* A read finished: tag = slot * 3 + matrix. The slot is READY after its last success; after a
  * failure it is FREE again (first in line for reuse) and remembers the error. */
 static void ec_complete(struct expert_cache *c, uint64_t tag, int rc) {
     int32_t s = (int32_t)(tag / 3);
@@ -321,7 +326,7 @@ static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch)
     const int32_t key = il * c->n_expert + e;
     x->key = key;
     x->state = EC_READING;
-    x->reading = 3;
+    x->reading = ec_weight(c->m, il, 1) ? 3 : 2; /* fused gate_up: two reads */
     x->rc = 0;
     x->prefetched = prefetch;
     c->where[key] = s;
@@ -331,7 +336,11 @@ static int32_t ec_load(struct expert_cache *c, int il, int32_t e, bool prefetch)
     size_t region = 0;
     for (int k = 0; k < 3; k++) {
         const struct weight *w = ec_weight(c->m, il, k);
-        uint64_t off = w->tensor->data_off + (uint64_t)e * w->mat_bytes;
+        if (!w) { /* the up half of the fused slice read as matrix 0 */
+            x->mat[1] = x->mat[0] + c->m->layers[il].ffn_gate_exps.mat_bytes;
+            continue;
+        }
+        uint64_t off = w->tensor->data_off + (uint64_t)e * w->mat_stride;
         uint64_t start = off & ~(uint64_t)(EXPERT_IO_ALIGN - 1);
         uint64_t end = align_up(off + w->mat_bytes, EXPERT_IO_ALIGN);
         x->mat[k] = base + region + (off - start);

@@ -48,6 +48,7 @@ ARCHS=(
     "llama|--preset tiny-dense --arch llama --n-layer 2 --n-ff 256 --seed 103"
     "qwen35|--preset tiny-qwen35 --seed 105"
     "gpt-oss|--preset tiny-gpt-oss --n-embd 256 --n-layer 2 --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 106"
+    "gemma4|--preset tiny-gemma4 --seed 107"
 )
 # Every --types mix of sniper-mkmodel (llama-quantize's recipes; f16/bf16 the converter's); the
 # experts-only mxfp4_moe on the MoE architectures only (on a dense model it is q8_0).
@@ -87,7 +88,7 @@ mkdir -p "$WORK/golden" "$WORK/models"
 for entry in "${ARCHS[@]}"; do
     arch=${entry%%|*} shape=${entry#*|}
     mixes=$MIXES
-    case $arch in qwen3moe|qwen35moe|gpt-oss) mixes="$MIXES $MOE_MIXES" ;; esac
+    case $arch in qwen3moe|qwen35moe|gpt-oss|gemma4) mixes="$MIXES $MOE_MIXES" ;; esac
     for mix in $mixes; do
         name=$arch-$mix
         args="$shape --types $mix"
