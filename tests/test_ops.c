@@ -24,6 +24,25 @@ static void test_rms_norm(void) {
     CHECK_NEAR(x[3], -4 / sqrt(7.5 + 1e6), 1e-6);
 }
 
+/* ggml's rms_norm on 100 values with full mantissas (x[i] = (i * 7911 % 10007) / 10007 - 0.5, each
+ * division correctly rounded): its output, computed by llama.cpp 34af94c's ggml_rms_norm, is x[i]
+ * times the scale 0x1.bb8eep+1 (y[0] = -0x1.bb8eep+0 for x[0] = -0.5). The sum of squares in float
+ * (0x1.bb8edcp+1) or the mean as a float division (the same) lands elsewhere: those plants fail. */
+static void test_rms_norm_ggml(void) {
+    enum { N = 100 };
+    float x[N], y[N];
+    for (int i = 0; i < N; i++)
+        x[i] = (float)((i * 7911) % 10007) / 10007.0f - 0.5f;
+    ops_rms_norm(y, x, NULL, N, 1e-6f);
+    CHECK(y[0] == -0x1.bb8eep+0f);
+    CHECK(y[33] == -0x1.6d7534p+0f); /* spot values of ggml's output */
+    CHECK(y[99] == -0x1.a283bcp-1f);
+    int off = 0;
+    for (int i = 0; i < N; i++)
+        off += y[i] != x[i] * 0x1.bb8eep+1f;
+    CHECK_EQ_INT(off, 0);
+}
+
 static void test_argmax(void) {
     const float x[6] = {-3, -INFINITY, 2, -1, 2, 1};
     CHECK_EQ_INT(ops_argmax(x, 6), 2); /* the first of two equal maxima */
@@ -416,6 +435,7 @@ static const struct test_case cases[] = {
     {"lanes_order", test_lanes_order},
     {"dot_mad_ggml", test_dot_mad_ggml},
     {"rms_norm", test_rms_norm},
+    {"rms_norm_ggml", test_rms_norm_ggml},
     {"argmax", test_argmax},
     {"softmax", test_softmax},
     {"swiglu", test_swiglu},

@@ -506,6 +506,15 @@ static void test_act_q8_0(void) {
     CHECK_EQ_INT(y[1].qs[2], -32);
     CHECK_EQ_INT(y[1].qs[3], 0);
 
+    /* amax 1.01, x = amax/2: 127/amax makes x * id exactly 63.5, a tie that goes to 64, as
+     * llama.cpp 34af94c's quantize_row_q8_0 gives (d 0x2012); the multiplier 1/d, d = amax/127 in
+     * float, is a little smaller (63.49999...) and gives 63 */
+    float t[32] = {1.01f, 0.505f};
+    quant_q8_0_from_f32(t, y, 32);
+    CHECK_EQ_INT(y[0].d, 0x2012);
+    CHECK_EQ_INT(y[0].qs[0], 127);
+    CHECK_EQ_INT(y[0].qs[1], 64);
+
     float z[32] = {0};
     memset(y, 0x55, sizeof(y));
     quant_q8_0_from_f32(z, y, 32);
@@ -567,6 +576,15 @@ static void test_act_q8_K(void) {
     CHECK_EQ_INT(y[1].qs[2], -64);
     CHECK_EQ_INT(y[1].qs[3], -16);
     CHECK_EQ_INT(y[1].bsums[0], -127 + 127 - 64 - 16);
+
+    /* max 1.01, x = max/2: iscale = -127/max puts x at -63.5 exactly, which goes to -64, and
+     * d = 1/iscale is -0x1.04988cp-7, as llama.cpp 34af94c's quantize_row_q8_K_ref gives; an
+     * iscale of 1/(max/-127) gives -63, and d = max/-127 is -0x1.04988ep-7 */
+    float t[QK_K] = {1.01f, 0.505f};
+    quant_q8_K_from_f32(t, y, QK_K);
+    CHECK(y[0].d == -0x1.04988cp-7f);
+    CHECK_EQ_INT(y[0].qs[0], -127);
+    CHECK_EQ_INT(y[0].qs[1], -64);
 
     float z[QK_K] = {0};
     memset(y, 0x55, sizeof(y));

@@ -3,6 +3,7 @@
  * repository (its public C API, llama.h); never part of `make` or `make test`.
  *
  *   dump MODEL.gguf PROMPT.txt OUT_PREFIX
+ *   dump --first MODEL.gguf PROMPT.txt GOLDEN_PREFIX
  *
  * Writes OUT_PREFIX.json and OUT_PREFIX.logits.i16. What it runs: the model on the CPU without
  * weight repacking (use_extra_bufts off), a context of 1024 with F32 K and V caches, flash
@@ -12,6 +13,10 @@
  * as one batch, and how far its logits land from the decode path's (over all positions and at the
  * first); and the first token decoded by the model loaded with weight repacking on, against the
  * decode path's first row.
+ * With --first it writes nothing: it decodes the prompt's first token as above and prints how far
+ * that row lands from GOLDEN_PREFIX.logits.i16's exact first row (max |difference|, %.9g): run
+ * against another build of ggml-cpu (make.sh: the AVX2 one), it measures llama.cpp's spread
+ * between its own builds.
  * Logits file: the first position's n_vocab logits as little-endian f32 (exact: the first-position
  * check needs them so), then for each position a little-endian f32 scale s then n_vocab
  * little-endian int16 q; logit = q * s, with s = max|logit| / 32767 (0 for an all-zero row). */
@@ -153,9 +158,49 @@ static int first_position_repack(const char *model_path, llama_token tok, const 
     return rc == 0 ? 0 : -1;
 }
 
+/* The --first mode (see the top): prints the first row's distance to the golden's. Returns 0 or
+ * 1 (an unreadable file or a failed decode). */
+static int first_vs_golden(const char *model_path, const char *prompt_path, const char *golden) {
+    size_t text_len = 0;
+    char *text = read_text(prompt_path, &text_len);
+    struct llama_model_params mp = llama_model_default_params();
+    mp.use_extra_bufts = false;
+    mp.n_gpu_layers = 0;
+    struct llama_model *model = text ? llama_model_load_from_file(model_path, mp) : NULL;
+    struct llama_context *ctx = model ? new_context(model) : NULL;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s.logits.i16", golden);
+    FILE *f = fopen(path, "rb");
+    const int32_t V = model ? llama_vocab_n_tokens(llama_model_get_vocab(model)) : 0;
+    float *gold = V > 0 ? malloc(sizeof(float) * (size_t)V) : NULL;
+    llama_token *toks = malloc(sizeof(llama_token) * N_CTX);
+    int rc = ctx && f && gold && toks && fread(gold, sizeof(float), (size_t)V, f) == (size_t)V &&
+             llama_tokenize(llama_model_get_vocab(model), text, (int32_t)text_len, toks, N_CTX,
+                            false, true) > 0 &&
+             llama_decode(ctx, llama_batch_get_one(toks, 1)) == 0 ? 0 : 1;
+    if (rc == 0)
+        printf("%.9g\n", max_diff(llama_get_logits_ith(ctx, -1), gold, V));
+    else
+        fprintf(stderr, "dump: --first %s %s %s failed\n", model_path, prompt_path, golden);
+    if (f)
+        fclose(f);
+    free(toks);
+    free(gold);
+    free(text);
+    llama_free(ctx);
+    llama_model_free(model);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[1], "--first") == 0) {
+        llama_log_set(quiet_log, NULL);
+        llama_backend_init();
+        return first_vs_golden(argv[2], argv[3], argv[4]);
+    }
     if (argc != 4) {
-        fprintf(stderr, "usage: dump MODEL.gguf PROMPT.txt OUT_PREFIX\n");
+        fprintf(stderr, "usage: dump MODEL.gguf PROMPT.txt OUT_PREFIX\n"
+                        "       dump --first MODEL.gguf PROMPT.txt GOLDEN_PREFIX\n");
         return 2;
     }
     llama_log_set(quiet_log, NULL);

@@ -8,12 +8,16 @@
 #
 # 1. llama.cpp at the pinned commit LLAMA_COMMIT, OUTSIDE this repository ($LLAMA_DIR, default
 #    ../llama.cpp): cloned from $LLAMA_REPO if absent (an existing checkout must already be at that
-#    commit), configured with GGML_NATIVE, library target `llama` built in $LLAMA_DIR/build.
+#    commit), configured with GGML_NATIVE, library target `llama` built in $LLAMA_DIR/build; and
+#    its CPU backend built a second time for AVX2 only (no AVX-512) in $LLAMA_DIR/build-avx2.
 # 2. tools/goldens/dump.c (against llama.h) and tools/goldens/xxh64.c, built into $WORK.
 # 3. Every model of the corpus (the ARCHS x MIXES below) written by build/sniper-mkmodel; each
-#    prompt of tests/golden/prompts run through dump; corpus.txt written with each model's XXH64.
+#    prompt of tests/golden/prompts run through dump; corpus.txt written with each model's XXH64;
+#    first_avx2.txt: for every golden, how far the AVX2 build's first row lands from it (dump
+#    --first with the AVX2 libggml-cpu), llama.cpp's spread between its own builds.
 # 4. Diff: every regenerated file compared with the committed one (cmp); --write copies the new
-#    corpus over tests/golden (goldens and corpus.txt; prompts and README are not touched).
+#    corpus over tests/golden (goldens, corpus.txt and first_avx2.txt; prompts and README are not
+#    touched).
 # Exits 0 when the corpus is identical (or was written), 1 when it differs, 2 on a failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,7 +63,7 @@ MOE_MIXES="mxfp4_moe"
 die() { echo "goldens: $*" >&2; exit 2; }
 
 # ---- 1. llama.cpp at the pin ----
-if [ ! -d "$LLAMA_DIR/.git" ]; then
+if [ ! -e "$LLAMA_DIR" ]; then
     git clone --quiet "$LLAMA_REPO" "$LLAMA_DIR" || die "cannot clone $LLAMA_REPO"
     git -C "$LLAMA_DIR" checkout --quiet "$LLAMA_COMMIT" || die "no commit $LLAMA_COMMIT"
 fi
@@ -70,6 +74,16 @@ if [ ! -f "$LLAMA_DIR/build/bin/libllama.so" ] && [ ! -f "$LLAMA_DIR/build/src/l
 fi
 LIBDIR=$(dirname "$(find "$LLAMA_DIR/build" -name 'libllama.so' | head -n 1)")
 [ -n "$LIBDIR" ] || die "no libllama.so under $LLAMA_DIR/build"
+# The same sources with the AVX2 kernels (its SIMD exp, and vec_dot_f32's 8-wide steps where the
+# native AVX-512 build takes 16): loaded in place of the native libggml-cpu by LD_LIBRARY_PATH.
+AVX2_BUILD=${AVX2_BUILD:-$LLAMA_DIR/build-avx2}
+if [ ! -f "$AVX2_BUILD/bin/libggml-cpu.so" ]; then
+    cmake -S "$LLAMA_DIR" -B "$AVX2_BUILD" -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
+        -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DCMAKE_BUILD_TYPE=Release \
+        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null || die "cmake configure (avx2) failed"
+    cmake --build "$AVX2_BUILD" -j "$JOBS" --target ggml-cpu >/dev/null || die "avx2 build failed"
+fi
+AVX2_LIBDIR=$AVX2_BUILD/bin
 
 # ---- 2. the two helpers ----
 cc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
@@ -85,6 +99,10 @@ mkdir -p "$WORK/golden" "$WORK/models"
     echo "# The golden corpus (tests/golden/README.md): ARCH NAME XXH64 SNIPER-MKMODEL-ARGS."
     echo "# Written by tools/goldens/make.sh with llama.cpp $LLAMA_COMMIT; do not edit by hand."
 } >"$WORK/corpus.txt"
+{
+    echo "# llama.cpp's spread between its own builds at the first position (tests/golden/README.md):"
+    echo "# GOLDEN max|AVX2 build's first row - the golden's|. Written by tools/goldens/make.sh."
+} >"$WORK/first_avx2.txt"
 for entry in "${ARCHS[@]}"; do
     arch=${entry%%|*} shape=${entry#*|}
     mixes=$MIXES
@@ -103,6 +121,14 @@ for entry in "${ARCHS[@]}"; do
             done
             echo "  $name"
         fi
+        for p in tests/golden/prompts/*.txt; do
+            g=${name}__$(basename "$p" .txt)
+            gold=$WORK/golden/$g
+            [ -f "$gold.json" ] || gold=tests/golden/$g
+            v=$(LD_LIBRARY_PATH=$AVX2_LIBDIR "$WORK/dump" --first "$model" "$p" "$gold") ||
+                die "dump --first $g failed"
+            echo "$g $v" >>"$WORK/first_avx2.txt"
+        done
         rm -f "$model"
     done
 done
@@ -113,7 +139,13 @@ if ! cmp -s "$WORK/corpus.txt" tests/golden/corpus.txt; then
     echo "corpus.txt differs:"; diff tests/golden/corpus.txt "$WORK/corpus.txt" | head -n 20 || true
     differ=1
 fi
+if ! cmp -s "$WORK/first_avx2.txt" tests/golden/first_avx2.txt; then
+    echo "first_avx2.txt differs:"
+    diff tests/golden/first_avx2.txt "$WORK/first_avx2.txt" | head -n 20 || true
+    differ=1
+fi
 for f in "$WORK"/golden/*; do
+    [ -e "$f" ] || continue
     b=$(basename "$f")
     if ! cmp -s "$f" "tests/golden/$b"; then
         echo "differs: $b"
@@ -126,8 +158,8 @@ if [ "$ONLY" = . ]; then
     done
 fi
 if [ "$WRITE" = 1 ]; then
-    cp "$WORK"/golden/* tests/golden/
-    cp "$WORK/corpus.txt" tests/golden/corpus.txt
+    for f in "$WORK"/golden/*; do [ -e "$f" ] && cp "$f" tests/golden/; done
+    cp "$WORK/corpus.txt" "$WORK/first_avx2.txt" tests/golden/
     echo "goldens: written to tests/golden ($WORK kept)"
     exit 0
 fi
