@@ -60,6 +60,38 @@ static struct engine *new_engine(struct model *m, enum qtype kv, int32_t n_seq, 
     return new_engine_every(m, kv, n_seq, n_batch, engine_params_default().checkpoint_every);
 }
 
+/* What most cases start from: the device, a model made and loaded, and two engines of it with
+ * the same parameters, c on the CPU and e on the GPU (ckpt_every 0: the default checkpoints). */
+struct pair {
+    struct gpu *g;
+    struct model *m;
+    struct engine *c, *e;
+};
+
+/* Fills p; false (after a skip or a recorded failure) when a part is missing. pair_free frees
+ * what there is either way. */
+static bool pair_open(struct pair *p, const char *name, const char *args, int32_t n_seq,
+                      int32_t n_batch, int32_t ckpt_every) {
+    char err[256] = "";
+    *p = (struct pair){.g = open_any()};
+    p->m = p->g ? make_load(name, args) : NULL;
+    const int32_t every = ckpt_every ? ckpt_every : engine_params_default().checkpoint_every;
+    p->c = p->m ? new_engine_every(p->m, QTYPE_F16, n_seq, n_batch, every) : NULL;
+    p->e = p->m ? new_engine_every(p->m, QTYPE_F16, n_seq, n_batch, every) : NULL;
+    if (!p->c || !p->e)
+        return false;
+    const int rc = engine_use_gpu(p->e, p->g, err, sizeof(err));
+    CHECK_MSG(rc == 0, "engine_use_gpu: %s", err);
+    return rc == 0;
+}
+
+static void pair_free(struct pair *p) {
+    engine_free(p->c);
+    engine_free(p->e);
+    model_free(p->m);
+    gpu_close(p->g);
+}
+
 /* The prompt: n ids spread over the vocabulary. */
 static void prompt(int32_t *ids, int32_t n, int32_t n_vocab, int32_t salt) {
     for (int32_t i = 0; i < n; i++)
@@ -179,15 +211,11 @@ static void test_two_sequences(void) {
 /* A sequence's rows exported from the GPU and imported into a CPU engine (and back) continue
  * as the original would. */
 static void test_context_rows(void) {
-    struct gpu *g = open_any();
-    struct model *m = g ? make_load("dense.gguf", "--preset tiny-dense") : NULL;
-    struct engine *c = m ? new_engine(m, QTYPE_F16, 1, 32) : NULL;
-    struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 32) : NULL;
-    char err[256] = "";
-    if (!c || !e || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
-        CHECK_MSG(!e, "engine_use_gpu: %s", err);
+    struct pair p;
+    if (!pair_open(&p, "dense.gguf", "--preset tiny-dense", 1, 32, 0))
         goto out;
-    }
+    struct model *m = p.m;
+    struct engine *c = p.c, *e = p.e;
     const int32_t V = m->hp.n_vocab, N = 20;
     int32_t ids[20], next = 5;
     prompt(ids, N, V, 4);
@@ -216,10 +244,7 @@ static void test_context_rows(void) {
     free(l1);
     free(l2);
 out:
-    engine_free(c);
-    engine_free(e);
-    model_free(m);
-    gpu_close(g);
+    pair_free(&p);
 }
 
 /* ---- Qwen3.5: Gated DeltaNet and gated attention -------------------------------------------- */
@@ -249,15 +274,11 @@ static void test_qwen35(void) {
  * checkpoint as the CPU (its state copied back from the device's slot) and goes on with the CPU's
  * bits; cut back before the first checkpoint, both start over from a zero state. */
 static void test_qwen35_checkpoints(void) {
-    struct gpu *g = open_any();
-    struct model *m = g ? make_load("q35ck.gguf", "--preset tiny-qwen35moe") : NULL;
-    struct engine *c = m ? new_engine_every(m, QTYPE_F16, 1, 8, 8) : NULL;
-    struct engine *e = m ? new_engine_every(m, QTYPE_F16, 1, 8, 8) : NULL;
-    char err[256] = "";
-    if (!c || !e || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
-        CHECK_MSG(!e, "engine_use_gpu: %s", err);
+    struct pair p;
+    if (!pair_open(&p, "q35ck.gguf", "--preset tiny-qwen35moe", 1, 8, 8))
         goto out;
-    }
+    struct model *m = p.m;
+    struct engine *c = p.c, *e = p.e;
     const int32_t V = m->hp.n_vocab, N = 30;
     int32_t ids[30], alt[30];
     prompt(ids, N, V, 6);
@@ -280,24 +301,17 @@ static void test_qwen35_checkpoints(void) {
     free(lc);
     free(le);
 out:
-    engine_free(c);
-    engine_free(e);
-    model_free(m);
-    gpu_close(g);
+    pair_free(&p);
 }
 
 /* A sequence's KV rows and recurrent state exported from the GPU continue, imported into the CPU
  * and back into the GPU, exactly as the GPU's own sequence continued. */
 static void test_qwen35_state(void) {
-    struct gpu *g = open_any();
-    struct model *m = g ? make_load("q35st.gguf", "--preset tiny-qwen35moe") : NULL;
-    struct engine *c = m ? new_engine(m, QTYPE_F16, 1, 16) : NULL;
-    struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 16) : NULL;
-    char err[256] = "";
-    if (!c || !e || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
-        CHECK_MSG(!e, "engine_use_gpu: %s", err);
+    struct pair p;
+    if (!pair_open(&p, "q35st.gguf", "--preset tiny-qwen35moe", 1, 16, 0))
         goto out;
-    }
+    struct model *m = p.m;
+    struct engine *c = p.c, *e = p.e;
     const int32_t V = m->hp.n_vocab, N = 20;
     int32_t ids[20], next = 7;
     prompt(ids, N, V, 8);
@@ -332,10 +346,7 @@ static void test_qwen35_state(void) {
     free(l1);
     free(l2);
 out:
-    engine_free(c);
-    engine_free(e);
-    model_free(m);
-    gpu_close(g);
+    pair_free(&p);
 }
 
 /* What the backend does not take yet stays on the CPU, and says why. */
@@ -358,15 +369,11 @@ static void test_refused(void) {
 /* A device lost mid-request fails that request (-EIO); the engine drops the GPU, its sequences
  * start over, and the next request runs on the CPU with the CPU's logits. */
 static void test_device_lost(void) {
-    struct gpu *g = open_any();
-    struct model *m = g ? make_load("lost.gguf", "--preset tiny") : NULL;
-    struct engine *c = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
-    struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
-    char err[256] = "";
-    if (!c || !e || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
-        CHECK_MSG(!e, "engine_use_gpu: %s", err);
+    struct pair p;
+    if (!pair_open(&p, "lost.gguf", "--preset tiny", 1, 8, 0))
         goto out;
-    }
+    struct model *m = p.m;
+    struct engine *c = p.c, *e = p.e;
     const int32_t V = m->hp.n_vocab;
     int32_t ids[9];
     prompt(ids, 9, V, 5);
@@ -382,10 +389,7 @@ static void test_device_lost(void) {
     free(lc);
     free(le);
 out:
-    engine_free(c);
-    engine_free(e);
-    model_free(m);
-    gpu_close(g);
+    pair_free(&p);
 }
 
 static const struct test_case cases[] = {
