@@ -46,12 +46,12 @@ static bool budget_fits(const struct model *m, const struct engine_params *p, ui
 }
 
 /* The most slots below p's, or the most checkpoints a slot below p's (with p's slots), that fit
- * under cap; 0: none. */
+ * under cap with BUDGET_RSS_JITTER spare; 0: none. */
 static int32_t most_slots(const struct model *m, const struct engine_params *p, uint64_t rss,
                           uint64_t cap) {
     struct engine_params q = *p;
     for (q.n_seq = p->n_seq - 1; q.n_seq >= 1; q.n_seq--)
-        if (budget_fits(m, &q, rss, cap))
+        if (budget_fits(m, &q, rss + BUDGET_RSS_JITTER, cap))
             return q.n_seq;
     return 0;
 }
@@ -60,7 +60,7 @@ static int32_t most_checkpoints(const struct model *m, const struct engine_param
                                 uint64_t rss, uint64_t cap) {
     struct engine_params q = *p;
     for (q.n_checkpoints = p->n_checkpoints - 1; q.n_checkpoints >= 1; q.n_checkpoints--)
-        if (budget_fits(m, &q, rss, cap))
+        if (budget_fits(m, &q, rss + BUDGET_RSS_JITTER, cap))
             return q.n_checkpoints;
     return 0;
 }

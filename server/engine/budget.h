@@ -25,6 +25,12 @@
 /* Headroom kept under a cap for the sampler, stdio and allocator slack. */
 #define BUDGET_MARGIN (32u << 20)
 
+/* What a refusal's suggestion ("what fits") leaves spare: the resident set at the check moves by
+ * a MiB or so between two starts of the same command (the pages the loader and the allocator
+ * touch), and what it names must still fit at the next start (budget.sh failed once on 119
+ * against 120 MiB). */
+#define BUDGET_RSS_JITTER (2u << 20)
+
 /* Checks, before engine_new(m, p) allocates anything, that the budget cap (bytes) holds the
  * process's resident set now (m's resident weights in it) plus everything the engine would
  * allocate and touch (engine_size: the KV caches, recurrent states and checkpoints of all
