@@ -878,6 +878,10 @@ static void vk_route_stats(struct engine *e, int32_t n_tok) {
     }
 }
 
+/* A step is sent to the device every this many layers (and after the first), so that it works
+ * on the first layers while the host records the rest (gpu_flush). */
+#define VK_FLUSH_LAYERS 4
+
 int engine_vk_step(struct engine *e, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
@@ -912,13 +916,13 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
         if (rc < 0)
             break;
         const uint64_t next = il + 1 < hp->n_layer ? v->layers[il + 1].attn_norm : 0;
-        if (next)
-            rc = vk_residual(e, next, n_tok);
-        else {
+        if (!next) {
             vk_sync(v);
             vk_label(v, "residual_add");
             rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
-        }
+        } else if ((rc = vk_residual(e, next, n_tok)) == 0 && il % VK_FLUSH_LAYERS == 0 &&
+                   gpu_flush(v->dev) < 0)
+            return -EIO; /* nothing is recording, what was sent has finished */
     }
     if (rc == -EIO)
         return rc;

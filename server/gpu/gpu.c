@@ -44,8 +44,13 @@ struct gpu {
     VkPipelineLayout layout;
     VkPipeline *pipe;    /* [gpu_spirv_count] */
     VkCommandPool pool;
-    VkCommandBuffer cmd;
-    VkFence fence;
+    /* a ring of command buffers: gpu_flush submits one and records on into the next while the
+     * device runs it; ring_busy[i]: submitted, its fence not yet waited for */
+    VkCommandBuffer ring[GPU_RING];
+    VkFence ring_fence[GPU_RING];
+    bool ring_busy[GPU_RING];
+    int ring_cur;
+    VkCommandBuffer cmd; /* ring[ring_cur] */
     VkQueryPool stamps;  /* GPU_STAMPS timestamps, VK_NULL_HANDLE where the queue has none */
     uint32_t n_stamps;   /* written in the recording (or the submit) now */
     double stamp_ns;     /* nanoseconds a tick */
@@ -61,6 +66,7 @@ struct gpu {
 static struct gpu_buf *buf_make(struct gpu *g, size_t bytes, bool host, char *err,
                                 size_t err_len);
 static void stamps_new(struct gpu *g);
+static int ring_wait(struct gpu *g);
 
 /* ---- instance and device facts ---------------------------------------------------------------- */
 
@@ -464,7 +470,7 @@ static int commands_new(struct gpu *g, int family, char *err, size_t err_len) {
                                   .queueFamilyIndex = (uint32_t)family};
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                      .commandBufferCount = 1};
+                                      .commandBufferCount = GPU_RING};
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if (g->fn.vkCreateCommandPool(g->dev, &pi, NULL, &g->pool) != VK_SUCCESS) {
         g->pool = VK_NULL_HANDLE;
@@ -473,12 +479,17 @@ static int commands_new(struct gpu *g, int family, char *err, size_t err_len) {
     }
     ai.commandPool = g->pool;
     stamps_new(g);
-    if (g->fn.vkAllocateCommandBuffers(g->dev, &ai, &g->cmd) != VK_SUCCESS ||
-        g->fn.vkCreateFence(g->dev, &fi, NULL, &g->fence) != VK_SUCCESS) {
-        g->fence = VK_NULL_HANDLE;
-        err_set(err, err_len, "vkAllocateCommandBuffers or vkCreateFence failed");
+    if (g->fn.vkAllocateCommandBuffers(g->dev, &ai, g->ring) != VK_SUCCESS) {
+        err_set(err, err_len, "vkAllocateCommandBuffers failed");
         return -EIO;
     }
+    for (int i = 0; i < GPU_RING; i++)
+        if (g->fn.vkCreateFence(g->dev, &fi, NULL, &g->ring_fence[i]) != VK_SUCCESS) {
+            g->ring_fence[i] = VK_NULL_HANDLE;
+            err_set(err, err_len, "vkCreateFence failed");
+            return -EIO;
+        }
+    g->cmd = g->ring[0];
     return 0;
 }
 
@@ -571,8 +582,10 @@ void gpu_close(struct gpu *g) {
             g->used_bytes += g->staging->bytes; /* never counted: see buf_make */
             gpu_buf_free(g, g->staging);
         }
-        if (g->fence) /* gpu_submit waits for its work: nothing is in flight */
-            g->fn.vkDestroyFence(g->dev, g->fence, NULL);
+        ring_wait(g); /* nothing should be in flight: gpu_submit waits; in case */
+        for (int i = 0; i < GPU_RING; i++)
+            if (g->ring_fence[i])
+                g->fn.vkDestroyFence(g->dev, g->ring_fence[i], NULL);
         if (g->stamps)
             g->fn.vkDestroyQueryPool(g->dev, g->stamps, NULL);
         if (g->pool)
@@ -803,6 +816,68 @@ int gpu_kernel(const struct gpu *g, const char *name) {
     return -1;
 }
 
+/* Waits for every command buffer sent. Returns 0 or -EIO (the device failed). */
+static int ring_wait(struct gpu *g) {
+    int rc = 0;
+    for (int i = 0; i < GPU_RING; i++) {
+        if (!g->ring_busy[i])
+            continue;
+        g->ring_busy[i] = false;
+        VkResult r = g->fn.vkWaitForFences(g->dev, 1, &g->ring_fence[i], VK_TRUE, UINT64_MAX);
+        if (r != VK_SUCCESS && rc == 0)
+            rc = fail_device(g, "vkWaitForFences", r);
+    }
+    return rc;
+}
+
+/* Makes ring slot i the recording's command buffer: waits for its last submission, resets and
+ * begins it. Returns 0 or -EIO. */
+static int ring_open(struct gpu *g, int i) {
+    if (g->ring_busy[i]) {
+        g->ring_busy[i] = false;
+        VkResult r = g->fn.vkWaitForFences(g->dev, 1, &g->ring_fence[i], VK_TRUE, UINT64_MAX);
+        if (r != VK_SUCCESS)
+            return fail_device(g, "vkWaitForFences", r);
+    }
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    g->cmd = g->ring[i];
+    VkResult r = g->fn.vkResetCommandBuffer(g->cmd, 0);
+    if (r == VK_SUCCESS)
+        r = g->fn.vkBeginCommandBuffer(g->cmd, &bi);
+    if (r != VK_SUCCESS)
+        return fail_device(g, "vkBeginCommandBuffer", r);
+    return 0;
+}
+
+/* Ends the recording and submits it without waiting. Returns 0, the first recording error
+ * (-EINVAL: nothing is submitted), or -EIO. */
+static int ring_send(struct gpu *g) {
+    if (g->lost)
+        return -EIO;
+    if (!g->recording) {
+        err_set(g->err, sizeof(g->err), "gpu_submit: not recording");
+        return -EINVAL;
+    }
+    g->recording = false;
+    VkResult r = g->fn.vkEndCommandBuffer(g->cmd);
+    if (r != VK_SUCCESS)
+        return fail_device(g, "vkEndCommandBuffer", r);
+    if (g->rec_rc < 0)
+        return g->rec_rc;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &g->cmd};
+    VkFence f = g->ring_fence[g->ring_cur];
+    if (fault_hit(FAULT_GPU_LOST))
+        return fail_device(g, "vkQueueSubmit", VK_ERROR_DEVICE_LOST);
+    if ((r = g->fn.vkResetFences(g->dev, 1, &f)) != VK_SUCCESS ||
+        (r = g->fn.vkQueueSubmit(g->queue, 1, &si, f)) != VK_SUCCESS)
+        return fail_device(g, "vkQueueSubmit", r);
+    g->ring_busy[g->ring_cur] = true;
+    return 0;
+}
+
 int gpu_begin(struct gpu *g) {
     if (g->lost)
         return -EIO;
@@ -810,13 +885,9 @@ int gpu_begin(struct gpu *g) {
         err_set(g->err, sizeof(g->err), "gpu_begin: already recording");
         return -EINVAL;
     }
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VkResult r = g->fn.vkResetCommandBuffer(g->cmd, 0);
-    if (r == VK_SUCCESS)
-        r = g->fn.vkBeginCommandBuffer(g->cmd, &bi);
-    if (r != VK_SUCCESS)
-        return fail_device(g, "vkBeginCommandBuffer", r);
+    int rc = ring_open(g, g->ring_cur);
+    if (rc < 0)
+        return rc;
     g->recording = true;
     g->unordered = false;
     g->rec_rc = 0;
@@ -913,28 +984,23 @@ void gpu_zero(struct gpu *g, struct gpu_buf *b) {
     g->fn.vkCmdFillBuffer(g->cmd, b->buf, 0, VK_WHOLE_SIZE, 0);
 }
 
-int gpu_submit(struct gpu *g) {
-    if (g->lost)
-        return -EIO;
-    if (!g->recording) {
-        err_set(g->err, sizeof(g->err), "gpu_submit: not recording");
-        return -EINVAL;
+int gpu_flush(struct gpu *g) {
+    int rc = ring_send(g);
+    if (rc < 0)
+        return rc;
+    g->ring_cur = (g->ring_cur + 1) % GPU_RING;
+    if ((rc = ring_open(g, g->ring_cur)) < 0) {
+        ring_wait(g);
+        return rc;
     }
-    g->recording = false;
-    VkResult r = g->fn.vkEndCommandBuffer(g->cmd);
-    if (r != VK_SUCCESS)
-        return fail_device(g, "vkEndCommandBuffer", r);
-    if (g->rec_rc < 0)
-        return g->rec_rc;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .commandBufferCount = 1,
-                       .pCommandBuffers = &g->cmd};
-    if (fault_hit(FAULT_GPU_LOST))
-        return fail_device(g, "vkQueueSubmit", VK_ERROR_DEVICE_LOST);
-    if ((r = g->fn.vkResetFences(g->dev, 1, &g->fence)) != VK_SUCCESS ||
-        (r = g->fn.vkQueueSubmit(g->queue, 1, &si, g->fence)) != VK_SUCCESS)
-        return fail_device(g, "vkQueueSubmit", r);
-    if ((r = g->fn.vkWaitForFences(g->dev, 1, &g->fence, VK_TRUE, UINT64_MAX)) != VK_SUCCESS)
-        return fail_device(g, "vkWaitForFences", r);
+    g->recording = true;
+    g->unordered = true; /* what was sent before must be ordered before what follows */
+    gpu_barrier(g);
     return 0;
+}
+
+int gpu_submit(struct gpu *g) {
+    int rc = ring_send(g);
+    int wrc = ring_wait(g);
+    return rc < 0 ? rc : wrc;
 }

@@ -133,7 +133,14 @@ void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct g
 /* Records b[0 .. bytes) = 0 (a sequence's recurrent state starting over). */
 void gpu_zero(struct gpu *g, struct gpu_buf *b);
 
-/* Ends recording, submits, waits. Returns 0, the first recording error (-EINVAL), or -EIO when
+/* Submits what was recorded so far without waiting and goes on recording in another command
+ * buffer (GPU_RING of them), ordered after it: the device starts on a long step's first layers
+ * while the host records the rest. Returns as gpu_submit (on an error nothing is recording, and
+ * what was sent before has finished). */
+#define GPU_RING 4
+int gpu_flush(struct gpu *g);
+
+/* Ends recording, submits, waits (for what gpu_flush sent, too). Returns 0, the first recording error (-EINVAL), or -EIO when
  * the device failed (VK_ERROR_DEVICE_LOST: the device is unusable from then on; every later call
  * returns -EIO). gpu_error says what happened. */
 int gpu_submit(struct gpu *g);

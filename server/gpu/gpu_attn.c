@@ -1,8 +1,9 @@
 /* gpu_attn.c - gpu_ops.h's attention: block_attn.c's attn_head for every (token, head) of a
- * segment, bit for bit, as four kernels (shaders/attn*.comp): the query in the KV type's format,
- * the scores (an invocation per position), the softmax with the sink (a workgroup per row, the
- * contract's 32 lanes), the weighted sum of V rows (a chain per output element, positions in
- * order). The scratch holds the query rows and the scores rows of n_kv_max floats (the positions
+ * segment, bit for bit, as two or three kernels (shaders/attn*.comp): the query in the KV type's
+ * format (the block types; the float types' scores convert it as they read it), the scores (an
+ * invocation per position), the weighted sum of V rows (a chain per output element, positions in
+ * order) with the softmax and its sink (each workgroup first computes its row's maximum and sum
+ * in the contract's 32 lanes, then each probability as it reads it). The scratch holds the query rows and the scores rows of n_kv_max floats (the positions
  * the segment's last token sees, at most the n_ctx it was sized for). The push constants mirror
  * attn.glsl's `Push` block (std430: the addresses first). */
 #include "gpu_ops.h"
@@ -26,25 +27,25 @@ struct attn_push {
 };
 _Static_assert(sizeof(struct attn_push) <= GPU_PUSH_MAX, "attn.glsl's push constants");
 
-/* The KV types with kernels, and the kernels' names (the query: NULL for F32, read as is). */
+/* The KV types with kernels, and the kernels' names (the query: NULL where the scores read it as
+ * it is). */
 static const struct {
     enum qtype type;
-    const char *query, *scores, *softmax, *vsum;
+    const char *query, *scores, *vsum;
 } attn_types[] = {
-    {QTYPE_F32, NULL, "attn_scores_f32", "attn_softmax", "attn_vsum_f32"},
-    {QTYPE_F16, "attn_query_f16", "attn_scores_f16", "attn_softmax_f16", "attn_vsum_f16"},
-    {QTYPE_Q8_0, "attn_query_q8_0", "attn_scores_q8_0", "attn_softmax", "attn_vsum_q8_0"},
-    {QTYPE_Q4_0, "attn_query_q8_0", "attn_scores_q4_0", "attn_softmax", "attn_vsum_q4_0"},
+    {QTYPE_F32, NULL, "attn_scores_f32", "attn_vsum_f32"},
+    {QTYPE_F16, NULL, "attn_scores_f16", "attn_vsum_f16"},
+    {QTYPE_Q8_0, "attn_query_q8_0", "attn_scores_q8_0", "attn_vsum_q8_0"},
+    {QTYPE_Q4_0, "attn_query_q8_0", "attn_scores_q4_0", "attn_vsum_q4_0"},
 };
 
 void gpu_attn_kernels_find(struct gpu_attn_kernels *k, const struct gpu *g) {
     for (int t = 0; t < QTYPE_COUNT; t++)
-        k->query[t] = k->scores[t] = k->softmax[t] = k->vsum[t] = -1;
+        k->query[t] = k->scores[t] = k->vsum[t] = -1;
     for (size_t i = 0; g && i < sizeof(attn_types) / sizeof(attn_types[0]); i++) {
         const enum qtype t = attn_types[i].type;
         k->query[t] = attn_types[i].query ? gpu_kernel(g, attn_types[i].query) : -1;
         k->scores[t] = gpu_kernel(g, attn_types[i].scores);
-        k->softmax[t] = gpu_kernel(g, attn_types[i].softmax);
         k->vsum[t] = gpu_kernel(g, attn_types[i].vsum);
     }
 }
@@ -53,8 +54,8 @@ void gpu_attn_kernels_find(struct gpu_attn_kernels *k, const struct gpu *g) {
 static bool attn_has_type(const struct gpu_attn_kernels *k, enum qtype t) {
     if ((int)t < 0 || t >= QTYPE_COUNT)
         return false;
-    return (t == QTYPE_F32 || k->query[t] >= 0) && k->scores[t] >= 0 && k->softmax[t] >= 0 &&
-           k->vsum[t] >= 0;
+    const bool query = t == QTYPE_Q8_0 || t == QTYPE_Q4_0; /* attn_types' with a query kernel */
+    return (!query || k->query[t] >= 0) && k->scores[t] >= 0 && k->vsum[t] >= 0;
 }
 
 size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx) {
@@ -129,8 +130,6 @@ int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a) {
         gpu_barrier(o->g);
     }
     gpu_dispatch(o->g, k->scores[t], &p, sizeof(p), groups(n_kv_max, ATTN_SCORES_GROUP), nh, nt);
-    gpu_barrier(o->g);
-    gpu_dispatch(o->g, k->softmax[t], &p, sizeof(p), nh, nt, 1);
     gpu_barrier(o->g);
     gpu_dispatch(o->g, k->vsum[t], &p, sizeof(p), groups(a->head_dim, ATTN_VSUM_DIMS), nh, nt);
     return 0;

@@ -28,8 +28,9 @@ struct gpu_rowops {
 
 /* The attention's kernels per KV type (gpu_attn.c), -1 where a type has none. */
 struct gpu_attn_kernels {
-    int query[QTYPE_COUNT];   /* the query in the KV type's format (-1 for F32: read as is) */
-    int scores[QTYPE_COUNT], softmax[QTYPE_COUNT], vsum[QTYPE_COUNT];
+    int query[QTYPE_COUNT];   /* the query in the KV type's format (-1 for F32 and F16: the
+                               * scores read it as they take it) */
+    int scores[QTYPE_COUNT], vsum[QTYPE_COUNT];
 };
 
 struct gpu_ops {
@@ -171,8 +172,8 @@ struct gpu_attn {
  * most n_ctx positions each (the context, or the window plus nothing more). */
 size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx);
 
-/* Records the segment's attention: four kernels (the query in the KV type's format, the scores
- * over positions, the softmax, the weighted sum over elements) with barriers between them; the
+/* Records the segment's attention: the query in the KV type's format (Q8_0 and Q4_0), the scores
+ * over positions, then the softmax with the weighted sum over elements, barriers between them; the
  * caller orders what wrote q, k, v before it and what reads out after it (gpu_barrier). Returns 0,
  * -ENOTSUP for a KV type without kernels, or -EINVAL for a shape it cannot take: head_dim past
  * 256 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too

@@ -1,4 +1,4 @@
-// attn_scores_f16.comp - scores over an F16 cache against the query in halves (attn_query_f16).
+// attn_scores_f16.comp - scores over an F16 cache against the query rounded to halves as it is read.
 // K rows 8-byte aligned (gpu_attn.c checks): four halves a load, each converted exactly.
 #version 450
 #include "common.glsl"
@@ -12,7 +12,8 @@ vec4 k4_at(uint64_t row, uint m) {
                 fp16_to_f32(w.y >> 16));
 }
 float k_at(uint64_t row, uint i) { return fp16_to_f32(uint(U16s(row).v[i])); }
-float q_at(uint64_t row, uint i) { return fp16_to_f32(uint(U16s(row).v[i])); }
-uint64_t query_row(uint t, uint h) { return attn_qrow(t, h); }
+// the query read as floats and rounded to halves (quant_f16_from_f32), as the CPU's F16 dot takes it
+float q_at(uint64_t row, uint i) { return fp16_to_f32(f32_to_fp16(F32s(row).v[i])); }
+uint64_t query_row(uint t, uint h) { return attn_q(t, h); }
 
 #include "attn_scores.glsl"

@@ -1,4 +1,6 @@
-// attn_vsum.glsl - the attention's weighted sum of V rows: out[d] = 0, then out[d] + p_j v_j[d]
+// attn_vsum.glsl - the attention's weighted sum of V rows, the softmax's probabilities taken from
+// the scores as they are read (attn_softmax.glsl; every workgroup of a head computes its row's
+// maximum and sum first): out[d] = 0, then out[d] + p_j v_j[d]
 // for the positions j in order (ops_axpy_*: a product, then a sum, each rounded), so each output
 // element is one chain of adds. A workgroup takes 32 elements of one (token, head) (element chunks
 // on x, heads on y, tokens on z). Its first 32 invocations run the 32 chains over a chunk of 112
@@ -19,12 +21,15 @@ layout(local_size_x = 256) in;
 #define VSUM_CHUNK (VSUM_MAKERS * 16u)           // positions a chunk: 16 per maker invocation
 
 shared float prod[2u * VSUM_CHUNK * VSUM_DIMS];
+#define SOFTMAX_SCRATCH prod // the softmax's statistics are done before the first products
+#include "attn_softmax.glsl"
 
 // What a maker invocation (warp w of the makers, element dd of the 32) works with.
 struct vsum_maker {
     uint w, dd, d, n, first_row;
     uint64_t vbase;                 // the head's bytes of V row 0
-    F32s pr;                        // the head's probabilities
+    F32s pr;                        // the head's scores
+    float mx, inv;                  // their softmax's (attn_softmax_stats)
     float pj[16], vj[16];           // the loaded chunk: positions c + w + 7 k
 };
 
@@ -34,10 +39,16 @@ struct vsum_maker {
 // elements 4 (u % 8) ..; positions past the end read the last one (every load is unconditional).
 void vsum_load(inout vsum_maker m, uint c) {
     uint u = VSUM_DIMS * m.w + m.dd;
+    // the probabilities in a loop of their own: inlined into the unrolled loop below, exp_c's
+    // steps came out rounded otherwise on lavapipe (a precise lost in the unrolling)
+    for (uint q = 0u; q < 4u; q++) {
+        uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u;
+        uint j = min(c + jj, m.n - 1u);
+        m.pj[q] = attn_prob(m.pr.v[j], m.mx, m.inv);
+    }
     [[unroll]] for (uint q = 0u; q < 4u; q++) {
         uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
         uint j = min(c + jj, m.n - 1u), d = min(m.d - m.dd + e, p.head_dim - 4u);
-        m.pj[q] = m.pr.v[j];
         vec4 v = v4_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, d / 4u);
         [[unroll]] for (uint k = 0u; k < 4u; k++)
             m.vj[4u * q + k] = v[k];
@@ -62,9 +73,10 @@ void vsum_store(in vsum_maker m, uint c) {
 // ones: every load is unconditional, so the 16 are in flight together).
 void vsum_load(inout vsum_maker m, uint c) {
     uint dl = min(m.d, p.head_dim - 1u);
+    for (uint k = 0u; k < 16u; k++) // apart from the unrolled loads: see the V4_AT version
+        m.pj[k] = attn_prob(m.pr.v[min(c + m.w + VSUM_MAKERS * k, m.n - 1u)], m.mx, m.inv);
     [[unroll]] for (uint k = 0u; k < 16u; k++) {
         uint j = min(c + m.w + VSUM_MAKERS * k, m.n - 1u);
-        m.pj[k] = m.pr.v[j];
         m.vj[k] = v_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, dl);
     }
 }
@@ -90,6 +102,7 @@ void main() {
     m.first_row = attn_first(t) % p.ring_rows;
     m.vbase = p.v + attn_head_off(h);
     m.pr = F32s(attn_probs(t, h));
+    attn_softmax_stats(m.pr, n, h, m.mx, m.inv);
     if (i >= VSUM_DIMS) {
         vsum_load(m, 0u);
         vsum_store(m, 0u);
@@ -126,4 +139,5 @@ void main() {
     }
     if (i < VSUM_DIMS && d0 + i < p.head_dim)
         F32s(p.out_ + (uint64_t(t) * p.out_stride + uint64_t(h) * p.head_dim + d0 + i) * 4u).v[0] = acc;
+
 }

@@ -1,8 +1,10 @@
 // attn_vsum_f16.comp - the weighted sum of F16 V rows, each element converted exactly
-// (attn_vsum.glsl; the probabilities come rounded to halves from attn_softmax_f16).
+// (attn_vsum.glsl), the probabilities rounded to halves (attn_softmax.glsl's ROUND_F16).
 #version 450
 #include "common.glsl"
+#include "contract.glsl"
 #include "attn.glsl"
+#define ROUND_F16
 
 
 #define V4_AT

@@ -1,6 +1,7 @@
 // attn_vsum_f32.comp - the weighted sum of F32 V rows (attn_vsum.glsl).
 #version 450
 #include "common.glsl"
+#include "contract.glsl"
 #include "attn.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer F32x4s { vec4 v[]; };

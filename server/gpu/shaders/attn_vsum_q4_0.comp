@@ -3,6 +3,7 @@
 // then times the probability (attn_vsum.glsl).
 #version 450
 #include "common.glsl"
+#include "contract.glsl"
 #include "attn.glsl"
 
 float v_at(uint64_t row, uint d) {

@@ -2,6 +2,7 @@
 // quant_dequantize_row does: float(code) * fp16(d), then times the probability (attn_vsum.glsl).
 #version 450
 #include "common.glsl"
+#include "contract.glsl"
 #include "attn.glsl"
 
 float v_at(uint64_t row, uint d) {
