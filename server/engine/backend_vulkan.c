@@ -1,16 +1,17 @@
 /* backend_vulkan.c - the engine's steps on a Vulkan device (engine v3's second backend; the CPU's
  * blocks are the first). engine_use_gpu uploads the weights, sizes the activations for n_batch
- * tokens and gives every sequence its K and V rows in device memory; from then on engine_step
- * hands each step to engine_vk_step, which records the layers' ops (gpu_ops.h) into the device's
- * command buffer and submits once per step, or once more per MoE layer, where the CPU reads the
- * router's logits, routes with block_moe's own code and sends the choice back. Every op follows
- * the accumulation contract (ops.h, quant.h), so the logits are the CPU's bit for bit.
+ * tokens and gives every sequence its K and V rows (and a recurrent model's states and
+ * checkpoints) in device memory; from then on engine_step hands each step to engine_vk_step,
+ * which records the layers' ops (gpu_ops.h) and sends them to the device every VK_FLUSH_LAYERS
+ * layers (gpu_flush), so the device works while the host records the rest; it waits once, at
+ * the logits. Routing runs on the device too (gpu_op_route: block_moe's arithmetic); the chosen
+ * experts come back for the statistics. Every op follows the accumulation contract (ops.h,
+ * quant.h), so the logits are the CPU's bit for bit.
  *
  * The sequences' bookkeeping (n_past, truncation, the prefix reuse) stays on the host; only their
- * rows move: a context's export reads them back, an import writes them. Supported here: attention
- * layers without sliding windows, dense and routed FFNs (shared experts, biases), every weight
- * type with kernels; the rest (DeltaNet, window rings, experts streamed from disk) stays on the
- * CPU, and engine_use_gpu says so. */
+ * rows move: a context's export reads them back, an import writes them. Not here (engine_use_gpu
+ * says which, and the model stays on the CPU): sliding-window layers, gemma4, experts streamed
+ * from disk or through an expert cache, replayed routing. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
