@@ -106,7 +106,23 @@ static int32_t rows_differ(const float *a, const float *b, int32_t n, int32_t V)
     return bad;
 }
 
-/* Runs the same prompt (all rows) and greedy decode on e's CPU twin c and on e, compares. */
+/* What a route observer saw: a hash of every (layer, union of experts) it was told, in order. */
+struct route_log {
+    uint64_t hash;
+    int64_t calls;
+};
+
+static void route_logged(void *ctx, int il, const int32_t *ids, int32_t n) {
+    struct route_log *r = ctx;
+    uint64_t h = r->hash ^ (uint64_t)(il * 1000003 + n);
+    for (int32_t i = 0; i < n; i++)
+        h = (h ^ (uint64_t)ids[i]) * 0x100000001b3ull;
+    r->hash = h * 0x100000001b3ull;
+    r->calls++;
+}
+
+/* Runs the same prompt (all rows) and greedy decode on e's CPU twin c and on e, compares the
+ * logits and what the route observers were told. */
 static void same_as_cpu(struct model *m, struct gpu *g, enum qtype kv, int32_t n_batch,
                         const char *what) {
     const int32_t V = m->hp.n_vocab, N = 37, STEPS = 6;
@@ -122,6 +138,10 @@ static void same_as_cpu(struct model *m, struct gpu *g, enum qtype kv, int32_t n
     if (rc < 0)
         goto out;
     CHECK(engine_on_gpu(e) && !engine_on_gpu(c));
+    struct route_log rc_log = {.hash = 14695981039346656037ull},
+                     re_log = {.hash = 14695981039346656037ull};
+    engine_set_route_observer(c, route_logged, &rc_log);
+    engine_set_route_observer(e, route_logged, &re_log);
     CHECK_EQ_INT(engine_eval(c, 0, ids, N, lc, true), 0);
     CHECK_EQ_INT(engine_eval(e, 0, ids, N, le, true), 0);
     int32_t bad = rows_differ(lc, le, N, V);
@@ -135,6 +155,11 @@ static void same_as_cpu(struct model *m, struct gpu *g, enum qtype kv, int32_t n
         CHECK_EQ_INT(engine_eval(e, 0, &best, 1, le, false), 0);
         CHECK_MSG(rows_differ(lc, le, 1, V) == 0, "%s: decode step %d differs", what, s);
     }
+    CHECK_MSG(rc_log.calls == re_log.calls && rc_log.hash == re_log.hash,
+              "%s: the route observer was told %lld unions on the CPU, %lld on the GPU%s", what,
+              (long long)rc_log.calls, (long long)re_log.calls,
+              rc_log.calls == re_log.calls ? ", not the same experts" : "");
+    CHECK_MSG(m->hp.n_expert == 0 || rc_log.calls > 0, "%s: no unions told", what);
 out:
     free(lc);
     free(le);

@@ -853,13 +853,13 @@ static int vk_output(struct engine *e) {
     return rc;
 }
 
-/* After a step: each MoE layer's union of experts (the routes the GPU wrote to h_routes) for the
- * statistics and the route observer, as block_moe_route tells them on the CPU. */
+/* After a step: each MoE layer's union of experts (the routes the device wrote to h_routes) for
+ * the statistics and the route observer (block_moe_union). */
 static void vk_route_stats(struct engine *e, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const int32_t K = e->k_used, P = n_tok * K;
     const int32_t *routes = gpu_buf_host(e->vk->h_routes);
-    int32_t *seen = e->moe.exp_n, *ids = e->moe.ids;
+    int32_t *seen = e->moe.exp_n;
     for (int il = 0; il < hp->n_layer; il++) {
         if (e->m->layers[il].ffn != MODEL_FFN_MOE)
             continue;
@@ -868,14 +868,7 @@ static void vk_route_stats(struct engine *e, int32_t n_tok) {
         for (int32_t i = 0; i < P; i++)
             if (r[i] >= 0 && r[i] < hp->n_expert)
                 seen[r[i]] = 1;
-        int32_t n = 0;
-        for (int32_t x = 0; x < hp->n_expert; x++)
-            if (seen[x])
-                ids[n++] = x;
-        if (e->route_fn)
-            e->route_fn(e->route_ctx, il, ids, n);
-        e->timing.n_moe_layer_steps++;
-        e->timing.n_union_experts += (uint64_t)n;
+        block_moe_union(e, il);
     }
 }
 

@@ -356,9 +356,8 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
     return 0;
 }
 
-int32_t block_moe_route(struct engine *e, int il, int32_t n_tok) {
+int32_t block_moe_union(struct engine *e, int il) {
     struct moe_scratch *mo = &e->moe;
-    route(e, il, n_tok);
     int32_t n = 0;
     for (int32_t x = 0; x < e->m->hp.n_expert; x++)
         if (mo->exp_n[x])
@@ -380,7 +379,8 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
                            mo->router, (size_t)hp->n_expert, n_tok);
     if (rc < 0)
         return rc;
-    const int32_t n = block_moe_route(e, il, n_tok);
+    route(e, il, n_tok);
+    const int32_t n = block_moe_union(e, il);
     /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
      * group's lookup releases the previous group's pins */
     int32_t group = n;

@@ -226,10 +226,10 @@ int block_ffn_swiglu(struct engine *e, const struct weight *gate, const struct w
  * (block_moe.c). */
 int block_moe(struct engine *e, int il, int32_t n_tok);
 
-/* Routes the batch from layer il's router logits in moe.router (biased in place): sel, sel_w,
- * exp_n, exp_tok, exp_out, and the union of experts in ids, ascending; tells the route observer
- * and counts the union. Returns the union's size. */
-int32_t block_moe_route(struct engine *e, int il, int32_t n_tok);
+/* Layer il's union of experts, those with moe.exp_n[x] > 0, into moe.ids ascending; tells the
+ * route observer and counts the union in the timing. Returns the union's size. (block_moe's
+ * routing fills exp_n; the Vulkan backend's from the routes the device sent back.) */
+int32_t block_moe_union(struct engine *e, int il);
 
 /* ---- the Vulkan backend (backend_vulkan.c) ---- */
 
