@@ -6,11 +6,13 @@
  * router's logits, routes with block_moe's own code and sends the choice back. Every op follows
  * the accumulation contract (ops.h, quant.h), so the logits are the CPU's bit for bit.
  *
- * The sequences' bookkeeping (n_past, truncation, the prefix reuse) stays on the host; only their
- * rows move: a context's export reads them back, an import writes them. Supported here: attention
- * layers without sliding windows, dense and routed FFNs (shared experts, biases), every weight
- * type with kernels; the rest (DeltaNet, window rings, experts streamed from disk) stays on the
- * CPU, and engine_use_gpu says so. */
+ * The sequences' bookkeeping (n_past, truncation, the prefix reuse, which checkpoint slot holds
+ * which position) stays on the host; only their rows move: a context's export reads them back, an
+ * import writes them, and a checkpoint's recurrent state and window rows are copied on the device
+ * as the host decides. A window layer's rows are a ring, as the host's (sequence.h). Supported
+ * here: attention layers (full, gated, or over a sliding window with sinks), DeltaNet layers,
+ * dense and routed FFNs (shared experts, biases), every weight type with kernels; gemma4 and
+ * experts streamed from disk stay on the CPU, and engine_use_gpu says so. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
