@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # sniperd on the GPU (--gpu, --gpu-budget) end to end, on the machine's Vulkan device by number
-# (lavapipe in CI): the one-shot mode's logits and tokens equal the CPU's byte for byte, a model the
-# backend does not take stays on the CPU and says why, a budget too small falls back to the CPU,
-# a bad --gpu is refused, and the daemon's answers and /v1/stats on the GPU.
+# (lavapipe in CI): the one-shot mode's logits and tokens equal the CPU's byte for byte (gpt-oss's
+# window rings, sinks and MXFP4 experts included), a model the backend does not take stays on the
+# CPU and says why, a budget too small falls back to the CPU, a bad --gpu is refused, and the
+# daemon's answers and /v1/stats on the GPU (gpt-oss's chat over two turns too).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -18,6 +19,8 @@ mk moe --preset tiny
 mk dense --preset tiny-dense --types q4_k_m
 mk q35 --preset tiny-qwen35moe
 mk oss --preset tiny-gpt-oss
+mk ossq --preset tiny-gpt-oss --types mxfp4_moe
+mk gemma --preset tiny-gemma4
 device=$("$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 0 2>&1 >/dev/null)
 if ! grep -q "every step runs on the GPU" <<<"$device"; then
     echo "skip: no usable Vulkan device 0 ($(grep gpu <<<"$device" | head -1)): sniperd on the GPU NOT checked"
@@ -26,7 +29,7 @@ if ! grep -q "every step runs on the GPU" <<<"$device"; then
 fi
 
 # one-shot: every prompt row's logits and the greedy tokens, GPU against CPU
-for m in moe dense q35; do
+for m in moe dense q35 oss ossq; do
     for dev in none 0; do
         "$BUILD/sniperd" -m "$TMP/$m.gguf" -p "The quick brown fox jumps over the lazy dog" -n 12 \
             --temp 0 --threads 2 --gpu "$dev" --dump-logits "$TMP/$m-$dev.f32" \
@@ -40,10 +43,11 @@ for m in moe dense q35; do
 done
 
 # what the backend does not take yet stays on the CPU, saying why, with the CPU's answer
-"$BUILD/sniperd" -m "$TMP/oss.gguf" -p "hello" -n 6 --temp 0 --gpu 0 >"$TMP/oss-0.out" 2>"$TMP/oss-0.err"
-"$BUILD/sniperd" -m "$TMP/oss.gguf" -p "hello" -n 6 --temp 0 --gpu none >"$TMP/oss-none.out" 2>/dev/null
-grep -q "stays on the CPU: it has sliding-window" "$TMP/oss-0.err" && cmp -s "$TMP/oss-0.out" "$TMP/oss-none.out"
-check "gpt-oss: stays on the CPU and says why" $? "$(cat "$TMP/oss-0.err")"
+"$BUILD/sniperd" -m "$TMP/gemma.gguf" -p "hello" -n 6 --temp 0 --gpu 0 >"$TMP/gemma-0.out" 2>"$TMP/gemma-0.err"
+"$BUILD/sniperd" -m "$TMP/gemma.gguf" -p "hello" -n 6 --temp 0 --gpu none >"$TMP/gemma-none.out" 2>/dev/null
+grep -q "stays on the CPU: gemma4 is not on the GPU yet" "$TMP/gemma-0.err" &&
+    cmp -s "$TMP/gemma-0.out" "$TMP/gemma-none.out"
+check "gemma4: stays on the CPU and says why" $? "$(cat "$TMP/gemma-0.err")"
 
 # a budget too small: the CPU, saying so
 "$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu 0 --gpu-budget 2M \
@@ -77,6 +81,29 @@ check "daemon: /v1/stats gpu.on with its weights' bytes" "$([ "$on" = "True True
 a=$(ask "$gport") b=$(ask "$cport")
 [ -n "$a" ] && [ "$a" = "$b" ]
 check "daemon: the GPU's greedy completion is the CPU's" $? "gpu [$a] cpu [$b]"
+
+# gpt-oss's daemon: a chat of two turns on the GPU equals the CPU daemon's. The second reuses the
+# first's prompt; the first's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past
+# the window before its end, so the reuse goes back to a checkpoint and its rows.
+chat() { # chat PORT MAX-TOKENS MESSAGES-JSON: the cached prompt tokens, then the reply (JSON)
+    curl -s "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' \
+        -d "{\"messages\":$3,\"max_tokens\":$2,\"temperature\":0}" |
+        python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["usage"]["prompt_tokens_details"]["cached_tokens"], json.dumps(r["choices"][0]["message"]["content"]))'
+}
+serve "$TMP/oss.gguf" oss-gpu --gpu 0 --ctx-size 512 -b 8
+gport=$port
+serve "$TMP/oss.gguf" oss-cpu --gpu none --ctx-size 512 -b 8
+cport=$port
+grep -q "every step runs on the GPU" "$TMP/oss-gpu.err"
+check "gpt-oss daemon: every step on the GPU" $? "$(cat "$TMP/oss-gpu.err")"
+turn1='[{"role":"user","content":"Once upon a time"}]'
+a1=$(chat "$gport" 16 "$turn1") b1=$(chat "$cport" 16 "$turn1")
+text=${a1#* }
+turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":$text},{\"role\":\"user\",\"content\":\"and then?\"}]"
+a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
+[ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 32 ]
+check "gpt-oss daemon: two turns on the GPU are the CPU's (the second from a checkpoint)" $? \
+    "gpu [$a1] [$a2] cpu [$b1] [$b2]"
 
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]

@@ -2,8 +2,9 @@
  * whatever Vulkan device the machine has (lavapipe in CI): the same prompt's logits, row for row,
  * compared with memcmp (the accumulation contract promises the same bits), greedy decode, two
  * sequences in one step, a context's rows exported and imported, Qwen3.5 (DeltaNet and gated
- * attention: its checkpoints and recurrent state too), what the backend refuses, and
- * a device lost in the middle of a request (the engine goes on on the CPU). */
+ * attention: its checkpoints and recurrent state too), gpt-oss (window rings that wrap, sinks,
+ * biases, MXFP4 experts; rollbacks through checkpoints), what the backend refuses, and a device
+ * lost in the middle of a request (the engine goes on on the CPU). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,79 +198,97 @@ static void test_quantized(void) {
     gpu_close(g);
 }
 
-/* Two sequences fed in one call (one step carries both) give each the logits it gets alone. */
-static void test_two_sequences(void) {
-    struct gpu *g = open_any();
-    struct model *m = g ? make_load("moe2.gguf", "--preset tiny") : NULL;
-    struct engine *c = m ? new_engine(m, QTYPE_F16, 2, 64) : NULL;
-    struct engine *e = m ? new_engine(m, QTYPE_F16, 2, 64) : NULL;
-    char err[256] = "";
-    if (c && e && engine_use_gpu(e, g, err, sizeof(err)) == 0) {
-        const int32_t V = m->hp.n_vocab;
-        int32_t a[11], b[5];
-        prompt(a, 11, V, 2);
-        prompt(b, 5, V, 3);
-        float *lc = calloc(16 * (size_t)V, sizeof(float)), *le = calloc(16 * (size_t)V, 4);
-        struct engine_part pc[2] = {{.seq = 0, .tokens = a, .n = 11, .logits = lc,
-                                     .all_logits = true},
-                                    {.seq = 1, .tokens = b, .n = 5, .logits = lc + 11 * V,
-                                     .all_logits = true}};
-        struct engine_part pe[2] = {pc[0], pc[1]};
-        pe[0].logits = le;
-        pe[1].logits = le + 11 * V;
-        CHECK_EQ_INT(engine_eval(c, 0, a, 11, lc, true), 0); /* alone, on the CPU */
-        CHECK_EQ_INT(engine_eval(c, 1, b, 5, lc + 11 * V, true), 0);
-        CHECK_EQ_INT(engine_eval_batch(e, pe, 2), 0);         /* together, on the GPU */
-        CHECK_MSG(rows_differ(lc, le, 16, V) == 0, "two sequences in a step differ from alone");
-        (void)pc;
-        free(lc);
-        free(le);
-    } else if (e) {
-        CHECK_MSG(0, "engine_use_gpu: %s", err);
-    }
-    engine_free(c);
-    engine_free(e);
-    model_free(m);
-    gpu_close(g);
-}
-
-/* A sequence's rows exported from the GPU and imported into a CPU engine (and back) continue
- * as the original would. */
-static void test_context_rows(void) {
+/* Two sequences of na and nb tokens fed in one call (steps of n_batch carry both) give each the
+ * logits it gets alone on the CPU. */
+static void two_sequences(const char *file, const char *args, int32_t n_batch, int32_t na,
+                          int32_t nb) {
     struct pair p;
-    if (!pair_open(&p, "dense.gguf", "--preset tiny-dense", 1, 32, 0))
+    if (!pair_open(&p, file, args, 2, n_batch, 0))
         goto out;
-    struct model *m = p.m;
     struct engine *c = p.c, *e = p.e;
-    const int32_t V = m->hp.n_vocab, N = 20;
-    int32_t ids[20], next = 5;
-    prompt(ids, N, V, 4);
-    float *l1 = calloc((size_t)V, 4), *l2 = calloc((size_t)V, 4);
-    CHECK_EQ_INT(engine_eval(e, 0, ids, N, l1, false), 0);
-    const struct engine_kv_shape sh = engine_kv_shape(e);
-    const size_t bytes = (size_t)N * sh.row_bytes;
-    uint8_t *k = malloc(bytes * (size_t)sh.n_layer), *v = malloc(bytes * (size_t)sh.n_layer);
-    for (int32_t il = 0; il < sh.n_layer; il++)
-        CHECK_EQ_INT(engine_kv_export(e, 0, il, N, k + il * bytes, v + il * bytes), 0);
-    engine_truncate(c, 0, 0);
-    for (int32_t il = 0; il < sh.n_layer; il++)
-        CHECK_EQ_INT(engine_kv_import(c, 0, il, sh.type, sh.kv_dim, N, k + il * bytes,
-                                      v + il * bytes), 0);
-    CHECK_EQ_INT(engine_kv_commit(c, 0, N), 0);
-    CHECK_EQ_INT(engine_eval(c, 0, &next, 1, l1, false), 0); /* the CPU goes on from the rows */
-    engine_truncate(e, 0, 0);
-    for (int32_t il = 0; il < sh.n_layer; il++) /* and the GPU from its own rows, re-imported */
-        CHECK_EQ_INT(engine_kv_import(e, 0, il, sh.type, sh.kv_dim, N, k + il * bytes,
-                                      v + il * bytes), 0);
-    CHECK_EQ_INT(engine_kv_commit(e, 0, N), 0);
-    CHECK_EQ_INT(engine_eval(e, 0, &next, 1, l2, false), 0);
-    CHECK_MSG(memcmp(l1, l2, (size_t)V * 4) == 0, "the GPU's rows do not continue as the CPU's");
-    free(k);
-    free(v);
-    free(l1);
-    free(l2);
+    const int32_t V = p.m->hp.n_vocab, n = na + nb;
+    int32_t *a = calloc((size_t)n, sizeof(*a)), *b = a ? a + na : NULL;
+    float *lc = calloc((size_t)n * V, sizeof(float)), *le = calloc((size_t)n * V, sizeof(float));
+    if (!a || !lc || !le)
+        goto done;
+    prompt(a, na, V, 2);
+    prompt(b, nb, V, 3);
+    struct engine_part pe[2] = {{.seq = 0, .tokens = a, .n = na, .logits = le, .all_logits = true},
+                                {.seq = 1, .tokens = b, .n = nb, .logits = le + (size_t)na * V,
+                                 .all_logits = true}};
+    CHECK_EQ_INT(engine_eval(c, 0, a, na, lc, true), 0); /* alone, on the CPU */
+    CHECK_EQ_INT(engine_eval(c, 1, b, nb, lc + (size_t)na * V, true), 0);
+    CHECK_EQ_INT(engine_eval_batch(e, pe, 2), 0);        /* together, on the GPU */
+    const int32_t bad = rows_differ(lc, le, n, V);
+    CHECK_MSG(bad == 0, "%s: %d of %d rows of two sequences in a step differ from alone", args,
+              bad, n);
+done:
+    free(a);
+    free(lc);
+    free(le);
 out:
     pair_free(&p);
+}
+
+static void test_two_sequences(void) {
+    two_sequences("moe2.gguf", "--preset tiny", 64, 11, 5);
+}
+
+/* A sequence's rows exported from the GPU after n tokens are the CPU's bytes (a window layer's:
+ * the window before n, read around its ring), and imported into a CPU engine (and back into the
+ * GPU) continue as the original would. */
+static void context_rows(const char *file, const char *args, int32_t n_batch, int32_t n) {
+    struct pair p;
+    if (!pair_open(&p, file, args, 1, n_batch, 0))
+        goto out;
+    struct engine *c = p.c, *e = p.e;
+    const int32_t V = p.m->hp.n_vocab;
+    const struct engine_kv_shape sh = engine_kv_shape(e);
+    const size_t bytes = (size_t)n * sh.row_bytes, all = bytes * (size_t)sh.n_layer;
+    int32_t *ids = calloc((size_t)n, sizeof(*ids)), next = 5;
+    float *l0 = calloc((size_t)V, 4), *l1 = calloc((size_t)V, 4), *l2 = calloc((size_t)V, 4);
+    uint8_t *k = calloc(all, 1), *v = calloc(all, 1), *kc = calloc(all, 1), *vc = calloc(all, 1);
+    if (!ids || !l0 || !l1 || !l2 || !k || !v || !kc || !vc)
+        goto done;
+    prompt(ids, n, V, 4);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, n, l0, false), 0);
+    CHECK_EQ_INT(engine_eval(c, 0, ids, n, l1, false), 0);
+    for (int32_t il = 0; il < sh.n_layer; il++) {
+        CHECK_EQ_INT(engine_kv_export(e, 0, il, n, k + il * bytes, v + il * bytes), 0);
+        CHECK_EQ_INT(engine_kv_export(c, 0, il, n, kc + il * bytes, vc + il * bytes), 0);
+    }
+    CHECK_MSG(memcmp(k, kc, all) == 0 && memcmp(v, vc, all) == 0,
+              "%s: the GPU's exported rows are not the CPU's", args);
+    CHECK_EQ_INT(engine_eval(e, 0, &next, 1, l0, false), 0); /* the GPU goes on by itself */
+    struct engine *to[2] = {c, e};
+    float *got[2] = {l1, l2};
+    for (int i = 0; i < 2; i++) { /* the CPU, then the GPU, from the GPU's exported rows */
+        engine_truncate(to[i], 0, 0);
+        for (int32_t il = 0; il < sh.n_layer; il++)
+            CHECK_EQ_INT(engine_kv_import(to[i], 0, il, sh.type, sh.kv_dim, n, k + il * bytes,
+                                          v + il * bytes), 0);
+        CHECK_EQ_INT(engine_kv_commit(to[i], 0, n), 0);
+        CHECK_EQ_INT(engine_eval(to[i], 0, &next, 1, got[i], false), 0);
+    }
+    CHECK_MSG(memcmp(l0, l1, (size_t)V * 4) == 0, "%s: the CPU does not go on from the GPU's rows",
+              args);
+    CHECK_MSG(memcmp(l0, l2, (size_t)V * 4) == 0, "%s: the GPU does not go on from its own rows",
+              args);
+done:
+    free(ids);
+    free(l0);
+    free(l1);
+    free(l2);
+    free(k);
+    free(v);
+    free(kc);
+    free(vc);
+out:
+    pair_free(&p);
+}
+
+static void test_context_rows(void) {
+    context_rows("dense.gguf", "--preset tiny-dense", 32, 20);
 }
 
 /* ---- Qwen3.5: Gated DeltaNet and gated attention -------------------------------------------- */
@@ -374,15 +393,86 @@ out:
     pair_free(&p);
 }
 
+/* ---- gpt-oss: window rings, sinks, biases, the clamped SwiGLU, MXFP4 experts --------------- */
+
+/* tiny-gpt-oss's window is 16 (its even layers): a ring of 15 + n_batch rows. Prompt rows and
+ * greedy decode equal the CPU's: the 37-token prompt crosses the window and, in steps of 16 or 8,
+ * wraps the ring, which decode wraps again; a batch of 64 takes the prompt whole. */
+static void test_gptoss(void) {
+    struct gpu *g = open_any();
+    struct model *m = g ? make_load("oss.gguf", "--preset tiny-gpt-oss") : NULL;
+    if (m) {
+        same_as_cpu(m, g, QTYPE_F16, 16, "gpt-oss f32 weights, f16 KV, batch 16");
+        same_as_cpu(m, g, QTYPE_F32, 64, "gpt-oss f32 weights, f32 KV, batch 64");
+    }
+    model_free(m);
+    /* llama-quantize's MXFP4_MOE mix: MXFP4 experts, Q8_0 for the rest */
+    m = g ? make_load("ossq.gguf", "--preset tiny-gpt-oss --types mxfp4_moe") : NULL;
+    if (m) {
+        same_as_cpu(m, g, QTYPE_Q8_0, 8, "gpt-oss mxfp4_moe, q8_0 KV, batch 8");
+        same_as_cpu(m, g, QTYPE_F16, 5, "gpt-oss mxfp4_moe, f16 KV, batch 5");
+    }
+    model_free(m);
+    gpu_close(g);
+}
+
+/* Two sequences past the window in the same steps (batch 8: both rings wrap). */
+static void test_gptoss_two_sequences(void) {
+    two_sequences("oss2.gguf", "--preset tiny-gpt-oss", 8, 30, 21);
+}
+
+/* Exported after 30 tokens with a batch of 8, a window layer's last 15 positions (15 .. 29) lie
+ * around the end of its ring of 23 rows. */
+static void test_gptoss_context_rows(void) {
+    context_rows("oss3.gguf", "--preset tiny-gpt-oss", 8, 30);
+}
+
+/* Cut back in place while the rings hold the window (to 38 of 40), and through a checkpoint
+ * once they do not (to 20 of 40: the ring rows of the checkpoint at 16 copied back from the
+ * device's slot): the GPU ends where the CPU does and goes on with its bits. */
+static void test_gptoss_checkpoints(void) {
+    struct pair p;
+    if (!pair_open(&p, "oss4.gguf", "--preset tiny-gpt-oss", 1, 8, 8))
+        goto out;
+    struct engine *c = p.c, *e = p.e;
+    const int32_t V = p.m->hp.n_vocab, N = 40;
+    int32_t ids[40], alt[40];
+    prompt(ids, N, V, 6);
+    prompt(alt, N, V, 7);
+    float *lc = calloc((size_t)N * V, 4), *le = calloc((size_t)N * V, 4);
+    if (!lc || !le)
+        goto done;
+    static const int32_t cut[][2] = {{38, 38}, {20, 16}}; /* asked, kept */
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(engine_eval(c, 0, ids, N, lc, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, ids, N, le, false), 0);
+        CHECK_MSG(rows_differ(lc, le, 1, V) == 0, "the prompt's last row differs");
+        const int32_t kc = engine_truncate(c, 0, cut[i][0]), ke = engine_truncate(e, 0, cut[i][0]);
+        CHECK_EQ_INT(kc, cut[i][1]);
+        CHECK_EQ_INT(ke, kc);
+        CHECK_EQ_INT(engine_eval(c, 0, alt + kc, N - kc, lc, true), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, alt + ke, N - ke, le, true), 0);
+        CHECK_MSG(rows_differ(lc, le, N - kc, V) == 0, "cut back to %d (kept %d): rows differ",
+                  cut[i][0], kc);
+        engine_truncate(c, 0, 0);
+        engine_truncate(e, 0, 0);
+    }
+done:
+    free(lc);
+    free(le);
+out:
+    pair_free(&p);
+}
+
 /* What the backend does not take yet stays on the CPU, and says why. */
 static void test_refused(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("oss.gguf", "--preset tiny-gpt-oss") : NULL;
+    struct model *m = g ? make_load("gemma.gguf", "--preset tiny-gemma4") : NULL;
     struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
     char err[256] = "";
     if (e) {
         CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), -ENOTSUP);
-        CHECK_MSG(strstr(err, "sliding-window") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "gemma4") != NULL, "%s", err);
         CHECK(!engine_on_gpu(e));
         CHECK_EQ_INT(gpu_used_bytes(g), 0); /* nothing left behind */
     }
@@ -425,6 +515,10 @@ static const struct test_case cases[] = {
     {"qwen35", test_qwen35},
     {"qwen35_checkpoints", test_qwen35_checkpoints},
     {"qwen35_state", test_qwen35_state},
+    {"gptoss", test_gptoss},
+    {"gptoss_two_sequences", test_gptoss_two_sequences},
+    {"gptoss_context_rows", test_gptoss_context_rows},
+    {"gptoss_checkpoints", test_gptoss_checkpoints},
     {"refused", test_refused},
     {"device_lost", test_device_lost},
     {0},

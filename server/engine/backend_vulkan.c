@@ -8,10 +8,14 @@
  * experts come back for the statistics. Every op follows the accumulation contract (ops.h,
  * quant.h), so the logits are the CPU's bit for bit.
  *
- * The sequences' bookkeeping (n_past, truncation, the prefix reuse) stays on the host; only their
- * rows move: a context's export reads them back, an import writes them. Not here (engine_use_gpu
- * says which, and the model stays on the CPU): sliding-window layers, gemma4, experts streamed
- * from disk or through an expert cache, replayed routing. */
+ * The sequences' bookkeeping (n_past, truncation, the prefix reuse, which checkpoint slot holds
+ * which position) stays on the host; only their rows move: a context's export reads them back, an
+ * import writes them, and a checkpoint's recurrent state and window rows are copied on the device
+ * as the host decides. A window layer's rows are a ring, as the host's (sequence.h). Supported
+ * here: attention layers (full, gated, or over a sliding window with sinks), DeltaNet layers,
+ * dense and routed FFNs (shared experts, biases), every weight type with kernels; gemma4, experts
+ * streamed from disk or through an expert cache and replayed routing stay on the CPU, and
+ * engine_use_gpu says so. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -66,7 +70,10 @@ struct engine_vk {
     uint64_t output_norm, output;
     struct vk_area x, xn, y, q, k, v, heads, act_in, act_up, act_hid, g, u, d, router, shexp,
         shexp_gate, rope_cs, logits, attn, pairs;
-    struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on */
+    struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on
+                                    * (a window layer's rows are its ring: sequence.h's rows[]) */
+    struct gpu_buf **tails;        /* [n_seq][n_checkpoints]: checkpoint slot i's window rows, in
+                                    * the layout of the host's ckpt[i].tail; NULL without windows */
     struct vk_rec *rec;            /* the recurrent layers' (owned), NULL for a model without */
     /* host buffers (mapped): what a step sends (x and RoPE's table; the experts' pairs) and gets
      * back (router logits, logits), copied to and from device memory inside the submits */
@@ -223,15 +230,30 @@ static const char *vk_unsupported(const struct engine *e) {
         return "routing is replayed";
     if (m->hp.arch == MODEL_ARCH_GEMMA4)
         return "gemma4 is not on the GPU yet";
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        const struct model_layer *l = &m->layers[il];
-        if (l->swa)
-            return "it has sliding-window layers (not on the GPU yet)";
-    }
     return NULL;
 }
 
 static size_t vk_max(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Each sequence's checkpoint slots for its window layers' rows (v->tails stays NULL for a model
+ * without window layers): the rings' last rows at a checkpoint, which a rollback past what the
+ * rings still hold puts back (engine_vk_rec_checkpoint, engine_vk_rec_follow). */
+static int vk_tails_new(const struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct sequence *s0 = e->seqs[0];
+    const size_t n = (size_t)e->p.n_seq * (size_t)s0->shape.n_checkpoints;
+    if (s0->n_swa_layer == 0 || n == 0)
+        return 0;
+    if (!(v->tails = calloc(n, sizeof(*v->tails)))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!(v->tails[i] = vk_buf(v, s0->tail_bytes, err, err_len)))
+            return -ENOMEM;
+        v->kv_bytes += s0->tail_bytes;
+    }
+    return 0;
+}
 
 /* The activations for n_batch tokens, the sequences' rows, the logits' rows. */
 static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
@@ -286,7 +308,7 @@ static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size
             v->kv[(size_t)s * (size_t)n_kv + (size_t)il] = b;
             v->kv_bytes += bytes;
         }
-    return 0;
+    return vk_tails_new(e, v, err, err_len);
 }
 
 /* ---- the recurrent layers' memory (qwen35*) ------------------------------------------------- */
@@ -378,6 +400,7 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->bufs);
     free(v->layers);
     free(v->kv);
+    free(v->tails);
     vk_rec_free(v->rec);
     free(v);
 }
@@ -621,8 +644,8 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
             .out = v->heads.addr + (uint64_t)sg->first * Q * 4, .out_stride = Q,
             .sinks = d->sinks, .scratch = v->attn.addr,
             .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hd,
-            .pos0 = e->tok_pos[sg->first], .n_tok = sg->n, .window = 0,
-            .scale = 1.0f / sqrtf((float)hd),
+            .pos0 = e->tok_pos[sg->first], .n_tok = sg->n, .window = l->swa ? hp->n_swa : 0,
+            .scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd),
         };
         vk_label(v, "attention");
         if ((rc = gpu_op_attn(&v->ops, &a)) < 0)
@@ -932,25 +955,39 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
 
 /* ---- the sequences' rows ---------------------------------------------------------------------- */
 
-/* Positions first .. first+n-1 of sequence seq's layer kv_il are rows first .. (a full layer's
- * rows are its positions). Reads them into k and v (either may be NULL), or writes them from. */
+/* The ring row of position first + done of layer kv_il, and how many of the n - done positions
+ * from it lie before the ring's end (a full layer's rows are its positions). */
+static int32_t vk_ring_run(const struct sequence *s0, int32_t kv_il, int32_t first, int32_t done,
+                           int32_t n, int32_t *row) {
+    const int32_t rows = s0->rows[kv_il];
+    *row = (first + done) % rows;
+    return n - done < rows - *row ? n - done : rows - *row;
+}
+
+/* Reads positions first .. first+n-1 of sequence seq's layer kv_il (at most its rows; a full
+ * layer's from its start) into k and v (either may be NULL), or writes them from, around a
+ * window layer's ring. */
 static int vk_kv_move(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
                       int32_t n, void *k, void *vr, bool write) {
     struct engine_vk *v = e->vk;
     const struct sequence *s0 = e->seqs[0];
-    const size_t rb = s0->kv_row_bytes, bytes = (size_t)n * rb;
-    const size_t koff = (size_t)first * rb, voff = (size_t)s0->rows[kv_il] * rb + koff;
+    const size_t rb = s0->kv_row_bytes, vbase = (size_t)s0->rows[kv_il] * rb;
     struct gpu_buf *b = vk_kv_buf(e, seq, kv_il);
     if (n <= 0)
         return 0;
-    if (first + n > s0->rows[kv_il])
+    if (first < 0 || n > s0->rows[kv_il] || (!s0->swa[kv_il] && first + n > s0->rows[kv_il]))
         return -EINVAL;
     int rc = 0;
-    if (k)
-        rc = write ? gpu_buf_write(v->dev, b, koff, k, bytes) : gpu_buf_read(v->dev, b, koff, k, bytes);
-    if (rc == 0 && vr)
-        rc = write ? gpu_buf_write(v->dev, b, voff, vr, bytes)
-                   : gpu_buf_read(v->dev, b, voff, vr, bytes);
+    for (int32_t done = 0, row = 0, run = 0; rc == 0 && done < n; done += run) {
+        run = vk_ring_run(s0, kv_il, first, done, n, &row);
+        const size_t off = (size_t)row * rb, at = (size_t)done * rb, len = (size_t)run * rb;
+        if (k)
+            rc = write ? gpu_buf_write(v->dev, b, off, (uint8_t *)k + at, len)
+                       : gpu_buf_read(v->dev, b, off, (uint8_t *)k + at, len);
+        if (rc == 0 && vr)
+            rc = write ? gpu_buf_write(v->dev, b, vbase + off, (uint8_t *)vr + at, len)
+                       : gpu_buf_read(v->dev, b, vbase + off, (uint8_t *)vr + at, len);
+    }
     return rc < 0 ? -EIO : 0;
 }
 
@@ -990,40 +1027,80 @@ static int32_t vk_ckpt_at(const struct engine *e, int32_t seq, int32_t pos) {
     return -1;
 }
 
-/* Records a copy of n bytes from src to dst and submits it. */
-static int vk_copy_now(struct engine_vk *v, struct gpu_buf *dst, const struct gpu_buf *src,
-                       size_t n) {
-    if (gpu_begin(v->dev) < 0)
-        return -EIO;
-    if (src)
-        gpu_copy(v->dev, dst, 0, src, 0, n);
-    else
-        gpu_zero(v->dev, dst);
+/* Records the copies between sequence seq's window rings and its checkpoint slot i of position
+ * pos (sequence.c's ckpt_tail: per window layer the K rows, then the V rows, of the n_swa - 1
+ * positions before pos, oldest first); to_ring: from the slot into the rings. */
+static void vk_tail_copy(const struct engine *e, int32_t seq, int32_t i, int32_t pos,
+                         bool to_ring) {
+    struct engine_vk *v = e->vk;
+    const struct sequence *s0 = e->seqs[0];
+    const size_t rb = s0->kv_row_bytes, half = (size_t)(s0->shape.n_swa - 1) * rb;
+    struct gpu_buf *tail = v->tails[(size_t)seq * (size_t)s0->shape.n_checkpoints + (size_t)i];
+    size_t at = 0; /* the layer's K rows in the slot; its V rows half on */
+    for (int32_t il = 0; il < s0->shape.n_kv_layer; il++) {
+        if (!s0->swa[il])
+            continue;
+        struct gpu_buf *ring = vk_kv_buf(e, seq, il);
+        const size_t vbase = (size_t)s0->rows[il] * rb;
+        const int32_t first = sequence_kv_first(s0, il, pos), n = pos - first;
+        for (int32_t done = 0, row = 0, run = 0; done < n; done += run) {
+            run = vk_ring_run(s0, il, first, done, n, &row);
+            const size_t off = (size_t)row * rb, t = at + (size_t)done * rb, len = (size_t)run * rb;
+            if (to_ring) {
+                gpu_copy(v->dev, ring, off, tail, t, len);
+                gpu_copy(v->dev, ring, vbase + off, tail, t + half, len);
+            } else {
+                gpu_copy(v->dev, tail, t, ring, off, len);
+                gpu_copy(v->dev, tail, t + half, ring, vbase + off, len);
+            }
+        }
+        at += 2 * half;
+    }
+}
+
+/* Ends a recording of copies: 0, -EIO (a lost device) or -EINVAL. */
+static int vk_copies_submit(struct engine_vk *v) {
     int rc = gpu_submit(v->dev);
     return rc == -EIO ? -EIO : rc < 0 ? -EINVAL : 0;
 }
 
 int engine_vk_rec_checkpoint(struct engine *e, int32_t seq) {
     struct engine_vk *v = e->vk;
-    if (!v || !v->rec)
+    if (!v || (!v->rec && !v->tails))
         return 0;
-    const int32_t i = vk_ckpt_at(e, seq, e->seqs[seq]->n_past);
+    const int32_t pos = e->seqs[seq]->n_past, i = vk_ckpt_at(e, seq, pos);
     if (i < 0)
         return 0;
-    return vk_copy_now(v, v->rec->ckpt[(size_t)seq * (size_t)v->rec->n_ckpt + (size_t)i],
-                       v->rec->state[seq], v->rec->state_bytes);
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    if (v->rec)
+        gpu_copy(v->dev, v->rec->ckpt[(size_t)seq * (size_t)v->rec->n_ckpt + (size_t)i], 0,
+                 v->rec->state[seq], 0, v->rec->state_bytes);
+    if (v->tails)
+        vk_tail_copy(e, seq, i, pos, false);
+    return vk_copies_submit(v);
 }
 
 int engine_vk_rec_follow(struct engine *e, int32_t seq) {
     struct engine_vk *v = e->vk;
-    if (!v || !v->rec)
+    if (!v || (!v->rec && !v->tails))
         return 0;
-    const int32_t i = vk_ckpt_at(e, seq, e->seqs[seq]->n_past);
-    if (i < 0 && e->seqs[seq]->n_past != 0)
+    const int32_t pos = e->seqs[seq]->n_past, i = vk_ckpt_at(e, seq, pos);
+    if (v->rec && i < 0 && pos != 0)
         return -EINVAL; /* the host restored a state that no slot holds: a bookkeeping bug */
-    const struct gpu_buf *src =
-        i < 0 ? NULL : v->rec->ckpt[(size_t)seq * (size_t)v->rec->n_ckpt + (size_t)i];
-    return vk_copy_now(v, v->rec->state[seq], src, v->rec->state_bytes);
+    if (!v->rec && i < 0)
+        return 0; /* cut back in place: the rings hold the window before pos already */
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    if (v->rec && i < 0)
+        gpu_zero(v->dev, v->rec->state[seq]);
+    else if (v->rec)
+        gpu_copy(v->dev, v->rec->state[seq], 0,
+                 v->rec->ckpt[(size_t)seq * (size_t)v->rec->n_ckpt + (size_t)i], 0,
+                 v->rec->state_bytes);
+    if (v->tails && i >= 0)
+        vk_tail_copy(e, seq, i, pos, true);
+    return vk_copies_submit(v);
 }
 
 int engine_vk_state_move(const struct engine *e, int32_t seq, void *buf, size_t n, bool write) {

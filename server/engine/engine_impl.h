@@ -245,11 +245,13 @@ int engine_vk_kv_read(const struct engine *e, int32_t seq, int32_t kv_il, int32_
 int engine_vk_kv_write(const struct engine *e, int32_t seq, int32_t kv_il, int32_t first,
                        int32_t n, const void *k, const void *v);
 
-/* Sequence seq's recurrent state on the device follows its host bookkeeping (sequence.h): after
- * sequence_checkpoint, rec_checkpoint copies the state into the slot now holding n_past; after
- * the host restored, rolled back or reset the sequence, rec_follow copies the slot at its n_past
- * into the state (zeroes it at 0 with none). No-ops without a GPU or recurrent layers. Return 0,
- * -EINVAL (no slot at n_past > 0) or -EIO. */
+/* Sequence seq's recurrent state and window rings on the device follow its host bookkeeping
+ * (sequence.h): after sequence_checkpoint, rec_checkpoint copies the state, and the rings' rows of
+ * the window before n_past, into the slot now holding n_past; after the host restored, rolled
+ * back or reset the sequence, rec_follow copies the slot at its n_past back into the state and
+ * the rings (zeroes the state at 0 with none; a window-only model without a slot there was cut
+ * back in place and keeps its rings). No-ops without a GPU or without recurrent and window
+ * layers. Return 0, -EINVAL (a recurrent model with no slot at n_past > 0) or -EIO. */
 int engine_vk_rec_checkpoint(struct engine *e, int32_t seq);
 int engine_vk_rec_follow(struct engine *e, int32_t seq);
 
