@@ -882,6 +882,35 @@ static void test_gemma4_tokens(void) {
     tokenizer_free(tk);
 }
 
+/* An SPM-style vocabulary without a U+2581 token: every space falls back to its three byte
+ * tokens, three ids for one byte of text (the output must have room for them). */
+static void test_mini_spm_space_bytes(void) {
+    static const char *const extra[] = {"<0xE2>", "<0x96>", "<0x81>"};
+    struct mini_spec spec = {"gemma4", "gemma4", extra, 3, NULL, 0, false, false, false, -1};
+    static const char *const merges[] = {"a a"};
+    char err[256] = "";
+    spec.merges = merges;
+    spec.n_merges = 0; /* the key present, empty */
+    struct tokenizer *tk = mini_new(&spec, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (!tk)
+        return;
+    enum { N_SPACES = 4000 };
+    char *text = malloc(N_SPACES + 2);
+    size_t n = 0;
+    memset(text, ' ', N_SPACES);
+    text[N_SPACES] = 'a';
+    int32_t *ids = text ? tokenizer_encode(tk, text, N_SPACES + 1, false, &n) : NULL;
+    CHECK(ids && n == 3 * N_SPACES + 1);
+    for (size_t i = 0; ids && n == 3 * N_SPACES + 1 && i < 3 * N_SPACES; i++)
+        CHECK_EQ_INT(ids[i], 256 + (int)(i % 3));
+    if (ids && n == 3 * N_SPACES + 1)
+        CHECK_EQ_INT(ids[n - 1], tokenizer_find(tk, "a"));
+    free(ids);
+    free(text);
+    tokenizer_free(tk);
+}
+
 /* Run only when asked (`test_tokenizer o200k`, by tests/o200k.sh). */
 static const struct test_case o200k_cases[] = {
     {"o200k", test_o200k},
@@ -908,6 +937,7 @@ static const struct test_case cases[] = {
     {"gemma4_vectors", test_gemma4_vectors},
     {"gemma4_invalid_utf8", test_gemma4_invalid_utf8},
     {"gemma4_tokens", test_gemma4_tokens},
+    {"mini_spm_space_bytes", test_mini_spm_space_bytes},
     {0},
 };
 
