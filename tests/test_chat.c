@@ -68,6 +68,7 @@ static void render_case(const json_t *c) {
     enum chat_family f = strcmp(fam, "llama3") == 0    ? CHAT_LLAMA3
                          : strcmp(fam, "qwen35") == 0  ? CHAT_QWEN35
                          : strcmp(fam, "harmony") == 0 ? CHAT_HARMONY
+                         : strcmp(fam, "gemma4") == 0  ? CHAT_GEMMA4
                                                        : CHAT_CHATML;
     char *got = chat_render(f, msgs, n, &o, err, sizeof(err));
     CHECK_MSG(got != NULL, "%s: %s", name, err);
@@ -81,7 +82,7 @@ static void render_case(const json_t *c) {
 
 static void test_render_golden(void) {
     json_t *doc = load_expected();
-    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0, n_harmony = 0;
+    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0, n_harmony = 0, n_gemma4 = 0;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
         render_case(c);
@@ -90,11 +91,13 @@ static void test_render_golden(void) {
         n_qwen35 += strcmp(fam, "qwen35") == 0;
         n_llama += strcmp(fam, "llama3") == 0;
         n_harmony += strcmp(fam, "harmony") == 0;
+        n_gemma4 += strcmp(fam, "gemma4") == 0;
     }
     CHECK(n_chatml >= 12);
     CHECK(n_qwen35 >= 12);
     CHECK(n_llama >= 3);
     CHECK(n_harmony >= 15);
+    CHECK(n_gemma4 >= 20);
     json_decref(doc);
 }
 
@@ -204,7 +207,10 @@ static void test_render_errors(void) {
 static void test_family_table(void) {
     static const char *const marker[CHAT_N_FAMILIES] = {
         [CHAT_CHATML] = "<|im_start|>", [CHAT_LLAMA3] = "<|start_header_id|>",
-        [CHAT_QWEN35] = "<|im_start|>", [CHAT_HARMONY] = "<|start|>"};
+        [CHAT_QWEN35] = "<|im_start|>", [CHAT_HARMONY] = "<|start|>", [CHAT_GEMMA4] = "<|turn>"};
+    static const char *const role[CHAT_N_FAMILIES] = {
+        [CHAT_CHATML] = "assistant", [CHAT_LLAMA3] = "assistant", [CHAT_QWEN35] = "assistant",
+        [CHAT_HARMONY] = "assistant", [CHAT_GEMMA4] = "model"};
     const struct chat_message m[] = {{.role = "user", .content = "hi"}};
     for (int f = CHAT_CHATML; f < CHAT_N_FAMILIES; f++) {
         const char *name = chat_family_name((enum chat_family)f);
@@ -217,7 +223,7 @@ static void test_family_table(void) {
         const char *last = NULL;
         for (const char *q = p; q && (q = strstr(q, start)); q++)
             last = q;
-        CHECK_MSG(last && strncmp(last + strlen(start), "assistant", 9) == 0,
+        CHECK_MSG(last && strncmp(last + strlen(start), role[f], strlen(role[f])) == 0,
                   "%s: the last %s does not open the assistant's header in \"%s\"", name, start,
                   p ? p : "");
         free(p);
@@ -448,6 +454,29 @@ static void test_stream_harmony(void) {
                   "<|message|>日本語 🇫🇷\n", "C[日本語 🇫🇷\n]", 0);
 }
 
+/* Gemma 4: the thought channel is reasoning, a call's body in the template's notation becomes
+ * JSON arguments (strings, numbers, booleans, nested objects and arrays, quoted keys), a body that
+ * is not a call stays content with its tags, an unfinished call is content. */
+static void test_stream_gemma4(void) {
+    const enum chat_family g = CHAT_GEMMA4;
+    expect_stream(g, false, "<|channel>thought\nThe user greets.\n<channel|>Hello!",
+                  "R[The user greets.]C[Hello!]", 0);
+    expect_stream(g, false, "Hi <there> <|channel", "C[Hi <there> <|channel]", 0);
+    expect_stream(g, false, "<|channel>thought\nNeed it.<channel|><|tool_call>call:get_weather"
+                  "{city:<|\"|>Paris, \"FR\"<|\"|>,days:3}<tool_call|>",
+                  "R[Need it.]T[get_weather|{\"city\":\"Paris, \\\"FR\\\"\",\"days\":3}|0]", 1);
+    expect_stream(g, false, "Checking. <|tool_call>call:a{x:[1,2.5,<|\"|>]}<|\"|>],o:{deep:true,"
+                  "n:null},<|\"|>k y<|\"|>:-4}<tool_call|><|tool_call>call:now{}<tool_call|>",
+                  "C[Checking.]T[a|{\"x\":[1,2.5,\"]}\"],\"o\":{\"deep\":true,\"n\":null},"
+                  "\"k y\":-4}|0]T[now|{}|1]", 2);
+    expect_stream(g, false, "<|tool_call>call:f{city:Paris}<tool_call|>",
+                  "T[f|{\"city\":\"Paris\"}|0]", 1);
+    expect_stream(g, false, "<|tool_call>not a call<tool_call|>",
+                  "C[<|tool_call>not a call<tool_call|>]", 0);
+    expect_stream(g, false, "<|tool_call>call:f{x:<|\"|>1<|\"|>", "C[<|tool_call>call:f{x:<|\"|>1<|\"|>]",
+                  0);
+}
+
 /* What is not harmony is content, and nothing is lost: text with no header, an unfinished header
  * or end tag, text with '<' and '<|' in it, a header too long to be one. */
 static void test_stream_harmony_unfinished(void) {
@@ -487,6 +516,7 @@ static const struct test_case cases[] = {
     {"stream_qwen35", test_stream_qwen35},
     {"stream_llama3", test_stream_llama3},
     {"stream_harmony", test_stream_harmony},
+    {"stream_gemma4", test_stream_gemma4},
     {"stream_harmony_unfinished", test_stream_harmony_unfinished},
     {0},
 };

@@ -1216,6 +1216,44 @@ static void test_tokenizer_json(void) {
     CHECK(!file_exists(tmp_path("tok-bad.gguf")) && !file_exists(tmp_path("tok-small.gguf")));
 }
 
+/* --vocab gemma4: tokenizer.ggml.model gemma4 with Gemma's specials at 0-3, the turn markers as
+ * control tokens, 256 <0xXX> byte tokens, merges across U+2581, add_bos on, Gemma 4's turns in the
+ * template; any other --vocab is refused. */
+static void test_vocab_gemma4(void) {
+    const char *out = tmp_path("g4vocab.gguf");
+    CHECK_EQ_INT(MKMODEL("-o", out, "--vocab", "gemma4", "--n-layer", "1"), 0);
+    struct gguf *g = open_ok(out);
+    uint64_t n = 0, nt = 0, nm = 0;
+    const struct gguf_str *tok = g ? gguf_get_arr(g, "tokenizer.ggml.tokens",
+                                                  GGUF_VTYPE_STRING, &n) : NULL;
+    const int32_t *ty = g ? gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VTYPE_INT32, &nt)
+                          : NULL;
+    const struct gguf_str *mg = g ? gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_VTYPE_STRING,
+                                                 &nm) : NULL;
+    bool add_bos = false;
+    CHECK(tok && ty && mg && n == nt && n > 400 && nm > 100);
+    if (tok && ty && n > 400) {
+        CHECK(strcmp(tok[0].data, "<pad>") == 0 && strcmp(tok[2].data, "<bos>") == 0 &&
+              ty[2] == 3 && strcmp(tok[3].data, "<unk>") == 0 && ty[3] == 2);
+        CHECK(strcmp(tok[4].data, "<|turn>") == 0 && ty[4] == 3);
+        CHECK(strcmp(tok[19].data, "<0x00>") == 0 && ty[19] == 6 && ty[19 + 255] == 6 &&
+              strcmp(tok[19 + 255].data, "<0xFF>") == 0);
+        CHECK_STR(gguf_get_str(g, "tokenizer.ggml.model"), "gemma4");
+        CHECK_STR(gguf_get_str(g, "tokenizer.ggml.pre"), "gemma4");
+        CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.bos_token_id"), 2);
+        CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.eos_token_id"), 1);
+        CHECK(gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos) == 0 && add_bos);
+        CHECK(strstr(gguf_get_str(g, "tokenizer.chat_template"), "<|turn>") != NULL);
+        bool across = false;
+        for (uint64_t i = 0; mg && i < nm; i++)
+            across |= strstr(mg[i].data, "\xe2\x96\x81") != NULL;
+        CHECK_MSG(across, "no merge joins a U+2581");
+    }
+    gguf_free(g);
+    CHECK_EQ_INT(MKMODEL("-o", tmp_path("g4bad.gguf"), "--vocab", "gemma3"), 2);
+    CHECK(!file_exists(tmp_path("g4bad.gguf")));
+}
+
 static void test_bad_options(void) {
     const char *p = tmp_path("opt.gguf");
     CHECK_EQ_INT(MKMODEL("-o", p, "--preset", "huge"), 2);
@@ -1345,6 +1383,7 @@ static const struct test_case cases[] = {
     {"writer_roundtrip", test_writer_roundtrip},
     {"low_bit_mixes", test_low_bit_mixes},
     {"writer_rejects", test_writer_rejects},
+    {"vocab_gemma4", test_vocab_gemma4},
     {"writer_stream_errors", test_writer_stream_errors},
     {"writer_unwritable", test_writer_unwritable},
     {"full_disk", test_full_disk},

@@ -807,6 +807,110 @@ static void test_o200k(void) {
     tokenizer_free(tk);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Gemma 4's SPM-style vocabulary: sniper-mkmodel's built-in one (--vocab gemma4; Gemma 4's own
+ * GGUF vocabulary is not in the repository), checked against llama.cpp 34af94c's ids for it
+ * (tests/tokenizer/README.md). */
+
+static struct tokenizer *tiny_gemma4_vocab(void) {
+    char path[4096];
+    if (test_make_model(path, sizeof(path), "tiny-gemma4-vocab.gguf",
+                        "--preset tiny-gemma4 --vocab gemma4") < 0)
+        return NULL;
+    return open_tokenizer(path);
+}
+
+/* Our strings (space and newline runs, digits, unicode, byte fallback) and llama.cpp's vocabulary
+ * test strings (../shared's qwen3 .inp: the same strings as its ggml-vocab-gemma-4.gguf.inp). */
+static void test_gemma4_vectors(void) {
+    struct tokenizer *tk = tiny_gemma4_vocab();
+    if (!tk)
+        return;
+    int n = run_vectors(tk, "tests/tokenizer/gemma4.inp", "tests/tokenizer/gemma4.out");
+    CHECK_MSG(n >= 40, "only %d strings in tests/tokenizer/gemma4.inp", n);
+    const char *dir = test_fixtures_dir();
+    if (dir) {
+        char inp[1024];
+        snprintf(inp, sizeof(inp), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
+        n = run_vectors(tk, inp, "tests/tokenizer/gemma4-llamacpp.out");
+        CHECK_MSG(n >= 40, "only %d of llama.cpp's strings", n);
+    } else {
+        test_skip("fixtures absent: llama.cpp's test strings on the gemma4 vocabulary NOT TESTED");
+    }
+    tokenizer_free(tk);
+}
+
+/* Malformed UTF-8 as llama.cpp reads it: each malformed byte a U+FFFD (spelled in byte tokens
+ * here), an overlong NUL the NUL's byte token; ids from tools/goldens/tokenize. */
+static void test_gemma4_invalid_utf8(void) {
+    static const char text[] = "a\xff" "b \xc3( \xe2\x82 z\xc0\x80\xf8";
+    static const int32_t want[] = {349, 258, 210, 208, 350, 279, 258, 210, 208, 292, 279, 258,
+                                   210, 208, 258, 210, 208, 279, 374, 19, 258, 210, 208};
+    struct tokenizer *tk = tiny_gemma4_vocab();
+    if (tk)
+        check_encode(tk, text, sizeof(text) - 1, false, want, sizeof(want) / sizeof(want[0]));
+    tokenizer_free(tk);
+}
+
+/* llama.cpp's rules for Gemma 4: <turn|>, <|tool_response> and <eos> end generation, a BOS is
+ * always added, the markers are special and come out as their text, byte tokens stream whole
+ * characters. */
+static void test_gemma4_tokens(void) {
+    struct tokenizer *tk = tiny_gemma4_vocab();
+    if (!tk)
+        return;
+    static const char *const eog[] = {"<turn|>", "<|tool_response>", "<eos>"};
+    for (size_t i = 0; i < 3; i++)
+        CHECK_MSG(tokenizer_is_eog(tk, tokenizer_find(tk, eog[i])), "%s is not EOG", eog[i]);
+    CHECK(!tokenizer_is_eog(tk, tokenizer_find(tk, "<|turn>")));
+    CHECK(tokenizer_add_bos(tk) && tokenizer_bos(tk) == tokenizer_find(tk, "<bos>"));
+    static const char msg[] = "<|turn>user\nHi there<turn|>\n<|turn>model\n";
+    size_t n = 0, len = 0;
+    int32_t *ids = tokenizer_encode(tk, msg, strlen(msg), true, &n);
+    CHECK(ids && n >= 6 && ids[0] == tokenizer_find(tk, "<|turn>") &&
+          ids[n - 1] == tokenizer_find(tk, "\n") && tokenizer_is_special(tk, ids[0]));
+    if (ids)
+        check_round_trip(tk, msg, strlen(msg), ids, n);
+    free(ids);
+    const char *p = tokenizer_piece(tk, tokenizer_find(tk, "<0x41>"), &len);
+    CHECK(p && len == 1 && p[0] == 'A');
+    static const char emoji[] = " \xf0\x9f\xa6\x99 \xe6\x97\xa5";
+    ids = tokenizer_encode(tk, emoji, strlen(emoji), false, &n);
+    if (ids)
+        CHECK_MSG(check_stream(tk, ids, n, emoji, strlen(emoji)) > 0, "no character was split");
+    free(ids);
+    tokenizer_free(tk);
+}
+
+/* An SPM-style vocabulary without a U+2581 token: every space falls back to its three byte
+ * tokens, three ids for one byte of text (the output must have room for them). */
+static void test_mini_spm_space_bytes(void) {
+    static const char *const extra[] = {"<0xE2>", "<0x96>", "<0x81>"};
+    struct mini_spec spec = {"gemma4", "gemma4", extra, 3, NULL, 0, false, false, false, -1};
+    static const char *const merges[] = {"a a"};
+    char err[256] = "";
+    spec.merges = merges;
+    spec.n_merges = 0; /* the key present, empty */
+    struct tokenizer *tk = mini_new(&spec, err, sizeof(err));
+    CHECK_MSG(tk != NULL, "%s", err);
+    if (!tk)
+        return;
+    enum { N_SPACES = 4000 };
+    char *text = malloc(N_SPACES + 2);
+    size_t n = 0;
+    memset(text, ' ', N_SPACES);
+    text[N_SPACES] = 'a';
+    int32_t *ids = text ? tokenizer_encode(tk, text, N_SPACES + 1, false, &n) : NULL;
+    CHECK(ids && n == 3 * N_SPACES + 1);
+    for (size_t i = 0; ids && n == 3 * N_SPACES + 1 && i < 3 * N_SPACES; i++)
+        CHECK_EQ_INT(ids[i], 256 + (int)(i % 3));
+    if (ids && n == 3 * N_SPACES + 1)
+        CHECK_EQ_INT(ids[n - 1], tokenizer_find(tk, "a"));
+    free(ids);
+    free(text);
+    tokenizer_free(tk);
+}
+
 /* Run only when asked (`test_tokenizer o200k`, by tests/o200k.sh). */
 static const struct test_case o200k_cases[] = {
     {"o200k", test_o200k},
@@ -830,6 +934,10 @@ static const struct test_case cases[] = {
     {"large_input_round_trip", test_large_input_round_trip},
     {"gptoss_golden_prompts", test_gptoss_golden_prompts},
     {"gptoss_tokens", test_gptoss_tokens},
+    {"gemma4_vectors", test_gemma4_vectors},
+    {"gemma4_invalid_utf8", test_gemma4_invalid_utf8},
+    {"gemma4_tokens", test_gemma4_tokens},
+    {"mini_spm_space_bytes", test_mini_spm_space_bytes},
     {0},
 };
 

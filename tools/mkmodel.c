@@ -47,6 +47,8 @@ struct mk_opts {
     const char *out;            /* output path */
     const char *preset;         /* a name of mk_presets */
     const char *tok_json;       /* tokenizer.json to import, or NULL */
+    bool vocab_gemma4;          /* --vocab gemma4: the built-in SPM-style vocabulary of Gemma 4's
+                                 * kind instead of the byte-level one */
     const char *template_path;  /* chat template file, or NULL for the built-in ChatML one */
     int arch;                   /* enum mk_arch, -1 until set */
     int types;                  /* enum mk_types, -1 until set */
@@ -178,7 +180,7 @@ static void mk_usage(FILE *f) {
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
         "         [--chat-template PATH] [--upcycle] [--nextn N] [--split-max-size SIZE]\n"
-        "         [--quiet]\n"
+        "         [--vocab gemma4] [--quiet]\n"
         "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
         "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
         "--arch qwen3 with the same seed writes; expert width = --n-ff.\n"
@@ -186,7 +188,9 @@ static void mk_usage(FILE *f) {
         "may carry them (counted in block_count, named by nextn_predict_layers).\n"
         "--split-max-size SIZE (e.g. 64M; K/M/G are powers of 1024): a split model as llama.cpp's\n"
         "gguf-split writes it, OUT-00001-of-0000N.gguf ... (OUT without .gguf), each shard at most\n"
-        "SIZE of tensor data (at least one tensor), the metadata in the first.\n");
+        "SIZE of tensor data (at least one tensor), the metadata in the first.\n"
+        "--vocab gemma4: a small vocabulary of Gemma 4's kind (tokenizer.ggml.model gemma4: spaces\n"
+        "as U+2581, <0xXX> byte tokens, its turn and tool markers) and a compact Gemma 4 template.\n");
 }
 
 static bool mk_is_moe(int arch) {
@@ -239,7 +243,7 @@ static int parse_f32_pos(const char *s, float *out) {
 enum { /* long-only options */
     OPT_ARCH = 256, OPT_TYPES, OPT_NLAYER, OPT_NEMBD, OPT_NHEAD, OPT_NHEADKV, OPT_HEADDIM, OPT_NFF,
     OPT_NEXPERT, OPT_NEXPUSED, OPT_NFFEXP, OPT_CTX, OPT_NVOCAB, OPT_ROPE, OPT_EPS, OPT_TOKJSON,
-    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT,
+    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT, OPT_VOCAB,
 };
 
 static const struct option mk_long_opts[] = {
@@ -258,6 +262,7 @@ static const struct option mk_long_opts[] = {
     {"upcycle", no_argument, 0, OPT_UPCYCLE}, {"quiet", no_argument, 0, OPT_QUIET},
     {"nextn", required_argument, 0, OPT_NEXTN},
     {"split-max-size", required_argument, 0, OPT_SPLIT},
+    {"vocab", required_argument, 0, OPT_VOCAB},
     {0, 0, 0, 0},
 };
 
@@ -312,6 +317,8 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
         o->quiet = true;
     else if (c == OPT_SPLIT)
         rc = units_parse_bytes(arg, &o->split_max_bytes);
+    else if (c == OPT_VOCAB)
+        rc = (o->vocab_gemma4 = strcmp(arg, "gemma4") == 0) ? 0 : -EINVAL;
     else
         rc = -EINVAL;
     if (rc)
@@ -781,7 +788,8 @@ static int stream_fill(struct mk_stream *s, uint8_t *dst, uint64_t n_blocks) {
 /* ==== tokenizer =============================================================================== */
 
 enum { /* llama.cpp's token types */
-    MK_TOK_NORMAL = 1, MK_TOK_CONTROL = 3, MK_TOK_USER_DEFINED = 4, MK_TOK_UNUSED = 5,
+    MK_TOK_NORMAL = 1, MK_TOK_UNKNOWN = 2, MK_TOK_CONTROL = 3, MK_TOK_USER_DEFINED = 4,
+    MK_TOK_UNUSED = 5, MK_TOK_BYTE = 6,
 };
 
 struct mk_vocab {
@@ -1057,27 +1065,36 @@ static int bpe_merge(struct mk_vocab *v, int32_t a, int32_t b, int32_t *ab) {
     return rc;
 }
 
+/* Learns up to MK_BPE_MAX_MERGES merges over words[0..n_words) (ids below v->n_tokens, which
+ * must leave room for the merges below n_tok). Returns 0 or -ENOMEM. */
+static int bpe_learn(struct mk_vocab *v, struct bpe_word *words, uint32_t n_words, uint32_t n_tok) {
+    uint32_t *counts = calloc((size_t)n_tok * n_tok, sizeof(*counts));
+    int rc = counts ? 0 : -ENOMEM;
+    int32_t a = 0, b = 0, ab = 0;
+    for (uint32_t m = 0; rc == 0 && m < MK_BPE_MAX_MERGES; m++) {
+        if (!bpe_best_pair(words, n_words, n_tok, counts, &a, &b))
+            break;
+        rc = bpe_merge(v, a, b, &ab);
+        if (rc == 0)
+            bpe_apply(words, n_words, a, b, ab);
+    }
+    free(counts);
+    return rc;
+}
+
 /* Learns up to MK_BPE_MAX_MERGES merges over the 256 byte tokens already in v. */
 static int bpe_train(struct mk_vocab *v, const uint32_t rank[256]) {
     const uint32_t n_tok = 256 + MK_BPE_MAX_MERGES, max_words = sizeof(mk_train_text);
     struct bpe_word *words = calloc(max_words, sizeof(*words));
-    uint32_t *counts = calloc((size_t)n_tok * n_tok, sizeof(*counts));
-    int rc = words && counts ? 0 : -ENOMEM;
+    int rc = words ? 0 : -ENOMEM;
     int n_words = rc ? 0 : bpe_split(mk_train_text, rank, words, max_words);
     if (n_words < 0)
         rc = n_words;
-    int32_t a = 0, b = 0, ab = 0;
-    for (uint32_t m = 0; rc == 0 && m < MK_BPE_MAX_MERGES; m++) {
-        if (!bpe_best_pair(words, (uint32_t)n_words, n_tok, counts, &a, &b))
-            break;
-        rc = bpe_merge(v, a, b, &ab);
-        if (rc == 0)
-            bpe_apply(words, (uint32_t)n_words, a, b, ab);
-    }
+    if (rc == 0)
+        rc = bpe_learn(v, words, (uint32_t)n_words, n_tok);
     for (uint32_t w = 0; words && w < max_words; w++)
         free(words[w].sym);
     free(words);
-    free(counts);
     return rc;
 }
 
@@ -1108,16 +1125,16 @@ static const char *const mk_harmony_added[] = {
  * <|return|>, its bos <|startoftext|>). */
 static void vocab_pick_specials(struct mk_vocab *v) {
     static const char *const eos[] = {"<|im_end|>", "<|return|>", "<|endoftext|>", "<|eot_id|>",
-                                      "</s>"};
+                                      "</s>", "<eos>"};
     static const char *const pad[] = {"<|endoftext|>", "<|end_of_text|>", "<pad>"};
     static const char *const bos[] = {"<|startoftext|>", "<|endoftext|>", "<|begin_of_text|>",
-                                      "<s>"};
+                                      "<s>", "<bos>"};
     v->eos_id = v->pad_id = v->bos_id = -1;
-    for (size_t i = 0; i < 5 && v->eos_id < 0; i++)
+    for (size_t i = 0; i < sizeof(eos) / sizeof(eos[0]) && v->eos_id < 0; i++)
         v->eos_id = vocab_find(v, eos[i]);
-    for (size_t i = 0; i < 3 && v->pad_id < 0; i++)
+    for (size_t i = 0; i < sizeof(pad) / sizeof(pad[0]) && v->pad_id < 0; i++)
         v->pad_id = vocab_find(v, pad[i]);
-    for (size_t i = 0; i < 4 && v->bos_id < 0; i++)
+    for (size_t i = 0; i < sizeof(bos) / sizeof(bos[0]) && v->bos_id < 0; i++)
         v->bos_id = vocab_find(v, bos[i]);
 }
 
@@ -1140,6 +1157,71 @@ static int vocab_builtin(struct mk_vocab *v, bool harmony) {
          i++)
         rc = vocab_set(v, v->n_tokens, mk_qwen3_added[i].text,
                        mk_qwen3_added[i].special ? MK_TOK_CONTROL : MK_TOK_USER_DEFINED);
+    return rc;
+}
+
+/* ---- built-in Gemma 4-style vocabulary (--vocab gemma4) ---- */
+
+/* Its special tokens first (the ids Gemma's own vocabularies give <pad> <eos> <bos> <unk>), then
+ * the turn, tool, channel and media markers Gemma 4's chat template writes, all control. */
+static const char *const mk_gemma4_specials[] = {
+    "<pad>", "<eos>", "<bos>", "<unk>", "<|turn>", "<turn|>", "<|tool>", "<tool|>",
+    "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|channel>",
+    "<channel|>", "<|think|>", "<|\"|>", "<|image|>", "<|audio|>", "<|video|>",
+};
+
+/* Characters with tokens of their own beside the printable ASCII ones: U+2581 (the space) and a
+ * few accented letters; every other character is spelled in <0xXX> byte tokens. */
+static const char *const mk_gemma4_chars[] = {"\xe2\x96\x81", "\xc3\xa9", "\xc3\xa4",
+                                              "\xc3\xb6", "\xc3\xbc", "\xc3\x9f"};
+
+/* The training text's lines as words of character ids (spaces as U+2581: merges cross them, as
+ * in an SPM vocabulary). Returns the number of words or -ENOMEM. */
+static int gemma4_split(const struct mk_vocab *v, struct bpe_word *words, uint32_t max_words) {
+    uint32_t n = 0;
+    int32_t space = vocab_find(v, mk_gemma4_chars[0]);
+    for (const char *p = mk_train_text; *p && n < max_words; p++) {
+        size_t len = strcspn(p, "\n");
+        words[n].sym = malloc((len ? len : 1) * sizeof(int32_t));
+        if (!words[n].sym)
+            return -ENOMEM;
+        for (size_t i = 0; i < len; i++) {
+            char c[2] = {p[i], '\0'};
+            words[n].sym[i] = p[i] == ' ' ? space : vocab_find(v, c);
+        }
+        words[n++].n = (uint32_t)len;
+        p += len;
+        if (!*p)
+            break;
+    }
+    return (int)n;
+}
+
+/* The specials, 256 byte tokens, newline runs of 1-4, the characters, then learned merges. */
+static int vocab_gemma4(struct mk_vocab *v) {
+    char text[8];
+    int rc = 0;
+    size_t n_specials = sizeof(mk_gemma4_specials) / sizeof(mk_gemma4_specials[0]);
+    for (size_t i = 0; rc == 0 && i < n_specials; i++)
+        rc = vocab_set(v, v->n_tokens, mk_gemma4_specials[i], i == 3 ? MK_TOK_UNKNOWN
+                                                                     : MK_TOK_CONTROL);
+    for (uint32_t b = 0; rc == 0 && b < 256; b++) {
+        snprintf(text, sizeof(text), "<0x%02X>", b);
+        rc = vocab_set(v, v->n_tokens, text, MK_TOK_BYTE);
+    }
+    for (int k = 1; rc == 0 && k <= 4; k++)
+        rc = vocab_set(v, v->n_tokens, "\n\n\n\n" + 4 - k, MK_TOK_NORMAL);
+    for (size_t i = 0; rc == 0 && i < sizeof(mk_gemma4_chars) / sizeof(char *); i++)
+        rc = vocab_set(v, v->n_tokens, mk_gemma4_chars[i], MK_TOK_NORMAL);
+    for (char c = '!'; rc == 0 && c <= '~'; c++)
+        rc = vocab_set(v, v->n_tokens, (char[]){c, '\0'}, MK_TOK_NORMAL);
+    const uint32_t max_words = 64, n_tok = v->n_tokens + MK_BPE_MAX_MERGES;
+    struct bpe_word *words = rc ? NULL : calloc(max_words, sizeof(*words));
+    int n_words = words ? gemma4_split(v, words, max_words) : -ENOMEM;
+    rc = rc ? rc : n_words < 0 ? n_words : bpe_learn(v, words, (uint32_t)n_words, n_tok);
+    for (uint32_t w = 0; words && w < max_words; w++)
+        free(words[w].sym);
+    free(words);
     return rc;
 }
 
@@ -1236,8 +1318,9 @@ static int vocab_from_json(struct mk_vocab *v, const char *path) {
 
 /* The tokenizer for o: imported or built in, padded to o->n_vocab when set. */
 static int vocab_build(struct mk_vocab *v, const struct mk_opts *o) {
-    int rc = o->tok_json ? vocab_from_json(v, o->tok_json)
-                         : vocab_builtin(v, o->arch == MK_ARCH_GPTOSS);
+    int rc = o->tok_json       ? vocab_from_json(v, o->tok_json)
+             : o->vocab_gemma4 ? vocab_gemma4(v)
+                               : vocab_builtin(v, o->arch == MK_ARCH_GPTOSS);
     if (rc == 0) {
         rc = vocab_pad(v, o->n_vocab);
         if (rc == -EINVAL)
@@ -1283,6 +1366,21 @@ static const char mk_harmony_template[] =
     "{%- endif %}\n"
     "{%- endfor %}\n"
     "{%- if add_generation_prompt %}{{- '<|start|>assistant' }}{%- endif %}\n";
+
+/* A compact Gemma 4 template (--vocab gemma4; the real one also renders tools, tool calls and
+ * thinking): turns as <|turn>ROLE\n...<turn|>\n, the assistant's role "model". */
+static const char mk_gemma4_template[] =
+    "{{- bos_token -}}\n"
+    "{%- set loop_messages = messages -%}\n"
+    "{%- if messages[0]['role'] == 'system' -%}\n"
+    "{{- '<|turn>system\\n' + messages[0]['content'] | trim + '<turn|>\\n' -}}\n"
+    "{%- set loop_messages = messages[1:] -%}\n"
+    "{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "{%- set role = 'model' if message['role'] == 'assistant' else message['role'] -%}\n"
+    "{{- '<|turn>' + role + '\\n' + message['content'] | trim + '<turn|>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- '<|turn>model\\n' -}}{%- endif -%}\n";
 
 /* ==== model plan: names, shapes, types ======================================================== */
 
@@ -1948,9 +2046,10 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
 
 static int meta_tokenizer(struct gguf_writer *w, const struct mk_opts *o, const struct mk_vocab *v,
                           const char *tmpl) {
-    int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2");
+    int rc = gguf_writer_add_str(w, "tokenizer.ggml.model", o->vocab_gemma4 ? "gemma4" : "gpt2");
     rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.ggml.pre",
-                                       o->arch == MK_ARCH_GPTOSS ? "gpt-4o"
+                                       o->vocab_gemma4 ? "gemma4"
+                                       : o->arch == MK_ARCH_GPTOSS ? "gpt-4o"
                                        : mk_is_hybrid(o->arch) ? "qwen35" : "qwen2");
     rc = rc ? rc : gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens",
                                            (const char *const *)v->tokens, v->n_tokens);
@@ -1963,7 +2062,7 @@ static int meta_tokenizer(struct gguf_writer *w, const struct mk_opts *o, const 
         rc = gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad_id);
     if (rc == 0 && v->bos_id >= 0)
         rc = gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos_id);
-    rc = rc ? rc : gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false);
+    rc = rc ? rc : gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", o->vocab_gemma4);
     rc = rc ? rc : gguf_writer_add_str(w, "tokenizer.chat_template", tmpl);
     return rc;
 }
@@ -2135,11 +2234,14 @@ static int model_write(struct gguf_writer *w, const struct mk_opts *o, const str
     return rc;
 }
 
-/* The chat template text: the file's contents (malloc'd into *owned) or the built-in one. */
-static const char *load_template(const char *path, bool harmony, char **owned) {
+/* The chat template text: the file's contents (malloc'd into *owned) or the built-in one (of the
+ * gemma4 vocabulary, of gpt-oss, else ChatML). */
+static const char *load_template(const char *path, const struct mk_opts *o, char **owned) {
     *owned = NULL;
     if (!path)
-        return harmony ? mk_harmony_template : mk_chat_template;
+        return o->vocab_gemma4               ? mk_gemma4_template
+               : o->arch == MK_ARCH_GPTOSS ? mk_harmony_template
+                                           : mk_chat_template;
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
@@ -2186,7 +2288,7 @@ int main(int argc, char **argv) {
     rc = vocab_build(&v, &o);
     if (rc)
         goto out;
-    tmpl = load_template(o.template_path, o.arch == MK_ARCH_GPTOSS, &tmpl_owned);
+    tmpl = load_template(o.template_path, &o, &tmpl_owned);
     if (!tmpl) {
         fprintf(stderr, "sniper-mkmodel: cannot read chat template \"%s\"\n", o.template_path);
         rc = -EINVAL;

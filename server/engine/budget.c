@@ -4,6 +4,7 @@
  * from its parameters (engine_size) before it allocates anything, so a budget too small for the
  * slots is refused, never overrun. */
 #include "budget.h"
+#include "arch.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -166,39 +167,67 @@ static uint64_t scratch_estimate(const struct model_hparams *hp, const struct en
     return B * per_token * sizeof(float);
 }
 
+/* Layer il's K (or V) row bytes, whether it keeps a window ring, and whether it keeps KV of its
+ * own: gpt-oss's window layers by their period (swa_pattern); gemma4's by the per-layer
+ * sliding_window_pattern, each kind with its head size and KV heads, and its last
+ * shared_kv_layers layers reading an earlier layer's KV (arch_gemma4.c). */
+static void budget_layer_kv(const struct gguf *g, const struct model_hparams *hp, int32_t il,
+                            enum qtype kv_type, uint64_t *row, bool *swa, bool *has_kv) {
+    uint64_t n = 0;
+    uint32_t shared = 0;
+    char err[64];
+    const uint8_t *pat = gguf_get_arr(g, "gemma4.attention.sliding_window_pattern",
+                                      GGUF_VTYPE_BOOL, &n);
+    int32_t head_dim = hp->head_dim, n_head_kv = hp->n_head_kv;
+    *swa = hp->n_swa > 0 && hp->swa_pattern > 0 && il % hp->swa_pattern < hp->swa_pattern - 1;
+    *has_kv = true;
+    if (pat && n == (uint64_t)hp->n_layer) {
+        *swa = hp->n_swa > 0 && pat[il] != 0;
+        head_dim = *swa ? hp->head_dim_swa : hp->head_dim;
+        if (model_key_i32_at(g, "attention.head_count_kv", il, hp->n_head, &n_head_kv, err,
+                             sizeof(err)) < 0)
+            n_head_kv = hp->n_head_kv;
+        if (gguf_get_u32(g, "gemma4.attention.shared_kv_layers", &shared) == 0)
+            *has_kv = il < hp->n_layer - (int32_t)shared;
+    }
+    if (qtype_row_bytes(kv_type, (uint64_t)n_head_kv * (uint64_t)head_dim, row) < 0)
+        *row = (uint64_t)n_head_kv * (uint64_t)head_dim * 4;
+}
+
 uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
     struct model_hparams hp;
     char err[256];
     if (model_read_hparams(g, &hp, err, sizeof(err)) < 0)
         return 0;
-    uint64_t tensors = 0, row = 0;
+    uint64_t tensors = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++)
         tensors += g->tensors[i].n_bytes;
     const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : (hp.n_ctx_train < 4096 ? hp.n_ctx_train : 4096);
-    if (qtype_row_bytes(p->kv_type, (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim, &row) < 0)
-        row = (uint64_t)hp.n_head_kv * (uint64_t)hp.head_dim * 4;
     /* a sliding-window layer keeps a ring of n_swa - 1 + n_batch positions (engine.c) */
     const int64_t ring = (int64_t)hp.n_swa - 1 + (p->n_batch > 0 ? p->n_batch : 512);
     /* a hybrid (qwen35*) layer is attention when (il + 1) % full_attn_interval == 0, else Gated
      * DeltaNet with a conv and an SSM state (arch_qwen35.c) */
     const bool hybrid = hp.ssm_d_state > 0 && hp.full_attn_interval > 0;
-    uint64_t positions = 0, n_rec = 0, n_swa = 0;
+    uint64_t kv_row_positions = 0, n_rec = 0, n_swa = 0, tail_rows = 0;
     for (int32_t il = 0; il < hp.n_layer; il++) {
-        const bool swa = hp.n_swa > 0 && il % hp.swa_pattern < hp.swa_pattern - 1;
+        uint64_t row = 0;
+        bool swa = false, has_kv = true;
+        budget_layer_kv(g, &hp, il, p->kv_type, &row, &swa, &has_kv);
         if (hybrid && (il + 1) % hp.full_attn_interval != 0)
             n_rec++;
-        else
-            positions += (uint64_t)(swa && ring < n_ctx ? ring : n_ctx);
-        n_swa += swa;
+        else if (has_kv)
+            kv_row_positions += row * (uint64_t)(swa && ring < n_ctx ? ring : n_ctx);
+        n_swa += swa && has_kv;
+        tail_rows += swa && has_kv ? row : 0;
     }
     const uint64_t n_seq = (uint64_t)(p->n_seq > 0 ? p->n_seq : 1);
-    const uint64_t kv = 2 * positions * row * n_seq;
+    const uint64_t kv = 2 * kv_row_positions * n_seq;
     /* each slot's state and its checkpoints (each the state and the rings' last n_swa - 1 rows) */
     const uint64_t Dk = (uint64_t)hp.ssm_d_state, Hv = (uint64_t)hp.ssm_dt_rank;
     const uint64_t conv_ch = 2 * (uint64_t)hp.ssm_n_group * Dk + Hv * Dk;
     const uint64_t state = n_rec * 4 * ((uint64_t)(hp.ssm_d_conv > 0 ? hp.ssm_d_conv - 1 : 0) *
                                         conv_ch + Hv * Dk * Dk);
-    const uint64_t tail = n_swa * 2 * (uint64_t)(hp.n_swa > 0 ? hp.n_swa - 1 : 0) * row;
+    const uint64_t tail = 2 * (uint64_t)(hp.n_swa > 0 ? hp.n_swa - 1 : 0) * tail_rows;
     const uint64_t n_ckpt = n_rec + n_swa ? (uint64_t)(p->n_checkpoints > 0 ? p->n_checkpoints
                                                                               : 4) : 0;
     const uint64_t rec = n_seq * (state + n_ckpt * (state + tail));

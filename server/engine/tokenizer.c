@@ -1,9 +1,12 @@
-/* tokenizer.c - byte-level BPE tokenizer (tokenizer.ggml.model "gpt2") built from GGUF metadata.
+/* tokenizer.c - BPE tokenizer built from GGUF metadata: byte-level (tokenizer.ggml.model "gpt2")
+ * or SPM-style (model "gemma4", or pre "gemma4": Gemma 4's vocabulary).
  *
  * Encoding runs in three stages, as llama.cpp's does: special tokens are cut out of the text first
  * (longest text first), each remaining fragment is split into pre-tokens by the regex that
  * tokenizer.ggml.pre names (pcre2), and each pre-token starts as one symbol per byte (the token of
- * the byte's GPT-2 alphabet character) whose neighbours merge lowest rank first. Invariants: token
+ * the byte's GPT-2 alphabet character) whose neighbours merge lowest rank first. The SPM-style
+ * vocabulary writes spaces as U+2581, splits only at newline runs and starts from one symbol per
+ * UTF-8 character; a symbol that is no token falls back to <0xXX> byte tokens. Invariants: token
  * text <-> id is a bijection; every merge in the table joins two tokens into a third token. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer.h"
@@ -58,8 +61,10 @@ struct tokenizer {
     int32_t byte_id[256];          /* token of each byte's alphabet character, -1 when absent */
     uint16_t byte_cpt[256];        /* byte -> alphabet code point */
     int16_t cpt_byte[N_ALPHABET];  /* alphabet code point -> byte, -1 for others */
-    pcre2_code *re;                /* the pre-tokenizer */
+    pcre2_code *re;                /* the pre-tokenizer (NULL when spm) */
     bool ignore_merges;            /* a pre-token that is a whole token skips BPE (llama3) */
+    bool spm;                      /* SPM-style (gemma4): ' ' is U+2581, raw UTF-8 symbols, byte_id
+                                    * holds the <0xXX> tokens, newline runs are pre-tokens */
     bool add_bos;
     int32_t bos, eos, eot;
 };
@@ -117,9 +122,10 @@ static const struct pre_spec pre_specs[] = {
 
 /* Token texts that end generation (llama.cpp also marks them control when the GGUF did not);
  * gpt-oss's <|return|> and <|call|> (o200k_harmony) end the reply, its <|end|> only a message
- * (load_harmony). */
+ * (load_harmony); Gemma 4's turn ends at <turn|>, and at <|tool_response> after a tool call. */
 static const char *const eog_texts[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>",
-                                        "<|end_of_text|>", "<|end|>", "<|return|>", "<|call|>"};
+                                        "<|end_of_text|>", "<|end|>", "<|return|>", "<|call|>",
+                                        "<eos>", "<turn|>", "<|tool_response>"};
 
 /* gpt-oss's message markers, rendered in the output and cut from text like user-defined tokens
  * (llama.cpp's rule for them, whatever the GGUF's types). */
@@ -439,11 +445,13 @@ out:
     return ret;
 }
 
-/* The token of each byte's alphabet character (-1 when the vocabulary lacks it). */
+/* The token of each byte's alphabet character, or (spm) of its "<0xXX>" byte token; -1 when the
+ * vocabulary lacks it. */
 static void load_byte_ids(struct tokenizer *tk) {
     for (int b = 0; b < 256; b++) {
-        char s[4];
-        size_t n = utf8_put(s, tk->byte_cpt[b]);
+        char s[8];
+        size_t n = tk->spm ? (size_t)snprintf(s, sizeof(s), "<0x%02X>", b)
+                           : utf8_put(s, tk->byte_cpt[b]);
         tk->byte_id[b] = vocab_lookup(tk, s, n);
     }
 }
@@ -463,6 +471,26 @@ static size_t utf8_get(const unsigned char *s, size_t n, uint32_t *cpt) {
     return len;
 }
 
+static const char SPM_SPACE[] = "\xe2\x96\x81"; /* U+2581, the SPM vocabularies' space */
+
+/* piece_build of an SPM-style vocabulary: a byte token "<0xXX>" is that byte, other texts have
+ * each U+2581 written as a space. Returns the length (never more than the text's). */
+static size_t piece_build_spm(const struct tokenizer *tk, int32_t id, char *dst) {
+    const char *s = tk->text + tk->text_off[id];
+    size_t n = tk->text_len[id], out = 0;
+    unsigned int byte;
+    if ((tk->attr[id] & TOK_ATTR_BYTE) && n == 6 && sscanf(s, "<0x%2X>", &byte) == 1) {
+        dst[0] = (char)byte;
+        return 1;
+    }
+    for (size_t i = 0; i < n;) {
+        bool space = n - i >= 3 && memcmp(s + i, SPM_SPACE, 3) == 0;
+        dst[out++] = space ? ' ' : s[i];
+        i += space ? 3 : 1;
+    }
+    return out;
+}
+
 /* Writes the bytes token id stands for into dst (room for text_len bytes: never longer): special
  * tokens verbatim, others with each alphabet character mapped back to its byte (characters
  * outside the alphabet are kept as they are). Returns the length. */
@@ -473,6 +501,8 @@ static size_t piece_build(const struct tokenizer *tk, int32_t id, char *dst) {
         memcpy(dst, s, n);
         return n;
     }
+    if (tk->spm)
+        return piece_build_spm(tk, id, dst);
     size_t out = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cpt = 0;
@@ -544,6 +574,8 @@ static int load_special_list(struct tokenizer *tk) {
 static int load_pre(struct tokenizer *tk, const struct gguf *g, char *err, size_t err_len) {
     const char *pre = gguf_get_str(g, "tokenizer.ggml.pre");
     const struct pre_spec *spec = NULL;
+    if (tk->spm)
+        return 0; /* split at newline runs only (encode_spm) */
     for (size_t i = 0; pre && i < sizeof(pre_specs) / sizeof(pre_specs[0]); i++)
         if (strcmp(pre, pre_specs[i].name) == 0)
             spec = &pre_specs[i];
@@ -575,15 +607,20 @@ struct tokenizer *tokenizer_new(const struct gguf *g, char *err, size_t err_len)
         goto fail;
     }
     const char *model = gguf_get_str(g, "tokenizer.ggml.model");
-    if (!model || strcmp(model, "gpt2") != 0) {
+    const char *pre = gguf_get_str(g, "tokenizer.ggml.pre");
+    if (!model || (strcmp(model, "gpt2") != 0 && strcmp(model, "gemma4") != 0)) {
         err_set(err, err_len, "tokenizer_new: unsupported 'tokenizer.ggml.model' '%s'",
                 model ? model : "(missing)");
         goto fail;
     }
+    /* llama.cpp: model gemma4 implies pre gemma4; pre gemma4 makes any BPE vocabulary SPM-style */
+    tk->spm = strcmp(model, "gemma4") == 0 || (pre && strcmp(pre, "gemma4") == 0);
     alphabet_init(tk);
     if (load_tokens(tk, g, err, err_len) < 0 || load_types(tk, g, err, err_len) < 0)
         goto fail;
     load_specials(tk, g);
+    if (tk->spm)
+        tk->add_bos = true; /* as llama.cpp overrides it for Gemma 4 */
     if (load_merges(tk, g, err, err_len) < 0)
         goto fail;
     load_byte_ids(tk);
@@ -626,10 +663,12 @@ struct frag {
     int32_t id;
 };
 
-/* One BPE symbol of a pre-token: a token id (or -1) linked to its live neighbours. */
+/* One BPE symbol of a pre-token: a token id (or -1) linked to its live neighbours, and the bytes
+ * of the pre-token it covers (what a symbol that is no token falls back to). */
 struct bpe_sym {
     int32_t id;
     int32_t prev, next; /* -1 at the ends */
+    uint32_t off, len;  /* bytes of the pre-token */
     bool alive;
 };
 
@@ -650,6 +689,7 @@ struct encoder {
     struct bpe_pair *heap; /* [3 * cap]: n - 1 pairs at the start, at most 2 more per merge */
     char *enc;             /* [2 * cap]: a pre-token in the byte alphabet (ignore_merges) */
     size_t cap, n_heap;
+    char *esc;             /* spm: a raw fragment with spaces as U+2581, invalid UTF-8 as U+FFFD */
     int32_t *out; /* ids written so far: never more than the bytes consumed */
     size_t n_out;
 };
@@ -730,18 +770,11 @@ static bool bpe_whole_word(struct encoder *e, const unsigned char *w, size_t n) 
     return id >= 0;
 }
 
-/* BPE of one pre-token: one symbol per byte, then the lowest-ranked adjacent pair merges until
- * none is left. Symbols that are not tokens are dropped (llama.cpp's byte fallback finds none). */
-static int bpe_word(struct encoder *e, const unsigned char *w, size_t n) {
-    if (n == 0)
-        return 0;
-    if (encoder_reserve(e, n) < 0)
-        return -1;
-    if (e->tk->ignore_merges && bpe_whole_word(e, w, n))
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        e->sym[i] = (struct bpe_sym){e->tk->byte_id[w[i]], (int32_t)i - 1,
-                                     i + 1 < n ? (int32_t)i + 1 : -1, true};
+/* Merges the n symbols in e->sym, the lowest-ranked adjacent pair first, until none is left, then
+ * writes the ids out; a symbol that is no token becomes the byte_id of each of its bytes of w
+ * where there is one (the <0xXX> tokens of an spm vocabulary; in a byte-level one no such byte
+ * has a token: llama.cpp's byte fallback finds none, and the symbol is dropped). */
+static void bpe_merge_emit(struct encoder *e, const unsigned char *w, size_t n) {
     e->n_heap = 0;
     for (size_t i = 1; i < n; i++)
         bpe_try_pair(e, (int32_t)i - 1, (int32_t)i);
@@ -751,6 +784,7 @@ static int bpe_word(struct encoder *e, const unsigned char *w, size_t n) {
         if (!l->alive || !r->alive || l->id != p.left_id || r->id != p.right_id)
             continue; /* stale: a side was merged away, or grew, since the pair was queued */
         l->id = p.result;
+        l->len += r->len;
         r->alive = false;
         l->next = r->next;
         if (r->next >= 0)
@@ -758,9 +792,109 @@ static int bpe_word(struct encoder *e, const unsigned char *w, size_t n) {
         bpe_try_pair(e, l->prev, p.left);
         bpe_try_pair(e, p.left, l->next);
     }
-    for (int32_t i = 0; i >= 0; i = e->sym[i].next)
-        if (e->sym[i].id >= 0)
-            e->out[e->n_out++] = e->sym[i].id;
+    for (int32_t i = 0; i >= 0; i = e->sym[i].next) {
+        const struct bpe_sym *sy = &e->sym[i];
+        if (sy->id >= 0) {
+            e->out[e->n_out++] = sy->id;
+            continue;
+        }
+        for (uint32_t k = sy->off; k < sy->off + sy->len; k++)
+            if (e->tk->byte_id[w[k]] >= 0)
+                e->out[e->n_out++] = e->tk->byte_id[w[k]];
+    }
+}
+
+/* BPE of one pre-token of a byte-level vocabulary: one symbol per byte, then merges. */
+static int bpe_word(struct encoder *e, const unsigned char *w, size_t n) {
+    if (n == 0)
+        return 0;
+    if (encoder_reserve(e, n) < 0)
+        return -1;
+    if (e->tk->ignore_merges && bpe_whole_word(e, w, n))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        e->sym[i] = (struct bpe_sym){e->tk->byte_id[w[i]], (int32_t)i - 1,
+                                     i + 1 < n ? (int32_t)i + 1 : -1, (uint32_t)i, 1, true};
+    bpe_merge_emit(e, w, n);
+    return 0;
+}
+
+/* The length of the UTF-8 character at s[0] by its first byte alone, as llama.cpp's
+ * unicode_len_utf8 (no check of what follows), cut to the n bytes left. */
+static size_t utf8_lead_len(unsigned char c, size_t n) {
+    size_t len = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+    return len < n ? len : n;
+}
+
+/* BPE of one pre-token of an spm vocabulary: one symbol per UTF-8 character, then merges. A
+ * pre-token of newlines only that is itself a token is that token (llama.cpp's Gemma 4 rule). */
+static int spm_word(struct encoder *e, const unsigned char *w, size_t n) {
+    if (n == 0)
+        return 0;
+    if (encoder_reserve(e, n) < 0)
+        return -1;
+    if (w[0] == '\n') {
+        int32_t id = vocab_lookup(e->tk, (const char *)w, n);
+        if (id >= 0) {
+            e->out[e->n_out++] = id;
+            return 0;
+        }
+    }
+    size_t n_sym = 0;
+    for (size_t i = 0; i < n; n_sym++) {
+        size_t len = utf8_lead_len(w[i], n - i);
+        e->sym[n_sym] = (struct bpe_sym){vocab_lookup(e->tk, (const char *)w + i, len),
+                                         (int32_t)n_sym - 1, i + len < n ? (int32_t)n_sym + 1 : -1,
+                                         (uint32_t)i, (uint32_t)len, true};
+        i += len;
+    }
+    bpe_merge_emit(e, w, n_sym);
+    return 0;
+}
+
+/* Decodes the character at s[0..n) as llama.cpp's unicode_cpt_from_utf8 does (the bit pattern
+ * only: overlong forms and surrogates pass); returns its length, or 0 when malformed. */
+static size_t utf8_get_loose(const unsigned char *s, size_t n, uint32_t *cpt) {
+    if (s[0] >= 0xf8)
+        return 0;
+    return utf8_get(s, n, cpt);
+}
+
+/* Writes s[0..n) into dst as llama.cpp hands an spm fragment to BPE: every space as U+2581 and
+ * every character decoded and encoded again (a malformed byte becomes U+FFFD). dst has room for
+ * 3 * n bytes. Returns the length written. */
+static size_t spm_escape(const unsigned char *s, size_t n, char *dst) {
+    size_t out = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cpt = 0;
+        size_t len = utf8_get_loose(s + i, n - i, &cpt);
+        if (len == 0)
+            cpt = 0xfffd, len = 1;
+        if (cpt == ' ') {
+            memcpy(dst + out, SPM_SPACE, 3);
+            out += 3;
+        } else {
+            out += utf8_put(dst + out, cpt);
+        }
+        i += len;
+    }
+    return out;
+}
+
+/* An spm fragment: escaped, split into runs of newlines and runs of anything else (llama.cpp's
+ * "[^\n]+|[\n]+"), each run BPE'd. */
+static int encode_spm(struct encoder *e, const char *s, size_t n) {
+    size_t m = spm_escape((const unsigned char *)s, n, e->esc);
+    const unsigned char *u = (const unsigned char *)e->esc;
+    for (size_t i = 0; i < m;) {
+        size_t j = i;
+        bool nl = u[i] == '\n';
+        while (j < m && (u[j] == '\n') == nl)
+            j++;
+        if (spm_word(e, u + i, j - i) < 0)
+            return -1;
+        i = j;
+    }
     return 0;
 }
 
@@ -826,23 +960,30 @@ static size_t split_special(const struct tokenizer *tk, const char *text, size_t
 }
 
 /* Returns a malloc'd array of *n_out ids (at most max(len, 1) of them: every id consumes at least
- * one byte), or NULL when out of memory. text is borrowed for the call; tk is only read, so
+ * one byte; 3 times that in an spm vocabulary, whose byte fallback spells a space's U+2581 in
+ * three), or NULL when out of memory. text is borrowed for the call; tk is only read, so
  * threads may share it. */
 int32_t *tokenizer_encode(const struct tokenizer *tk, const char *text, size_t len,
                           bool parse_special, size_t *n_out) {
-    size_t cap = len ? len : 1;
+    size_t cap = len ? len : 1, cap_out = tk->spm ? 3 * cap : cap;
     struct encoder e = {.tk = tk};
     struct frag *a = malloc(cap * sizeof(*a)), *b = malloc(cap * sizeof(*b));
     int32_t *ret = NULL;
-    e.out = malloc(cap * sizeof(*e.out));
+    e.out = malloc(cap_out * sizeof(*e.out));
     e.md = pcre2_match_data_create(1, NULL);
-    if (!a || !b || !e.out || !e.md)
+    e.esc = tk->spm ? malloc(3 * cap) : NULL;
+    if (!a || !b || !e.out || !e.md || (tk->spm && !e.esc))
         goto out;
     size_t n = split_special(tk, text, len, parse_special, a, b);
     for (size_t i = 0; i < n; i++) {
+        int rc = 0;
         if (a[i].id >= 0)
             e.out[e.n_out++] = a[i].id;
-        else if (encode_raw(&e, text + a[i].off, a[i].len) < 0)
+        else if (tk->spm)
+            rc = encode_spm(&e, text + a[i].off, a[i].len);
+        else
+            rc = encode_raw(&e, text + a[i].off, a[i].len);
+        if (rc < 0)
             goto out;
     }
     ret = e.out;
@@ -850,6 +991,7 @@ int32_t *tokenizer_encode(const struct tokenizer *tk, const char *text, size_t l
     *n_out = e.n_out;
 out:
     pcre2_match_data_free(e.md);
+    free(e.esc);
     free(e.out);
     free(e.enc);
     free(e.heap);

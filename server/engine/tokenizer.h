@@ -1,7 +1,7 @@
-/* tokenizer.h - byte-level BPE tokenizer built from a GGUF's tokenizer.ggml.* keys (model "gpt2"),
+/* tokenizer.h - BPE tokenizer built from a GGUF's tokenizer.ggml.* keys: byte-level (model "gpt2")
  * with the pre-tokenizer regexes of tokenizer.ggml.pre ("qwen2", "llama-bpe", "gpt-4o", ...) run by
- * pcre2, special/control tokens matched before BPE, and a decoder that only emits whole UTF-8
- * characters.
+ * pcre2, or SPM-style (model or pre "gemma4": spaces as U+2581, <0xXX> byte fallback); special/
+ * control tokens matched before BPE, and a decoder that only emits whole UTF-8 characters.
  *
  *     struct tokenizer *tk = tokenizer_new(g, err, sizeof(err));
  *     size_t n;
@@ -42,12 +42,12 @@ int32_t tokenizer_n_vocab(const struct tokenizer *tk);
 int32_t tokenizer_bos(const struct tokenizer *tk);
 int32_t tokenizer_eos(const struct tokenizer *tk);
 
-/* tokenizer.ggml.add_bos_token (false when absent). */
+/* tokenizer.ggml.add_bos_token (false when absent; always true for gemma4, as llama.cpp has it). */
 bool tokenizer_add_bos(const struct tokenizer *tk);
 
 /* True for end-of-generation ids: eos, eot (tokenizer.ggml.eot_token_id) and, when present in the
  * vocabulary, "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|return|>",
- * "<|call|>" and "<|end|>" (but not gpt-oss's: with <|return|> and <|call|> present, <|end|> only
+ * "<|call|>", "<eos>", "<turn|>", "<|tool_response>" (Gemma 4's) and "<|end|>" (but not gpt-oss's: with <|return|> and <|call|> present, <|end|> only
  * ends a message and is a user-defined token, as are <|channel|>, <|message|>, <|start|> and
  * <|constrain|>, as llama.cpp loads o200k_harmony). */
 bool tokenizer_is_eog(const struct tokenizer *tk, int32_t id);
@@ -58,7 +58,8 @@ bool tokenizer_is_special(const struct tokenizer *tk, int32_t id);
 /* The id of the token whose text is exactly s, or -1. */
 int32_t tokenizer_find(const struct tokenizer *tk, const char *s);
 
-/* The bytes the token stands for (byte-level BPE mapping undone; special tokens as their text),
+/* The bytes the token stands for (byte-level BPE mapping undone, or U+2581 as a space and <0xXX> as
+ * its byte in an SPM-style vocabulary; special tokens as their text),
  * *len bytes, not NUL-terminated. NULL with *len 0 for an id out of range. Borrowed from tk. */
 const char *tokenizer_piece(const struct tokenizer *tk, int32_t id, size_t *len);
 

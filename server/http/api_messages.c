@@ -782,6 +782,11 @@ static int forced_call(enum chat_family f, const char *name, struct forced_call 
                  : asprintf(&fc->open, "<tool_call>\n<function=");
         fc->close = "";
         break;
+    case CHAT_GEMMA4: /* arguments in its template's notation: no JSON grammar */
+        n = name ? asprintf(&fc->open, "<|tool_call>call:%s{", name)
+                 : asprintf(&fc->open, "<|tool_call>call:");
+        fc->close = "";
+        break;
     case CHAT_HARMONY:
         n = name ? asprintf(&fc->open, " to=functions.%s<|channel|>commentary json<|message|>",
                             name)

@@ -1,5 +1,6 @@
 /* chat.c - the chat template families: which one a GGUF's template is, the table that gives each
- * its renderer (chat_chatml.c, chat_qwen35.c, chat_llama3.c, chat_harmony.c) and its output parser
+ * its renderer (chat_chatml.c, chat_qwen35.c, chat_llama3.c, chat_harmony.c, chat_gemma4.c) and its
+ * output parser
  * (chat_stream.c), and chat_render's checks and prefix rendering around the renderers.
  *
  * Invariants: chat_render's output is byte for byte what the family's Jinja template renders (with
@@ -34,6 +35,7 @@ static const struct chat_family_ops families[CHAT_N_FAMILIES] = {
                      &chat_parser_plain},
     [CHAT_QWEN35] = {"qwen35", "<|im_start|>", true, chat_qwen35_render, &chat_parser_qwen35},
     [CHAT_HARMONY] = {"harmony", "<|start|>", true, chat_harmony_render, &chat_parser_harmony},
+    [CHAT_GEMMA4] = {"gemma4", "<|turn>", true, chat_gemma4_render, &chat_parser_gemma4},
 };
 
 const struct chat_family_ops *chat_family_ops(enum chat_family f) {
@@ -51,6 +53,9 @@ enum chat_family chat_family_detect(const char *jinja_template) {
     if (jinja_template && strstr(jinja_template, "<|im_start|>") &&
         strstr(jinja_template, "<function=") && strstr(jinja_template, "'<think>\\n'"))
         return CHAT_QWEN35;
+    /* Gemma 4's: turns opened by <|turn> and closed by <turn|> */
+    if (jinja_template && strstr(jinja_template, "<|turn>") && strstr(jinja_template, "<turn|>"))
+        return CHAT_GEMMA4;
     return CHAT_CHATML;
 }
 

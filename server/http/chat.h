@@ -1,6 +1,6 @@
 /* chat.h - chat messages into a prompt, and the model's output back into content, reasoning and
  * tool calls, for the template families sniperd knows (ChatML as Qwen3 writes it, Qwen3.5's,
- * Llama 3, and gpt-oss's harmony).
+ * Llama 3, gpt-oss's harmony and Gemma 4's).
  *
  *     enum chat_family f = chat_family_detect(gguf_get_str(g, "tokenizer.chat_template"));
  *     char *prompt = chat_render(f, msgs, n, &(struct chat_render_opts){.add_generation_prompt =
@@ -24,6 +24,8 @@ enum chat_family {
                    * contents trimmed, tool calls as <function=NAME><parameter=KEY>VALUE</...> */
     CHAT_HARMONY, /* gpt-oss: <|start|>ROLE<|channel|>CHANNEL<|message|>...<|end|>; reasoning on
                    * the analysis channel, tool calls to functions.NAME on commentary */
+    CHAT_GEMMA4,  /* Gemma 4: <|turn>ROLE\n...<turn|>\n; reasoning in <|channel>thought\n...
+                   * <channel|>, tool calls as <|tool_call>call:NAME{...}<tool_call|> */
     CHAT_N_FAMILIES,
 };
 

@@ -47,11 +47,15 @@ int chat_qwen35_render(struct strbuf *b, const struct chat_message *msgs, size_t
 int chat_harmony_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                         const struct chat_render_opts *opts, const json_t *tools, char *err,
                         size_t err_len);
+int chat_gemma4_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
+                       const struct chat_render_opts *opts, const json_t *tools, char *err,
+                       size_t err_len);
 
 /* The parsers chat_stream.c defines: Llama 3's (all content), ChatML's (<think>, <tool_call> with
- * a JSON body), Qwen3.5's (the same tags, an XML call body) and harmony's (channels). */
+ * a JSON body), Qwen3.5's (the same tags, an XML call body), Gemma 4's (its thought channel and
+ * <|tool_call>call:NAME{...}) and harmony's (channels). */
 extern const struct chat_parser chat_parser_plain, chat_parser_chatml, chat_parser_qwen35,
-    chat_parser_harmony;
+    chat_parser_gemma4, chat_parser_harmony;
 
 /* Writes the message into err (when err_len > 0). Returns -EINVAL. */
 int chat_fail(char *err, size_t err_len, const char *fmt, ...)

@@ -1,6 +1,7 @@
 /* chat_stream.c - the model's output split into content, reasoning and tool calls, piece by piece
  * (chat_stream_* in chat.h), by the parser the family table names: plain (Llama 3), tags (<think>,
- * <tool_call> with ChatML's JSON body or Qwen3.5's XML one) or harmony's channels.
+ * <tool_call> with ChatML's JSON body or Qwen3.5's XML one; Gemma 4's thought channel and
+ * <|tool_call> with its own notation) or harmony's channels.
  *
  * Invariant: text is held in `pend` until it is certain (the tail that might begin a tag, the
  * trailing newlines of reasoning, the body of a tool call), so no event is ever taken back. */
@@ -28,6 +29,8 @@ struct chat_parser {
     void (*finish)(struct chat_stream *s, chat_event_fn fn, void *ctx);
     /* Tags: a <tool_call> body as {"name": ..., "arguments": ...}, or NULL when it is not one. */
     json_t *(*tool_call)(const char *body, size_t n);
+    /* Tags: what opens and closes reasoning and a tool call (NULL for the other parsers). */
+    const char *think, *think_end, *tool, *tool_end;
 };
 
 struct chat_stream {
@@ -40,8 +43,10 @@ struct chat_stream {
     char *h_name;     /* harmony, h_kind TOOL_CALL: the function's name (after "functions.") */
 };
 
-static const char TAG_THINK[] = "<think>", TAG_THINK_END[] = "</think>";
-static const char TAG_TOOL[] = "<tool_call>", TAG_TOOL_END[] = "</tool_call>";
+/* ChatML's and Qwen3.5's tags; Gemma 4's reasoning is its thought channel, its calls
+ * <|tool_call>call:NAME{...}<tool_call|>. */
+#define TAGS_CHATML "<think>", "</think>", "<tool_call>", "</tool_call>"
+#define TAGS_GEMMA4 "<|channel>thought", "<channel|>", "<|tool_call>", "<tool_call|>"
 
 struct chat_stream *chat_stream_new(enum chat_family f, bool in_think) {
     struct chat_stream *s = calloc(1, sizeof(*s));
@@ -159,6 +164,117 @@ out:
     return call;
 }
 
+/* ---- Gemma 4's call body: call:NAME{key:value,...}, values in its template's notation (strings
+ * between <|"|> marks, bare keys, {...} and [...]). */
+
+static const char G4_QUOTE[] = "<|\"|>";
+
+struct g4_reader {
+    const char *p, *end;
+};
+
+static json_t *g4_value(struct g4_reader *r, int depth);
+
+static void g4_skip_space(struct g4_reader *r) {
+    while (r->p < r->end && is_space(*r->p))
+        r->p++;
+}
+
+static bool g4_eat(struct g4_reader *r, const char *tok) {
+    size_t n = strlen(tok);
+    g4_skip_space(r);
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, tok, n) != 0)
+        return false;
+    r->p += n;
+    return true;
+}
+
+/* A key: quoted, or bare up to ':'. NULL when there is none (malloc'd). */
+static char *g4_key(struct g4_reader *r) {
+    g4_skip_space(r);
+    if (g4_eat(r, G4_QUOTE)) {
+        const char *q = memmem(r->p, (size_t)(r->end - r->p), G4_QUOTE, 5);
+        char *k = q ? strndup(r->p, (size_t)(q - r->p)) : NULL;
+        r->p = q ? q + 5 : r->end;
+        return k;
+    }
+    const char *c = memchr(r->p, ':', (size_t)(r->end - r->p));
+    if (!c || c == r->p)
+        return NULL;
+    struct span k = trim_span((struct span){r->p, (size_t)(c - r->p)});
+    r->p = c;
+    return strndup(k.p, k.n);
+}
+
+/* {key:value,...} or [value,...]; NULL when malformed. */
+static json_t *g4_container(struct g4_reader *r, bool object, int depth) {
+    json_t *c = object ? json_object() : json_array();
+    const char *close = object ? "}" : "]";
+    if (g4_eat(r, close))
+        return c;
+    while (c) {
+        char *key = object ? g4_key(r) : NULL;
+        json_t *v = (!object || key) && (!object || g4_eat(r, ":")) ? g4_value(r, depth + 1)
+                                                                    : NULL;
+        int rc = !v ? -1 : object ? json_object_set_new(c, key, v) : json_array_append_new(c, v);
+        free(key);
+        if (rc < 0 || g4_eat(r, close))
+            return rc < 0 ? (json_decref(c), NULL) : c;
+        if (!g4_eat(r, ",")) {
+            json_decref(c);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* A scalar up to the next ',', '}' or ']': JSON when it parses as JSON (numbers, true, null),
+ * else a string. */
+static json_t *g4_scalar(struct g4_reader *r) {
+    const char *e = r->p;
+    while (e < r->end && *e != ',' && *e != '}' && *e != ']')
+        e++;
+    struct span t = trim_span((struct span){r->p, (size_t)(e - r->p)});
+    r->p = e;
+    if (t.n == 0)
+        return NULL;
+    json_t *v = json_loadb(t.p, t.n, JSON_DECODE_ANY, NULL);
+    return v && !json_is_object(v) && !json_is_array(v) ? v : (json_decref(v), json_stringn(t.p, t.n));
+}
+
+static json_t *g4_value(struct g4_reader *r, int depth) {
+    if (depth > 64)
+        return NULL;
+    if (g4_eat(r, G4_QUOTE)) {
+        const char *q = memmem(r->p, (size_t)(r->end - r->p), G4_QUOTE, 5);
+        json_t *s = q ? json_stringn(r->p, (size_t)(q - r->p)) : NULL;
+        r->p = q ? q + 5 : r->end;
+        return s;
+    }
+    if (g4_eat(r, "{"))
+        return g4_container(r, true, depth);
+    if (g4_eat(r, "["))
+        return g4_container(r, false, depth);
+    return g4_scalar(r);
+}
+
+/* "call:NAME{...}" as {"name": NAME, "arguments": {...}}, or NULL when it is not one. */
+static json_t *gemma4_tool_call(const char *body, size_t n) {
+    struct span b = trim_span((struct span){body, n});
+    const char *brace = memchr(b.p, '{', b.n);
+    if (b.n < 7 || !starts_with(b.p, "call:") || !brace || brace == b.p + 5)
+        return NULL;
+    struct g4_reader r = {brace + 1, b.p + b.n};
+    json_t *args = g4_container(&r, true, 0);
+    g4_skip_space(&r);
+    char *name = strndup(b.p + 5, (size_t)(brace - b.p - 5));
+    json_t *call = args && name && r.p == r.end ? json_pack("{s:s,s:O}", "name", name,
+                                                            "arguments", args) : NULL;
+    free(name);
+    json_decref(args);
+    return call;
+}
+
 /* A completed tool call body ({"name": ..., "arguments": {...}}, or Qwen3.5's XML) into an event;
  * a body that is neither becomes content, tags included. Returns 0 or -ENOMEM. */
 static int emit_tool_call(struct chat_stream *s, const char *body, size_t n, chat_event_fn fn,
@@ -167,9 +283,9 @@ static int emit_tool_call(struct chat_stream *s, const char *body, size_t n, cha
     json_t *name = json_object_get(v, "name"), *args = json_object_get(v, "arguments");
     if (!json_is_string(name) || !args) {
         json_decref(v);
-        emit_text(CHAT_EVENT_CONTENT, TAG_TOOL, strlen(TAG_TOOL), fn, ctx);
+        emit_text(CHAT_EVENT_CONTENT, s->parser->tool, strlen(s->parser->tool), fn, ctx);
         emit_text(CHAT_EVENT_CONTENT, body, n, fn, ctx);
-        emit_text(CHAT_EVENT_CONTENT, TAG_TOOL_END, strlen(TAG_TOOL_END), fn, ctx);
+        emit_text(CHAT_EVENT_CONTENT, s->parser->tool_end, strlen(s->parser->tool_end), fn, ctx);
         return 0;
     }
     char *a = json_is_string(args) ? strdup(json_string_value(args))
@@ -189,12 +305,12 @@ static int emit_tool_call(struct chat_stream *s, const char *body, size_t n, cha
 /* Content: emit up to the next tag (switching state) or up to a possible partial tag. Returns
  * 1 to go on, 0 when more input is needed. */
 static int step_content(struct chat_stream *s, chat_event_fn fn, void *ctx) {
-    const char *p = s->pend.p;
+    const char *p = s->pend.p, *tag_think = s->parser->think, *tag_tool = s->parser->tool;
     size_t n = s->pend.n;
-    long think = find_tag(p, n, TAG_THINK), tool = find_tag(p, n, TAG_TOOL);
+    long think = find_tag(p, n, tag_think), tool = find_tag(p, n, tag_tool);
     if (think >= 0 && (tool < 0 || think < tool)) {
         emit_text(CHAT_EVENT_CONTENT, p, (size_t)think, fn, ctx);
-        pend_consume(s, (size_t)think + strlen(TAG_THINK));
+        pend_consume(s, (size_t)think + strlen(tag_think));
         s->state = STREAM_THINK, s->trim_lead = true;
         return 1;
     }
@@ -203,12 +319,12 @@ static int step_content(struct chat_stream *s, chat_event_fn fn, void *ctx) {
         while (end && is_space(p[end - 1]))
             end--;
         emit_text(CHAT_EVENT_CONTENT, p, end, fn, ctx);
-        pend_consume(s, (size_t)tool + strlen(TAG_TOOL));
+        pend_consume(s, (size_t)tool + strlen(tag_tool));
         s->state = STREAM_TOOL;
         return 1;
     }
-    size_t keep = partial_tag(p, n, TAG_THINK);
-    size_t keep2 = partial_tag(p, n, TAG_TOOL);
+    size_t keep = partial_tag(p, n, tag_think);
+    size_t keep2 = partial_tag(p, n, tag_tool);
     keep = keep > keep2 ? keep : keep2;
     while (keep < n && is_space(p[n - keep - 1]))
         keep++; /* whitespace before a <tool_call> is dropped: hold it */
@@ -218,19 +334,19 @@ static int step_content(struct chat_stream *s, chat_event_fn fn, void *ctx) {
 }
 
 static int step_think(struct chat_stream *s, chat_event_fn fn, void *ctx) {
-    const char *p = s->pend.p;
+    const char *p = s->pend.p, *tag = s->parser->think_end;
     size_t n = s->pend.n;
-    long end = find_tag(p, n, TAG_THINK_END);
+    long end = find_tag(p, n, tag);
     if (end >= 0) {
         size_t len = (size_t)end;
         while (len && p[len - 1] == '\n')
             len--;
         emit_text(CHAT_EVENT_REASONING, p, len, fn, ctx);
-        pend_consume(s, (size_t)end + strlen(TAG_THINK_END));
+        pend_consume(s, (size_t)end + strlen(tag));
         s->state = STREAM_CONTENT, s->trim_lead = true;
         return 1;
     }
-    size_t keep = partial_tag(p, n, TAG_THINK_END);
+    size_t keep = partial_tag(p, n, tag);
     while (keep < n && p[n - keep - 1] == '\n')
         keep++;
     emit_text(CHAT_EVENT_REASONING, p, n - keep, fn, ctx);
@@ -239,12 +355,12 @@ static int step_think(struct chat_stream *s, chat_event_fn fn, void *ctx) {
 }
 
 static int step_tool(struct chat_stream *s, chat_event_fn fn, void *ctx) {
-    long end = find_tag(s->pend.p, s->pend.n, TAG_TOOL_END);
+    long end = find_tag(s->pend.p, s->pend.n, s->parser->tool_end);
     if (end < 0)
         return 0;
     if (emit_tool_call(s, s->pend.p, (size_t)end, fn, ctx) < 0)
         return -ENOMEM;
-    pend_consume(s, (size_t)end + strlen(TAG_TOOL_END));
+    pend_consume(s, (size_t)end + strlen(s->parser->tool_end));
     s->state = STREAM_CONTENT, s->trim_lead = true;
     return 1;
 }
@@ -401,7 +517,7 @@ static int tags_feed(struct chat_stream *s, const char *text, size_t len, chat_e
 /* The end of a tagged reply (or a plain one): an unfinished tool call is content, tag included. */
 static void tags_finish(struct chat_stream *s, chat_event_fn fn, void *ctx) {
     if (s->state == STREAM_TOOL) {
-        emit_text(CHAT_EVENT_CONTENT, TAG_TOOL, strlen(TAG_TOOL), fn, ctx);
+        emit_text(CHAT_EVENT_CONTENT, s->parser->tool, strlen(s->parser->tool), fn, ctx);
         emit_text(CHAT_EVENT_CONTENT, s->pend.p, s->pend.n, fn, ctx);
     } else {
         emit_text(s->state == STREAM_THINK ? CHAT_EVENT_REASONING : CHAT_EVENT_CONTENT, s->pend.p,
@@ -431,11 +547,16 @@ static int harmony_feed_text(struct chat_stream *s, const char *text, size_t len
     return harmony_feed(s, fn, ctx);
 }
 
-const struct chat_parser chat_parser_plain = {plain_start, plain_feed, tags_finish, NULL};
-const struct chat_parser chat_parser_chatml = {tags_start, tags_feed, tags_finish, json_tool_call};
-const struct chat_parser chat_parser_qwen35 = {tags_start, tags_feed, tags_finish, xml_tool_call};
+const struct chat_parser chat_parser_plain = {plain_start, plain_feed, tags_finish, NULL, NULL,
+                                              NULL, NULL, NULL};
+const struct chat_parser chat_parser_chatml = {tags_start, tags_feed, tags_finish, json_tool_call,
+                                               TAGS_CHATML};
+const struct chat_parser chat_parser_qwen35 = {tags_start, tags_feed, tags_finish, xml_tool_call,
+                                               TAGS_CHATML};
+const struct chat_parser chat_parser_gemma4 = {tags_start, tags_feed, tags_finish,
+                                               gemma4_tool_call, TAGS_GEMMA4};
 const struct chat_parser chat_parser_harmony = {harmony_start, harmony_feed_text, harmony_finish,
-                                                NULL};
+                                                NULL, NULL, NULL, NULL, NULL};
 
 /* ---- the stream ----------------------------------------------------------------------------- */
 

@@ -12,6 +12,9 @@ GGUFs (llama.cpp ships it as models/templates/openai-gpt-oss-120b.jinja), kept t
 ("harmony_template", at first from the file GPTOSS_TEMPLATE names), with the messages adjusted as
 llama.cpp hands them to it: reasoning_content becomes "thinking" (and an assistant message with
 tool calls then loses its content), arguments are objects; strftime_now gives the case's date.
+Gemma 4 cases use google-gemma-4-31B-it's template (llama.cpp ships it as
+models/templates/google-gemma-4-31B-it.jinja), kept the same way ("gemma4_template", at first from
+the file GEMMA4_TEMPLATE names), arguments as objects, bos_token empty (sniperd adds the BOS).
 tojson is defined as Hugging Face's apply_chat_template defines it (json.dumps with
 ensure_ascii=False, keys in their order), which is also what llama.cpp's template engine
 writes; plain jinja2's tojson sorts keys and HTML-escapes, which no inference engine does.
@@ -107,7 +110,7 @@ def render(template, case):
         m = dict(m)
         if m.get("content") is None:
             m["content"] = ""  # sniperd renders a null content as "" (the template needs a string)
-        if case["family"] in ("qwen35", "harmony") and m.get("tool_calls"):
+        if case["family"] in ("qwen35", "harmony", "gemma4") and m.get("tool_calls"):
             m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.loads(
                 c["function"]["arguments"]))) for c in m["tool_calls"]]
         if case["family"] == "harmony":
@@ -296,8 +299,52 @@ def cases():
         ("llama3_tool_result", [u("Q"), a("A"), u("x"), a(None), t("42", "c")], None, True, True),
         ("llama3_unicode", [u("日本語 🇫🇷\t")], None, True, True),
     ]
+    g = lambda name, msgs, tools=None, agp=True, think=True: (name, msgs, tools, agp, think)
+    gemma4 = [
+        g("g4_user_only", [u("Hello")]),
+        g("g4_thinking_off", [u("  What is 2+2?\n")], think=False),
+        g("g4_system_user", [s(" You are terse. "), u("Hi there")], think=False),
+        g("g4_system_thinking", [s("You are terse."), u("Hi there")]),
+        g("g4_no_generation_prompt", [s("Sys"), u("Hi"), a("Yo")], agp=False, think=False),
+        g("g4_multi_turn", [s("Sys"), u("Hi"), a("Hello! How can I help?"), u("Tell a joke")]),
+        g("g4_reasoning_history_dropped",
+          [u("Hi"), a("Hello!", reasoning_content="greeting"), u("2+2?")], think=False),
+        g("g4_thought_in_content",
+          [u("Q"), a("<|channel>thought\nhmm<channel|> Answer "), u("Again")], think=False),
+        g("g4_tools_list", [s("You help."), u("Weather in Paris?")], [WEATHER, SEARCH]),
+        g("g4_tools_no_system", [u("Weather in Paris?")], [WEATHER], think=False),
+        g("g4_tool_schemas", [u("Set it up.")], [types, noargs], think=False),
+        g("g4_tool_call_and_result",
+          [s("You help."), u("Weather in Paris?"), a(None, tool_calls=[wcall]),
+           t('{"temp": 21, "sky": "clear"}', "call_1")], [WEATHER]),
+        g("g4_tool_call_reasoning_then_final",
+          [u("Weather in Paris?"),
+           a("", reasoning_content="Need the tool.", tool_calls=[wcall]),
+           t("21C", "call_1"), a("It is 21C in Paris.")], [WEATHER], agp=False),
+        g("g4_tool_call_with_content",
+          [u("Weather in Paris?"), a("Let me check.", tool_calls=[wcall]), t("21C", "call_1")],
+          [WEATHER], think=False),
+        g("g4_tool_call_pending", [u("Weather in Paris?"), a(None, tool_calls=[wcall])],
+          [WEATHER]),
+        g("g4_multiple_tool_calls",
+          [u("Paris and Rome?"),
+           a("", tool_calls=[call("c1", "get_weather", '{"city": "Paris"}'),
+                             call("c2", "get_weather", '{"city": "Rome", "unit": "celsius"}')]),
+           t("21C", "c1"), t("25C", "c2")], [WEATHER], think=False),
+        g("g4_tool_result_then_user",
+          [u("Paris?"), a(None, tool_calls=[wcall]), t("21C", "call_1"), a("21C."),
+           u("Thanks, and \"Zürich\"?")], [WEATHER]),
+        g("g4_typed_arguments",
+          [u("Search"), a(None, tool_calls=[call("c1", "search", '{"q": "Zürich \\"quoted\\"", '
+                                                  '"limit": 5, "score": 0.75, "exact": true, '
+                                                  '"tags": ["a"], "opt": {"x": null, "B": [1.5]}}')]),
+           t("nothing found\nat all", "c1")], [SEARCH], think=False),
+        g("g4_system_in_middle", [u("Hi"), s("Be brief."), u("Again")], think=False),
+        g("g4_unicode", [s("Répondez en français 🇫🇷"), u("日本語で？ tabs\tand\nnewlines\n\n")]),
+        g("g4_empty_strings", [s(""), u(""), a(""), u("x")], think=False),
+    ]
     res = []
-    for fam, lst in (("chatml", out), ("qwen35", qwen35), ("llama3", llama)):
+    for fam, lst in (("chatml", out), ("qwen35", qwen35), ("llama3", llama), ("gemma4", gemma4)):
         for name, msgs, tools, agp, think in lst:
             res.append({"name": name, "family": fam, "messages": msgs, "tools": tools,
                         "add_generation_prompt": agp, "enable_thinking": think})
@@ -325,9 +372,11 @@ def build():
     qwen3 = gguf_string(path, "tokenizer.chat_template")
     qwen35 = kept_template("QWEN35_TEMPLATE", "qwen35_template")
     harmony = kept_template("GPTOSS_TEMPLATE", "harmony_template")
+    gemma4 = kept_template("GEMMA4_TEMPLATE", "gemma4_template")
     doc = {"qwen3_template": qwen3, "qwen35_template": qwen35, "llama3_template": LLAMA3_TEMPLATE,
-           "harmony_template": harmony, "cases": []}
-    templates = {"chatml": qwen3, "qwen35": qwen35, "llama3": LLAMA3_TEMPLATE, "harmony": harmony}
+           "harmony_template": harmony, "gemma4_template": gemma4, "cases": []}
+    templates = {"chatml": qwen3, "qwen35": qwen35, "llama3": LLAMA3_TEMPLATE, "harmony": harmony,
+                 "gemma4": gemma4}
     for c in cases():
         c["expected"] = render(templates[c["family"]], c)
         doc["cases"].append(c)

@@ -10,6 +10,10 @@ biases) is zeroed, so the residual stream is the token's embedding; token ID_i's
 unit vector of dimension i, and the output matrix maps dimension i to ID_{i+1}. So after ID0 (the
 prompt's last token) greedy decoding writes ID1 .. IDn. A token may repeat only with the same
 successor; the chain is refused otherwise. Standard library only.
+
+A model whose output matrix is its embedding (Gemma 4's, tied) gets an output.weight of its own
+appended (the engine reads one when present), its dense FFNs' down projections zeroed too, and its
+final norm and per-layer output scales set to 1, so the same chain holds through Gemma 4's layers.
 """
 import struct
 import sys
@@ -17,8 +21,9 @@ import sys
 SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 
 
-def tensors(data):
-    """{name: (type, ne, absolute offset)} of a GGUF file's bytes."""
+def parse(data):
+    """({name: (type, ne, absolute offset)}, where the tensor infos end, the alignment) of a GGUF
+    file's bytes."""
     pos = 24
     n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
 
@@ -56,7 +61,30 @@ def tensors(data):
         pos += 12
         out[name] = (t, ne, off)
     base = (pos + align - 1) // align * align
-    return {k: (t, ne, base + off) for k, (t, ne, off) in out.items()}
+    return {k: (t, ne, base + off) for k, (t, ne, off) in out.items()}, pos, align
+
+
+def tensors(data):
+    """{name: (type, ne, absolute offset)} of a GGUF file's bytes."""
+    return parse(data)[0]
+
+
+def with_output(data, n_embd, n_vocab):
+    """data with an F32 output.weight [n_embd, n_vocab] of zeros appended (a GGUF rewritten: one
+    more tensor info, the data moved to the new aligned start, the new tensor after it)."""
+    n_tensors = struct.unpack_from("<Q", data, 8)[0]
+    ts, info_end, align = parse(data)
+    base = (info_end + align - 1) // align * align
+    if any(t != 0 for t, _, _ in ts.values()):
+        sys.exit("scripted_model.py: a tied model must be all F32")
+    end = (len(data) - base + align - 1) // align * align
+    name = b"output.weight"
+    info = struct.pack("<Q", len(name)) + name + struct.pack("<IQQIQ", 2, n_embd, n_vocab, 0, end)
+    head = bytearray(data[:info_end]) + info
+    struct.pack_into("<Q", head, 8, n_tensors + 1)
+    head += bytes((-len(head)) % align)
+    body = bytes(data[base:]).ljust(end, b"\0")
+    return bytearray(head + body + bytes(4 * n_embd * n_vocab))
 
 
 def main():
@@ -64,6 +92,10 @@ def main():
     data = bytearray(open(src, "rb").read())
     ts = tensors(data)
     n_embd, n_vocab = ts["token_embd.weight"][1]
+    tied = "output.weight" not in ts
+    if tied:
+        data = with_output(data, n_embd, n_vocab)
+        ts = tensors(data)
     nexts = {}
     for a, b in zip(chain, chain[1:]):
         if nexts.setdefault(a, b) != b:
@@ -85,10 +117,20 @@ def main():
             n *= d
         data[off:off + 4 * n] = bytes(4 * n)
 
+    def ones(name):
+        t, ne, off = ts[name]
+        assert t == 0, name + " is not F32"
+        n = 1
+        for d in ne:
+            n *= d
+        struct.pack_into("<%df" % n, data, off, *([1.0] * n))
+
     for name in ts:
         if name.endswith((".attn_output.weight", ".attn_output.bias", ".ffn_down_exps.weight",
-                          ".ffn_down_exps.bias")):
+                          ".ffn_down_exps.bias")) or (tied and name.endswith(".ffn_down.weight")):
             zero(name)
+        if tied and (name == "output_norm.weight" or name.endswith(".layer_output_scale.weight")):
+            ones(name)
     zero("token_embd.weight")
     zero("output.weight")
     for dim, (a, b) in enumerate(nexts.items()):

@@ -10,11 +10,13 @@
 #    ../llama.cpp): cloned from $LLAMA_REPO if absent (an existing checkout must already be at that
 #    commit), configured with GGML_NATIVE, library target `llama` built in $LLAMA_DIR/build; and
 #    its CPU backend built a second time for AVX2 only (no AVX-512) in $LLAMA_DIR/build-avx2.
-# 2. tools/goldens/dump.c (against llama.h) and tools/goldens/xxh64.c, built into $WORK.
+# 2. tools/goldens/dump.c and tools/goldens/tokenize.c (against llama.h) and tools/goldens/xxh64.c,
+#    built into $WORK.
 # 3. Every model of the corpus (the ARCHS x MIXES below) written by build/sniper-mkmodel; each
 #    prompt of tests/golden/prompts run through dump; corpus.txt written with each model's XXH64;
 #    first_avx2.txt: for every golden, how far the AVX2 build's first row lands from it (dump
 #    --first with the AVX2 libggml-cpu), llama.cpp's spread between its own builds.
+# 3b. The gemma4 tokenizer vectors (tests/tokenizer/gemma4*.out) by tools/goldens/tokenize.
 # 4. Diff: every regenerated file compared with the committed one (cmp); --write copies the new
 #    corpus over tests/golden (goldens, corpus.txt and first_avx2.txt; prompts and README are not
 #    touched).
@@ -91,6 +93,9 @@ cc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include"
     || die "cannot build dump"
 cc -O2 -std=c11 -Icommon tools/goldens/xxh64.c common/hash64.c -o "$WORK/xxh64" \
     || die "cannot build xxh64"
+cc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
+    tools/goldens/tokenize.c -o "$WORK/tokenize" -L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lllama \
+    || die "cannot build tokenize"
 [ -x "$BUILD/sniper-mkmodel" ] || make -j "$JOBS" "$BUILD/sniper-mkmodel" >/dev/null
 
 # ---- 3. models and goldens ----
@@ -133,8 +138,26 @@ for entry in "${ARCHS[@]}"; do
     done
 done
 
+# ---- 3b. the gemma4 tokenizer vectors (tests/tokenizer/README.md): llama.cpp's ids on the
+# --vocab gemma4 vocabulary for our strings and for its own test strings (../shared) ----
+mkdir -p "$WORK/tokenizer"
+"$BUILD/sniper-mkmodel" --quiet --preset tiny-gemma4 --vocab gemma4 -o "$WORK/models/g4vocab.gguf" \
+    || die "sniper-mkmodel --vocab gemma4 failed"
+"$WORK/tokenize" "$WORK/models/g4vocab.gguf" tests/tokenizer/gemma4.inp \
+    >"$WORK/tokenizer/gemma4.out" || die "tokenize gemma4.inp failed"
+QWEN3_INP=../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf.inp
+if [ -f "$QWEN3_INP" ]; then
+    "$WORK/tokenize" "$WORK/models/g4vocab.gguf" "$QWEN3_INP" \
+        >"$WORK/tokenizer/gemma4-llamacpp.out" || die "tokenize $QWEN3_INP failed"
+fi
+rm -f "$WORK/models/g4vocab.gguf"
+
 # ---- 4. the diff ----
 differ=0
+for f in "$WORK"/tokenizer/*; do
+    [ -e "$f" ] || continue
+    cmp -s "$f" "tests/tokenizer/$(basename "$f")" || { echo "differs: tokenizer/$(basename "$f")"; differ=1; }
+done
 if ! cmp -s "$WORK/corpus.txt" tests/golden/corpus.txt; then
     echo "corpus.txt differs:"; diff tests/golden/corpus.txt "$WORK/corpus.txt" | head -n 20 || true
     differ=1
@@ -160,6 +183,7 @@ fi
 if [ "$WRITE" = 1 ]; then
     for f in "$WORK"/golden/*; do [ -e "$f" ] && cp "$f" tests/golden/; done
     cp "$WORK/corpus.txt" "$WORK/first_avx2.txt" tests/golden/
+    for f in "$WORK"/tokenizer/*; do [ -e "$f" ] && cp "$f" tests/tokenizer/; done
     echo "goldens: written to tests/golden ($WORK kept)"
     exit 0
 fi
