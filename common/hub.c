@@ -319,8 +319,12 @@ static int quant_choose(const struct hub_list *l, const struct hub_ref *r, char 
         return 0;
     }
     if (!r->quant[0] && l->n > 0 && !strchr(all, ',')) {
-        snprintf(q, len, "%s", all);
-        return 0;
+        const int n = snprintf(q, len, "%s", all);
+        if (n >= 0 && (size_t)n < len)
+            return 0;
+        err_set(err, err_len, "\"%s/%s\": a quantization name longer than %zu bytes", r->user,
+                r->repo, len - 1);
+        return -ENAMETOOLONG;
     }
     if (l->n == 0)
         err_set(err, err_len, "\"%s/%s\" has no GGUF file", r->user, r->repo);
