@@ -587,7 +587,8 @@ static void test_products(void) {
     check_products(0);
 }
 
-/* The tiled driver (matmul_tile.glsl) of every type that has one, against the CPU: token counts
+/* The tiled driver (matmul_tile.glsl) of every type that has one, against the CPU (the integer
+ * dot product's kernel and the plain one, each taken by gpu_op_matmul here): token counts
  * below, at and past a tile's 16 (from the threshold, and from 1 with the threshold lowered),
  * rows not a multiple of a tile's 16 or of an invocation's 4, rows of few and of many blocks. */
 static void test_products_tiled(void) {
@@ -603,16 +604,33 @@ static void test_products_tiled(void) {
         {1, 37, 17, 0}, {7, 16, 16, 0}, {10, 70, 33, 0}, {3, 5, 1, 1}, {9, 23, 7, 1},
     };
     for (size_t i = 0; i < sizeof(tiled) / sizeof(tiled[0]); i++) {
-        CHECK_MSG(o.matmul_tile[tiled[i]] >= 0, "%s has no tiled kernel", qtype_name(tiled[i]));
-        const int64_t qk = qtype_block_elems(tiled[i]);
-        for (size_t j = 0; j < sizeof(shapes) / sizeof(shapes[0]); j++) {
-            const int32_t keep = o.tile_min_tok;
-            o.tile_min_tok = shapes[j].min_tok ? shapes[j].min_tok : keep;
-            const struct product_case c = {tiled[i], shapes[j].blocks * qk, shapes[j].n_rows,
-                                           shapes[j].n_tok};
-            check_product(g, &o, &c, 1.0f);
-            o.tile_min_tok = keep;
+        const enum qtype t = tiled[i];
+        char name[64];
+        snprintf(name, sizeof(name), "matmul_tile_%s_dot", qtype_name(t));
+        const int dot = gpu_kernel(g, name);
+        name[strlen(name) - 4] = '\0';
+        const int plain = gpu_kernel(g, name), chosen = o.matmul_tile[t];
+        CHECK_MSG(plain >= 0 && chosen == (dot >= 0 ? dot : plain),
+                  "%s: the tiled kernel is not the one wanted", qtype_name(t));
+        /* the integer dot product's kernel where there is one, then the plain one */
+        CHECK(o.tile_dense[t] == (dot >= 0));
+        const bool dense = o.tile_dense[t];
+        o.tile_dense[t] = true; /* gpu_op_matmul takes the kernel under test from the threshold */
+        for (int k = dot >= 0 ? 0 : 1; k < 2; k++) {
+            o.matmul_tile[t] = k ? plain : dot;
+            fprintf(stderr, " %s\n", k ? name : "with the integer dot product:");
+            const int64_t qk = qtype_block_elems(t);
+            for (size_t j = 0; j < sizeof(shapes) / sizeof(shapes[0]); j++) {
+                const int32_t keep = o.tile_min_tok;
+                o.tile_min_tok = shapes[j].min_tok ? shapes[j].min_tok : keep;
+                const struct product_case c = {t, shapes[j].blocks * qk, shapes[j].n_rows,
+                                               shapes[j].n_tok};
+                check_product(g, &o, &c, 1.0f);
+                o.tile_min_tok = keep;
+            }
         }
+        o.matmul_tile[t] = chosen;
+        o.tile_dense[t] = dense;
     }
     gpu_ops_release(&o);
     gpu_close(g);

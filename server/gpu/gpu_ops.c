@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "err.h"
 #include "quant.h"
@@ -140,12 +141,16 @@ static int upload_codebooks(struct gpu_ops *o, char *err, size_t err_len) {
     return 0;
 }
 
-/* The kernel of k's tiled product (shaders/matmul_tile_SUFFIX.comp for matmul_SUFFIX.comp), or
- * -1 where the type has none (it keeps the per-token drivers). */
-static int tile_kernel(const struct gpu *g, const struct gpu_type_kernels *k) {
+/* The kernel of k's tiled product (shaders/matmul_tile_SUFFIX.comp for matmul_SUFFIX.comp; its
+ * _dot twin where g has the integer dot product), or -1 where the type has none (it keeps the
+ * per-token drivers). */
+static int tile_kernel(const struct gpu *g, const struct gpu_type_kernels *k, bool *dot) {
     char name[64];
-    snprintf(name, sizeof(name), "matmul_tile_%s", k->matmul + sizeof("matmul_") - 1);
-    return gpu_kernel(g, name);
+    snprintf(name, sizeof(name), "matmul_tile_%s_dot", k->matmul + sizeof("matmul_") - 1);
+    const int kd = gpu_kernel(g, name);
+    name[strlen(name) - 4] = '\0';
+    *dot = kd >= 0;
+    return kd >= 0 ? kd : gpu_kernel(g, name);
 }
 
 int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
@@ -155,7 +160,7 @@ int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
         const struct gpu_type_kernels *k = type_kernels((enum qtype)t);
         o->matmul[t] = k ? gpu_kernel(g, k->matmul) : -1;
         o->quantize[t] = k ? gpu_kernel(g, k->quantize) : -1;
-        o->matmul_tile[t] = k ? tile_kernel(g, k) : -1;
+        o->matmul_tile[t] = k ? tile_kernel(g, k, &o->tile_dense[t]) : -1;
         found += o->matmul[t] >= 0 && o->quantize[t] >= 0;
     }
     o->group_pairs = gpu_kernel(g, "group_pairs");
@@ -181,6 +186,7 @@ void gpu_ops_release(struct gpu_ops *o) {
     o->row = (struct gpu_rowops){-1, -1, -1, -1, -1, -1, -1};
     for (int t = 0; t < QTYPE_COUNT; t++) {
         o->matmul[t] = o->quantize[t] = o->matmul_tile[t] = -1;
+        o->tile_dense[t] = false;
         o->table_addr[t] = 0;
     }
     o->group_pairs = -1;
@@ -272,10 +278,13 @@ static int record_tiles(struct gpu_ops *o, enum qtype t, const struct matmul_pus
     return 0;
 }
 
-/* True when type t's product of n_tok tokens runs on the tiled driver: t has one and n_tok
- * reaches o->tile_min_tok. */
-static bool use_tiles(const struct gpu_ops *o, enum qtype t, int32_t n_tok) {
-    return o->matmul_tile[t] >= 0 && n_tok >= o->tile_min_tok;
+/* True when type t's product of n_tok tokens (or grouped pairs) runs on the tiled driver: t has
+ * one, n_tok reaches o->tile_min_tok, and for a dense product the kernel is one that beats the
+ * per-token drivers there (o->tile_dense: on the H100 the plain kernels of the 32-element types
+ * lose to the blocks driver's coalesced reads, docs/benchmarks.md). The grouped experts take
+ * every tiled kernel: the per-pair driver reads an expert's matrix once for each pair. */
+static bool use_tiles(const struct gpu_ops *o, enum qtype t, int32_t n_tok, bool grouped) {
+    return o->matmul_tile[t] >= 0 && n_tok >= o->tile_min_tok && (grouped || o->tile_dense[t]);
 }
 
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
@@ -287,7 +296,7 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
-    if (use_tiles(o, t, n_tok))
+    if (use_tiles(o, t, n_tok, false))
         return record_tiles(o, t, &p, groups(n_tok, GPU_TILE_TOK));
     return record_product(o, t, &p);
 }
@@ -319,7 +328,7 @@ int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t ma
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_pairs, .tables = o->table_addr[t], .ids = ids,
                             .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes};
-    if (pg && pg->addr && use_tiles(o, t, n_pairs)) {
+    if (pg && pg->addr && use_tiles(o, t, n_pairs, true)) {
         p.tiles = pg->addr;
         return record_tiles(o, t, &p, (uint32_t)pg->max_tiles);
     }

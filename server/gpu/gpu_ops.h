@@ -38,6 +38,8 @@ struct gpu_ops {
     int matmul[QTYPE_COUNT];   /* kernel of a weight type's product, or -1 */
     int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
     int matmul_tile[QTYPE_COUNT]; /* kernel of a type's tiled product (prefill), or -1 */
+    bool tile_dense[QTYPE_COUNT]; /* gpu_op_matmul takes it too, not only the grouped experts:
+                                * where it uses the integer dot product (measured faster) */
     int group_pairs;           /* the experts' pair grouping (gpu_op_group_pairs), or -1 */
     int32_t tile_min_tok;      /* tokens (pairs) from which products take the tiled kernels: set
                                 * by init from measurements; INT32_MAX: never (bench-gpu's
@@ -71,8 +73,8 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
 
 /* Records out[t][r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok: weights of
  * type t at w (rows row_bytes apart, n_in elements each), activation rows act_stride bytes apart,
- * output rows out_stride floats apart. From o->tile_min_tok tokens a type with a tiled kernel
- * (matmul_tile.glsl) takes it: the same bits. Returns 0, -ENOTSUP, or -EINVAL for the types of
+ * output rows out_stride floats apart. From o->tile_min_tok tokens a type whose tiled kernel
+ * (matmul_tile.glsl) is o->tile_dense takes it: the same bits. Returns 0, -ENOTSUP, or -EINVAL for the types of
  * 256-element blocks (K-quants, i-quants) where act or act_stride is not a multiple of 16
  * (quant_act_row_stride's are), or w or row_bytes not a multiple of the block size's largest
  * power-of-two divisor up to 16 (16 for Q4_K and Q5_K, 8 for IQ4_XS and IQ1_M, 4 for Q2_K, 2 for
