@@ -613,9 +613,8 @@ static void test_products_tiled(void) {
         CHECK_MSG(plain >= 0 && chosen == (dot >= 0 ? dot : plain),
                   "%s: the tiled kernel is not the one wanted", qtype_name(t));
         /* the integer dot product's kernel where there is one, then the plain one */
-        CHECK(o.tile_dense[t] == (dot >= 0));
-        const bool dense = o.tile_dense[t];
-        o.tile_dense[t] = true; /* gpu_op_matmul takes the kernel under test from the threshold */
+        const bool taken = o.tile_taken[t];
+        o.tile_taken[t] = true; /* gpu_op_matmul takes the kernel under test from the threshold */
         for (int k = dot >= 0 ? 0 : 1; k < 2; k++) {
             o.matmul_tile[t] = k ? plain : dot;
             fprintf(stderr, " %s\n", k ? name : "with the integer dot product:");
@@ -630,7 +629,7 @@ static void test_products_tiled(void) {
             }
         }
         o.matmul_tile[t] = chosen;
-        o.tile_dense[t] = dense;
+        o.tile_taken[t] = taken;
     }
     gpu_ops_release(&o);
     gpu_close(g);
@@ -1208,6 +1207,8 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
     if (bw && ba && bi && bo && bt && gpu_begin(d->g) == 0) {
         const uint64_t ba_idx = identity ? 0 : bi + (size_t)n_pairs * 4;
         const uint64_t bo_idx = identity ? 0 : bi + (size_t)n_pairs * 8;
+        const bool taken = d->o.tile_taken[t];
+        d->o.tile_taken[t] = grouped; /* the tiles whether or not the type takes them by default */
         if (grouped) {
             CHECK_EQ_INT(gpu_op_group_pairs(&d->o, bi, n_exp, n_pairs, bt, &grp), 0);
             CHECK(n_pairs < d->o.tile_min_tok || grp.addr == bt);
@@ -1216,6 +1217,7 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
         CHECK_EQ_INT(gpu_op_matmul_grouped(&d->o, t, bw, mat_bytes, row_bytes, n_in, n_rows, bi,
                                            ba, act_stride, ba_idx, bo, out_stride, bo_idx, n_pairs,
                                            grouped ? &grp : NULL), 0);
+        d->o.tile_taken[t] = taken;
         if (rowdev_submit(d)) {
             if (grp.addr)
                 check_groups(d, bt, table_bytes, ids, n_pairs, n_exp);

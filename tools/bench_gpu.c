@@ -122,18 +122,18 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
     int rc = 0;
     for (int i = -1; rc == 0 && i <= n_sweep; i++) {
         const int32_t n_tok = i < 0 ? 1 : i < n_sweep ? sweep[i] : b->tokens;
-        if (n_tok > b->tokens)
+        if (i >= 0 && i < n_sweep && n_tok >= b->tokens) /* the sweep stops below --tokens */
             continue;
         /* pass 0: the tiled kernel (where the type has one), pass 1: the per-token drivers */
         const bool both = o->matmul_tile[t] >= 0 && n_tok > 1;
         for (int pass = both ? 0 : 1; rc == 0 && pass < 2; pass++) {
             const bool tiled = pass == 0;
-            const bool dense = o->tile_dense[t];
+            const bool taken = o->tile_taken[t];
             o->tile_min_tok = tiled ? 1 : INT32_MAX;
-            o->tile_dense[t] = true;
+            o->tile_taken[t] = true;
             double s = time_products(g, o, t, w, (size_t)rb, b, act, act_stride, out, n_tok);
             o->tile_min_tok = tile_min;
-            o->tile_dense[t] = dense;
+            o->tile_taken[t] = taken;
             if (s < 0) {
                 fprintf(stderr, "bench-gpu: %s\n", gpu_error(g));
                 rc = -EIO;
@@ -144,7 +144,7 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
                    "%s%s\n", qtype_name(t), (long long)b->rows, (long long)b->cols, n_tok,
                    n_tok == 1 ? " " : "s", per * 1e6, (double)w_bytes / per * 1e-9,
                    (double)n_tok / per, !both ? "" : tiled ? "  tiled" : "  per-token",
-                   both && tiled == (n_tok >= tile_min && o->tile_dense[t]) ? " (taken)" : "");
+                   both && tiled == (n_tok >= tile_min && o->tile_taken[t]) ? " (taken)" : "");
         }
     }
     gpu_buf_free(g, w);

@@ -67,9 +67,10 @@ static const struct gpu_type_kernels gpu_types[] = {
 #define GPU_TILE_ROWS 16   /* matmul_tile.glsl's tile: rows */
 #define GPU_TILE_TOK 16    /* and tokens (or pairs) */
 #define GPU_GROUP_MAX_EXPERTS 1024 /* group_pairs.comp's */
-/* Tokens from which gpu_op_matmul takes the tiled driver (where the type has one): below, the
- * per-token drivers' workgroups of up to 8 tokens leave fewer of the tile's 16 slots idle.
- * Measured with bench-gpu on the H100 (docs/benchmarks.md). */
+/* Tokens (or pairs) from which the products take the tiled driver (where tile_pays): below, a
+ * tile leaves slots idle and the per-token drivers (up to 8 tokens a workgroup) were as fast or
+ * faster (bench-gpu --sweep on the H100: IQ4_XS lost at 8 tokens, Q4_K won from 8;
+ * docs/benchmarks.md). */
 #define GPU_TILE_MIN_TOK 16
 #define GPU_GROUPS_X 65535 /* workgroups a dispatch may have on x: Vulkan's minimum */
 #define GPU_TYPES (sizeof(gpu_types) / sizeof(gpu_types[0]))
@@ -144,13 +145,21 @@ static int upload_codebooks(struct gpu_ops *o, char *err, size_t err_len) {
 /* The kernel of k's tiled product (shaders/matmul_tile_SUFFIX.comp for matmul_SUFFIX.comp; its
  * _dot twin where g has the integer dot product), or -1 where the type has none (it keeps the
  * per-token drivers). */
-static int tile_kernel(const struct gpu *g, const struct gpu_type_kernels *k, bool *dot) {
+static int tile_kernel(const struct gpu *g, const struct gpu_type_kernels *k) {
     char name[64];
     snprintf(name, sizeof(name), "matmul_tile_%s_dot", k->matmul + sizeof("matmul_") - 1);
     const int kd = gpu_kernel(g, name);
     name[strlen(name) - 4] = '\0';
-    *dot = kd >= 0;
     return kd >= 0 ? kd : gpu_kernel(g, name);
+}
+
+/* True for the types whose tiled kernel beat the per-token drivers from 16 tokens on the H100
+ * (bench-gpu --sweep, 4096 x 4096, docs/benchmarks.md): Q4_K 1.12x at 512 tokens (with the
+ * integer dot product; 1.05x without), IQ4_XS 1.42x. Q6_K's tiles ran at 0.80x, Q8_0's at 0.37x
+ * and MXFP4's at 0.32x (their one-output-per-invocation reads of narrow words from 16 activation
+ * rows at once); Q2_K, Q3_K and Q5_K are not measured yet. */
+static bool tile_pays(enum qtype t) {
+    return t == QTYPE_Q4_K || t == QTYPE_IQ4_XS;
 }
 
 int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
@@ -160,7 +169,8 @@ int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
         const struct gpu_type_kernels *k = type_kernels((enum qtype)t);
         o->matmul[t] = k ? gpu_kernel(g, k->matmul) : -1;
         o->quantize[t] = k ? gpu_kernel(g, k->quantize) : -1;
-        o->matmul_tile[t] = k ? tile_kernel(g, k, &o->tile_dense[t]) : -1;
+        o->matmul_tile[t] = k ? tile_kernel(g, k) : -1;
+        o->tile_taken[t] = o->matmul_tile[t] >= 0 && tile_pays((enum qtype)t);
         found += o->matmul[t] >= 0 && o->quantize[t] >= 0;
     }
     o->group_pairs = gpu_kernel(g, "group_pairs");
@@ -186,7 +196,7 @@ void gpu_ops_release(struct gpu_ops *o) {
     o->row = (struct gpu_rowops){-1, -1, -1, -1, -1, -1, -1};
     for (int t = 0; t < QTYPE_COUNT; t++) {
         o->matmul[t] = o->quantize[t] = o->matmul_tile[t] = -1;
-        o->tile_dense[t] = false;
+        o->tile_taken[t] = false;
         o->table_addr[t] = 0;
     }
     o->group_pairs = -1;
@@ -279,12 +289,9 @@ static int record_tiles(struct gpu_ops *o, enum qtype t, const struct matmul_pus
 }
 
 /* True when type t's product of n_tok tokens (or grouped pairs) runs on the tiled driver: t has
- * one, n_tok reaches o->tile_min_tok, and for a dense product the kernel is one that beats the
- * per-token drivers there (o->tile_dense: on the H100 the plain kernels of the 32-element types
- * lose to the blocks driver's coalesced reads, docs/benchmarks.md). The grouped experts take
- * every tiled kernel: the per-pair driver reads an expert's matrix once for each pair. */
-static bool use_tiles(const struct gpu_ops *o, enum qtype t, int32_t n_tok, bool grouped) {
-    return o->matmul_tile[t] >= 0 && n_tok >= o->tile_min_tok && (grouped || o->tile_dense[t]);
+ * one, o takes it (o->tile_taken) and n_tok reaches o->tile_min_tok. */
+static bool use_tiles(const struct gpu_ops *o, enum qtype t, int32_t n_tok) {
+    return o->matmul_tile[t] >= 0 && o->tile_taken[t] && n_tok >= o->tile_min_tok;
 }
 
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
@@ -296,7 +303,7 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
-    if (use_tiles(o, t, n_tok, false))
+    if (use_tiles(o, t, n_tok))
         return record_tiles(o, t, &p, groups(n_tok, GPU_TILE_TOK));
     return record_product(o, t, &p);
 }
@@ -311,8 +318,8 @@ int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_byt
                                  act_idx, out, out_stride, out_idx, n_pairs, NULL);
 }
 
-/* Contract in gpu_ops.h: gpu_op_matmul_id's product, over pg's tiles where t has the tiled
- * driver and n_pairs reaches its threshold. */
+/* Contract in gpu_ops.h: gpu_op_matmul_id's product, over pg's tiles where t's tiled driver is
+ * taken and n_pairs reaches its threshold. */
 int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
                           size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids,
                           uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
@@ -328,7 +335,7 @@ int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t ma
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_pairs, .tables = o->table_addr[t], .ids = ids,
                             .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes};
-    if (pg && pg->addr && use_tiles(o, t, n_pairs, true)) {
+    if (pg && pg->addr && use_tiles(o, t, n_pairs)) {
         p.tiles = pg->addr;
         return record_tiles(o, t, &p, (uint32_t)pg->max_tiles);
     }

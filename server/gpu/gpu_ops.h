@@ -38,8 +38,8 @@ struct gpu_ops {
     int matmul[QTYPE_COUNT];   /* kernel of a weight type's product, or -1 */
     int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
     int matmul_tile[QTYPE_COUNT]; /* kernel of a type's tiled product (prefill), or -1 */
-    bool tile_dense[QTYPE_COUNT]; /* gpu_op_matmul takes it too, not only the grouped experts:
-                                * where it uses the integer dot product (measured faster) */
+    bool tile_taken[QTYPE_COUNT]; /* the products take it (from tile_min_tok): set by init for
+                                * the types where it measured faster (gpu_ops.c's tile_pays) */
     int group_pairs;           /* the experts' pair grouping (gpu_op_group_pairs), or -1 */
     int32_t tile_min_tok;      /* tokens (pairs) from which products take the tiled kernels: set
                                 * by init from measurements; INT32_MAX: never (bench-gpu's
@@ -74,7 +74,7 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
 /* Records out[t][r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok: weights of
  * type t at w (rows row_bytes apart, n_in elements each), activation rows act_stride bytes apart,
  * output rows out_stride floats apart. From o->tile_min_tok tokens a type whose tiled kernel
- * (matmul_tile.glsl) is o->tile_dense takes it: the same bits. Returns 0, -ENOTSUP, or -EINVAL for the types of
+ * (matmul_tile.glsl) is o->tile_taken runs on it: the same bits. Returns 0, -ENOTSUP, or -EINVAL for the types of
  * 256-element blocks (K-quants, i-quants) where act or act_stride is not a multiple of 16
  * (quant_act_row_stride's are), or w or row_bytes not a multiple of the block size's largest
  * power-of-two divisor up to 16 (16 for Q4_K and Q5_K, 8 for IQ4_XS and IQ1_M, 4 for Q2_K, 2 for
@@ -165,8 +165,9 @@ size_t gpu_pair_groups_bytes(int32_t n_pairs, int32_t n_expert);
 int gpu_op_group_pairs(struct gpu_ops *o, uint64_t ids, int32_t n_expert, int32_t n_pairs,
                        uint64_t table, struct gpu_pair_groups *out);
 
-/* gpu_op_matmul_id's product (the same outputs, bit for bit) over pg's tiles where type t has a
- * tiled kernel and n_pairs reaches o->tile_min_tok; otherwise (or pg NULL) as gpu_op_matmul_id.
+/* gpu_op_matmul_id's product (the same outputs, bit for bit) over pg's tiles where type t's tiled
+ * kernel is o->tile_taken and n_pairs reaches o->tile_min_tok; otherwise (or pg NULL) as
+ * gpu_op_matmul_id.
  * pg must come from gpu_op_group_pairs over the same ids and n_pairs. Returns as
  * gpu_op_matmul_id. */
 int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
