@@ -587,6 +587,54 @@ static void test_products(void) {
     check_products(0);
 }
 
+/* The tiled driver (matmul_tile.glsl) of every type that has one, against the CPU (the integer
+ * dot product's kernel and the plain one, each taken by gpu_op_matmul here): token counts
+ * below, at and past a tile's 16 (from the threshold, and from 1 with the threshold lowered),
+ * rows not a multiple of a tile's 16 or of an invocation's 4, rows of few and of many blocks. */
+static void test_products_tiled(void) {
+    struct gpu *g = open_device(0);
+    if (!g)
+        return;
+    struct gpu_ops o;
+    char err[256] = "";
+    CHECK_MSG(gpu_ops_init(&o, g, err, sizeof(err)) == 0, "%s", err);
+    static const enum qtype tiled[] = {QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q8_0, QTYPE_Q5_K,
+                                       QTYPE_Q3_K, QTYPE_Q2_K, QTYPE_IQ4_XS, QTYPE_MXFP4};
+    static const struct { int64_t blocks; int32_t n_rows, n_tok, min_tok; } shapes[] = {
+        {1, 37, 17, 0}, {7, 16, 16, 0}, {10, 70, 33, 0}, {3, 5, 1, 1}, {9, 23, 7, 1},
+    };
+    for (size_t i = 0; i < sizeof(tiled) / sizeof(tiled[0]); i++) {
+        const enum qtype t = tiled[i];
+        char name[64];
+        snprintf(name, sizeof(name), "matmul_tile_%s_dot", qtype_name(t));
+        const int dot = gpu_kernel(g, name);
+        name[strlen(name) - 4] = '\0';
+        const int plain = gpu_kernel(g, name), chosen = o.matmul_tile[t];
+        CHECK_MSG(plain >= 0 && chosen == (dot >= 0 ? dot : plain),
+                  "%s: the tiled kernel is not the one wanted", qtype_name(t));
+        /* the integer dot product's kernel where there is one, then the plain one */
+        const bool taken = o.tile_taken[t];
+        o.tile_taken[t] = true; /* gpu_op_matmul takes the kernel under test from the threshold */
+        for (int k = dot >= 0 ? 0 : 1; k < 2; k++) {
+            o.matmul_tile[t] = k ? plain : dot;
+            fprintf(stderr, " %s\n", k ? name : "with the integer dot product:");
+            const int64_t qk = qtype_block_elems(t);
+            for (size_t j = 0; j < sizeof(shapes) / sizeof(shapes[0]); j++) {
+                const int32_t keep = o.tile_min_tok;
+                o.tile_min_tok = shapes[j].min_tok ? shapes[j].min_tok : keep;
+                const struct product_case c = {t, shapes[j].blocks * qk, shapes[j].n_rows,
+                                               shapes[j].n_tok};
+                check_product(g, &o, &c, 1.0f);
+                o.tile_min_tok = keep;
+            }
+        }
+        o.matmul_tile[t] = chosen;
+        o.tile_taken[t] = taken;
+    }
+    gpu_ops_release(&o);
+    gpu_close(g);
+}
+
 /* The float and Q8_0 products again with every buffer copied through the staging buffer. */
 static void test_products_staged(void) {
     setenv("SNIPER_GPU_NO_MAP", "1", 1);
@@ -1067,8 +1115,61 @@ static void test_kv_store(void) {
 
 /* gpu_op_matmul_id against quant.h's kernels: n_pairs pairs of n_exp matrices, activation rows
  * picked by act_idx and outputs placed by out_idx (or both identity), out rows padded. */
+/* How check_matmul_id's pairs choose their experts (of 5). */
+enum pair_spread {
+    PAIRS_SPREAD,  /* (3p + 1) % 5: every expert, neighbours apart */
+    PAIRS_UNEVEN,  /* most on expert 1, a few on 2 and 4, none on 0 and 3 */
+    PAIRS_ONE,     /* all on expert 3 */
+};
+
+static int32_t pair_expert(enum pair_spread spread, int32_t p) {
+    switch (spread) {
+    case PAIRS_UNEVEN: return p % 7 < 5 ? 1 : p % 7 == 5 ? 2 : 4;
+    case PAIRS_ONE: return 3;
+    default: return (p * 3 + 1) % 5;
+    }
+}
+
+/* gpu_op_group_pairs' table for n_pairs pairs of experts ids (of n_exp), read back: every pair
+ * listed once, each tile's pairs of one expert, 1 to 16 of them, and as many tiles as the experts'
+ * counts need. */
+static void check_groups(struct rowdev *d, uint64_t table, size_t bytes, const int32_t *ids,
+                         int32_t n_pairs, int32_t n_exp) {
+    uint32_t *tb = calloc(bytes, 1);
+    int32_t *seen = calloc((size_t)n_pairs, sizeof(int32_t)), count[8] = {0};
+    rowdev_get(d, table, tb, bytes);
+    int32_t need = 0;
+    for (int32_t p = 0; p < n_pairs; p++)
+        count[ids[p]]++;
+    for (int32_t e = 0; e < n_exp; e++)
+        need += (count[e] + 15) / 16;
+    CHECK_EQ_INT(tb[0], need);
+    const uint32_t *order = tb + tb[1] / 4;
+    for (uint32_t y = 0; y < tb[0] && y < (uint32_t)need; y++) {
+        const uint32_t first = tb[4 + 2 * y], n = tb[5 + 2 * y];
+        CHECK_MSG(n >= 1 && n <= 16 && first + n <= (uint32_t)n_pairs, "tile %u: %u at %u", y, n,
+                  first);
+        const bool fits = n <= 16 && first + n <= (uint32_t)n_pairs;
+        const int32_t e0 = fits && order[first] < (uint32_t)n_pairs ? ids[order[first]] : -1;
+        for (uint32_t s = 0; fits && s < n; s++) {
+            const uint32_t pr = order[first + s];
+            CHECK_MSG(pr < (uint32_t)n_pairs && ids[pr] == e0, "tile %u: pair %u of another expert",
+                      y, pr);
+            if (pr < (uint32_t)n_pairs)
+                seen[pr]++;
+        }
+    }
+    for (int32_t p = 0; p < n_pairs; p++)
+        CHECK_MSG(seen[p] == 1, "pair %d listed %d times", p, seen[p]);
+    free(tb);
+    free(seen);
+}
+
+/* Pairs of 5 experts (spread) against the CPU, through index arrays (identity: none), per pair
+ * (gpu_op_matmul_id) or grouped by expert (gpu_op_group_pairs, gpu_op_matmul_grouped). */
 static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_t n_rows,
-                            int32_t n_pairs, bool identity) {
+                            int32_t n_pairs, bool identity, enum pair_spread spread,
+                            bool grouped) {
     const int32_t n_exp = 5, n_act = identity ? n_pairs : 3;
     const struct quant_kernels *k = quant_kernels(t);
     uint64_t rb = 0;
@@ -1089,7 +1190,7 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
     for (int32_t a = 0; a < n_act; a++)
         k->from_float(x + (size_t)a * n_in, act + a * act_stride, n_in);
     for (int32_t p = 0; p < n_pairs; p++) {
-        ids[p] = (p * 3 + 1) % n_exp;
+        ids[p] = pair_expert(spread, p);
         aidx[p] = identity ? p : p % n_act;
         oidx[p] = identity ? p : (p * 5 + 2) % n_pairs; /* a permutation: n_pairs prime to 5 */
         for (int32_t r = 0; r < n_rows; r++)
@@ -1100,16 +1201,30 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
     const uint64_t ba = rowdev_put(d, act, act_stride * n_act);
     const uint64_t bi = rowdev_put(d, ids, (size_t)n_pairs * 3 * sizeof(int32_t));
     const uint64_t bo = rowdev_put(d, NULL, n_out * sizeof(float));
-    if (bw && ba && bi && bo && gpu_begin(d->g) == 0) {
+    const size_t table_bytes = gpu_pair_groups_bytes(n_pairs, n_exp);
+    const uint64_t bt = grouped ? rowdev_put(d, NULL, table_bytes) : 1;
+    struct gpu_pair_groups grp = {0};
+    if (bw && ba && bi && bo && bt && gpu_begin(d->g) == 0) {
         const uint64_t ba_idx = identity ? 0 : bi + (size_t)n_pairs * 4;
         const uint64_t bo_idx = identity ? 0 : bi + (size_t)n_pairs * 8;
-        CHECK_EQ_INT(gpu_op_matmul_id(&d->o, t, bw, mat_bytes, row_bytes, n_in, n_rows, bi, ba,
-                                      act_stride, ba_idx, bo, out_stride, bo_idx, n_pairs), 0);
+        const bool taken = d->o.tile_taken[t];
+        d->o.tile_taken[t] = grouped; /* the tiles whether or not the type takes them by default */
+        if (grouped) {
+            CHECK_EQ_INT(gpu_op_group_pairs(&d->o, bi, n_exp, n_pairs, bt, &grp), 0);
+            CHECK(n_pairs < d->o.tile_min_tok || grp.addr == bt);
+            gpu_barrier(d->g);
+        }
+        CHECK_EQ_INT(gpu_op_matmul_grouped(&d->o, t, bw, mat_bytes, row_bytes, n_in, n_rows, bi,
+                                           ba, act_stride, ba_idx, bo, out_stride, bo_idx, n_pairs,
+                                           grouped ? &grp : NULL), 0);
+        d->o.tile_taken[t] = taken;
         if (rowdev_submit(d)) {
+            if (grp.addr)
+                check_groups(d, bt, table_bytes, ids, n_pairs, n_exp);
             rowdev_get(d, bo, got, n_out * sizeof(float));
             char what[64];
-            snprintf(what, sizeof(what), "matmul_id %s %lld x %d, %d pairs", qtype_name(t),
-                     (long long)n_in, n_rows, n_pairs);
+            snprintf(what, sizeof(what), "matmul_id %s %lld x %d, %d pairs%s", qtype_name(t),
+                     (long long)n_in, n_rows, n_pairs, grp.addr ? " in tiles" : "");
             same_bytes(what, want, got, n_out * sizeof(float), true);
         }
     }
@@ -1131,7 +1246,7 @@ static void rows_matmul_id(struct rowdev *d) {
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         for (int identity = 0; identity < 2; identity++) {
             check_matmul_id(d, cases[i].type, cases[i].n_in, cases[i].n_rows, cases[i].n_tok,
-                            identity);
+                            identity, PAIRS_SPREAD, false);
             rowdev_free_bufs(d);
         }
     rowdev_free_bufs(d);
@@ -1139,6 +1254,30 @@ static void rows_matmul_id(struct rowdev *d) {
 
 static void test_matmul_id(void) {
     with_rowdev(rows_matmul_id);
+}
+
+/* The experts' pairs grouped by expert on the tiled driver: uneven counts (an expert of several
+ * tiles, two of none), all pairs on one expert, every expert, through index arrays or not; and
+ * fewer pairs than the threshold (nothing grouped: the per-pair drivers). */
+static void rows_matmul_grouped(struct rowdev *d) {
+    static const struct { struct product_case c; enum pair_spread spread; } cases[] = {
+        {{QTYPE_Q4_K, 1792, 17, 47}, PAIRS_UNEVEN}, {{QTYPE_Q8_0, 224, 40, 37}, PAIRS_ONE},
+        {{QTYPE_Q6_K, 512, 21, 53}, PAIRS_SPREAD},  {{QTYPE_MXFP4, 2880, 9, 23}, PAIRS_UNEVEN},
+        {{QTYPE_Q5_K, 256, 6, 33}, PAIRS_ONE},      {{QTYPE_Q4_K, 512, 9, 11}, PAIRS_UNEVEN},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (int identity = 0; identity < 2; identity++) {
+            check_matmul_id(d, cases[i].c.type, cases[i].c.n_in, cases[i].c.n_rows,
+                            cases[i].c.n_tok, identity, cases[i].spread, true);
+            rowdev_free_bufs(d);
+        }
+    struct gpu_pair_groups grp;
+    CHECK_EQ_INT(gpu_op_group_pairs(&d->o, 0, 1025, 64, 0, &grp), -EINVAL);
+    CHECK_EQ_INT(gpu_op_group_pairs(&d->o, 0, 8, 64, 4, &grp), -EINVAL);
+}
+
+static void test_matmul_grouped(void) {
+    with_rowdev(rows_matmul_grouped);
 }
 
 /* Shapes the row ops cannot take are refused before anything is recorded; a released o has no
@@ -1439,6 +1578,7 @@ static const struct test_case cases[] = {
     {"contract", test_contract},
     {"deltanet", test_deltanet},
     {"products", test_products},
+    {"products_tiled", test_products_tiled},
     {"products_staged", test_products_staged},
     {"products_align", test_products_align},
     {"ops_budget", test_ops_budget},
@@ -1451,6 +1591,7 @@ static const struct test_case cases[] = {
     {"moe_sum", test_moe_sum},
     {"kv_store", test_kv_store},
     {"matmul_id", test_matmul_id},
+    {"matmul_grouped", test_matmul_grouped},
     {"rowops_errors", test_rowops_errors},
     {"rowops_staged", test_rowops_staged},
     {"attention", test_attention},

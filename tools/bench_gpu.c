@@ -1,8 +1,11 @@
 /* bench_gpu.c - what the Vulkan backend's kernels reach on a device, against its memory bandwidth:
  * a device-to-device copy (the bound), and each weight type's product for a decode step (1 token)
- * and a prefill batch, as GB/s of weights read and tokens/s of that one matrix.
+ * and a prefill batch, as GB/s of weights read and tokens/s of that one matrix; for a type with
+ * a tiled kernel the prefill twice, tiled and on the per-token drivers (--sweep: also at 4 .. 64
+ * tokens, where gpu_ops.c's threshold between them is chosen).
  *
  *     bench-gpu [--gpu N] [--rows R] [--cols C] [--tokens T] [--reps K] [--types q4_K,q6_K,...]
+ *               [--sweep 1]
  *
  * Each figure is the best of three submits of K back-to-back dispatches (one command buffer). */
 #include <errno.h>
@@ -27,6 +30,7 @@ struct bench_opts {
     const char *types; /* comma-separated type names (qtype_name, any case), NULL: all */
     int64_t rows, cols;
     int32_t tokens, reps;
+    bool sweep;
 };
 
 /* Seconds of the best of three submits of reps copies of src into dst: by the copy engine
@@ -113,22 +117,38 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
     }
     /* weights: zero bytes are valid blocks of every type; speed does not depend on the values */
     const size_t act_stride = quant_act_row_stride(t, b->cols);
-    const int32_t toks[2] = {1, b->tokens};
-    for (int i = 0; i < 2; i++) {
-        double s = time_products(g, o, t, w, (size_t)rb, b, act, act_stride, out, toks[i]);
-        if (s < 0) {
-            fprintf(stderr, "bench-gpu: %s\n", gpu_error(g));
-            gpu_buf_free(g, w);
-            return -EIO;
+    const int32_t sweep[] = {4, 8, 16, 32, 64}, n_sweep = b->sweep ? 5 : 0;
+    const int32_t tile_min = o->tile_min_tok;
+    int rc = 0;
+    for (int i = -1; rc == 0 && i <= n_sweep; i++) {
+        const int32_t n_tok = i < 0 ? 1 : i < n_sweep ? sweep[i] : b->tokens;
+        if (i >= 0 && i < n_sweep && n_tok >= b->tokens) /* the sweep stops below --tokens */
+            continue;
+        /* pass 0: the tiled kernel (where the type has one), pass 1: the per-token drivers */
+        const bool both = o->matmul_tile[t] >= 0 && n_tok > 1;
+        for (int pass = both ? 0 : 1; rc == 0 && pass < 2; pass++) {
+            const bool tiled = pass == 0;
+            const bool taken = o->tile_taken[t];
+            o->tile_min_tok = tiled ? 1 : INT32_MAX;
+            o->tile_taken[t] = true;
+            double s = time_products(g, o, t, w, (size_t)rb, b, act, act_stride, out, n_tok);
+            o->tile_min_tok = tile_min;
+            o->tile_taken[t] = taken;
+            if (s < 0) {
+                fprintf(stderr, "bench-gpu: %s\n", gpu_error(g));
+                rc = -EIO;
+                break;
+            }
+            double per = s / b->reps;
+            printf("%-7s %5lld x %5lld, %3d token%s: %8.1f us  %7.1f GB/s of weights  %9.0f tok/s"
+                   "%s%s\n", qtype_name(t), (long long)b->rows, (long long)b->cols, n_tok,
+                   n_tok == 1 ? " " : "s", per * 1e6, (double)w_bytes / per * 1e-9,
+                   (double)n_tok / per, !both ? "" : tiled ? "  tiled" : "  per-token",
+                   both && tiled == (n_tok >= tile_min && o->tile_taken[t]) ? " (taken)" : "");
         }
-        double per = s / b->reps;
-        printf("%-7s %5lld x %5lld, %3d token%s: %8.1f us  %7.1f GB/s of weights  %9.0f tok/s\n",
-               qtype_name(t), (long long)b->rows, (long long)b->cols, toks[i],
-               toks[i] == 1 ? " " : "s", per * 1e6, (double)w_bytes / per * 1e-9,
-               (double)toks[i] / per);
     }
     gpu_buf_free(g, w);
-    return 0;
+    return rc;
 }
 
 static int parse(int argc, char **argv, struct bench_opts *b) {
@@ -149,6 +169,8 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->reps = atoi(v);
         else if (strcmp(argv[i], "--types") == 0)
             b->types = v;
+        else if (strcmp(argv[i], "--sweep") == 0)
+            b->sweep = atoi(v) != 0;
         else
             return -EINVAL;
         i++;
@@ -163,7 +185,7 @@ int main(int argc, char **argv) {
     char err[256] = "", desc[512];
     if (parse(argc, argv, &b) < 0) {
         fprintf(stderr, "usage: bench-gpu [--gpu N] [--rows R] [--cols C (a multiple of 256)] "
-                        "[--tokens T] [--reps K] [--types q4_K,q6_K,...]\n");
+                        "[--tokens T] [--reps K] [--types q4_K,q6_K,...] [--sweep 1]\n");
         return 2;
     }
     int idx = gpu_choose(b.gpu, err, sizeof(err));

@@ -286,7 +286,9 @@ static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size
                       err_len)) ||
         (rc = vk_area(v, &v->attn, gpu_attn_scratch_bytes(e->p.n_batch, hp->n_head, e->p.n_ctx),
                       err, err_len)) ||
-        (rc = vk_area(v, &v->pairs, 4 * B * K * 4, err, err_len)))
+        (rc = vk_area(v, &v->pairs, 4 * B * K * 4 + gpu_pair_groups_bytes((int32_t)(B * K),
+                                                                          (int32_t)NE),
+                      err, err_len)))
         return rc;
     if (!(v->h_in = vk_host(v, B * (D + (size_t)hp->n_rot) * 4, err, err_len)) ||
         !(v->h_routes = vk_host(v, (size_t)hp->n_layer * B * K * 4, err, err_len)) ||
@@ -769,6 +771,12 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     vk_sync(v);
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
+    /* the pairs grouped by expert (after the batch's 4 arrays) for the tiled products */
+    struct gpu_pair_groups grp;
+    if ((rc = gpu_op_group_pairs(&v->ops, a_ids, (int32_t)NE, P,
+                                 a_ids + (uint64_t)e->p.n_batch * K * 16, &grp)) < 0)
+        return rc;
+    vk_sync(v);
     size_t sg = 0, su = 0, sd = 0;
     const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
     if ((rc = vk_quantize(v, wg->type, v->xn.addr, D, (int64_t)D, n_tok, v->act_in.addr, &sg)) < 0)
@@ -783,12 +791,12 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         vk_sync(v);
     }
     vk_label(v, "experts_gate_up");
-    if ((rc = gpu_op_matmul_id(&v->ops, wg->type, d->gate_exps, wg->mat_bytes, wg->row_bytes,
-                               wg->n_in, wg->n_out, a_ids, v->act_in.addr, sg, a_act, v->g.addr,
-                               F, a_out, P)) < 0 ||
-        (rc = gpu_op_matmul_id(&v->ops, wu->type, d->up_exps, wu->mat_bytes, wu->row_bytes,
-                               wu->n_in, wu->n_out, a_ids, au, su, a_act, v->u.addr, F, a_out,
-                               P)) < 0)
+    if ((rc = gpu_op_matmul_grouped(&v->ops, wg->type, d->gate_exps, wg->mat_bytes,
+                                    wg->row_bytes, wg->n_in, wg->n_out, a_ids, v->act_in.addr, sg,
+                                    a_act, v->g.addr, F, a_out, P, &grp)) < 0 ||
+        (rc = gpu_op_matmul_grouped(&v->ops, wu->type, d->up_exps, wu->mat_bytes, wu->row_bytes,
+                                    wu->n_in, wu->n_out, a_ids, au, su, a_act, v->u.addr, F, a_out,
+                                    P, &grp)) < 0)
         return rc;
     vk_sync(v);
     if (d->gate_exps_b &&
@@ -808,9 +816,9 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         return rc;
     vk_sync(v);
     vk_label(v, "experts_down");
-    if ((rc = gpu_op_matmul_id(&v->ops, wd->type, d->down_exps, wd->mat_bytes, wd->row_bytes,
-                               wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd, a_out, v->d.addr,
-                               D, a_out, P)) < 0)
+    if ((rc = gpu_op_matmul_grouped(&v->ops, wd->type, d->down_exps, wd->mat_bytes,
+                                    wd->row_bytes, wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd,
+                                    a_out, v->d.addr, D, a_out, P, &grp)) < 0)
         return rc;
     vk_sync(v);
     if (d->down_exps_b &&

@@ -342,6 +342,13 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
     f.v12.bufferDeviceAddress = VK_TRUE;
     f.v12.storageBuffer8BitAccess = VK_TRUE;
     f.v12.shaderInt8 = VK_TRUE;
+    /* the integer dot product, where the device has it: the kernels named *_dot use it */
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR,
+        .shaderIntegerDotProduct = VK_TRUE};
+    const char *const int_dot_ext[] = {"VK_KHR_shader_integer_dot_product"};
+    if (g->info.int_dot)
+        f.v12.pNext = &idp;
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = (uint32_t)family,
@@ -350,7 +357,9 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
     VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                              .pNext = &f.f2,
                              .queueCreateInfoCount = 1,
-                             .pQueueCreateInfos = &qi};
+                             .pQueueCreateInfos = &qi,
+                             .enabledExtensionCount = g->info.int_dot ? 1 : 0,
+                             .ppEnabledExtensionNames = int_dot_ext};
     VkResult r = g->fn.vkCreateDevice(g->phys, &ci, NULL, &g->dev);
     if (r != VK_SUCCESS) {
         err_set(err, err_len, "vkCreateDevice on \"%s\" failed: %s", g->info.name,
@@ -364,7 +373,15 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
     return rc;
 }
 
-/* Makes every kernel's pipeline, with the shaders' FMA_FUSED constant (common.glsl) set to fused. */
+/* True for a kernel built with the integer dot product instructions (common.glsl's INT_DOT):
+ * its name ends in "_dot". */
+static bool kernel_needs_int_dot(const char *name) {
+    const size_t n = strlen(name);
+    return n > 4 && strcmp(name + n - 4, "_dot") == 0;
+}
+
+/* Makes every kernel's pipeline (a *_dot kernel's only where the device has the integer dot
+ * product), with the shaders' FMA_FUSED constant (common.glsl) set to fused. */
 static int pipelines_new(struct gpu *g, bool fused, char *err, size_t err_len) {
     const uint32_t fused_value = fused;
     const VkSpecializationMapEntry entry = {.constantID = 0, .offset = 0, .size = 4};
@@ -385,6 +402,8 @@ static int pipelines_new(struct gpu *g, bool fused, char *err, size_t err_len) {
     }
     for (int i = 0; i < gpu_spirv_count; i++) {
         const struct gpu_spirv *s = &gpu_spirv_table[i];
+        if (kernel_needs_int_dot(s->name) && !g->info.int_dot)
+            continue; /* no pipeline: gpu_kernel answers -1 */
         uint32_t *words = malloc(*s->bytes); /* the code is bytes; the module wants words */
         if (!words) {
             err_set(err, err_len, "out of memory");
@@ -809,10 +828,9 @@ int gpu_buf_read(struct gpu *g, const struct gpu_buf *b, size_t off, void *dst, 
 /* ---- recording -------------------------------------------------------------------------------- */
 
 int gpu_kernel(const struct gpu *g, const char *name) {
-    (void)g;
     for (int i = 0; i < gpu_spirv_count; i++)
         if (strcmp(gpu_spirv_table[i].name, name) == 0)
-            return i;
+            return g->pipe && g->pipe[i] ? i : -1;
     return -1;
 }
 

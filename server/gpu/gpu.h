@@ -43,7 +43,7 @@ struct gpu_info {
     bool unified;            /* device-local memory the host can map (an APU, lavapipe) */
     bool usable;             /* has every feature the backend needs (why_not says what is missing) */
     char why_not[160];
-    bool int_dot;            /* VK_KHR_shader_integer_dot_product */
+    bool int_dot;            /* VK_KHR_shader_integer_dot_product (enabled: the *_dot kernels) */
     bool coopmat;            /* VK_KHR_cooperative_matrix */
     bool fma_fused;          /* its fma() rounds once (gpu_open's probe; else emulated) */
     bool denorm_preserve;    /* it promises to keep float subnormals (shaderDenormPreserveFloat32):
@@ -110,7 +110,8 @@ size_t gpu_buf_bytes(const struct gpu_buf *b);
 int gpu_buf_write(struct gpu *g, struct gpu_buf *b, size_t off, const void *src, size_t n);
 int gpu_buf_read(struct gpu *g, const struct gpu_buf *b, size_t off, void *dst, size_t n);
 
-/* The kernel built from shaders/NAME.comp: its id, or -1 when there is none. */
+/* The kernel built from shaders/NAME.comp: its id, or -1 when there is none or g could not make
+ * it (a NAME_dot kernel on a device without the integer dot product). */
 int gpu_kernel(const struct gpu *g, const char *name);
 
 /* Starts recording. Returns 0 or -EINVAL when already recording, -EIO when the device failed. */

@@ -4,6 +4,8 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "err.h"
 #include "quant.h"
@@ -62,6 +64,14 @@ static const struct gpu_type_kernels gpu_types[] = {
 };
 
 #define GPU_GROUP 64       /* invocations per workgroup of every kernel here */
+#define GPU_TILE_ROWS 16   /* matmul_tile.glsl's tile: rows */
+#define GPU_TILE_TOK 16    /* and tokens (or pairs) */
+#define GPU_GROUP_MAX_EXPERTS 1024 /* group_pairs.comp's */
+/* Tokens (or pairs) from which the products take the tiled driver (where tile_pays): below, a
+ * tile leaves slots idle and the per-token drivers (up to 8 tokens a workgroup) were as fast or
+ * faster (bench-gpu --sweep on the H100: IQ4_XS lost at 8 tokens, Q4_K won from 8;
+ * docs/benchmarks.md). */
+#define GPU_TILE_MIN_TOK 16
 #define GPU_GROUPS_X 65535 /* workgroups a dispatch may have on x: Vulkan's minimum */
 #define GPU_TYPES (sizeof(gpu_types) / sizeof(gpu_types[0]))
 
@@ -75,8 +85,14 @@ struct matmul_push {
     uint32_t row_bytes, act_stride, out_stride, n_in, n_rows, n_tok;
     uint64_t tables; /* matmul_push.glsl */
     uint64_t ids, act_idx, out_idx, mat_bytes; /* gpu_op_matmul_id's; 0 in gpu_op_matmul's */
+    uint64_t tiles; /* gpu_op_group_pairs' table for the tiled driver, or 0 */
 };
 _Static_assert(sizeof(struct matmul_push) <= GPU_PUSH_MAX, "push constants");
+
+struct group_push {
+    uint64_t ids, groups;
+    uint32_t n_pairs, n_expert, tile_tok, max_tiles;
+};
 
 struct quantize_push {
     uint64_t x, dst;
@@ -126,6 +142,26 @@ static int upload_codebooks(struct gpu_ops *o, char *err, size_t err_len) {
     return 0;
 }
 
+/* The kernel of k's tiled product (shaders/matmul_tile_SUFFIX.comp for matmul_SUFFIX.comp; its
+ * _dot twin where g has the integer dot product), or -1 where the type has none (it keeps the
+ * per-token drivers). */
+static int tile_kernel(const struct gpu *g, const struct gpu_type_kernels *k) {
+    char name[64];
+    snprintf(name, sizeof(name), "matmul_tile_%s_dot", k->matmul + sizeof("matmul_") - 1);
+    const int kd = gpu_kernel(g, name);
+    name[strlen(name) - 4] = '\0';
+    return kd >= 0 ? kd : gpu_kernel(g, name);
+}
+
+/* True for the types whose tiled kernel beat the per-token drivers from 16 tokens on the H100
+ * (bench-gpu --sweep, 4096 x 4096, docs/benchmarks.md): Q4_K 1.12x at 512 tokens (with the
+ * integer dot product; 1.05x without), IQ4_XS 1.42x. Q6_K's tiles ran at 0.80x, Q8_0's at 0.37x
+ * and MXFP4's at 0.32x (their one-output-per-invocation reads of narrow words from 16 activation
+ * rows at once); Q2_K, Q3_K and Q5_K are not measured yet. */
+static bool tile_pays(enum qtype t) {
+    return t == QTYPE_Q4_K || t == QTYPE_IQ4_XS;
+}
+
 int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
     *o = (struct gpu_ops){.g = g};
     int found = 0;
@@ -133,8 +169,12 @@ int gpu_ops_init(struct gpu_ops *o, struct gpu *g, char *err, size_t err_len) {
         const struct gpu_type_kernels *k = type_kernels((enum qtype)t);
         o->matmul[t] = k ? gpu_kernel(g, k->matmul) : -1;
         o->quantize[t] = k ? gpu_kernel(g, k->quantize) : -1;
+        o->matmul_tile[t] = k ? tile_kernel(g, k) : -1;
+        o->tile_taken[t] = o->matmul_tile[t] >= 0 && tile_pays((enum qtype)t);
         found += o->matmul[t] >= 0 && o->quantize[t] >= 0;
     }
+    o->group_pairs = gpu_kernel(g, "group_pairs");
+    o->tile_min_tok = GPU_TILE_MIN_TOK;
     gpu_attn_kernels_find(&o->attn, g);
     if (!found) {
         err_set(err, err_len, "gpu_ops: this build has no matrix-product kernels");
@@ -155,9 +195,11 @@ void gpu_ops_release(struct gpu_ops *o) {
     o->tables = NULL;
     o->row = (struct gpu_rowops){-1, -1, -1, -1, -1, -1, -1};
     for (int t = 0; t < QTYPE_COUNT; t++) {
-        o->matmul[t] = o->quantize[t] = -1;
+        o->matmul[t] = o->quantize[t] = o->matmul_tile[t] = -1;
+        o->tile_taken[t] = false;
         o->table_addr[t] = 0;
     }
+    o->group_pairs = -1;
     gpu_attn_kernels_find(&o->attn, NULL);
 }
 
@@ -233,6 +275,25 @@ static int record_product(struct gpu_ops *o, enum qtype t, const struct matmul_p
     return 0;
 }
 
+/* Records type t's tiled product (matmul_tile.glsl) with push constants p over n_tiles tiles of
+ * tokens (or of grouped pairs: p->tiles) on y, row tiles on x spilling onto z. */
+static int record_tiles(struct gpu_ops *o, enum qtype t, const struct matmul_push *p,
+                        uint32_t n_tiles) {
+    const struct gpu_type_kernels *k = type_kernels(t);
+    if (!split_aligned(k, p->w, p->row_bytes, p->mat_bytes, p->act, p->act_stride))
+        return -EINVAL;
+    const uint32_t n_groups = groups(p->n_rows, GPU_TILE_ROWS);
+    const uint32_t nx = n_groups < GPU_GROUPS_X ? n_groups : GPU_GROUPS_X;
+    gpu_dispatch(o->g, o->matmul_tile[t], p, sizeof(*p), nx, n_tiles, groups(n_groups, nx));
+    return 0;
+}
+
+/* True when type t's product of n_tok tokens (or grouped pairs) runs on the tiled driver: t has
+ * one, o takes it (o->tile_taken) and n_tok reaches o->tile_min_tok. */
+static bool use_tiles(const struct gpu_ops *o, enum qtype t, int32_t n_tok) {
+    return o->matmul_tile[t] >= 0 && o->tile_taken[t] && n_tok >= o->tile_min_tok;
+}
+
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok) {
@@ -242,6 +303,8 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
+    if (use_tiles(o, t, n_tok))
+        return record_tiles(o, t, &p, groups(n_tok, GPU_TILE_TOK));
     return record_product(o, t, &p);
 }
 
@@ -251,6 +314,17 @@ int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_byt
                      size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids, uint64_t act,
                      size_t act_stride, uint64_t act_idx, uint64_t out, size_t out_stride,
                      uint64_t out_idx, int32_t n_pairs) {
+    return gpu_op_matmul_grouped(o, t, w, mat_bytes, row_bytes, n_in, n_rows, ids, act, act_stride,
+                                 act_idx, out, out_stride, out_idx, n_pairs, NULL);
+}
+
+/* Contract in gpu_ops.h: gpu_op_matmul_id's product, over pg's tiles where t's tiled driver is
+ * taken and n_pairs reaches its threshold. */
+int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
+                          size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids,
+                          uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
+                          size_t out_stride, uint64_t out_idx, int32_t n_pairs,
+                          const struct gpu_pair_groups *pg) {
     if (!gpu_ops_has_type(o, t))
         return -ENOTSUP;
     if (n_in <= 0 || n_rows <= 0 || n_pairs < 0 || n_in > UINT32_MAX || n_rows > UINT32_MAX ||
@@ -261,5 +335,41 @@ int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_byt
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_pairs, .tables = o->table_addr[t], .ids = ids,
                             .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes};
+    if (pg && pg->addr && use_tiles(o, t, n_pairs)) {
+        p.tiles = pg->addr;
+        return record_tiles(o, t, &p, (uint32_t)pg->max_tiles);
+    }
     return record_product(o, t, &p);
+}
+
+/* Tiles a table for n_pairs pairs over n_expert experts must hold: the sum over experts of
+ * ceil(count / GPU_TILE_TOK) is at most (n_pairs + used (GPU_TILE_TOK - 1)) / GPU_TILE_TOK, where
+ * at most min(n_expert, n_pairs) experts are used. */
+static int64_t group_max_tiles(int32_t n_pairs, int32_t n_expert) {
+    const int64_t used = n_expert < n_pairs ? n_expert : n_pairs;
+    return ((int64_t)n_pairs + used * (GPU_TILE_TOK - 1)) / GPU_TILE_TOK;
+}
+
+size_t gpu_pair_groups_bytes(int32_t n_pairs, int32_t n_expert) {
+    if (n_pairs < 0 || n_expert < 0)
+        return 0;
+    return 16 + 8 * (size_t)group_max_tiles(n_pairs, n_expert) + 4 * (size_t)n_pairs;
+}
+
+int gpu_op_group_pairs(struct gpu_ops *o, uint64_t ids, int32_t n_expert, int32_t n_pairs,
+                       uint64_t table, struct gpu_pair_groups *out) {
+    if (o->group_pairs < 0)
+        return -ENOTSUP;
+    if (n_expert < 1 || n_expert > GPU_GROUP_MAX_EXPERTS || n_pairs < 1 || table % 8 != 0)
+        return -EINVAL;
+    *out = (struct gpu_pair_groups){0};
+    if (n_pairs < o->tile_min_tok) /* the products take the per-pair drivers: nothing to group */
+        return 0;
+    const int64_t max_tiles = group_max_tiles(n_pairs, n_expert);
+    struct group_push p = {.ids = ids, .groups = table, .n_pairs = (uint32_t)n_pairs,
+                           .n_expert = (uint32_t)n_expert, .tile_tok = GPU_TILE_TOK,
+                           .max_tiles = (uint32_t)max_tiles};
+    gpu_dispatch(o->g, o->group_pairs, &p, sizeof(p), 1, 1, 1);
+    *out = (struct gpu_pair_groups){.addr = table, .max_tiles = (int32_t)max_tiles};
+    return 0;
 }

@@ -38,6 +38,13 @@ struct gpu_ops {
     struct gpu_rowops row;
     int matmul[QTYPE_COUNT];   /* kernel of a weight type's product, or -1 */
     int quantize[QTYPE_COUNT]; /* kernel making a weight type's activation rows, or -1 */
+    int matmul_tile[QTYPE_COUNT]; /* kernel of a type's tiled product (prefill), or -1 */
+    bool tile_taken[QTYPE_COUNT]; /* the products take it (from tile_min_tok): set by init for
+                                * the types where it measured faster (gpu_ops.c's tile_pays) */
+    int group_pairs;           /* the experts' pair grouping (gpu_op_group_pairs), or -1 */
+    int32_t tile_min_tok;      /* tokens (pairs) from which products take the tiled kernels: set
+                                * by init from measurements; INT32_MAX: never (bench-gpu's
+                                * comparison) */
     struct gpu_buf *tables;    /* the grid i-quants' codebooks (owned), NULL before init */
     uint64_t table_addr[QTYPE_COUNT]; /* a type's codebook in tables, 0 for types without one */
     struct gpu_attn_kernels attn;
@@ -67,7 +74,8 @@ int gpu_op_quantize(struct gpu_ops *o, enum qtype t, uint64_t x, size_t x_stride
 
 /* Records out[t][r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok: weights of
  * type t at w (rows row_bytes apart, n_in elements each), activation rows act_stride bytes apart,
- * output rows out_stride floats apart. Returns 0, -ENOTSUP, or -EINVAL for the types of
+ * output rows out_stride floats apart. From o->tile_min_tok tokens a type whose tiled kernel
+ * (matmul_tile.glsl) is o->tile_taken runs on it: the same bits. Returns 0, -ENOTSUP, or -EINVAL for the types of
  * 256-element blocks (K-quants, i-quants) where act or act_stride is not a multiple of 16
  * (quant_act_row_stride's are), or w or row_bytes not a multiple of the block size's largest
  * power-of-two divisor up to 16 (16 for Q4_K and Q5_K, 8 for IQ4_XS and IQ1_M, 4 for Q2_K, 2 for
@@ -135,6 +143,39 @@ int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_byt
                      size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids, uint64_t act,
                      size_t act_stride, uint64_t act_idx, uint64_t out, size_t out_stride,
                      uint64_t out_idx, int32_t n_pairs);
+
+/* The routed experts' pairs grouped by expert, for the tiled products (gpu_op_group_pairs):
+ * a table in device memory and the tiles it has room for. */
+struct gpu_pair_groups {
+    uint64_t addr;      /* gpu_pair_groups_bytes of device memory, 8-byte aligned; 0: none */
+    int32_t max_tiles;  /* tiles of up to 16 pairs of one expert the table may list */
+};
+
+/* Bytes of the table gpu_op_group_pairs writes for n_pairs pairs over n_expert experts (0 for
+ * negative counts). */
+size_t gpu_pair_groups_bytes(int32_t n_pairs, int32_t n_expert);
+
+/* Records the grouping of n_pairs pairs by expert (ids: int32 array in device memory, each below
+ * n_expert <= 1024; a pair with another id is left out and its outputs are not written) into
+ * table (gpu_pair_groups_bytes, 8-byte aligned): each expert's pairs in tiles of at most 16,
+ * which gpu_op_matmul_grouped runs a workgroup each, reading the expert's weights once for the
+ * tile. *out names the table (addr 0 where n_pairs is below o->tile_min_tok: nothing recorded,
+ * the products take the per-pair drivers). The caller orders what wrote ids before it and the products after
+ * it (gpu_barrier). Returns 0, -EINVAL for counts out of range or a misaligned table, or -ENOTSUP
+ * where the build has no kernel. */
+int gpu_op_group_pairs(struct gpu_ops *o, uint64_t ids, int32_t n_expert, int32_t n_pairs,
+                       uint64_t table, struct gpu_pair_groups *out);
+
+/* gpu_op_matmul_id's product (the same outputs, bit for bit) over pg's tiles where type t's tiled
+ * kernel is o->tile_taken and n_pairs reaches o->tile_min_tok; otherwise (or pg NULL) as
+ * gpu_op_matmul_id.
+ * pg must come from gpu_op_group_pairs over the same ids and n_pairs. Returns as
+ * gpu_op_matmul_id. */
+int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
+                          size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids,
+                          uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
+                          size_t out_stride, uint64_t out_idx, int32_t n_pairs,
+                          const struct gpu_pair_groups *pg);
 
 /* A MoE layer's routing, block_moe.c's route_token bit for bit: for each of n_tok tokens, its
  * router logits (n_expert <= 1024 floats a row, plus bias when not 0), softmax over all then top

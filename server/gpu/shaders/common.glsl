@@ -6,6 +6,11 @@
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_shader_8bit_storage : require
 #extension GL_EXT_shader_16bit_storage : require
+#ifdef INT_DOT
+// the integer dot product instructions (VK_KHR_shader_integer_dot_product): kernels built with
+// INT_DOT are named NAME_dot and made only on devices that have it (gpu.c)
+#extension GL_EXT_spirv_intrinsics : require
+#endif
 
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer U8s { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer I8s { int8_t v[]; };
@@ -137,6 +142,21 @@ uint load_w32_a2(uint64_t base, uint off) {
     return uint(h.v[0]) | uint(h.v[1]) << 16;
 }
 
+#ifdef INT_DOT
+// OpSUDotKHR on packed 4 x 8-bit words (format 0: PackedVectorFormat4x8Bit): the sum over byte j
+// of (byte j of s, signed) * (byte j of u, unsigned), exact.
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018],
+                  id = 4452)
+int sudot_packed(uint s, uint u, spirv_literal int format);
+
+int dot4(uint w, uint a) {
+    return sudot_packed(a, w, 0);
+}
+
+int sum4(uint a) {
+    return sudot_packed(a, 0x01010101u, 0);
+}
+#else
 // sum over byte j < 4 of (byte j of w, unsigned) * (byte j of a, signed): a word of weight codes
 // against a word of int8 activations.
 int dot4(uint w, uint a) {
@@ -151,3 +171,4 @@ int sum4(uint a) {
     return bitfieldExtract(int(a), 0, 8) + bitfieldExtract(int(a), 8, 8) +
            bitfieldExtract(int(a), 16, 8) + bitfieldExtract(int(a), 24, 8);
 }
+#endif

@@ -19,6 +19,7 @@ layout(push_constant) uniform Push {
     uint64_t act_idx;   // pair t's activation row, or 0: row t
     uint64_t out_idx;   // pair t's output row, or 0: row t
     uint64_t mat_bytes; // bytes between matrices
+    uint64_t tiles;     // matmul_tile.glsl's grouped pairs (gpu_op_group_pairs), or 0
 } p;
 
 // Row `row` of row t's matrix.

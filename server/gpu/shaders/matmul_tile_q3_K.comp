@@ -1,0 +1,7 @@
+// matmul_tile_q3_K.comp - Q3_K's product (blocks_q3_K.glsl's terms) on matmul_tile.glsl: prefill
+// and the experts' grouped pairs.
+#version 450
+#include "common.glsl"
+#include "blocks_q3_K.glsl"
+#define TILE_SPLIT_PARTS 8u
+#include "matmul_tile.glsl"
