@@ -91,6 +91,7 @@ done
 # a CPU with SDOT but not i8mm: neondot is selected (no vec_dot_2xn) and the matmul's one-row
 # paths give vec_dot's bits there
 run_one test_quant_simd cortex-a76 dispatch_picks_simd
+run_one test_quant_iq cortex-a76 dispatch
 run_one test_ops cortex-a76 matmul
 # check_isa CPU WANT: the run-time detection (os_cpu_arm_features) selects WANT for q4_K on CPU
 # (dispatch_picks_simd cannot see a detector that never finds SDOT: it asks the same detector)
