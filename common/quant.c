@@ -1179,7 +1179,8 @@ REF_FOUR(vec_dot_iq4_xs_q8_K_ref)
 
 /* ==== dispatch ================================================================================ */
 
-#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref", NULL, NULL}
+#define KERNELS_REF(t, vt, from, dot)                                                             \
+    [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref", NULL, NULL}
 
 static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_F32, QTYPE_F32, quant_f32_from_f32, vec_dot_f32_ref),

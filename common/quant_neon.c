@@ -100,8 +100,8 @@ FLOAT_DOT_NEON(bf16_dot, bf16_t, bf16x4_load, bf16_to_f32)
         for (int c = 0; c < nc; c++)                                                              \
             acc4_fma(acc[c], i, D(x) * fp16_to_f32(y[c]->d), (float)dot32(q[0], q[1], y[c]->qs)); \
     }                                                                                             \
-    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_0 *const *y,        \
-                                 const int n_act, float acc[][4][4], int64_t i) {                 \
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_0 *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
         int8x16_t q[2][2];                                                                        \
         codes(x[0], q[0]);                                                                        \
         codes(x[1], q[1]);                                                                        \
@@ -128,8 +128,8 @@ FLOAT_DOT_NEON(bf16_dot, bf16_t, bf16x4_load, bf16_to_f32)
             acc4_fma(acc[c], i, fp16_to_f32(x->m), fp16_to_f32(y[c]->s));                         \
         }                                                                                         \
     }                                                                                             \
-    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_1 *const *y,        \
-                                 const int n_act, float acc[][4][4], int64_t i) {                 \
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_1 *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
         int8x16_t q[2][2];                                                                        \
         codes(x[0], q[0]);                                                                        \
         codes(x[1], q[1]);                                                                        \
@@ -220,8 +220,8 @@ Q8_1_TYPE(q5_1, struct block_q5_1, q5_1_codes)
                      (float)k16_msum(&k, y[c]->bsums));                                           \
         }                                                                                         \
     }                                                                                             \
-    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_K *const *y,        \
-                                 const int n_act, float acc[][4][4], int64_t i) {                 \
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_K *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
         struct neon_k16 k[2];                                                                     \
         decode(x[0], &k[0]);                                                                      \
         decode(x[1], &k[1]);                                                                      \

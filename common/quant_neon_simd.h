@@ -163,8 +163,8 @@ NEON_INLINE int k16_msum(const struct neon_k16 *k, const int16_t bsums[16]) {
  * exactly vec_dot's float operations, so it has vec_dot's bits. name_dot_2xn itself exists in the
  * "i8mm" builds only (NEON_2XN_ENTRY), where tile16 is SMMLA. */
 #define NEON_2XN_KERNELS(name, WB, AB, QKB)                                                       \
-    NEON_2XN_INLINE void name##_2cols(int64_t n, float *restrict s, const void *restrict w,          \
-                                  size_t row_bytes, const void *const *a, const int n_act) {      \
+    NEON_2XN_INLINE void name##_2cols(int64_t n, float *restrict s, const void *restrict w,       \
+                                      size_t row_bytes, const void *const *a, const int n_act) {  \
         const WB *x[2] = {w, (const void *)((const uint8_t *)w + row_bytes)};                     \
         float acc[2][4][4] = {{{0}}};                                                             \
         for (int64_t i = 0; i < n / (QKB); i++) {                                                 \
@@ -205,8 +205,8 @@ NEON_INLINE int k16_msum(const struct neon_k16 *k, const int16_t bsums[16]) {
         for (int c = 0; c < nc; c++)                                                              \
             acc4_fma(acc[c], i, D(x, y[c]), (float)k16_isum(&k, y[c]->qs));                       \
     }                                                                                             \
-    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_K *const *y,         \
-                                 const int n_act, float acc[][4][4], int64_t i) {                 \
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_K *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
         struct neon_k16 k[2];                                                                     \
         decode(x[0], &k[0]);                                                                      \
         decode(x[1], &k[1]);                                                                      \

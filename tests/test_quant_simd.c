@@ -1,7 +1,7 @@
 /* test_quant_simd.c - the AVX2 and AVX-512 (x86) and NEON (arm64: plain, with SDOT, and with SDOT
- * and SMMLA, "i8mm") vec_dot kernels against the scalar reference. For every weight type (the grid i-quants included: each
- * ISA's table is quant.c's, quant_register_* and quant_iq_register_* over the reference) and each
- * ISA this CPU has: random rows (quantized floats, and raw random
+ * and SMMLA, "i8mm") vec_dot kernels against the scalar reference. For every weight type (the
+ * grid i-quants included: each ISA's table is quant.c's, quant_register_* and
+ * quant_iq_register_* over the reference) and each ISA this CPU has: random rows (quantized floats, and raw random
  * codes with random fp16 scales incl. negative and zero) at 1, 2, 3, 7, 8 blocks and 768/2048
  * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
  * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows.

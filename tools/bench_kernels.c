@@ -202,8 +202,8 @@ static int64_t bench_2xn(struct pass *p, const struct bench_opts *o, double four
         n_diff += memcmp(&want[i], &p->out[i], sizeof(float)) != 0;
     printf("%-5s %-6s %-9s %6lldx%-5lld 2xn      %9.1f ns/row/col  vs vec_dot4 %6.1f: %.2fx  (%s)"
            "%s\n", qtype_name(p->k->type), p->k->isa, "in-cache", (long long)p->rows,
-           (long long)p->cols, ns, four_ns, four_ns / ns, n_diff ? "NOT BITWISE" : "bitwise = vec_dot4",
-           threads_note(o));
+           (long long)p->cols, ns, four_ns, four_ns / ns,
+           n_diff ? "NOT BITWISE" : "bitwise = vec_dot4", threads_note(o));
     fflush(stdout);
     free(want);
     return n_diff;
