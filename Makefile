@@ -60,9 +60,10 @@ endif
 AVX2_FLAGS   := -mavx2 -mfma -mf16c
 AVX512_FLAGS := $(AVX2_FLAGS) -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni
 
-ISA_SRC    := $(wildcard common/*_avx2.c common/*_avx512.c common/*_neon.c common/*_neondot.c)
+ISA_SRC    := $(wildcard common/*_avx2.c common/*_avx512.c common/*_neon.c common/*_neondot.c \
+                         common/*_i8mm.c)
 ISA_KEEP   := $(if $(filter x86,$(CPU_ARCH)),$(filter %_avx2.c %_avx512.c,$(ISA_SRC))) \
-              $(if $(filter arm64,$(CPU_ARCH)),$(filter %_neon.c %_neondot.c,$(ISA_SRC)))
+              $(if $(filter arm64,$(CPU_ARCH)),$(filter %_neon.c %_neondot.c %_i8mm.c,$(ISA_SRC)))
 COMMON_SRC := $(filter-out $(ISA_SRC),$(wildcard common/*.c)) $(ISA_KEEP) \
               $(OS_SRC:%=common/os/%.c)
 ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c) \
@@ -105,6 +106,7 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/common/%_avx2.o: CFLAGS += $(AVX2_FLAGS)
 $(BUILD)/obj/common/%_avx512.o: CFLAGS += $(AVX512_FLAGS)
 $(BUILD)/obj/common/%_neondot.o: CFLAGS += -march=armv8.2-a+dotprod
+$(BUILD)/obj/common/%_i8mm.o: CFLAGS += -march=armv8.2-a+dotprod+i8mm
 # Debian 12's aarch64 GCC 12.2 crashes vectorizing test_quant.c's fmax reductions (an internal
 # compiler error in vect_transform_reduction): that file is built without the loop vectorizer there.
 ifeq ($(CPU_ARCH),arm64)

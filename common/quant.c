@@ -1179,7 +1179,8 @@ REF_FOUR(vec_dot_iq4_xs_q8_K_ref)
 
 /* ==== dispatch ================================================================================ */
 
-#define KERNELS_REF(t, vt, from, dot) [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref", NULL}
+#define KERNELS_REF(t, vt, from, dot)                                                             \
+    [t] = {t, vt, from, dot, dot##_x4, dot##_r4, "ref", NULL, NULL}
 
 static const struct quant_kernels ref_table[QTYPE_COUNT] = {
     KERNELS_REF(QTYPE_F32, QTYPE_F32, quant_f32_from_f32, vec_dot_f32_ref),
@@ -1215,9 +1216,11 @@ enum quant_isa {
     QUANT_ISA_AVX512,
     QUANT_ISA_NEON,
     QUANT_ISA_NEONDOT,
+    QUANT_ISA_I8MM,
     QUANT_ISA_COUNT /* as a cap: none */
 };
-static const char *const isa_names[QUANT_ISA_COUNT] = {"ref", "avx2", "avx512", "neon", "neondot"};
+static const char *const isa_names[QUANT_ISA_COUNT] = {"ref",  "avx2",    "avx512",
+                                                       "neon", "neondot", "i8mm"};
 
 /* The ceiling a SNIPER_ISA-style string sets (none when NULL or empty; an unknown value is
  * reported and ignored). */
@@ -1227,7 +1230,8 @@ static enum quant_isa isa_cap(const char *cap) {
     for (int i = 0; i < QUANT_ISA_COUNT; i++)
         if (strcmp(cap, isa_names[i]) == 0)
             return (enum quant_isa)i;
-    fprintf(stderr, "%s: unknown SNIPER_ISA \"%s\" ignored (ref, avx2, avx512, neon, neondot)\n",
+    fprintf(stderr,
+            "%s: unknown SNIPER_ISA \"%s\" ignored (ref, avx2, avx512, neon, neondot, i8mm)\n",
             __func__, cap);
     return QUANT_ISA_COUNT;
 }
@@ -1248,10 +1252,14 @@ static enum quant_isa isa_available(enum quant_isa cap) {
             isa = QUANT_ISA_AVX512;
     }
 #elif defined(__aarch64__)
-    first = QUANT_ISA_NEON, last = QUANT_ISA_NEONDOT;
+    first = QUANT_ISA_NEON, last = QUANT_ISA_I8MM;
     isa = QUANT_ISA_NEON; /* Advanced SIMD is part of every Armv8-A CPU */
-    if (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD)
+    const unsigned arm = os_cpu_arm_features();
+    if (arm & OS_CPU_ARM_DOTPROD) {
         isa = QUANT_ISA_NEONDOT;
+        if (arm & OS_CPU_ARM_I8MM) /* the i8mm build uses SDOT too */
+            isa = QUANT_ISA_I8MM;
+    }
 #endif
     if (cap == QUANT_ISA_COUNT)
         return isa;
@@ -1279,6 +1287,10 @@ static void isa_table(enum quant_isa isa, struct quant_kernels *tab) {
         quant_register_neon(tab, QTYPE_COUNT);
         quant_register_neondot(tab, QTYPE_COUNT); /* over the NEON ones it registers first */
         quant_iq_register_neondot(tab, QTYPE_COUNT);
+    } else if (isa == QUANT_ISA_I8MM) {
+        quant_register_neon(tab, QTYPE_COUNT);
+        quant_register_i8mm(tab, QTYPE_COUNT); /* likewise */
+        quant_iq_register_i8mm(tab, QTYPE_COUNT);
     }
 #endif
 }
@@ -1387,8 +1399,28 @@ static bool same_float(float a, float b) {
     return f32_bits(a) == f32_bits(b);
 }
 
-/* True when k's vec_dot, vec_dot4, vec_dot2 and vec_dot_rows4 give the reference's bits on every
- * input. */
+/* True when k's vec_dot_2xn (where it has one) gives the reference's bits for rows 0-1 and 2-3
+ * against activation rows 0-1, 2-3 (n_act 2) and 0-3 (n_act 4) at row length cd->n[s]. */
+static bool check_2xn(const struct quant_kernels *k, const struct check_data *cd, int s,
+                      const void *const acts[CHECK_ROWS]) {
+    bool ok = true;
+    for (int r = 0; k->vec_dot_2xn && r + 2 <= CHECK_ROWS; r += 2) {
+        const uint8_t *w = cd->w + r * cd->w_row;
+        float got[2 * CHECK_ROWS];
+        for (int j = 0; j + 2 <= CHECK_ROWS; j += 2) {
+            k->vec_dot_2xn(cd->n[s], got, w, cd->w_row, acts + j, 2);
+            for (int i = 0; i < 4; i++)
+                ok = ok && same_float(got[i], cd->want[s][r + i / 2][j + i % 2]);
+        }
+        k->vec_dot_2xn(cd->n[s], got, w, cd->w_row, acts, 4);
+        for (int i = 0; i < 8; i++)
+            ok = ok && same_float(got[i], cd->want[s][r + i / 4][i % 4]);
+    }
+    return ok;
+}
+
+/* True when k's vec_dot, vec_dot4, vec_dot2, vec_dot_rows4 and vec_dot_2xn give the reference's
+ * bits on every input. */
 static bool check_kernels(const struct quant_kernels *k, const struct check_data *cd) {
     bool ok = true;
     for (int s = 0; s < CHECK_SIZES && ok; s++) {
@@ -1416,6 +1448,7 @@ static bool check_kernels(const struct quant_kernels *k, const struct check_data
             for (int r = 0; r < CHECK_ROWS; r++)
                 ok = ok && same_float(rows[r], cd->want[s][r][j]);
         }
+        ok = ok && check_2xn(k, cd, s, acts);
     }
     return ok;
 }

@@ -41,7 +41,7 @@
  *    then lane l += lane l+16 (l < 16), l += l+8, l += l+4, l += l+2, l += l+1; then the tail
  *    elements are added to lane 0 one by one with fmaf. (AVX2: four __m256 accumulators; AVX-512:
  *    two __m512.)
- *  - vec_dot4 and vec_dot_rows4 perform, per output, vec_dot's operations.
+ *  - vec_dot4, vec_dot2, vec_dot_rows4 and vec_dot_2xn perform, per output, vec_dot's operations.
  *  - The activation quantizers (from_float) are one function for every ISA. */
 #ifndef SNIPER_QUANT_H
 #define SNIPER_QUANT_H
@@ -159,6 +159,13 @@ typedef void (*quant_vec_dot2_fn)(int64_t n, float *restrict s, const void *rest
  * operations in the same order), so a row's result does not depend on how rows were grouped. */
 typedef void (*quant_vec_dot_rows4_fn)(int64_t n, float *restrict s, const void *restrict w,
                                        size_t row_bytes, const void *restrict a);
+/* s[i * n_act + j] = dot(row i, a[j]) for i < 2 and j < n_act (2 or 4): two weight rows,
+ * row_bytes apart starting at w, against two or four activation rows (a[j] may repeat), sharing
+ * the loads and unpacking of both sides: the shape of Arm's SMMLA, which multiplies a 2x8 by an
+ * 8x2 int8 tile. Each output is bit-identical to vec_dot(n, ..., w + i * row_bytes, a[j]) of the
+ * same table, so grouping never changes a result. */
+typedef void (*quant_vec_dot_2xn_fn)(int64_t n, float *restrict s, const void *restrict w,
+                                     size_t row_bytes, const void *const *a, int n_act);
 /* Converts n floats into the activation format (see the quant_*_from_f32 functions above). */
 typedef void (*quant_from_float_fn)(const float *restrict x, void *restrict y, int64_t n);
 
@@ -169,8 +176,10 @@ struct quant_kernels {
     quant_vec_dot_fn vec_dot;
     quant_vec_dot4_fn vec_dot4;    /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
     quant_vec_dot_rows4_fn vec_dot_rows4; /* never NULL where vec_dot is set; bitwise vec_dot x 4 */
-    const char *isa;               /* "ref", "avx2", "avx512" */
+    const char *isa;               /* "ref", "avx2", "avx512", "neon", "neondot", "i8mm" */
     quant_vec_dot2_fn vec_dot2;    /* NULL where the ISA has none (then vec_dot4 serves two) */
+    quant_vec_dot_2xn_fn vec_dot_2xn; /* NULL where the ISA has none (i8mm's quantized types have
+                                       * one: the matmul then takes rows in pairs) */
 };
 
 /* The scalar reference kernels for weight type t, or NULL when t has none. Static storage. */
@@ -178,18 +187,20 @@ const struct quant_kernels *quant_kernels_ref(enum qtype t);
 
 /* The fastest kernels for t on this CPU (chosen once, on first use; thread-safe), or NULL when t
  * has none: quant_kernels_select(table, getenv("SNIPER_ISA"), NULL). SNIPER_ISA=ref|avx2|avx512
- * (x86) or ref|neon|neondot (arm64) caps the choice (for tests and benchmarks). Static storage. */
+ * (x86) or ref|neon|neondot|i8mm (arm64) caps the choice (for tests and benchmarks). Static
+ * storage. */
 const struct quant_kernels *quant_kernels(enum qtype t);
 
 /* Fills tab[QTYPE_COUNT] with the kernels for this CPU, no wider than cap ("ref", "avx2",
- * "avx512" on x86; "ref", "neon", "neondot" on arm64; NULL or "" for no cap; another CPU
- * family's name means ref). Each SIMD type entry (vec_dot, vec_dot4 and vec_dot_rows4)
- * first runs on fixed blocks (a fixed seed, 1, 3, 4 and 7 blocks, edge values) against the
- * scalar reference; one that differs in any bit is not used: stderr says "quant_kernels: <type>
- * <isa> kernel disagrees with the reference; using <narrower isa>" and the next narrower twin,
- * checked the same way, takes over (avx512 -> avx2 -> ref, neondot -> neon -> ref). corrupt ("<type>:<isa>", e.g.
- * "q4_K:avx512", or NULL) is a test hook: that type's vec_dot in that ISA flips its result's last
- * bit, as a miscompiled kernel would. Returns how many candidate entries were rejected. */
+ * "avx512" on x86; "ref", "neon", "neondot", "i8mm" on arm64; NULL or "" for no cap; another CPU
+ * family's name means ref). Each SIMD type entry (vec_dot, vec_dot4, vec_dot2, vec_dot_rows4 and
+ * vec_dot_2xn where it has them) first runs on fixed blocks (a fixed seed, 1, 3, 4 and 7 blocks,
+ * edge values) against the scalar reference; one that differs in any bit is not used: stderr says
+ * "quant_kernels: <type> <isa> kernel disagrees with the reference; using <narrower isa>" and the
+ * next narrower twin, checked the same way, takes over (avx512 -> avx2 -> ref, i8mm -> neondot ->
+ * neon -> ref). corrupt ("<type>:<isa>", e.g. "q4_K:avx512", or NULL) is a test hook: that type's
+ * vec_dot in that ISA flips its result's last bit, as a miscompiled kernel would. Returns how many
+ * candidate entries were rejected. */
 int quant_kernels_select(struct quant_kernels *tab, const char *cap, const char *corrupt);
 
 /* Bytes of the activation row of n elements in t's vec_dot_type (for sizing buffers), 0 when t has no
@@ -202,7 +213,8 @@ size_t quant_act_row_bytes(enum qtype t, int64_t n);
 size_t quant_act_row_stride(enum qtype t, int64_t n);
 
 /* SIMD twins, defined in quant_avx2.c / quant_avx512.c (x86 builds) and quant_neon.c /
- * quant_neondot.c (arm64 builds; neondot: SDOT, Armv8.2's dot-product extension): each fills tab
+ * quant_neondot.c / quant_i8mm.c (arm64 builds; neondot: SDOT, Armv8.2's dot-product extension;
+ * i8mm: the same with SMMLA, FEAT_I8MM, and vec_dot_2xn for the quantized types): each fills tab
  * (indexed by qtype) with the kernels it implements for the given weight types, leaving other
  * entries alone. Only called when the CPU supports the ISA. */
 #if defined(__x86_64__) || defined(__i386__)
@@ -211,6 +223,7 @@ void quant_register_avx512(struct quant_kernels *tab, int n_tab);
 #elif defined(__aarch64__)
 void quant_register_neon(struct quant_kernels *tab, int n_tab);
 void quant_register_neondot(struct quant_kernels *tab, int n_tab);
+void quant_register_i8mm(struct quant_kernels *tab, int n_tab);
 #endif
 
 #endif

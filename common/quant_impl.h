@@ -152,7 +152,8 @@ static inline __attribute__((always_inline)) void prefetch_rows4(const void *w, 
 }
 
 /* Sets a type's kernels and its isa name together, so a table never mixes ISAs within one type
- * (fn2 may be NULL: the ISA has no vec_dot2 for the type). */
+ * (fn2 may be NULL: the ISA has no vec_dot2 for the type). vec_dot_2xn is cleared: an ISA that
+ * has one sets it after this call. */
 static inline void quant_set_kernel(struct quant_kernels *tab, int n_tab, enum qtype t,
                                     quant_vec_dot_fn fn, quant_vec_dot4_fn fn4,
                                     quant_vec_dot2_fn fn2, quant_vec_dot_rows4_fn fnr4,
@@ -163,6 +164,7 @@ static inline void quant_set_kernel(struct quant_kernels *tab, int n_tab, enum q
     tab[t].vec_dot4 = fn4;
     tab[t].vec_dot2 = fn2;
     tab[t].vec_dot_rows4 = fnr4;
+    tab[t].vec_dot_2xn = NULL;
     tab[t].isa = isa;
 }
 #define QUANT_SET(tab, n_tab, t, name, isa)                                                       \

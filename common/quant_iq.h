@@ -143,10 +143,12 @@ const uint64_t *quant_iq1_w_table(void);
 void quant_iq_register_avx2(struct quant_kernels *tab, int n_tab);
 void quant_iq_register_avx512(struct quant_kernels *tab, int n_tab);
 #elif defined(__aarch64__)
-/* The NEON twins (quant_iq_neon.c) and the same compiled with SDOT (quant_iq_neondot.c), each
- * with vec_dot2; likewise only called where the CPU has the ISA. */
+/* The NEON twins (quant_iq_neon.c) and the same compiled with SDOT (quant_iq_neondot.c) and with
+ * SDOT and SMMLA (quant_iq_i8mm.c, which adds vec_dot_2xn), each with vec_dot2; likewise only
+ * called where the CPU has the ISA. */
 void quant_iq_register_neon(struct quant_kernels *tab, int n_tab);
 void quant_iq_register_neondot(struct quant_kernels *tab, int n_tab);
+void quant_iq_register_i8mm(struct quant_kernels *tab, int n_tab);
 #endif
 
 #endif

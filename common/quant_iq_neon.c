@@ -1,6 +1,7 @@
 /* quant_iq_neon.c - NEON twins of the grid i-quant dot products in quant_iq.c (IQ2_XXS, IQ2_XS,
  * IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M). quant_iq_neondot.c compiles this file again with SDOT,
- * registered as "neondot" where the CPU has it. Each block is decoded into quant_neon_simd.h's
+ * registered as "neondot" where the CPU has it, and quant_iq_i8mm.c with SMMLA too ("i8mm", with
+ * vec_dot_2xn: quant_neon_simd.h's two-row driver). Each block is decoded into quant_neon_simd.h's
  * sixteen groups (signed codes, the spec's odd multipliers as group factors), whose exact integer
  * sum is the spec's isum; the float steps are the spec's, in its order, so every result is
  * bit-identical to quant_iq.c's. Grid entries come from the codebooks by scalar index loads;
@@ -9,7 +10,9 @@
 #include "quant_iq.h"
 #include "quant_neon_simd.h"
 
-#if defined(__ARM_FEATURE_DOTPROD)
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+#define IQ_NEON_REGISTER quant_iq_register_i8mm
+#elif defined(__ARM_FEATURE_DOTPROD)
 #define IQ_NEON_REGISTER quant_iq_register_neondot
 #else
 #define IQ_NEON_REGISTER quant_iq_register_neon

@@ -1,15 +1,19 @@
 /* quant_neon.c - the NEON twins (Armv8-A Advanced SIMD) of quant.c's reference dot products, for
  * f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, iq4_nl, mxfp4, q2_K, q3_K, q4_K, q5_K, q6_K and
  * iq4_xs. quant_neondot.c compiles this file a second time with the dot-product extension
- * (SDOT), registered as "neondot" where the CPU has it (os_cpu_arm_features).
+ * (SDOT), registered as "neondot" where the CPU has it (os_cpu_arm_features), and quant_i8mm.c a
+ * third time with SMMLA as well ("i8mm"), where the quantized types also get vec_dot_2xn (two
+ * weight rows against two or four activation rows in SMMLA's 2x2 tiles).
  * Invariant (quant.h's accumulation contract): NEON computes each block's integer sums only
- * (exact: int8 products widened to int16, pairs added into int32, or SDOT); every float
+ * (exact: int8 products widened to int16, pairs added into int32, SDOT or SMMLA); every float
  * operation is the reference's own expression, in its order, so the results are its bits. The
  * quantized types unpack a weight block once for all the columns of vec_dot2 and vec_dot4
  * (quant_neon_simd.h's column driver). */
 #include "quant_neon_simd.h"
 
-#if defined(__ARM_FEATURE_DOTPROD)
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+#define NEON_REGISTER quant_register_i8mm
+#elif defined(__ARM_FEATURE_DOTPROD)
 #define NEON_REGISTER quant_register_neondot
 #else
 #define NEON_REGISTER quant_register_neon
@@ -96,7 +100,22 @@ FLOAT_DOT_NEON(bf16_dot, bf16_t, bf16x4_load, bf16_to_f32)
         for (int c = 0; c < nc; c++)                                                              \
             acc4_fma(acc[c], i, D(x) * fp16_to_f32(y[c]->d), (float)dot32(q[0], q[1], y[c]->qs)); \
     }                                                                                             \
-    NEON_COLS_KERNELS(name, WB, struct block_q8_0, 32)
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_0 *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
+        int8x16_t q[2][2];                                                                        \
+        codes(x[0], q[0]);                                                                        \
+        codes(x[1], q[1]);                                                                        \
+        for (int p = 0; p < n_act; p += 2) {                                                      \
+            int32_t t[4];                                                                         \
+            tile32(q, y[p]->qs, y[p + 1]->qs, t);                                                 \
+            for (int r = 0; r < 2; r++)                                                           \
+                for (int c = 0; c < 2; c++)                                                       \
+                    acc4_fma(acc[r][p + c], i, D(x[r]) * fp16_to_f32(y[p + c]->d),                \
+                             (float)t[2 * r + c]);                                                \
+        }                                                                                         \
+    }                                                                                             \
+    NEON_COLS_KERNELS(name, WB, struct block_q8_0, 32)                                            \
+    NEON_2XN_KERNELS(name, WB, struct block_q8_0, 32)
 /* Against Q8_1 (codes >= 0): d = fp16(x.d) * fp16(y.d), then fmaf(fp16(x.m), fp16(y.s)). */
 #define Q8_1_TYPE(name, WB, codes)                                                                \
     NEON_INLINE void name##_block(const WB *x, const struct block_q8_1 *const *y, const int nc,  \
@@ -109,7 +128,24 @@ FLOAT_DOT_NEON(bf16_dot, bf16_t, bf16x4_load, bf16_to_f32)
             acc4_fma(acc[c], i, fp16_to_f32(x->m), fp16_to_f32(y[c]->s));                         \
         }                                                                                         \
     }                                                                                             \
-    NEON_COLS_KERNELS(name, WB, struct block_q8_1, 32)
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_1 *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
+        int8x16_t q[2][2];                                                                        \
+        codes(x[0], q[0]);                                                                        \
+        codes(x[1], q[1]);                                                                        \
+        for (int p = 0; p < n_act; p += 2) {                                                      \
+            int32_t t[4];                                                                         \
+            tile32(q, y[p]->qs, y[p + 1]->qs, t);                                                 \
+            for (int r = 0; r < 2; r++)                                                           \
+                for (int c = 0; c < 2; c++) {                                                     \
+                    acc4_fma(acc[r][p + c], i, fp16_to_f32(x[r]->d) * fp16_to_f32(y[p + c]->d),   \
+                             (float)t[2 * r + c]);                                                \
+                    acc4_fma(acc[r][p + c], i, fp16_to_f32(x[r]->m), fp16_to_f32(y[p + c]->s));   \
+                }                                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+    NEON_COLS_KERNELS(name, WB, struct block_q8_1, 32)                                            \
+    NEON_2XN_KERNELS(name, WB, struct block_q8_1, 32)
 
 #define D_FP16(x) fp16_to_f32((x)->d)
 #define D_E8M0(x) quant_e8m0_half((x)->e)
@@ -184,7 +220,25 @@ Q8_1_TYPE(q5_1, struct block_q5_1, q5_1_codes)
                      (float)k16_msum(&k, y[c]->bsums));                                           \
         }                                                                                         \
     }                                                                                             \
-    NEON_COLS_KERNELS(name, WB, struct block_q8_K, QK_K)
+    NEON_2XN_INLINE void name##_tile(const WB *const x[2], const struct block_q8_K *const *y,     \
+                                     const int n_act, float acc[][4][4], int64_t i) {             \
+        struct neon_k16 k[2];                                                                     \
+        decode(x[0], &k[0]);                                                                      \
+        decode(x[1], &k[1]);                                                                      \
+        for (int p = 0; p < n_act; p += 2) {                                                      \
+            int32_t t[4];                                                                         \
+            k16_isum_tile(&k[0], &k[1], y[p]->qs, y[p + 1]->qs, t);                               \
+            for (int r = 0; r < 2; r++)                                                           \
+                for (int c = 0; c < 2; c++) {                                                     \
+                    const struct block_q8_K *yc = y[p + c];                                       \
+                    acc4_fma(acc[r][p + c], i, D_Q8K(x[r], yc), (float)t[2 * r + c]);             \
+                    acc4_fma(acc[r][p + c], i, -(yc->d * fp16_to_f32(x[r]->dmin)),                \
+                             (float)k16_msum(&k[r], yc->bsums));                                  \
+                }                                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+    NEON_COLS_KERNELS(name, WB, struct block_q8_K, QK_K)                                          \
+    NEON_2XN_KERNELS(name, WB, struct block_q8_K, QK_K)
 
 /* q4_K / q5_K: 32-byte run c holds sub-block 2c (low nibbles) and 2c + 1 (high nibbles), group
  * 2sb + h of 16 the run's half h; q5_K adds bit 2c (2c + 1) of qh[l] as the fifth bit of element

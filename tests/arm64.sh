@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # arm64.sh - the tests that matter for the CPU (kernels, fidelity, engine, experts, ctxfile,
 # tokenizer) cross-built for linux-arm64 into build-arm64/ and run under qemu-user: the NEON twins
-# bitwise against the reference, with SDOT (qemu's "max" CPU) and without it (a Cortex-A53, so
-# the run-time detection picks plain NEON), then fidelity against the fixtures' goldens and
+# bitwise against the reference, with SDOT and SMMLA (qemu's "max" CPU has both), with SDOT only
+# (a Cortex-A76: the run-time detection picks neondot, and the matmul its one-row kernels) and
+# without either (a Cortex-A53: plain NEON), then fidelity against the fixtures' goldens and
 # streaming as on x86. Models come from the host's sniper-mkmodel ($BUILD; the same bytes).
 # Where the cross compiler, qemu or the arm64 libraries are missing it says so and skips
 # (scripts/deps.sh installs them). Ends with "N passed, N failed, N skipped", like every test.
@@ -12,10 +13,11 @@ ARM_CC=${ARM64_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU_AARCH64:-qemu-aarch64}
 ABUILD=${ARM64_BUILD:-build-arm64}
 HOST_BUILD=${BUILD:-build}
-TESTS=(test_quant test_quant_simd test_quant_iq test_fidelity test_engine test_experts test_ctxfile test_tokenizer)
+TESTS=(test_quant test_quant_simd test_quant_iq test_ops test_fidelity test_engine test_experts
+       test_ctxfile test_tokenizer)
 # binary[:case]: whole binaries where they are quick, else cases (name substrings) picked for the
 # NEON types they run (qemu runs the engine 30-40x slower than the host: the whole set is ~2 min)
-RUNS=(test_quant test_quant_simd test_quant_iq
+RUNS=(test_quant test_quant_simd test_quant_iq test_ops:matmul
       test_fidelity:x256_q3_k_m test_fidelity:x256_mxfp4_moe test_fidelity:dense_q4_1
       test_fidelity:x256_iq2_m
       test_engine:llama_runs test_engine:batch_invariance_moe_q4_k_m
@@ -86,6 +88,11 @@ done
 for c in neon_bitwise dispatch; do
     run_one test_quant_iq cortex-a53 "$c"
 done
+# a CPU with SDOT but not i8mm: neondot is selected (no vec_dot_2xn) and the matmul's one-row
+# paths give vec_dot's bits there
+run_one test_quant_simd cortex-a76 dispatch_picks_simd
+run_one test_quant_iq cortex-a76 dispatch
+run_one test_ops cortex-a76 matmul
 # check_isa CPU WANT: the run-time detection (os_cpu_arm_features) selects WANT for q4_K on CPU
 # (dispatch_picks_simd cannot see a detector that never finds SDOT: it asks the same detector)
 check_isa() {
@@ -100,7 +107,8 @@ check_isa() {
         echo "arm64 detection on $1: q4_K -> \"$got\", want $2"
     fi
 }
-check_isa max neondot
+check_isa max i8mm
+check_isa cortex-a76 neondot
 check_isa cortex-a53 neon
 echo "$total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" -eq 0 ]

@@ -51,7 +51,10 @@ bool test_cpu_has(const char *isa) {
 #elif defined(__aarch64__)
     if (strcmp(isa, "neon") == 0)
         return true; /* Advanced SIMD is part of every Armv8-A CPU */
-    return strcmp(isa, "neondot") == 0 && (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD) != 0;
+    const unsigned f = os_cpu_arm_features();
+    if (strcmp(isa, "i8mm") == 0) /* the i8mm kernels use SDOT as well */
+        return (f & OS_CPU_ARM_DOTPROD) && (f & OS_CPU_ARM_I8MM);
+    return strcmp(isa, "neondot") == 0 && (f & OS_CPU_ARM_DOTPROD) != 0;
 #else
     (void)isa;
     return false;

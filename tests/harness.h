@@ -33,8 +33,8 @@ void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int test_failures(void);
 
 /* True when this CPU runs the kernels of isa ("avx2": AVX2+FMA+F16C; "avx512": that plus AVX-512
- * F/BW/VL/DQ/VNNI; "neon": any arm64 CPU; "neondot": one with FEAT_DotProd), the sets quant.c's
- * dispatch asks for. */
+ * F/BW/VL/DQ/VNNI; "neon": any arm64 CPU; "neondot": one with FEAT_DotProd; "i8mm": one with
+ * FEAT_DotProd and FEAT_I8MM), the sets quant.c's dispatch asks for. */
 bool test_cpu_has(const char *isa);
 
 /* The shared fixtures folder ($SNIPER_FIXTURES, else ../shared/fixtures), or NULL when absent. */

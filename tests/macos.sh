@@ -9,8 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 CLANG=${CLANG:-clang}
 FILES=(common/os/io_darwin.c common/os/mem_darwin.c common/os/cpu_darwin.c common/os/pages_posix.c
-       common/os/ring_none.c common/quant_neon.c common/quant_neondot.c
-       common/quant_iq_neon.c common/quant_iq_neondot.c)
+       common/os/ring_none.c common/quant_neon.c common/quant_neondot.c common/quant_i8mm.c
+       common/quant_iq_neon.c common/quant_iq_neondot.c common/quant_iq_i8mm.c)
 if ! command -v "$CLANG" >/dev/null; then
     echo "SKIP macos: no $CLANG: the macOS files NOT compiled"
     echo "0 passed, 0 failed, 1 skipped"
@@ -20,7 +20,10 @@ out=$(mktemp -d)
 p=0 f=0
 for src in "${FILES[@]}"; do
     flags=()
-    case $src in *_neondot.c) flags=(-march=armv8.2-a+dotprod) ;; esac
+    case $src in
+        *_neondot.c) flags=(-march=armv8.2-a+dotprod) ;;
+        *_i8mm.c) flags=(-march=armv8.2-a+dotprod+i8mm) ;;
+    esac
     if "$CLANG" -target arm64-apple-macos13 -ffreestanding -nostdlibinc -isystem tests/macos/sdk \
             -std=c11 -O2 -Wall -Wextra -Werror -Wshadow -Wvla -ffp-contract=off -Icommon \
             "${flags[@]}" -c "$src" -o "$out/$(basename "$src" .c).o" 2>"$out/err"; then

@@ -429,6 +429,61 @@ static void test_lanes_order(void) {
     CHECK(got != seq); /* the values do tell the orders apart */
 }
 
+/* Every token-group path of the dispatcher (one token: vec_dot_rows4; two: vec_dot2; three or
+ * four: vec_dot4; on arm64's i8mm the two-row vec_dot_2xn for groups of two and four, an odd last
+ * row of a chunk through the one-row kernels) gives each output vec_dot's bits, for a type with
+ * a 2xn kernel there (q8_0, q4_K) and one without (f32). 19 rows: chunks of 16 and 3. */
+static void test_matmul_token_groups(void) {
+    enum { N = 256, ROWS = 19, TOK = 6 };
+    static const enum qtype types[] = {QTYPE_Q8_0, QTYPE_Q4_K, QTYPE_F32};
+    struct threadpool *tp = threadpool_new(2);
+    struct matmul mm = {0};
+    CHECK(tp && matmul_init(&mm, tp, 1) == 0);
+    float *w = malloc(sizeof(float) * N * ROWS), *x = malloc(sizeof(float) * N * TOK);
+    uint8_t *wq = malloc((size_t)ROWS * N * 4), *act = malloc((size_t)TOK * N * 4 + 64);
+    float *out = malloc(sizeof(float) * ROWS * TOK);
+    if (!tp || !w || !x || !wq || !act || !out)
+        goto out;
+    for (int i = 0; i < N * ROWS; i++)
+        w[i] = sinf((float)i * 1.7f);
+    for (int i = 0; i < N * TOK; i++)
+        x[i] = cosf((float)i * 0.3f) * (1.0f + (float)(i % 7));
+    for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++) {
+        const enum qtype t = types[ti];
+        const struct quant_kernels *k = quant_kernels(t);
+        uint64_t rb = 0;
+        CHECK(k && qtype_row_bytes(t, N, &rb) == 0);
+        if (!k)
+            continue;
+        for (int r = 0; r < ROWS; r++)
+            CHECK(quant_quantize_row(t, w + r * N, wq + r * rb, N) == 0);
+        size_t stride;
+        CHECK(matmul_quantize(t, x, N, TOK, N, act, &stride) == 0);
+        for (int32_t n_tok = 1; n_tok <= TOK; n_tok++) {
+            memset(out, 0xA5, sizeof(float) * ROWS * TOK);
+            struct matmul_job j = {k, wq, rb, N, ROWS, act, stride, NULL, out, ROWS, NULL, n_tok};
+            CHECK(matmul_add(&mm, &j) == 0);
+            matmul_run(&mm);
+            for (int32_t tk = 0; tk < n_tok; tk++)
+                for (int r = 0; r < ROWS; r++) {
+                    float want;
+                    k->vec_dot(N, &want, wq + r * rb, act + tk * stride);
+                    CHECK_MSG(memcmp(&out[tk * ROWS + r], &want, sizeof(want)) == 0,
+                              "%s (%s) %d tokens: token %d row %d: %.9g, vec_dot %.9g",
+                              qtype_name(t), k->isa, n_tok, tk, r, out[tk * ROWS + r], want);
+                }
+        }
+    }
+out:
+    free(w);
+    free(x);
+    free(wq);
+    free(act);
+    free(out);
+    matmul_release(&mm);
+    threadpool_free(tp);
+}
+
 static const struct test_case cases[] = {
     {"exp_contract", test_exp_contract},
     {"log_contract", test_log_contract},
@@ -448,6 +503,7 @@ static const struct test_case cases[] = {
     {"axpy", test_axpy},
     {"threadpool", test_threadpool},
     {"matmul_jobs", test_matmul_jobs},
+    {"matmul_token_groups", test_matmul_token_groups},
     {0},
 };
 

@@ -411,8 +411,9 @@ static bool same_float(float a, float b) {
 }
 
 /* One random case of nb blocks (weights: random bytes with a finite d, or for mode 3 rows the
- * quantizer wrote): k->vec_dot against the reference, vec_dot4, vec_dot2 (where k has one) and
- * vec_dot_rows4 against k->vec_dot (row spacing padded by pad bytes), all bitwise. */
+ * quantizer wrote): k->vec_dot against the reference, vec_dot4, vec_dot2 (where k has one),
+ * vec_dot_rows4 and vec_dot_2xn (where k has one; rows 0-1) against k->vec_dot (row spacing
+ * padded by pad bytes), all bitwise. */
 static void compare_simd(const struct quant_kernels *k, enum qtype t, int nb, int mode,
                          size_t pad) {
     const struct quant_kernels *ref = quant_kernels_ref(t);
@@ -468,6 +469,17 @@ static void compare_simd(const struct quant_kernels *k, enum qtype t, int nb, in
                   "%s %s %d blocks pad %zu row %d: vec_dot_rows4 %.9g vec_dot %.9g", k->isa,
                   qtype_name(t), nb, pad, r, rows4[r], one[r]);
     }
+    for (int n_act = 2; k->vec_dot_2xn && n_act <= 4; n_act += 2) {
+        float tile[8];
+        k->vec_dot_2xn(n, tile, w, rb, a, n_act);
+        for (int i = 0; i < 2 * n_act; i++) {
+            k->vec_dot(n, &got, w + (size_t)(i / n_act) * rb, a[i % n_act]);
+            CHECK_MSG(same_float(tile[i], got),
+                      "%s %s %d blocks pad %zu n_act %d row %d col %d: vec_dot_2xn %.9g "
+                      "vec_dot %.9g", k->isa, qtype_name(t), nb, pad, n_act, i / n_act,
+                      i % n_act, tile[i], got);
+        }
+    }
     n_compared++;
 out:
     free(w);
@@ -487,6 +499,8 @@ static void check_isa(void (*reg)(struct quant_kernels *, int), const char *isa)
         CHECK_MSG(strcmp(tab[t].isa, isa) == 0, "%s: %s not registered (isa %s)", isa,
                   qtype_name(t), tab[t].isa);
         CHECK(tab[t].vec_dot_type == ref->vec_dot_type && tab[t].from_float == ref->from_float);
+        CHECK_MSG((tab[t].vec_dot_2xn != NULL) == (strcmp(isa, "i8mm") == 0),
+                  "%s %s: vec_dot_2xn only in i8mm", isa, qtype_name(t));
         for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
             for (int mode = 0; mode < 3; mode++)
                 compare_simd(&tab[t], t, blocks[b], mode, mode == 2 ? 4 * (next_u64() % 16) : 0);
@@ -527,6 +541,15 @@ static void test_neondot_bitwise(void) {
     }
     check_isa(quant_iq_register_neondot, "neondot");
 }
+
+static void test_i8mm_bitwise(void) {
+    if (!test_cpu_has("i8mm")) {
+        test_skip("cpu lacks the arm64 int8 matrix multiply extension: SMMLA i-quant kernels "
+                  "NOT checked");
+        return;
+    }
+    check_isa(quant_iq_register_i8mm, "i8mm");
+}
 #endif
 
 /* The dispatched table hands out SIMD kernels for every grid type (unless SNIPER_ISA caps it). */
@@ -539,6 +562,7 @@ static void test_dispatch(void) {
             continue;
         const char *want = test_cpu_has("avx512")    ? "avx512"
                            : test_cpu_has("avx2")    ? "avx2"
+                           : test_cpu_has("i8mm")    ? "i8mm"
                            : test_cpu_has("neondot") ? "neondot"
                            : test_cpu_has("neon")    ? "neon"
                                                      : "ref";
@@ -609,6 +633,7 @@ static const struct test_case cases[] = {
 #if defined(__aarch64__)
     {"neon_bitwise", test_neon_bitwise},
     {"neondot_bitwise", test_neondot_bitwise},
+    {"i8mm_bitwise", test_i8mm_bitwise},
 #endif
     {"dispatch", test_dispatch},
     {0},

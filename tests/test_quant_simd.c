@@ -1,13 +1,15 @@
-/* test_quant_simd.c - the AVX2 and AVX-512 (x86) and NEON (arm64, with and without SDOT) vec_dot
- * kernels against the scalar reference. For every weight type (the grid i-quants included: each
- * ISA's table is quant.c's, quant_register_* and quant_iq_register_* over the reference) and each
- * ISA this CPU has: random rows (quantized floats, and raw random
+/* test_quant_simd.c - the AVX2 and AVX-512 (x86) and NEON (arm64: plain, with SDOT, and with SDOT
+ * and SMMLA, "i8mm") vec_dot kernels against the scalar reference. For every weight type (the
+ * grid i-quants included: each ISA's table is quant.c's, quant_register_* and
+ * quant_iq_register_* over the reference) and each ISA this CPU has: random rows (quantized floats, and raw random
  * codes with random fp16 scales incl. negative and zero) at 1, 2, 3, 7, 8 blocks and 768/2048
  * elements, activations from the reference from_float. Pass: |simd - ref| <= SIMD_REL_TOL *
  * sum|w_i a_i| + SIMD_ABS_TOL, the terms taken from the dequantized rows.
  * vec_dot4 (one weight row, four activation rows) must equal the same table's vec_dot for every
  * column bit for bit (memcmp of the floats), in the reference table and in every ISA's; so must
- * vec_dot_rows4 (four weight rows, row_bytes apart, one activation row) for every row. */
+ * vec_dot_rows4 (four weight rows, row_bytes apart, one activation row) for every row, and
+ * vec_dot_2xn (two weight rows against two or four activation rows; arm64's i8mm) for every
+ * output. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -308,6 +310,69 @@ static void check_rows4(const struct quant_kernels *k, enum qtype t) {
     }
 }
 
+/* Two random weight rows of n elements, row_bytes = their size plus pad bytes apart, against
+ * n_act (2 or 4) random activation rows 4 bytes off vector alignment (the last repeated when
+ * dup): output i * n_act + j of k->vec_dot_2xn must be bit-identical to k->vec_dot of row i and
+ * activation row j. */
+static void compare_2xn(const struct quant_kernels *k, enum qtype t, int64_t n, int mode,
+                        size_t pad, int n_act, bool dup) {
+    uint64_t w_bytes = 0;
+    size_t a_bytes = quant_act_row_bytes(t, n);
+    CHECK_EQ_INT(qtype_row_bytes(t, (uint64_t)n, &w_bytes), 0);
+    const size_t rb = (size_t)w_bytes + pad;
+    float *xf = calloc((size_t)n, sizeof(*xf));
+    uint8_t *w = calloc(2 * rb + 64, 1), *abuf = calloc(4 * (a_bytes + 64), 1);
+    if (!xf || !w || !abuf || !a_bytes) {
+        CHECK_MSG(false, "alloc/size failed for %s n=%lld", qtype_name(t), (long long)n);
+        goto out;
+    }
+    for (int r = 0; r < 2; r++) {
+        fill_weight_row(t, w + (size_t)r * rb, w_bytes, n, mode, xf);
+        for (size_t b = 0; b < pad; b++) /* garbage between rows must not matter */
+            w[(size_t)r * rb + (size_t)w_bytes + b] = (uint8_t)rng_next();
+    }
+    const void *a[4];
+    for (int j = 0; j < n_act; j++) {
+        uint8_t *aj = abuf + (size_t)j * (a_bytes + 64) + 4 + (size_t)j * 4;
+        fill_floats(xf, n, mode ? 30.0f : (float)(j + 1));
+        k->from_float(xf, aj, n);
+        a[j] = dup && j == n_act - 1 ? a[j - 1] : aj;
+    }
+    float got[8], want;
+    memset(got, 0xA5, sizeof(got));
+    k->vec_dot_2xn(n, got, w, rb, a, n_act);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < n_act; j++) {
+            k->vec_dot(n, &want, w + (size_t)i * rb, a[j]);
+            CHECK_MSG(memcmp(&got[i * n_act + j], &want, sizeof(float)) == 0,
+                      "%s %s n=%lld mode=%d pad=%zu n_act=%d row %d col %d: vec_dot_2xn %.9g "
+                      "vec_dot %.9g (not bitwise equal)",
+                      k->isa, qtype_name(t), (long long)n, mode, pad, n_act, i, j,
+                      got[i * n_act + j], want);
+        }
+out:
+    free(xf);
+    free(w);
+    free(abuf);
+}
+
+/* vec_dot_2xn against vec_dot for type t in table k (nothing where k has none): two and four
+ * activation rows, the block counts and row sizes of check_rows4, contiguous and padded rows. */
+static void check_2xn(const struct quant_kernels *k, enum qtype t) {
+    if (!k->vec_dot_2xn)
+        return;
+    int64_t be = qtype_block_elems(t);
+    const int64_t blocks[] = {1, 2, 3, 5, 7, 8};
+    for (int mode = 0; mode < 2; mode++)
+        for (int n_act = 2; n_act <= 4; n_act += 2) {
+            for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+                for (int rep = 0; rep < 2; rep++)
+                    compare_2xn(k, t, blocks[b] * be, mode, rep == 0 ? 0 : rng_pad(), n_act,
+                                rep == 1);
+            compare_2xn(k, t, 2048, mode, rng_pad(), n_act, false);
+        }
+}
+
 /* ---- ISA selection --------------------------------------------------------------------------- */
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -353,6 +418,11 @@ static void register_neondot(struct quant_kernels *tab, int n_tab) {
     quant_register_neondot(tab, n_tab);
     quant_iq_register_neondot(tab, n_tab);
 }
+
+static void register_i8mm(struct quant_kernels *tab, int n_tab) {
+    quant_register_i8mm(tab, n_tab);
+    quant_iq_register_i8mm(tab, n_tab);
+}
 #endif
 
 #if defined(__aarch64__)
@@ -363,12 +433,21 @@ static bool cpu_has_neon(void) {
 static bool cpu_has_neondot(void) {
     return (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD) != 0;
 }
+
+static bool cpu_has_i8mm(void) { /* the i8mm build uses SDOT as well */
+    const unsigned f = os_cpu_arm_features();
+    return (f & OS_CPU_ARM_DOTPROD) && (f & OS_CPU_ARM_I8MM);
+}
 #else /* another CPU family: the NEON cases skip, and these are never called */
 static bool cpu_has_neon(void) {
     return false;
 }
 
 static bool cpu_has_neondot(void) {
+    return false;
+}
+
+static bool cpu_has_i8mm(void) {
     return false;
 }
 #endif
@@ -420,6 +499,7 @@ static void check_isa(const char *isa, void (*reg)(struct quant_kernels *, int),
         }
         check_four(&tab[t], t);
         check_rows4(&tab[t], t);
+        check_2xn(&tab[t], t);
     }
 }
 
@@ -460,6 +540,24 @@ static void test_neondot_vs_ref(void) {
     }
     check_isa("neondot", register_neondot, all_types, (int)N_TYPES);
 }
+
+/* The i8mm table: every type registered, and every block-quantized type (none of the float
+ * types) with a vec_dot_2xn, each output of which check_isa compares with vec_dot. */
+static void test_i8mm_vs_ref(void) {
+    if (!cpu_has_i8mm()) {
+        test_skip("cpu lacks the arm64 int8 matrix multiply extension: SMMLA kernels NOT checked");
+        return;
+    }
+    struct quant_kernels tab[QTYPE_COUNT];
+    table_for(tab, register_i8mm);
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        enum qtype t = all_types[ti];
+        bool blocked = qtype_block_elems(t) > 1;
+        CHECK_MSG((tab[t].vec_dot_2xn != NULL) == blocked, "i8mm %s: vec_dot_2xn %s",
+                  qtype_name(t), blocked ? "missing" : "set for a float type");
+    }
+    check_isa("i8mm", register_i8mm, all_types, (int)N_TYPES);
+}
 #endif
 
 /* One wrong code anywhere in a row changes the result's bits: the bitwise comparison would see a
@@ -499,6 +597,8 @@ static void test_dispatch_picks_simd(void) {
             CHECK_MSG(strcmp(k->isa, "avx512") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
         else if (cpu_has_avx2())
             CHECK_MSG(strcmp(k->isa, "avx2") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
+        else if (cpu_has_i8mm())
+            CHECK_MSG(strcmp(k->isa, "i8mm") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
         else if (cpu_has_neondot())
             CHECK_MSG(strcmp(k->isa, "neondot") == 0, "%s: %s", qtype_name(all_types[ti]), k->isa);
         else if (cpu_has_neon())
@@ -518,6 +618,7 @@ static void test_vec_dot4_ref_and_best(void) {
         check_four(best, all_types[ti]);
         check_rows4(ref, all_types[ti]);
         check_rows4(best, all_types[ti]);
+        check_2xn(best, all_types[ti]);
     }
 }
 
@@ -580,6 +681,7 @@ static void check_table_vs_ref(const struct quant_kernels *tab) {
             compare_one(&tab[t], t, 2048, mode);
         }
         check_rows4(&tab[t], t);
+        check_2xn(&tab[t], t);
     }
 }
 
@@ -594,6 +696,28 @@ static void test_self_check_clean(void) {
     CHECK_MSG(rejected == 0 && log[0] == 0, "%d kernels rejected: %s", rejected, log);
     printf("  start-up self-check: %.2f ms, q4_K -> %s\n", ms, tab[QTYPE_Q4_K].isa);
     check_table_vs_ref(tab);
+}
+
+/* test_self_check_fallback on arm64 with i8mm: i8mm -> neondot, and a cap below i8mm leaves
+ * every vec_dot_2xn out. */
+static __attribute__((unused)) void self_check_fallback_i8mm(void) {
+    struct quant_kernels tab[QTYPE_COUNT];
+    char log[4096];
+    int rejected = select_logged(tab, NULL, "q4_K:i8mm", log, sizeof(log));
+    CHECK_EQ_INT(rejected, 1);
+    CHECK_STR(tab[QTYPE_Q4_K].isa, "neondot");
+    CHECK(tab[QTYPE_Q4_K].vec_dot_2xn == NULL);
+    CHECK_STR(tab[QTYPE_Q6_K].isa, "i8mm");
+    CHECK(tab[QTYPE_Q6_K].vec_dot_2xn != NULL);
+    CHECK_MSG(strstr(log, "quant_kernels: q4_K i8mm kernel disagrees with the reference; using "
+                          "neondot\n") != NULL, "log: %s", log);
+    check_table_vs_ref(tab);
+    rejected = select_logged(tab, "neondot", NULL, log, sizeof(log));
+    CHECK_EQ_INT(rejected, 0);
+    for (size_t ti = 0; ti < N_TYPES; ti++) {
+        CHECK_STR(tab[all_types[ti]].isa, "neondot");
+        CHECK(tab[all_types[ti]].vec_dot_2xn == NULL);
+    }
 }
 
 /* test_self_check_fallback on arm64: neondot -> neon -> ref. */
@@ -615,13 +739,18 @@ static __attribute__((unused)) void self_check_fallback_neon(void) {
         test_skip("cpu lacks the dot-product extension: the neondot -> neon fallback NOT checked");
         return;
     }
-    rejected = select_logged(tab, NULL, "q8_0:neondot", log, sizeof(log));
+    rejected = select_logged(tab, "neondot", "q8_0:neondot", log, sizeof(log)); /* under i8mm */
     CHECK_EQ_INT(rejected, 1);
     CHECK_STR(tab[QTYPE_Q8_0].isa, "neon");
     CHECK_STR(tab[QTYPE_Q4_K].isa, "neondot");
     CHECK_MSG(strstr(log, "quant_kernels: q8_0 neondot kernel disagrees with the reference; using "
                           "neon\n") != NULL, "log: %s", log);
     check_table_vs_ref(tab);
+    if (!cpu_has_i8mm()) {
+        test_skip("cpu lacks the int8 matrix multiply extension: i8mm -> neondot NOT checked");
+        return;
+    }
+    self_check_fallback_i8mm();
 }
 
 /* A kernel that disagrees with the reference is not used: the log names it, the next narrower
@@ -669,6 +798,7 @@ static const struct test_case cases[] = {
 #if defined(__aarch64__)
     {"neon_vs_ref", test_neon_vs_ref},
     {"neondot_vs_ref", test_neondot_vs_ref},
+    {"i8mm_vs_ref", test_i8mm_vs_ref},
 #endif
     {"one_code_changes_bits", test_one_code_changes_bits},
     {"dispatch_picks_simd", test_dispatch_picks_simd},

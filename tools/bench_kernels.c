@@ -3,11 +3,13 @@
  *     build/bench-kernels [type ...] [--rows N] [--cols N] [--big-mb N] [--secs S] [--threads T]
  *
  * For each weight type (default q4_K q6_K q8_0) and ISA (ref, then avx2/avx512 on x86 or
- * neon/neondot on arm64, when the CPU has them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
+ * neon/neondot/i8mm on arm64, when the CPU has them) it times out[r] = vec_dot(row r, act) over a rows x cols matrix that fits in L2 (default
  * 768 x 2048) and over one of --big-mb MB (default 256, beyond the L2/LLC a core sees), and prints
  * ns per row and GB/s of weight bytes streamed (best of several passes). In cache it also times
  * vec_dot4 (one row against four activation rows) and prints its ns per row per column next to
- * vec_dot's ns per row, with the speed-up and a bitwise check of its columns against vec_dot. In
+ * vec_dot's ns per row, with the speed-up and a bitwise check of its columns against vec_dot, and
+ * where the ISA has vec_dot_2xn (arm64's i8mm) the same four columns two rows at a time through
+ * it, against vec_dot4. In
  * and out of cache it times vec_dot_rows4 (four rows against one activation row, the decode path)
  * and checks each of its outputs bitwise against vec_dot's. Every SIMD result is checked bitwise
  * against the scalar reference (the accumulation contract of quant.h). With --threads T the
@@ -116,12 +118,22 @@ struct pass {
     const void *const *act4; /* vec_dot4: four activation rows, else NULL */
     float *out;              /* [rows] (rows4) or [rows][4] (vec_dot4) */
     int n_parts;
+    bool two_rows;           /* with act4: rows in pairs through vec_dot_2xn */
 };
 
 /* Rows [r0, r1): four at a time through vec_dot_rows4 and the rest through vec_dot (as matmul
- * does), or each through vec_dot4. */
+ * does), or each through vec_dot4, or (two_rows) two at a time through vec_dot_2xn and an odd
+ * last one through vec_dot4 (as matmul does where the kernels have it). */
 static void pass_range(const struct pass *p, int64_t r0, int64_t r1) {
     int64_t r = r0;
+    if (p->two_rows) {
+        for (; r + 2 <= r1; r += 2) {
+            float s[8];
+            p->k->vec_dot_2xn(p->cols, s, p->m + (size_t)r * p->row_bytes, p->row_bytes, p->act4,
+                              4);
+            memcpy(&p->out[4 * r], s, sizeof(s)); /* row r's four, then row r + 1's */
+        }
+    }
     if (p->act4) {
         for (; r < r1; r++)
             p->k->vec_dot4(p->cols, &p->out[4 * r], p->m + (size_t)r * p->row_bytes, p->act4);
@@ -174,6 +186,29 @@ static void *act_alloc(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
 
+/* Times vec_dot4's pass p (four activation rows, outputs kept) again with the rows in pairs
+ * through vec_dot_2xn, prints ns per row per column and the speed-up over four_ns (vec_dot4's),
+ * and checks every output bitwise against the vec_dot4 pass's. Returns how many differ. */
+static int64_t bench_2xn(struct pass *p, const struct bench_opts *o, double four_ns) {
+    float *want = malloc((size_t)p->rows * 4 * sizeof(*want));
+    if (!want)
+        return 1;
+    memcpy(want, p->out, (size_t)p->rows * 4 * sizeof(*want));
+    p->two_rows = true;
+    double ns = time_pass(p, o, o->secs) * 1e9 / (double)p->rows / 4.0;
+    p->two_rows = false;
+    int64_t n_diff = 0;
+    for (int64_t i = 0; i < p->rows * 4; i++)
+        n_diff += memcmp(&want[i], &p->out[i], sizeof(float)) != 0;
+    printf("%-5s %-6s %-9s %6lldx%-5lld 2xn      %9.1f ns/row/col  vs vec_dot4 %6.1f: %.2fx  (%s)"
+           "%s\n", qtype_name(p->k->type), p->k->isa, "in-cache", (long long)p->rows,
+           (long long)p->cols, ns, four_ns, four_ns / ns,
+           n_diff ? "NOT BITWISE" : "bitwise = vec_dot4", threads_note(o));
+    fflush(stdout);
+    free(want);
+    return n_diff;
+}
+
 /* Times vec_dot4 of k over the matrix against four activation rows made from x (perturbed per
  * column), prints ns per row per column, the speed-up over dot_ns (vec_dot's ns per row) and
  * whether every column is bitwise vec_dot's. Returns 0 or -1. */
@@ -193,7 +228,7 @@ static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t ro
         k->from_float(xs, acts + (size_t)j * a_bytes, cols);
         act[j] = acts + (size_t)j * a_bytes;
     }
-    struct pass p = {k, m, row_bytes, rows, cols, NULL, act, out4, 1};
+    struct pass p = {k, m, row_bytes, rows, cols, NULL, act, out4, 1, false};
     double dt = time_pass(&p, o, o->secs);
     int64_t n_diff = 0;
     for (int64_t r = 0; r < rows && r < 64; r++) {
@@ -208,6 +243,8 @@ static int bench_four(const struct quant_kernels *k, const uint8_t *m, size_t ro
            "%s\n", qtype_name(k->type), k->isa, "in-cache", (long long)rows, (long long)cols, ns,
            dot_ns, dot_ns / ns, n_diff ? "NOT BITWISE" : "bitwise = vec_dot", threads_note(o));
     fflush(stdout);
+    if (!n_diff && k->vec_dot_2xn)
+        n_diff = bench_2xn(&p, o, ns);
     rc = n_diff ? -1 : 0;
 out:
     free(out4);
@@ -246,10 +283,11 @@ static double time_read(const uint8_t *m, size_t bytes, double secs) {
     return best;
 }
 
-/* The two SIMD ISAs of this CPU family, narrower first; cpu_has(name) says which run here and
+/* The N_SIMD SIMD ISAs of this CPU family, narrower first; cpu_has(name) says which run here and
  * simd_register(i, tab) puts ISA i's kernels over tab. */
 #if defined(__x86_64__) || defined(__i386__)
-static const char *const simd_names[2] = {"avx2", "avx512"};
+#define N_SIMD 2
+static const char *const simd_names[N_SIMD] = {"avx2", "avx512"};
 
 static void simd_register(int i, struct quant_kernels *tab) {
     if (i == 0) {
@@ -272,23 +310,31 @@ static bool cpu_has(const char *isa) {
            __builtin_cpu_supports("avx512vnni");
 }
 #elif defined(__aarch64__)
-static const char *const simd_names[2] = {"neon", "neondot"};
+#define N_SIMD 3
+static const char *const simd_names[N_SIMD] = {"neon", "neondot", "i8mm"};
 
 static void simd_register(int i, struct quant_kernels *tab) {
     if (i == 0) {
         quant_register_neon(tab, QTYPE_COUNT);
         quant_iq_register_neon(tab, QTYPE_COUNT);
-    } else {
+    } else if (i == 1) {
         quant_register_neondot(tab, QTYPE_COUNT);
         quant_iq_register_neondot(tab, QTYPE_COUNT);
+    } else {
+        quant_register_i8mm(tab, QTYPE_COUNT);
+        quant_iq_register_i8mm(tab, QTYPE_COUNT);
     }
 }
 
 static bool cpu_has(const char *isa) {
-    return strcmp(isa, "neon") == 0 || (os_cpu_arm_features() & OS_CPU_ARM_DOTPROD) != 0;
+    const unsigned f = os_cpu_arm_features();
+    if (strcmp(isa, "i8mm") == 0) /* the i8mm build uses SDOT as well */
+        return (f & OS_CPU_ARM_DOTPROD) && (f & OS_CPU_ARM_I8MM);
+    return strcmp(isa, "neon") == 0 || (f & OS_CPU_ARM_DOTPROD) != 0;
 }
 #else
-static const char *const simd_names[2] = {"none", "none"};
+#define N_SIMD 2
+static const char *const simd_names[N_SIMD] = {"none", "none"};
 
 static void simd_register(int i, struct quant_kernels *tab) {
     (void)i, (void)tab;
@@ -300,15 +346,15 @@ static bool cpu_has(const char *isa) {
 }
 #endif
 
-static struct quant_kernels tab_simd[2][QTYPE_COUNT];
+static struct quant_kernels tab_simd[N_SIMD][QTYPE_COUNT];
 
 static void tables_init(void) {
     for (int t = 0; t < QTYPE_COUNT; t++) {
         const struct quant_kernels *ref = quant_kernels_ref((enum qtype)t);
-        if (ref)
-            tab_simd[0][t] = tab_simd[1][t] = *ref;
+        for (int i = 0; ref && i < N_SIMD; i++)
+            tab_simd[i][t] = *ref;
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < N_SIMD; i++)
         if (cpu_has(simd_names[i]))
             simd_register(i, tab_simd[i]);
 }
@@ -316,8 +362,12 @@ static void tables_init(void) {
 /* Benchmarks one type at one matrix size over every ISA; returns 0 or -1. */
 static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label,
                      const struct bench_opts *o) {
-    const struct quant_kernels *ks[3] = {quant_kernels_ref(t), &tab_simd[0][t], &tab_simd[1][t]};
-    const bool have[3] = {true, cpu_has(simd_names[0]), cpu_has(simd_names[1])};
+    const struct quant_kernels *ks[1 + N_SIMD] = {quant_kernels_ref(t)};
+    bool have[1 + N_SIMD] = {true};
+    for (int i = 0; i < N_SIMD; i++) {
+        ks[1 + i] = &tab_simd[i][t];
+        have[1 + i] = cpu_has(simd_names[i]);
+    }
     size_t row_bytes = 0, a_bytes = quant_act_row_bytes(t, cols);
     uint8_t *m = matrix_new(t, rows, cols, &row_bytes);
     float *x = calloc((size_t)cols, sizeof(*x)), *out = calloc((size_t)rows, sizeof(*out));
@@ -338,7 +388,7 @@ static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label
     printf("%-5s %-6s %-9s %6lldx%-5lld %8.1f MB %9.1f ns/row %7.2f GB/s  (one load per line)\n",
            qtype_name(t), "read", label, (long long)rows, (long long)cols, mb,
            rd * 1e9 / (double)rows, mb / 1e3 / rd);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 1 + N_SIMD; i++) {
         if (!have[i] || (i > 0 && strcmp(ks[i]->isa, "ref") == 0))
             continue;
         double secs = i == 0 && mb > 32 ? 0.0 : o->secs;
@@ -356,7 +406,7 @@ static int bench_one(enum qtype t, int64_t rows, int64_t cols, const char *label
             float *out4 = calloc((size_t)rows, sizeof(*out4));
             if (!out4)
                 goto out;
-            struct pass p = {ks[i], m, row_bytes, rows, cols, act, NULL, out4, 1};
+            struct pass p = {ks[i], m, row_bytes, rows, cols, act, NULL, out4, 1, false};
             double dt4 = time_pass(&p, o, secs);
             int64_t n_diff = 0;
             for (int64_t r = 0; r < rows; r++)

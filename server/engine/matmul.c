@@ -2,8 +2,9 @@
  * rows); inside a task the chunk's rows stay hot in cache while every token of the batch passes,
  * four tokens at a time through vec_dot4 (which unpacks each weight row once for the four). One
  * or two tokens (decode) go through vec_dot_rows4 instead, four rows at a time against one token,
- * which shares the activation loads. Every output is bit-identical to a lone vec_dot, so grouping
- * never changes a token's result. */
+ * which shares the activation loads. Where the kernels have vec_dot_2xn (arm64's i8mm: SMMLA's
+ * 2x2 tiles), groups of two or four tokens take the rows two at a time through it instead. Every
+ * output is bit-identical to a lone vec_dot, so grouping never changes a token's result. */
 #include "matmul.h"
 
 #include <assert.h>
@@ -56,10 +57,36 @@ static float *matmul_out_row(const struct matmul_job *job, int32_t t) {
     return job->out + (size_t)(job->out_idx ? job->out_idx[t] : t) * job->out_stride;
 }
 
-/* Rows [r0, r1) for tokens [t0, t0 + n) with n in 1..4 through vec_dot4. Fewer than four tokens
- * repeat the last one (its extra result is dropped): for two or three tokens one four-column pass
- * costs less than reading the rows two or three times, and each column is bitwise vec_dot's
- * either way. */
+/* Rows [r0, r1) for the n_act tokens of a (n_act 2 or 4) through vec_dot_2xn, two rows at a time;
+ * an odd last row through vec_dot4 (n_act 4) or vec_dot2. out[j] is token j's output row; only
+ * the first n results of each row are kept. */
+static void matmul_rows_2xn(const struct matmul_job *job, int64_t r0, int64_t r1,
+                            const void *const *a, float *const *out, int n_act, int n) {
+    const size_t rb = job->row_bytes;
+    const uint8_t *w = job->w + (size_t)r0 * rb;
+    int64_t r = r0;
+    float s[8];
+    for (; r + 2 <= r1; r += 2, w += 2 * rb) {
+        job->k->vec_dot_2xn(job->n_in, s, w, rb, a, n_act);
+        for (int j = 0; j < n; j++) {
+            out[j][r] = s[j];
+            out[j][r + 1] = s[n_act + j];
+        }
+    }
+    if (r < r1) {
+        if (n_act == 4)
+            job->k->vec_dot4(job->n_in, s, w, a);
+        else
+            job->k->vec_dot2(job->n_in, s, w, a);
+        for (int j = 0; j < n; j++)
+            out[j][r] = s[j];
+    }
+}
+
+/* Rows [r0, r1) for tokens [t0, t0 + n) with n in 1..4 through vec_dot4 (or vec_dot_2xn). Fewer
+ * than four tokens repeat the last one (its extra result is dropped): for two or three tokens one
+ * four-column pass costs less than reading the rows two or three times, and each column is bitwise
+ * vec_dot's either way. */
 static void matmul_rows4(const struct matmul_job *job, int64_t r0, int64_t r1, int32_t t0, int n) {
     const void *a[4];
     float *out[4];
@@ -67,6 +94,10 @@ static void matmul_rows4(const struct matmul_job *job, int64_t r0, int64_t r1, i
         int32_t t = t0 + (j < n ? j : n - 1);
         a[j] = matmul_act_row(job, t);
         out[j] = matmul_out_row(job, t);
+    }
+    if (job->k->vec_dot_2xn) {
+        matmul_rows_2xn(job, r0, r1, a, out, 4, n);
+        return;
     }
     const uint8_t *w = job->w + (size_t)r0 * job->row_bytes;
     for (int64_t r = r0; r < r1; r++, w += job->row_bytes) {
@@ -82,6 +113,10 @@ static void matmul_rows4(const struct matmul_job *job, int64_t r0, int64_t r1, i
 static void matmul_rows2(const struct matmul_job *job, int64_t r0, int64_t r1, int32_t t0) {
     const void *a[2] = {matmul_act_row(job, t0), matmul_act_row(job, t0 + 1)};
     float *out[2] = {matmul_out_row(job, t0), matmul_out_row(job, t0 + 1)};
+    if (job->k->vec_dot_2xn) {
+        matmul_rows_2xn(job, r0, r1, a, out, 2, 2);
+        return;
+    }
     const uint8_t *w = job->w + (size_t)r0 * job->row_bytes;
     for (int64_t r = r0; r < r1; r++, w += job->row_bytes) {
         float s[2];
