@@ -771,14 +771,18 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     vk_sync(v);
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
-    /* the pairs grouped by expert (after the batch's 4 arrays) for the tiled products */
-    struct gpu_pair_groups grp;
-    if ((rc = gpu_op_group_pairs(&v->ops, a_ids, (int32_t)NE, P,
-                                 a_ids + (uint64_t)e->p.n_batch * K * 16, &grp)) < 0)
-        return rc;
-    vk_sync(v);
     size_t sg = 0, su = 0, sd = 0;
     const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
+    /* the pairs grouped by expert (after the batch's 4 arrays) for the tiled products, where one
+     * of the three types takes tiles */
+    struct gpu_pair_groups grp = {0};
+    const bool *tiled = v->ops.tile_taken;
+    if (tiled[wg->type] || tiled[wu->type] || tiled[wd->type]) {
+        if ((rc = gpu_op_group_pairs(&v->ops, a_ids, (int32_t)NE, P,
+                                     a_ids + (uint64_t)e->p.n_batch * K * 16, &grp)) < 0)
+            return rc;
+        vk_sync(v);
+    }
     if ((rc = vk_quantize(v, wg->type, v->xn.addr, D, (int64_t)D, n_tok, v->act_in.addr, &sg)) < 0)
         return rc;
     uint64_t au = v->act_in.addr;
