@@ -69,6 +69,7 @@ struct mk_opts {
     uint32_t swa_period;        /* layer il is global iff (il + 1) % swa_period == 0 */
     uint32_t head_dim_full, n_head_kv_full; /* the global layers' head size and KV heads */
     uint32_t n_kv_shared;       /* last layers reading earlier layers' KV */
+    int64_t n_kv_shared_opt;    /* --n-kv-shared (a layer-cut real preset), -1: the preset's */
     float rope_base_swa;        /* the window layers' RoPE base */
     bool k_eq_v;                /* the global layers have no attn_v: V is K's projection */
     uint32_t rope_rot_full;     /* global layers: rotated pairs of head_dim_full / 2 (the rest
@@ -206,7 +207,7 @@ static void mk_usage(FILE *f) {
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
         "         [--chat-template PATH] [--upcycle] [--nextn N] [--split-max-size SIZE]\n"
-        "         [--quiet]\n"
+        "         [--n-kv-shared N] [--quiet]\n"
         "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
         "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
         "--arch qwen3 with the same seed writes; expert width = --n-ff.\n"
@@ -214,7 +215,9 @@ static void mk_usage(FILE *f) {
         "may carry them (counted in block_count, named by nextn_predict_layers).\n"
         "--split-max-size SIZE (e.g. 64M; K/M/G are powers of 1024): a split model as llama.cpp's\n"
         "gguf-split writes it, OUT-00001-of-0000N.gguf ... (OUT without .gguf), each shard at most\n"
-        "SIZE of tensor data (at least one tensor), the metadata in the first.\n");
+        "SIZE of tensor data (at least one tensor), the metadata in the first.\n"
+        "--n-kv-shared N (gemma4): the last N layers read earlier layers' KV (default: the\n"
+        "preset's), so that a real preset cut with --n-layer keeps layers of its own KV.\n");
 }
 
 static bool mk_is_moe(int arch) {
@@ -267,7 +270,7 @@ static int parse_f32_pos(const char *s, float *out) {
 enum { /* long-only options */
     OPT_ARCH = 256, OPT_TYPES, OPT_NLAYER, OPT_NEMBD, OPT_NHEAD, OPT_NHEADKV, OPT_HEADDIM, OPT_NFF,
     OPT_NEXPERT, OPT_NEXPUSED, OPT_NFFEXP, OPT_CTX, OPT_NVOCAB, OPT_ROPE, OPT_EPS, OPT_TOKJSON,
-    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT,
+    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT, OPT_NKVSHARED,
 };
 
 static const struct option mk_long_opts[] = {
@@ -286,6 +289,7 @@ static const struct option mk_long_opts[] = {
     {"upcycle", no_argument, 0, OPT_UPCYCLE}, {"quiet", no_argument, 0, OPT_QUIET},
     {"nextn", required_argument, 0, OPT_NEXTN},
     {"split-max-size", required_argument, 0, OPT_SPLIT},
+    {"n-kv-shared", required_argument, 0, OPT_NKVSHARED},
     {0, 0, 0, 0},
 };
 
@@ -340,6 +344,11 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
         o->quiet = true;
     else if (c == OPT_SPLIT)
         rc = units_parse_bytes(arg, &o->split_max_bytes);
+    else if (c == OPT_NKVSHARED) {
+        uint64_t v = 0;
+        rc = parse_u64(arg, 512, &v);
+        o->n_kv_shared_opt = (int64_t)v;
+    }
     else
         rc = -EINVAL;
     if (rc)
@@ -392,7 +401,7 @@ static int opts_apply_gemma4(struct mk_opts *o, const struct mk_preset *p) {
     o->swa_period = g->swa_period;
     o->head_dim_full = g->head_dim_full;
     o->n_head_kv_full = g->n_head_kv_full;
-    o->n_kv_shared = g->n_kv_shared;
+    o->n_kv_shared = o->n_kv_shared_opt >= 0 ? (uint32_t)o->n_kv_shared_opt : g->n_kv_shared;
     o->rope_rot_full = g->rope_rot_full;
     o->rope_base_swa = g->rope_base_swa;
     o->softcap = g->softcap;
@@ -490,6 +499,8 @@ static int opts_check(const struct mk_opts *o) {
         why = "--upcycle needs --arch qwen3moe";
     else if (o->nextn && !mk_is_hybrid(o->arch))
         why = "--nextn needs a qwen35 preset";
+    else if (o->n_kv_shared_opt >= 0 && o->arch != MK_ARCH_GEMMA4)
+        why = "--n-kv-shared needs a gemma4 preset";
     else if (o->arch == MK_ARCH_GEMMA4 && (o->n_layer > 512 || o->n_layer < o->n_kv_shared + 2 ||
                                            o->n_head % o->n_head_kv_full != 0))
         why = "gemma4 needs at most 512 layers, two with KV of their own, heads divisible by KV heads";
@@ -513,6 +524,7 @@ static int opts_check(const struct mk_opts *o) {
 static int opts_parse(struct mk_opts *o, int argc, char **argv) {
     memset(o, 0, sizeof(*o));
     o->arch = o->types = -1;
+    o->n_kv_shared_opt = -1;
     o->seed = 42;
     o->preset = "tiny";
     int c, rc = 0;
