@@ -237,6 +237,11 @@ static int gemma4_ple(struct model *m, int il, char *err, size_t err_len) {
     const int64_t E = m->hp.n_embd, P = m->hp.n_embd_per_layer, LP = P * m->hp.n_layer;
     struct model_layer *l = &m->layers[il];
     int rc = 0;
+    if (P == 0 && il == 0 && gguf_find_tensor(m->gguf, "per_layer_token_embd.weight")) {
+        err_set(err, err_len, "model: tensor \"per_layer_token_embd.weight\" without key "
+                "\"gemma4.embedding_length_per_layer_input\"");
+        return -EINVAL;
+    }
     if (P == 0)
         return 0;
     if (il == 0 &&
