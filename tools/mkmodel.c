@@ -474,6 +474,21 @@ static bool gemma4_has_kv(const struct mk_opts *o, uint32_t il) {
     return il + o->n_kv_shared < o->n_layer;
 }
 
+/* gemma4: whether layer il has attn_v (its own KV, and a window layer or no k_eq_v). */
+static bool gemma4_has_v(const struct mk_opts *o, uint32_t il) {
+    return gemma4_has_kv(o, il) && (gemma4_swa(o, il) || !o->k_eq_v);
+}
+
+/* gemma4: layer il's attn_v index among the model's attn_v tensors (*iv), and their count (*nv):
+ * llama-quantize's i_attention_wv and n_attention_wv. */
+static void gemma4_v_index(const struct mk_opts *o, uint32_t il, uint32_t *iv, uint32_t *nv) {
+    *iv = *nv = 0;
+    for (uint32_t i = 0; i < o->n_layer; i++) {
+        *iv += i < il && gemma4_has_v(o, i);
+        *nv += gemma4_has_v(o, i);
+    }
+}
+
 /* Whether the model has routed experts: every MoE family, gemma4 only with an expert count (its
  * E2B, E4B and 31B are dense). */
 static bool mk_has_experts(const struct mk_opts *o) {
@@ -1382,6 +1397,9 @@ struct mk_slot {
     enum mk_role role;
     uint32_t il;
     bool experts;
+    uint32_t iv, nv;  /* attn_v: its index among the file's attn_v tensors, and their count
+                       * (llama-quantize counts them; gemma4's shared-KV layers and k_eq_v
+                       * global layers have none, elsewhere il and n_layer) */
 };
 
 /* llama-quantize's use_more_bits: which layers' attn_v / ffn_down get more bits. */
@@ -1409,8 +1427,8 @@ static enum qtype mix_q8_0(const struct mk_slot *s) {
 }
 
 static enum qtype mix_q4_k_m(const struct mk_slot *s) {
-    bool more = (role_is_attn_v(s->role) || s->role == MK_ROLE_FFN_DOWN) &&
-                use_more_bits(s->il, s->o->n_layer);
+    bool more = (role_is_attn_v(s->role) && use_more_bits(s->iv, s->nv)) ||
+                (s->role == MK_ROLE_FFN_DOWN && use_more_bits(s->il, s->o->n_layer));
     return s->role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
 }
 
@@ -1418,7 +1436,7 @@ static enum qtype mix_q3_k_m(const struct mk_slot *s) {
     switch (s->role) {
     case MK_ROLE_OUTPUT: return QTYPE_Q6_K;
     case MK_ROLE_ATTN_V:
-    case MK_ROLE_SSM_QKV: return s->il < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
+    case MK_ROLE_SSM_QKV: return s->iv < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
     case MK_ROLE_FFN_DOWN: return s->il < s->o->n_layer / 16 ? QTYPE_Q5_K : QTYPE_Q4_K;
     case MK_ROLE_ATTN_O: return QTYPE_Q4_K;
     default: return QTYPE_Q3_K;
@@ -1645,7 +1663,9 @@ static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t i
         return QTYPE_F32;
     if (role == MK_ROLE_PLE_PROJ)
         return o->types == MK_TYPES_F16 ? QTYPE_F16 : QTYPE_BF16;
-    const struct mk_slot slot = {o, role, il, ne2 > 1};
+    struct mk_slot slot = {o, role, il, ne2 > 1, il, o->n_layer};
+    if (o->arch == MK_ARCH_GEMMA4)
+        gemma4_v_index(o, il, &slot.iv, &slot.nv);
     enum qtype t = mk_mixes[o->types].rule(&slot);
     if (ne0 % qtype_block_elems(t) != 0)
         t = mk_fallback(t);
@@ -1809,7 +1829,7 @@ static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int i
     plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
     if (gemma4_has_kv(o, (uint32_t)il)) {
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
-        if (swa || !o->k_eq_v)
+        if (gemma4_has_v(o, (uint32_t)il))
             plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
         plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, hd, 0, 0);
         gemma4_qk_norm_scale(&m->t[m->n - 1]);
