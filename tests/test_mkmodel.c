@@ -251,6 +251,20 @@ static void test_writer_unwritable(void) {
     gguf_writer_free(w);
     CHECK(MKMODEL("-o", tmp_path("no-such-dir/m.gguf")) == 1);
     CHECK(!file_exists(tmp_path("no-such-dir")));
+    /* a path that is not a regular file (a FIFO here, /dev/null in life: the final rename would
+     * replace it) is refused before anything is written, and stays what it was */
+    const char *fifo = tmp_path("w-fifo");
+    CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
+    w = gguf_writer_new();
+    CHECK_EQ_INT(gguf_writer_add_u32(w, "k", 1), 0);
+    CHECK_EQ_INT(gguf_writer_open(w, fifo), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_finish(w), -EINVAL);
+    gguf_writer_free(w);
+    CHECK(MKMODEL("-o", fifo) == 1);
+    struct stat st;
+    CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "w-fifo.tmp"), 0);
+    unlink(fifo);
 }
 
 /* A disk that fills up mid-file: RLIMIT_FSIZE makes write() fail with EFBIG. */
