@@ -185,7 +185,10 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
     const bool hybrid = hp.ssm_d_state > 0 && hp.full_attn_interval > 0;
     uint64_t positions = 0, n_rec = 0, n_swa = 0;
     for (int32_t il = 0; il < hp.n_layer; il++) {
-        const bool swa = hp.n_swa > 0 && il % hp.swa_pattern < hp.swa_pattern - 1;
+        /* gemma4 names its window layers in an array, not a period (swa_pattern 0): counted as
+         * full layers here, an over-estimate */
+        const bool swa = hp.n_swa > 0 && hp.swa_pattern > 0 &&
+                         il % hp.swa_pattern < hp.swa_pattern - 1;
         if (hybrid && (il + 1) % hp.full_attn_interval != 0)
             n_rec++;
         else
