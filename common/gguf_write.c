@@ -461,6 +461,12 @@ int gguf_writer_open(struct gguf_writer *w, const char *path) {
     memcpy(w->tmp_path, path, n);
     memcpy(w->tmp_path + n, ".tmp.XXXXXX", sizeof(".tmp.XXXXXX"));
     w->opened = true;
+    struct stat st; /* the rename at the end would replace a device or FIFO (/dev/null) */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        free(w->tmp_path); /* nothing was created: nothing to unlink */
+        w->tmp_path = NULL;
+        return out_fail(w, -EINVAL);
+    }
     w->fd = mkstemp(w->tmp_path);
     if (w->fd < 0) {
         int err = -errno;

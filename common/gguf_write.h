@@ -70,8 +70,9 @@ uint64_t gguf_writer_tensor_bytes(const struct gguf_writer *w, uint64_t i);
 uint64_t gguf_writer_file_bytes(const struct gguf_writer *w);
 
 /* Creates a temp file next to path (path.tmp.XXXXXX) and writes the header, metadata and tensor
- * table. Returns 0 or a negative errno (-EACCES, -ENOENT, -ENOSPC, -EIO, ...); on failure nothing
- * is left on disk. path is copied. */
+ * table. Returns 0 or a negative errno (-EACCES, -ENOENT, -ENOSPC, -EIO, ...; -EINVAL when path
+ * exists and is not a regular file: finishing renames the temp file over it, which would replace
+ * a device such as /dev/null); on failure nothing is left on disk. path is copied. */
 int gguf_writer_open(struct gguf_writer *w, const char *path);
 
 /* Appends n bytes of data to the current tensor (the first one not yet complete); the chunk must

@@ -22,7 +22,8 @@
 # Real routing: the runs above route as the random-weight model does; then the same cold runs
 # under REPLAY_BUDGETS route every moe layer as a real model did (sniperd --route-replay, a route
 # trace of ../shared/fixtures/routing: Qwen3-30B-A3B's for the qwen3-30b-a3b preset, gpt-oss-120b's
-# for gpt-oss-120b; Gemma-4-26B-A4B's has no preset of its shape yet; the text is meaningless), the trace's decode tokens once through (its decode tokens + 1 generated), and
+# for gpt-oss-120b, Gemma-4-26B-A4B's for gemma4-26b-a4b; the text is meaningless), the trace's
+# decode tokens once through (its decode tokens + 1 generated), and
 # each beside bench-policy's replay of the same trace, eviction and slots: the hit rate the run
 # should reproduce.
 #   REPLAY=path/to/trace.csv (default: the preset's trace when there is one; REPLAY= none)
@@ -49,6 +50,7 @@ FIXTURES=${SNIPER_FIXTURES:-../shared/fixtures}
 case $PRESET in # the traces of ../shared/fixtures/routing whose shapes a preset has
 qwen3-30b-a3b) REPLAY_AUTO=$FIXTURES/routing/qwen.route.csv ;;
 gpt-oss-120b) REPLAY_AUTO=$FIXTURES/routing/gptoss.route.csv ;;
+gemma4-26b-a4b) REPLAY_AUTO=$FIXTURES/routing/gemma.route.csv ;;
 *) REPLAY_AUTO= ;;
 esac
 REPLAY=${REPLAY-$REPLAY_AUTO}

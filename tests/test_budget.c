@@ -25,13 +25,15 @@ static const char *model_once(char *path, size_t len, const char *name, const ch
 }
 
 static const char *model_path(int i) {
-    static char paths[4][1024];
+    static char paths[5][1024];
     static const char *const names[] = {"budget-moe.gguf", "budget-dense.gguf",
-                                        "budget-35moe.gguf", "budget-oss.gguf"};
+                                        "budget-35moe.gguf", "budget-oss.gguf",
+                                        "budget-g4ple.gguf"};
     static const char *const args[] = {"--preset tiny --types q8_0 --seed 71",
                                        "--preset tiny-dense --types q8_0 --seed 72",
                                        "--preset tiny-qwen35moe --types q8_0 --seed 73",
-                                       "--preset tiny-gpt-oss --types q8_0 --seed 74"};
+                                       "--preset tiny-gpt-oss --types q8_0 --seed 74",
+                                       "--preset tiny-gemma4-ple --types q8_0 --seed 75"};
     return model_once(paths[i], sizeof(paths[i]), names[i], args[i]);
 }
 
@@ -206,11 +208,33 @@ static void test_estimate_counts_recurrent_state(void) {
     model_free(m);
 }
 
+/* The estimate from the header of a gemma4 file (window layers named per layer, no period; per-layer
+ * embeddings' buffers) covers what the model and its engine hold, the per-layer inputs included. */
+static void test_estimate_gemma4(void) {
+    const char *path = model_path(4);
+    char err[512];
+    struct model *m = path ? model_open(path, false, err, sizeof(err)) : NULL;
+    CHECK_MSG(m, "%s", path ? err : "no model");
+    if (!m)
+        return;
+    struct engine_params p = engine_params_default();
+    p.n_ctx = 256;
+    struct engine_size es;
+    CHECK(engine_size(m, &p, &es, err, sizeof(err)) == 0);
+    const uint64_t est = budget_estimate(m->gguf, &p);
+    CHECK_MSG(est >= m->resident_bytes + es.kv_bytes + es.rec_bytes + es.scratch_bytes,
+              "estimate %llu, weights %llu + kv %zu + state %zu + buffers %zu",
+              (unsigned long long)est, (unsigned long long)m->resident_bytes, es.kv_bytes,
+              es.rec_bytes, es.scratch_bytes);
+    model_free(m);
+}
+
 static const struct test_case cases[] = {
     {"engine_size_is_exact", test_engine_size_is_exact},
     {"check_names_what_fits", test_check_names_what_fits},
     {"check_names_slots_without_checkpoints", test_check_names_slots_without_checkpoints},
     {"estimate_counts_recurrent_state", test_estimate_counts_recurrent_state},
+    {"estimate_gemma4", test_estimate_gemma4},
     {0},
 };
 

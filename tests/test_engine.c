@@ -332,6 +332,32 @@ static void test_gemma4_malformed(void) {
     unlink(bad);
 }
 
+/* A gemma4 file with per-layer embeddings missing one of their tensors is refused naming it; one
+ * that has the table but not the key giving its width is refused naming both (read without it,
+ * the layers would silently skip their per-layer inputs). */
+static void test_gemma4_ple_malformed(void) {
+    const char *path = make_model("g4ple.gguf", "--preset tiny-gemma4-ple --types q8_0 --seed 19");
+    if (!path)
+        return;
+    char bad[1200], err[256];
+    snprintf(bad, sizeof(bad), "%s.bad", path);
+    struct model *m = model_load(path, err, sizeof(err));
+    CHECK_MSG(m && m->hp.n_embd_per_layer == 128 && m->layers[5].ple_out.data, "%s", err);
+    model_free(m);
+    CHECK_EQ_INT(patched_copy(path, bad, "per_layer_proj_norm", "per_layer_proj_norx", 19), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "per_layer_proj_norm.weight") != NULL, "%s", err);
+    CHECK_EQ_INT(patched_copy(path, bad, "blk.2.inp_gate", "blk.2.inp_gatx", 14), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "blk.2.inp_gate.weight") != NULL, "%s", err);
+    CHECK_EQ_INT(patched_copy(path, bad, "embedding_length_per_layer_input",
+                              "embedding_length_per_layer_inpux", 32), 0);
+    CHECK(model_load(bad, err, sizeof(err)) == NULL);
+    CHECK_MSG(strstr(err, "per_layer_token_embd") && strstr(err, "embedding_length_per_layer_input"),
+              "%s", err);
+    unlink(bad);
+}
+
 /* A recurrent state rolls back only to checkpoints: every checkpoint_every positions and where
  * engine_checkpoint is called; what follows a rollback is bit-identical to the first run; with
  * more checkpoints than slots the newest stays and the gaps stay even. */
@@ -822,6 +848,7 @@ static const struct test_case cases[] = {
     {"gptoss_rollback", test_gptoss_rollback},
     {"gemma4_kv", test_gemma4_kv},
     {"gemma4_malformed", test_gemma4_malformed},
+    {"gemma4_ple_malformed", test_gemma4_ple_malformed},
     {"gptoss_kv_bounded", test_gptoss_kv_bounded},
     {"gptoss_malformed", test_gptoss_malformed},
     {"multi_seq_gptoss", test_multi_seq_gptoss},

@@ -99,6 +99,14 @@ static const char *gemma4_model(void) {
                       "--preset tiny-gemma4 --types q4_k_m --seed 41");
 }
 
+/* The tiny gemma4 with per-layer embeddings (E2B / E4B family): dense, double-wide FFNs in its
+ * shared-KV layers, the per-layer table on disk with the FFNs. */
+static const char *gemma4_ple_model(void) {
+    static char path[1024];
+    return model_once(path, sizeof(path), "experts-gemma4-ple.gguf",
+                      "--preset tiny-gemma4-ple --types q4_k_m --seed 43");
+}
+
 static const char *gptoss_model(void) {
     static char path[1024];
     return model_once(path, sizeof(path), "experts-oss.gguf",
@@ -401,6 +409,33 @@ out:
 }
 
 static void test_dense_streaming_is_exact(void) { check_dense_streaming(dense_model()); }
+
+/* Gemma 4 E2B / E4B: the per-layer table stays on disk with the FFNs (its rows read per token, as
+ * token_embd's are), so the resident weights shrink by it too, and the streamed run is the
+ * all-in-RAM one bit for bit. */
+static void test_gemma4_ple_streaming_is_exact(void) {
+    struct pair p;
+    if (!pair_open_path(&p, gemma4_ple_model()))
+        goto out;
+    uint64_t ffn = 0;
+    for (uint64_t i = 0; i < p.ram->gguf->n_tensors; i++)
+        if (model_tensor_streamed(&p.ram->hp, p.ram->gguf->tensors[i].name))
+            ffn += p.ram->gguf->tensors[i].n_bytes;
+    const uint64_t table = p.ram->ple_embd.tensor->n_bytes;
+    CHECK(p.disk->ple_on_disk && !p.ram->ple_on_disk);
+    /* each range read is aligned outwards: up to 2 x 4 KiB more per gap left by a tensor */
+    const uint64_t slack = p.ram->gguf->n_tensors * 8192;
+    CHECK_MSG(p.disk->resident_bytes + ffn + table <= p.ram->resident_bytes + slack,
+              "resident %llu of %llu: the per-layer table (%llu) and FFNs (%llu) were read",
+              (unsigned long long)p.disk->resident_bytes,
+              (unsigned long long)p.ram->resident_bytes, (unsigned long long)table,
+              (unsigned long long)ffn);
+    pair_close(&p);
+    check_dense_streaming(gemma4_ple_model());
+    return;
+out:
+    pair_close(&p);
+}
 static void test_qwen35_streaming_is_exact(void) { check_dense_streaming(qwen35_model()); }
 
 /* A cache smaller than one token's lookups: LRU would evict each expert before its next use and
@@ -980,6 +1015,7 @@ static const struct test_case cases[] = {
     {"gptoss_split_streaming_is_exact", test_gptoss_split_streaming_is_exact},
     {"streaming_is_exact", test_streaming_is_exact},
     {"dense_streaming_is_exact", test_dense_streaming_is_exact},
+    {"gemma4_ple_streaming_is_exact", test_gemma4_ple_streaming_is_exact},
     {"qwen35moe_streaming_is_exact", test_qwen35moe_streaming_is_exact},
     {"q3_k_m_streaming_is_exact", test_q3_k_m_streaming_is_exact},
     {"mxfp4_streaming_is_exact", test_mxfp4_streaming_is_exact},

@@ -251,6 +251,20 @@ static void test_writer_unwritable(void) {
     gguf_writer_free(w);
     CHECK(MKMODEL("-o", tmp_path("no-such-dir/m.gguf")) == 1);
     CHECK(!file_exists(tmp_path("no-such-dir")));
+    /* a path that is not a regular file (a FIFO here, /dev/null in life: the final rename would
+     * replace it) is refused before anything is written, and stays what it was */
+    const char *fifo = tmp_path("w-fifo");
+    CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
+    w = gguf_writer_new();
+    CHECK_EQ_INT(gguf_writer_add_u32(w, "k", 1), 0);
+    CHECK_EQ_INT(gguf_writer_open(w, fifo), -EINVAL);
+    CHECK_EQ_INT(gguf_writer_finish(w), -EINVAL);
+    gguf_writer_free(w);
+    CHECK(MKMODEL("-o", fifo) == 1);
+    struct stat st;
+    CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode));
+    CHECK_EQ_INT(count_prefixed(test_tmpdir(), "w-fifo.tmp"), 0);
+    unlink(fifo);
 }
 
 /* A disk that fills up mid-file: RLIMIT_FSIZE makes write() fail with EFBIG. */
@@ -690,6 +704,66 @@ static void test_qwen35_presets(void) {
         }
         if (g)
             check_hybrid_values(g);
+        gguf_free(g);
+        check_engine_runs(path, args[i][1]);
+    }
+}
+
+/* The dense Gemma 4 presets, narrowed (n_embd 256, FFN 512, a small vocabulary, fewer layers with
+ * some of their own KV): their own head sizes, per-layer embeddings and FFN widths survive; llama-quantize
+ * gives the tied per-layer table the output's type and keeps per_layer_model_proj in the
+ * converter's BF16; attn_v's more bits follow the attn_v tensors' count (E2B cut to 10 layers has
+ * 5, in layers 0-4: the 3rd and 5th get Q6_K), not the layers'; a 31B global layer has no attn_v;
+ * the engine runs each. */
+static void test_gemma4_presets(void) {
+    static const char *const args[][16] = {
+        {"--preset", "gemma4-e2b", "--n-layer", "10", "--n-kv-shared", "5", "--n-embd", "256",
+         "--n-ff", "512", "--n-vocab", "4096", NULL},
+        {"--preset", "gemma4-e4b", "--n-layer", "12", "--n-kv-shared", "6", "--n-embd", "256",
+         "--n-ff", "512", "--n-vocab", "4096", NULL},
+        {"--preset", "gemma4-31b", "--n-layer", "6", "--n-embd", "256", "--n-ff", "512",
+         "--n-vocab", "4096", NULL},
+    };
+    static const uint32_t ple[] = {256, 256, 0}, kv_shared[] = {5, 6, 0};
+    for (int i = 0; i < 3; i++) {
+        const char *path = tmp_path("g4.gguf");
+        const char *argv[20] = {"-o", path};
+        for (int k = 0; args[i][k]; k++)
+            argv[2 + k] = args[i][k];
+        CHECK_EQ_INT(mkmodel(0, argv), 0);
+        struct gguf *g = open_ok(path);
+        if (!g)
+            continue;
+        CHECK_EQ_INT(get_u32(g, "gemma4.embedding_length_per_layer_input"), ple[i]);
+        CHECK_EQ_INT(get_u32(g, "gemma4.attention.shared_kv_layers"), kv_shared[i]);
+        CHECK_EQ_INT(get_u32(g, "gemma4.attention.key_length"), 512);
+        CHECK_EQ_INT(get_u32(g, "gemma4.attention.key_length_swa"), 256);
+        CHECK(gguf_find_kv(g, "gemma4.expert_count") == NULL);
+        const struct gguf_tensor *tab = gguf_find_tensor(g, "per_layer_token_embd.weight");
+        const struct gguf_tensor *proj = gguf_find_tensor(g, "per_layer_model_proj.weight");
+        if (i < 2) {
+            CHECK(tab && tab->type == QTYPE_Q6_K && tab->ne[0] == 256u * (i ? 12 : 10));
+            CHECK(proj && proj->type == QTYPE_BF16 && proj->ne[1] == tab->ne[0]);
+            CHECK(gguf_find_tensor(g, "blk.9.proj.weight") != NULL);
+        } else {
+            CHECK(tab == NULL && proj == NULL);
+            CHECK(gguf_find_tensor(g, "blk.5.attn_v.weight") == NULL); /* global, k_eq_v */
+            CHECK(gguf_find_tensor(g, "blk.5.attn_k.weight") != NULL);
+        }
+        if (i == 0) {
+            uint64_t n = 0;
+            const int32_t *ff = gguf_get_arr(g, "gemma4.feed_forward_length", GGUF_VTYPE_INT32, &n);
+            CHECK(ff && n == 10 && ff[4] == 512 && ff[5] == 1024);
+            static const char *const v[] = {"blk.0.attn_v.weight", "blk.2.attn_v.weight",
+                                            "blk.3.attn_v.weight", "blk.4.attn_v.weight"};
+            static const enum qtype want[] = {QTYPE_Q4_K, QTYPE_Q6_K, QTYPE_Q4_K, QTYPE_Q6_K};
+            for (int k = 0; k < 4; k++) {
+                const struct gguf_tensor *t = gguf_find_tensor(g, v[k]);
+                CHECK_MSG(t && t->type == want[k], "%s is %s, llama-quantize writes %s", v[k],
+                          t ? qtype_name(t->type) : "missing", qtype_name(want[k]));
+            }
+            CHECK(gguf_find_tensor(g, "blk.5.attn_v.weight") == NULL); /* shared KV */
+        }
         gguf_free(g);
         check_engine_runs(path, args[i][1]);
     }
@@ -1391,6 +1465,7 @@ static const struct test_case cases[] = {
     {"tiny_dense_and_llama", test_tiny_dense_and_llama},
     {"matches_fixture_layout", test_matches_fixture_layout},
     {"qwen35_presets", test_qwen35_presets},
+    {"gemma4_presets", test_gemma4_presets},
     {"seeds", test_seeds},
     {"upcycle", test_upcycle},
     {"preset_30b_reduced", test_preset_30b_reduced},

@@ -71,11 +71,15 @@ struct mk_opts {
     uint32_t swa_period;        /* layer il is global iff (il + 1) % swa_period == 0 */
     uint32_t head_dim_full, n_head_kv_full; /* the global layers' head size and KV heads */
     uint32_t n_kv_shared;       /* last layers reading earlier layers' KV */
+    int64_t n_kv_shared_opt;    /* --n-kv-shared (a layer-cut real preset), -1: the preset's */
     float rope_base_swa;        /* the window layers' RoPE base */
     bool k_eq_v;                /* the global layers have no attn_v: V is K's projection */
     uint32_t rope_rot_full;     /* global layers: rotated pairs of head_dim_full / 2 (the rest
                                  * get freq factor 1e30 in rope_freqs, as the converter writes) */
     float softcap;              /* final_logit_softcapping */
+    uint32_t n_embd_per_layer;  /* per-layer embeddings (E2B, E4B): each layer's slice of
+                                 * per_layer_token_embd; 0: none */
+    bool double_wide;           /* the shared-KV layers' FFN twice n_ff (use_double_wide_mlp) */
 };
 
 /* A Qwen3.5 preset's Gated DeltaNet and shared-expert shapes (zero for the other families). */
@@ -132,6 +136,24 @@ static const struct mk_preset mk_presets[] = {
      * used), vocabulary 262,144, window 1024 (its published config.json) */
     {"gemma4-26b-a4b", MK_ARCH_GEMMA4, MK_TYPES_Q4_K_M, 30, 2816, 16, 8, 256, 2112, 128, 8, 704,
      262144, 262144, {0}},
+    /* tiny-gemma4-ple is the shape family of E2B / E4B: no experts, per-layer embeddings of 128
+     * per layer, the shared-KV layers' FFN twice as wide (E2B's), attn_v in every layer with KV */
+    {"tiny-gemma4-ple", MK_ARCH_GEMMA4, MK_TYPES_F32, 6, 256, 4, 2, 64, 256, 0, 0, 0, 4096, 0,
+     {0}},
+    /* The published config.json files (text_config) of the dense Gemma 4 models, all with window
+     * heads of 256 and global heads of 512 (a quarter of their pairs rotated), vocabulary 262,144:
+     * E2B: 35 layers (4 window, 1 global) of 1536, 8 heads over 1 KV head, FFN 6144 (12,288 in
+     * the 20 shared-KV layers), per-layer embeddings of 256, window 512, context 131,072;
+     * E4B: 42 layers (5 window, 1 global) of 2560, 8 heads over 2 KV heads, FFN 10,240, 18
+     * shared-KV layers, per-layer embeddings of 256, window 512, context 131,072;
+     * 31B: 60 layers (5 window, 1 global) of 5376, 32 heads over 16 KV heads (window) or 4
+     * (global, no attn_v), FFN 21,504, window 1024, context 262,144 */
+    {"gemma4-e2b", MK_ARCH_GEMMA4, MK_TYPES_Q4_K_M, 35, 1536, 8, 1, 256, 6144, 0, 0, 0, 131072,
+     262144, {0}},
+    {"gemma4-e4b", MK_ARCH_GEMMA4, MK_TYPES_Q4_K_M, 42, 2560, 8, 2, 256, 10240, 0, 0, 0, 131072,
+     262144, {0}},
+    {"gemma4-31b", MK_ARCH_GEMMA4, MK_TYPES_Q4_K_M, 60, 5376, 32, 16, 256, 21504, 0, 0, 0, 262144,
+     262144, {0}},
 };
 
 /* What a gpt-oss preset adds to its row: the sliding window of its even layers, YaRN (factor 32
@@ -151,15 +173,22 @@ static const struct mk_gptoss {
 
 /* What a gemma4 preset adds to its row: the window and its layer period, the global layers' head
  * size, KV heads and RoPE (base 1e6 for the global layers, partial rotation by freq factors), the
- * layers sharing KV, and the final soft-capping (llama.cpp's src/models/gemma4.cpp reads them). */
+ * layers sharing KV, the final soft-capping, the per-layer embeddings' width and the double-wide
+ * FFN of the shared-KV layers (llama.cpp's src/models/gemma4.cpp reads them). */
 static const struct mk_gemma4 {
     const char *preset;
     uint32_t n_swa, swa_period, head_dim_full, n_head_kv_full, n_kv_shared, rope_rot_full;
     float rope_base_swa, softcap;
     bool k_eq_v;
+    uint32_t n_embd_per_layer;
+    bool double_wide;
 } mk_gemma4_presets[] = {
-    {"tiny-gemma4", 16, 2, 128, 1, 2, 16, 10000.0f, 30.0f, true},
-    {"gemma4-26b-a4b", 1024, 6, 512, 2, 0, 64, 10000.0f, 30.0f, true},
+    {"tiny-gemma4", 16, 2, 128, 1, 2, 16, 10000.0f, 30.0f, true, 0, false},
+    {"gemma4-26b-a4b", 1024, 6, 512, 2, 0, 64, 10000.0f, 30.0f, true, 0, false},
+    {"tiny-gemma4-ple", 16, 2, 128, 1, 2, 16, 10000.0f, 30.0f, false, 128, true},
+    {"gemma4-e2b", 512, 5, 512, 1, 20, 64, 10000.0f, 30.0f, false, 256, true},
+    {"gemma4-e4b", 512, 6, 512, 2, 18, 64, 10000.0f, 30.0f, false, 256, false},
+    {"gemma4-31b", 1024, 6, 512, 4, 0, 64, 10000.0f, 30.0f, true, 0, false},
 };
 
 static const char *const mk_arch_names[] = {"qwen3moe", "qwen3", "llama", "qwen35moe", "qwen35",
@@ -171,7 +200,7 @@ static void mk_usage(FILE *f) {
     fprintf(f,
         "usage: sniper-mkmodel -o OUT.gguf [--preset tiny|tiny-dense|qwen3-30b-a3b|tiny-qwen35moe|\n"
         "         tiny-qwen35|qwen3.5-35b-a3b|qwen3.5-9b|tiny-gpt-oss|gpt-oss-20b|gpt-oss-120b|\n"
-        "         tiny-gemma4|gemma4-26b-a4b]\n"
+        "         tiny-gemma4|gemma4-26b-a4b|tiny-gemma4-ple|gemma4-e2b|gemma4-e4b|gemma4-31b]\n"
         "         [--arch qwen3moe|qwen3|llama]\n"
         "         [--types f32|q8_0|q4_k_m|q3_k_m|q2_k|iq4_xs|iq4_nl|mxfp4_moe|q4_1|q5_1|\n"
         "         iq2_m|iq3_xxs|f16|bf16|q4_0|q5_0|q5_k_m|q6_k|iq1_s|iq1_m|iq2_xxs|iq2_xs|iq3_m]\n"
@@ -180,7 +209,7 @@ static void mk_usage(FILE *f) {
         "         [--n-ff N] [--n-expert N] [--n-expert-used N] [--n-ff-exp N] [--ctx N]\n"
         "         [--n-vocab N] [--rope-base F] [--eps F] [--tokenizer-json PATH]\n"
         "         [--chat-template PATH] [--upcycle] [--nextn N] [--split-max-size SIZE]\n"
-        "         [--vocab gemma4] [--quiet]\n"
+        "         [--vocab gemma4] [--n-kv-shared N] [--quiet]\n"
         "Writes a GGUF with deterministic random weights (default: --preset tiny --seed 42).\n"
         "--upcycle (qwen3moe): every expert of layer N copies the dense blk.N.ffn_* tensors that\n"
         "--arch qwen3 with the same seed writes; expert width = --n-ff.\n"
@@ -190,7 +219,9 @@ static void mk_usage(FILE *f) {
         "gguf-split writes it, OUT-00001-of-0000N.gguf ... (OUT without .gguf), each shard at most\n"
         "SIZE of tensor data (at least one tensor), the metadata in the first.\n"
         "--vocab gemma4: a small vocabulary of Gemma 4's kind (tokenizer.ggml.model gemma4: spaces\n"
-        "as U+2581, <0xXX> byte tokens, its turn and tool markers) and a compact Gemma 4 template.\n");
+        "as U+2581, <0xXX> byte tokens, its turn and tool markers) and a compact Gemma 4 template.\n"
+        "--n-kv-shared N (gemma4): the last N layers read earlier layers' KV (default: the\n"
+        "preset's), so that a real preset cut with --n-layer keeps layers of its own KV.\n");
 }
 
 static bool mk_is_moe(int arch) {
@@ -243,7 +274,7 @@ static int parse_f32_pos(const char *s, float *out) {
 enum { /* long-only options */
     OPT_ARCH = 256, OPT_TYPES, OPT_NLAYER, OPT_NEMBD, OPT_NHEAD, OPT_NHEADKV, OPT_HEADDIM, OPT_NFF,
     OPT_NEXPERT, OPT_NEXPUSED, OPT_NFFEXP, OPT_CTX, OPT_NVOCAB, OPT_ROPE, OPT_EPS, OPT_TOKJSON,
-    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT, OPT_VOCAB,
+    OPT_TEMPLATE, OPT_UPCYCLE, OPT_QUIET, OPT_NEXTN, OPT_SPLIT, OPT_VOCAB, OPT_NKVSHARED,
 };
 
 static const struct option mk_long_opts[] = {
@@ -263,6 +294,7 @@ static const struct option mk_long_opts[] = {
     {"nextn", required_argument, 0, OPT_NEXTN},
     {"split-max-size", required_argument, 0, OPT_SPLIT},
     {"vocab", required_argument, 0, OPT_VOCAB},
+    {"n-kv-shared", required_argument, 0, OPT_NKVSHARED},
     {0, 0, 0, 0},
 };
 
@@ -319,6 +351,11 @@ static int opt_apply(struct mk_opts *o, int c, const char *arg) {
         rc = units_parse_bytes(arg, &o->split_max_bytes);
     else if (c == OPT_VOCAB)
         rc = (o->vocab_gemma4 = strcmp(arg, "gemma4") == 0) ? 0 : -EINVAL;
+    else if (c == OPT_NKVSHARED) {
+        uint64_t v = 0;
+        rc = parse_u64(arg, 512, &v);
+        o->n_kv_shared_opt = (int64_t)v;
+    }
     else
         rc = -EINVAL;
     if (rc)
@@ -371,11 +408,13 @@ static int opts_apply_gemma4(struct mk_opts *o, const struct mk_preset *p) {
     o->swa_period = g->swa_period;
     o->head_dim_full = g->head_dim_full;
     o->n_head_kv_full = g->n_head_kv_full;
-    o->n_kv_shared = g->n_kv_shared;
+    o->n_kv_shared = o->n_kv_shared_opt >= 0 ? (uint32_t)o->n_kv_shared_opt : g->n_kv_shared;
     o->rope_rot_full = g->rope_rot_full;
     o->rope_base_swa = g->rope_base_swa;
     o->softcap = g->softcap;
     o->k_eq_v = g->k_eq_v;
+    o->n_embd_per_layer = g->n_embd_per_layer;
+    o->double_wide = g->double_wide;
     return 0;
 }
 
@@ -442,6 +481,32 @@ static bool gemma4_has_kv(const struct mk_opts *o, uint32_t il) {
     return il + o->n_kv_shared < o->n_layer;
 }
 
+/* gemma4: whether layer il has attn_v (its own KV, and a window layer or no k_eq_v). */
+static bool gemma4_has_v(const struct mk_opts *o, uint32_t il) {
+    return gemma4_has_kv(o, il) && (gemma4_swa(o, il) || !o->k_eq_v);
+}
+
+/* gemma4: layer il's attn_v index among the model's attn_v tensors (*iv), and their count (*nv):
+ * llama-quantize's i_attention_wv and n_attention_wv. */
+static void gemma4_v_index(const struct mk_opts *o, uint32_t il, uint32_t *iv, uint32_t *nv) {
+    *iv = *nv = 0;
+    for (uint32_t i = 0; i < o->n_layer; i++) {
+        *iv += i < il && gemma4_has_v(o, i);
+        *nv += gemma4_has_v(o, i);
+    }
+}
+
+/* Whether the model has routed experts: every MoE family, gemma4 only with an expert count (its
+ * E2B, E4B and 31B are dense). */
+static bool mk_has_experts(const struct mk_opts *o) {
+    return mk_is_moe(o->arch) && (o->arch != MK_ARCH_GEMMA4 || o->n_expert > 0);
+}
+
+/* gemma4: layer il's dense FFN width (twice n_ff in a shared-KV layer with double_wide). */
+static uint32_t gemma4_n_ff(const struct mk_opts *o, uint32_t il) {
+    return o->double_wide && !gemma4_has_kv(o, il) ? 2 * o->n_ff : o->n_ff;
+}
+
 /* Row lengths that quantized types must divide. Returns 0 or -EINVAL with a message. */
 static int opts_check(const struct mk_opts *o) {
     const char *why = NULL;
@@ -456,6 +521,8 @@ static int opts_check(const struct mk_opts *o) {
         why = "--upcycle needs --arch qwen3moe";
     else if (o->nextn && !mk_is_hybrid(o->arch))
         why = "--nextn needs a qwen35 preset";
+    else if (o->n_kv_shared_opt >= 0 && o->arch != MK_ARCH_GEMMA4)
+        why = "--n-kv-shared needs a gemma4 preset";
     else if (o->arch == MK_ARCH_GEMMA4 && (o->n_layer > 512 || o->n_layer < o->n_kv_shared + 2 ||
                                            o->n_head % o->n_head_kv_full != 0))
         why = "gemma4 needs at most 512 layers, two with KV of their own, heads divisible by KV heads";
@@ -467,8 +534,9 @@ static int opts_check(const struct mk_opts *o) {
         why = "--n-head * --head-dim is too large";
     else if (o->types != MK_TYPES_F32 &&
              (o->n_embd % 32 || q_dim % 32 || o->n_ff % 32 || o->n_ff_exp % 32 ||
-              o->n_ff_shexp % 32))
-        why = "quantized types need n-embd, n-head*head-dim, n-ff and n-ff-exp multiples of 32";
+              o->n_ff_shexp % 32 || o->n_embd_per_layer % 32))
+        why = "quantized types need n-embd, n-head*head-dim, n-ff, n-ff-exp and the per-layer "
+              "embedding multiples of 32";
     if (why)
         fprintf(stderr, "sniper-mkmodel: %s\n", why);
     return why ? -EINVAL : 0;
@@ -478,6 +546,7 @@ static int opts_check(const struct mk_opts *o) {
 static int opts_parse(struct mk_opts *o, int argc, char **argv) {
     memset(o, 0, sizeof(*o));
     o->arch = o->types = -1;
+    o->n_kv_shared_opt = -1;
     o->seed = 42;
     o->preset = "tiny";
     int c, rc = 0;
@@ -1389,6 +1458,8 @@ enum mk_role {
     MK_ROLE_ATTN_V, MK_ROLE_ATTN_O, MK_ROLE_FFN_GATE, MK_ROLE_FFN_UP, MK_ROLE_FFN_DOWN,
     MK_ROLE_SSM_QKV,   /* DeltaNet attn_qkv: llama-quantize counts it with attn_v */
     MK_ROLE_MATRIX,    /* any other matrix: Q4_K under Q4_K_M */
+    MK_ROLE_PLE_PROJ,  /* gemma4's per_layer_model_proj: llama-quantize keeps the converter's type
+                        * (F16 from --outtype f16, else BF16, the published weights' type) */
     MK_ROLE_SSM_CONV,  /* f32, N(0, 1/4) */
     MK_ROLE_SSM_DT,    /* f32, U(0.5, 1.5) */
     MK_ROLE_SSM_A,     /* f32, -A with A log-uniform in [0.01, 4]: negative, so exp(g) < 1 */
@@ -1424,6 +1495,9 @@ struct mk_slot {
     enum mk_role role;
     uint32_t il;
     bool experts;
+    uint32_t iv, nv;  /* attn_v: its index among the file's attn_v tensors, and their count
+                       * (llama-quantize counts them; gemma4's shared-KV layers and k_eq_v
+                       * global layers have none, elsewhere il and n_layer) */
 };
 
 /* llama-quantize's use_more_bits: which layers' attn_v / ffn_down get more bits. */
@@ -1451,8 +1525,8 @@ static enum qtype mix_q8_0(const struct mk_slot *s) {
 }
 
 static enum qtype mix_q4_k_m(const struct mk_slot *s) {
-    bool more = (role_is_attn_v(s->role) || s->role == MK_ROLE_FFN_DOWN) &&
-                use_more_bits(s->il, s->o->n_layer);
+    bool more = (role_is_attn_v(s->role) && use_more_bits(s->iv, s->nv)) ||
+                (s->role == MK_ROLE_FFN_DOWN && use_more_bits(s->il, s->o->n_layer));
     return s->role == MK_ROLE_OUTPUT || more ? QTYPE_Q6_K : QTYPE_Q4_K;
 }
 
@@ -1460,7 +1534,7 @@ static enum qtype mix_q3_k_m(const struct mk_slot *s) {
     switch (s->role) {
     case MK_ROLE_OUTPUT: return QTYPE_Q6_K;
     case MK_ROLE_ATTN_V:
-    case MK_ROLE_SSM_QKV: return s->il < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
+    case MK_ROLE_SSM_QKV: return s->iv < 2 ? QTYPE_Q5_K : QTYPE_Q4_K;
     case MK_ROLE_FFN_DOWN: return s->il < s->o->n_layer / 16 ? QTYPE_Q5_K : QTYPE_Q4_K;
     case MK_ROLE_ATTN_O: return QTYPE_Q4_K;
     default: return QTYPE_Q3_K;
@@ -1685,7 +1759,11 @@ static enum qtype mk_type(const struct mk_opts *o, enum mk_role role, uint32_t i
     if (o->types == MK_TYPES_F32 || role == MK_ROLE_NORM || role == MK_ROLE_ROUTER ||
         role >= MK_ROLE_SSM_CONV)
         return QTYPE_F32;
-    const struct mk_slot slot = {o, role, il, ne2 > 1};
+    if (role == MK_ROLE_PLE_PROJ)
+        return o->types == MK_TYPES_F16 ? QTYPE_F16 : QTYPE_BF16;
+    struct mk_slot slot = {o, role, il, ne2 > 1, il, o->n_layer};
+    if (o->arch == MK_ARCH_GEMMA4)
+        gemma4_v_index(o, il, &slot.iv, &slot.nv);
     enum qtype t = mk_mixes[o->types].rule(&slot);
     if (ne0 % qtype_block_elems(t) != 0)
         t = mk_fallback(t);
@@ -1835,19 +1913,21 @@ static void gemma4_qk_norm_scale(struct mk_tensor *t) {
 /* Layer il of a gemma4 model as llama.cpp's loader lists it (src/models/gemma4.cpp): attention
  * with q/k norms (window or global head size and KV heads; no K or V in a shared-KV layer, no V in
  * a global layer with k_eq_v),
- * post_attention_norm, the dense GeGLU FFN with post_ffw_norm_1, the router with its input scale,
- * pre_ffw_norm_2, the experts (gate and up fused, a scale per expert on down) with
- * post_ffw_norm_2, post_ffw_norm, and the layer's output scale. */
+ * post_attention_norm, the dense GeGLU FFN (twice as wide in a shared-KV layer with double_wide),
+ * post_ffw_norm, the per-layer embedding's tensors (inp_gate, proj, post_norm) when the model has
+ * them, and with experts post_ffw_norm_1, the router with its input scale, pre_ffw_norm_2, the
+ * experts (gate and up fused, a scale per expert on down) with post_ffw_norm_2; the layer's
+ * output scale. */
 static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int il) {
     const bool swa = gemma4_swa(o, (uint32_t)il);
     const uint64_t e = o->n_embd, hd = swa ? o->head_dim : o->head_dim_full;
     const uint64_t qd = o->n_head * hd, kvd = (swa ? o->n_head_kv : o->n_head_kv_full) * hd;
-    const uint64_t ff = o->n_ff_exp, n_exp = o->n_expert;
+    const uint64_t ff = o->n_ff_exp, n_exp = o->n_expert, n_ff = gemma4_n_ff(o, (uint32_t)il);
     plan_add(m, o, "attn_norm", il, MK_ROLE_NORM, e, 0, 0);
     plan_add(m, o, "attn_q", il, MK_ROLE_ATTN_Q, e, qd, 0);
     if (gemma4_has_kv(o, (uint32_t)il)) {
         plan_add(m, o, "attn_k", il, MK_ROLE_ATTN_K, e, kvd, 0);
-        if (swa || !o->k_eq_v)
+        if (gemma4_has_v(o, (uint32_t)il))
             plan_add(m, o, "attn_v", il, MK_ROLE_ATTN_V, e, kvd, 0);
         plan_add(m, o, "attn_k_norm", il, MK_ROLE_NORM, hd, 0, 0);
         gemma4_qk_norm_scale(&m->t[m->n - 1]);
@@ -1858,10 +1938,17 @@ static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int i
     plan_add(m, o, "post_attention_norm", il, MK_ROLE_NORM, e, 0, 0);
     plan_add(m, o, "layer_output_scale", il, MK_ROLE_NORM, 1, 0, 0);
     plan_add(m, o, "ffn_norm", il, MK_ROLE_NORM, e, 0, 0);
-    plan_add(m, o, "ffn_gate", il, MK_ROLE_FFN_GATE, e, o->n_ff, 0);
-    plan_add(m, o, "ffn_up", il, MK_ROLE_FFN_UP, e, o->n_ff, 0);
-    plan_add(m, o, "ffn_down", il, MK_ROLE_FFN_DOWN, o->n_ff, e, 0);
+    plan_add(m, o, "ffn_gate", il, MK_ROLE_FFN_GATE, e, n_ff, 0);
+    plan_add(m, o, "ffn_up", il, MK_ROLE_FFN_UP, e, n_ff, 0);
+    plan_add(m, o, "ffn_down", il, MK_ROLE_FFN_DOWN, n_ff, e, 0);
     plan_add(m, o, "post_ffw_norm", il, MK_ROLE_NORM, e, 0, 0);
+    if (o->n_embd_per_layer) { /* the per-layer embedding's gate, projection and norm */
+        plan_add(m, o, "inp_gate", il, MK_ROLE_MATRIX, e, o->n_embd_per_layer, 0);
+        plan_add(m, o, "proj", il, MK_ROLE_MATRIX, o->n_embd_per_layer, e, 0);
+        plan_add(m, o, "post_norm", il, MK_ROLE_NORM, e, 0, 0);
+    }
+    if (!mk_has_experts(o))
+        return;
     plan_add(m, o, "ffn_gate_inp", il, MK_ROLE_ROUTER, e, n_exp, 0);
     m->t[m->n - 1].std = 1.0f; /* its input is rms-normalised then divided by sqrt(n_embd) */
     plan_add(m, o, "ffn_gate_inp.scale", il, MK_ROLE_NORM, e, 0, 0);
@@ -1873,13 +1960,25 @@ static void plan_gemma4_layer(struct mk_model *m, const struct mk_opts *o, int i
     plan_add(m, o, "ffn_down_exps.scale", il, MK_ROLE_NORM, n_exp, 0, 0);
 }
 
+/* gemma4's per-layer embeddings (E2B, E4B): the table of n_layer slices of n_embd_per_layer per
+ * token (tied embeddings: llama-quantize gives it the output's type, as token_embd; values of
+ * std 1/sqrt(width) so that, times sqrt(width), they weigh as much as the projection they join),
+ * the projection from the scaled token embedding, and its norm. */
+static void plan_ple(struct mk_model *m, const struct mk_opts *o) {
+    const uint64_t P = o->n_embd_per_layer, LP = P * o->n_layer;
+    plan_add(m, o, "per_layer_token_embd", -1, MK_ROLE_OUTPUT, LP, m->t[0].ne[1], 0);
+    m->t[m->n - 1].std = 1.0f / sqrtf((float)P);
+    plan_add(m, o, "per_layer_model_proj", -1, MK_ROLE_PLE_PROJ, o->n_embd, LP, 0);
+    plan_add(m, o, "per_layer_proj_norm", -1, MK_ROLE_NORM, P, 0, 0);
+}
+
 /* All tensors in convert_hf_to_gguf's order. Returns 0 or -ENOMEM. */
 static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vocab) {
     uint64_t e = o->n_embd, qd = (uint64_t)o->n_head * o->head_dim;
     uint64_t kvd = (uint64_t)o->n_head_kv * o->head_dim;
     bool qk_norm = o->arch != MK_ARCH_LLAMA;
     m->n = 0;
-    m->t = calloc(3 + (size_t)(o->n_layer + o->nextn) * 24, sizeof(*m->t));
+    m->t = calloc(8 + (size_t)(o->n_layer + o->nextn) * 24, sizeof(*m->t));
     if (!m->t)
         return -ENOMEM;
     /* gemma4 ties the output to token_embd, which then gets the output's type and scale */
@@ -1889,6 +1988,8 @@ static int plan_build(struct mk_model *m, const struct mk_opts *o, uint32_t n_vo
         if (o->n_layer >= o->swa_period) /* read by the global layers only (llama.cpp refuses
                                           * a tensor it does not read) */
             plan_add(m, o, "rope_freqs", -1, MK_ROLE_ROPE_FREQS, o->head_dim_full / 2, 0, 0);
+        if (o->n_embd_per_layer)
+            plan_ple(m, o);
         for (int il = 0; il < (int)o->n_layer; il++)
             plan_gemma4_layer(m, o, il);
         plan_add(m, o, "output_norm", -1, MK_ROLE_NORM, e, 0, 0);
@@ -1991,7 +2092,7 @@ static int meta_gemma4(struct gguf_writer *w, const struct mk_opts *o, const cha
     rc = rc ? rc : gguf_writer_add_arr_bool(w, key, swa, o->n_layer);
     rc = rc ? rc : meta_u32(w, a, "attention.sliding_window", o->n_swa);
     rc = rc ? rc : meta_u32(w, a, "attention.shared_kv_layers", o->n_kv_shared);
-    rc = rc ? rc : meta_u32(w, a, "embedding_length_per_layer_input", 0);
+    rc = rc ? rc : meta_u32(w, a, "embedding_length_per_layer_input", o->n_embd_per_layer);
     rc = rc ? rc : meta_u32(w, a, "attention.key_length_swa", o->head_dim);
     rc = rc ? rc : meta_u32(w, a, "attention.value_length_swa", o->head_dim);
     rc = rc ? rc : meta_u32(w, a, "rope.dimension_count", o->head_dim_full);
@@ -2001,10 +2102,21 @@ static int meta_gemma4(struct gguf_writer *w, const struct mk_opts *o, const cha
     return rc;
 }
 
+/* gemma4 with double_wide: feed_forward_length as an array, one width per layer (the converter's
+ * use_double_wide_mlp). */
+static int meta_gemma4_ff(struct gguf_writer *w, const struct mk_opts *o, const char *a) {
+    int32_t ff[512];
+    char key[128];
+    for (uint32_t il = 0; il < o->n_layer && il < 512; il++)
+        ff[il] = (int32_t)gemma4_n_ff(o, il);
+    snprintf(key, sizeof(key), "%s.feed_forward_length", a);
+    return gguf_writer_add_arr_i32(w, key, ff, o->n_layer);
+}
+
 /* general.* and the architecture's hyper-parameters, in the order llama.cpp's converter writes. */
 static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     const char *a = mk_arch_names[o->arch];
-    bool moe = mk_is_moe(o->arch);
+    bool moe = mk_has_experts(o);
     char name[128], desc[160];
     snprintf(name, sizeof(name), "sniper-mkmodel-%s-%s%s", o->preset, a,
              o->upcycle ? "-upcycled" : "");
@@ -2018,7 +2130,10 @@ static int meta_model(struct gguf_writer *w, const struct mk_opts *o) {
     rc = rc ? rc : meta_u32(w, a, "context_length", o->ctx);
     rc = rc ? rc : meta_u32(w, a, "embedding_length", o->n_embd);
     /* qwen35moe files, as Qwen3.5-MoE's converter writes them, have no feed_forward_length */
-    rc = rc || o->arch == MK_ARCH_QWEN35MOE ? rc : meta_u32(w, a, "feed_forward_length", o->n_ff);
+    if (o->double_wide)
+        rc = rc ? rc : meta_gemma4_ff(w, o, a);
+    else if (o->arch != MK_ARCH_QWEN35MOE)
+        rc = rc ? rc : meta_u32(w, a, "feed_forward_length", o->n_ff);
     rc = rc || !moe ? rc : meta_u32(w, a, "expert_feed_forward_length", o->n_ff_exp);
     rc = rc ? rc : meta_u32(w, a, "attention.head_count", o->n_head);
     if (o->arch != MK_ARCH_GEMMA4) { /* gemma4: an array, below */

@@ -1,11 +1,13 @@
-/* arch_gemma4.c - Gemma 4 (26B-A4B, 31B; E2B/E4B refused: per-layer embeddings are not read
- * yet): window and global attention layers by a per-layer pattern, each kind with its own head
+/* arch_gemma4.c - Gemma 4 (26B-A4B, 31B, E2B, E4B): window and global attention layers by a
+ * per-layer pattern, each kind with its own head
  * size, KV heads, rotation and RoPE base (the global layers rotate by freq factors, rope_freqs);
  * q/k norms and V normalised without a weight, kq scale 1; the last shared_kv_layers layers read
  * the KV of the last earlier layer of their kind; post-attention and post-FFN norms and a
  * per-layer output scale; a dense GeGLU FFN, and in a layer with experts routed experts beside it
  * (router on its own normalised, scaled input; fused gate_up; a scale per expert; their own
- * norms); the embedding scaled by sqrt(n_embd), the logits soft-capped.
+ * norms); per-layer embeddings (E2B, E4B: a second token table, a projection of the embedding, and
+ * in each layer a gate, a projection and a norm; block_ple.c runs them); the embedding scaled by
+ * sqrt(n_embd), the logits soft-capped.
  * Facts: llama.cpp's src/models/gemma4.cpp at the pinned commit (docs/gemma4.md). */
 #include <errno.h>
 #include <math.h>
@@ -38,11 +40,11 @@ static int gemma4_hparams(const struct gguf *g, struct model_hparams *hp, char *
                 hd_swa, hd_swa_v, hp->n_rot_swa);
         return -EINVAL;
     }
-    if (per_layer > 0) {
-        err_set(err, err_len, "model: gemma4 per-layer embeddings (E2B, E4B) are not supported "
-                "yet");
-        return -ENOTSUP;
+    if (per_layer < 0 || per_layer > (1 << 16)) {
+        err_set(err, err_len, "model: gemma4 per-layer embedding width %d out of range", per_layer);
+        return -EINVAL;
     }
+    hp->n_embd_per_layer = per_layer;
     hp->head_dim_swa = hd_swa;
     hp->rope_freq_base_swa = hp->rope_freq_base;
     float f = 0.0f;
@@ -228,6 +230,34 @@ static int gemma4_ffn(struct model *m, int il, char *err, size_t err_len) {
     return moe ? gemma4_experts(m, il, err, err_len) : 0;
 }
 
+/* The per-layer embeddings' model tensors (with il 0) and layer il's: the table of n_layer slices
+ * per token, the projection of the scaled token embedding and its norm; each layer's gate,
+ * projection and norm. Nothing when the model has none. */
+static int gemma4_ple(struct model *m, int il, char *err, size_t err_len) {
+    const int64_t E = m->hp.n_embd, P = m->hp.n_embd_per_layer, LP = P * m->hp.n_layer;
+    struct model_layer *l = &m->layers[il];
+    int rc = 0;
+    if (P == 0 && il == 0 && gguf_find_tensor(m->gguf, "per_layer_token_embd.weight")) {
+        err_set(err, err_len, "model: tensor \"per_layer_token_embd.weight\" without key "
+                "\"gemma4.embedding_length_per_layer_input\"");
+        return -EINVAL;
+    }
+    if (P == 0)
+        return 0;
+    if (il == 0 &&
+        ((rc = model_weight_load(m, &m->ple_embd, "per_layer_token_embd.weight", LP,
+                                 m->hp.n_vocab, 1, err, err_len)) ||
+         (rc = model_weight_load(m, &m->ple_proj, "per_layer_model_proj.weight", E, LP, 1, err,
+                                 err_len)) ||
+         (rc = gemma4_floats(m, &m->ple_proj_norm, "per_layer_proj_norm.weight", P, 1, false,
+                             err, err_len))))
+        return rc;
+    if ((rc = gemma4_weight(m, il, &l->ple_gate, "inp_gate.weight", E, P, 1, err, err_len)) ||
+        (rc = gemma4_weight(m, il, &l->ple_out, "proj.weight", P, E, 1, err, err_len)))
+        return rc;
+    return gemma4_blk_floats(m, il, &l->ple_post_norm, "post_norm.weight", E, false, err, err_len);
+}
+
 static int gemma4_layer(struct model *m, int il, char *err, size_t err_len) {
     struct model_layer *l = &m->layers[il];
     float *scale = NULL;
@@ -236,7 +266,7 @@ static int gemma4_layer(struct model *m, int il, char *err, size_t err_len) {
                                        1, true, err, err_len)))
         return rc;
     if ((rc = gemma4_layer_shape(m, il, err, err_len)) || (rc = gemma4_attn(m, il, err, err_len)) ||
-        (rc = gemma4_ffn(m, il, err, err_len)) ||
+        (rc = gemma4_ffn(m, il, err, err_len)) || (rc = gemma4_ple(m, il, err, err_len)) ||
         (rc = gemma4_blk_floats(m, il, &scale, "layer_output_scale.weight", 1, true, err,
                                 err_len)))
         return rc;

@@ -153,8 +153,8 @@ struct expert_cache *budget_cache_new(const struct model *m, struct engine *e, u
 
 /* The engine's buffers for n_batch tokens, roughly as engine_new sizes them: per token the
  * residual stream and block outputs, q/k/v and attention rows, the experts' hidden rows, the
- * quantized activation slots and the router's logits (an estimate: engine_scratch_bytes is the
- * truth once it exists). */
+ * quantized activation slots, the router's logits and gemma4's per-layer inputs (an estimate:
+ * engine_scratch_bytes is the truth once it exists). */
 static uint64_t scratch_estimate(const struct model_hparams *hp, const struct engine_params *p) {
     const uint64_t B = (uint64_t)(p->n_batch > 0 ? p->n_batch : 512);
     const uint64_t k = hp->n_expert > 0 ? (uint64_t)hp->n_expert_used : 1;
@@ -163,7 +163,8 @@ static uint64_t scratch_estimate(const struct model_hparams *hp, const struct en
     const uint64_t q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
     const uint64_t kv = (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
     const uint64_t per_token = 4 * (uint64_t)hp->n_embd + 4 * q + 2 * kv + k * (2 * ff +
-                               (uint64_t)hp->n_embd) + 3 * wide + (uint64_t)hp->n_expert;
+                               (uint64_t)hp->n_embd) + 3 * wide + (uint64_t)hp->n_expert +
+                               (uint64_t)hp->n_embd_per_layer * ((uint64_t)hp->n_layer + 1);
     return B * per_token * sizeof(float);
 }
 
@@ -199,6 +200,14 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p) {
     char err[256];
     if (model_read_hparams(g, &hp, err, sizeof(err)) < 0)
         return 0;
+    /* gemma4's FFN width is per layer (E2B/E4B double it in the shared-KV layers): the buffers
+     * are the widest's */
+    for (int32_t il = 0; il < hp.n_layer; il++) {
+        int32_t ff = 0;
+        if (model_key_i32_at(g, "feed_forward_length", il, hp.n_ff, &ff, err, sizeof(err)) == 0 &&
+            ff > hp.n_ff)
+            hp.n_ff = ff;
+    }
     uint64_t tensors = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++)
         tensors += g->tensors[i].n_bytes;

@@ -72,7 +72,13 @@ static int engine_check_weights(const struct model *m, char *err, size_t err_len
                 qtype_name(m->tok_embd.type));
         return -ENOTSUP;
     }
-    if (engine_check_weight(&m->output, "output", err, err_len) < 0)
+    if (m->ple_embd.data && !quant_can_dequantize(m->ple_embd.type)) {
+        err_set(err, err_len, "engine: per_layer_token_embd has type %s, which cannot be read yet",
+                qtype_name(m->ple_embd.type));
+        return -ENOTSUP;
+    }
+    if (engine_check_weight(&m->output, "output", err, err_len) < 0 ||
+        engine_check_weight(&m->ple_proj, "per_layer_model_proj", err, err_len) < 0)
         return -ENOTSUP;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct model_layer *l = &m->layers[il];
@@ -80,7 +86,7 @@ static int engine_check_weights(const struct model *m, char *err, size_t err_len
             &l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z, &l->ssm_beta, &l->ssm_alpha,
             &l->ssm_out, &l->ffn_gate_inp, &l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps,
             &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp, &l->ffn_up_shexp, &l->ffn_down_shexp,
-            &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+            &l->ffn_gate, &l->ffn_up, &l->ffn_down, &l->ple_gate, &l->ple_out};
         for (size_t i = 0; i < sizeof(ws) / sizeof(ws[0]); i++)
             if (engine_check_weight(ws[i], "weight", err, err_len) < 0)
                 return -ENOTSUP;
@@ -169,13 +175,13 @@ struct engine_widths {
 
 static struct engine_widths engine_widths(const struct model *m) {
     struct engine_widths w = {0};
-    const struct weight *out[] = {&m->output};
-    w.mm_act[0] = act_stride_max(0, out, 1);
+    const struct weight *out[] = {&m->output, &m->ple_proj};
+    w.mm_act[0] = act_stride_max(0, out, 2);
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct model_layer *l = &m->layers[il];
         const struct weight *mm[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ssm_qkv, &l->ssm_z,
                                      &l->ssm_beta, &l->ssm_alpha, &l->ssm_out, &l->ffn_gate_inp,
-                                     &l->ffn_gate_inp_shexp};
+                                     &l->ffn_gate_inp_shexp, &l->ple_gate, &l->ple_out};
         const struct weight *multi[2][ENGINE_ACT_SLOTS] = {{&l->wq, &l->wk, &l->wv},
                                                            {&l->ssm_qkv, &l->ssm_z, &l->ssm_beta}};
         const struct weight *ffn_in[] = {&l->ffn_gate, &l->ffn_gate_shexp};
@@ -217,6 +223,7 @@ static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
     const size_t Hv = (size_t)(hp->ssm_dt_rank > 0 ? hp->ssm_dt_rank : 1);
     const size_t conv_rows = hp->ssm_d_conv > 0 ? B + (size_t)hp->ssm_d_conv - 1 : 0;
     const size_t Fe = (size_t)hp->n_ff_exp, Ff = w.ffn_hidden;
+    const size_t P = (size_t)hp->n_embd_per_layer, LP = P * L;
     struct attn_scratch *a = &e->attn;
     struct deltanet_scratch *dn = &e->dn;
     struct ffn_scratch *f = &e->ffn;
@@ -228,6 +235,8 @@ static size_t engine_buffers(struct engine *e, struct engine_buf *tab) {
         ENGINE_BUF(e->rope_cs, B * (size_t)hp->n_rot),
         ENGINE_BUF(e->rope_cs_swa, B * (size_t)hp->n_rot_swa),
         ENGINE_BUF(e->embd_row, e->m->tok_embd.row_bytes),
+        ENGINE_BUF(e->ple, B * LP), ENGINE_BUF(e->ple_tok, LP), ENGINE_BUF(e->ple_g, B * P),
+        ENGINE_BUF(e->ple_row, e->m->ple_embd.row_bytes),
         ENGINE_BUF(e->act[0], B * w.mm_act[0]), ENGINE_BUF(e->act[1], B * w.mm_act[1]),
         ENGINE_BUF(e->act[2], B * w.mm_act[2]),
         ENGINE_BUF(e->kv_layer, L), ENGINE_BUF(e->rec_layer, L), ENGINE_BUF(e->kv_swa, L),
@@ -674,18 +683,17 @@ int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float 
 
 /* ---- the pass -------------------------------------------------------------------------------- */
 
-/* The token's embedding row: in the image, or read from the file when the model left it there. */
-static int engine_embd_row(struct engine *e, int32_t token, const uint8_t **row) {
-    const struct weight *w = &e->m->tok_embd;
-    if (!e->m->embd_on_disk) {
+int engine_table_row(struct engine *e, const struct weight *w, bool on_disk, uint8_t *buf,
+                     int32_t token, const uint8_t **row) {
+    if (!on_disk) {
         *row = (const uint8_t *)w->data + (size_t)token * w->row_bytes;
         return 0;
     }
-    int rc = gguf_read_tensor_range(e->m->gguf, w->tensor, (uint64_t)token * w->row_bytes,
-                                    e->embd_row, w->row_bytes); /* on its shard of a split model */
+    int rc = gguf_read_tensor_range(e->m->gguf, w->tensor, (uint64_t)token * w->row_bytes, buf,
+                                    w->row_bytes); /* on its shard of a split model */
     if (rc < 0)
         return rc;
-    *row = e->embd_row;
+    *row = buf;
     return 0;
 }
 
@@ -708,14 +716,14 @@ static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) 
     const size_t D = (size_t)e->m->hp.n_embd;
     for (int32_t t = 0; t < n_tok; t++) {
         const uint8_t *row = NULL;
-        int rc = engine_embd_row(e, tokens[t], &row);
+        int rc = engine_table_row(e, w, e->m->embd_on_disk, e->embd_row, tokens[t], &row);
         if (rc < 0)
             return rc;
         quant_dequantize_row(w->type, row, e->x + t * D, (int64_t)D);
         if (e->m->hp.embd_scale > 0.0f) /* gemma4: times sqrt(n_embd), as ggml_scale */
             engine_scale(e->x + t * D, e->m->hp.embd_scale, D);
     }
-    return 0;
+    return e->m->ple_embd.data ? block_ple_inputs(e, tokens, n_tok) : 0;
 }
 
 /* xn = rmsnorm(x) * w for the batch's rows. */
@@ -754,6 +762,10 @@ static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     engine_post_norm(e, rc == 0 ? l->ffn_post_norm : NULL, n_tok);
     if (rc == 0)
         engine_add_y(e, n_tok);
+    if (rc == 0 && l->ple_gate.data && (rc = block_ple(e, il, n_tok)) == 0) {
+        engine_post_norm(e, l->ple_post_norm, n_tok); /* gemma4's per-layer embedding */
+        engine_add_y(e, n_tok);
+    }
     if (rc == 0 && l->out_scale != 1.0f) /* gemma4's layer output scale */
         engine_scale(e->x, l->out_scale, (size_t)n_tok * (size_t)e->m->hp.n_embd);
     return rc;

@@ -124,6 +124,11 @@ struct engine {
     float *rope_cs;  /* [B][n_rot] each token's RoPE cos/sin */
     float *rope_cs_swa; /* [B][n_rot_swa] the window layers' (used when hp.n_rot_swa > 0) */
     uint8_t *embd_row; /* [row_bytes of token_embd]: a row read from the file (embd_on_disk) */
+    /* gemma4's per-layer embeddings (block_ple.c; empty without them), P = n_embd_per_layer */
+    float *ple;        /* [B][n_layer * P] each token's per-layer inputs, layer by layer */
+    float *ple_tok;    /* [n_layer * P] a token's row of the table, dequantized */
+    float *ple_g;      /* [B][P] a layer's gated per-layer input */
+    uint8_t *ple_row;  /* [row_bytes of per_layer_token_embd]: a row read from the file */
     /* the product helpers' act rows (engine_matmul, engine_matmul_multi and the logits): valid
      * only inside one of their calls */
     uint8_t *act[ENGINE_ACT_SLOTS]; /* [B] each */
@@ -184,6 +189,19 @@ int engine_matmul(struct engine *e, const struct weight *w, const float *x, size
  * them: a new caller adds its triple there). */
 int engine_matmul_multi(struct engine *e, const struct weight *const *ws, float *const *outs,
                         const size_t *out_strides, const float *x, int32_t n_tok, int n);
+
+/* The row of table w (token_embd, per_layer_token_embd) for token: in the image, or when on_disk
+ * read from the file into buf (w's row_bytes). *row is borrowed until the next call. Returns 0
+ * or the read's negative error. */
+int engine_table_row(struct engine *e, const struct weight *w, bool on_disk, uint8_t *buf,
+                     int32_t token, const uint8_t **row);
+
+/* gemma4's per-layer embeddings (block_ple.c). block_ple_inputs: the per-layer inputs of the
+ * batch's tokens[n_tok] into ple from x (the scaled embeddings) and the table. block_ple: y = the per-layer
+ * embedding's output for layer il from x (the residual after the FFN), before its norm. Each
+ * returns 0 or a product's or a row read's error. */
+int block_ple_inputs(struct engine *e, const int32_t *tokens, int32_t n_tok);
+int block_ple(struct engine *e, int il, int32_t n_tok);
 
 /* ---- blocks: each reads xn (the normalised residual) and returns 0 or the error of a product
  * (above) or of an expert read ---- */

@@ -429,7 +429,8 @@ static struct image_range *image_ranges(const struct model *m, size_t *n_out) {
         for (uint64_t i = 0; i < g->n_tensors; i++) {
             const struct gguf_tensor *t = &g->tensors[i];
             if (model_tensor_streamed(&m->hp, t->name) || t->n_bytes == 0 ||
-                (m->embd_on_disk && strcmp(t->name, "token_embd.weight") == 0))
+                (m->embd_on_disk && strcmp(t->name, "token_embd.weight") == 0) ||
+                (m->ple_on_disk && strcmp(t->name, "per_layer_token_embd.weight") == 0))
                 continue;
             r[n].shard = t->shard;
             r[n].off = t->data_off & ~(uint64_t)(MODEL_DIO_ALIGN - 1);
@@ -582,6 +583,7 @@ struct model *model_open_progress(const char *path, bool experts_on_disk,
     if (model_read_hparams(m->gguf, &m->hp, err, err_len) < 0)
         goto err;
     m->embd_on_disk = experts_on_disk && gguf_find_tensor(m->gguf, "output.weight") != NULL;
+    m->ple_on_disk = experts_on_disk && m->hp.n_embd_per_layer > 0;
     const char *gname = gguf_get_str(m->gguf, "general.name");
     m->path = strdup(path);
     m->name = gname && *gname ? strdup(gname) : model_default_name(path);
@@ -639,7 +641,7 @@ void model_free(struct model *m) {
                                l->ffn_gate_exps_b, l->ffn_up_exps_b, l->ffn_down_exps_b,
                                l->attn_post_norm, l->ffn_post_norm, l->ffn_post_norm_1,
                                l->ffn_pre_norm_2, l->ffn_post_norm_2, l->ffn_gate_inp_s,
-                               l->ffn_down_exps_s};
+                               l->ffn_down_exps_s, l->ple_post_norm};
             for (size_t i = 0; i < sizeof(biases) / sizeof(biases[0]); i++)
                 free(biases[i]);
         }
@@ -650,6 +652,7 @@ void model_free(struct model *m) {
     free(m->shard_image_off);
     free(m->output_norm);
     free(m->rope_freqs);
+    free(m->ple_proj_norm);
     free(m->path);
     free(m->name);
     gguf_free(m->gguf);

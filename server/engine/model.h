@@ -105,6 +105,7 @@ struct model_hparams {
     float attn_scale;        /* attention's kq scale (0: 1 / sqrt(head_dim)) */
     float embd_scale;        /* the token embedding is multiplied by it (0: not) */
     float logit_softcap;     /* logits = c tanh(logits / c) (0: not) */
+    int32_t n_embd_per_layer; /* per-layer embeddings' width (E2B, E4B; 0: none) */
 };
 
 /* A weight matrix (or a stack of them) in its file type. */
@@ -168,6 +169,11 @@ struct model_layer {
                                         * NULL; ffn_gate_exps / ffn_up_exps are its halves */
     struct weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp; /* shared expert (data NULL: none) */
     struct weight ffn_gate, ffn_up, ffn_down;                 /* dense */
+    /* Gemma 4's per-layer embedding (data NULL: none): ple_out(gelu(ple_gate x) * the layer's
+     * per-layer input), normalised, joins x after the FFN */
+    struct weight ple_gate;     /* inp_gate [n_embd -> n_embd_per_layer] */
+    struct weight ple_out;      /* proj [n_embd_per_layer -> n_embd] */
+    float *ple_post_norm;       /* [n_embd] post_norm */
 };
 
 struct model {
@@ -180,6 +186,10 @@ struct model {
     float *rope_freqs;           /* [n_rot / 2] freq factors of the global layers, or NULL */
     struct weight output;        /* [n_embd -> n_vocab]; may alias tok_embd (tied) */
     struct model_layer *layers;  /* [n_layer] */
+    /* Gemma 4's per-layer embeddings (data NULL: none; block_ple.c) */
+    struct weight ple_embd;      /* per_layer_token_embd [n_vocab][n_layer * n_embd_per_layer] */
+    struct weight ple_proj;      /* per_layer_model_proj [n_embd -> n_layer * n_embd_per_layer] */
+    float *ple_proj_norm;        /* [n_embd_per_layer] per_layer_proj_norm */
     void *image;                 /* read-only copy of the file, 2 MiB aligned (address space); a
                                   * split model's shards one after the other */
     size_t image_bytes;
@@ -189,6 +199,9 @@ struct model {
     bool embd_on_disk;           /* with experts on disk and an untied output: token_embd was not
                                   * read either; the engine reads the rows it needs (a few KiB a
                                   * token, where the whole matrix is 286 MB on Qwen3.5-35B-A3B) */
+    bool ple_on_disk;            /* with experts on disk: per_layer_token_embd was not read
+                                  * either (most of an E2B / E4B file); the engine reads the rows
+                                  * it needs, as for token_embd */
     uint64_t resident_bytes;     /* bytes of the file read into the image: the weights in RAM */
 };
 

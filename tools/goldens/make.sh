@@ -43,10 +43,12 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-# The corpus: architecture, the sniper-mkmodel arguments of its shape, and a seed of its own.
+# The corpus: architecture, the sniper-mkmodel arguments of its shape, and a seed of its own;
+# optionally a third field, the mixes to make (default: every mix below).
 # Shapes are tiny (2 layers; the hybrids 4, for their attention layer) but 256 wide with 256-wide
 # FFN rows, so the K- and i-quants fill whole blocks and no mix falls back (except qwen35moe's
-# shared expert, 64 wide, as in the real models' ratio).
+# shared expert, 64 wide, as in the real models' ratio; and gemma4-ple's per-layer projection,
+# 128 wide, which Q4_K_M writes as Q5_0, llama-quantize's fallback).
 ARCHS=(
     "qwen35moe|--preset tiny-qwen35moe --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 104"
     "qwen3moe|--preset tiny --n-layer 2 --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 101"
@@ -55,6 +57,7 @@ ARCHS=(
     "qwen35|--preset tiny-qwen35 --seed 105"
     "gpt-oss|--preset tiny-gpt-oss --n-embd 256 --n-layer 2 --n-expert 4 --n-expert-used 2 --n-ff-exp 256 --seed 106"
     "gemma4|--preset tiny-gemma4 --seed 107"
+    "gemma4|--preset tiny-gemma4-ple --seed 108|f32 q4_k_m"
 )
 # Every --types mix of sniper-mkmodel (llama-quantize's recipes; f16/bf16 the converter's); the
 # experts-only mxfp4_moe on the MoE architectures only (on a dense model it is q8_0).
@@ -109,11 +112,17 @@ mkdir -p "$WORK/golden" "$WORK/models"
     echo "# GOLDEN max|AVX2 build's first row - the golden's|. Written by tools/goldens/make.sh."
 } >"$WORK/first_avx2.txt"
 for entry in "${ARCHS[@]}"; do
-    arch=${entry%%|*} shape=${entry#*|}
+    arch=${entry%%|*} shape=${entry#*|} only_mixes=
+    case $shape in *"|"*) only_mixes=${shape#*|} shape=${shape%%|*} ;; esac
     mixes=$MIXES
     case $arch in qwen3moe|qwen35moe|gpt-oss|gemma4) mixes="$MIXES $MOE_MIXES" ;; esac
+    [ -n "$only_mixes" ] && mixes=$only_mixes
+    # the model's name: the architecture and, for a second shape of it, the preset's suffix
+    tag=$arch
+    case $shape in *"--preset tiny-$arch-"*) tag=$arch-${shape#*--preset tiny-$arch-}
+                                              tag=${tag%% *} ;; esac
     for mix in $mixes; do
-        name=$arch-$mix
+        name=$tag-$mix
         args="$shape --types $mix"
         model=$WORK/models/$name.gguf
         "$BUILD/sniper-mkmodel" --quiet -o "$model" $args || die "sniper-mkmodel $args failed"
