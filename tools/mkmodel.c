@@ -1279,7 +1279,7 @@ static int vocab_gemma4(struct mk_vocab *v) {
         rc = vocab_set(v, v->n_tokens, text, MK_TOK_BYTE);
     }
     for (int k = 1; rc == 0 && k <= 4; k++)
-        rc = vocab_set(v, v->n_tokens, "\n\n\n\n" + 4 - k, MK_TOK_NORMAL);
+        rc = vocab_set(v, v->n_tokens, &"\n\n\n\n"[4 - k], MK_TOK_NORMAL);
     for (size_t i = 0; rc == 0 && i < sizeof(mk_gemma4_chars) / sizeof(char *); i++)
         rc = vocab_set(v, v->n_tokens, mk_gemma4_chars[i], MK_TOK_NORMAL);
     for (char c = '!'; rc == 0 && c <= '~'; c++)

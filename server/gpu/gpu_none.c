@@ -116,6 +116,10 @@ int gpu_submit(struct gpu *g) {
     (void)g;
     return -ENOSYS;
 }
+int gpu_flush(struct gpu *g) {
+    (void)g;
+    return -ENOSYS;
+}
 const char *gpu_error(const struct gpu *g) {
     (void)g;
     return GPU_NONE_WHY;
