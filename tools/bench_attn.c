@@ -132,7 +132,7 @@ static enum qtype kv_type_named(const char *name) {
 
 static int parse(int argc, char **argv, struct bench_opts *b) {
     *b = (struct bench_opts){.gpu = "auto", .kv = QTYPE_F16, .reps = 20, .prefill = 512};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             return -EINVAL;
@@ -146,7 +146,6 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->prefill = atoi(v);
         else
             return -EINVAL;
-        i++;
     }
     return b->kv != QTYPE_COUNT && b->reps > 0 && b->prefill >= 0 ? 0 : -EINVAL;
 }

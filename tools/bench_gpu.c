@@ -153,7 +153,7 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
 
 static int parse(int argc, char **argv, struct bench_opts *b) {
     *b = (struct bench_opts){.gpu = "auto", .rows = 4096, .cols = 4096, .tokens = 512, .reps = 50};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every option takes a value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             return -EINVAL;
@@ -173,7 +173,6 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->sweep = atoi(v) != 0;
         else
             return -EINVAL;
-        i++;
     }
     return b->rows > 0 && b->cols > 0 && b->cols % 256 == 0 && b->tokens > 0 && b->reps > 0 &&
                    (!b->types || types_known(b->types))
