@@ -42,7 +42,8 @@ struct gpu {
     uint32_t mt_device;  /* memory type of buffers */
     uint32_t mt_staging; /* host-visible, coherent */
     VkPipelineLayout layout;
-    VkPipeline *pipe;    /* [gpu_spirv_count] */
+    VkPipeline *pipe;    /* [gpu_spirv_count], each made at its first dispatch */
+    bool spec_fused;     /* the pipelines' FMA_FUSED */
     VkCommandPool pool;
     /* a ring of command buffers: gpu_flush submits one and records on into the next while the
      * device runs it; ring_busy[i]: submitted, its fence not yet waited for */
@@ -380,13 +381,10 @@ static bool kernel_needs_int_dot(const char *name) {
     return n > 4 && strcmp(name + n - 4, "_dot") == 0;
 }
 
-/* Makes every kernel's pipeline (a *_dot kernel's only where the device has the integer dot
- * product), with the shaders' FMA_FUSED constant (common.glsl) set to fused. */
+/* Makes the pipelines' layout and their table, each pipeline made at its kernel's first dispatch
+ * (pipeline_make) with the shaders' FMA_FUSED constant (common.glsl) set to fused; a *_dot
+ * kernel is offered (gpu_kernel) only where the device has the integer dot product. */
 static int pipelines_new(struct gpu *g, bool fused, char *err, size_t err_len) {
-    const uint32_t fused_value = fused;
-    const VkSpecializationMapEntry entry = {.constantID = 0, .offset = 0, .size = 4};
-    const VkSpecializationInfo spec = {.mapEntryCount = 1, .pMapEntries = &entry,
-                                       .dataSize = 4, .pData = &fused_value};
     VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = GPU_PUSH_MAX};
     VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                      .pushConstantRangeCount = 1,
@@ -400,39 +398,48 @@ static int pipelines_new(struct gpu *g, bool fused, char *err, size_t err_len) {
         err_set(err, err_len, "out of memory");
         return -ENOMEM;
     }
-    for (int i = 0; i < gpu_spirv_count; i++) {
-        const struct gpu_spirv *s = &gpu_spirv_table[i];
-        if (kernel_needs_int_dot(s->name) && !g->info.int_dot)
-            continue; /* no pipeline: gpu_kernel answers -1 */
-        uint32_t *words = malloc(*s->bytes); /* the code is bytes; the module wants words */
-        if (!words) {
-            err_set(err, err_len, "out of memory");
-            return -ENOMEM;
-        }
-        memcpy(words, s->code, *s->bytes);
-        VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                       .codeSize = *s->bytes,
-                                       .pCode = words};
-        VkShaderModule mod;
-        VkResult r = g->fn.vkCreateShaderModule(g->dev, &mi, NULL, &mod);
-        free(words);
-        if (r == VK_SUCCESS) {
-            VkComputePipelineCreateInfo pi = {
-                .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                          .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                          .module = mod,
-                          .pName = "main",
-                          .pSpecializationInfo = &spec},
-                .layout = g->layout};
-            r = g->fn.vkCreateComputePipelines(g->dev, VK_NULL_HANDLE, 1, &pi, NULL, &g->pipe[i]);
-            g->fn.vkDestroyShaderModule(g->dev, mod, NULL);
-        }
-        if (r != VK_SUCCESS) {
-            err_set(err, err_len, "kernel \"%s\": the pipeline could not be made: %s", s->name,
-                    vk_result_name(r));
-            return -EIO;
-        }
+    g->spec_fused = fused;
+    return 0;
+}
+
+/* Makes kernel i's pipeline (pipelines_new's FMA_FUSED), at its first dispatch: a device opened
+ * compiles only the kernels its work uses (lavapipe takes seconds for all of them). Returns 0 or
+ * -EIO with the reason in g->err. */
+static int pipeline_make(struct gpu *g, int i) {
+    const struct gpu_spirv *s = &gpu_spirv_table[i];
+    const uint32_t fused_value = g->spec_fused;
+    const VkSpecializationMapEntry entry = {.constantID = 0, .offset = 0, .size = 4};
+    const VkSpecializationInfo spec = {.mapEntryCount = 1, .pMapEntries = &entry,
+                                       .dataSize = 4, .pData = &fused_value};
+    uint32_t *words = malloc(*s->bytes); /* the code is bytes; the module wants words */
+    if (!words) {
+        err_set(g->err, sizeof(g->err), "kernel \"%s\": out of memory", s->name);
+        return -EIO;
+    }
+    memcpy(words, s->code, *s->bytes);
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                   .codeSize = *s->bytes,
+                                   .pCode = words};
+    VkShaderModule mod;
+    VkResult r = g->fn.vkCreateShaderModule(g->dev, &mi, NULL, &mod);
+    free(words);
+    if (r == VK_SUCCESS) {
+        VkComputePipelineCreateInfo pi = {
+            .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+            .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                      .module = mod,
+                      .pName = "main",
+                      .pSpecializationInfo = &spec},
+            .layout = g->layout};
+        r = g->fn.vkCreateComputePipelines(g->dev, VK_NULL_HANDLE, 1, &pi, NULL, &g->pipe[i]);
+        g->fn.vkDestroyShaderModule(g->dev, mod, NULL);
+    }
+    if (r != VK_SUCCESS) {
+        g->pipe[i] = VK_NULL_HANDLE;
+        err_set(g->err, sizeof(g->err), "kernel \"%s\": the pipeline could not be made: %s",
+                s->name, vk_result_name(r));
+        return -EIO;
     }
     return 0;
 }
@@ -830,7 +837,7 @@ int gpu_buf_read(struct gpu *g, const struct gpu_buf *b, size_t off, void *dst, 
 int gpu_kernel(const struct gpu *g, const char *name) {
     for (int i = 0; i < gpu_spirv_count; i++)
         if (strcmp(gpu_spirv_table[i].name, name) == 0)
-            return g->pipe && g->pipe[i] ? i : -1;
+            return g->pipe && (!kernel_needs_int_dot(name) || g->info.int_dot) ? i : -1;
     return -1;
 }
 
@@ -955,6 +962,11 @@ void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uin
         return; /* nothing to do */
     if (nx > g->info.max_groups[0] || ny > g->info.max_groups[1] || nz > g->info.max_groups[2])
         return rec_fail(g, "a dispatch of more workgroups than the device takes");
+    if (!g->pipe[k] && pipeline_make(g, k) < 0) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", g->err);
+        return rec_fail(g, why);
+    }
     g->fn.vkCmdBindPipeline(g->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, g->pipe[k]);
     if (push_bytes)
         g->fn.vkCmdPushConstants(g->cmd, g->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
