@@ -54,7 +54,9 @@ void gpu_attn_kernels_find(struct gpu_attn_kernels *k, const struct gpu *g) {
 static bool attn_has_type(const struct gpu_attn_kernels *k, enum qtype t) {
     if ((int)t < 0 || t >= QTYPE_COUNT)
         return false;
-    const bool query = t == QTYPE_Q8_0 || t == QTYPE_Q4_0; /* attn_types' with a query kernel */
+    bool query = false; /* whether attn_types gives the type a query kernel */
+    for (size_t i = 0; i < sizeof(attn_types) / sizeof(attn_types[0]); i++)
+        query |= attn_types[i].type == t && attn_types[i].query;
     return (!query || k->query[t] >= 0) && k->scores[t] >= 0 && k->vsum[t] >= 0;
 }
 
