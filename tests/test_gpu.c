@@ -1051,6 +1051,108 @@ static void test_moe_sum(void) {
     with_rowdev(rows_moe_sum);
 }
 
+/* The routing's expected choice by its definition: the k largest of p, best first, ties to the
+ * lower index (a selection by repeated scans, not the CPU's insertion nor the GPU's ranks). */
+static void route_want_ids(const float *p, int32_t n, int32_t k, int32_t *sel) {
+    for (int32_t s = 0; s < k; s++) {
+        int32_t best = -1;
+        for (int32_t j = 0; j < n; j++) {
+            bool taken = false;
+            for (int32_t q = 0; q < s; q++)
+                taken |= sel[q] == j;
+            if (!taken && (best < 0 || p[j] > p[best]))
+                best = j;
+        }
+        sel[s] = best;
+    }
+}
+
+/* gpu_op_route on n_tok rows of n logits (mode 0: random, 1: four values only, so ties abound,
+ * 2: random with -inf entries, 3: a NaN in row 0: only checked to choose k distinct experts in
+ * range) against route_want_ids and block_moe's weights (softmax_all: the softmax, then the
+ * chosen probabilities over their double sum; else the softmax of the chosen logits). */
+static void check_route(struct rowdev *d, int32_t n, int32_t k, bool softmax_all, int mode) {
+    const int32_t n_tok = 3;
+    const size_t nl = (size_t)n_tok * (size_t)n, P = (size_t)n_tok * (size_t)k;
+    float *x = random_floats(nl, 90 + (uint64_t)mode, 4.0f);
+    for (size_t i = 0; i < nl; i++) {
+        if (mode == 1)
+            x[i] = (float)((i * 2654435761u >> 7) % 4) - 1.5f;
+        if (mode == 2 && i % 5 == 1)
+            x[i] = -INFINITY;
+    }
+    if (mode == 3)
+        x[3] = NAN;
+    int32_t *ids = malloc(P * sizeof(int32_t)), *got_ids = malloc(P * 4 * sizeof(int32_t));
+    float *w = malloc(P * sizeof(float)), *p = malloc((size_t)n * sizeof(float));
+    for (int32_t t = 0; t < n_tok; t++) {
+        memcpy(p, x + (size_t)t * n, (size_t)n * sizeof(float));
+        if (softmax_all)
+            ops_softmax(p, n);
+        int32_t *sel = ids + (size_t)t * k;
+        float *wt = w + (size_t)t * k;
+        route_want_ids(p, n, k, sel);
+        double sum = 0.0;
+        for (int32_t s = 0; s < k; s++)
+            sum += (double)(wt[s] = p[sel[s]]);
+        if (!softmax_all) {
+            ops_softmax(wt, k);
+            continue;
+        }
+        const float fsum = (float)sum < 6.103515625e-5f ? 6.103515625e-5f : (float)sum;
+        for (int32_t s = 0; s < k; s++)
+            wt[s] = wt[s] / fsum;
+    }
+    const uint64_t bx = rowdev_put(d, x, nl * sizeof(float));
+    const uint64_t bp = rowdev_put(d, NULL, P * 4 * sizeof(int32_t));
+    char what[96];
+    snprintf(what, sizeof(what), "route of %d experts, top %d, %s gating, mode %d", n, k,
+             softmax_all ? "softmax" : "top-k softmax", mode);
+    if (bx && bp && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_route(&d->o, bx, 0, softmax_all, n, k, bp, 0, n_tok), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bp, got_ids, P * 4 * sizeof(int32_t));
+            for (int32_t t = 0; mode == 3 && t < n_tok; t++)
+                for (int32_t s = 0; s < k; s++) {
+                    const int32_t e = got_ids[(size_t)t * k + (size_t)s];
+                    bool again = false;
+                    for (int32_t q = 0; q < s; q++)
+                        again |= got_ids[(size_t)t * k + (size_t)q] == e;
+                    CHECK_MSG(e >= 0 && e < n && !again, "%s: token %d slot %d chose %d", what,
+                              t, s, e);
+                }
+            if (mode != 3) {
+                same_bytes(what, ids, got_ids, P * sizeof(int32_t), false);
+                same_bytes(what, w, got_ids + 3 * P, P * sizeof(float), true);
+            }
+            for (size_t i = 0; i < P; i++) /* the pairs: token t's slot s is output row t k + s */
+                CHECK_MSG(got_ids[P + i] == (int32_t)(i / (size_t)k) &&
+                              got_ids[2 * P + i] == (int32_t)i,
+                          "%s: pair %zu reads token %d into row %d", what, i, got_ids[P + i],
+                          got_ids[2 * P + i]);
+        }
+    }
+    free(x);
+    free(ids);
+    free(got_ids);
+    free(w);
+    free(p);
+}
+
+static void rows_route(struct rowdev *d) {
+    static const struct { int32_t n, k; } shapes[] = {{128, 8}, {256, 8}, {32, 4}, {1000, 32}};
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int mode = 0; mode < 4; mode++)
+            for (int softmax_all = 0; softmax_all < 2; softmax_all++) {
+                check_route(d, shapes[i].n, shapes[i].k, softmax_all, mode);
+                rowdev_free_bufs(d);
+            }
+}
+
+static void test_route(void) {
+    with_rowdev(rows_route);
+}
+
 /* gpu_op_kv_store against block_attn.c's kv_store: n_tok tokens' rows (src_stride past kv_dim)
  * into a ring of ring_rows rows (row_bytes past the row's bytes, the padding left alone) from
  * position pos0, so that they wrap; one token's first block all zero. */
@@ -1589,6 +1691,7 @@ static const struct test_case cases[] = {
     {"swiglu", test_swiglu},
     {"sigmoid_mul", test_sigmoid_mul},
     {"moe_sum", test_moe_sum},
+    {"route", test_route},
     {"kv_store", test_kv_store},
     {"matmul_id", test_matmul_id},
     {"matmul_grouped", test_matmul_grouped},

@@ -1,5 +1,6 @@
 // route.comp - a MoE layer's routing on the GPU, block_moe.c's route_token bit for bit: per token
-// (one workgroup of 32, the row in shared memory), the router's logits (plus the router's bias, when there is one), then
+// (one workgroup of 128, the row in shared memory; the contract's 32 lanes are its first 32
+// invocations), the router's logits (plus the router's bias, when there is one), then
 //  - softmax gating: the softmax over every expert (ops_softmax: max, exp_c, the 32-lane sum,
 //    times 1 / (float)sum), the top k (ties to the lower index), their weights divided by their
 //    float sum (the sum in double in order, at least 2^-14);
@@ -10,7 +11,8 @@
 #include "common.glsl"
 #include "contract.glsl"
 
-layout(local_size_x = 32) in;
+layout(local_size_x = 128) in;
+#define GROUP 128u
 
 #define ROUTE_MAX 1024u // experts a router may have here (gpu_op_route refuses more)
 
@@ -34,6 +36,7 @@ shared float row[ROUTE_MAX];   // the token's logits, then probabilities (softma
 shared float sw[32];           // the chosen k's weights
 shared float best_v[32];
 shared int best_i[32];
+shared bool nan_seen;          // a NaN logit: the top k by rounds (top_k_rounds)
 
 // The float at i of the token's row (logit plus bias).
 float logit(uint t, uint i) {
@@ -45,13 +48,16 @@ float logit(uint t, uint i) {
     return x;
 }
 
-// Softmax over v[0 .. n) in place (ops_softmax_sink without a sink), by the 32 invocations; v is
-// `row` (n <= ROUTE_MAX) or `sw` (n <= 32), named by which.
+// Softmax over v[0 .. n) in place (ops_softmax_sink without a sink), by the first 32
+// invocations (every invocation reaches the barriers); v is `row` (n <= ROUTE_MAX) or `sw`
+// (n <= 32), named by which.
 void softmax(bool which_row, uint n, uint i) {
+    bool lane = i < 32u;
     float m = uintBitsToFloat(0xff800000u);
-    for (uint j = i; j < n; j += 32u)
+    for (uint j = i; lane && j < n; j += 32u)
         m = max(m, which_row ? row[j] : sw[j]);
-    smax[i] = m;
+    if (lane)
+        smax[i] = m;
     barrier();
     if (i == 0u) {
         for (uint j = 1u; j < 32u; j++)
@@ -61,7 +67,7 @@ void softmax(bool which_row, uint n, uint i) {
     barrier();
     m = smax[0];
     double acc = 0.0LF;
-    for (uint j = i; j < n; j += 32u) {
+    for (uint j = i; lane && j < n; j += 32u) {
         float x = which_row ? row[j] : sw[j];
         float e = isinf(x) && x < 0.0 ? 0.0 : exp_c(x - m);
         if (which_row)
@@ -71,10 +77,11 @@ void softmax(bool which_row, uint n, uint i) {
         precise double s = acc + double(e);
         acc = s;
     }
-    lanes[i] = acc;
+    if (lane)
+        lanes[i] = acc;
     LANES_FOLD(lanes, i)
     float inv = div_rn(1.0, float(lanes[0]));
-    for (uint j = i; j < n; j += 32u) {
+    for (uint j = i; lane && j < n; j += 32u) {
         precise float y = (which_row ? row[j] : sw[j]) * inv;
         if (which_row)
             row[j] = y;
@@ -85,12 +92,32 @@ void softmax(bool which_row, uint n, uint i) {
 }
 
 // The k largest of row[0 .. n) into sel, best first, ties to the lower index: block_moe.c's
-// top_k, as k rounds of a parallel argmax over what is not chosen yet.
-void top_k(uint n, uint k, uint i) {
+// top_k. Each expert's rank is the count of experts before it in that order (a larger logit, or
+// an equal one at a lower index); the k of rank below k take their places. One pass and one
+// barrier: a round per chosen expert, each a tree of barriers, took 20 us a token on the H100.
+// The order is total only without NaNs (top_k_rounds takes a row with one).
+void top_k_rank(uint n, uint k, uint i) {
+    for (uint j = i; j < n; j += GROUP) {
+        float v = row[j];
+        uint r = 0u;
+        for (uint q = 0u; q < n && r < k; q++) {
+            float u = row[q];
+            r += u > v || (u == v && q < j) ? 1u : 0u;
+        }
+        if (r < k)
+            sel[r] = int(j);
+    }
+    barrier();
+}
+
+// The same by k rounds of a parallel argmax over what is not chosen yet (first 32 invocations),
+// for a row with a NaN, where ranks need not be distinct: every chosen index stays in range.
+void top_k_rounds(uint n, uint k, uint i) {
+    bool lane = i < 32u;
     for (uint s = 0u; s < k; s++) {
         float bv = uintBitsToFloat(0xff800000u);
         int bi = -1;
-        for (uint j = i; j < n; j += 32u) {
+        for (uint j = i; lane && j < n; j += 32u) {
             bool taken = false;
             for (uint q = 0u; q < s; q++)
                 taken = taken || sel[q] == int(j);
@@ -99,8 +126,10 @@ void top_k(uint n, uint k, uint i) {
                 bi = int(j);
             }
         }
-        best_v[i] = bv;
-        best_i[i] = bi;
+        if (lane) {
+            best_v[i] = bv;
+            best_i[i] = bi;
+        }
         for (uint w = 16u; w >= 1u; w >>= 1) {
             barrier();
             if (i < w) {
@@ -123,12 +152,22 @@ void top_k(uint n, uint k, uint i) {
 void main() {
     uint t = gl_WorkGroupID.x, i = gl_LocalInvocationID.x;
     uint ne = p.n_expert, k = p.k;
-    for (uint j = i; j < ne; j += 32u)
+    if (i == 0u)
+        nan_seen = false;
+    barrier();
+    for (uint j = i; j < ne; j += GROUP)
         row[j] = logit(t, j);
     barrier();
     if (p.softmax_all != 0u)
         softmax(true, ne, i);
-    top_k(ne, k, i);
+    for (uint j = i; j < ne; j += GROUP) // what is ranked: a logit, or a probability
+        if (isnan(row[j]))
+            nan_seen = true;
+    barrier();
+    if (nan_seen)
+        top_k_rounds(ne, k, i);
+    else
+        top_k_rank(ne, k, i);
     I32s ids = I32s(p.pairs), act = I32s(p.pairs + uint64_t(p.n_tok) * k * 4u),
          out_ = I32s(p.pairs + uint64_t(p.n_tok) * k * 8u);
     F32s w = F32s(p.pairs + uint64_t(p.n_tok) * k * 12u);
