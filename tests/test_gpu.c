@@ -750,15 +750,38 @@ struct rms_case {
     size_t x_stride, y_stride; /* y_stride 0: in place */
     bool weight;
     bool add;                  /* gpu_op_add_rms_norm: x = r + x first (y_stride must not be 0) */
+    enum qtype quant;          /* not F32: gpu_op_rms_norm_quantize for a weight of this type, the
+                                * first 256 elements of row 0 zero (an all-zero block) */
 };
 
-/* gpu_op_rms_norm against ops_rms_norm row by row. */
+/* The rows y (ys floats apart) quantized as the CPU's from_float for a weight of type t, rows
+ * quant_act_row_stride apart (the pad zero), against what the GPU wrote at addr. */
+static void check_quant_rows(struct rowdev *d, enum qtype t, const float *y, size_t ys, int64_t n,
+                             int32_t rows, uint64_t addr, const char *what) {
+    const size_t stride = quant_act_row_stride(t, n), bytes = stride * (size_t)rows;
+    uint8_t *want = calloc(bytes, 1), *got = calloc(bytes, 1);
+    for (int32_t r = 0; r < rows; r++)
+        quant_kernels(t)->from_float(y + (size_t)r * ys, want + (size_t)r * stride, n);
+    rowdev_get(d, addr, got, bytes);
+    char name[96];
+    snprintf(name, sizeof(name), "%s quantized for %s", what, qtype_name(t));
+    same_bytes(name, want, got, bytes, false);
+    free(want);
+    free(got);
+}
+
+/* gpu_op_rms_norm (or its add, or its quantized rows) against ops_rms_norm row by row. */
 static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
     const size_t nx = c->x_stride * (size_t)c->rows, ys = c->y_stride ? c->y_stride : c->x_stride;
     const size_t ny = ys * (size_t)c->rows;
     float *x = random_floats(nx, 30 + (uint64_t)c->n, 3.0f), *w = random_floats((size_t)c->n, 31, 1.0f);
     float *want = calloc(ny, sizeof(float)), *got = calloc(ny, sizeof(float));
     float *res = c->add ? random_floats(nx, 32 + (uint64_t)c->n, 2.0f) : NULL;
+    for (int64_t i = 0; c->quant && i < c->n && i < 256; i++) {
+        x[i] = 0.0f;
+        if (res)
+            res[i] = 0.0f;
+    }
     float *sum = c->add ? malloc(nx * sizeof(float)) : NULL;
     if (!c->y_stride)
         memcpy(want, x, nx * sizeof(float));
@@ -771,8 +794,16 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
     const uint64_t br = c->add ? rowdev_put(d, res, nx * sizeof(float)) : 0;
     const uint64_t bw = c->weight ? rowdev_put(d, w, (size_t)c->n * sizeof(float)) : 0;
     const uint64_t by = c->y_stride ? rowdev_put(d, NULL, ny * sizeof(float)) : bx;
+    size_t q_stride = 0;
+    const struct gpu_quant_out q = {
+        .wtype = c->quant, .stride = &q_stride,
+        .dst = c->quant ? rowdev_put(d, NULL, quant_act_row_stride(c->quant, c->n) * (size_t)c->rows)
+                        : 0};
     if (bx && by && gpu_begin(d->g) == 0) {
-        if (c->add)
+        if (c->quant)
+            CHECK_EQ_INT(gpu_op_rms_norm_quantize(&d->o, bx, c->x_stride, br, bw, by, ys, c->n,
+                                                  1e-6f, c->rows, &q), 0);
+        else if (c->add)
             CHECK_EQ_INT(gpu_op_add_rms_norm(&d->o, bx, c->x_stride, br, bw, by, ys, c->n, 1e-6f,
                                              c->rows), 0);
         else
@@ -784,6 +815,10 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
             snprintf(what, sizeof(what), "%s n %lld x %d", c->add ? "add_rms_norm" : "rms_norm",
                      (long long)c->n, c->rows);
             same_bytes(what, want, got, ny * sizeof(float), true);
+            if (c->quant) {
+                CHECK_EQ_INT(q_stride, quant_act_row_stride(c->quant, c->n));
+                check_quant_rows(d, c->quant, want, ys, c->n, c->rows, q.dst, what);
+            }
             if (c->add) { /* and x holds the sums */
                 float *xs = malloc(nx * sizeof(float));
                 rowdev_get(d, bx, xs, nx * sizeof(float));
@@ -804,11 +839,19 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
  * dispatch's x takes. */
 static void rows_rms_norm(struct rowdev *d) {
     static const struct rms_case cases[] = {
-        {1, 1, 1, 1, true, false},       {37, 5, 40, 45, true, false},
-        {64, 3, 64, 0, true, false},     {2061, 4, 2070, 0, false, false},
-        {4096, 2, 4096, 4100, true, false}, {3, 66000, 3, 0, true, false},
-        {5000, 3, 5003, 5000, true, false}, /* past the kernel's shared row: the lanes read x */
-        {2048, 3, 2048, 2048, true, true},  {5000, 2, 5001, 5000, true, true}, /* with the add */
+        {1, 1, 1, 1, true, false, QTYPE_F32},       {37, 5, 40, 45, true, false, QTYPE_F32},
+        {64, 3, 64, 0, true, false, QTYPE_F32},     {2061, 4, 2070, 0, false, false, QTYPE_F32},
+        {4096, 2, 4096, 4100, true, false, QTYPE_F32}, {3, 66000, 3, 0, true, false, QTYPE_F32},
+        /* past the kernel's shared row: the lanes read x */
+        {5000, 3, 5003, 5000, true, false, QTYPE_F32},
+        /* with the add */
+        {2048, 3, 2048, 2048, true, true, QTYPE_F32}, {5000, 2, 5001, 5000, true, true, QTYPE_F32},
+        /* quantized for the next product: Q8_K four blocks at a time (8, 3 and 16 blocks), Q8_0,
+         * Q8_1, f16, bf16 */
+        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K}, {768, 2, 770, 768, true, false, QTYPE_Q6_K},
+        {4096, 1, 4096, 4096, true, true, QTYPE_IQ4_XS}, {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0},
+        {1024, 2, 1030, 1024, false, false, QTYPE_Q4_1}, {100, 3, 100, 100, true, false, QTYPE_F16},
+        {64, 2, 64, 64, true, true, QTYPE_BF16},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         check_rms_norm(d, &cases[i]);
@@ -926,7 +969,10 @@ static void test_add(void) {
 
 /* gpu_op_swiglu against ops_swiglu / ops_swiglu_oai, into a third buffer or in place over g; the
  * inputs reach past the clamps (7) and exp's limits. */
-static void check_swiglu(struct rowdev *d, bool oai, int64_t n, bool in_place) {
+/* gpu_op_swiglu over n (or with quant not F32, gpu_op_swiglu_quantize over rows of `row`
+ * elements, quantized for a weight of type quant) against ops_swiglu / ops_swiglu_oai. */
+static void check_swiglu(struct rowdev *d, bool oai, int64_t n, bool in_place, enum qtype quant,
+                         int64_t row) {
     float *g = random_floats((size_t)n, 60, 30.0f), *u = random_floats((size_t)n, 61, 12.0f);
     float *want = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
     g[0] = -120.0f; /* e^120 overflows: g / inf */
@@ -935,14 +981,27 @@ static void check_swiglu(struct rowdev *d, bool oai, int64_t n, bool in_place) {
         ops_swiglu_oai(want, g, u, n);
     else
         ops_swiglu(want, g, u, n);
+    const int32_t rows = quant ? (int32_t)(n / row) : 0;
     const uint64_t bg = rowdev_put(d, g, (size_t)n * sizeof(float));
     const uint64_t bu = rowdev_put(d, u, (size_t)n * sizeof(float));
     const uint64_t by = in_place ? bg : rowdev_put(d, NULL, (size_t)n * sizeof(float));
+    size_t q_stride = 0;
+    const struct gpu_quant_out q = {
+        .wtype = quant, .stride = &q_stride,
+        .dst = quant ? rowdev_put(d, NULL, quant_act_row_stride(quant, row) * (size_t)rows) : 0};
+    char what[64];
+    snprintf(what, sizeof(what), "%s%s", oai ? "swiglu_oai" : "swiglu", quant ? " by rows" : "");
     if (bg && bu && by && gpu_begin(d->g) == 0) {
-        CHECK_EQ_INT(gpu_op_swiglu(&d->o, oai, by, bg, bu, n), 0);
+        if (quant)
+            CHECK_EQ_INT(gpu_op_swiglu_quantize(&d->o, oai, by, bg, bu, (size_t)row, row, rows, &q),
+                         0);
+        else
+            CHECK_EQ_INT(gpu_op_swiglu(&d->o, oai, by, bg, bu, n), 0);
         if (rowdev_submit(d)) {
             rowdev_get(d, by, got, (size_t)n * sizeof(float));
-            same_bytes(oai ? "swiglu_oai" : "swiglu", want, got, (size_t)n * sizeof(float), true);
+            same_bytes(what, want, got, (size_t)n * sizeof(float), true);
+            if (quant)
+                check_quant_rows(d, quant, want, (size_t)row, row, rows, q.dst, what);
         }
     }
     free(g);
@@ -953,12 +1012,21 @@ static void check_swiglu(struct rowdev *d, bool oai, int64_t n, bool in_place) {
 
 static void rows_swiglu(struct rowdev *d) {
     for (int oai = 0; oai < 2; oai++) {
-        check_swiglu(d, oai, 1, false);
+        check_swiglu(d, oai, 1, false, QTYPE_F32, 0);
         rowdev_free_bufs(d);
-        check_swiglu(d, oai, 100003, oai);
+        check_swiglu(d, oai, 100003, oai, QTYPE_F32, 0);
         rowdev_free_bufs(d);
     }
-    check_swiglu(d, false, (int64_t)65535 * 64 + 1000, false); /* past a dispatch's x */
+    check_swiglu(d, false, (int64_t)65535 * 64 + 1000, false, QTYPE_F32, 0); /* past a dispatch's x */
+    rowdev_free_bufs(d);
+    /* by rows, quantized for the down product: the experts' widths of the bench presets */
+    check_swiglu(d, false, 8 * 768, true, QTYPE_Q4_K, 768);
+    rowdev_free_bufs(d);
+    check_swiglu(d, true, 5 * 2880, false, QTYPE_MXFP4, 2880);
+    rowdev_free_bufs(d);
+    check_swiglu(d, false, 3 * 512, false, QTYPE_Q6_K, 512);
+    rowdev_free_bufs(d);
+    check_swiglu(d, false, 2 * 1024, true, QTYPE_Q5_1, 1024);
     rowdev_free_bufs(d);
 }
 

@@ -508,6 +508,17 @@ static int vk_submit(struct engine_vk *v) {
     return 0;
 }
 
+/* Notes that dst holds n_tok rows from x quantized for products with weights of type wtype,
+ * stride bytes apart (what vk_quantize looks for). */
+static void vk_quant_remember(struct engine_vk *v, uint64_t x, enum qtype wtype, int32_t n_tok,
+                              uint64_t dst, size_t stride) {
+    v->quant_src = x;
+    v->quant_fmt = quant_kernels(wtype)->vec_dot_type;
+    v->quant_rows = n_tok;
+    v->quant_dst = dst;
+    v->quant_stride = stride;
+}
+
 /* Quantizes n_tok rows of n floats at x (x_stride apart) into w's activation format in dst,
  * unless the same rows are there already; *stride gets the rows' bytes apart. */
 static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t x_stride,
@@ -523,11 +534,7 @@ static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t
     if (rc < 0)
         return rc;
     vk_sync(v);
-    v->quant_src = x;
-    v->quant_fmt = fmt;
-    v->quant_rows = n_tok;
-    v->quant_dst = dst;
-    v->quant_stride = *stride;
+    vk_quant_remember(v, x, wtype, n_tok, dst, *stride);
     return 0;
 }
 
@@ -727,6 +734,41 @@ static int vk_mixer(struct engine *e, int il, int32_t n_tok) {
                                                           : vk_attn(e, il, n_tok);
 }
 
+/* g rows = SwiGLU(g, u rows) (oai: gpt-oss's), n_rows rows of F floats apart, then quantized for
+ * the product with `next` (NULL: none) into dst: one kernel where the format allows
+ * (gpu_op_swiglu_quantize), else the two. With `remember`, vk_quantize finds them (the routed
+ * experts' rows are not: the quantized xn is what the shared expert's products look for next).
+ * Ends with a barrier. */
+static int vk_swiglu_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32_t n_rows,
+                          const struct weight *next, uint64_t dst, size_t *stride,
+                          bool remember) {
+    struct engine_vk *v = e->vk;
+    const bool oai = e->m->hp.act == MODEL_ACT_SWIGLU_OAI;
+    int rc;
+    vk_label(v, "swiglu");
+    if (next && gpu_quant_out_takes(next->type, (int64_t)F)) {
+        const struct gpu_quant_out q = {.wtype = next->type, .dst = dst, .stride = stride};
+        if ((rc = gpu_op_swiglu_quantize(&v->ops, oai, g, g, u, F, (int64_t)F, n_rows, &q)) < 0)
+            return rc;
+        if (remember)
+            vk_quant_remember(v, g, next->type, n_rows, dst, *stride);
+        vk_sync(v);
+        return 0;
+    }
+    if ((rc = gpu_op_swiglu(&v->ops, oai, g, g, u, (int64_t)F * n_rows)) < 0)
+        return rc;
+    vk_sync(v);
+    if (!next)
+        return 0;
+    if (remember)
+        return vk_quantize(v, next->type, g, F, (int64_t)F, n_rows, dst, stride);
+    vk_label(v, "quantize");
+    if ((rc = gpu_op_quantize(&v->ops, next->type, g, F, dst, stride, (int64_t)F, n_rows)) < 0)
+        return rc;
+    vk_sync(v);
+    return 0;
+}
+
 /* out = down(silu(gate xn) * up xn) for n_tok rows, the matrices resident. */
 static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
                      const struct weight *up, uint64_t du, const struct weight *down, uint64_t dd,
@@ -738,11 +780,11 @@ static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
         (rc = vk_matmul(v, "ffn_gate_up", up, du, v->xn.addr, D, v->u.addr, F, 0, n_tok)) < 0)
         return rc;
     vk_sync(v);
-    vk_label(v, "swiglu");
-    if ((rc = gpu_op_swiglu(&v->ops, e->m->hp.act == MODEL_ACT_SWIGLU_OAI, v->g.addr, v->g.addr,
-                            v->u.addr, (int64_t)(F * (size_t)n_tok))) < 0)
+    size_t stride = 0;
+    if ((rc = vk_swiglu_rows(e, v->g.addr, v->u.addr, F, n_tok,
+                             down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride,
+                             true)) < 0)
         return rc;
-    vk_sync(v);
     return vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok);
 }
 
@@ -809,16 +851,9 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         return rc;
     if (d->gate_exps_b)
         vk_sync(v);
-    vk_label(v, "swiglu");
-    if ((rc = gpu_op_swiglu(&v->ops, hp->act == MODEL_ACT_SWIGLU_OAI, v->g.addr, v->g.addr,
-                            v->u.addr, (int64_t)F * P)) < 0)
+    if ((rc = vk_swiglu_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd,
+                             false)) < 0)
         return rc;
-    vk_sync(v);
-    vk_label(v, "quantize");
-    if ((rc = gpu_op_quantize(&v->ops, wd->type, v->g.addr, F, v->act_hid.addr, &sd, (int64_t)F,
-                              P)) < 0)
-        return rc;
-    vk_sync(v);
     vk_label(v, "experts_down");
     if ((rc = gpu_op_matmul_grouped(&v->ops, wd->type, d->down_exps, wd->mat_bytes,
                                     wd->row_bytes, wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd,
@@ -844,15 +879,44 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
                           n_tok);
 }
 
-/* x += y over the batch, then xn = rmsnorm(x) * w. */
-static int vk_residual(struct engine *e, uint64_t w, int32_t n_tok) {
+/* xn rows = rmsnorm(x rows) * w, x first += r rows (r 0: no add), n_tok rows of D floats; where
+ * the product after it, with weight `next` (NULL: none), takes quantized rows, the same kernel
+ * writes them to act_in too, and vk_quantize finds them there. */
+static int vk_norm(struct engine *e, uint64_t x, uint64_t r, uint64_t w, const struct weight *next,
+                   int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
+    const float eps = e->m->hp.rms_eps;
+    vk_quant_forget(v);
+    if (!next || !gpu_quant_out_takes(next->type, (int64_t)D))
+        return r ? gpu_op_add_rms_norm(&v->ops, x, D, r, w, v->xn.addr, D, (int64_t)D, eps, n_tok)
+                 : gpu_op_rms_norm(&v->ops, x, D, w, v->xn.addr, D, (int64_t)D, eps, n_tok);
+    size_t stride = 0;
+    const struct gpu_quant_out q = {.wtype = next->type, .dst = v->act_in.addr, .stride = &stride};
+    int rc = gpu_op_rms_norm_quantize(&v->ops, x, D, r, w, v->xn.addr, D, (int64_t)D, eps, n_tok,
+                                      &q);
+    if (rc == 0)
+        vk_quant_remember(v, v->xn.addr, next->type, n_tok, v->act_in.addr, stride);
+    return rc;
+}
+
+/* The first product of layer il's mixer (ffn false) or FFN: the weight whose input rows a norm
+ * before it may quantize (vk_norm). */
+static const struct weight *vk_first_product(const struct engine *e, int il, bool ffn) {
+    const struct model_layer *l = &e->m->layers[il];
+    if (!ffn)
+        return l->mixer == MODEL_MIXER_DELTANET ? &l->ssm_qkv : &l->wq;
+    if (l->ffn != MODEL_FFN_MOE)
+        return &l->ffn_gate;
+    return l->ffn_gate_inp.type != QTYPE_F32 ? &l->ffn_gate_inp : &l->ffn_gate_exps;
+}
+
+/* x += y over the batch, then xn = rmsnorm(x) * w, quantized for `next` (vk_norm). */
+static int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
     vk_sync(v);
     vk_label(v, "residual_norm");
-    vk_quant_forget(v);
-    return gpu_op_add_rms_norm(&v->ops, v->x.addr, D, v->y.addr, w, v->xn.addr, D, (int64_t)D,
-                               e->m->hp.rms_eps, n_tok);
+    return vk_norm(e, v->x.addr, v->y.addr, w, next, n_tok);
 }
 
 /* The logits rows the step asks for (engine_output's rows), logit_rows at a time. */
@@ -868,10 +932,8 @@ static int vk_output(struct engine *e) {
             const uint64_t src = v->x.addr + (uint64_t)(e->out[o].row + r) * D * 4;
             if ((rc = vk_begin(v)) < 0)
                 return -EIO;
-            vk_quant_forget(v);
             vk_label(v, "rms_norm");
-            if ((rc = gpu_op_rms_norm(&v->ops, src, D, v->output_norm, v->xn.addr, D,
-                                      (int64_t)D, hp->rms_eps, n)) < 0)
+            if ((rc = vk_norm(e, src, 0, v->output_norm, w, n)) < 0)
                 break;
             vk_sync(v);
             if ((rc = vk_matmul(v, "output", w, v->output, v->xn.addr, D, v->logits.addr, V, 0, n)) < 0)
@@ -926,16 +988,14 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     gpu_copy(v->dev, v->x.buf, 0, v->h_in, 0, xb);
     gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
     vk_sync(v);
-    vk_quant_forget(v);
     vk_label(v, "rms_norm");
-    rc = gpu_op_rms_norm(&v->ops, v->x.addr, D, v->layers[0].attn_norm, v->xn.addr, D,
-                         (int64_t)D, hp->rms_eps, n_tok);
+    rc = vk_norm(e, v->x.addr, 0, v->layers[0].attn_norm, vk_first_product(e, 0, false), n_tok);
     for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         const struct vk_layer *d = &v->layers[il];
         vk_sync(v);
         if ((rc = vk_mixer(e, il, n_tok)) < 0 ||
-            (rc = vk_residual(e, d->ffn_norm, n_tok)) < 0)
+            (rc = vk_residual(e, d->ffn_norm, vk_first_product(e, il, true), n_tok)) < 0)
             break;
         vk_sync(v);
         rc = l->ffn == MODEL_FFN_MOE
@@ -949,7 +1009,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
             vk_sync(v);
             vk_label(v, "residual_add");
             rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
-        } else if ((rc = vk_residual(e, next, n_tok)) == 0 && il % VK_FLUSH_LAYERS == 0 &&
+        } else if ((rc = vk_residual(e, next, vk_first_product(e, il + 1, false), n_tok)) == 0 &&
+                   il % VK_FLUSH_LAYERS == 0 &&
                    gpu_flush(v->dev) < 0)
             return -EIO; /* nothing is recording, what was sent has finished */
     }

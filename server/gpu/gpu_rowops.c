@@ -7,6 +7,7 @@
 
 #include "gpu_ops.h"
 #include "qtype.h"
+#include "quant.h"
 
 #define ROW_GROUP 64           /* invocations per workgroup of the elementwise kernels */
 #define ROW_GROUPS_MAX 65535u  /* workgroups a dispatch may have per dimension: Vulkan's minimum */
@@ -17,6 +18,7 @@ void gpu_rowops_find(struct gpu_ops *o) {
         .rope = gpu_kernel(o->g, "rope"),
         .add_rows = gpu_kernel(o->g, "add_rows"),
         .swiglu = gpu_kernel(o->g, "swiglu"),
+        .swiglu_quant = gpu_kernel(o->g, "swiglu_quant"),
         .sigmoid_mul = gpu_kernel(o->g, "sigmoid_mul"),
         .moe_sum = gpu_kernel(o->g, "moe_sum"),
         .kv_store = gpu_kernel(o->g, "kv_store"),
@@ -63,41 +65,91 @@ static int dispatch_rows(struct gpu_ops *o, int k, const void *push, size_t push
 
 /* ---- RMSNorm ---------------------------------------------------------------------------------- */
 
+/* ---- a row op's rows quantized for the next product (quantize_tail.glsl) ---------------------- */
+
+/* quantize_tail.glsl's formats */
+enum quant_fmt { QFMT_NONE, QFMT_Q8_0, QFMT_Q8_1, QFMT_Q8_K, QFMT_F16, QFMT_BF16 };
+
+static enum quant_fmt quant_fmt_of(enum qtype wtype) {
+    const struct quant_kernels *k = quant_kernels(wtype);
+    switch (k ? k->vec_dot_type : QTYPE_F32) {
+    case QTYPE_Q8_0: return QFMT_Q8_0;
+    case QTYPE_Q8_1: return QFMT_Q8_1;
+    case QTYPE_Q8_K: return QFMT_Q8_K;
+    case QTYPE_F16: return QFMT_F16;
+    case QTYPE_BF16: return QFMT_BF16;
+    default: return QFMT_NONE;
+    }
+}
+
+bool gpu_quant_out_takes(enum qtype wtype, int64_t n) {
+    return quant_fmt_of(wtype) != QFMT_NONE && quant_act_row_stride(wtype, n) > 0;
+}
+
+/* q's format and rows' stride for rows of n (*q->stride set), or false. */
+static bool quant_out(const struct gpu_quant_out *q, int64_t n, uint32_t *fmt, uint32_t *stride) {
+    *fmt = QFMT_NONE;
+    *stride = 0;
+    if (!q)
+        return true;
+    const size_t s = gpu_quant_out_takes(q->wtype, n) ? quant_act_row_stride(q->wtype, n) : 0;
+    if (!s || s > UINT32_MAX)
+        return false;
+    *fmt = quant_fmt_of(q->wtype);
+    *stride = (uint32_t)s;
+    *q->stride = s;
+    return true;
+}
+
+/* ---- RMSNorm ---------------------------------------------------------------------------------- */
+
 struct rms_norm_push {
-    uint64_t x, w, y, r;
+    uint64_t x, w, y, r, qdst;
     double inv_n;
     uint32_t x_stride, y_stride, n, n_rows;
     float eps;
+    uint32_t qfmt, q_stride;
 };
 
-/* Contract in gpu_ops.h. A workgroup of 32 per row, rows on x spilling onto z (rms_norm.comp). */
+/* Contract in gpu_ops.h. A workgroup of 256 per row, rows on x spilling onto z (rms_norm.comp). */
 static int rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
-                    uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows) {
+                    uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows,
+                    const struct gpu_quant_out *q) {
     if (o->row.rms_norm < 0)
         return -ENOTSUP;
     const uint64_t sizes[] = {x_stride, y_stride, (uint64_t)n};
-    uint32_t nx, nz;
-    if (n <= 0 || n_rows < 0 || !fits_u32(sizes, 3))
+    uint32_t nx, nz, qfmt, q_stride;
+    if (n <= 0 || n_rows < 0 || !fits_u32(sizes, 3) || !quant_out(q, n, &qfmt, &q_stride))
         return -EINVAL;
     if (n_rows == 0)
         return 0;
     if (!split_groups((uint64_t)n_rows, &nx, &nz))
         return -EINVAL;
-    struct rms_norm_push p = {.x = x, .w = w, .y = y, .r = r, .inv_n = 1.0 / (double)n,
-                              .x_stride = (uint32_t)x_stride, .y_stride = (uint32_t)y_stride,
-                              .n = (uint32_t)n, .n_rows = (uint32_t)n_rows, .eps = eps};
+    struct rms_norm_push p = {.x = x, .w = w, .y = y, .r = r, .qdst = q ? q->dst : 0,
+                              .inv_n = 1.0 / (double)n, .x_stride = (uint32_t)x_stride,
+                              .y_stride = (uint32_t)y_stride, .n = (uint32_t)n,
+                              .n_rows = (uint32_t)n_rows, .eps = eps, .qfmt = qfmt,
+                              .q_stride = q_stride};
     gpu_dispatch(o->g, o->row.rms_norm, &p, sizeof(p), nx, 1, nz);
     return 0;
 }
 
 int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
                     size_t y_stride, int64_t n, float eps, int32_t n_rows) {
-    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows);
+    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, NULL);
 }
 
 int gpu_op_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
                         uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows) {
-    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows) : -EINVAL;
+    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, NULL) : -EINVAL;
+}
+
+int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r,
+                             uint64_t w, uint64_t y, size_t y_stride, int64_t n, float eps,
+                             int32_t n_rows, const struct gpu_quant_out *q) {
+    if (!q || y == x)
+        return -EINVAL;
+    return rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, q);
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------------- */
@@ -169,6 +221,33 @@ int gpu_op_swiglu(struct gpu_ops *o, bool oai, uint64_t y, uint64_t g, uint64_t 
         return -EINVAL;
     struct swiglu_push p = {.y = y, .g = g, .u = u, .n = (uint32_t)n, .oai = oai};
     gpu_dispatch(o->g, o->row.swiglu, &p, sizeof(p), nx, ny, 1);
+    return 0;
+}
+
+struct swiglu_quant_push {
+    uint64_t y, g, u, qdst;
+    uint32_t stride, n, n_rows, oai, qfmt, q_stride;
+};
+
+/* Contract in gpu_ops.h. A workgroup of 256 per row, rows on x spilling onto z
+ * (swiglu_quant.comp). */
+int gpu_op_swiglu_quantize(struct gpu_ops *o, bool oai, uint64_t y, uint64_t g, uint64_t u,
+                           size_t stride, int64_t n, int32_t n_rows, const struct gpu_quant_out *q) {
+    if (o->row.swiglu_quant < 0)
+        return -ENOTSUP;
+    const uint64_t sizes[] = {stride, (uint64_t)n};
+    uint32_t nx, nz, qfmt, q_stride;
+    if (!q || n <= 0 || n_rows < 0 || !fits_u32(sizes, 2) || !quant_out(q, n, &qfmt, &q_stride))
+        return -EINVAL;
+    if (n_rows == 0)
+        return 0;
+    if (!split_groups((uint64_t)n_rows, &nx, &nz))
+        return -EINVAL;
+    struct swiglu_quant_push p = {.y = y, .g = g, .u = u, .qdst = q->dst,
+                                  .stride = (uint32_t)stride, .n = (uint32_t)n,
+                                  .n_rows = (uint32_t)n_rows, .oai = oai, .qfmt = qfmt,
+                                  .q_stride = q_stride};
+    gpu_dispatch(o->g, o->row.swiglu_quant, &p, sizeof(p), nx, 1, nz);
     return 0;
 }
 

@@ -12,8 +12,5 @@ void main() {
     uint b = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;
     if (b >= p.head_dim / 32u)
         return;
-    uint64_t blk = attn_qrow(t, h) + uint64_t(b) * 34u;
-    int sum;
-    float d = q8_codes(F32s(attn_q(t, h) + uint64_t(b) * 128u), blk + 2u, sum);
-    U16s(blk).v[0] = uint16_t(f32_to_fp16(d));
+    q8_0_block(F32s(attn_q(t, h) + uint64_t(b) * 128u), attn_qrow(t, h) + uint64_t(b) * 34u);
 }

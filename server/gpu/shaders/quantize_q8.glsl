@@ -16,3 +16,21 @@ float q8_codes(F32s x, uint64_t q, out int sum) {
     }
     return div_rn(amax, 127.0);
 }
+
+// A Q8_0 activation block at blk from 32 floats at x (quant_q8_0_from_f32): d as half.
+void q8_0_block(F32s x, uint64_t blk) {
+    int sum;
+    float d = q8_codes(x, blk + 2u, sum);
+    U16s(blk).v[0] = uint16_t(f32_to_fp16(d));
+}
+
+// A Q8_1 activation block (quant_q8_1_from_f32): d as half, s = half(d * sum(codes)) of the
+// unrounded float d.
+void q8_1_block(F32s x, uint64_t blk) {
+    int sum;
+    float d = q8_codes(x, blk + 4u, sum);
+    precise float s = d * float(sum);
+    U16s h = U16s(blk);
+    h.v[0] = uint16_t(f32_to_fp16(d));
+    h.v[1] = uint16_t(f32_to_fp16(s));
+}

@@ -5,11 +5,13 @@
 // 1 / sqrt(mean + eps), then each element (x * scale) * w. y may be x: every read of a row comes
 // before the barriers and each invocation writes only the elements it read. Rows on x, then z.
 // With r (not 0): first x = r + x (the residual's add, engine.c's engine_add_y), written back to
-// x, then the norm of the sum: one kernel for the two steps of a layer's end.
+// x, then the norm of the sum: one kernel for the two steps of a layer's end. With qfmt (not
+// QFMT_NONE) the rows are then quantized for the next product (quantize_tail.glsl).
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #include "common.glsl"
 #include "contract.glsl"
+#include "quantize_tail.glsl"
 
 layout(local_size_x = 256) in;
 
@@ -18,12 +20,15 @@ layout(push_constant) uniform Push {
     uint64_t w;        // n floats, or 0: no weight
     uint64_t y;        // rows, y_stride floats apart
     uint64_t r;        // rows added to x first (x_stride apart), or 0
+    uint64_t qdst;     // the rows quantized (qfmt), q_stride bytes apart
     double inv_n;      // 1.0 / n, rounded on the CPU
     uint x_stride;
     uint y_stride;
     uint n;
     uint n_rows;
     float eps;
+    uint qfmt;
+    uint q_stride;
 } p;
 
 shared double lanes[32];
@@ -82,4 +87,6 @@ void main() {
         }
         y.v[i] = v;
     }
+    quantize_tail(p.y + uint64_t(row) * p.y_stride * 4u, p.n, p.qfmt,
+                  p.qdst + uint64_t(row) * p.q_stride, l);
 }
