@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "engine_impl.h"
 #include "err.h"
 #include "gpu.h"
@@ -87,6 +88,10 @@ struct engine_vk {
     const char *stamp_label[GPU_STAMPS];
     double stamp_ns[GPU_STAMPS];
     struct vk_prof { const char *label; double ns; uint64_t n; } prof[32];
+    /* and the host's seconds per step: recording the layers, waiting for them after the last
+     * part was sent, and the logits' submit (recording, waiting, copying) */
+    double host_record, host_wait, host_output;
+    uint64_t host_steps;
     /* the activation rows quantized last: what a product of the same format may reuse */
     uint64_t quant_src;
     enum qtype quant_fmt;
@@ -982,6 +987,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     const size_t roff = (size_t)e->p.n_batch * D * 4;
     memcpy(gpu_buf_host(v->h_in), e->x, xb);
     memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
+    const double t0 = v->profile ? clock_now_s() : 0.0;
     if (vk_begin(v) < 0)
         return -EIO;
     vk_label(v, "upload");
@@ -1016,6 +1022,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     }
     if (rc == -EIO)
         return rc;
+    const double t1 = v->profile ? clock_now_s() : 0.0;
     int src = vk_submit(v);
     if (rc < 0)
         return rc;
@@ -1023,7 +1030,15 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
         return -EIO;
     if (hp->n_expert > 0)
         vk_route_stats(e, n_tok);
-    return vk_output(e);
+    const double t2 = v->profile ? clock_now_s() : 0.0;
+    rc = vk_output(e);
+    if (v->profile) {
+        v->host_record += t1 - t0;
+        v->host_wait += t2 - t1;
+        v->host_output += clock_now_s() - t2;
+        v->host_steps++;
+    }
+    return rc;
 }
 
 /* ---- the sequences' rows ---------------------------------------------------------------------- */
@@ -1085,8 +1100,17 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
                 (unsigned long long)v->prof[k].n);
     if (v && total > 0)
         fprintf(out, "  %-16s %10.3f ms\n", "(all)", total * 1e-6);
-    if (v)
+    if (v && v->host_steps) {
+        const double n = (double)v->host_steps * 1e-3;
+        fprintf(out, "  host, per step: recording %.3f ms, waiting %.3f ms, logits %.3f ms (%llu "
+                "steps)\n", v->host_record / n, v->host_wait / n, v->host_output / n,
+                (unsigned long long)v->host_steps);
+    }
+    if (v) {
         memset(v->prof, 0, sizeof(v->prof));
+        v->host_record = v->host_wait = v->host_output = 0.0;
+        v->host_steps = 0;
+    }
 }
 
 /* ---- the sequences' recurrent state ----------------------------------------------------------- */

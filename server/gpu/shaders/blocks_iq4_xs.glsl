@@ -3,7 +3,7 @@
 // (matmul_split.glsl) is sub-block j: qs bytes 16j..16j+15 as two 8-byte loads (blocks of 136
 // bytes keep them aligned).
 #include "kquants.glsl"
-#define NIBBLE_VALUES IQ4NL_VALUES
+#define NIBBLE_VALUE(n) iq4nl_value(n)
 #include "nibble_tables.glsl"
 
 #define W_BLOCK_BYTES 136u
@@ -16,8 +16,8 @@ ivec2 block_isums(uint64_t w_blk, uint64_t a_blk, uint part) {
     uvec4 a_lo = load_w128(a_blk, 32u * part), a_hi = load_w128(a_blk, 32u * part + 16u);
     for (uint j = 0u; j < 4u; j++) {
         for (uint b = 0u; b < 32u; b += 8u) {
-            dot += NIBBLE_VALUES[(q[j] >> b) & 15u] * bitfieldExtract(int(a_lo[j]), int(b), 8);
-            dot += NIBBLE_VALUES[(q[j] >> (b + 4u)) & 15u] * bitfieldExtract(int(a_hi[j]), int(b), 8);
+            dot += NIBBLE_VALUE((q[j] >> b) & 15u) * bitfieldExtract(int(a_lo[j]), int(b), 8);
+            dot += NIBBLE_VALUE((q[j] >> (b + 4u)) & 15u) * bitfieldExtract(int(a_hi[j]), int(b), 8);
         }
     }
     return ivec2((int(lo | hi << 4) - 32) * dot, 0);

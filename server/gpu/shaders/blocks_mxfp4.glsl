@@ -1,6 +1,6 @@
 // blocks_mxfp4.glsl - MXFP4 weights against Q8_0 activations: isum = sum values[nibble] * q_a
 // (doubled e2m1), d = e8m0_half(w.e) * fp16(a.d), acc = fma(d, isum, acc).
-#define NIBBLE_VALUES MXFP4_VALUES
+#define NIBBLE_VALUE(n) mxfp4_value(n)
 #include "nibble_tables.glsl"
 
 #define QK_ELEMS 32u

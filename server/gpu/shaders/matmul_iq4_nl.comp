@@ -2,7 +2,7 @@
 // d = fp16(w.d) * fp16(a.d), acc = fma(d, isum, acc).
 #version 450
 #include "common.glsl"
-#define NIBBLE_VALUES IQ4NL_VALUES
+#define NIBBLE_VALUE(n) iq4nl_value(n)
 #include "nibble_tables.glsl"
 
 #define QK_ELEMS 32u
