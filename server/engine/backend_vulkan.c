@@ -89,8 +89,9 @@ struct engine_vk {
     double stamp_ns[GPU_STAMPS];
     struct vk_prof { const char *label; double ns; uint64_t n; } prof[32];
     /* and the host's seconds per step: recording the layers, waiting for them after the last
-     * part was sent, and the logits' submit (recording, waiting, copying) */
-    double host_record, host_wait, host_output;
+     * part was sent, the logits' submit (recording, waiting, copying), and between the end of
+     * one step and the start of the next (the engine's and its caller's work) */
+    double host_record, host_wait, host_output, host_between, host_end;
     uint64_t host_steps;
     /* the activation rows quantized last: what a product of the same format may reuse */
     uint64_t quant_src;
@@ -1033,9 +1034,11 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     const double t2 = v->profile ? clock_now_s() : 0.0;
     rc = vk_output(e);
     if (v->profile) {
+        v->host_between += v->host_end > 0.0 ? t0 - v->host_end : 0.0;
         v->host_record += t1 - t0;
         v->host_wait += t2 - t1;
-        v->host_output += clock_now_s() - t2;
+        v->host_end = clock_now_s();
+        v->host_output += v->host_end - t2;
         v->host_steps++;
     }
     return rc;
@@ -1102,13 +1105,13 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
         fprintf(out, "  %-16s %10.3f ms\n", "(all)", total * 1e-6);
     if (v && v->host_steps) {
         const double n = (double)v->host_steps * 1e-3;
-        fprintf(out, "  host, per step: recording %.3f ms, waiting %.3f ms, logits %.3f ms (%llu "
-                "steps)\n", v->host_record / n, v->host_wait / n, v->host_output / n,
-                (unsigned long long)v->host_steps);
+        fprintf(out, "  host, per step: recording %.3f ms, waiting %.3f ms, logits %.3f ms, between "
+                "steps %.3f ms (%llu steps)\n", v->host_record / n, v->host_wait / n,
+                v->host_output / n, v->host_between / n, (unsigned long long)v->host_steps);
     }
     if (v) {
         memset(v->prof, 0, sizeof(v->prof));
-        v->host_record = v->host_wait = v->host_output = 0.0;
+        v->host_record = v->host_wait = v->host_output = v->host_between = v->host_end = 0.0;
         v->host_steps = 0;
     }
 }
