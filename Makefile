@@ -156,9 +156,23 @@ $(BUILD)/gen/gpu_shaders.c: $(wildcard server/gpu/shaders/*.comp) $(BUILD)/gen/g
 	   echo '    {0, 0, 0}};'; \
 	   echo 'const int gpu_spirv_count = $(words $(GPU_KERNELS));'; } >$@
 
+# gpu_none.c stands in for gpu.c where Vulkan is missing, and must define every function gpu.h
+# declares: a Vulkan build checks it too (a missed one once broke only the builds without Vulkan,
+# arm64's cross build among them, after the change had passed here).
+$(BUILD)/gen/gpu_none.ok: $(BUILD)/obj/server/gpu/gpu_none.o server/gpu/gpu.h
+	@mkdir -p $(dir $@)
+	@sed -n 's/^[a-z][^(]*[ *]\(gpu_[a-z0-9_]*\)(.*/\1/p' server/gpu/gpu.h | sort -u >$@.want
+	@nm --defined-only $< | awk '$$2 == "T" {print $$3}' | sort -u >$@.have
+	@missing=$$(comm -23 $@.want $@.have); rm -f $@.want $@.have; \
+	 if [ -n "$$missing" ]; then echo "gpu_none.c lacks what gpu.h declares: $$missing" >&2; exit 1; fi
+	@touch $@
+
+ifeq ($(VULKAN),1)
+$(BUILD)/libsniper.a: $(BUILD)/gen/gpu_none.ok
+endif
 $(BUILD)/libsniper.a: $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJ)
 	@[ "$(VULKAN)" = 1 ] || echo "build: no Vulkan headers (libvulkan-dev) or no glslc: CPU only"
 
 $(BUILD)/sniperd: $(BUILD)/obj/server/main.o $(BUILD)/libsniper.a
