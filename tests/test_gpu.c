@@ -1359,22 +1359,29 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
                                             w + e * mat_bytes + r * row_bytes, n_in), 0);
     for (int32_t a = 0; a < n_act; a++)
         k->from_float(x + (size_t)a * n_in, act + a * act_stride, n_in);
+    /* through index arrays, the experts' biases too (gpu_op_matmul_grouped_bias): added to the
+     * product's result, as block_moe adds them */
+    float *bias = identity ? NULL : random_floats((size_t)n_exp * n_rows, 102, 3.0f);
     for (int32_t p = 0; p < n_pairs; p++) {
         ids[p] = pair_expert(spread, p);
         aidx[p] = identity ? p : p % n_act;
         oidx[p] = identity ? p : (p * 5 + 2) % n_pairs; /* a permutation: n_pairs prime to 5 */
-        for (int32_t r = 0; r < n_rows; r++)
-            k->vec_dot(n_in, &want[(size_t)oidx[p] * out_stride + r],
-                       w + ids[p] * mat_bytes + r * row_bytes, act + aidx[p] * act_stride);
+        for (int32_t r = 0; r < n_rows; r++) {
+            float *y = &want[(size_t)oidx[p] * out_stride + r];
+            k->vec_dot(n_in, y, w + ids[p] * mat_bytes + r * row_bytes, act + aidx[p] * act_stride);
+            if (bias)
+                *y = *y + bias[(size_t)ids[p] * n_rows + r];
+        }
     }
     const uint64_t bw = rowdev_put(d, w, mat_bytes * n_exp);
     const uint64_t ba = rowdev_put(d, act, act_stride * n_act);
     const uint64_t bi = rowdev_put(d, ids, (size_t)n_pairs * 3 * sizeof(int32_t));
     const uint64_t bo = rowdev_put(d, NULL, n_out * sizeof(float));
+    const uint64_t bb = bias ? rowdev_put(d, bias, (size_t)n_exp * n_rows * sizeof(float)) : 0;
     const size_t table_bytes = gpu_pair_groups_bytes(n_pairs, n_exp);
     const uint64_t bt = grouped ? rowdev_put(d, NULL, table_bytes) : 1;
     struct gpu_pair_groups grp = {0};
-    if (bw && ba && bi && bo && bt && gpu_begin(d->g) == 0) {
+    if (bw && ba && bi && bo && bt && (bb || !bias) && gpu_begin(d->g) == 0) {
         const uint64_t ba_idx = identity ? 0 : bi + (size_t)n_pairs * 4;
         const uint64_t bo_idx = identity ? 0 : bi + (size_t)n_pairs * 8;
         const bool taken = d->o.tile_taken[t];
@@ -1384,17 +1391,18 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
             CHECK(n_pairs < d->o.tile_min_tok || grp.addr == bt);
             gpu_barrier(d->g);
         }
-        CHECK_EQ_INT(gpu_op_matmul_grouped(&d->o, t, bw, mat_bytes, row_bytes, n_in, n_rows, bi,
-                                           ba, act_stride, ba_idx, bo, out_stride, bo_idx, n_pairs,
-                                           grouped ? &grp : NULL), 0);
+        CHECK_EQ_INT(gpu_op_matmul_grouped_bias(&d->o, t, bw, mat_bytes, row_bytes, n_in, n_rows,
+                                                bi, ba, act_stride, ba_idx, bo, out_stride, bo_idx,
+                                                n_pairs, grouped ? &grp : NULL, bb), 0);
         d->o.tile_taken[t] = taken;
         if (rowdev_submit(d)) {
             if (grp.addr)
                 check_groups(d, bt, table_bytes, ids, n_pairs, n_exp);
             rowdev_get(d, bo, got, n_out * sizeof(float));
             char what[64];
-            snprintf(what, sizeof(what), "matmul_id %s %lld x %d, %d pairs%s", qtype_name(t),
-                     (long long)n_in, n_rows, n_pairs, grp.addr ? " in tiles" : "");
+            snprintf(what, sizeof(what), "matmul_id %s %lld x %d, %d pairs%s%s", qtype_name(t),
+                     (long long)n_in, n_rows, n_pairs, grp.addr ? " in tiles" : "",
+                     bias ? " with biases" : "");
             same_bytes(what, want, got, n_out * sizeof(float), true);
         }
     }
@@ -1405,6 +1413,7 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
     free(want);
     free(got);
     free(ids);
+    free(bias);
 }
 
 /* Both drivers (float and blocks), a 256-element type, and pairs in groups of 8, 4, 2 and 1. */

@@ -550,7 +550,8 @@ static void vk_quant_forget(struct engine_vk *v) {
 }
 
 /* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
- * none). The product is not followed by a barrier: the caller records one before a use. */
+ * none; in the product's kernel). The product is not followed by a barrier: the caller records
+ * one before a use. */
 static int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w,
                      uint64_t dev, uint64_t x, size_t x_stride, uint64_t out, size_t out_stride,
                      uint64_t b, int32_t n_tok) {
@@ -562,14 +563,10 @@ static int vk_matmul(struct engine_vk *v, const char *what, const struct weight 
         rc = vk_quantize(v, w->type, x, x_stride, w->n_in, n_tok, act, &as);
     }
     vk_label(v, what);
-    if (rc < 0 || (rc = gpu_op_matmul(&v->ops, w->type, dev, w->row_bytes, w->n_in, w->n_out,
-                                      act, as, out, out_stride, n_tok)) < 0)
+    if (rc < 0)
         return rc;
-    if (b) {
-        vk_sync(v);
-        rc = gpu_op_add(&v->ops, out, out_stride, b, 0, w->n_out, n_tok);
-    }
-    return rc;
+    return gpu_op_matmul_bias(&v->ops, w->type, dev, w->row_bytes, w->n_in, w->n_out, act, as,
+                              out, out_stride, b, n_tok);
 }
 
 static struct gpu_buf *vk_kv_buf(const struct engine *e, int32_t seq, int32_t kv_il) {
@@ -843,32 +840,25 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         vk_sync(v);
     }
     vk_label(v, "experts_gate_up");
-    if ((rc = gpu_op_matmul_grouped(&v->ops, wg->type, d->gate_exps, wg->mat_bytes,
-                                    wg->row_bytes, wg->n_in, wg->n_out, a_ids, v->act_in.addr, sg,
-                                    a_act, v->g.addr, F, a_out, P, &grp)) < 0 ||
-        (rc = gpu_op_matmul_grouped(&v->ops, wu->type, d->up_exps, wu->mat_bytes, wu->row_bytes,
-                                    wu->n_in, wu->n_out, a_ids, au, su, a_act, v->u.addr, F, a_out,
-                                    P, &grp)) < 0)
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, d->gate_exps, wg->mat_bytes,
+                                         wg->row_bytes, wg->n_in, wg->n_out, a_ids, v->act_in.addr,
+                                         sg, a_act, v->g.addr, F, a_out, P, &grp,
+                                         d->gate_exps_b)) < 0 ||
+        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, d->up_exps, wu->mat_bytes,
+                                         wu->row_bytes, wu->n_in, wu->n_out, a_ids, au, su, a_act,
+                                         v->u.addr, F, a_out, P, &grp, d->up_exps_b)) < 0)
         return rc;
     vk_sync(v);
-    if (d->gate_exps_b &&
-        ((rc = gpu_op_add_id(&v->ops, v->g.addr, F, d->gate_exps_b, a_ids, (int64_t)F, P)) < 0 ||
-         (rc = gpu_op_add_id(&v->ops, v->u.addr, F, d->up_exps_b, a_ids, (int64_t)F, P)) < 0))
-        return rc;
-    if (d->gate_exps_b)
-        vk_sync(v);
     if ((rc = vk_swiglu_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd,
                              false)) < 0)
         return rc;
     vk_label(v, "experts_down");
-    if ((rc = gpu_op_matmul_grouped(&v->ops, wd->type, d->down_exps, wd->mat_bytes,
-                                    wd->row_bytes, wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd,
-                                    a_out, v->d.addr, D, a_out, P, &grp)) < 0)
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_bytes,
+                                         wd->row_bytes, wd->n_in, wd->n_out, a_ids,
+                                         v->act_hid.addr, sd, a_out, v->d.addr, D, a_out, P, &grp,
+                                         d->down_exps_b)) < 0)
         return rc;
     vk_sync(v);
-    if (d->down_exps_b &&
-        (rc = gpu_op_add_id(&v->ops, v->d.addr, D, d->down_exps_b, a_ids, (int64_t)D, P)) < 0)
-        return rc;
     uint64_t shexp = 0, shexp_gate = 0;
     if (d->up_shexp) {
         if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,

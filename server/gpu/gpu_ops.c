@@ -86,6 +86,7 @@ struct matmul_push {
     uint64_t tables; /* matmul_push.glsl */
     uint64_t ids, act_idx, out_idx, mat_bytes; /* gpu_op_matmul_id's; 0 in gpu_op_matmul's */
     uint64_t tiles; /* gpu_op_group_pairs' table for the tiled driver, or 0 */
+    uint64_t bias;  /* gpu_op_matmul_bias's, or 0 */
 };
 _Static_assert(sizeof(struct matmul_push) <= GPU_PUSH_MAX, "push constants");
 
@@ -297,12 +298,19 @@ static bool use_tiles(const struct gpu_ops *o, enum qtype t, int32_t n_tok) {
 int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes, int64_t n_in,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok) {
+    return gpu_op_matmul_bias(o, t, w, row_bytes, n_in, n_rows, act, act_stride, out, out_stride,
+                              0, n_tok);
+}
+
+int gpu_op_matmul_bias(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
+                       int64_t n_in, int64_t n_rows, uint64_t act, size_t act_stride,
+                       uint64_t out, size_t out_stride, uint64_t bias, int32_t n_tok) {
     if (!gpu_ops_has_type(o, t))
         return -ENOTSUP;
     struct matmul_push p = {.w = w, .act = act, .out = out, .row_bytes = (uint32_t)row_bytes,
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
-                            .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t]};
+                            .n_tok = (uint32_t)n_tok, .tables = o->table_addr[t], .bias = bias};
     if (use_tiles(o, t, n_tok))
         return record_tiles(o, t, &p, groups(n_tok, GPU_TILE_TOK));
     return record_product(o, t, &p);
@@ -325,6 +333,16 @@ int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t ma
                           uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
                           size_t out_stride, uint64_t out_idx, int32_t n_pairs,
                           const struct gpu_pair_groups *pg) {
+    return gpu_op_matmul_grouped_bias(o, t, w, mat_bytes, row_bytes, n_in, n_rows, ids, act,
+                                      act_stride, act_idx, out, out_stride, out_idx, n_pairs, pg,
+                                      0);
+}
+
+int gpu_op_matmul_grouped_bias(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
+                               size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids,
+                               uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
+                               size_t out_stride, uint64_t out_idx, int32_t n_pairs,
+                               const struct gpu_pair_groups *pg, uint64_t bias) {
     if (!gpu_ops_has_type(o, t))
         return -ENOTSUP;
     if (n_in <= 0 || n_rows <= 0 || n_pairs < 0 || n_in > UINT32_MAX || n_rows > UINT32_MAX ||
@@ -334,7 +352,8 @@ int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t ma
                             .act_stride = (uint32_t)act_stride, .out_stride = (uint32_t)out_stride,
                             .n_in = (uint32_t)n_in, .n_rows = (uint32_t)n_rows,
                             .n_tok = (uint32_t)n_pairs, .tables = o->table_addr[t], .ids = ids,
-                            .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes};
+                            .act_idx = act_idx, .out_idx = out_idx, .mat_bytes = mat_bytes,
+                            .bias = bias};
     if (pg && pg->addr && use_tiles(o, t, n_pairs)) {
         p.tiles = pg->addr;
         return record_tiles(o, t, &p, (uint32_t)pg->max_tiles);

@@ -84,6 +84,12 @@ int gpu_op_matmul(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
                   int64_t n_rows, uint64_t act, size_t act_stride, uint64_t out, size_t out_stride,
                   int32_t n_tok);
 
+/* gpu_op_matmul, each output row r then plus bias[r] (n_rows floats in device memory; 0: none)
+ * in the same kernel: the CPU adds a bias to the product's result, the same one rounding. */
+int gpu_op_matmul_bias(struct gpu_ops *o, enum qtype t, uint64_t w, size_t row_bytes,
+                       int64_t n_in, int64_t n_rows, uint64_t act, size_t act_stride,
+                       uint64_t out, size_t out_stride, uint64_t bias, int32_t n_tok);
+
 /* ---- the forward pass's other ops: each gives server/engine/ops.h's (and the blocks') bits, by
  * the row ops' contract (contract.glsl). Tensors are float rows by device address unless named
  * otherwise; each returns 0, -EINVAL for a shape it cannot take, or -ENOTSUP when o has no
@@ -201,6 +207,14 @@ int gpu_op_matmul_grouped(struct gpu_ops *o, enum qtype t, uint64_t w, size_t ma
                           uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
                           size_t out_stride, uint64_t out_idx, int32_t n_pairs,
                           const struct gpu_pair_groups *pg);
+
+/* gpu_op_matmul_grouped, pair p's output row r then plus its expert's bias[ids[p] n_rows + r]
+ * (0: none), as gpu_op_matmul_bias. */
+int gpu_op_matmul_grouped_bias(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
+                               size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids,
+                               uint64_t act, size_t act_stride, uint64_t act_idx, uint64_t out,
+                               size_t out_stride, uint64_t out_idx, int32_t n_pairs,
+                               const struct gpu_pair_groups *pg, uint64_t bias);
 
 /* A MoE layer's routing, block_moe.c's route_token bit for bit: for each of n_tok tokens, its
  * router logits (n_expert <= 1024 floats a row, plus bias when not 0), softmax over all then top

@@ -69,6 +69,6 @@ void main() {
         precise float lo = chains[4u * i] + chains[4u * i + 1u];
         precise float hi = chains[4u * i + 2u] + chains[4u * i + 3u];
         precise float s = lo + hi;
-        F32s(mm_out_at(to, row)).v[0] = s;
+        mm_store(to, row, s);
     }
 }

@@ -39,6 +39,6 @@ void main() {
         for (uint i = n32; i < p.n_in; i++) {
             sum = fma_rn(w_at(wrow, i), a_at(arow, i), sum);
         }
-        F32s(mm_out_at(t, row)).v[0] = sum;
+        mm_store(t, row, sum);
     }
 }

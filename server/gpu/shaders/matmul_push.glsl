@@ -20,6 +20,7 @@ layout(push_constant) uniform Push {
     uint64_t out_idx;   // pair t's output row, or 0: row t
     uint64_t mat_bytes; // bytes between matrices
     uint64_t tiles;     // matmul_tile.glsl's grouped pairs (gpu_op_group_pairs), or 0
+    uint64_t bias;      // n_rows floats per matrix added to the outputs, or 0
 } p;
 
 // Row `row` of row t's matrix.
@@ -38,5 +39,16 @@ uint64_t mm_act_row(uint t) {
 uint64_t mm_out_at(uint t, uint row) {
     uint o = p.out_idx != 0ul ? U32s(p.out_idx).v[t] : t;
     return p.out_ + (uint64_t(o) * p.out_stride + row) * 4ul;
+}
+
+// Stores row t's output `row`: s, plus row `row` of its matrix's bias where the product has one
+// (as the CPU adds a bias to a product's result: one more rounding, the same).
+void mm_store(uint t, uint row, float s) {
+    if (p.bias != 0ul) {
+        uint m = p.ids != 0ul ? U32s(p.ids).v[t] : 0u;
+        precise float sb = s + F32s(p.bias + (uint64_t(m) * p.n_rows + row) * 4ul).v[0];
+        s = sb;
+    }
+    F32s(mm_out_at(t, row)).v[0] = s;
 }
 #endif

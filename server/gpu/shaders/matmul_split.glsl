@@ -55,14 +55,13 @@ uint split_rows(uint nb, uint tok) {
     return r;
 }
 
-// The addresses of output (row, t): its weight row, activation row and output float; false where
-// the output is past the product. The one place that maps an output to memory.
-bool split_addrs(uint row, uint t, out uint64_t wrow, out uint64_t arow, out uint64_t out_addr) {
+// The addresses of output (row, t)'s weight row and activation row; false where the output is
+// past the product (mm_store writes it).
+bool split_addrs(uint row, uint t, out uint64_t wrow, out uint64_t arow) {
     bool ok = row < p.n_rows && t < p.n_tok;
     uint tt = ok ? t : 0u; // no index array is read past its pairs
     wrow = mm_w_row(tt, row);
     arow = mm_act_row(tt);
-    out_addr = mm_out_at(tt, row);
     return ok;
 }
 
@@ -75,9 +74,9 @@ uvec2 split_output(uint o, uint tok) {
 
 // Item x's weight and activation blocks; false for an item past the workgroup's or the product's.
 bool split_item(uint x, uint nb, uint tok, uint n_items, out uint64_t w_blk, out uint64_t a_blk) {
-    uint64_t wrow, arow, out_addr;
+    uint64_t wrow, arow;
     uvec2 rt = split_output(x / nb, tok);
-    bool ok = x < n_items && split_addrs(rt.x, rt.y, wrow, arow, out_addr);
+    bool ok = x < n_items && split_addrs(rt.x, rt.y, wrow, arow);
     uint b = x % nb;
     w_blk = wrow + uint64_t(b) * W_BLOCK_BYTES;
     a_blk = arow + uint64_t(b) * A_BLOCK_BYTES;
@@ -128,14 +127,14 @@ void main() {
     }
     split_chains[i] = acc;
     barrier();
-    uint64_t wrow, arow, out_addr;
+    uint64_t wrow, arow;
     if (i < n_out) {
         uvec2 rt = split_output(i, TOK);
-        if (split_addrs(rt.x, rt.y, wrow, arow, out_addr)) {
+        if (split_addrs(rt.x, rt.y, wrow, arow)) {
             precise float lo = split_chains[4u * i] + split_chains[4u * i + 1u];
             precise float hi = split_chains[4u * i + 2u] + split_chains[4u * i + 3u];
             precise float s = lo + hi;
-            F32s(out_addr).v[0] = s;
+            mm_store(rt.y, rt.x, s);
         }
     }
 }

@@ -103,5 +103,5 @@ void main() {
     }
     for (uint m = 0u; m < TILE_ROWS_PER; m++)
         if (m < n_live)
-            F32s(mm_out_at(pair, row0 + m)).v[0] = tile_result(acc[m], nb);
+            mm_store(pair, row0 + m, tile_result(acc[m], nb));
 }
