@@ -55,6 +55,27 @@ static int run_engine(struct engine *e, const int32_t *ids, int32_t n, int32_t g
     return rc;
 }
 
+/* Bytes of weights one decode token reads: every tensor, but of an embedding table one row and of
+ * the routed experts' tensors (ffn_*_exps) n_expert_used of their n_expert matrices; a model
+ * without output.weight reads the whole token embedding for its logits. */
+static double decode_weight_bytes(const struct model *m) {
+    const struct gguf *g = m->gguf;
+    double sum = 0.0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const struct gguf_tensor *t = &g->tensors[i];
+        double b = (double)t->n_bytes;
+        if (strstr(t->name, "token_embd."))
+            b = (double)t->row_bytes + (strcmp(t->name, "token_embd.weight") == 0 &&
+                                                !gguf_find_tensor(g, "output.weight")
+                                            ? (double)t->n_bytes
+                                            : 0.0);
+        else if (strstr(t->name, "_exps.") && m->hp.n_expert > 0)
+            b = b * m->hp.n_expert_used / m->hp.n_expert;
+        sum += b;
+    }
+    return sum;
+}
+
 static struct engine *make_engine(const struct model *m, const struct opts *o) {
     struct engine_params ep = engine_params_default();
     ep.n_ctx = o->prompt + o->gen + 16;
@@ -171,6 +192,10 @@ int main(int argc, char **argv) {
     printf("gpu: prefill %d tokens in %.3f s (%.1f tok/s), decode %d tokens in %.3f s "
            "(%.2f tok/s, %.2f ms/token)\n", o.prompt, rg.prefill_s, o.prompt / rg.prefill_s,
            o.gen, rg.decode_s, o.gen / rg.decode_s, rg.decode_s * 1e3 / (o.gen ? o.gen : 1));
+    const double wpt = decode_weight_bytes(m);
+    printf("decode reads %.3f GB of weights a token (the routed experts' %d of %d): %.0f GB/s of "
+           "them at that speed\n", wpt * 1e-9, m->hp.n_expert_used, m->hp.n_expert,
+           o.gen && rg.decode_s > 0 ? wpt * o.gen / rg.decode_s * 1e-9 : 0.0);
     status = 0;
     if (o.cpu_prompt > 0) { /* the CPU's run of the first ids, and the GPU's again to compare */
         struct engine *c = make_engine(m, &o);
