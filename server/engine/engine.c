@@ -802,10 +802,16 @@ static int engine_output(struct engine *e) {
     }
     if (rc == 0)
         matmul_run(&e->mm);
-    for (int32_t o = 0; rc == 0 && hp->logit_softcap > 0.0f && o < e->n_out; o++)
+    return rc;
+}
+
+/* The step's logits rows soft-capped where the model caps them (gemma4), on either backend: on
+ * the host, where tanhf is the C library's (the GPU has no kernel that promises its bits). */
+static void engine_output_softcap(struct engine *e) {
+    const struct model_hparams *hp = &e->m->hp;
+    for (int32_t o = 0; hp->logit_softcap > 0.0f && o < e->n_out; o++)
         engine_softcap(e->out[o].dst, (size_t)e->out[o].n * (size_t)hp->n_vocab,
                        hp->logit_softcap);
-    return rc;
 }
 
 /* Puts every sequence of the step back where it was before it: n_past unchanged, a recurrent
@@ -860,6 +866,7 @@ static int engine_step(struct engine *e, int32_t n_tok) {
         if ((rc = engine_output(e)) < 0)
             goto fail;
     }
+    engine_output_softcap(e);
     for (int32_t i = 0; i < e->n_seg; i++)
         e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
     e->timing.n_steps++;

@@ -193,7 +193,7 @@ void gpu_ops_release(struct gpu_ops *o) {
     if (o->g)
         gpu_buf_free(o->g, o->tables);
     o->tables = NULL;
-    o->row = (struct gpu_rowops){-1, -1, -1, -1, -1, -1, -1};
+    o->row = (struct gpu_rowops){-1, -1, -1, -1, -1, -1, -1, -1, -1};
     for (int t = 0; t < QTYPE_COUNT; t++) {
         o->matmul[t] = o->quantize[t] = o->matmul_tile[t] = -1;
         o->tile_taken[t] = false;

@@ -23,6 +23,7 @@ layout(push_constant) uniform Push {
     uint n_tok;
     uint window;          // 0: the whole context
     uint n_kv_max;        // positions the segment's last token sees: a scores row's length
+    uint head_bytes;      // a KV head's bytes in a row (the layer's head_dim in the KV type)
     float scale;
 } p;
 
@@ -43,9 +44,10 @@ uint64_t attn_q(uint t, uint h) {
     return p.q + (uint64_t(t) * p.q_tok_stride + uint64_t(h) * p.q_head_stride) * 4u;
 }
 
-// Head h's bytes in a K or V row: its kv head's (GQA).
+// Head h's bytes in a K or V row: its kv head's (GQA); the row may be wider than the layer's
+// heads (gemma4's layers differ, the rows are the widest's).
 uint64_t attn_head_off(uint h) {
-    return uint64_t(h / (p.n_head / p.n_head_kv)) * (p.row_bytes / p.n_head_kv);
+    return uint64_t(h / (p.n_head / p.n_head_kv)) * p.head_bytes;
 }
 
 // Head h's part of the K or V row (base: p.k or p.v) of position pos.
