@@ -2,9 +2,10 @@
 # sniperd on the GPU (--gpu, --gpu-budget) end to end, on the machine's Vulkan device by number
 # (lavapipe in CI): the one-shot mode's logits and tokens equal the CPU's byte for byte (gpt-oss's
 # window rings, sinks and MXFP4 experts, gemma4's experts beside its dense FFNs and per-layer
-# embeddings included), a model the backend does not take stays on the CPU and says why, a budget
-# too small falls back to the CPU, a bad --gpu is refused, and the daemon's answers and /v1/stats
-# on the GPU (gpt-oss's and gemma4's chats over two turns too).
+# embeddings included), a budget too small falls back to the CPU, a bad --gpu is refused, and the
+# daemon's answers and /v1/stats on the GPU (gpt-oss's and gemma4's chats over two turns too).
+# What the backend refuses (experts streamed, an expert cache, replayed routing) sniperd never
+# offers it: tests/test_gpu_engine.c's refused case checks the refusal.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -43,21 +44,6 @@ for m in moe dense q35 oss ossq gemma gemmap; do
         cmp -s "$TMP/$m-none.out" "$TMP/$m-0.out"
     check "$m: the GPU's logits, tokens and text are the CPU's byte for byte" $?
 done
-
-# what the backend does not take yet stays on the CPU, saying why, with the CPU's answer: experts
-# streamed from disk (under the smallest RAM budget sniperd takes, as tests/cli.sh finds it)
-min=$("$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi --ram-budget 8M 2>&1 |
-    sed -nE 's/.*the minimum is ([0-9]+) MiB.*/\1/p')
-slack=0
-[ -n "${SNIPER_CHECK:-}" ] && slack=8
-budget="$(( ${min:-60} + 2 + slack ))M"
-"$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu 0 --ram-budget "$budget" \
-    >"$TMP/disk-0.out" 2>"$TMP/disk-0.err"
-"$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu none --ram-budget "$budget" \
-    >"$TMP/disk-none.out" 2>/dev/null
-grep -q "stays on the CPU: its experts stream from disk" "$TMP/disk-0.err" &&
-    cmp -s "$TMP/disk-0.out" "$TMP/disk-none.out"
-check "experts on disk: stay on the CPU and say why" $? "$(cat "$TMP/disk-0.err")"
 
 # a budget too small: the CPU, saying so
 "$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu 0 --gpu-budget 2M \
@@ -113,6 +99,22 @@ turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assista
 a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
 [ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 32 ]
 check "gpt-oss daemon: two turns on the GPU are the CPU's (the second from a checkpoint)" $? \
+    "gpu [$a1] [$a2] cpu [$b1] [$b2]"
+
+# gemma4's daemon (per-layer embeddings, its template): a chat of two turns on the GPU equals the
+# CPU daemon's; the second reuses the first's prompt past the window (16) with a batch of 8.
+serve "$TMP/gemmap.gguf" g4-gpu --gpu 0 --ctx-size 512 -b 8
+gport=$port
+serve "$TMP/gemmap.gguf" g4-cpu --gpu none --ctx-size 512 -b 8
+cport=$port
+grep -q "every step runs on the GPU" "$TMP/g4-gpu.err"
+check "gemma4 daemon: every step on the GPU" $? "$(cat "$TMP/g4-gpu.err")"
+a1=$(chat "$gport" 16 "$turn1") b1=$(chat "$cport" 16 "$turn1")
+text=${a1#* }
+turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":$text},{\"role\":\"user\",\"content\":\"and then?\"}]"
+a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
+[ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 16 ]
+check "gemma4 daemon: two turns on the GPU are the CPU's (the second from its cached prompt)" $? \
     "gpu [$a1] [$a2] cpu [$b1] [$b2]"
 
 echo "$passed passed, $failed failed, 0 skipped"
