@@ -1588,7 +1588,7 @@ static void check_attn_refusals(struct gpu_ops *o) {
                                 .n_head = 8, .n_head_kv = 2, .head_dim = 64, .pos0 = 10,
                                 .n_tok = 3, .window = 0, .scale = 0.125f};
     struct gpu_attn a = ok;
-    a.head_dim = 320, a.row_bytes = 2 * 320 * 2;
+    a.head_dim = 576, a.row_bytes = 2 * 576 * 2;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
     a = ok, a.n_head = 7;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
@@ -1608,7 +1608,7 @@ static void check_attn_refusals(struct gpu_ops *o) {
     CHECK_EQ_INT(gpu_op_attn(o, &a), -ENOTSUP);
 }
 
-/* Every KV type: head_dim 64 and 128 (and 80, a tail for the float types), GQA 1 and 4, decode
+/* Every KV type: head_dim 64, 128 and 512 (and 80, a tail for the float types), GQA 1 and 4, decode
  * and prefill segments from pos0 > 0, windows over rings (ring_rows = window) and the whole
  * context, sinks on and off, query heads packed or 2 head_dim apart, rows as wide as the heads or
  * twice (gemma4's narrower layers). */
@@ -1631,6 +1631,7 @@ static void test_attention(void) {
             {t, 64, 2, 4, 600, 1, 0, 601, true, true, false},
             {t, 64, 2, 4, 40, 7, 16, 16, false, false, true},
             {t, 128, 1, 2, 30, 3, 0, 33, true, false, true},
+            {t, 512, 2, 2, 20, 5, 0, 25, true, false, false}, /* gemma4's global heads */
         };
         for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++)
             check_attn(g, &o, &cases[j]);

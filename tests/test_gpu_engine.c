@@ -475,12 +475,20 @@ static void test_gptoss_checkpoints(void) {
 /* ---- Gemma 4: per-layer head shapes, shared KV, GeGLU, experts beside the dense FFN, per-layer
  * embeddings ---------------------------------------------------------------------------------- */
 
-/* tiny-gemma4 (the 26B-A4B's family: routed experts with fused gate_up beside every dense FFN)
- * and tiny-gemma4-ple (E2B / E4B's: per-layer embeddings, the shared-KV layers' FFN twice as
- * wide), F32 and llama.cpp's Q4_K_M mix: prompt rows and greedy decode equal the CPU's. Their
- * window is 16: the 37-token prompt crosses it, decode goes on past it; batches of 32 take the
- * tiled products and the grouped experts, batches of 8 the per-token ones (the experts' in
- * test_gemma4_two_sequences). */
+/* The gemma4-26b-a4b preset's layer kinds (5 window layers, then a global one with 2 KV heads
+ * of 512 and no attn_v) in small widths. */
+#define G4_26B_SMALL                                                                            \
+    "--preset gemma4-26b-a4b --n-layer 6 --n-embd 256 --n-head 4 --n-head-kv 2 --head-dim 64 "  \
+    "--n-ff 128 --n-expert 8 --n-expert-used 2 --n-ff-exp 64 --n-vocab 1024 --ctx 512 "         \
+    "--types q4_k_m"
+
+/* tiny-gemma4 (the 26B-A4B's family: routed experts with fused gate_up beside every dense FFN),
+ * the 26B-A4B's own head shapes (its global layers' rows narrower than the window layers'), and
+ * tiny-gemma4-ple (E2B / E4B's: per-layer embeddings, the shared-KV layers' FFN twice as wide),
+ * in llama.cpp's Q4_K_M mix and F32: prompt rows and greedy decode equal the CPU's. The tiny
+ * presets' window is 16: the 37-token prompt crosses it, decode goes on past it; batches of 32
+ * take the tiled products and the grouped experts, batches of 8 the per-token ones (the experts'
+ * in test_gemma4_two_sequences). */
 static void test_gemma4(void) {
     struct gpu *g = open_any();
     static const struct {
@@ -488,24 +496,22 @@ static void test_gemma4(void) {
         enum qtype kv;
         int32_t n_batch;
     } cases[] = {
-        {"g4.gguf", "--preset tiny-gemma4", "gemma4 f32 weights, f16 KV, batch 16", QTYPE_F16, 16},
         {"g4q.gguf", "--preset tiny-gemma4 --types q4_k_m", "gemma4 q4_k_m, f16 KV, batch 32",
          QTYPE_F16, 32},
+        {"g426.gguf", G4_26B_SMALL, "gemma4-26b-a4b's heads (global: 2 KV heads of 512 without "
+         "attn_v; window: 2 of 64, narrower than the rows), q4_k_m, q8_0 KV, batch 16",
+         QTYPE_Q8_0, 16},
         {"g4p.gguf", "--preset tiny-gemma4-ple", "gemma4-ple f32 weights, f16 KV, batch 16",
          QTYPE_F16, 16},
         {"g4pq.gguf", "--preset tiny-gemma4-ple --types q4_k_m",
          "gemma4-ple q4_k_m, q8_0 KV, batch 8", QTYPE_Q8_0, 8},
     };
-    struct model *m = NULL;
     for (size_t i = 0; g && i < sizeof(cases) / sizeof(cases[0]); i++) {
-        if (i == 0 || strcmp(cases[i].args, cases[i - 1].args) != 0) {
-            model_free(m);
-            m = make_load(cases[i].file, cases[i].args);
-        }
+        struct model *m = make_load(cases[i].file, cases[i].args);
         if (m)
             same_as_cpu(m, g, cases[i].kv, cases[i].n_batch, cases[i].what);
+        model_free(m);
     }
-    model_free(m);
     gpu_close(g);
 }
 

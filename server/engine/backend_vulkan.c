@@ -12,10 +12,11 @@
  * which position) stays on the host; only their rows move: a context's export reads them back, an
  * import writes them, and a checkpoint's recurrent state and window rows are copied on the device
  * as the host decides. A window layer's rows are a ring, as the host's (sequence.h). Supported
- * here: attention layers (full, gated, or over a sliding window with sinks), DeltaNet layers,
- * dense and routed FFNs (shared experts, biases), every weight type with kernels; gemma4, experts
- * streamed from disk or through an expert cache and replayed routing stay on the CPU, and
- * engine_use_gpu says so. */
+ * here: attention layers (full, gated, or over a sliding window with sinks; each in its own head
+ * shape), DeltaNet layers, dense and routed FFNs (shared experts, biases, fused gate_up), every
+ * weight type with kernels, and gemma4's layers (backend_vulkan_gemma4.c); experts streamed from
+ * disk or through an expert cache and replayed routing stay on the CPU, and engine_use_gpu says
+ * so. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -13,8 +13,8 @@
 
 #include "quant.h"
 
-#define ATTN_Q_BYTES 512      /* attn.glsl: a query row in the scratch (256 halves, 8 Q8_0 blocks) */
-#define ATTN_MAX_HEAD_DIM 256 /* what ATTN_Q_BYTES holds */
+#define ATTN_Q_BYTES 1024     /* attn.glsl: a query row in the scratch (512 halves, 16 Q8_0 blocks) */
+#define ATTN_MAX_HEAD_DIM 512 /* what ATTN_Q_BYTES holds (gemma4's global heads are 512) */
 #define ATTN_SCORES_GROUP 64  /* attn_scores.glsl: positions a workgroup */
 #define ATTN_VSUM_DIMS 32     /* attn_vsum.glsl: output elements a workgroup */
 #define GPU_GROUPS_MAX 65535  /* workgroups a dispatch may have per dimension: Vulkan's minimum */

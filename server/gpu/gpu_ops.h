@@ -233,7 +233,7 @@ size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx);
  * over positions, then the softmax with the weighted sum over elements, barriers between them; the
  * caller orders what wrote q, k, v before it and what reads out after it (gpu_barrier). Returns 0,
  * -ENOTSUP for a KV type without kernels, or -EINVAL for a shape it cannot take: head_dim past
- * 256 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too
+ * 512 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too
  * short for the heads, a ring shorter than the positions a token sees, n_tok < 1, or K and V
  * rows (k, v, row_bytes, a head's bytes) not 16-byte aligned for F32 or 8-byte aligned for F16. */
 int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a);

@@ -27,7 +27,7 @@ layout(push_constant) uniform Push {
     float scale;
 } p;
 
-const uint ATTN_Q_BYTES = 512u; // a query row in the scratch: 256 halves, or 8 Q8_0 blocks
+const uint ATTN_Q_BYTES = 1024u; // a query row in the scratch: 512 halves, or 16 Q8_0 blocks
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 uint attn_first(uint t) {
