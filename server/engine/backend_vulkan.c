@@ -28,7 +28,6 @@
 #include "err.h"
 #include "gpu.h"
 #include "gpu_ops.h"
-#include "ops.h"
 #include "quant.h"
 
 /* ---- device memory ---------------------------------------------------------------------------- */
@@ -85,7 +84,7 @@ static int vk_upload(struct engine_vk *v, const void *p, size_t n, uint64_t *add
 }
 
 int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char *err,
-                     size_t err_len) {
+              size_t err_len) {
     if (w->data && !gpu_ops_has_type(&v->ops, w->type)) {
         err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w->type));
         return -ENOTSUP;
@@ -95,12 +94,11 @@ int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char 
 }
 
 int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
-                     size_t err_len) {
+              size_t err_len) {
     return vk_upload(v, p, (size_t)n * sizeof(float), addr, err, err_len);
 }
 
-int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *err,
-                   size_t err_len) {
+int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *err, size_t err_len) {
     a->buf = vk_buf(v, bytes, err, err_len);
     if (!a->buf)
         return -ENOMEM;
@@ -499,9 +497,9 @@ void vk_quant_forget(struct engine_vk *v) {
 
 /* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
  * none). The product is not followed by a barrier: the caller records one before a use. */
-int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w,
-                     uint64_t dev, uint64_t x, size_t x_stride, uint64_t out, size_t out_stride,
-                     uint64_t b, int32_t n_tok) {
+int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w, uint64_t dev,
+              uint64_t x, size_t x_stride, uint64_t out, size_t out_stride, uint64_t b,
+              int32_t n_tok) {
     size_t as = x_stride * sizeof(float);
     uint64_t act = x; /* F32 weights take the float rows as they are: no copy */
     int rc = 0;
@@ -736,9 +734,8 @@ static int vk_act(struct engine *e, int64_t n, int32_t n_rows) {
 }
 
 /* out = down(act(gate xn) * up xn) for n_tok rows, the matrices resident (vk_act). */
-int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
-                     const struct weight *up, uint64_t du, const struct weight *down, uint64_t dd,
-                     uint64_t out, int32_t n_tok) {
+int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const struct weight *up,
+              uint64_t du, const struct weight *down, uint64_t dd, uint64_t out, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
     int rc;
