@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # sniperd on the GPU (--gpu, --gpu-budget) end to end, on the machine's Vulkan device by number
 # (lavapipe in CI): the one-shot mode's logits and tokens equal the CPU's byte for byte (gpt-oss's
-# window rings, sinks and MXFP4 experts included), a model the backend does not take stays on the
-# CPU and says why, a budget too small falls back to the CPU, a bad --gpu is refused, and the
-# daemon's answers and /v1/stats on the GPU (gpt-oss's chat over two turns too).
+# window rings, sinks and MXFP4 experts, gemma4's experts beside its dense FFNs and per-layer
+# embeddings included), a budget too small falls back to the CPU, a bad --gpu is refused, and the
+# daemon's answers and /v1/stats on the GPU (gpt-oss's and gemma4's chats over two turns too).
+# What the backend refuses (experts streamed, an expert cache, replayed routing) sniperd never
+# offers it: tests/test_gpu_engine.c's refused case checks the refusal.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -20,7 +22,8 @@ mk dense --preset tiny-dense --types q4_k_m
 mk q35 --preset tiny-qwen35moe
 mk oss --preset tiny-gpt-oss
 mk ossq --preset tiny-gpt-oss --types mxfp4_moe
-mk gemma --preset tiny-gemma4
+mk gemma --preset tiny-gemma4 --types q4_k_m
+mk gemmap --preset tiny-gemma4-ple --vocab gemma4
 device=$("$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 0 2>&1 >/dev/null)
 if ! grep -q "every step runs on the GPU" <<<"$device"; then
     echo "skip: no usable Vulkan device 0 ($(grep gpu <<<"$device" | head -1)): sniperd on the GPU NOT checked"
@@ -29,7 +32,7 @@ if ! grep -q "every step runs on the GPU" <<<"$device"; then
 fi
 
 # one-shot: every prompt row's logits and the greedy tokens, GPU against CPU
-for m in moe dense q35 oss ossq; do
+for m in moe dense q35 oss ossq gemma gemmap; do
     for dev in none 0; do
         "$BUILD/sniperd" -m "$TMP/$m.gguf" -p "The quick brown fox jumps over the lazy dog" -n 12 \
             --temp 0 --threads 2 --gpu "$dev" --dump-logits "$TMP/$m-$dev.f32" \
@@ -41,13 +44,6 @@ for m in moe dense q35 oss ossq; do
         cmp -s "$TMP/$m-none.out" "$TMP/$m-0.out"
     check "$m: the GPU's logits, tokens and text are the CPU's byte for byte" $?
 done
-
-# what the backend does not take yet stays on the CPU, saying why, with the CPU's answer
-"$BUILD/sniperd" -m "$TMP/gemma.gguf" -p "hello" -n 6 --temp 0 --gpu 0 >"$TMP/gemma-0.out" 2>"$TMP/gemma-0.err"
-"$BUILD/sniperd" -m "$TMP/gemma.gguf" -p "hello" -n 6 --temp 0 --gpu none >"$TMP/gemma-none.out" 2>/dev/null
-grep -q "stays on the CPU: gemma4 is not on the GPU yet" "$TMP/gemma-0.err" &&
-    cmp -s "$TMP/gemma-0.out" "$TMP/gemma-none.out"
-check "gemma4: stays on the CPU and says why" $? "$(cat "$TMP/gemma-0.err")"
 
 # a budget too small: the CPU, saying so
 "$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu 0 --gpu-budget 2M \
@@ -103,6 +99,22 @@ turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assista
 a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
 [ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 32 ]
 check "gpt-oss daemon: two turns on the GPU are the CPU's (the second from a checkpoint)" $? \
+    "gpu [$a1] [$a2] cpu [$b1] [$b2]"
+
+# gemma4's daemon (per-layer embeddings, its template): a chat of two turns on the GPU equals the
+# CPU daemon's; the second reuses the first's prompt past the window (16) with a batch of 8.
+serve "$TMP/gemmap.gguf" g4-gpu --gpu 0 --ctx-size 512 -b 8
+gport=$port
+serve "$TMP/gemmap.gguf" g4-cpu --gpu none --ctx-size 512 -b 8
+cport=$port
+grep -q "every step runs on the GPU" "$TMP/g4-gpu.err"
+check "gemma4 daemon: every step on the GPU" $? "$(cat "$TMP/g4-gpu.err")"
+a1=$(chat "$gport" 16 "$turn1") b1=$(chat "$cport" 16 "$turn1")
+text=${a1#* }
+turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":$text},{\"role\":\"user\",\"content\":\"and then?\"}]"
+a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
+[ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 16 ]
+check "gemma4 daemon: two turns on the GPU are the CPU's (the second from its cached prompt)" $? \
     "gpu [$a1] [$a2] cpu [$b1] [$b2]"
 
 echo "$passed passed, $failed failed, 0 skipped"

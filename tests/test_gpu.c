@@ -1065,6 +1065,107 @@ static void test_sigmoid_mul(void) {
     with_rowdev(rows_sigmoid_mul);
 }
 
+/* gpu_op_geglu against ops_geglu row by row, in place over g with u rows further apart (gemma4's
+ * per-layer inputs), over (-14, 14) and the edges of gelu's ranges: -10 and 10 themselves, and
+ * inputs just inside them that round to +-10 in f16 (the table's entries, not the edges' values). */
+static void rows_geglu(struct rowdev *d) {
+    const int64_t n = 300;
+    const int32_t rows = 5;
+    const size_t gs = 307, us = 1000;
+    float *g = random_floats(gs * rows, 80, 14.0f), *u = random_floats(us * rows, 81, 3.0f);
+    float *want = malloc(gs * rows * sizeof(float)), *got = malloc(gs * rows * sizeof(float));
+    uint16_t *table = malloc(65536 * sizeof(*table));
+    const float edges[] = {-10.0f, 10.0f, -9.999f, 9.999f, -10.001f, 10.001f, 0.0f, -0.0f};
+    for (size_t i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+        g[gs + i] = edges[i];
+    memcpy(want, g, gs * rows * sizeof(float));
+    for (int32_t r = 0; r < rows; r++)
+        ops_geglu(want + r * gs, g + r * gs, u + r * us, n);
+    ops_gelu_f16_table(table);
+    const uint64_t bg = rowdev_put(d, g, gs * rows * sizeof(float));
+    const uint64_t bu = rowdev_put(d, u, us * rows * sizeof(float));
+    const uint64_t bt = rowdev_put(d, table, 65536 * sizeof(*table));
+    if (bg && bu && bt && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_geglu(&d->o, bg, gs, bg, gs, bu, us, bt, n, rows), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bg, got, gs * rows * sizeof(float));
+            same_bytes("geglu", want, got, gs * rows * sizeof(float), true);
+        }
+    }
+    free(g);
+    free(u);
+    free(want);
+    free(got);
+    free(table);
+    rowdev_free_bufs(d);
+}
+
+static void test_geglu(void) {
+    with_rowdev(rows_geglu);
+}
+
+/* gpu_op_scale (one factor, then a weight per element, or none) and gpu_op_scale_id (a factor per
+ * row by id) against the CPU's products: gemma4's router input, its layer output scale and its
+ * experts' output scales. */
+static void rows_scale(struct rowdev *d) {
+    const int64_t n = 260;
+    const int32_t rows = 7;
+    const size_t xs = 263, ys = 270;
+    const float a = 1.0f / sqrtf(2816.0f);
+    float *x = random_floats(xs * rows, 90, 50.0f), *w = random_floats((size_t)n, 91, 2.0f);
+    float *s = random_floats(16, 92, 3.0f);
+    float *want = calloc(ys * rows, sizeof(float)), *got = malloc(ys * rows * sizeof(float));
+    float *want_id = malloc(xs * rows * sizeof(float));
+    int32_t ids[7] = {3, 0, 15, 3, 9, 1, 12};
+    memcpy(want_id, x, xs * rows * sizeof(float));
+    for (int32_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) {
+            want[r * ys + i] = (x[r * xs + i] * a) * w[i];
+            want_id[r * xs + i] = x[r * xs + i] * s[ids[r]];
+        }
+    const uint64_t bx = rowdev_put(d, x, xs * rows * sizeof(float));
+    const uint64_t bw = rowdev_put(d, w, (size_t)n * sizeof(float));
+    const uint64_t bs = rowdev_put(d, s, 16 * sizeof(float));
+    const uint64_t bi = rowdev_put(d, ids, sizeof(ids));
+    const uint64_t by = rowdev_put(d, NULL, ys * rows * sizeof(float));
+    if (bx && bw && bs && bi && by && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_scale(&d->o, by, ys, bx, xs, a, bw, n, rows), 0);
+        gpu_barrier(d->g);
+        CHECK_EQ_INT(gpu_op_scale_id(&d->o, bx, xs, bs, bi, n, rows), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, by, got, ys * rows * sizeof(float));
+            for (int32_t r = 0; r < rows; r++) /* the rows' pads are the buffer's zeros */
+                memset(got + r * ys + n, 0, (ys - (size_t)n) * sizeof(float));
+            same_bytes("scale", want, got, ys * rows * sizeof(float), true);
+            float *got_id = malloc(xs * rows * sizeof(float));
+            rowdev_get(d, bx, got_id, xs * rows * sizeof(float));
+            same_bytes("scale_id", want_id, got_id, xs * rows * sizeof(float), true);
+            free(got_id);
+        }
+    }
+    if (gpu_begin(d->g) == 0) { /* no weight: x * a alone, in place */
+        for (int32_t r = 0; r < rows; r++)
+            for (int64_t i = 0; i < n; i++)
+                want_id[r * xs + i] = want_id[r * xs + i] * 0.5f;
+        CHECK_EQ_INT(gpu_op_scale(&d->o, bx, xs, bx, xs, 0.5f, 0, n, rows), 0);
+        if (rowdev_submit(d)) {
+            rowdev_get(d, bx, got, xs * rows * sizeof(float));
+            same_bytes("scale without a weight", want_id, got, xs * rows * sizeof(float), true);
+        }
+    }
+    free(x);
+    free(w);
+    free(s);
+    free(want);
+    free(got);
+    free(want_id);
+    rowdev_free_bufs(d);
+}
+
+static void test_scale(void) {
+    with_rowdev(rows_scale);
+}
+
 /* gpu_op_moe_sum against block_moe.c's weighted sum (and shared expert) over n_tok tokens of k
  * experts. */
 static void check_moe_sum(struct rowdev *d, int32_t k, int64_t n, int32_t n_tok, bool shexp) {
@@ -1480,6 +1581,8 @@ static void test_rowops_errors(void) {
     CHECK_EQ_INT(gpu_op_moe_sum(o, a, a, a, 2, 64, a, 0, 1), -EINVAL);
     CHECK_EQ_INT(gpu_op_add_id(o, a, 64, a, 0, 64, 1), -EINVAL);
     CHECK_EQ_INT(gpu_op_swiglu(o, false, a, a, a, -1), -EINVAL);
+    CHECK_EQ_INT(gpu_op_geglu(o, a, 64, a, 64, a, 64, 0, 64, 1), -EINVAL); /* no table */
+    CHECK_EQ_INT(gpu_op_scale_id(o, a, 64, a, 0, 64, 1), -EINVAL);
     CHECK_EQ_INT(gpu_op_add(o, a, 64, a, 0, (int64_t)65536 * 64, 1), -EINVAL); /* x too wide */
     CHECK_EQ_INT(gpu_op_matmul_id(o, QTYPE_Q8_0, a, 0, 34, 0, 1, a, a, 34, 0, a, 1, 0, 1),
                  -EINVAL);
@@ -1517,6 +1620,8 @@ struct attn_case {
     int32_t head_dim, n_head_kv, gqa; /* n_head = n_head_kv gqa */
     int32_t pos0, n_tok, window, ring_rows;
     bool sinks, gated;                /* gated: query heads 2 head_dim apart (qwen35's layout) */
+    bool wide;                        /* rows twice the heads' bytes (a narrower layer's heads in
+                                       * rows of a wider one's: gemma4) */
 };
 
 /* n values uniform in (-amp, amp). */
@@ -1563,7 +1668,9 @@ static void attn_reference(const struct attn_case *c, struct attn_bufs *b, size_
         for (int32_t h = 0; h < n_head; h++) {
             const int32_t pos = c->pos0 + t, g = h / c->gqa;
             const int32_t first = c->window && pos + 1 > c->window ? pos + 1 - c->window : 0;
-            const size_t head_off = (size_t)g * (row_bytes / (size_t)c->n_head_kv);
+            uint64_t head_bytes = 0; /* the heads packed from the row's start */
+            CHECK_EQ_INT(qtype_row_bytes(c->kv_type, (uint64_t)hd, &head_bytes), 0);
+            const size_t head_off = (size_t)g * (size_t)head_bytes;
             const struct attn_head ah = {
                 .kv_type = c->kv_type,
                 .q = b->q + ((size_t)t * n_head + h) * q_head_stride,
@@ -1601,7 +1708,8 @@ static void check_attn(struct gpu *g, struct gpu_ops *o, const struct attn_case 
     const size_t n_out = (size_t)c->n_tok * n_head * hd;
     uint64_t rb = 0;
     CHECK_EQ_INT(qtype_row_bytes(c->kv_type, (uint64_t)kv_dim, &rb), 0);
-    const size_t row_bytes = (size_t)rb, cache_bytes = row_bytes * (size_t)c->ring_rows;
+    const size_t row_bytes = (size_t)rb * (c->wide ? 2 : 1);
+    const size_t cache_bytes = row_bytes * (size_t)c->ring_rows;
     const int32_t last = c->pos0 + c->n_tok;
     const int32_t n_kv_max = c->window && last > c->window ? c->window : last;
     const uint64_t seed = 7000 + (uint64_t)c->kv_type * 100 + (uint64_t)hd + (uint64_t)c->pos0;
@@ -1644,9 +1752,10 @@ static void check_attn(struct gpu *g, struct gpu_ops *o, const struct attn_case 
             test_fail(__FILE__, __LINE__, "%s hd %d pos0 %d: out[%zu] (token %zu, head %zu) %.9g "
                       "on the GPU, %.9g on the CPU", qtype_name(c->kv_type), hd, c->pos0, i,
                       i / ((size_t)n_head * hd), i / hd % n_head, b.got[i], b.want[i]);
-    fprintf(stderr, "  %-4s hd %3d heads %2d/%d pos %4d+%-2d window %2d ring %4d%s%s: %s\n",
+    fprintf(stderr, "  %-4s hd %3d heads %2d/%d pos %4d+%-2d window %2d ring %4d%s%s%s: %s\n",
             qtype_name(c->kv_type), hd, n_head, c->n_head_kv, c->pos0, c->n_tok, c->window,
             c->ring_rows, c->sinks ? " sinks" : "", c->gated ? " gated" : "",
+            c->wide ? " wide rows" : "",
             bad ? "DIFFERENT" : "same bits");
 out:
     attn_bufs_free(g, &b);
@@ -1658,7 +1767,7 @@ static void check_attn_refusals(struct gpu_ops *o) {
                                 .n_head = 8, .n_head_kv = 2, .head_dim = 64, .pos0 = 10,
                                 .n_tok = 3, .window = 0, .scale = 0.125f};
     struct gpu_attn a = ok;
-    a.head_dim = 320, a.row_bytes = 2 * 320 * 2;
+    a.head_dim = 576, a.row_bytes = 2 * 576 * 2;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
     a = ok, a.n_head = 7;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
@@ -1672,15 +1781,16 @@ static void check_attn_refusals(struct gpu_ops *o) {
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
     a = ok, a.k = 4; /* F16 scores read K four halves at a time */
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
-    a = ok, a.row_bytes = 2 * 132; /* heads 132 bytes apart */
+    a = ok, a.row_bytes = 2 * 64 * 2 + 4; /* rows 260 bytes apart: F16 reads 8 */
     CHECK_EQ_INT(gpu_op_attn(o, &a), -EINVAL);
     a = ok, a.kv_type = QTYPE_Q4_1;
     CHECK_EQ_INT(gpu_op_attn(o, &a), -ENOTSUP);
 }
 
-/* Every KV type: head_dim 64 and 128 (and 80, a tail for the float types), GQA 1 and 4, decode
+/* Every KV type: head_dim 64, 128 and 512 (and 80, a tail for the float types), GQA 1 and 4, decode
  * and prefill segments from pos0 > 0, windows over rings (ring_rows = window) and the whole
- * context, sinks on and off, query heads packed or 2 head_dim apart. */
+ * context, sinks on and off, query heads packed or 2 head_dim apart, rows as wide as the heads or
+ * twice (gemma4's narrower layers). */
 static void test_attention(void) {
     struct gpu *g = open_device(0);
     if (!g)
@@ -1692,17 +1802,20 @@ static void test_attention(void) {
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
         const enum qtype t = types[i];
         const struct attn_case cases[] = {
-            {t, 64, 2, 1, 100, 1, 0, 101, false, false},
-            {t, 128, 2, 4, 77, 1, 32, 32, true, false},
-            {t, 64, 1, 4, 40, 7, 16, 16, true, true},
-            {t, 128, 2, 1, 120, 40, 0, 163, false, false},
-            {t, 128, 1, 4, 1000, 9, 50, 50, true, false},
-            {t, 64, 2, 4, 600, 1, 0, 601, true, true},
+            {t, 64, 2, 1, 100, 1, 0, 101, false, false, false},
+            {t, 128, 2, 4, 77, 1, 32, 32, true, false, false},
+            {t, 64, 1, 4, 40, 7, 16, 16, true, true, false},
+            {t, 128, 2, 1, 120, 40, 0, 163, false, false, false},
+            {t, 128, 1, 4, 1000, 9, 50, 50, true, false, false},
+            {t, 64, 2, 4, 600, 1, 0, 601, true, true, false},
+            {t, 64, 2, 4, 40, 7, 16, 16, false, false, true},
+            {t, 128, 1, 2, 30, 3, 0, 33, true, false, true},
+            {t, 512, 2, 2, 20, 5, 0, 25, true, false, false}, /* gemma4's global heads */
         };
         for (size_t j = 0; j < sizeof(cases) / sizeof(cases[0]); j++)
             check_attn(g, &o, &cases[j]);
         if (t == QTYPE_F32 || t == QTYPE_F16) {
-            const struct attn_case tail = {t, 80, 2, 2, 20, 5, 0, 25, true, false};
+            const struct attn_case tail = {t, 80, 2, 2, 20, 5, 0, 25, true, false, false};
             check_attn(g, &o, &tail);
         }
     }
@@ -1766,6 +1879,8 @@ static const struct test_case cases[] = {
     {"rope", test_rope},
     {"add", test_add},
     {"swiglu", test_swiglu},
+    {"geglu", test_geglu},
+    {"scale", test_scale},
     {"sigmoid_mul", test_sigmoid_mul},
     {"moe_sum", test_moe_sum},
     {"route", test_route},

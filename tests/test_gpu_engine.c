@@ -3,7 +3,8 @@
  * compared with memcmp (the accumulation contract promises the same bits), greedy decode, two
  * sequences in one step, a context's rows exported and imported, Qwen3.5 (DeltaNet and gated
  * attention: its checkpoints and recurrent state too), gpt-oss (window rings that wrap, sinks,
- * biases, MXFP4 experts; rollbacks through checkpoints), what the backend refuses, and a device
+ * biases, MXFP4 experts; rollbacks through checkpoints), Gemma 4 (per-layer head shapes, shared
+ * KV, GeGLU, experts beside the dense FFN, per-layer embeddings), what the backend refuses, and a device
  * lost in the middle of a request (the engine goes on on the CPU). */
 #include <errno.h>
 #include <stdio.h>
@@ -429,12 +430,13 @@ static void test_gptoss_context_rows(void) {
     context_rows("oss3.gguf", "--preset tiny-gpt-oss", 8, 30);
 }
 
-/* Cut back in place while the rings hold the window (to 38 of 40), and through a checkpoint
- * once they do not (to 20 of 40: the ring rows of the checkpoint at 16 copied back from the
- * device's slot): the GPU ends where the CPU does and goes on with its bits. */
-static void test_gptoss_checkpoints(void) {
+/* A model with a window of 16 (checkpoints every 8): cut back in place while the rings hold the
+ * window (to 38 of 40), and through a checkpoint once they do not (to 20 of 40: the ring rows of
+ * the checkpoint at 16 copied back from the device's slot): the GPU ends where the CPU does and
+ * goes on with its bits. */
+static void window_checkpoints(const char *file, const char *args) {
     struct pair p;
-    if (!pair_open(&p, "oss4.gguf", "--preset tiny-gpt-oss", 1, 8, 8))
+    if (!pair_open(&p, file, args, 1, 8, 8))
         goto out;
     struct engine *c = p.c, *e = p.e;
     const int32_t V = p.m->hp.n_vocab, N = 40;
@@ -454,8 +456,8 @@ static void test_gptoss_checkpoints(void) {
         CHECK_EQ_INT(ke, kc);
         CHECK_EQ_INT(engine_eval(c, 0, alt + kc, N - kc, lc, true), 0);
         CHECK_EQ_INT(engine_eval(e, 0, alt + ke, N - ke, le, true), 0);
-        CHECK_MSG(rows_differ(lc, le, N - kc, V) == 0, "cut back to %d (kept %d): rows differ",
-                  cut[i][0], kc);
+        CHECK_MSG(rows_differ(lc, le, N - kc, V) == 0, "%s: cut back to %d (kept %d): rows differ",
+                  args, cut[i][0], kc);
         engine_truncate(c, 0, 0);
         engine_truncate(e, 0, 0);
     }
@@ -466,15 +468,81 @@ out:
     pair_free(&p);
 }
 
-/* What the backend does not take yet stays on the CPU, and says why. */
+static void test_gptoss_checkpoints(void) {
+    window_checkpoints("oss4.gguf", "--preset tiny-gpt-oss");
+}
+
+/* ---- Gemma 4: per-layer head shapes, shared KV, GeGLU, experts beside the dense FFN, per-layer
+ * embeddings ---------------------------------------------------------------------------------- */
+
+/* The gemma4-26b-a4b preset's layer kinds (5 window layers, then a global one with 2 KV heads
+ * of 512 and no attn_v) in small widths. */
+#define G4_26B_SMALL                                                                            \
+    "--preset gemma4-26b-a4b --n-layer 6 --n-embd 256 --n-head 4 --n-head-kv 2 --head-dim 64 "  \
+    "--n-ff 128 --n-expert 8 --n-expert-used 2 --n-ff-exp 64 --n-vocab 1024 --ctx 512 "         \
+    "--types q4_k_m"
+
+/* tiny-gemma4 (the 26B-A4B's family: routed experts with fused gate_up beside every dense FFN),
+ * the 26B-A4B's own head shapes (its global layers' rows narrower than the window layers'), and
+ * tiny-gemma4-ple (E2B / E4B's: per-layer embeddings, the shared-KV layers' FFN twice as wide),
+ * in llama.cpp's Q4_K_M mix and F32: prompt rows and greedy decode equal the CPU's. The tiny
+ * presets' window is 16: the 37-token prompt crosses it, decode goes on past it; batches of 32
+ * take the tiled products and the grouped experts, batches of 8 the per-token ones (the experts'
+ * in test_gemma4_two_sequences). */
+static void test_gemma4(void) {
+    struct gpu *g = open_any();
+    static const struct {
+        const char *file, *args, *what;
+        enum qtype kv;
+        int32_t n_batch;
+    } cases[] = {
+        {"g4q.gguf", "--preset tiny-gemma4 --types q4_k_m", "gemma4 q4_k_m, f16 KV, batch 32",
+         QTYPE_F16, 32},
+        {"g426.gguf", G4_26B_SMALL, "gemma4-26b-a4b's heads (global: 2 KV heads of 512 without "
+         "attn_v; window: 2 of 64, narrower than the rows), q4_k_m, q8_0 KV, batch 16",
+         QTYPE_Q8_0, 16},
+        {"g4p.gguf", "--preset tiny-gemma4-ple", "gemma4-ple f32 weights, f16 KV, batch 16",
+         QTYPE_F16, 16},
+        {"g4pq.gguf", "--preset tiny-gemma4-ple --types q4_k_m",
+         "gemma4-ple q4_k_m, q8_0 KV, batch 8", QTYPE_Q8_0, 8},
+    };
+    for (size_t i = 0; g && i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct model *m = make_load(cases[i].file, cases[i].args);
+        if (m)
+            same_as_cpu(m, g, cases[i].kv, cases[i].n_batch, cases[i].what);
+        model_free(m);
+    }
+    gpu_close(g);
+}
+
+/* Two sequences past the window in the same steps (batch 8: both rings wrap). */
+static void test_gemma4_two_sequences(void) {
+    two_sequences("g4two.gguf", "--preset tiny-gemma4 --types q4_k_m", 8, 30, 21);
+}
+
+/* A context's rows after 30 tokens (the window layers' around their rings, the shared-KV layers
+ * owning none) move between the GPU and the CPU. */
+static void test_gemma4_context_rows(void) {
+    context_rows("g4ctx.gguf", "--preset tiny-gemma4", 8, 30);
+}
+
+static void test_gemma4_checkpoints(void) {
+    window_checkpoints("g4ck.gguf", "--preset tiny-gemma4-ple --types q4_k_m");
+}
+
+/* What the backend does not take yet stays on the CPU, and says why: experts streamed from disk. */
 static void test_refused(void) {
     struct gpu *g = open_any();
-    struct model *m = g ? make_load("gemma.gguf", "--preset tiny-gemma4") : NULL;
+    char path[1024], err[256] = "";
+    struct model *m = NULL;
+    if (g && test_make_model(path, sizeof(path), "refused.gguf", "--preset tiny") == 0) {
+        m = model_open(path, true, err, sizeof(err));
+        CHECK_MSG(m != NULL, "model_open: %s", err);
+    }
     struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
-    char err[256] = "";
     if (e) {
         CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), -ENOTSUP);
-        CHECK_MSG(strstr(err, "gemma4") != NULL, "%s", err);
+        CHECK_MSG(strstr(err, "disk") != NULL, "%s", err);
         CHECK(!engine_on_gpu(e));
         CHECK_EQ_INT(gpu_used_bytes(g), 0); /* nothing left behind */
     }
@@ -521,6 +589,10 @@ static const struct test_case cases[] = {
     {"gptoss_two_sequences", test_gptoss_two_sequences},
     {"gptoss_context_rows", test_gptoss_context_rows},
     {"gptoss_checkpoints", test_gptoss_checkpoints},
+    {"gemma4", test_gemma4},
+    {"gemma4_two_sequences", test_gemma4_two_sequences},
+    {"gemma4_context_rows", test_gemma4_context_rows},
+    {"gemma4_checkpoints", test_gemma4_checkpoints},
     {"refused", test_refused},
     {"device_lost", test_device_lost},
     {0},

@@ -12,94 +12,24 @@
  * which position) stays on the host; only their rows move: a context's export reads them back, an
  * import writes them, and a checkpoint's recurrent state and window rows are copied on the device
  * as the host decides. A window layer's rows are a ring, as the host's (sequence.h). Supported
- * here: attention layers (full, gated, or over a sliding window with sinks), DeltaNet layers,
- * dense and routed FFNs (shared experts, biases), every weight type with kernels; gemma4, experts
- * streamed from disk or through an expert cache and replayed routing stay on the CPU, and
- * engine_use_gpu says so. */
+ * here: attention layers (full, gated, or over a sliding window with sinks; each in its own head
+ * shape), DeltaNet layers, dense and routed FFNs (shared experts, biases, fused gate_up), every
+ * weight type with kernels, and gemma4's layers (backend_vulkan_gemma4.c); experts streamed from
+ * disk or through an expert cache and replayed routing stay on the CPU, and engine_use_gpu says
+ * so. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_vulkan_impl.h"
 #include "clock.h"
 #include "engine_impl.h"
 #include "err.h"
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "quant.h"
-
-/* A layer's tensors in device memory (0: the layer has none). */
-struct vk_layer {
-    uint64_t attn_norm, wq, wk, wv, wo, q_norm, k_norm, bq, bk, bv, bo, sinks;
-    uint64_t ffn_norm, router, router_b, gate_exps, up_exps, down_exps;
-    uint64_t gate_exps_b, up_exps_b, down_exps_b;
-    uint64_t shexp_inp, gate_shexp, up_shexp, down_shexp, gate, up, down;
-};
-
-/* One device buffer and its address, for the activations. */
-struct vk_area {
-    struct gpu_buf *buf;
-    uint64_t addr;
-};
-
-/* A Gated DeltaNet layer's tensors in device memory. */
-struct vk_dn_layer {
-    uint64_t qkv, z, beta, alpha, out; /* the products' matrices */
-    uint64_t conv1d, dt_bias, a, norm; /* floats */
-};
-
-/* The recurrent layers: their tensors, their scratch for n_batch tokens, and each sequence's
- * state and checkpoints in device memory, laid out as the host's (sequence.h: per recurrent
- * layer the conv state, then the SSM state). The host's sequences keep the bookkeeping (n_past,
- * which checkpoint holds which position); the rows follow it (engine_vk_rec_*). */
-struct vk_rec {
-    struct vk_dn_layer *layers;    /* [n_layer], zeros for the attention layers */
-    struct vk_area qkv, conv, z, beta, gate; /* [B][conv_ch], [B][conv_ch], [B][Hv Dv], [B][Hv] */
-    struct gpu_buf **state;        /* [n_seq] */
-    struct gpu_buf **ckpt;         /* [n_seq][n_ckpt]: checkpoint slot i of the host's ckpt[i] */
-    int32_t n_ckpt;
-    size_t state_bytes;            /* rec_floats * 4 */
-};
-
-struct engine_vk {
-    struct gpu *dev;               /* borrowed */
-    struct gpu_ops ops;
-    struct gpu_buf **bufs;         /* every buffer below, owned */
-    int n_bufs, cap_bufs;
-    struct vk_layer *layers;       /* [n_layer] */
-    uint64_t output_norm, output;
-    struct vk_area x, xn, y, q, k, v, heads, act_in, act_up, act_hid, g, u, d, router, shexp,
-        shexp_gate, rope_cs, logits, attn, pairs;
-    struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on
-                                    * (a window layer's rows are its ring: sequence.h's rows[]) */
-    struct gpu_buf **tails;        /* [n_seq][n_checkpoints]: checkpoint slot i's window rows, in
-                                    * the layout of the host's ckpt[i].tail; NULL without windows */
-    struct vk_rec *rec;            /* the recurrent layers' (owned), NULL for a model without */
-    /* host buffers (mapped): what a step sends (x and RoPE's table; the experts' pairs) and gets
-     * back (router logits, logits), copied to and from device memory inside the submits */
-    struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
-    int32_t logit_rows;            /* rows of logits one readback takes */
-    size_t weight_bytes, kv_bytes, act_bytes;
-    /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
-     * one before goes to the label of the last op recorded (vk_label) */
-    bool profile;
-    const char *label;
-    const char *stamp_label[GPU_STAMPS];
-    double stamp_ns[GPU_STAMPS];
-    struct vk_prof { const char *label; double ns; uint64_t n; } prof[32];
-    /* and the host's seconds per step: recording the layers, waiting for them after the last
-     * part was sent, the logits' submit (recording, waiting, copying), and between the end of
-     * one step and the start of the next (the engine's and its caller's work) */
-    double host_record, host_wait, host_output, host_between, host_end;
-    uint64_t host_steps;
-    /* the activation rows quantized last: what a product of the same format may reuse */
-    uint64_t quant_src;
-    enum qtype quant_fmt;
-    int32_t quant_rows;
-    uint64_t quant_dst;
-    size_t quant_stride;
-};
 
 /* ---- device memory ---------------------------------------------------------------------------- */
 
@@ -126,7 +56,7 @@ static struct gpu_buf *vk_buf(struct engine_vk *v, size_t bytes, char *err, size
 }
 
 /* A mapped host buffer, freed with the others. */
-static struct gpu_buf *vk_host(struct engine_vk *v, size_t bytes, char *err, size_t err_len) {
+struct gpu_buf *vk_host(struct engine_vk *v, size_t bytes, char *err, size_t err_len) {
     if (v->n_bufs == v->cap_bufs && !vk_grow(v, err, err_len))
         return NULL;
     struct gpu_buf *b = gpu_buf_new_host(v->dev, bytes, err, err_len);
@@ -154,8 +84,8 @@ static int vk_upload(struct engine_vk *v, const void *p, size_t n, uint64_t *add
     return 0;
 }
 
-static int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char *err,
-                     size_t err_len) {
+int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char *err,
+              size_t err_len) {
     if (w->data && !gpu_ops_has_type(&v->ops, w->type)) {
         err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w->type));
         return -ENOTSUP;
@@ -164,13 +94,12 @@ static int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr
                      err_len);
 }
 
-static int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
-                     size_t err_len) {
+int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
+              size_t err_len) {
     return vk_upload(v, p, (size_t)n * sizeof(float), addr, err, err_len);
 }
 
-static int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *err,
-                   size_t err_len) {
+int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *err, size_t err_len) {
     a->buf = vk_buf(v, bytes, err, err_len);
     if (!a->buf)
         return -ENOMEM;
@@ -179,23 +108,38 @@ static int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *e
     return 0;
 }
 
-/* Layer il's tensors. */
+/* The experts' gate and up matrices: apart, or fused (gemma4: one upload of ffn_gate_up_exps,
+ * each expert's gate rows then its up rows; the halves' addresses F rows apart, the experts
+ * mat_stride apart). */
+static int vk_gate_up_exps(struct engine_vk *v, const struct model_layer *l, struct vk_layer *d,
+                           char *err, size_t err_len) {
+    int rc;
+    if (!l->ffn_gate_up_exps.data)
+        return (rc = vk_weight(v, &l->ffn_gate_exps, &d->gate_exps, err, err_len)) ? rc
+               : vk_weight(v, &l->ffn_up_exps, &d->up_exps, err, err_len);
+    if ((rc = vk_weight(v, &l->ffn_gate_up_exps, &d->gate_exps, err, err_len)) < 0)
+        return rc;
+    d->up_exps = d->gate_exps + l->ffn_gate_exps.mat_bytes;
+    return 0;
+}
+
+/* Layer il's tensors, in its own head shape. */
 static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, char *err,
                            size_t err_len) {
     const struct model_hparams *hp = &m->hp;
     const struct model_layer *l = &m->layers[il];
     struct vk_layer *d = &v->layers[il];
     const int64_t E = hp->n_embd, F = hp->n_ff_exp, NE = hp->n_expert;
-    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t q_dim = (int64_t)hp->n_head * l->head_dim;
+    const int64_t kv_dim = (int64_t)l->n_head_kv * l->head_dim;
     int rc;
     if ((rc = vk_floats(v, l->attn_norm, E, &d->attn_norm, err, err_len)) ||
         (rc = vk_weight(v, &l->wq, &d->wq, err, err_len)) ||
         (rc = vk_weight(v, &l->wk, &d->wk, err, err_len)) ||
         (rc = vk_weight(v, &l->wv, &d->wv, err, err_len)) ||
         (rc = vk_weight(v, &l->wo, &d->wo, err, err_len)) ||
-        (rc = vk_floats(v, l->attn_q_norm, hp->head_dim, &d->q_norm, err, err_len)) ||
-        (rc = vk_floats(v, l->attn_k_norm, hp->head_dim, &d->k_norm, err, err_len)) ||
+        (rc = vk_floats(v, l->attn_q_norm, l->head_dim, &d->q_norm, err, err_len)) ||
+        (rc = vk_floats(v, l->attn_k_norm, l->head_dim, &d->k_norm, err, err_len)) ||
         (rc = vk_floats(v, l->bq, q_dim, &d->bq, err, err_len)) ||
         (rc = vk_floats(v, l->bk, kv_dim, &d->bk, err, err_len)) ||
         (rc = vk_floats(v, l->bv, kv_dim, &d->bv, err, err_len)) ||
@@ -206,8 +150,7 @@ static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, c
     if (l->ffn == MODEL_FFN_MOE &&
         ((rc = vk_weight(v, &l->ffn_gate_inp, &d->router, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_gate_inp_b, NE, &d->router_b, err, err_len)) ||
-         (rc = vk_weight(v, &l->ffn_gate_exps, &d->gate_exps, err, err_len)) ||
-         (rc = vk_weight(v, &l->ffn_up_exps, &d->up_exps, err, err_len)) ||
+         (rc = vk_gate_up_exps(v, l, d, err, err_len)) ||
          (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_gate_exps_b, NE * F, &d->gate_exps_b, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_up_exps_b, NE * F, &d->up_exps_b, err, err_len)) ||
@@ -234,12 +177,20 @@ static const char *vk_unsupported(const struct engine *e) {
         return "an expert cache is attached";
     if (e->replay)
         return "routing is replayed";
-    if (m->hp.arch == MODEL_ARCH_GEMMA4)
-        return "gemma4 is not on the GPU yet";
     return NULL;
 }
 
 static size_t vk_max(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The widest FFN row of any layer (gemma4's layers differ): dense, shared expert, routed. */
+static size_t vk_ff_max(const struct model *m) {
+    const struct model_hparams *hp = &m->hp;
+    size_t f = vk_max(vk_max((size_t)hp->n_ff, (size_t)hp->n_ff_exp), (size_t)hp->n_ff_shexp);
+    for (int il = 0; il < hp->n_layer; il++)
+        f = vk_max(f, vk_max((size_t)m->layers[il].ffn_gate.n_out,
+                             (size_t)m->layers[il].ffn_gate_shexp.n_out));
+    return f;
+}
 
 /* Each sequence's checkpoint slots for its window layers' rows (v->tails stays NULL for a model
  * without window layers): the rings' last rows at a checkpoint, which a rollback past what the
@@ -265,7 +216,7 @@ static int vk_tails_new(const struct engine *e, struct engine_vk *v, char *err, 
 static int vk_activations(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, D = (size_t)hp->n_embd;
-    const size_t F = vk_max(vk_max((size_t)hp->n_ff, (size_t)hp->n_ff_exp), (size_t)hp->n_ff_shexp);
+    const size_t F = vk_ff_max(e->m);
     const size_t Q = 2 * (size_t)e->q_dim, KV = (size_t)e->kv_dim;
     const size_t wide = vk_max(vk_max(D, F), Q); /* an act row is at most 4 bytes an element */
     const size_t NE = (size_t)(hp->n_expert > 0 ? hp->n_expert : 1);
@@ -410,6 +361,7 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->kv);
     free(v->tails);
     vk_rec_free(v->rec);
+    vk_gemma4_free(v->g4);
     free(v);
 }
 
@@ -444,6 +396,8 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
         rc = vk_activations(e, v, err, err_len);
     if (rc == 0)
         rc = vk_rec_new(e, v, err, err_len);
+    if (rc == 0 && m->hp.arch == MODEL_ARCH_GEMMA4)
+        rc = vk_gemma4_new(e, v, err, err_len);
     if (rc < 0) {
         engine_vk_free(v);
         return rc;
@@ -469,12 +423,12 @@ bool engine_on_gpu(const struct engine *e) { return e->vk != NULL; }
 /* ---- the step --------------------------------------------------------------------------------- */
 
 /* Names the ops recorded from now on, for the profile. */
-static void vk_label(struct engine_vk *v, const char *label) {
+void vk_label(struct engine_vk *v, const char *label) {
     v->label = label;
 }
 
 /* Records a barrier: what follows sees what was recorded before. */
-static void vk_sync(struct engine_vk *v) {
+void vk_sync(struct engine_vk *v) {
     if (gpu_barrier(v->dev) && v->profile) {
         int i = gpu_stamp(v->dev);
         if (i >= 0)
@@ -483,7 +437,7 @@ static void vk_sync(struct engine_vk *v) {
 }
 
 /* Starts a recording (and its first timestamp). Returns 0 or -EIO. */
-static int vk_begin(struct engine_vk *v) {
+int vk_begin(struct engine_vk *v) {
     if (gpu_begin(v->dev) < 0)
         return -EIO;
     vk_label(v, "(start)");
@@ -496,7 +450,7 @@ static int vk_begin(struct engine_vk *v) {
 }
 
 /* Submits the recording and adds its timestamps' intervals to the profile. Returns 0 or -EIO. */
-static int vk_submit(struct engine_vk *v) {
+int vk_submit(struct engine_vk *v) {
     if (gpu_submit(v->dev) < 0)
         return -EIO;
     const double *ns = v->stamp_ns;
@@ -545,16 +499,16 @@ static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t
 }
 
 /* Forgets the quantized rows (their source is about to change). */
-static void vk_quant_forget(struct engine_vk *v) {
+void vk_quant_forget(struct engine_vk *v) {
     v->quant_src = 0;
 }
 
 /* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
  * none; in the product's kernel). The product is not followed by a barrier: the caller records
  * one before a use. */
-static int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w,
-                     uint64_t dev, uint64_t x, size_t x_stride, uint64_t out, size_t out_stride,
-                     uint64_t b, int32_t n_tok) {
+int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w, uint64_t dev,
+              uint64_t x, size_t x_stride, uint64_t out, size_t out_stride, uint64_t b,
+              int32_t n_tok) {
     size_t as = x_stride * sizeof(float);
     uint64_t act = x; /* F32 weights take the float rows as they are: no copy */
     int rc = 0;
@@ -595,43 +549,77 @@ static int vk_gate(struct engine *e, int32_t n_tok) {
     return rc;
 }
 
-/* y = attention(xn) of layer il: block_attn's steps. */
-static int vk_attn(struct engine *e, int il, int32_t n_tok) {
+/* q/k head norms (v's without a weight where the layer has it: gemma4; where the layer has no
+ * attn_v, v is K's projection normalised, read before k is normalised in place), then RoPE by the
+ * layer's table: block_attn's qk_rope_store before the store. A layer reading another's KV
+ * prepares only its queries. */
+static int vk_qk_prep(struct engine *e, int il, size_t QS, size_t QH, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const struct vk_layer *d = &v->layers[il];
-    const size_t D = (size_t)hp->n_embd, Q = (size_t)e->q_dim, KV = (size_t)e->kv_dim;
-    const int32_t hd = hp->head_dim, kv_il = e->kv_layer[il];
+    const size_t KV = (size_t)l->n_head_kv * (size_t)l->head_dim;
+    const int32_t hd = l->head_dim, nkv = n_tok * l->n_head_kv;
+    const bool own_kv = l->kv_src < 0;
+    int rc = 0;
+    vk_label(v, "qk_norm");
+    if (own_kv && l->v_norm && !l->wv.data) {
+        if ((rc = gpu_op_rms_norm(&v->ops, v->k.addr, (size_t)hd, 0, v->v.addr, (size_t)hd, hd,
+                                  hp->rms_eps, nkv)) < 0)
+            return rc;
+        vk_sync(v); /* k is normalised in place next */
+    } else if (own_kv && !l->wv.data) {
+        return -ENOTSUP; /* V as K's projection without its norm: no model has it */
+    }
+    if ((d->q_norm && (rc = gpu_op_rms_norm(&v->ops, v->q.addr, QH, d->q_norm, v->q.addr, QH, hd,
+                                            hp->rms_eps, n_tok * hp->n_head)) < 0) ||
+        (own_kv && d->k_norm &&
+         (rc = gpu_op_rms_norm(&v->ops, v->k.addr, (size_t)hd, d->k_norm, v->k.addr, (size_t)hd,
+                               hd, hp->rms_eps, nkv)) < 0) ||
+        (own_kv && l->v_norm && l->wv.data &&
+         (rc = gpu_op_rms_norm(&v->ops, v->v.addr, (size_t)hd, 0, v->v.addr, (size_t)hd, hd,
+                               hp->rms_eps, nkv)) < 0))
+        return rc;
+    if (d->q_norm || d->k_norm || l->v_norm)
+        vk_sync(v);
+    const bool neox = hp->rope == MODEL_ROPE_NEOX;
+    const uint64_t cs = l->swa && hp->n_rot_swa > 0 ? v->rope_cs_swa.addr : v->rope_cs.addr;
+    vk_label(v, "rope");
+    if ((rc = gpu_op_rope(&v->ops, neox, v->q.addr, QS, QH, hp->n_head, cs, l->n_rot, n_tok)) < 0 ||
+        (own_kv && (rc = gpu_op_rope(&v->ops, neox, v->k.addr, KV, (size_t)hd, l->n_head_kv, cs,
+                                     l->n_rot, n_tok)) < 0))
+        return rc;
+    vk_sync(v);
+    return 0;
+}
+
+/* y = attention(xn) of layer il, in the layer's head shape: its q, k, v rows packed (n_head and
+ * n_head_kv heads of its head size a token; the buffers are the widest layer's), the cache's rows
+ * the widest layer's with the layer's heads from their start: block_attn's steps. */
+int vk_attn(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const int32_t hd = l->head_dim, kv_il = e->kv_layer[il];
+    const size_t D = (size_t)hp->n_embd, Q = (size_t)hp->n_head * (size_t)hd;
+    const size_t KV = (size_t)l->n_head_kv * (size_t)hd;
     /* gated: wq's rows hold per head the query, then the gate (vk_gate reads them in place) */
-    const bool gated = l->mixer == MODEL_MIXER_ATTN_GATED;
+    const bool gated = l->mixer == MODEL_MIXER_ATTN_GATED, own_kv = l->kv_src < 0;
     const size_t QS = gated ? 2 * Q : Q, QH = gated ? 2 * (size_t)hd : (size_t)hd;
     int rc;
     const uint64_t xn = v->xn.addr;
     if ((rc = vk_matmul(v, "attn_qkv", &l->wq, d->wq, xn, D, v->q.addr, QS, d->bq, n_tok)) < 0 ||
-        (rc = vk_matmul(v, "attn_qkv", &l->wk, d->wk, xn, D, v->k.addr, KV, d->bk, n_tok)) < 0 ||
-        (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0)
+        (own_kv && (rc = vk_matmul(v, "attn_qkv", &l->wk, d->wk, xn, D, v->k.addr, KV, d->bk,
+                                   n_tok)) < 0) ||
+        (own_kv && l->wv.data &&
+         (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0))
         return rc;
     vk_sync(v);
-    vk_label(v, "qk_norm");
-    if (d->q_norm &&
-        ((rc = gpu_op_rms_norm(&v->ops, v->q.addr, QH, d->q_norm, v->q.addr, QH, hd,
-                               hp->rms_eps, n_tok * hp->n_head)) < 0 ||
-         (rc = gpu_op_rms_norm(&v->ops, v->k.addr, (size_t)hd, d->k_norm, v->k.addr, (size_t)hd,
-                               hd, hp->rms_eps, n_tok * hp->n_head_kv)) < 0))
+    if ((rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0)
         return rc;
-    if (d->q_norm)
-        vk_sync(v);
-    const bool neox = hp->rope == MODEL_ROPE_NEOX;
-    vk_label(v, "rope");
-    if ((rc = gpu_op_rope(&v->ops, neox, v->q.addr, QS, QH, hp->n_head, v->rope_cs.addr,
-                          hp->n_rot, n_tok)) < 0 ||
-        (rc = gpu_op_rope(&v->ops, neox, v->k.addr, KV, (size_t)hd, hp->n_head_kv,
-                          v->rope_cs.addr, hp->n_rot, n_tok)) < 0)
-        return rc;
-    vk_sync(v);
     const struct sequence *s0 = e->seqs[0];
-    for (int32_t i = 0; i < e->n_seg; i++) {
+    for (int32_t i = 0; own_kv && i < e->n_seg; i++) {
         const struct engine_seg *sg = &e->seg[i];
         const int32_t pos0 = e->tok_pos[sg->first];
         const uint64_t ko = (uint64_t)sg->first * KV * 4;
@@ -655,7 +643,7 @@ static int vk_attn(struct engine *e, int il, int32_t n_tok) {
             .row_bytes = s0->kv_row_bytes, .ring_rows = s0->rows[kv_il],
             .out = v->heads.addr + (uint64_t)sg->first * Q * 4, .out_stride = Q,
             .sinks = d->sinks, .scratch = v->attn.addr,
-            .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hd,
+            .n_head = hp->n_head, .n_head_kv = l->n_head_kv, .head_dim = hd,
             .pos0 = e->tok_pos[sg->first], .n_tok = sg->n, .window = l->swa ? hp->n_swa : 0,
             .scale = hp->attn_scale > 0.0f ? hp->attn_scale : 1.0f / sqrtf((float)hd),
         };
@@ -737,19 +725,19 @@ static int vk_mixer(struct engine *e, int il, int32_t n_tok) {
                                                           : vk_attn(e, il, n_tok);
 }
 
-/* g rows = SwiGLU(g, u rows) (oai: gpt-oss's), n_rows rows of F floats apart, then quantized for
- * the product with `next` (NULL: none) into dst: one kernel where the format allows
- * (gpu_op_swiglu_quantize), else the two. With `remember`, vk_quantize finds them (the routed
- * experts' rows are not: the quantized xn is what the shared expert's products look for next).
- * Ends with a barrier. */
-static int vk_swiglu_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32_t n_rows,
-                          const struct weight *next, uint64_t dst, size_t *stride,
-                          bool remember) {
+/* g rows = act(g, u rows) (the model's activation: SwiGLU, gpt-oss's clamped one, GeGLU), n_rows
+ * rows of F floats apart, then quantized for the product with `next` (NULL: none) into dst: one
+ * kernel where the activation and the format allow (gpu_op_swiglu_quantize), else the two. With
+ * `remember`, vk_quantize finds them (the routed experts' rows are not: the quantized xn is what
+ * the shared expert's products look for next). Ends with a barrier. */
+static int vk_act_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32_t n_rows,
+                       const struct weight *next, uint64_t dst, size_t *stride, bool remember) {
     struct engine_vk *v = e->vk;
-    const bool oai = e->m->hp.act == MODEL_ACT_SWIGLU_OAI;
+    const enum model_act act = e->m->hp.act;
+    const bool oai = act == MODEL_ACT_SWIGLU_OAI;
     int rc;
-    vk_label(v, "swiglu");
-    if (next && gpu_quant_out_takes(next->type, (int64_t)F)) {
+    vk_label(v, act == MODEL_ACT_GEGLU ? "geglu" : "swiglu");
+    if (act != MODEL_ACT_GEGLU && next && gpu_quant_out_takes(next->type, (int64_t)F)) {
         const struct gpu_quant_out q = {.wtype = next->type, .dst = dst, .stride = stride};
         if ((rc = gpu_op_swiglu_quantize(&v->ops, oai, g, g, u, F, (int64_t)F, n_rows, &q)) < 0)
             return rc;
@@ -758,7 +746,10 @@ static int vk_swiglu_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, in
         vk_sync(v);
         return 0;
     }
-    if ((rc = gpu_op_swiglu(&v->ops, oai, g, g, u, (int64_t)F * n_rows)) < 0)
+    rc = act == MODEL_ACT_GEGLU
+             ? gpu_op_geglu(&v->ops, g, F, g, F, u, F, v->gelu_table, (int64_t)F, n_rows)
+             : gpu_op_swiglu(&v->ops, oai, g, g, u, (int64_t)F * n_rows);
+    if (rc < 0)
         return rc;
     vk_sync(v);
     if (!next)
@@ -772,10 +763,9 @@ static int vk_swiglu_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, in
     return 0;
 }
 
-/* out = down(silu(gate xn) * up xn) for n_tok rows, the matrices resident. */
-static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
-                     const struct weight *up, uint64_t du, const struct weight *down, uint64_t dd,
-                     uint64_t out, int32_t n_tok) {
+/* out = down(act(gate xn) * up xn) for n_tok rows, the matrices resident (vk_act_rows). */
+int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const struct weight *up,
+              uint64_t du, const struct weight *down, uint64_t dd, uint64_t out, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)gate->n_out;
     int rc;
@@ -784,24 +774,23 @@ static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
         return rc;
     vk_sync(v);
     size_t stride = 0;
-    if ((rc = vk_swiglu_rows(e, v->g.addr, v->u.addr, F, n_tok,
-                             down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride,
-                             true)) < 0)
+    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, n_tok,
+                          down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride,
+                          true)) < 0)
         return rc;
     return vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok);
 }
 
-/* The routed experts of layer il: the router's product, the routing (gpu_op_route: block_moe's
- * arithmetic) into the (expert, token, slot) pairs, then gate, up and down as products over the
- * pairs, SwiGLU between, and their weighted sum with the shared expert's. */
-static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+/* Layer il's router product on the input rows `in` and the routing (gpu_op_route: block_moe's
+ * arithmetic) into the (expert, token, slot) pairs. */
+int vk_route(struct engine *e, int il, uint64_t in, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const struct vk_layer *d = &v->layers[il];
-    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
-    const int32_t K = e->k_used, P = n_tok * K;
-    int rc = vk_matmul(v, "router", &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
+    const size_t D = (size_t)hp->n_embd, NE = (size_t)hp->n_expert;
+    const int32_t K = e->k_used;
+    int rc = vk_matmul(v, "router", &l->ffn_gate_inp, d->router, in, D, v->router.addr, NE, 0,
                        n_tok);
     if (rc < 0)
         return rc;
@@ -814,9 +803,23 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
                            n_tok)) < 0)
         return rc;
     vk_sync(v);
+    return 0;
+}
+
+/* The routed experts of layer il over the pairs vk_route wrote: gate and up as products over the
+ * pairs from the rows xn, the activation between (vk_act), down into v->d's row of each pair. The
+ * experts' matrices are mat_stride apart (a fused gate_up's halves: twice their own bytes). */
+int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
+    const int32_t K = e->k_used, P = n_tok * K;
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
-                   a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
+                   a_out = a_act + (uint64_t)P * 4;
     size_t sg = 0, su = 0, sd = 0;
+    int rc;
     const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
     /* the pairs grouped by expert (after the batch's 4 arrays) for the tiled products, where one
      * of the three types takes tiles */
@@ -828,37 +831,52 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
             return rc;
         vk_sync(v);
     }
-    if ((rc = vk_quantize(v, wg->type, v->xn.addr, D, (int64_t)D, n_tok, v->act_in.addr, &sg)) < 0)
+    if ((rc = vk_quantize(v, wg->type, xn, D, (int64_t)D, n_tok, v->act_in.addr, &sg)) < 0)
         return rc;
     uint64_t au = v->act_in.addr;
     su = sg;
     if (quant_kernels(wu->type)->vec_dot_type != quant_kernels(wg->type)->vec_dot_type) {
         au = v->act_up.addr;
-        if ((rc = gpu_op_quantize(&v->ops, wu->type, v->xn.addr, D, au, &su, (int64_t)D,
-                                  n_tok)) < 0)
+        if ((rc = gpu_op_quantize(&v->ops, wu->type, xn, D, au, &su, (int64_t)D, n_tok)) < 0)
             return rc;
         vk_sync(v);
     }
     vk_label(v, "experts_gate_up");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, d->gate_exps, wg->mat_bytes,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, d->gate_exps, wg->mat_stride,
                                          wg->row_bytes, wg->n_in, wg->n_out, a_ids, v->act_in.addr,
                                          sg, a_act, v->g.addr, F, a_out, P, &grp,
                                          d->gate_exps_b)) < 0 ||
-        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, d->up_exps, wu->mat_bytes,
+        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, d->up_exps, wu->mat_stride,
                                          wu->row_bytes, wu->n_in, wu->n_out, a_ids, au, su, a_act,
                                          v->u.addr, F, a_out, P, &grp, d->up_exps_b)) < 0)
         return rc;
     vk_sync(v);
-    if ((rc = vk_swiglu_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd,
-                             false)) < 0)
+    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd,
+                          false)) < 0)
         return rc;
     vk_label(v, "experts_down");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_bytes,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_stride,
                                          wd->row_bytes, wd->n_in, wd->n_out, a_ids,
                                          v->act_hid.addr, sd, a_out, v->d.addr, D, a_out, P, &grp,
                                          d->down_exps_b)) < 0)
         return rc;
     vk_sync(v);
+    return 0;
+}
+
+/* The routed experts of layer il (vk_route, vk_experts on xn) and their weighted sum with the
+ * shared expert's. */
+static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const size_t D = (size_t)e->m->hp.n_embd;
+    const int32_t K = e->k_used, P = n_tok * K;
+    const uint64_t a_w = v->pairs.addr + (uint64_t)P * 12;
+    int rc;
+    if ((rc = vk_route(e, il, v->xn.addr, n_tok)) < 0 ||
+        (rc = vk_experts(e, il, v->xn.addr, n_tok)) < 0)
+        return rc;
     uint64_t shexp = 0, shexp_gate = 0;
     if (d->up_shexp) {
         if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
@@ -908,7 +926,7 @@ static const struct weight *vk_first_product(const struct engine *e, int il, boo
 }
 
 /* x += y over the batch, then xn = rmsnorm(x) * w, quantized for `next` (vk_norm). */
-static int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok) {
+int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     vk_sync(v);
     vk_label(v, "residual_norm");
@@ -916,7 +934,7 @@ static int vk_residual(struct engine *e, uint64_t w, const struct weight *next, 
 }
 
 /* The logits rows the step asks for (engine_output's rows), logit_rows at a time. */
-static int vk_output(struct engine *e) {
+int vk_output(struct engine *e) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct weight *w = &e->m->output;
@@ -948,7 +966,7 @@ static int vk_output(struct engine *e) {
 
 /* After a step: each MoE layer's union of experts (the routes the device wrote to h_routes) for
  * the statistics and the route observer (block_moe_union). */
-static void vk_route_stats(struct engine *e, int32_t n_tok) {
+void vk_route_stats(struct engine *e, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const int32_t K = e->k_used, P = n_tok * K;
     const int32_t *routes = gpu_buf_host(e->vk->h_routes);
@@ -965,6 +983,19 @@ static void vk_route_stats(struct engine *e, int32_t n_tok) {
     }
 }
 
+/* Records the step's inputs' copies to device memory: x and the RoPE table, through h_in. */
+void vk_inputs(struct engine *e, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd;
+    const size_t xb = (size_t)n_tok * D * 4, rb = (size_t)n_tok * (size_t)e->m->hp.n_rot * 4;
+    const size_t roff = (size_t)e->p.n_batch * D * 4;
+    memcpy(gpu_buf_host(v->h_in), e->x, xb);
+    memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
+    vk_label(v, "upload");
+    gpu_copy(v->dev, v->x.buf, 0, v->h_in, 0, xb);
+    gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
+}
+
 /* A step is sent to the device every this many layers (and after the first), so that it works
  * on the first layers while the host records the rest (gpu_flush). */
 #define VK_FLUSH_LAYERS 4
@@ -974,16 +1005,12 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd;
     int rc;
-    const size_t xb = (size_t)n_tok * D * 4, rb = (size_t)n_tok * (size_t)hp->n_rot * 4;
-    const size_t roff = (size_t)e->p.n_batch * D * 4;
-    memcpy(gpu_buf_host(v->h_in), e->x, xb);
-    memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
+    if (v->g4)
+        return vk_gemma4_step(e, n_tok);
     const double t0 = v->profile ? clock_now_s() : 0.0;
     if (vk_begin(v) < 0)
         return -EIO;
-    vk_label(v, "upload");
-    gpu_copy(v->dev, v->x.buf, 0, v->h_in, 0, xb);
-    gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
+    vk_inputs(e, n_tok);
     vk_sync(v);
     vk_label(v, "rms_norm");
     rc = vk_norm(e, v->x.addr, 0, v->layers[0].attn_norm, vk_first_product(e, 0, false), n_tok);

@@ -193,15 +193,24 @@ void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n) {
  * contracts 1 + 0.044715 x x into a fused multiply-add: with fmaf there every one of the 63,490
  * finite f16 inputs gives the pinned llama.cpp build's table entry bit for bit (without it one
  * differs, at x = -1.99902), and fmaf rounds once on every CPU. */
+static fp16_t gelu_of_f16(fp16_t hb) {
+    const float h = fp16_to_f32(hb);
+    const float c = 0.79788456080286535587989211986876f, a = 0.044715f;
+    const float r = 0.5f * h * (1.0f + tanhf(c * h * fmaf(a * h, h, 1.0f)));
+    return f32_to_fp16(r);
+}
+
 static float gelu_f16(float x) {
     if (x <= -10.0f)
         return 0.0f;
     if (x >= 10.0f)
         return x;
-    const float h = fp16_to_f32(f32_to_fp16(x));
-    const float c = 0.79788456080286535587989211986876f, a = 0.044715f;
-    const float r = 0.5f * h * (1.0f + tanhf(c * h * fmaf(a * h, h, 1.0f)));
-    return fp16_to_f32(f32_to_fp16(r));
+    return fp16_to_f32(gelu_of_f16(f32_to_fp16(x)));
+}
+
+void ops_gelu_f16_table(uint16_t *table) {
+    for (uint32_t h = 0; h < 65536u; h++)
+        table[h] = gelu_of_f16((fp16_t)h);
 }
 
 void ops_gelu(float *y, const float *x, int64_t n) {

@@ -76,6 +76,11 @@ void ops_swiglu_oai(float *y, const float *g, const float *u, int64_t n);
 void ops_gelu(float *y, const float *x, int64_t n);
 void ops_geglu(float *y, const float *g, const float *u, int64_t n);
 
+/* table[h] = the f16 gelu of the f16 value h (bits), for each of the 65,536: what ops_gelu
+ * returns for an input strictly between -10 and 10 that rounds to h. The GPU's GeGLU reads it
+ * (the formula's tanhf is the C library's; the table carries its bits). */
+void ops_gelu_f16_table(uint16_t *table);
+
 /* RoPE's frequencies for n_rot dimensions, with ggml's linear and YaRN scaling: theta_i =
  * pos * base^(-2i/n_rot) (extrapolated), freq_scale * that (interpolated); YaRN (ext_factor > 0)
  * blends the two by a ramp between the correction dims corr[0] and corr[1] and multiplies cos

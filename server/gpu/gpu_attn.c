@@ -13,8 +13,8 @@
 
 #include "quant.h"
 
-#define ATTN_Q_BYTES 512      /* attn.glsl: a query row in the scratch (256 halves, 8 Q8_0 blocks) */
-#define ATTN_MAX_HEAD_DIM 256 /* what ATTN_Q_BYTES holds */
+#define ATTN_Q_BYTES 1024     /* attn.glsl: a query row in the scratch (512 halves, 16 Q8_0 blocks) */
+#define ATTN_MAX_HEAD_DIM 512 /* what ATTN_Q_BYTES holds (gemma4's global heads are 512) */
 #define ATTN_SCORES_GROUP 64  /* attn_scores.glsl: positions a workgroup */
 #define ATTN_VSUM_DIMS 32     /* attn_vsum.glsl: output elements a workgroup */
 #define GPU_GROUPS_MAX 65535  /* workgroups a dispatch may have per dimension: Vulkan's minimum */
@@ -22,7 +22,7 @@
 struct attn_push {
     uint64_t q, k, v, out, sinks, scratch;
     uint32_t q_tok_stride, q_head_stride, row_bytes, ring_rows, out_stride;
-    uint32_t n_head, n_head_kv, head_dim, pos0, n_tok, window, n_kv_max;
+    uint32_t n_head, n_head_kv, head_dim, pos0, n_tok, window, n_kv_max, head_bytes;
     float scale;
 };
 _Static_assert(sizeof(struct attn_push) <= GPU_PUSH_MAX, "attn.glsl's push constants");
@@ -80,16 +80,21 @@ static size_t attn_row_align(enum qtype t) {
     return t == QTYPE_F32 ? 16 : t == QTYPE_F16 ? 8 : 1;
 }
 
-/* True when a's rows hold its heads: whole blocks of head_dim a head, n_head_kv heads a row,
- * aligned as the kernels read them. */
-static bool attn_rows_ok(const struct gpu_attn *a) {
+/* A head's bytes in a's KV type (whole blocks of head_dim), 0 where head_dim is not. */
+static uint64_t attn_head_bytes(const struct gpu_attn *a) {
     uint64_t head_bytes = 0;
-    if (qtype_row_bytes(a->kv_type, (uint64_t)a->head_dim, &head_bytes) != 0 ||
-        a->row_bytes % (size_t)a->n_head_kv != 0 || a->row_bytes / (size_t)a->n_head_kv < head_bytes)
+    return qtype_row_bytes(a->kv_type, (uint64_t)a->head_dim, &head_bytes) == 0 ? head_bytes : 0;
+}
+
+/* True when a's rows hold its heads: whole blocks of head_dim a head, n_head_kv heads packed from
+ * a row's start (the row may be longer: a wider layer's), aligned as the kernels read them. */
+static bool attn_rows_ok(const struct gpu_attn *a) {
+    const uint64_t head_bytes = attn_head_bytes(a);
+    if (head_bytes == 0 || (uint64_t)a->n_head_kv * head_bytes > a->row_bytes)
         return false;
     const size_t align = attn_row_align(a->kv_type);
     return a->k % align == 0 && a->v % align == 0 && a->row_bytes % align == 0 &&
-           a->row_bytes / (size_t)a->n_head_kv % align == 0;
+           head_bytes % align == 0;
 }
 
 /* True when a's shape is one the kernels take (gpu_op_attn's -EINVAL cases). */
@@ -125,7 +130,8 @@ int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a) {
         .out_stride = (uint32_t)a->out_stride, .n_head = (uint32_t)a->n_head,
         .n_head_kv = (uint32_t)a->n_head_kv, .head_dim = (uint32_t)a->head_dim,
         .pos0 = (uint32_t)a->pos0, .n_tok = (uint32_t)a->n_tok, .window = (uint32_t)a->window,
-        .n_kv_max = (uint32_t)n_kv_max, .scale = a->scale};
+        .n_kv_max = (uint32_t)n_kv_max, .head_bytes = (uint32_t)attn_head_bytes(a),
+        .scale = a->scale};
     const uint32_t nh = (uint32_t)a->n_head, nt = (uint32_t)a->n_tok;
     if (k->query[t] >= 0) {
         gpu_dispatch(o->g, k->query[t], &p, sizeof(p), nh, nt, 1);

@@ -23,7 +23,8 @@
 
 /* The row ops' kernels (gpu_rowops.c), -1 where the build has none. */
 struct gpu_rowops {
-    int rms_norm, rope, add_rows, swiglu, swiglu_quant, sigmoid_mul, moe_sum, kv_store;
+    int rms_norm, rope, add_rows, swiglu, swiglu_quant, sigmoid_mul, moe_sum, kv_store, geglu,
+        scale_rows;
 };
 
 /* The attention's kernels per KV type (gpu_attn.c), -1 where a type has none. */
@@ -148,6 +149,21 @@ int gpu_op_swiglu(struct gpu_ops *o, bool oai, uint64_t y, uint64_t g, uint64_t 
 int gpu_op_swiglu_quantize(struct gpu_ops *o, bool oai, uint64_t y, uint64_t g, uint64_t u,
                            size_t stride, int64_t n, int32_t n_rows, const struct gpu_quant_out *q);
 
+/* y row r = gelu(g row r) * u row r elementwise, n_rows rows of n (strides in floats), as
+ * ops_geglu: gelu read from table (device memory: ops_gelu_f16_table's 65,536 halves) for g
+ * rounded to f16, 0 at or below -10, g at or above 10. y may be g or u. */
+int gpu_op_geglu(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t g, size_t g_stride,
+                 uint64_t u, size_t u_stride, uint64_t table, int64_t n, int32_t n_rows);
+
+/* y row r = (x row r * a) * w elementwise (w 0: no weight; each product rounded), n_rows rows of
+ * n: ggml_scale, and gemma4's router input (times 1 / sqrt(n_embd), times its scale). y may be x. */
+int gpu_op_scale(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t x, size_t x_stride,
+                 float a, uint64_t w, int64_t n, int32_t n_rows);
+
+/* y row r *= s[ids[r]] (int32 ids in device memory, s floats): an expert's output scale. */
+int gpu_op_scale_id(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t s, uint64_t ids,
+                    int64_t n, int32_t n_rows);
+
 /* y row r = y row r * (1 / (1 + exp(-g row r))) elementwise, n_rows rows of n: the gated
  * attention's output gate (block_attn.c). */
 int gpu_op_sigmoid_mul(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t g, size_t g_stride,
@@ -237,7 +253,8 @@ struct gpu_attn {
     uint64_t q;              /* head h of token t at q + t q_tok_stride + h q_head_stride floats */
     size_t q_tok_stride, q_head_stride;
     uint64_t k, v;           /* the layer's K and V rows of the sequence (row 0) */
-    size_t row_bytes;        /* bytes of one K or V row (n_head_kv heads) */
+    size_t row_bytes;        /* bytes of one K or V row: its n_head_kv heads of head_dim packed
+                              * from its start (a longer row: a wider layer's, gemma4) */
     int32_t ring_rows;
     uint64_t out;            /* head h of token t at out + t out_stride + h head_dim floats */
     size_t out_stride;
@@ -256,7 +273,7 @@ size_t gpu_attn_scratch_bytes(int32_t n_tok, int32_t n_head, int32_t n_ctx);
  * over positions, then the softmax with the weighted sum over elements, barriers between them; the
  * caller orders what wrote q, k, v before it and what reads out after it (gpu_barrier). Returns 0,
  * -ENOTSUP for a KV type without kernels, or -EINVAL for a shape it cannot take: head_dim past
- * 256 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too
+ * 512 (or not a multiple of 32 for Q8_0 / Q4_0), n_head not a multiple of n_head_kv, rows too
  * short for the heads, a ring shorter than the positions a token sees, n_tok < 1, or K and V
  * rows (k, v, row_bytes, a head's bytes) not 16-byte aligned for F32 or 8-byte aligned for F16. */
 int gpu_op_attn(struct gpu_ops *o, const struct gpu_attn *a);

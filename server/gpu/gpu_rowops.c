@@ -1,5 +1,5 @@
-/* gpu_rowops.c - gpu_ops.h's row ops (RMSNorm, RoPE, adds, SwiGLU, the sigmoid gate, the experts'
- * weighted sum, the KV store): their launch shapes and push constants. Each push struct mirrors
+/* gpu_rowops.c - gpu_ops.h's row ops (RMSNorm, RoPE, adds, SwiGLU and GeGLU, the sigmoid gate,
+ * the scales, the experts' weighted sum, the KV store): their launch shapes and push constants. Each push struct mirrors
  * its kernel's `Push` block (server/gpu/shaders/NAME.comp, std430: 8-byte fields first); the
  * kernels keep the row ops' contract (contract.glsl), so each gives server/engine/ops.c's bits. */
 #include <errno.h>
@@ -22,6 +22,8 @@ void gpu_rowops_find(struct gpu_ops *o) {
         .sigmoid_mul = gpu_kernel(o->g, "sigmoid_mul"),
         .moe_sum = gpu_kernel(o->g, "moe_sum"),
         .kv_store = gpu_kernel(o->g, "kv_store"),
+        .geglu = gpu_kernel(o->g, "geglu"),
+        .scale_rows = gpu_kernel(o->g, "scale_rows"),
     };
 }
 
@@ -267,6 +269,55 @@ int gpu_op_sigmoid_mul(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t 
     return dispatch_rows(o, o->row.sigmoid_mul, &p, sizeof(p), n, n_rows);
 }
 
+/* ---- GeGLU and the scales (gemma4) ----------------------------------------------------------- */
+
+struct geglu_push {
+    uint64_t y, g, u, table;
+    uint32_t y_stride, g_stride, u_stride, n, n_rows;
+};
+
+int gpu_op_geglu(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t g, size_t g_stride,
+                 uint64_t u, size_t u_stride, uint64_t table, int64_t n, int32_t n_rows) {
+    const uint64_t sizes[] = {y_stride, g_stride, u_stride, (uint64_t)n};
+    if (!table || n < 0 || !fits_u32(sizes, 4))
+        return -EINVAL;
+    struct geglu_push p = {.y = y, .g = g, .u = u, .table = table,
+                           .y_stride = (uint32_t)y_stride, .g_stride = (uint32_t)g_stride,
+                           .u_stride = (uint32_t)u_stride, .n = (uint32_t)n,
+                           .n_rows = (uint32_t)n_rows};
+    return dispatch_rows(o, o->row.geglu, &p, sizeof(p), n, n_rows);
+}
+
+struct scale_rows_push {
+    uint64_t y, x, w, s, ids;
+    uint32_t y_stride, x_stride, n, n_rows;
+    float a;
+};
+
+/* y row r = (x row r * (ids ? s[ids[r]] : a)) * w (scale_rows.comp). */
+static int scale_rows(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t x, size_t x_stride,
+                      float a, uint64_t w, uint64_t s, uint64_t ids, int64_t n, int32_t n_rows) {
+    const uint64_t sizes[] = {y_stride, x_stride, (uint64_t)n};
+    if (n < 0 || !fits_u32(sizes, 3))
+        return -EINVAL;
+    struct scale_rows_push p = {.y = y, .x = x, .w = w, .s = s, .ids = ids,
+                                .y_stride = (uint32_t)y_stride, .x_stride = (uint32_t)x_stride,
+                                .n = (uint32_t)n, .n_rows = (uint32_t)n_rows, .a = a};
+    return dispatch_rows(o, o->row.scale_rows, &p, sizeof(p), n, n_rows);
+}
+
+int gpu_op_scale(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t x, size_t x_stride,
+                 float a, uint64_t w, int64_t n, int32_t n_rows) {
+    return scale_rows(o, y, y_stride, x, x_stride, a, w, 0, 0, n, n_rows);
+}
+
+int gpu_op_scale_id(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t s, uint64_t ids,
+                    int64_t n, int32_t n_rows) {
+    if (!s || !ids)
+        return -EINVAL;
+    return scale_rows(o, y, y_stride, y, y_stride, 0.0f, 0, s, ids, n, n_rows);
+}
+
 /* ---- the experts' weighted sum ---------------------------------------------------------------- */
 
 struct moe_sum_push {
@@ -328,3 +379,5 @@ int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t 
 _Static_assert(sizeof(struct rms_norm_push) <= GPU_PUSH_MAX, "push constants");
 _Static_assert(sizeof(struct moe_sum_push) <= GPU_PUSH_MAX, "push constants");
 _Static_assert(sizeof(struct kv_store_push) <= GPU_PUSH_MAX, "push constants");
+_Static_assert(sizeof(struct geglu_push) <= GPU_PUSH_MAX, "push constants");
+_Static_assert(sizeof(struct scale_rows_push) <= GPU_PUSH_MAX, "push constants");

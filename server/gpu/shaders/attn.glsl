@@ -23,10 +23,11 @@ layout(push_constant) uniform Push {
     uint n_tok;
     uint window;          // 0: the whole context
     uint n_kv_max;        // positions the segment's last token sees: a scores row's length
+    uint head_bytes;      // a KV head's bytes in a row (the layer's head_dim in the KV type)
     float scale;
 } p;
 
-const uint ATTN_Q_BYTES = 512u; // a query row in the scratch: 256 halves, or 8 Q8_0 blocks
+const uint ATTN_Q_BYTES = 1024u; // a query row in the scratch: 512 halves, or 16 Q8_0 blocks
 #define NEG_INF uintBitsToFloat(0xff800000u)
 
 uint attn_first(uint t) {
@@ -43,9 +44,10 @@ uint64_t attn_q(uint t, uint h) {
     return p.q + (uint64_t(t) * p.q_tok_stride + uint64_t(h) * p.q_head_stride) * 4u;
 }
 
-// Head h's bytes in a K or V row: its kv head's (GQA).
+// Head h's bytes in a K or V row: its kv head's (GQA); the row may be wider than the layer's
+// heads (gemma4's layers differ, the rows are the widest's).
 uint64_t attn_head_off(uint h) {
-    return uint64_t(h / (p.n_head / p.n_head_kv)) * (p.row_bytes / p.n_head_kv);
+    return uint64_t(h / (p.n_head / p.n_head_kv)) * p.head_bytes;
 }
 
 // Head h's part of the K or V row (base: p.k or p.v) of position pos.

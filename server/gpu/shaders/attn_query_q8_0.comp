@@ -6,7 +6,7 @@
 #include "attn.glsl"
 #include "quantize_q8.glsl"
 
-layout(local_size_x = 8) in;
+layout(local_size_x = 16) in; // head_dim <= 512 (gpu_attn.c)
 
 void main() {
     uint b = gl_LocalInvocationID.x, h = gl_WorkGroupID.x, t = gl_WorkGroupID.y;

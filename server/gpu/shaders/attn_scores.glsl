@@ -14,7 +14,7 @@
 layout(local_size_x = 64) in;
 
 #ifdef FLOAT_DOT
-shared float qs[256]; // the query as floats (head_dim <= 256: gpu_attn.c)
+shared float qs[512]; // the query as floats (head_dim <= 512: gpu_attn.c)
 
 void load_query(uint64_t qrow) {
     for (uint i = gl_LocalInvocationID.x; i < p.head_dim; i += 64u)

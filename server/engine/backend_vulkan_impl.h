@@ -1,0 +1,153 @@
+/* backend_vulkan_impl.h - what backend_vulkan.c shares with the architectures' own GPU steps
+ * (backend_vulkan_gemma4.c): the backend's state in device memory and the recording helpers.
+ * Private to the engine's Vulkan backend: the rest of the engine sees engine_impl.h's engine_vk_*.
+ * Every helper records into the device's command buffer between vk_begin and vk_submit; a product
+ * is not followed by a barrier (vk_sync orders what reads it). */
+#ifndef SNIPER_BACKEND_VULKAN_IMPL_H
+#define SNIPER_BACKEND_VULKAN_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "gpu_ops.h"
+#include "model.h"
+
+struct engine;
+struct vk_gemma4;
+
+/* A layer's tensors in device memory (0: the layer has none). */
+struct vk_layer {
+    uint64_t attn_norm, wq, wk, wv, wo, q_norm, k_norm, bq, bk, bv, bo, sinks;
+    uint64_t ffn_norm, router, router_b, gate_exps, up_exps, down_exps;
+    uint64_t gate_exps_b, up_exps_b, down_exps_b;
+    uint64_t shexp_inp, gate_shexp, up_shexp, down_shexp, gate, up, down;
+};
+
+/* One device buffer and its address, for the activations. */
+struct vk_area {
+    struct gpu_buf *buf;
+    uint64_t addr;
+};
+
+/* A Gated DeltaNet layer's tensors in device memory. */
+struct vk_dn_layer {
+    uint64_t qkv, z, beta, alpha, out; /* the products' matrices */
+    uint64_t conv1d, dt_bias, a, norm; /* floats */
+};
+
+/* The recurrent layers: their tensors, their scratch for n_batch tokens, and each sequence's
+ * state and checkpoints in device memory, laid out as the host's (sequence.h: per recurrent
+ * layer the conv state, then the SSM state). The host's sequences keep the bookkeeping (n_past,
+ * which checkpoint holds which position); the rows follow it (engine_vk_rec_*). */
+struct vk_rec {
+    struct vk_dn_layer *layers;    /* [n_layer], zeros for the attention layers */
+    struct vk_area qkv, conv, z, beta, gate; /* [B][conv_ch], [B][conv_ch], [B][Hv Dv], [B][Hv] */
+    struct gpu_buf **state;        /* [n_seq] */
+    struct gpu_buf **ckpt;         /* [n_seq][n_ckpt]: checkpoint slot i of the host's ckpt[i] */
+    int32_t n_ckpt;
+    size_t state_bytes;            /* rec_floats * 4 */
+};
+
+struct engine_vk {
+    struct gpu *dev;               /* borrowed */
+    struct gpu_ops ops;
+    struct gpu_buf **bufs;         /* every buffer below, owned */
+    int n_bufs, cap_bufs;
+    struct vk_layer *layers;       /* [n_layer] */
+    uint64_t output_norm, output;
+    struct vk_area x, xn, y, q, k, v, heads, act_in, act_up, act_hid, g, u, d, router, shexp,
+        shexp_gate, rope_cs, rope_cs_swa, logits, attn, pairs; /* rope_cs_swa: gemma4's window
+                                    * layers' table (backend_vulkan_gemma4.c), else none */
+    struct gpu_buf **kv;           /* [n_seq][n_kv_layer]: K rows, the V rows rows * row_bytes on
+                                    * (a window layer's rows are its ring: sequence.h's rows[]) */
+    struct gpu_buf **tails;        /* [n_seq][n_checkpoints]: checkpoint slot i's window rows, in
+                                    * the layout of the host's ckpt[i].tail; NULL without windows */
+    struct vk_rec *rec;            /* the recurrent layers' (owned), NULL for a model without */
+    struct vk_gemma4 *g4;          /* gemma4's own (owned; backend_vulkan_gemma4.c), or NULL */
+    uint64_t gelu_table;           /* GeGLU's table (ops_gelu_f16_table) for a GeGLU model, or 0 */
+    /* host buffers (mapped): what a step sends (x and RoPE's table; the experts' pairs) and gets
+     * back (router logits, logits), copied to and from device memory inside the submits */
+    struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
+    int32_t logit_rows;            /* rows of logits one readback takes */
+    size_t weight_bytes, kv_bytes, act_bytes;
+    /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
+     * one before goes to the label of the last op recorded (vk_label) */
+    bool profile;
+    const char *label;
+    const char *stamp_label[GPU_STAMPS];
+    double stamp_ns[GPU_STAMPS];
+    struct vk_prof { const char *label; double ns; uint64_t n; } prof[32];
+    /* and the host's seconds per step: recording the layers, waiting for them after the last
+     * part was sent, the logits' submit (recording, waiting, copying), and between the end of
+     * one step and the start of the next (the engine's and its caller's work) */
+    double host_record, host_wait, host_output, host_between, host_end;
+    uint64_t host_steps;
+    /* the activation rows quantized last: what a product of the same format may reuse */
+    uint64_t quant_src;
+    enum qtype quant_fmt;
+    int32_t quant_rows;
+    uint64_t quant_dst;
+    size_t quant_stride;
+};
+
+/* ---- backend_vulkan.c's helpers (contracts at their definitions) ---- */
+
+/* Device memory, freed with v: an activation area, a mapped host buffer, a weight's or floats'
+ * upload (*addr 0 for a tensor the model lacks). Each returns 0 (or the buffer) or -ENOMEM /
+ * -ENOTSUP / an upload's error, with a message in err. */
+int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *err, size_t err_len);
+struct gpu_buf *vk_host(struct engine_vk *v, size_t bytes, char *err, size_t err_len);
+int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char *err,
+              size_t err_len);
+int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
+              size_t err_len);
+
+/* Recording: its start and its submit (0 or -EIO; the profile's timestamps), the profile's label, a barrier, forgetting the activation rows quantized last (call
+ * it after writing rows a product may quantize again at the same address). */
+int vk_begin(struct engine_vk *v);
+int vk_submit(struct engine_vk *v);
+void vk_label(struct engine_vk *v, const char *label);
+void vk_sync(struct engine_vk *v);
+void vk_quant_forget(struct engine_vk *v);
+
+/* out rows = w (at dev) times n_tok rows of x (x_stride floats apart), plus the bias b (0: none). */
+int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w, uint64_t dev,
+              uint64_t x, size_t x_stride, uint64_t out, size_t out_stride, uint64_t b,
+              int32_t n_tok);
+
+/* y = attention(xn) of layer il, in the layer's own head shape; block_attn's steps. */
+int vk_attn(struct engine *e, int il, int32_t n_tok);
+
+/* out = down(act(gate xn) * up xn), act the model's (SwiGLU, the clamped one, GeGLU). */
+int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const struct weight *up,
+              uint64_t du, const struct weight *down, uint64_t dd, uint64_t out, int32_t n_tok);
+
+/* Layer il's routing from router input rows in (D floats apart) into the pairs, then the routed
+ * experts' products from the expert input rows xn: pair p's output in v->d's row p. */
+int vk_route(struct engine *e, int il, uint64_t in, int32_t n_tok);
+int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok);
+
+/* Copies the step's x and RoPE table rows (e->x, e->rope_cs) to v->x and v->rope_cs. */
+void vk_inputs(struct engine *e, int32_t n_tok);
+
+/* x += y, then xn = rmsnorm(x) * w, and quantized for the product with `next` where its format
+ * allows (NULL: none; vk_quantize then finds the rows). */
+int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok);
+
+/* The step's logits rows (its own submits), and the experts' statistics after a step. */
+int vk_output(struct engine *e);
+void vk_route_stats(struct engine *e, int32_t n_tok);
+
+/* ---- backend_vulkan_gemma4.c ---- */
+
+/* gemma4's tensors and scratch beyond the common ones (engine_use_gpu calls it for a gemma4
+ * model): 0, or an error with a message (what was made is freed with v). */
+int vk_gemma4_new(struct engine *e, struct engine_vk *v, char *err, size_t err_len);
+void vk_gemma4_free(struct vk_gemma4 *g);
+
+/* engine_vk_step for gemma4: 0, -EIO for a lost device, or an op's error. */
+int vk_gemma4_step(struct engine *e, int32_t n_tok);
+
+#endif
