@@ -206,7 +206,10 @@ static void test_render_errors(void) {
     expect_render_error(CHAT_HARMONY, lone_tool, 2, NULL, "without a preceding tool call");
     expect_render_error(CHAT_HARMONY, ok, 1, "[{\"type\":\"function\"}]", "tools[0]");
     /* Gemma 4's interleaved template: calls that are no array or have no name, a nameless tool */
+    struct chat_message obj_call[] = {{.role = "user", .content = "q"},
+                                      {.role = "assistant", .tool_calls_json = "{\"a\":[]}"}};
     expect_render_error(CHAT_GEMMA4_INTERLEAVED, bad_call, 2, NULL, "messages[1]: tool_calls");
+    expect_render_error(CHAT_GEMMA4_INTERLEAVED, obj_call, 2, NULL, "not a JSON array");
     expect_render_error(CHAT_GEMMA4_INTERLEAVED, no_name, 2, NULL, "tool_calls[0]");
     expect_render_error(CHAT_GEMMA4_INTERLEAVED, lone_tool, 2, NULL, "without a preceding");
     expect_render_error(CHAT_GEMMA4_INTERLEAVED, ok, 1, "[{\"type\":\"function\"}]", "tools[0]");
