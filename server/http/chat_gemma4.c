@@ -6,7 +6,9 @@
  * prompt that closes an empty thought channel when thinking is off. Values are written in the
  * template's own notation (format_argument): strings between <|"|> marks, keys sorted as dictsort
  * sorts them. Invariant: the output is byte for byte the Jinja template's (tests/chat/expected.json),
- * with the messages as sniperd hands them over (arguments as objects, bos_token empty). */
+ * with the messages as sniperd hands them over (arguments as objects, bos_token empty). The
+ * interleaved variant (google-gemma-4-31B-it-interleaved, at the end) shares the values and the
+ * declarations and takes tool results on the calling model turn, as llama.cpp hands them to it. */
 #include "chat_internal.h"
 #include "jinja.h"
 
