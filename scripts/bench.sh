@@ -11,7 +11,9 @@
 # compute-decode line: attention, DeltaNet, norms, routers, output; which experts layer L+1 needs
 # is known only after layer L). With LLAMA_BIN=/path/to/llama-completion (built apart from this
 # repository) llama.cpp runs on the same file under the same cap right after each budget's runs
-# (a prompt of about LLAMA_PROMPT tokens, LLAMA_GEN generated: by default PROMPT and GEN).
+# (a prompt of about LLAMA_PROMPT tokens, LLAMA_GEN generated: by default PROMPT and GEN; a context
+# of LLAMA_CTX positions, by default sniperd's 4096: llama.cpp's own default is the model's whole
+# trained context, whose KV cache alone (5 GiB on gemma4-26b-a4b) outgrows a 4 GiB cap).
 #   MODEL=path THREADS=2 PROMPT=64 GEN=32 RUNS=3 BUDGETS="2G 4G 8G unlimited" make bench
 #   MODEL=models/qwen3.5-35b-a3b.gguf: a missing model is generated with the preset of its name
 #   WARM=0 skips the warm in-RAM runs; DISK_SECS=2 is bench-disk's seconds per queue depth;
@@ -41,6 +43,7 @@ GEN=${GEN:-32}
 LLAMA_BIN=${LLAMA_BIN:-}
 LLAMA_PROMPT=${LLAMA_PROMPT:-$PROMPT} # llama.cpp thrashes under small caps: fewer tokens keep it
 LLAMA_GEN=${LLAMA_GEN:-$GEN}          # to minutes
+LLAMA_CTX=${LLAMA_CTX:-4096}          # sniperd's default --ctx-size (min(model's, 4096))
 RUNS=${RUNS:-3}
 BUDGETS=${BUDGETS:-2G 4G 8G unlimited}
 WARM=${WARM:-1}
@@ -350,9 +353,9 @@ run_llama() {
     local budget=$1 cap= cg= out=$WORK/llama.out rc=0 prompt
     [ "$budget" = unlimited ] || cap=$(to_bytes "$budget") || return 0
     prompt=$(printf 'the %.0s' $(seq 1 "$LLAMA_PROMPT")) # one token each in mkmodel's vocabulary
-    local cmd=("$LLAMA_BIN" -m "$MODEL" -t "$THREADS" --no-repack -p "$prompt" -n "$LLAMA_GEN"
-        --temp 0 -no-cnv)
-    echo "== llama.cpp, budget $budget: ${cmd[*]:0:6} -p \"the the ...\" ($LLAMA_PROMPT words)" \
+    local cmd=("$LLAMA_BIN" -m "$MODEL" -t "$THREADS" -c "$LLAMA_CTX" --no-repack -p "$prompt"
+        -n "$LLAMA_GEN" --temp 0 -no-cnv)
+    echo "== llama.cpp, budget $budget: ${cmd[*]:0:8} -p \"the the ...\" ($LLAMA_PROMPT words)" \
         "-n $LLAMA_GEN --temp 0 -no-cnv"
     drop_caches
     if [ "$use_cgroup" = 1 ] && cg_make "llama-$budget" "$cap"; then

@@ -124,6 +124,7 @@ static void usage(FILE *f) {
             "                            name)\n"
             "      --chat-template NAME  auto (default: from the model's tokenizer.chat_template)\n"
             "                            | chatml | qwen35 | llama3 | harmony | gemma4\n"
+            "                            | gemma4-interleaved\n"
             "      --context-dir DIR     where /v1/context keeps contexts (default\n"
             "                            ~/.local/share/sniper/contexts)\n"
             "      --s3-endpoint URL     object store for context upload/download (also\n"
@@ -374,7 +375,7 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         } else if (!strcmp(a, "--chat-template")) {
             if (strcmp(v, "auto") != 0 && chat_family_from_name(v) < 0) {
                 fprintf(stderr, "sniperd: --chat-template wants auto, chatml, qwen35, llama3, "
-                                "harmony or gemma4, got \"%s\"\n", v);
+                                "harmony, gemma4 or gemma4-interleaved, got \"%s\"\n", v);
                 rc = -EINVAL;
             }
             o->chat_template = strcmp(v, "auto") != 0 ? v : NULL;

@@ -69,6 +69,7 @@ static void render_case(const json_t *c) {
                          : strcmp(fam, "qwen35") == 0  ? CHAT_QWEN35
                          : strcmp(fam, "harmony") == 0 ? CHAT_HARMONY
                          : strcmp(fam, "gemma4") == 0  ? CHAT_GEMMA4
+                         : strcmp(fam, "gemma4-interleaved") == 0 ? CHAT_GEMMA4_INTERLEAVED
                                                        : CHAT_CHATML;
     char *got = chat_render(f, msgs, n, &o, err, sizeof(err));
     CHECK_MSG(got != NULL, "%s: %s", name, err);
@@ -82,7 +83,7 @@ static void render_case(const json_t *c) {
 
 static void test_render_golden(void) {
     json_t *doc = load_expected();
-    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0, n_harmony = 0, n_gemma4 = 0;
+    size_t i, n_chatml = 0, n_llama = 0, n_qwen35 = 0, n_harmony = 0, n_gemma4 = 0, n_g4i = 0;
     json_t *c;
     json_array_foreach(json_object_get(doc, "cases"), i, c) {
         render_case(c);
@@ -92,12 +93,14 @@ static void test_render_golden(void) {
         n_llama += strcmp(fam, "llama3") == 0;
         n_harmony += strcmp(fam, "harmony") == 0;
         n_gemma4 += strcmp(fam, "gemma4") == 0;
+        n_g4i += strcmp(fam, "gemma4-interleaved") == 0;
     }
     CHECK(n_chatml >= 12);
     CHECK(n_qwen35 >= 12);
     CHECK(n_llama >= 3);
     CHECK(n_harmony >= 15);
     CHECK(n_gemma4 >= 20);
+    CHECK(n_g4i >= 26);
     json_decref(doc);
 }
 
@@ -123,6 +126,9 @@ static void test_family_fixture(void) {
     CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "llama3_template")), CHAT_LLAMA3);
     CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "qwen35_template")), CHAT_QWEN35);
     CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "harmony_template")), CHAT_HARMONY);
+    CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "gemma4_template")), CHAT_GEMMA4);
+    CHECK_EQ_INT(chat_family_detect(str_or_null(doc, "gemma4_interleaved_template")),
+                 CHAT_GEMMA4_INTERLEAVED);
     json_decref(doc);
     gguf_free(g);
 }
@@ -199,6 +205,14 @@ static void test_render_errors(void) {
     expect_render_error(CHAT_HARMONY, no_name, 2, NULL, "tool_calls[0]");
     expect_render_error(CHAT_HARMONY, lone_tool, 2, NULL, "without a preceding tool call");
     expect_render_error(CHAT_HARMONY, ok, 1, "[{\"type\":\"function\"}]", "tools[0]");
+    /* Gemma 4's interleaved template: calls that are no array or have no name, a nameless tool */
+    struct chat_message obj_call[] = {{.role = "user", .content = "q"},
+                                      {.role = "assistant", .tool_calls_json = "{\"a\":[]}"}};
+    expect_render_error(CHAT_GEMMA4_INTERLEAVED, bad_call, 2, NULL, "messages[1]: tool_calls");
+    expect_render_error(CHAT_GEMMA4_INTERLEAVED, obj_call, 2, NULL, "not a JSON array");
+    expect_render_error(CHAT_GEMMA4_INTERLEAVED, no_name, 2, NULL, "tool_calls[0]");
+    expect_render_error(CHAT_GEMMA4_INTERLEAVED, lone_tool, 2, NULL, "without a preceding");
+    expect_render_error(CHAT_GEMMA4_INTERLEAVED, ok, 1, "[{\"type\":\"function\"}]", "tools[0]");
 }
 
 /* The family table: every family's name comes back to it, an unknown one is ChatML, and its
@@ -207,10 +221,11 @@ static void test_render_errors(void) {
 static void test_family_table(void) {
     static const char *const marker[CHAT_N_FAMILIES] = {
         [CHAT_CHATML] = "<|im_start|>", [CHAT_LLAMA3] = "<|start_header_id|>",
-        [CHAT_QWEN35] = "<|im_start|>", [CHAT_HARMONY] = "<|start|>", [CHAT_GEMMA4] = "<|turn>"};
+        [CHAT_QWEN35] = "<|im_start|>", [CHAT_HARMONY] = "<|start|>", [CHAT_GEMMA4] = "<|turn>",
+        [CHAT_GEMMA4_INTERLEAVED] = "<|turn>"};
     static const char *const role[CHAT_N_FAMILIES] = {
         [CHAT_CHATML] = "assistant", [CHAT_LLAMA3] = "assistant", [CHAT_QWEN35] = "assistant",
-        [CHAT_HARMONY] = "assistant", [CHAT_GEMMA4] = "model"};
+        [CHAT_HARMONY] = "assistant", [CHAT_GEMMA4] = "model", [CHAT_GEMMA4_INTERLEAVED] = "model"};
     const struct chat_message m[] = {{.role = "user", .content = "hi"}};
     for (int f = CHAT_CHATML; f < CHAT_N_FAMILIES; f++) {
         const char *name = chat_family_name((enum chat_family)f);

@@ -783,6 +783,7 @@ static int forced_call(enum chat_family f, const char *name, struct forced_call 
         fc->close = "";
         break;
     case CHAT_GEMMA4: /* arguments in its template's notation: no JSON grammar */
+    case CHAT_GEMMA4_INTERLEAVED:
         n = name ? asprintf(&fc->open, "<|tool_call>call:%s{", name)
                  : asprintf(&fc->open, "<|tool_call>call:");
         fc->close = "";

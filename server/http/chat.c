@@ -1,7 +1,7 @@
 /* chat.c - the chat template families: which one a GGUF's template is, the table that gives each
- * its renderer (chat_chatml.c, chat_qwen35.c, chat_llama3.c, chat_harmony.c, chat_gemma4.c) and its
- * output parser
- * (chat_stream.c), and chat_render's checks and prefix rendering around the renderers.
+ * its renderer (chat_chatml.c, chat_qwen35.c, chat_llama3.c, chat_harmony.c, chat_gemma4.c: both
+ * Gemma 4 variants) and its output parser (chat_stream.c), and chat_render's checks and prefix
+ * rendering around the renderers.
  *
  * Invariants: chat_render's output is byte for byte what the family's Jinja template renders (with
  * tojson as Hugging Face and llama.cpp define it: keys in their order, ", " and ": " separators,
@@ -36,6 +36,8 @@ static const struct chat_family_ops families[CHAT_N_FAMILIES] = {
     [CHAT_QWEN35] = {"qwen35", "<|im_start|>", true, chat_qwen35_render, &chat_parser_qwen35},
     [CHAT_HARMONY] = {"harmony", "<|start|>", true, chat_harmony_render, &chat_parser_harmony},
     [CHAT_GEMMA4] = {"gemma4", "<|turn>", true, chat_gemma4_render, &chat_parser_gemma4},
+    [CHAT_GEMMA4_INTERLEAVED] = {"gemma4-interleaved", "<|turn>", true,
+                                 chat_gemma4_interleaved_render, &chat_parser_gemma4},
 };
 
 const struct chat_family_ops *chat_family_ops(enum chat_family f) {
@@ -53,9 +55,14 @@ enum chat_family chat_family_detect(const char *jinja_template) {
     if (jinja_template && strstr(jinja_template, "<|im_start|>") &&
         strstr(jinja_template, "<function=") && strstr(jinja_template, "'<think>\\n'"))
         return CHAT_QWEN35;
-    /* Gemma 4's: turns opened by <|turn> and closed by <turn|> */
+    /* Gemma 4's: turns opened by <|turn> and closed by <turn|>; the interleaved variant writes
+     * tool calls but does not read tool messages itself (llama.cpp tells them apart the same way:
+     * only the newer template carries its "OpenAI Chat Completions" scan) */
     if (jinja_template && strstr(jinja_template, "<|turn>") && strstr(jinja_template, "<turn|>"))
-        return CHAT_GEMMA4;
+        return strstr(jinja_template, "'<|tool_call>call:'") &&
+                       !strstr(jinja_template, "{#- OpenAI Chat Completions:")
+                   ? CHAT_GEMMA4_INTERLEAVED
+                   : CHAT_GEMMA4;
     return CHAT_CHATML;
 }
 

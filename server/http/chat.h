@@ -26,6 +26,9 @@ enum chat_family {
                    * the analysis channel, tool calls to functions.NAME on commentary */
     CHAT_GEMMA4,  /* Gemma 4: <|turn>ROLE\n...<turn|>\n; reasoning in <|channel>thought\n...
                    * <channel|>, tool calls as <|tool_call>call:NAME{...}<tool_call|> */
+    CHAT_GEMMA4_INTERLEAVED, /* Gemma 4's interleaved template: the same turns and calls, tool
+                              * results on the calling model turn (llama.cpp's conversion),
+                              * reasoning kept between calls after the last user turn */
     CHAT_N_FAMILIES,
 };
 

@@ -6,7 +6,9 @@
  * prompt that closes an empty thought channel when thinking is off. Values are written in the
  * template's own notation (format_argument): strings between <|"|> marks, keys sorted as dictsort
  * sorts them. Invariant: the output is byte for byte the Jinja template's (tests/chat/expected.json),
- * with the messages as sniperd hands them over (arguments as objects, bos_token empty). */
+ * with the messages as sniperd hands them over (arguments as objects, bos_token empty). The
+ * interleaved variant (google-gemma-4-31B-it-interleaved, at the end) shares the values and the
+ * declarations and takes tool results on the calling model turn, as llama.cpp hands them to it. */
 #include "chat_internal.h"
 #include "jinja.h"
 
@@ -154,7 +156,7 @@ static void g4_required(struct strbuf *b, const json_t *list) {
 
 /* ---- tool declarations (format_function_declaration, format_parameters) --------------------- */
 
-static void g4_parameters(struct strbuf *b, const json_t *props);
+static void g4_parameters(struct strbuf *b, const json_t *props, bool il);
 
 static bool g4_standard_key(const char *k) {
     static const char *const keys[] = {"description", "type", "properties", "required",
@@ -165,8 +167,9 @@ static bool g4_standard_key(const char *k) {
     return false;
 }
 
-/* An array parameter's items:{...}, each member by its kind. */
-static void g4_items(struct strbuf *b, const json_t *items) {
+/* An array parameter's items:{...}, each member by its kind (il: the interleaved template's
+ * parameters inside). */
+static void g4_items(struct strbuf *b, const json_t *items, bool il) {
     size_t n;
     struct g4_key *k = g4_sorted(b, items, &n);
     bool first = true;
@@ -180,7 +183,7 @@ static void g4_items(struct strbuf *b, const json_t *items) {
         if (strcmp(k[i].key, "properties") == 0) {
             strbuf_puts(b, "properties:{");
             if (json_is_object(v))
-                g4_parameters(b, v);
+                g4_parameters(b, v, il);
             strbuf_puts(b, "}");
         } else if (strcmp(k[i].key, "required") == 0) {
             g4_required(b, v);
@@ -209,11 +212,41 @@ static void g4_items(struct strbuf *b, const json_t *items) {
     free(k);
 }
 
-/* One parameter's {...}: description, enum or items by type, nullable, an object's properties and
- * required, then its type. */
-static void g4_parameter(struct strbuf *b, const json_t *value) {
-    const json_t *desc = json_object_get(value, "description");
+/* The comma before an object's or an array's fields: the standard template's counted one; the
+ * interleaved template writes one whatever came before, and counts none. */
+static void g4_field_comma(struct strbuf *b, bool il, bool *add_comma) {
+    if (il)
+        strbuf_puts(b, ",");
+    else
+        g4_comma(b, add_comma);
+}
+
+static void g4_nullable(struct strbuf *b, const json_t *value, bool *add_comma) {
+    if (jinja_truthy(json_object_get(value, "nullable"))) {
+        g4_comma(b, add_comma);
+        strbuf_puts(b, "nullable:true");
+    }
+}
+
+/* An OBJECT parameter's properties:{...} (its properties, else the parameter's own members) and
+ * required:[...] when it has one. */
+static void g4_object_fields(struct strbuf *b, const json_t *value, bool il, bool *add_comma) {
     const json_t *props = json_object_get(value, "properties");
+    g4_field_comma(b, il, add_comma);
+    strbuf_puts(b, "properties:{");
+    g4_parameters(b, json_is_object(props) ? props : value, il);
+    strbuf_puts(b, "}");
+    if (jinja_truthy(json_object_get(value, "required"))) {
+        g4_field_comma(b, il, add_comma);
+        g4_required(b, json_object_get(value, "required"));
+    }
+}
+
+/* One parameter's {...}: description, enum or items by type, nullable, an object's properties and
+ * required, then its type. The interleaved template (il) writes nullable right after the
+ * description and an object's fields in place of an array's. */
+static void g4_parameter(struct strbuf *b, const json_t *value, bool il) {
+    const json_t *desc = json_object_get(value, "description");
     const json_t *items = json_object_get(value, "items");
     char *type = g4_upper(json_object_get(value, "type"));
     const char *t = type ? type : "";
@@ -224,27 +257,22 @@ static void g4_parameter(struct strbuf *b, const json_t *value) {
         g4_quoted_value(b, desc);
         add_comma = true;
     }
+    if (il)
+        g4_nullable(b, value, &add_comma);
     if (strcmp(t, "STRING") == 0 && jinja_truthy(json_object_get(value, "enum"))) {
         g4_comma(b, &add_comma);
         strbuf_puts(b, "enum:");
         g4_argument(b, json_object_get(value, "enum"), true);
+    } else if (il && strcmp(t, "OBJECT") == 0) {
+        g4_object_fields(b, value, il, &add_comma);
     } else if (strcmp(t, "ARRAY") == 0 && json_is_object(items) && json_object_size(items)) {
-        g4_comma(b, &add_comma);
-        g4_items(b, items);
+        g4_field_comma(b, il, &add_comma);
+        g4_items(b, items, il);
     }
-    if (jinja_truthy(json_object_get(value, "nullable"))) {
-        g4_comma(b, &add_comma);
-        strbuf_puts(b, "nullable:true");
-    }
-    if (strcmp(t, "OBJECT") == 0) {
-        g4_comma(b, &add_comma);
-        strbuf_puts(b, "properties:{");
-        g4_parameters(b, json_is_object(props) ? props : value);
-        strbuf_puts(b, "}");
-        if (jinja_truthy(json_object_get(value, "required"))) {
-            g4_comma(b, &add_comma);
-            g4_required(b, json_object_get(value, "required"));
-        }
+    if (!il) {
+        g4_nullable(b, value, &add_comma);
+        if (strcmp(t, "OBJECT") == 0)
+            g4_object_fields(b, value, il, &add_comma);
     }
     g4_comma(b, &add_comma);
     strbuf_puts(b, "type:");
@@ -253,8 +281,9 @@ static void g4_parameter(struct strbuf *b, const json_t *value) {
     free(type);
 }
 
-/* format_parameters: every property that is not a schema keyword, as NAME:{...}, by dictsort. */
-static void g4_parameters(struct strbuf *b, const json_t *props) {
+/* format_parameters: every property that is not a schema keyword, as NAME:{...}, by dictsort
+ * (il: the interleaved template's). */
+static void g4_parameters(struct strbuf *b, const json_t *props, bool il) {
     size_t n;
     struct g4_key *k = g4_sorted(b, props, &n);
     bool first = true;
@@ -264,14 +293,15 @@ static void g4_parameters(struct strbuf *b, const json_t *props) {
         strbuf_puts(b, first ? "" : ",");
         first = false;
         strbuf_puts(b, k[i].key);
-        g4_parameter(b, k[i].value);
+        g4_parameter(b, k[i].value, il);
     }
     free(k);
 }
 
 /* declaration:NAME{description:...,parameters:{...},response:{...}} of one OpenAI tool, trimmed
- * as the template trims it. Returns 0 or -EINVAL (err) for a tool without a function name. */
-static int g4_declaration(struct strbuf *b, const json_t *tool, size_t idx, char *err,
+ * as the template trims it (il: the interleaved template's parameters). Returns 0 or -EINVAL
+ * (err) for a tool without a function name. */
+static int g4_declaration(struct strbuf *b, const json_t *tool, size_t idx, bool il, char *err,
                           size_t err_len) {
     const json_t *fn = json_object_get(tool, "function");
     const json_t *name = json_object_get(fn, "name"), *desc = json_object_get(fn, "description");
@@ -290,7 +320,7 @@ static int g4_declaration(struct strbuf *b, const json_t *tool, size_t idx, char
         strbuf_puts(&d, ",parameters:{");
         if (jinja_truthy(json_object_get(params, "properties"))) {
             strbuf_puts(&d, "properties:{");
-            g4_parameters(&d, json_object_get(params, "properties"));
+            g4_parameters(&d, json_object_get(params, "properties"), il);
             strbuf_puts(&d, "},");
         }
         if (jinja_truthy(json_object_get(params, "required"))) {
@@ -327,10 +357,10 @@ static int g4_declaration(struct strbuf *b, const json_t *tool, size_t idx, char
 
 /* ---- messages -------------------------------------------------------------------------------- */
 
-/* The system turn: <|think|> when thinking is on, the first system message, the tools. Returns 0
- * or -EINVAL. */
+/* The system turn: <|think|> when thinking is on, the first system message, the tools (il: as the
+ * interleaved template declares them). Returns 0 or -EINVAL. */
 static int g4_system(struct strbuf *b, const struct chat_message *msgs,
-                     const struct chat_render_opts *opts, const json_t *tools, char *err,
+                     const struct chat_render_opts *opts, const json_t *tools, bool il, char *err,
                      size_t err_len) {
     bool has_sys = is_role(&msgs[0], "system");
     if (!opts->enable_thinking && !jinja_truthy(tools) && !has_sys)
@@ -342,7 +372,7 @@ static int g4_system(struct strbuf *b, const struct chat_message *msgs,
         put_span(b, trim_ws(text_of(msgs[0].content)));
     for (size_t i = 0; jinja_truthy(tools) && i < json_array_size(tools); i++) {
         strbuf_puts(b, "<|tool>");
-        if (g4_declaration(b, json_array_get(tools, i), i, err, err_len) < 0)
+        if (g4_declaration(b, json_array_get(tools, i), i, il, err, err_len) < 0)
             return -EINVAL;
         strbuf_puts(b, "<tool|>");
     }
@@ -492,7 +522,7 @@ int chat_gemma4_render(struct strbuf *b, const struct chat_message *msgs, size_t
     size_t first = is_role(&msgs[0], "system") ? 1 : 0;
     long last_user = -1;
     enum g4_last last = G4_LAST_NONE;
-    if (g4_system(b, msgs, opts, tools, err, err_len) < 0)
+    if (g4_system(b, msgs, opts, tools, false, err, err_len) < 0)
         return -EINVAL;
     for (size_t i = first; i < n; i++)
         if (is_role(&msgs[i], "user"))
@@ -509,4 +539,172 @@ int chat_gemma4_render(struct strbuf *b, const struct chat_message *msgs, size_t
             strbuf_puts(b, "<|channel>thought\n<channel|>");
     }
     return 0;
+}
+
+/* ---- the interleaved variant (google-gemma-4-31B-it-interleaved) ----------------------------- */
+
+/* One message of the interleaved template's loop. That template reads tool results from the
+ * assistant message that made the calls (tool_responses), so the messages are handed to it as
+ * llama.cpp hands them (common/chat.cpp, convert_tool_responses_gemma4): an assistant's tool
+ * calls, the tool messages right after them and the content of a reply right after those (an
+ * assistant message without calls, with content) become one message; the calling message's own
+ * content is dropped, as llama.cpp drops it. */
+struct g4i_msg {
+    const struct chat_message *m; /* the message (with calls: the assistant's that made them) */
+    json_t *calls;                /* its tool calls, a non-empty array (owned), or NULL */
+    size_t first_result;          /* with calls: its results are msgs[first_result..+n_results) */
+    size_t n_results;
+    const char *content; /* with calls: the reply's content, or NULL when there is none */
+};
+
+static void g4i_free(struct g4i_msg *v, size_t n) {
+    for (size_t i = 0; v && i < n; i++)
+        json_decref(v[i].calls);
+    free(v);
+}
+
+/* msgs[first..n) as the interleaved template's messages (malloc'd, *n_out of them; free with
+ * g4i_free), or NULL with err: out of memory, or tool_calls that are not a JSON array. */
+static struct g4i_msg *g4i_messages(const struct chat_message *msgs, size_t n, size_t first,
+                                    size_t *n_out, char *err, size_t err_len) {
+    struct g4i_msg *v = calloc(n, sizeof(*v));
+    size_t k = 0;
+    if (!v) {
+        chat_fail(err, err_len, "out of memory");
+        return NULL;
+    }
+    for (size_t i = first; i < n; k++) {
+        const struct chat_message *m = &msgs[i++];
+        v[k].m = m;
+        if (!is_role(m, "assistant") || !m->tool_calls_json)
+            continue;
+        json_t *calls = json_loads(m->tool_calls_json, 0, NULL);
+        if (!json_is_array(calls)) {
+            json_decref(calls);
+            chat_fail(err, err_len, "messages[%zu]: tool_calls: not a JSON array", i - 1);
+            g4i_free(v, k);
+            return NULL;
+        }
+        if (json_array_size(calls) == 0) {
+            json_decref(calls);
+            continue;
+        }
+        v[k].calls = calls;
+        v[k].first_result = i;
+        for (; i < n && is_role(&msgs[i], "tool"); i++)
+            v[k].n_results++;
+        json_t *next_calls = i < n && msgs[i].tool_calls_json
+                                 ? json_loads(msgs[i].tool_calls_json, 0, NULL) : NULL;
+        if (i < n && is_role(&msgs[i], "assistant") && json_array_size(next_calls) == 0 &&
+            *text_of(msgs[i].content))
+            v[k].content = msgs[i++].content;
+        json_decref(next_calls);
+    }
+    *n_out = k;
+    return v;
+}
+
+/* <|tool_response>response:NAME{...}<tool_response|> of one result: a text that parses as a JSON
+ * object as its members (key:value by dictsort), any other JSON value or text as {value:...}. */
+static void g4i_result(struct strbuf *b, const char *name, const char *text) {
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    strbuf_puts(b, "<|tool_response>response:");
+    strbuf_puts(b, name);
+    strbuf_puts(b, "{");
+    if (json_is_object(v)) {
+        size_t n;
+        struct g4_key *k = g4_sorted(b, v, &n);
+        for (size_t j = 0; j < n; j++) {
+            strbuf_puts(b, j ? "," : "");
+            strbuf_puts(b, k[j].key);
+            strbuf_puts(b, ":");
+            g4_argument(b, k[j].value, false);
+        }
+        free(k);
+    } else {
+        strbuf_puts(b, "value:");
+        if (v)
+            g4_argument(b, v, false);
+        else
+            g4_quoted(b, text);
+    }
+    strbuf_puts(b, "}<tool_response|>");
+    json_decref(v);
+}
+
+/* The results of message g: the name of the call at the same position (llama.cpp pairs them by
+ * order), else the result's tool_call_id, else "". */
+static void g4i_results(struct strbuf *b, const struct chat_message *msgs,
+                        const struct g4i_msg *g) {
+    for (size_t j = 0; j < g->n_results; j++) {
+        const struct chat_message *r = &msgs[g->first_result + j];
+        const json_t *fn = json_object_get(json_array_get(g->calls, j), "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (!name || !*name)
+            name = text_of(r->tool_call_id);
+        g4i_result(b, name, text_of(r->content));
+    }
+}
+
+/* One message of the loop (idx its position, last_user the last user message's); *last says what
+ * it ended with, and on entry what the message before it did. Returns 0 or -EINVAL. */
+static int g4i_message(struct strbuf *b, const struct chat_message *msgs, const struct g4i_msg *g,
+                       long idx, long last_user, enum g4_last *last, char *err, size_t err_len) {
+    bool model = is_role(g->m, "assistant");
+    if (!(*last == G4_LAST_TOOL_RESPONSE && g->calls)) {
+        strbuf_puts(b, "<|turn>");
+        strbuf_puts(b, model ? "model" : g->m->role);
+        strbuf_puts(b, "\n");
+    }
+    *last = G4_LAST_NONE;
+    const char *content = g->calls ? g->content : text_of(g->m->content);
+    if (g->calls) {
+        if (g->m->reasoning_content && *g->m->reasoning_content && idx > last_user) {
+            strbuf_puts(b, "<|channel>thought\n");
+            strbuf_puts(b, g->m->reasoning_content);
+            strbuf_puts(b, "<channel|>");
+        }
+        if (g4_tool_calls(b, g->calls, err, err_len) < 0)
+            return -EINVAL;
+        *last = G4_LAST_TOOL_CALL;
+        if (g->n_results) {
+            g4i_results(b, msgs, g);
+            *last = G4_LAST_TOOL_RESPONSE;
+        }
+    }
+    if (content && model)
+        g4_strip_thinking(b, content);
+    else if (content)
+        put_span(b, trim_ws(content));
+    if (!(g->n_results && !(content && *content)))
+        strbuf_puts(b, "<turn|>\n");
+    return 0;
+}
+
+/* The interleaved variant's chat_render_fn (chat_internal.h). */
+int chat_gemma4_interleaved_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
+                                   const struct chat_render_opts *opts, const json_t *tools,
+                                   char *err, size_t err_len) {
+    size_t first = is_role(&msgs[0], "system") ? 1 : 0, n_loop = 0;
+    long last_user = -1;
+    enum g4_last last = G4_LAST_NONE;
+    int rc = 0;
+    if (g4_system(b, msgs, opts, tools, true, err, err_len) < 0)
+        return -EINVAL;
+    struct g4i_msg *v = g4i_messages(msgs, n, first, &n_loop, err, err_len);
+    if (!v)
+        return -EINVAL;
+    for (size_t i = 0; i < n_loop; i++)
+        if (is_role(v[i].m, "user"))
+            last_user = (long)i;
+    for (size_t i = 0; i < n_loop && rc == 0; i++)
+        rc = g4i_message(b, msgs, &v[i], (long)i, last_user, &last, err, err_len);
+    if (rc == 0 && opts->add_generation_prompt) {
+        if (last != G4_LAST_TOOL_RESPONSE)
+            strbuf_puts(b, "<|turn>model\n");
+        if (!opts->enable_thinking)
+            strbuf_puts(b, "<|channel>thought\n<channel|>");
+    }
+    g4i_free(v, n_loop);
+    return rc;
 }

@@ -50,6 +50,9 @@ int chat_harmony_render(struct strbuf *b, const struct chat_message *msgs, size_
 int chat_gemma4_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
                        const struct chat_render_opts *opts, const json_t *tools, char *err,
                        size_t err_len);
+int chat_gemma4_interleaved_render(struct strbuf *b, const struct chat_message *msgs, size_t n,
+                                   const struct chat_render_opts *opts, const json_t *tools,
+                                   char *err, size_t err_len);
 
 /* The parsers chat_stream.c defines: Llama 3's (all content), ChatML's (<think>, <tool_call> with
  * a JSON body), Qwen3.5's (the same tags, an XML call body), Gemma 4's (its thought channel and

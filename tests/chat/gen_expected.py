@@ -15,6 +15,10 @@ tool calls then loses its content), arguments are objects; strftime_now gives th
 Gemma 4 cases use google-gemma-4-31B-it's template (llama.cpp ships it as
 models/templates/google-gemma-4-31B-it.jinja), kept the same way ("gemma4_template", at first from
 the file GEMMA4_TEMPLATE names), arguments as objects, bos_token empty (sniperd adds the BOS).
+Gemma 4 interleaved cases use google-gemma-4-31B-it-interleaved's template (llama.cpp ships it as
+models/templates/google-gemma-4-31B-it-interleaved.jinja), kept the same way
+("gemma4_interleaved_template", at first from the file GEMMA4_INTERLEAVED_TEMPLATE names), with the
+messages adjusted as llama.cpp hands them to it (gemma4_tool_responses below).
 tojson is defined as Hugging Face's apply_chat_template defines it (json.dumps with
 ensure_ascii=False, keys in their order), which is also what llama.cpp's template engine
 writes; plain jinja2's tojson sorts keys and HTML-escapes, which no inference engine does.
@@ -98,6 +102,44 @@ def harmony_message(m):
     return m
 
 
+def gemma4_tool_responses(msgs):
+    """The messages as llama.cpp's common/chat.cpp hands them to a Gemma 4 template that reads tool
+    results from the calling message (convert_tool_responses_gemma4): an assistant's tool calls, the
+    tool messages after them (each content parsed as JSON where it parses, named by the call at the
+    same position, else by its tool_call_id) and the content of a plain reply after those become one
+    assistant message; the calling message's own content is not kept."""
+    out, i = [], 0
+    while i < len(msgs):
+        m = msgs[i]
+        if m["role"] != "assistant" or not m.get("tool_calls"):
+            out.append(m)
+            i += 1
+            continue
+        calls, results = list(m["tool_calls"]), []
+        g = {"role": "assistant", "tool_calls": calls}
+        if isinstance(m.get("reasoning_content"), str):
+            g["reasoning_content"] = m["reasoning_content"]
+        i += 1
+        while i < len(msgs) and msgs[i]["role"] == "tool":
+            body = msgs[i].get("content")
+            try:
+                body = json.loads(body)
+            except ValueError:
+                pass
+            k = len(results)
+            name = calls[k]["function"].get("name", "") if k < len(calls) else ""
+            results.append({"name": name or msgs[i].get("tool_call_id", ""), "response": body})
+            i += 1
+        if (i < len(msgs) and msgs[i]["role"] == "assistant" and not msgs[i].get("tool_calls")
+                and msgs[i].get("content")):
+            g["content"] = msgs[i]["content"]
+            i += 1
+        if results:
+            g["tool_responses"] = results
+        out.append(g)
+    return out
+
+
 def render(template, case):
     import jinja2.sandbox
     env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
@@ -110,12 +152,15 @@ def render(template, case):
         m = dict(m)
         if m.get("content") is None:
             m["content"] = ""  # sniperd renders a null content as "" (the template needs a string)
-        if case["family"] in ("qwen35", "harmony", "gemma4") and m.get("tool_calls"):
+        if case["family"] in ("qwen35", "harmony", "gemma4", "gemma4-interleaved") and \
+                m.get("tool_calls"):
             m["tool_calls"] = [dict(c, function=dict(c["function"], arguments=json.loads(
                 c["function"]["arguments"]))) for c in m["tool_calls"]]
         if case["family"] == "harmony":
             m = harmony_message(m)
         msgs.append(m)
+    if case["family"] == "gemma4-interleaved":
+        msgs = gemma4_tool_responses(msgs)
     kwargs = {"reasoning_effort": case["reasoning_effort"]} if "reasoning_effort" in case else {}
     return env.from_string(template).render(
         messages=msgs, tools=case.get("tools"), add_generation_prompt=case["add_generation_prompt"],
@@ -343,8 +388,37 @@ def cases():
         g("g4_unicode", [s("Répondez en français 🇫🇷"), u("日本語で？ tabs\tand\nnewlines\n\n")]),
         g("g4_empty_strings", [s(""), u(""), a(""), u("x")], think=False),
     ]
+    # the interleaved template: every gemma4 case, and what only its message conversion does
+    r1, r2 = call("c1", "get_weather", '{"city": "Paris"}'), call("c2", "search", '{"q": "Rome"}')
+    gemma4i = [("g4i" + c[0][2:],) + c[1:] for c in gemma4] + [
+        g("g4i_result_values",
+          [u("Paris?"), a(None, tool_calls=[r1, r2]),
+           t('{"temp": 21, "Sky": "clear", "n": null, "l": [1, 2.5, "x"], "o": {"b": false}}',
+             "c1"), t(" 42 ", "c2"), t('"quoted"', "c3"), t("[true, null, -0.5]", "c4"),
+           t("not json {", "c5"), t("", "c6")], [WEATHER, SEARCH]),
+        g("g4i_rounds",
+          [u("Paris, then Rome?"),
+           a("", reasoning_content="Paris first.", tool_calls=[wcall]), t("21C", "call_1"),
+           a("Now Rome.", reasoning_content="Then Rome.", tool_calls=[
+               call("c2", "get_weather", '{"city": "Rome"}')]),
+           t("25C", "c2"), a("Paris 21C, Rome 25C.")], [WEATHER], agp=False),
+        g("g4i_rounds_pending",
+          [u("Paris, then Rome?"),
+           a("", reasoning_content="Paris first.", tool_calls=[wcall]), t("21C", "call_1"),
+           a(None, reasoning_content="Then Rome.", tool_calls=[
+               call("c2", "get_weather", '{"city": "Rome"}')]), t("25C", "c2")],
+          [WEATHER], think=False),
+        g("g4i_reasoning_before_last_user",
+          [u("Paris?"), a(None, reasoning_content="Call it.", tool_calls=[wcall]),
+           t("21C", "call_1"), a("21C."), u("More?")], [WEATHER]),
+        g("g4i_call_pending_thinking_off", [u("Paris?"), a(None, tool_calls=[wcall])], [WEATHER],
+          think=False),
+        g("g4i_empty_calls_then_tool", [u("Q"), a("A", tool_calls=[]), t("r", "x")], None,
+          think=False),
+    ]
     res = []
-    for fam, lst in (("chatml", out), ("qwen35", qwen35), ("llama3", llama), ("gemma4", gemma4)):
+    for fam, lst in (("chatml", out), ("qwen35", qwen35), ("llama3", llama), ("gemma4", gemma4),
+                     ("gemma4-interleaved", gemma4i)):
         for name, msgs, tools, agp, think in lst:
             res.append({"name": name, "family": fam, "messages": msgs, "tools": tools,
                         "add_generation_prompt": agp, "enable_thinking": think})
@@ -373,10 +447,12 @@ def build():
     qwen35 = kept_template("QWEN35_TEMPLATE", "qwen35_template")
     harmony = kept_template("GPTOSS_TEMPLATE", "harmony_template")
     gemma4 = kept_template("GEMMA4_TEMPLATE", "gemma4_template")
+    gemma4i = kept_template("GEMMA4_INTERLEAVED_TEMPLATE", "gemma4_interleaved_template")
     doc = {"qwen3_template": qwen3, "qwen35_template": qwen35, "llama3_template": LLAMA3_TEMPLATE,
-           "harmony_template": harmony, "gemma4_template": gemma4, "cases": []}
+           "harmony_template": harmony, "gemma4_template": gemma4,
+           "gemma4_interleaved_template": gemma4i, "cases": []}
     templates = {"chatml": qwen3, "qwen35": qwen35, "llama3": LLAMA3_TEMPLATE, "harmony": harmony,
-                 "gemma4": gemma4}
+                 "gemma4": gemma4, "gemma4-interleaved": gemma4i}
     for c in cases():
         c["expected"] = render(templates[c["family"]], c)
         doc["cases"].append(c)
