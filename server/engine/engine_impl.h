@@ -249,6 +249,15 @@ int block_moe(struct engine *e, int il, int32_t n_tok);
  * routing fills exp_n; the Vulkan backend's from the routes the device sent back.) */
 int32_t block_moe_union(struct engine *e, int il);
 
+/* The routed experts of layer il that the GPU leaves to the CPU (backend_vulkan_experts.c):
+ * sel[n_tok k] holds each pair (t, s)'s expert, or -1 for a pair computed elsewhere; each chosen
+ * pair's expert output (unweighted, with its bias) goes to out row t k + s (n_embd floats), as
+ * block_moe computes it: resident matrices, or through the expert cache with its lookahead of
+ * layer il + 1 from x. Reads xn and x (the rows entering the FFN); other rows of out are left
+ * alone, and nothing is told to the route observer. Uses moe_scratch. Returns 0, a read error or
+ * a product's error. */
+int block_moe_experts(struct engine *e, int il, const int32_t *sel, int32_t n_tok, float *out);
+
 /* ---- the Vulkan backend (backend_vulkan.c) ---- */
 
 /* One step (engine_step's staged batch; x holds the embeddings, rope_cs the rotations) on the
