@@ -3,14 +3,17 @@
  * compared with memcmp (the accumulation contract promises the same bits), greedy decode, two
  * sequences in one step, a context's rows exported and imported, Qwen3.5 (DeltaNet and gated
  * attention: its checkpoints and recurrent state too), gpt-oss (window rings that wrap, sinks,
- * biases, MXFP4 experts; rollbacks through checkpoints), what the backend refuses, and a device
- * lost in the middle of a request (the engine goes on on the CPU). */
+ * biases, MXFP4 experts; rollbacks through checkpoints), the experts on three levels (none, some or
+ * all of a layer's experts in VRAM, the rest on the CPU from RAM or through a cache that misses on
+ * every token: the same bits), what the backend refuses, a budget too small for what must be in
+ * VRAM, and a device lost in the middle of a request (the engine goes on on the CPU). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "expert_cache.h"
 #include "fault.h"
 #include "gpu.h"
 #include "harness.h"
@@ -466,6 +469,160 @@ out:
     pair_free(&p);
 }
 
+/* ---- experts on three levels: VRAM slots, the CPU from RAM, the CPU through the SSD --------- */
+
+enum { TIER_A = 21, TIER_B = 13, TIER_STEPS = 4 };
+
+/* How a placement runs: slots is engine_params.gpu_expert_slots (on the CPU: unused); with a
+ * cache of the fewest slots (the model opened with its experts on disk) every token misses. */
+struct tier_run {
+    struct gpu *g;        /* NULL: the CPU */
+    int32_t slots;
+    bool disk, prefetch;
+};
+
+/* Two sequences' prompts (every row) in steps of 16 that carry both, then TIER_STEPS decode
+ * steps of both in one batch, into out ((TIER_A + TIER_B + 2 TIER_STEPS) rows); *ge gets where
+ * the experts were. Returns 0 or the first error (a failed CHECK is recorded). */
+static int tier_eval(const char *path, const struct tier_run *r, float *out,
+                     struct engine_gpu_experts *ge) {
+    char err[256] = "";
+    struct model *m = model_open(path, r->disk, err, sizeof(err));
+    CHECK_MSG(m != NULL, "model_open(%s): %s", path, err);
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 16;
+    ep.n_seq = 2;
+    ep.n_threads = 2;
+    ep.prefetch = r->prefetch ? ENGINE_PREFETCH_ALWAYS : ENGINE_PREFETCH_OFF;
+    ep.gpu_expert_slots = r->slots;
+    struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    struct expert_cache *c = NULL;
+    int rc = -EINVAL;
+    if (!e)
+        goto out;
+    if (r->disk) {
+        const size_t slot = expert_cache_slot_bytes(m);
+        c = expert_cache_new(m, slot * (size_t)expert_cache_min_slots(m), NULL, err, sizeof(err));
+        CHECK_MSG(c != NULL, "expert_cache_new: %s", err);
+        if (!c)
+            goto out;
+        engine_set_experts(e, c);
+    }
+    if (r->g && (rc = engine_use_gpu(e, r->g, err, sizeof(err))) < 0) {
+        CHECK_MSG(false, "engine_use_gpu: %s", err);
+        goto out;
+    }
+    const int32_t V = m->hp.n_vocab;
+    int32_t a[TIER_A], b[TIER_B];
+    prompt(a, TIER_A, V, 11);
+    prompt(b, TIER_B, V, 12);
+    struct engine_part pp[2] = {
+        {.seq = 0, .tokens = a, .n = TIER_A, .logits = out, .all_logits = true},
+        {.seq = 1, .tokens = b, .n = TIER_B, .logits = out + (size_t)TIER_A * V,
+         .all_logits = true}};
+    rc = engine_eval_batch(e, pp, 2);
+    for (int32_t s = 0; rc == 0 && s < TIER_STEPS; s++) {
+        int32_t next[2] = {(s * 31 + 7) % V, (s * 17 + 3) % V};
+        float *row = out + (size_t)(TIER_A + TIER_B + 2 * s) * V;
+        struct engine_part dp[2] = {{.seq = 0, .tokens = &next[0], .n = 1, .logits = row},
+                                    {.seq = 1, .tokens = &next[1], .n = 1, .logits = row + V}};
+        rc = engine_eval_batch(e, dp, 2);
+    }
+    engine_gpu_experts(e, ge);
+out:
+    engine_free(e);
+    expert_cache_free(c);
+    model_free(m);
+    return rc;
+}
+
+/* A model's logits on the GPU equal the CPU's (all in RAM) bit for bit whatever the placement:
+ * no routed expert in VRAM, some, all; the model in RAM or its experts through a cache that
+ * misses on every token, with the lookahead on and off (!full: only some in RAM and all through
+ * the cache, the runs whose pairs on the GPU reach the tiled products). */
+static void tier_invariant(const char *file, const char *args, bool full) {
+    struct gpu *g = open_any();
+    char path[1024];
+    if (!g || test_make_model(path, sizeof(path), file, args) < 0) {
+        gpu_close(g);
+        return;
+    }
+    char err[256] = "";
+    struct model *hm = model_open(path, false, err, sizeof(err));
+    CHECK_MSG(hm != NULL, "model_open(%s): %s", path, err);
+    const int32_t V = hm ? hm->hp.n_vocab : 0, NE = hm ? hm->hp.n_expert : 0;
+    model_free(hm);
+    const size_t rows = TIER_A + TIER_B + 2 * TIER_STEPS;
+    float *want = calloc(rows * (size_t)V, 4), *got = calloc(rows * (size_t)V, 4);
+    struct engine_gpu_experts ge;
+    const struct tier_run cpu = {.g = NULL};
+    if (!want || !got || NE < 4 || tier_eval(path, &cpu, want, &ge) < 0) {
+        CHECK_MSG(false, "%s: the CPU's run", args);
+        goto out;
+    }
+    const struct tier_run runs[] = {
+        {g, 3, false, false}, {g, NE, true, false}, {g, -1, false, false},
+        {g, -1, true, true},  {g, -1, true, false}, {g, 3, true, true},
+    };
+    for (size_t i = 0; i < (full ? sizeof(runs) / sizeof(runs[0]) : 2); i++) {
+        const struct tier_run *r = &runs[i];
+        memset(got, 0, rows * (size_t)V * 4);
+        CHECK_EQ_INT(tier_eval(path, r, got, &ge), 0);
+        const int32_t bad = rows_differ(want, got, (int32_t)rows, V);
+        CHECK_MSG(bad == 0, "%s: %d slots, experts %s, prefetch %s: %d of %zu rows differ from "
+                  "the CPU's", args, r->slots, r->disk ? "on disk" : "in RAM",
+                  r->prefetch ? "on" : "off", bad, rows);
+        const int32_t slots = r->slots == 0 ? NE : r->slots < 0 ? 0 : r->slots;
+        CHECK_EQ_INT(ge.n_slots, slots);
+        CHECK(ge.exchange == (r->disk || slots < NE));
+        CHECK_MSG(!ge.exchange || ((ge.pairs_gpu > 0) == (slots > 0) &&
+                                   (ge.pairs_cpu > 0) == (slots < NE)),
+                  "%s: %d slots: %llu pairs on the GPU, %llu on the CPU", args, slots,
+                  (unsigned long long)ge.pairs_gpu, (unsigned long long)ge.pairs_cpu);
+    }
+out:
+    free(want);
+    free(got);
+    gpu_close(g);
+}
+
+static void test_tier_qwen3moe(void) {
+    tier_invariant("tier.gguf", "--preset tiny", true);
+    /* K-quant experts: steps of 16 tokens take the tiled products over the slots' pairs */
+    tier_invariant("tierq.gguf", "--preset tiny --types q4_k_m --n-ff 256", false);
+}
+
+static void test_tier_qwen35moe(void) {
+    tier_invariant("tier35.gguf", "--preset tiny-qwen35moe", true); /* shared experts, DeltaNet */
+}
+
+static void test_tier_gptoss(void) {
+    tier_invariant("tieross.gguf", "--preset tiny-gpt-oss --types mxfp4_moe", false); /* biases */
+}
+
+/* A budget too small for even what must be in VRAM: the engine stays on the CPU, says why, and
+ * leaves nothing behind on the device. */
+static void test_tier_budget_too_small(void) {
+    struct gpu *g0 = open_any();
+    const int idx = g0 ? gpu_get_info(g0)->index : -1;
+    gpu_close(g0);
+    char err[256] = "";
+    struct gpu *g = idx >= 0 ? gpu_open(idx, 1u << 20, err, sizeof(err)) : NULL;
+    CHECK_MSG(idx < 0 || g != NULL, "gpu_open: %s", err);
+    struct model *m = g ? make_load("tiny1m.gguf", "--preset tiny") : NULL;
+    struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
+    if (e) {
+        CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), -ENOMEM);
+        CHECK_MSG(strstr(err, "budget") != NULL, "%s", err);
+        CHECK(!engine_on_gpu(e));
+        CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    }
+    engine_free(e);
+    model_free(m);
+    gpu_close(g);
+}
+
 /* What the backend does not take yet stays on the CPU, and says why. */
 static void test_refused(void) {
     struct gpu *g = open_any();
@@ -521,6 +678,10 @@ static const struct test_case cases[] = {
     {"gptoss_two_sequences", test_gptoss_two_sequences},
     {"gptoss_context_rows", test_gptoss_context_rows},
     {"gptoss_checkpoints", test_gptoss_checkpoints},
+    {"tier_qwen3moe", test_tier_qwen3moe},
+    {"tier_qwen35moe", test_tier_qwen35moe},
+    {"tier_gptoss", test_tier_gptoss},
+    {"tier_budget_too_small", test_tier_budget_too_small},
     {"refused", test_refused},
     {"device_lost", test_device_lost},
     {0},

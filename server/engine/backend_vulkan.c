@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_vulkan_experts.h"
 #include "engine_impl.h"
 #include "err.h"
 #include "gpu.h"
@@ -80,6 +81,19 @@ struct engine_vk {
     struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
     int32_t logit_rows;            /* rows of logits one readback takes */
     size_t weight_bytes, kv_bytes, act_bytes;
+    /* the experts on three levels (backend_vulkan_experts.h), NULL when every routed expert is in
+     * VRAM: a MoE layer's gate_exps, up_exps, down_exps are then its n_slots slots, and per MoE
+     * layer the step sends the FFN's input rows and the routes to the host, the GPU computes the
+     * pairs whose expert has a slot while the CPU computes the others, and the CPU's expert rows
+     * come back into d before the weighted sum */
+    struct vk_tier *tier;
+    size_t slot_bytes;             /* device bytes of the slots, all layers */
+    struct vk_area tier_pairs;     /* [3][B K] int32 the GPU's pairs (slot, act row, out row),
+                                    * then their group table */
+    struct gpu_buf *h_rows;        /* host: [2][B][n_embd] the FFN's x and xn rows */
+    struct gpu_buf *h_tier_pairs;  /* host: [3][B K] int32, what tier_pairs gets */
+    struct gpu_buf *h_exp;         /* host: [B K][n_embd] the CPU's pairs' expert outputs */
+    int32_t *cpu_sel;              /* [B K] the CPU's pairs' experts, -1 for the GPU's */
     /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
      * one before goes to the label of the last op recorded (vk_label) */
     bool profile;
@@ -173,7 +187,7 @@ static int vk_area(struct engine_vk *v, struct vk_area *a, size_t bytes, char *e
     return 0;
 }
 
-/* Layer il's tensors. */
+/* Layer il's tensors but its routed experts' matrices (vk_experts_upload, vk_slots_new). */
 static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, char *err,
                            size_t err_len) {
     const struct model_hparams *hp = &m->hp;
@@ -200,9 +214,6 @@ static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, c
     if (l->ffn == MODEL_FFN_MOE &&
         ((rc = vk_weight(v, &l->ffn_gate_inp, &d->router, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_gate_inp_b, NE, &d->router_b, err, err_len)) ||
-         (rc = vk_weight(v, &l->ffn_gate_exps, &d->gate_exps, err, err_len)) ||
-         (rc = vk_weight(v, &l->ffn_up_exps, &d->up_exps, err, err_len)) ||
-         (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_gate_exps_b, NE * F, &d->gate_exps_b, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_up_exps_b, NE * F, &d->up_exps_b, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_down_exps_b, NE * E, &d->down_exps_b, err, err_len)) ||
@@ -219,13 +230,135 @@ static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, c
     return 0;
 }
 
+/* Every MoE layer's routed experts' matrices, whole (every expert in VRAM). */
+static int vk_experts_upload(struct engine_vk *v, const struct model *m, char *err,
+                             size_t err_len) {
+    int rc = 0;
+    for (int il = 0; rc == 0 && il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        struct vk_layer *d = &v->layers[il];
+        if (l->ffn == MODEL_FFN_MOE &&
+            ((rc = vk_weight(v, &l->ffn_gate_exps, &d->gate_exps, err, err_len)) ||
+             (rc = vk_weight(v, &l->ffn_up_exps, &d->up_exps, err, err_len)) ||
+             (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len))))
+            return rc;
+    }
+    return rc;
+}
+
+/* Device bytes of one slot in every MoE layer (an expert's gate, up and down matrices). */
+static size_t vk_slot_row_bytes(const struct model *m) {
+    size_t n = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        if (l->ffn == MODEL_FFN_MOE)
+            n += l->ffn_gate_exps.mat_bytes + l->ffn_up_exps.mat_bytes +
+                 l->ffn_down_exps.mat_bytes;
+    }
+    return n;
+}
+
+/* The exchange's buffers for n_batch tokens (tier_pairs, h_rows, h_tier_pairs, h_exp, cpu_sel). */
+static int vk_tier_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, D = (size_t)e->m->hp.n_embd;
+    const int32_t n_ids = v->tier->n_expert; /* the slots are at most the experts */
+    int rc = vk_area(v, &v->tier_pairs, 4 * B * K * 4 + gpu_pair_groups_bytes((int32_t)(B * K),
+                                                                              n_ids), err, err_len);
+    if (rc < 0)
+        return rc;
+    if (!(v->h_rows = vk_host(v, 2 * B * D * 4, err, err_len)) ||
+        !(v->h_tier_pairs = vk_host(v, 3 * B * K * 4, err, err_len)) ||
+        !(v->h_exp = vk_host(v, B * K * D * 4, err, err_len)))
+        return -ENOMEM;
+    if (!(v->cpu_sel = calloc(B * K, sizeof(*v->cpu_sel)))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Layer il's slots: its gate, up and down matrices for n_slots experts each, filled with the
+ * experts the placement gives them (from the image, or read through the expert cache). */
+static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *err,
+                         size_t err_len) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    uint64_t *addr[3] = {&v->layers[il].gate_exps, &v->layers[il].up_exps,
+                         &v->layers[il].down_exps};
+    struct gpu_buf *b[3];
+    const int32_t n = v->tier->n_slots, ne = v->tier->n_expert;
+    for (int m = 0; m < 3; m++) {
+        if (!gpu_ops_has_type(&v->ops, w[m]->type)) {
+            err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w[m]->type));
+            return -ENOTSUP;
+        }
+        if (!(b[m] = vk_buf(v, (size_t)n * w[m]->mat_bytes, err, err_len)))
+            return -ENOMEM;
+        *addr[m] = gpu_buf_addr(b[m]);
+        v->slot_bytes += (size_t)n * w[m]->mat_bytes;
+        v->weight_bytes += (size_t)n * w[m]->mat_bytes;
+    }
+    for (int32_t x = 0; x < ne; x++) {
+        const int32_t slot = v->tier->slot_of[(size_t)il * (size_t)ne + (size_t)x];
+        const uint8_t *mats[3];
+        int rc = slot < 0 ? 0 : vk_tier_expert_mats(e, il, x, mats);
+        if (rc < 0) {
+            err_set(err, err_len, "gpu: expert %d of layer %d could not be read for its slot: %s",
+                    x, il, strerror(-rc));
+            return rc;
+        }
+        for (int m = 0; slot >= 0 && m < 3; m++)
+            if (gpu_buf_write(v->dev, b[m], (size_t)slot * w[m]->mat_bytes, mats[m],
+                              w[m]->mat_bytes) < 0) {
+                err_set(err, err_len, "gpu: upload failed: %s", gpu_error(v->dev));
+                return -EIO;
+            }
+    }
+    return 0;
+}
+
+/* The routed experts after everything else is placed: every one in VRAM where the engine asks
+ * for all (gpu_expert_slots 0), the model image holds them and the budget leaves room; otherwise
+ * the three levels, with as many slots per MoE layer as asked and the room allows (0 too: every
+ * routed expert on the CPU). */
+static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct model *m = e->m;
+    const int32_t ne = m->hp.n_expert, ask = e->p.gpu_expert_slots;
+    if (ne <= 0)
+        return 0;
+    const uint64_t used = gpu_used_bytes(v->dev), budget = gpu_budget_bytes(v->dev);
+    const size_t per = vk_slot_row_bytes(m);
+    const uint64_t room = budget > used ? budget - used : 0;
+    int32_t n = ask == 0 ? ne : ask < 0 ? 0 : ask < ne ? ask : ne;
+    const bool image = !m->experts_on_disk && !e->experts;
+    if (image && n == ne && (per == 0 || room >= (uint64_t)per * (uint64_t)ne))
+        return vk_experts_upload(v, m, err, err_len);
+    if (!(v->tier = vk_tier_new(e, 0))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    int rc = vk_tier_buffers(e, v, err, err_len); /* first: the slots take what is left */
+    if (rc < 0)
+        return rc;
+    const uint64_t left = budget > gpu_used_bytes(v->dev) ? budget - gpu_used_bytes(v->dev) : 0;
+    if (per > 0 && left / per < (uint64_t)n)
+        n = (int32_t)(left / per);
+    vk_tier_free(v->tier);
+    if (!(v->tier = vk_tier_new(e, n))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    for (int il = 0; rc == 0 && n > 0 && il < m->hp.n_layer; il++)
+        if (m->layers[il].ffn == MODEL_FFN_MOE)
+            rc = vk_slots_fill(e, v, il, err, err_len);
+    return rc;
+}
+
 /* Why the model cannot run on the GPU here, or NULL. */
 static const char *vk_unsupported(const struct engine *e) {
     const struct model *m = e->m;
-    if (m->experts_on_disk)
-        return "its experts stream from disk (the three-level placement is the next step)";
-    if (e->experts)
-        return "an expert cache is attached";
+    if (m->experts_on_disk && m->hp.n_expert <= 0)
+        return "its dense FFN streams from disk";
     if (e->replay)
         return "routing is replayed";
     if (m->hp.arch == MODEL_ARCH_GEMMA4)
@@ -403,6 +536,8 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->layers);
     free(v->kv);
     free(v->tails);
+    free(v->cpu_sel);
+    vk_tier_free(v->tier);
     vk_rec_free(v->rec);
     free(v);
 }
@@ -438,6 +573,8 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
         rc = vk_activations(e, v, err, err_len);
     if (rc == 0)
         rc = vk_rec_new(e, v, err, err_len);
+    if (rc == 0)
+        rc = vk_experts_place(e, v, err, err_len);
     if (rc < 0) {
         engine_vk_free(v);
         return rc;
@@ -456,6 +593,21 @@ void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_
     *weights = v ? v->weight_bytes : 0;
     *kv = v ? v->kv_bytes : 0;
     *act = v ? v->act_bytes : 0;
+}
+
+void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) {
+    const struct engine_vk *v = e->vk;
+    const struct vk_tier *t = v ? v->tier : NULL;
+    const int32_t ne = e->m->hp.n_expert;
+    *out = (struct engine_gpu_experts){
+        .n_expert = ne,
+        .n_slots = !v ? 0 : t ? t->n_slots : ne,
+        .exchange = t != NULL,
+        .cached = t != NULL && e->experts != NULL,
+        .slot_bytes = v ? v->slot_bytes : 0,
+        .pairs_gpu = t ? t->pairs_gpu : 0,
+        .pairs_cpu = t ? t->pairs_cpu : 0,
+    };
 }
 
 bool engine_on_gpu(const struct engine *e) { return e->vk != NULL; }
@@ -746,40 +898,29 @@ static int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg,
     return vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok);
 }
 
-/* The routed experts of layer il: the router's product, the routing (gpu_op_route: block_moe's
- * arithmetic) into the (expert, token, slot) pairs, then gate, up and down as products over the
- * pairs, SwiGLU between, and their weighted sum with the shared expert's. */
-static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+/* The routed experts' products of layer il for n_pairs pairs (device int32 arrays: ids, each
+ * pair's matrix among the layer's gate_exps / up_exps / down_exps, n_mats of them; act, its
+ * activation row; out, its output row t k + s), grouped through table where a type takes tiles:
+ * gate and up into g and u, SwiGLU, down into d. The biases (gpt-oss) and SwiGLU run over all
+ * n_tok k rows (bias_ids: the routing's experts); rows no pair writes hold nothing of use. */
+static int vk_experts(struct engine *e, int il, int32_t n_tok, uint64_t ids, uint64_t act,
+                      uint64_t out, int32_t n_pairs, int32_t n_mats, uint64_t table,
+                      uint64_t bias_ids) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const struct vk_layer *d = &v->layers[il];
-    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
-    const int32_t K = e->k_used, P = n_tok * K;
-    int rc = vk_matmul(v, "router", &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
-                       n_tok);
-    if (rc < 0)
-        return rc;
-    vk_sync(v);
-    vk_label(v, "route");
-    /* the experts chosen go to h_routes too, for the statistics and the route observer */
-    const uint64_t log = gpu_buf_addr(v->h_routes) + (uint64_t)il * (uint64_t)e->p.n_batch * K * 4;
-    if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
-                           hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->pairs.addr, log,
-                           n_tok)) < 0)
-        return rc;
-    vk_sync(v);
-    const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
-                   a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp;
+    const int32_t P = n_tok * e->k_used;
     size_t sg = 0, su = 0, sd = 0;
     const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
-    /* the pairs grouped by expert (after the batch's 4 arrays) for the tiled products, where one
-     * of the three types takes tiles */
+    int rc;
+    /* the pairs grouped by expert for the tiled products, where one of the three types takes
+     * tiles */
     struct gpu_pair_groups grp = {0};
     const bool *tiled = v->ops.tile_taken;
     if (tiled[wg->type] || tiled[wu->type] || tiled[wd->type]) {
-        if ((rc = gpu_op_group_pairs(&v->ops, a_ids, (int32_t)NE, P,
-                                     a_ids + (uint64_t)e->p.n_batch * K * 16, &grp)) < 0)
+        if ((rc = gpu_op_group_pairs(&v->ops, ids, n_mats, n_pairs, table, &grp)) < 0)
             return rc;
         vk_sync(v);
     }
@@ -796,16 +937,16 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     }
     vk_label(v, "experts_gate_up");
     if ((rc = gpu_op_matmul_grouped(&v->ops, wg->type, d->gate_exps, wg->mat_bytes,
-                                    wg->row_bytes, wg->n_in, wg->n_out, a_ids, v->act_in.addr, sg,
-                                    a_act, v->g.addr, F, a_out, P, &grp)) < 0 ||
+                                    wg->row_bytes, wg->n_in, wg->n_out, ids, v->act_in.addr, sg,
+                                    act, v->g.addr, F, out, n_pairs, &grp)) < 0 ||
         (rc = gpu_op_matmul_grouped(&v->ops, wu->type, d->up_exps, wu->mat_bytes, wu->row_bytes,
-                                    wu->n_in, wu->n_out, a_ids, au, su, a_act, v->u.addr, F, a_out,
-                                    P, &grp)) < 0)
+                                    wu->n_in, wu->n_out, ids, au, su, act, v->u.addr, F, out,
+                                    n_pairs, &grp)) < 0)
         return rc;
     vk_sync(v);
     if (d->gate_exps_b &&
-        ((rc = gpu_op_add_id(&v->ops, v->g.addr, F, d->gate_exps_b, a_ids, (int64_t)F, P)) < 0 ||
-         (rc = gpu_op_add_id(&v->ops, v->u.addr, F, d->up_exps_b, a_ids, (int64_t)F, P)) < 0))
+        ((rc = gpu_op_add_id(&v->ops, v->g.addr, F, d->gate_exps_b, bias_ids, (int64_t)F, P)) < 0 ||
+         (rc = gpu_op_add_id(&v->ops, v->u.addr, F, d->up_exps_b, bias_ids, (int64_t)F, P)) < 0))
         return rc;
     if (d->gate_exps_b)
         vk_sync(v);
@@ -821,23 +962,141 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     vk_sync(v);
     vk_label(v, "experts_down");
     if ((rc = gpu_op_matmul_grouped(&v->ops, wd->type, d->down_exps, wd->mat_bytes,
-                                    wd->row_bytes, wd->n_in, wd->n_out, a_ids, v->act_hid.addr, sd,
-                                    a_out, v->d.addr, D, a_out, P, &grp)) < 0)
+                                    wd->row_bytes, wd->n_in, wd->n_out, ids, v->act_hid.addr, sd,
+                                    out, v->d.addr, D, out, n_pairs, &grp)) < 0)
         return rc;
     vk_sync(v);
     if (d->down_exps_b &&
-        (rc = gpu_op_add_id(&v->ops, v->d.addr, D, d->down_exps_b, a_ids, (int64_t)D, P)) < 0)
+        (rc = gpu_op_add_id(&v->ops, v->d.addr, D, d->down_exps_b, bias_ids, (int64_t)D, P)) < 0)
+        return rc;
+    return 0;
+}
+
+/* The shared expert's output into shexp and its gate's logit into shexp_gate, when layer il has
+ * one: *shexp and *gate get their addresses (0: none). */
+static int vk_shared_expert(struct engine *e, int il, int32_t n_tok, uint64_t *shexp,
+                            uint64_t *gate) {
+    struct engine_vk *v = e->vk;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const size_t D = (size_t)e->m->hp.n_embd;
+    int rc;
+    *shexp = *gate = 0;
+    if (!d->up_shexp)
+        return 0;
+    if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
+                        &l->ffn_down_shexp, d->down_shexp, v->shexp.addr, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "shexp_gate", &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
+                        v->shexp_gate.addr, 1, 0, n_tok)) < 0)
+        return rc;
+    *shexp = v->shexp.addr;
+    *gate = v->shexp_gate.addr;
+    return 0;
+}
+
+/* Records the copies of the CPU's pairs' expert rows (h_exp) into d: runs of consecutive pairs
+ * in one copy each. */
+static void vk_tier_rows_back(struct engine_vk *v, int32_t n_pairs, size_t D) {
+    const size_t row = D * sizeof(float);
+    for (int32_t p = 0; p < n_pairs;) {
+        if (v->cpu_sel[p] < 0) {
+            p++;
+            continue;
+        }
+        int32_t q = p;
+        while (q < n_pairs && v->cpu_sel[q] >= 0)
+            q++;
+        gpu_copy(v->dev, v->d.buf, (size_t)p * row, v->h_exp, (size_t)p * row,
+                 (size_t)(q - p) * row);
+        p = q;
+    }
+}
+
+/* The three levels' exchange of layer il, after the routing: sends the FFN's rows and the routes
+ * to the host and waits; records the products of the pairs whose expert has a VRAM slot and the
+ * shared expert and sends them; the CPU computes the other pairs meanwhile (vk_tier_cpu); their
+ * rows go into d, and the weighted sum adds both sides' in the routing's order, as block_moe.
+ * Returns 0, an op's or the CPU's error (the recording then ended), or -EIO (the device failed,
+ * nothing recording). */
+static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_ids, uint64_t a_w) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd, B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
+    const int32_t P = n_tok * e->k_used;
+    const size_t rows = (size_t)n_tok * D * 4;
+    vk_label(v, "exchange");
+    gpu_copy(v->dev, v->h_rows, 0, v->x.buf, 0, rows);
+    gpu_copy(v->dev, v->h_rows, B * D * 4, v->xn.buf, 0, rows);
+    if (vk_submit(v) < 0 || vk_begin(v) < 0)
+        return -EIO;
+    const int32_t *ids = (const int32_t *)gpu_buf_host(v->h_routes) + (size_t)il * B * K;
+    int32_t *gp = gpu_buf_host(v->h_tier_pairs);
+    const int32_t n_gpu = vk_tier_split(v->tier, e, il, ids, P, gp, B * K, v->cpu_sel);
+    const uint64_t tp = v->tier_pairs.addr;
+    int rc = 0;
+    if (n_gpu > 0) {
+        for (int a = 0; a < 3; a++)
+            gpu_copy(v->dev, v->tier_pairs.buf, (size_t)a * B * K * 4, v->h_tier_pairs,
+                     (size_t)a * B * K * 4, (size_t)n_gpu * 4);
+        vk_sync(v);
+        rc = vk_experts(e, il, n_tok, tp, tp + B * K * 4, tp + 2 * B * K * 4, n_gpu,
+                        v->tier->n_slots, tp + 4 * B * K * 4, a_ids);
+    }
+    uint64_t shexp = 0, gate = 0;
+    if (rc == 0)
+        rc = vk_shared_expert(e, il, n_tok, &shexp, &gate);
+    if (rc == 0 && gpu_flush(v->dev) < 0)
+        return -EIO;
+    const float *x = gpu_buf_host(v->h_rows);
+    if (rc == 0)
+        rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
+    if (rc < 0) {
+        gpu_submit(v->dev); /* ends the recording; the error is the op's or the CPU's */
+        return rc;
+    }
+    vk_sync(v);
+    vk_label(v, "exchange");
+    vk_tier_rows_back(v, P, D);
+    vk_sync(v);
+    vk_label(v, "moe_sum");
+    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, e->k_used, (int64_t)D, shexp, gate,
+                          n_tok);
+}
+
+/* The routed experts of layer il: the router's product, the routing (gpu_op_route: block_moe's
+ * arithmetic) into the (expert, token, slot) pairs, then gate, up and down as products over the
+ * pairs, SwiGLU between, and their weighted sum with the shared expert's; on three levels, the
+ * exchange with the CPU (vk_moe_exchange). */
+static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const size_t D = (size_t)hp->n_embd, NE = (size_t)hp->n_expert;
+    const int32_t K = e->k_used, P = n_tok * K;
+    int rc = vk_matmul(v, "router", &l->ffn_gate_inp, d->router, v->xn.addr, D, v->router.addr, NE, 0,
+                       n_tok);
+    if (rc < 0)
+        return rc;
+    vk_sync(v);
+    vk_label(v, "route");
+    /* the experts chosen go to h_routes too, for the statistics and the route observer (and the
+     * exchange) */
+    const uint64_t log = gpu_buf_addr(v->h_routes) + (uint64_t)il * (uint64_t)e->p.n_batch * K * 4;
+    if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
+                           hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->pairs.addr, log,
+                           n_tok)) < 0)
+        return rc;
+    vk_sync(v);
+    const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
+                   a_out = a_act + (uint64_t)P * 4, a_w = a_out + (uint64_t)P * 4;
+    if (v->tier)
+        return vk_moe_exchange(e, il, n_tok, a_ids, a_w);
+    if ((rc = vk_experts(e, il, n_tok, a_ids, a_act, a_out, P, (int32_t)NE,
+                         a_ids + (uint64_t)e->p.n_batch * K * 16, a_ids)) < 0)
         return rc;
     uint64_t shexp = 0, shexp_gate = 0;
-    if (d->up_shexp) {
-        if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
-                            &l->ffn_down_shexp, d->down_shexp, v->shexp.addr, n_tok)) < 0 ||
-            (rc = vk_matmul(v, "shexp_gate", &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
-                            v->shexp_gate.addr, 1, 0, n_tok)) < 0)
-            return rc;
-        shexp = v->shexp.addr;
-        shexp_gate = v->shexp_gate.addr;
-    }
+    if ((rc = vk_shared_expert(e, il, n_tok, &shexp, &shexp_gate)) < 0)
+        return rc;
     vk_sync(v);
     vk_label(v, "moe_sum");
     return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp, shexp_gate,
