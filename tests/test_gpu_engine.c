@@ -601,6 +601,62 @@ static void test_tier_gptoss(void) {
     tier_invariant("tieross.gguf", "--preset tiny-gpt-oss --types mxfp4_moe", false); /* biases */
 }
 
+/* A read of an expert that fails on the CPU's side of the exchange fails that request (-EIO) and
+ * nothing else: the engine stays on the GPU, the sequence ends where it was, and goes on with the
+ * CPU's bits. */
+static void test_tier_read_fault(void) {
+    struct gpu *g = open_any();
+    char path[1024], err[256] = "";
+    if (!g || test_make_model(path, sizeof(path), "tierf.gguf", "--preset tiny") < 0) {
+        gpu_close(g);
+        return;
+    }
+    struct model *hm = model_load(path, err, sizeof(err));
+    struct model *dm = model_open(path, true, err, sizeof(err));
+    struct engine *c = hm ? new_engine(hm, QTYPE_F16, 1, 8) : NULL;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 8;
+    ep.n_threads = 2;
+    ep.gpu_expert_slots = -1; /* every routed expert on the CPU */
+    struct engine *e = dm ? engine_new(dm, &ep, err, sizeof(err)) : NULL;
+    struct expert_cache *cache =
+        dm ? expert_cache_new(dm, expert_cache_slot_bytes(dm) *
+                                      (size_t)expert_cache_min_slots(dm), NULL, err, sizeof(err))
+           : NULL;
+    const int32_t V = hm ? hm->hp.n_vocab : 0;
+    float *lc = calloc((size_t)V + 1, 4), *le = calloc((size_t)V + 1, 4);
+    if (!c || !e || !cache || !lc || !le) {
+        CHECK_MSG(false, "setting up: %s", err);
+        goto out;
+    }
+    engine_set_experts(e, cache);
+    CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), 0);
+    int32_t ids[9], next[2] = {5, 77};
+    prompt(ids, 9, V, 9);
+    CHECK_EQ_INT(engine_eval(c, 0, ids, 9, lc, false), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 9, le, false), 0);
+    fault_arm(FAULT_READ, 2); /* after the token's embedding row: a missed expert of layer 0 */
+    CHECK_EQ_INT(engine_eval(e, 0, &next[0], 1, le, false), -EIO);
+    fault_arm(FAULT_READ, 0);
+    CHECK_MSG(engine_on_gpu(e), "a failed expert read dropped the GPU");
+    CHECK_EQ_INT(engine_n_past(e, 0), 9);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(engine_eval(c, 0, &next[i], 1, lc, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, &next[i], 1, le, false), 0);
+        CHECK_MSG(memcmp(lc, le, (size_t)V * 4) == 0, "after the failed read, step %d differs", i);
+    }
+out:
+    free(lc);
+    free(le);
+    engine_free(c);
+    engine_free(e);
+    expert_cache_free(cache);
+    model_free(hm);
+    model_free(dm);
+    gpu_close(g);
+}
+
 /* A budget too small for even what must be in VRAM: the engine stays on the CPU, says why, and
  * leaves nothing behind on the device. */
 static void test_tier_budget_too_small(void) {
@@ -681,6 +737,7 @@ static const struct test_case cases[] = {
     {"tier_qwen3moe", test_tier_qwen3moe},
     {"tier_qwen35moe", test_tier_qwen35moe},
     {"tier_gptoss", test_tier_gptoss},
+    {"tier_read_fault", test_tier_read_fault},
     {"tier_budget_too_small", test_tier_budget_too_small},
     {"refused", test_refused},
     {"device_lost", test_device_lost},

@@ -93,6 +93,8 @@ struct engine_vk {
     struct gpu_buf *h_rows;        /* host: [2][B][n_embd] the FFN's x and xn rows */
     struct gpu_buf *h_tier_pairs;  /* host: [3][B K] int32, what tier_pairs gets */
     struct gpu_buf *h_exp;         /* host: [B K][n_embd] the CPU's pairs' expert outputs */
+    bool cpu_failed;               /* the last step failed in the CPU's experts (a read), not on
+                                    * the device */
     int32_t *cpu_sel;              /* [B K] the CPU's pairs' experts, -1 for the GPU's */
     /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
      * one before goes to the label of the last op recorded (vk_label) */
@@ -612,6 +614,8 @@ void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) 
 
 bool engine_on_gpu(const struct engine *e) { return e->vk != NULL; }
 
+bool engine_vk_device_failed(const struct engine *e) { return e->vk && !e->vk->cpu_failed; }
+
 /* ---- the step --------------------------------------------------------------------------------- */
 
 /* Names the ops recorded from now on, for the profile. */
@@ -1047,8 +1051,10 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     if (rc == 0 && gpu_flush(v->dev) < 0)
         return -EIO;
     const float *x = gpu_buf_host(v->h_rows);
-    if (rc == 0)
+    if (rc == 0) {
         rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
+        v->cpu_failed = rc < 0;
+    }
     if (rc < 0) {
         gpu_submit(v->dev); /* ends the recording; the error is the op's or the CPU's */
         return rc;
@@ -1177,6 +1183,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     int rc;
     const size_t xb = (size_t)n_tok * D * 4, rb = (size_t)n_tok * (size_t)hp->n_rot * 4;
     const size_t roff = (size_t)e->p.n_batch * D * 4;
+    v->cpu_failed = false;
     memcpy(gpu_buf_host(v->h_in), e->x, xb);
     memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
     if (vk_begin(v) < 0)

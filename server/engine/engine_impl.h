@@ -261,8 +261,13 @@ int block_moe_experts(struct engine *e, int il, const int32_t *sel, int32_t n_to
 /* ---- the Vulkan backend (backend_vulkan.c) ---- */
 
 /* One step (engine_step's staged batch; x holds the embeddings, rope_cs the rotations) on the
- * GPU, the logits rows into out[]. Returns 0, an op's error, or -EIO when the device failed. */
+ * GPU, the logits rows into out[]. Returns 0, an op's error, the CPU's experts' error (a read's
+ * -EIO among them), or -EIO when the device failed. */
 int engine_vk_step(struct engine *e, int32_t n_tok);
+
+/* After a step on the GPU failed with -EIO: true when the device failed (the engine drops it),
+ * false when a read of the CPU's experts did (the device is fine). */
+bool engine_vk_device_failed(const struct engine *e);
 
 /* Reads (writes) positions first .. first+n-1 of sequence seq's attention layer kv_il from (to)
  * device memory: k and v rows of row_bytes each, either may be NULL. Returns 0, -EINVAL or
