@@ -13,9 +13,11 @@
  * import writes them, and a checkpoint's recurrent state and window rows are copied on the device
  * as the host decides. A window layer's rows are a ring, as the host's (sequence.h). Supported
  * here: attention layers (full, gated, or over a sliding window with sinks), DeltaNet layers,
- * dense and routed FFNs (shared experts, biases), every weight type with kernels; gemma4, experts
- * streamed from disk or through an expert cache and replayed routing stay on the CPU, and
- * engine_use_gpu says so. */
+ * dense and routed FFNs (shared experts, biases), every weight type with kernels; gemma4, a dense
+ * FFN streamed from disk and replayed routing stay on the CPU, and engine_use_gpu says so.
+ * Routed experts that VRAM does not hold (the budget, or streamed through an expert cache) are
+ * computed on the CPU, layer by layer (vk_moe_exchange; the host's half in
+ * backend_vulkan_experts.c), and added on the device in the routing's order: the same bits. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
