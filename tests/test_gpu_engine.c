@@ -539,9 +539,10 @@ out:
 
 /* A model's logits on the GPU equal the CPU's (all in RAM) bit for bit whatever the placement:
  * no routed expert in VRAM, some, all; the model in RAM or its experts through a cache that
- * misses on every token, with the lookahead on and off (!full: only some in RAM and all through
- * the cache, the runs whose pairs on the GPU reach the tiled products). */
-static void tier_invariant(const char *file, const char *args, bool full) {
+ * misses on every token, with the lookahead on and off: the first n_runs of those placements (2:
+ * some in RAM and all through the cache, the runs whose pairs on the GPU reach the tiled
+ * products; make test's time is kept for the placements that differ). */
+static void tier_invariant(const char *file, const char *args, size_t n_runs) {
     struct gpu *g = open_any();
     char path[1024];
     if (!g || test_make_model(path, sizeof(path), file, args) < 0) {
@@ -565,7 +566,7 @@ static void tier_invariant(const char *file, const char *args, bool full) {
         {g, 3, false, false}, {g, NE, true, false}, {g, -1, false, false},
         {g, -1, true, true},  {g, -1, true, false}, {g, 3, true, true},
     };
-    for (size_t i = 0; i < (full ? sizeof(runs) / sizeof(runs[0]) : 2); i++) {
+    for (size_t i = 0; i < n_runs && i < sizeof(runs) / sizeof(runs[0]); i++) {
         const struct tier_run *r = &runs[i];
         memset(got, 0, rows * (size_t)V * 4);
         CHECK_EQ_INT(tier_eval(path, r, got, &ge), 0);
@@ -588,17 +589,80 @@ out:
 }
 
 static void test_tier_qwen3moe(void) {
-    tier_invariant("tier.gguf", "--preset tiny", true);
+    tier_invariant("tier.gguf", "--preset tiny", 6);
     /* K-quant experts: steps of 16 tokens take the tiled products over the slots' pairs */
-    tier_invariant("tierq.gguf", "--preset tiny --types q4_k_m --n-ff 256", false);
+    tier_invariant("tierq.gguf", "--preset tiny --types q4_k_m --n-ff 256", 2);
 }
 
 static void test_tier_qwen35moe(void) {
-    tier_invariant("tier35.gguf", "--preset tiny-qwen35moe", true); /* shared experts, DeltaNet */
+    tier_invariant("tier35.gguf", "--preset tiny-qwen35moe", 4); /* shared experts, DeltaNet */
 }
 
 static void test_tier_gptoss(void) {
-    tier_invariant("tieross.gguf", "--preset tiny-gpt-oss --types mxfp4_moe", false); /* biases */
+    tier_invariant("tieross.gguf", "--preset tiny-gpt-oss --types mxfp4_moe", 2); /* biases */
+}
+
+/* What the static placement would have hit: a layer's distinct experts below n_slots (the route
+ * observer's unions). */
+struct static_hits {
+    int32_t n_slots;
+    uint64_t hits, lookups;
+};
+
+static void count_static(void *ctx, int il, const int32_t *ids, int32_t n) {
+    struct static_hits *h = ctx;
+    (void)il;
+    for (int32_t i = 0; i < n; i++)
+        h->hits += ids[i] < h->n_slots;
+    h->lookups += (uint64_t)n;
+}
+
+/* The VRAM slots learn: decoding the same token over and over routes to the same few experts of a
+ * layer, which the slots take in (promotions) and then hit far more often than the first experts
+ * that fit would have been hit; every step's logits stay the CPU's. */
+static void test_tier_learns(void) {
+    struct gpu *g = open_any();
+    struct model *m = g ? make_load("tierl.gguf", "--preset tiny") : NULL;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 8;
+    ep.n_threads = 2;
+    ep.gpu_expert_slots = 4;
+    char err[256] = "";
+    struct engine *c = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    const int32_t V = m ? m->hp.n_vocab : 0;
+    float *lc = calloc((size_t)V + 1, 4), *le = calloc((size_t)V + 1, 4);
+    struct static_hits sh = {.n_slots = 4};
+    if (!c || !e || !lc || !le || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        CHECK_MSG(!m, "setting up: %s", err);
+        goto out;
+    }
+    engine_set_route_observer(e, count_static, &sh);
+    int32_t ids[8], tok = 5;
+    prompt(ids, 8, V, 10);
+    CHECK_EQ_INT(engine_eval(c, 0, ids, 8, lc, false), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 8, le, false), 0);
+    int32_t bad = rows_differ(lc, le, 1, V);
+    for (int s = 0; s < 24; s++) {
+        CHECK_EQ_INT(engine_eval(c, 0, &tok, 1, lc, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, &tok, 1, le, false), 0);
+        bad += rows_differ(lc, le, 1, V);
+    }
+    CHECK_MSG(bad == 0, "%d of 25 steps' logits differ from the CPU's", bad);
+    struct engine_gpu_experts x;
+    engine_gpu_experts(e, &x);
+    CHECK_MSG(x.promotions > 0 && x.hits + x.misses == sh.lookups && x.hits > 2 * sh.hits,
+              "%llu promotions; %llu hits of %llu lookups where the first 4 experts would have "
+              "had %llu", (unsigned long long)x.promotions, (unsigned long long)x.hits,
+              (unsigned long long)sh.lookups, (unsigned long long)sh.hits);
+out:
+    free(lc);
+    free(le);
+    engine_free(c);
+    engine_free(e);
+    model_free(m);
+    gpu_close(g);
 }
 
 /* A read of an expert that fails on the CPU's side of the exchange fails that request (-EIO) and
@@ -737,6 +801,7 @@ static const struct test_case cases[] = {
     {"tier_qwen3moe", test_tier_qwen3moe},
     {"tier_qwen35moe", test_tier_qwen35moe},
     {"tier_gptoss", test_tier_gptoss},
+    {"tier_learns", test_tier_learns},
     {"tier_read_fault", test_tier_read_fault},
     {"tier_budget_too_small", test_tier_budget_too_small},
     {"refused", test_refused},

@@ -97,6 +97,8 @@ static void print_experts(const struct engine *e, const struct expert_cache *c) 
            "(%.1f%% on the GPU)", x.n_slots, x.n_expert, (double)x.slot_bytes * 1e-9,
            (unsigned long long)x.pairs_gpu, (unsigned long long)x.pairs_cpu,
            all ? 100.0 * (double)x.pairs_gpu / (double)all : 100.0);
+    printf("; VRAM slots: hits %llu, misses %llu, promotions %llu", (unsigned long long)x.hits,
+           (unsigned long long)x.misses, (unsigned long long)x.promotions);
     if (c) {
         struct expert_cache_stats st;
         expert_cache_get_stats(c, &st);

@@ -89,6 +89,7 @@ struct engine_vk {
      * pairs whose expert has a slot while the CPU computes the others, and the CPU's expert rows
      * come back into d before the weighted sum */
     struct vk_tier *tier;
+    struct gpu_buf **slot_bufs;    /* [n_layer][3] a MoE layer's gate, up and down slots */
     size_t slot_bytes;             /* device bytes of the slots, all layers */
     struct vk_area tier_pairs;     /* [3][B K] int32 the GPU's pairs (slot, act row, out row),
                                     * then their group table */
@@ -281,6 +282,24 @@ static int vk_tier_buffers(struct engine *e, struct engine_vk *v, char *err, siz
     return 0;
 }
 
+/* Writes one expert's matrices into slot `slot` of layer il of model m. Returns 0 or -EIO. */
+static int vk_slot_write(struct engine_vk *v, const struct model *m, int il, int32_t slot,
+                         const uint8_t *const mats[3]) {
+    const struct model_layer *l = &m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    for (int k = 0; k < 3; k++)
+        if (gpu_buf_write(v->dev, v->slot_bufs[(size_t)il * 3 + (size_t)k],
+                          (size_t)slot * w[k]->mat_bytes, mats[k], w[k]->mat_bytes) < 0)
+            return -EIO;
+    return 0;
+}
+
+/* vk_tier_upload_fn for a promotion: ctx is the engine. */
+static int vk_slot_promote(void *ctx, int il, int32_t slot, const uint8_t *const mats[3]) {
+    const struct engine *e = ctx;
+    return vk_slot_write(e->vk, e->m, il, slot, mats);
+}
+
 /* Layer il's slots: its gate, up and down matrices for n_slots experts each, filled with the
  * experts the placement gives them (from the image, or read through the expert cache). */
 static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *err,
@@ -289,8 +308,8 @@ static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *er
     const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
     uint64_t *addr[3] = {&v->layers[il].gate_exps, &v->layers[il].up_exps,
                          &v->layers[il].down_exps};
-    struct gpu_buf *b[3];
-    const int32_t n = v->tier->n_slots, ne = v->tier->n_expert;
+    struct gpu_buf **b = v->slot_bufs + (size_t)il * 3;
+    const int32_t n = v->tier->n_slots;
     for (int m = 0; m < 3; m++) {
         if (!gpu_ops_has_type(&v->ops, w[m]->type)) {
             err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w[m]->type));
@@ -302,21 +321,19 @@ static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *er
         v->slot_bytes += (size_t)n * w[m]->mat_bytes;
         v->weight_bytes += (size_t)n * w[m]->mat_bytes;
     }
-    for (int32_t x = 0; x < ne; x++) {
-        const int32_t slot = v->tier->slot_of[(size_t)il * (size_t)ne + (size_t)x];
+    for (int32_t slot = 0; slot < n; slot++) {
+        const int32_t x = v->tier->held[(size_t)il * (size_t)n + (size_t)slot];
         const uint8_t *mats[3];
-        int rc = slot < 0 ? 0 : vk_tier_expert_mats(e, il, x, mats);
+        int rc = x < 0 ? 0 : vk_tier_expert_mats(e, il, x, mats);
         if (rc < 0) {
             err_set(err, err_len, "gpu: expert %d of layer %d could not be read for its slot: %s",
                     x, il, strerror(-rc));
             return rc;
         }
-        for (int m = 0; slot >= 0 && m < 3; m++)
-            if (gpu_buf_write(v->dev, b[m], (size_t)slot * w[m]->mat_bytes, mats[m],
-                              w[m]->mat_bytes) < 0) {
-                err_set(err, err_len, "gpu: upload failed: %s", gpu_error(v->dev));
-                return -EIO;
-            }
+        if (x >= 0 && (rc = vk_slot_write(v, e->m, il, slot, mats)) < 0) {
+            err_set(err, err_len, "gpu: upload failed: %s", gpu_error(v->dev));
+            return rc;
+        }
     }
     return 0;
 }
@@ -348,7 +365,8 @@ static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, si
     if (per > 0 && left / per < (uint64_t)n)
         n = (int32_t)(left / per);
     vk_tier_free(v->tier);
-    if (!(v->tier = vk_tier_new(e, n))) {
+    if (!(v->tier = vk_tier_new(e, n)) ||
+        !(v->slot_bufs = calloc((size_t)m->hp.n_layer * 3, sizeof(*v->slot_bufs)))) {
         err_set(err, err_len, "gpu: out of memory");
         return -ENOMEM;
     }
@@ -541,6 +559,7 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->kv);
     free(v->tails);
     free(v->cpu_sel);
+    free(v->slot_bufs);
     vk_tier_free(v->tier);
     vk_rec_free(v->rec);
     free(v);
@@ -611,6 +630,9 @@ void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) 
         .slot_bytes = v ? v->slot_bytes : 0,
         .pairs_gpu = t ? t->pairs_gpu : 0,
         .pairs_cpu = t ? t->pairs_cpu : 0,
+        .hits = t ? t->hits : 0,
+        .misses = t ? t->misses : 0,
+        .promotions = t ? t->promotions : 0,
     };
 }
 
@@ -1186,6 +1208,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     const size_t xb = (size_t)n_tok * D * 4, rb = (size_t)n_tok * (size_t)hp->n_rot * 4;
     const size_t roff = (size_t)e->p.n_batch * D * 4;
     v->cpu_failed = false;
+    if (v->tier && v->tier->n_promote > 0) /* the last step's: before this one reads the slots */
+        vk_tier_promote(v->tier, e, vk_slot_promote, e);
     memcpy(gpu_buf_host(v->h_in), e->x, xb);
     memcpy((uint8_t *)gpu_buf_host(v->h_in) + roff, e->rope_cs, rb);
     if (vk_begin(v) < 0)

@@ -180,12 +180,15 @@ void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_
 /* Where the routed experts are on the GPU: n_slots of each MoE layer's n_expert in VRAM
  * (slot_bytes, part of engine_gpu_bytes' weights); with exchange, per MoE layer the others are
  * computed on the CPU (from the model image, or with cached through the expert cache), pairs_gpu
- * and pairs_cpu the (token, expert) pairs each side computed so far. n_slots 0 on the CPU. */
+ * and pairs_cpu the (token, expert) pairs each side computed so far, hits and misses a layer's
+ * distinct experts found in a VRAM slot or not (as the RAM cache counts its lookups), promotions
+ * the experts the slots took in since (they learn: frecency). n_slots 0 on the CPU. */
 struct engine_gpu_experts {
     int32_t n_expert, n_slots;
     bool exchange, cached;
     size_t slot_bytes;
     uint64_t pairs_gpu, pairs_cpu;
+    uint64_t hits, misses, promotions;
 };
 void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out);
 
