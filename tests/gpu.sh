@@ -111,6 +111,10 @@ check "daemon: a RAM budget on the GPU takes the three levels" $? "$(cat "$TMP/t
 a=$(ask "$port")
 [ -n "$a" ] && [ "$a" = "$b" ]
 check "daemon: the three levels' greedy completion is the CPU's" $? "three levels [$a] cpu [$b]"
+tiers=$(curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]
+print(g["experts_in_vram"], g["experts_per_layer"], g["vram_hits"] + g["vram_misses"] > 0, g["pairs_on_cpu"] > 0, g["pairs_on_gpu"] > 0, 0 <= g["vram_hit_rate"] <= 1, g["vram_promotions"] >= 0)')
+[ "$tiers" = "3 16 True True True True True" ]
+check "daemon: /v1/stats says the experts' split and the VRAM slots' hits" $? "$tiers"
 
 # gpt-oss's daemon: a chat of two turns on the GPU equals the CPU daemon's. The second reuses the
 # first's prompt; the first's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past
