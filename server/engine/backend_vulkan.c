@@ -381,6 +381,8 @@ static const char *vk_unsupported(const struct engine *e) {
     const struct model *m = e->m;
     if (m->experts_on_disk && m->hp.n_expert <= 0)
         return "its dense FFN streams from disk";
+    if (m->experts_on_disk && !e->experts)
+        return "its experts are on disk and no expert cache is attached";
     if (e->replay)
         return "routing is replayed";
     if (m->hp.arch == MODEL_ARCH_GEMMA4)
