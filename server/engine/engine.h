@@ -162,10 +162,9 @@ struct gpu;
  * computed. Returns 0, or a negative error with a message, the engine staying on the CPU:
  * -ENOTSUP for what the backend does not take yet (the message names it: gemma4, replayed
  * routing, a dense FFN streamed from disk, experts on disk without an expert cache, a weight type
- * without kernels), -ENOMEM when even the
- * part that must be in VRAM passes g's budget, -EIO when the device failed. A device lost later fails the step it happens in
- * (-EIO): the engine then drops the GPU, every sequence starts over, and later steps run on the
- * CPU. */
+ * without kernels), -ENOMEM when even the part that must be in VRAM passes g's budget, -EIO when
+ * the device failed. A device lost later fails the step it happens in (-EIO): the engine then
+ * drops the GPU, every sequence starts over, and later steps run on the CPU. */
 int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len);
 
 /* True while the steps run on a GPU. */
