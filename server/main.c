@@ -730,7 +730,7 @@ static int run_generate(const struct options *o) {
     if (o->ram_budget &&
         !(cache = budget_cache_new(m, e, o->ram_budget, &o->cache, stderr, err, sizeof(err))))
         goto fail;
-    if (!cache && !rp)
+    if (!rp) /* with a cache: the experts on three levels */
         budget_place_gpu(e, o->gpu_dev, stderr);
     double t_load = clock_now_s() - t0;
     if (o->dump_logits && !(dump = fopen(o->dump_logits, "wb"))) {

@@ -2,10 +2,11 @@
 # sniperd on the GPU (--gpu, --gpu-budget) end to end, on the machine's Vulkan device by number
 # (lavapipe in CI): the one-shot mode's logits and tokens equal the CPU's byte for byte (gpt-oss's
 # window rings, sinks and MXFP4 experts, gemma4's experts beside its dense FFNs and per-layer
-# embeddings included), a budget too small falls back to the CPU, a bad --gpu is refused, and the
-# daemon's answers and /v1/stats on the GPU (gpt-oss's and gemma4's chats over two turns too).
-# What the backend refuses (experts streamed, an expert cache, replayed routing) sniperd never
-# offers it: tests/test_gpu_engine.c's refused case checks the refusal.
+# embeddings included), a budget too small falls back to the CPU, the experts on three levels
+# (some in VRAM, the rest on the CPU from RAM or through the expert cache) give the CPU's bytes, a
+# bad --gpu is refused, and the daemon's answers and /v1/stats on the GPU (gpt-oss's and gemma4's
+# chats over two turns, and a RAM budget's three levels, too). What the backend refuses (experts
+# on disk without a cache, replayed routing) is tests/test_gpu_engine.c's refused case.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -52,6 +53,28 @@ grep -q "would pass the budget.*running on the CPU" "$TMP/small.err" &&
     cmp -s "$TMP/small.out" <("$BUILD/sniperd" -m "$TMP/moe.gguf" -p "hello" -n 6 --temp 0 --gpu none 2>/dev/null)
 check "--gpu-budget too small: the CPU, with the budget named" $? "$(cat "$TMP/small.err")"
 
+# the experts on three levels: a budget that holds 3 of a layer's 16 experts (the rest computed on
+# the CPU from RAM), and the experts through an expert cache with some or all of them in VRAM: the
+# CPU's logits, tokens and text byte for byte
+three() { # three NAME ARGS...: the one-shot on the GPU with ARGS, against moe-none's output
+    "$BUILD/sniperd" -m "$TMP/moe.gguf" -p "The quick brown fox jumps over the lazy dog" -n 12 \
+        --temp 0 --threads 2 --gpu 0 --dump-logits "$TMP/$1.f32" --dump-tokens "$TMP/$1.json" \
+        "${@:2}" >"$TMP/$1.out" 2>"$TMP/$1.err"
+    cmp -s "$TMP/moe-none.f32" "$TMP/$1.f32" && cmp -s "$TMP/moe-none.json" "$TMP/$1.json" &&
+        cmp -s "$TMP/moe-none.out" "$TMP/$1.out"
+}
+three tier-ram --ctx-size 256 -b 16 --gpu-budget 12M &&
+    grep -q "routed experts: 3 of 16 a layer in VRAM.*on the CPU from RAM" "$TMP/tier-ram.err"
+check "three levels: 3 of 16 experts in VRAM, the rest from RAM: the CPU's bytes" $? \
+    "$(cat "$TMP/tier-ram.err")"
+three tier-ssd --ctx-size 256 -b 16 --gpu-budget 12M --ram-budget 160M &&
+    grep -q "routed experts: 3 of 16 a layer in VRAM.*through the expert cache" "$TMP/tier-ssd.err"
+check "three levels: 3 of 16 experts in VRAM, the rest through the expert cache: the CPU's bytes" \
+    $? "$(cat "$TMP/tier-ssd.err")"
+three tier-all --ram-budget 160M && grep -q "routed experts: all 16 a layer in VRAM" "$TMP/tier-all.err"
+check "three levels: every expert in VRAM, read through the expert cache: the CPU's bytes" $? \
+    "$(cat "$TMP/tier-all.err")"
+
 # a --gpu that names nothing usable is refused before anything loads
 "$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 99 >/dev/null 2>"$TMP/bad.err"
 rc=$?
@@ -77,6 +100,16 @@ check "daemon: /v1/stats gpu.on with its weights' bytes" "$([ "$on" = "True True
 a=$(ask "$gport") b=$(ask "$cport")
 [ -n "$a" ] && [ "$a" = "$b" ]
 check "daemon: the GPU's greedy completion is the CPU's" $? "gpu [$a] cpu [$b]"
+serve "$TMP/moe.gguf" tier-daemon --gpu 0 --ram-budget 160M --ctx-size 256 -b 16 --gpu-budget 12M
+grep -q "routed experts: 3 of 16" "$TMP/tier-daemon.err"
+check "daemon: a RAM budget on the GPU takes the three levels" $? "$(cat "$TMP/tier-daemon.err")"
+a=$(ask "$port")
+[ -n "$a" ] && [ "$a" = "$b" ]
+check "daemon: the three levels' greedy completion is the CPU's" $? "three levels [$a] cpu [$b]"
+tiers=$(curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]
+print(g["experts_in_vram"], g["experts_per_layer"], g["vram_hits"] + g["vram_misses"] > 0, g["pairs_on_cpu"] > 0, g["pairs_on_gpu"] > 0, 0 <= g["vram_hit_rate"] <= 1, g["vram_promotions"] >= 0)')
+[ "$tiers" = "3 16 True True True True True" ]
+check "daemon: /v1/stats says the experts' split and the VRAM slots' hits" $? "$tiers"
 
 # gpt-oss's daemon: a chat of two turns on the GPU equals the CPU daemon's. The second reuses the
 # first's prompt; the first's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past

@@ -4,14 +4,18 @@
  * sequences in one step, a context's rows exported and imported, Qwen3.5 (DeltaNet and gated
  * attention: its checkpoints and recurrent state too), gpt-oss (window rings that wrap, sinks,
  * biases, MXFP4 experts; rollbacks through checkpoints), Gemma 4 (per-layer head shapes, shared
- * KV, GeGLU, experts beside the dense FFN, per-layer embeddings), what the backend refuses, and a device
- * lost in the middle of a request (the engine goes on on the CPU). */
+ * KV, GeGLU, experts beside the dense FFN, per-layer embeddings), the experts on three levels
+ * (none, some or all of a layer's experts in VRAM, the rest on the CPU from RAM or through a cache
+ * that misses on every token: the same bits), what the backend refuses, a budget too small for
+ * what must be in VRAM, and a device lost in the middle of a request (the engine goes on on the
+ * CPU). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+#include "expert_cache.h"
 #include "fault.h"
 #include "gpu.h"
 #include "harness.h"
@@ -530,7 +534,281 @@ static void test_gemma4_checkpoints(void) {
     window_checkpoints("g4ck.gguf", "--preset tiny-gemma4-ple --types q4_k_m");
 }
 
-/* What the backend does not take yet stays on the CPU, and says why: experts streamed from disk. */
+/* ---- experts on three levels: VRAM slots, the CPU from RAM, the CPU through the SSD --------- */
+
+enum { TIER_A = 21, TIER_B = 13, TIER_STEPS = 4 };
+
+/* How a placement runs: slots is engine_params.gpu_expert_slots (on the CPU: unused); with a
+ * cache of the fewest slots (the model opened with its experts on disk) every token misses. */
+struct tier_run {
+    struct gpu *g;        /* NULL: the CPU */
+    int32_t slots;
+    bool disk, prefetch;
+};
+
+/* Two sequences' prompts (every row) in steps of 16 that carry both, then TIER_STEPS decode
+ * steps of both in one batch, into out ((TIER_A + TIER_B + 2 TIER_STEPS) rows); *ge gets where
+ * the experts were. Returns 0 or the first error (a failed CHECK is recorded). */
+static int tier_eval(const char *path, const struct tier_run *r, float *out,
+                     struct engine_gpu_experts *ge) {
+    char err[256] = "";
+    struct model *m = model_open(path, r->disk, err, sizeof(err));
+    CHECK_MSG(m != NULL, "model_open(%s): %s", path, err);
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 16;
+    ep.n_seq = 2;
+    ep.n_threads = 2;
+    ep.prefetch = r->prefetch ? ENGINE_PREFETCH_ALWAYS : ENGINE_PREFETCH_OFF;
+    ep.gpu_expert_slots = r->slots;
+    struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    struct expert_cache *c = NULL;
+    int rc = -EINVAL;
+    if (!e)
+        goto out;
+    if (r->disk) {
+        const size_t slot = expert_cache_slot_bytes(m);
+        c = expert_cache_new(m, slot * (size_t)expert_cache_min_slots(m), NULL, err, sizeof(err));
+        CHECK_MSG(c != NULL, "expert_cache_new: %s", err);
+        if (!c)
+            goto out;
+        engine_set_experts(e, c);
+    }
+    if (r->g && (rc = engine_use_gpu(e, r->g, err, sizeof(err))) < 0) {
+        CHECK_MSG(false, "engine_use_gpu: %s", err);
+        goto out;
+    }
+    const int32_t V = m->hp.n_vocab;
+    int32_t a[TIER_A], b[TIER_B];
+    prompt(a, TIER_A, V, 11);
+    prompt(b, TIER_B, V, 12);
+    struct engine_part pp[2] = {
+        {.seq = 0, .tokens = a, .n = TIER_A, .logits = out, .all_logits = true},
+        {.seq = 1, .tokens = b, .n = TIER_B, .logits = out + (size_t)TIER_A * V,
+         .all_logits = true}};
+    rc = engine_eval_batch(e, pp, 2);
+    for (int32_t s = 0; rc == 0 && s < TIER_STEPS; s++) {
+        int32_t next[2] = {(s * 31 + 7) % V, (s * 17 + 3) % V};
+        float *row = out + (size_t)(TIER_A + TIER_B + 2 * s) * V;
+        struct engine_part dp[2] = {{.seq = 0, .tokens = &next[0], .n = 1, .logits = row},
+                                    {.seq = 1, .tokens = &next[1], .n = 1, .logits = row + V}};
+        rc = engine_eval_batch(e, dp, 2);
+    }
+    engine_gpu_experts(e, ge);
+out:
+    engine_free(e);
+    expert_cache_free(c);
+    model_free(m);
+    return rc;
+}
+
+/* A model's logits on the GPU equal the CPU's (all in RAM) bit for bit whatever the placement:
+ * no routed expert in VRAM, some, all; the model in RAM or its experts through a cache that
+ * misses on every token, with the lookahead on and off: the first n_runs of those placements (2:
+ * some in RAM and all through the cache, the runs whose pairs on the GPU reach the tiled
+ * products; make test's time is kept for the placements that differ). */
+static void tier_invariant(const char *file, const char *args, size_t n_runs) {
+    struct gpu *g = open_any();
+    char path[1024];
+    if (!g || test_make_model(path, sizeof(path), file, args) < 0) {
+        gpu_close(g);
+        return;
+    }
+    char err[256] = "";
+    struct model *hm = model_open(path, false, err, sizeof(err));
+    CHECK_MSG(hm != NULL, "model_open(%s): %s", path, err);
+    const int32_t V = hm ? hm->hp.n_vocab : 0, NE = hm ? hm->hp.n_expert : 0;
+    model_free(hm);
+    const size_t rows = TIER_A + TIER_B + 2 * TIER_STEPS;
+    float *want = calloc(rows * (size_t)V, 4), *got = calloc(rows * (size_t)V, 4);
+    struct engine_gpu_experts ge;
+    const struct tier_run cpu = {.g = NULL};
+    if (!want || !got || NE < 4 || tier_eval(path, &cpu, want, &ge) < 0) {
+        CHECK_MSG(false, "%s: the CPU's run", args);
+        goto out;
+    }
+    const struct tier_run runs[] = {
+        {g, 3, false, false}, {g, NE, true, false}, {g, -1, false, false},
+        {g, -1, true, true},  {g, -1, true, false}, {g, 3, true, true},
+    };
+    for (size_t i = 0; i < n_runs && i < sizeof(runs) / sizeof(runs[0]); i++) {
+        const struct tier_run *r = &runs[i];
+        memset(got, 0, rows * (size_t)V * 4);
+        CHECK_EQ_INT(tier_eval(path, r, got, &ge), 0);
+        const int32_t bad = rows_differ(want, got, (int32_t)rows, V);
+        CHECK_MSG(bad == 0, "%s: %d slots, experts %s, prefetch %s: %d of %zu rows differ from "
+                  "the CPU's", args, r->slots, r->disk ? "on disk" : "in RAM",
+                  r->prefetch ? "on" : "off", bad, rows);
+        const int32_t slots = r->slots == 0 ? NE : r->slots < 0 ? 0 : r->slots;
+        CHECK_EQ_INT(ge.n_slots, slots);
+        CHECK(ge.exchange == (r->disk || slots < NE));
+        CHECK_MSG(!ge.exchange || ((ge.pairs_gpu > 0) == (slots > 0) &&
+                                   (ge.pairs_cpu > 0) == (slots < NE)),
+                  "%s: %d slots: %llu pairs on the GPU, %llu on the CPU", args, slots,
+                  (unsigned long long)ge.pairs_gpu, (unsigned long long)ge.pairs_cpu);
+    }
+out:
+    free(want);
+    free(got);
+    gpu_close(g);
+}
+
+static void test_tier_qwen3moe(void) {
+    tier_invariant("tier.gguf", "--preset tiny", 6);
+    /* K-quant experts: steps of 16 tokens take the tiled products over the slots' pairs */
+    tier_invariant("tierq.gguf", "--preset tiny --types q4_k_m --n-ff 256", 2);
+}
+
+static void test_tier_qwen35moe(void) {
+    tier_invariant("tier35.gguf", "--preset tiny-qwen35moe", 4); /* shared experts, DeltaNet */
+}
+
+static void test_tier_gptoss(void) {
+    tier_invariant("tieross.gguf", "--preset tiny-gpt-oss --types mxfp4_moe", 2); /* biases */
+}
+
+/* What the static placement would have hit: a layer's distinct experts below n_slots (the route
+ * observer's unions). */
+struct static_hits {
+    int32_t n_slots;
+    uint64_t hits, lookups;
+};
+
+static void count_static(void *ctx, int il, const int32_t *ids, int32_t n) {
+    struct static_hits *h = ctx;
+    (void)il;
+    for (int32_t i = 0; i < n; i++)
+        h->hits += ids[i] < h->n_slots;
+    h->lookups += (uint64_t)n;
+}
+
+/* The VRAM slots learn: decoding the same token over and over routes to the same few experts of a
+ * layer, which the slots take in (promotions) and then hit far more often than the first experts
+ * that fit would have been hit; every step's logits stay the CPU's. */
+static void test_tier_learns(void) {
+    struct gpu *g = open_any();
+    struct model *m = g ? make_load("tierl.gguf", "--preset tiny") : NULL;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 8;
+    ep.n_threads = 2;
+    ep.gpu_expert_slots = 4;
+    char err[256] = "";
+    struct engine *c = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    const int32_t V = m ? m->hp.n_vocab : 0;
+    float *lc = calloc((size_t)V + 1, 4), *le = calloc((size_t)V + 1, 4);
+    struct static_hits sh = {.n_slots = 4};
+    if (!c || !e || !lc || !le || engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        CHECK_MSG(!m, "setting up: %s", err);
+        goto out;
+    }
+    engine_set_route_observer(e, count_static, &sh);
+    int32_t ids[8], tok = 5;
+    prompt(ids, 8, V, 10);
+    CHECK_EQ_INT(engine_eval(c, 0, ids, 8, lc, false), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 8, le, false), 0);
+    int32_t bad = rows_differ(lc, le, 1, V);
+    for (int s = 0; s < 24; s++) {
+        CHECK_EQ_INT(engine_eval(c, 0, &tok, 1, lc, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, &tok, 1, le, false), 0);
+        bad += rows_differ(lc, le, 1, V);
+    }
+    CHECK_MSG(bad == 0, "%d of 25 steps' logits differ from the CPU's", bad);
+    struct engine_gpu_experts x;
+    engine_gpu_experts(e, &x);
+    CHECK_MSG(x.promotions > 0 && x.hits + x.misses == sh.lookups && x.hits > 2 * sh.hits,
+              "%llu promotions; %llu hits of %llu lookups where the first 4 experts would have "
+              "had %llu", (unsigned long long)x.promotions, (unsigned long long)x.hits,
+              (unsigned long long)sh.lookups, (unsigned long long)sh.hits);
+out:
+    free(lc);
+    free(le);
+    engine_free(c);
+    engine_free(e);
+    model_free(m);
+    gpu_close(g);
+}
+
+/* A read of an expert that fails on the CPU's side of the exchange fails that request (-EIO) and
+ * nothing else: the engine stays on the GPU, the sequence ends where it was, and goes on with the
+ * CPU's bits. */
+static void test_tier_read_fault(void) {
+    struct gpu *g = open_any();
+    char path[1024], err[256] = "";
+    if (!g || test_make_model(path, sizeof(path), "tierf.gguf", "--preset tiny") < 0) {
+        gpu_close(g);
+        return;
+    }
+    struct model *hm = model_load(path, err, sizeof(err));
+    struct model *dm = model_open(path, true, err, sizeof(err));
+    struct engine *c = hm ? new_engine(hm, QTYPE_F16, 1, 8) : NULL;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 8;
+    ep.n_threads = 2;
+    ep.gpu_expert_slots = -1; /* every routed expert on the CPU */
+    struct engine *e = dm ? engine_new(dm, &ep, err, sizeof(err)) : NULL;
+    struct expert_cache *cache =
+        dm ? expert_cache_new(dm, expert_cache_slot_bytes(dm) *
+                                      (size_t)expert_cache_min_slots(dm), NULL, err, sizeof(err))
+           : NULL;
+    const int32_t V = hm ? hm->hp.n_vocab : 0;
+    float *lc = calloc((size_t)V + 1, 4), *le = calloc((size_t)V + 1, 4);
+    if (!c || !e || !cache || !lc || !le) {
+        CHECK_MSG(false, "setting up: %s", err);
+        goto out;
+    }
+    engine_set_experts(e, cache);
+    CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), 0);
+    int32_t ids[9], next[2] = {5, 77};
+    prompt(ids, 9, V, 9);
+    CHECK_EQ_INT(engine_eval(c, 0, ids, 9, lc, false), 0);
+    CHECK_EQ_INT(engine_eval(e, 0, ids, 9, le, false), 0);
+    fault_arm(FAULT_READ, 2); /* after the token's embedding row: a missed expert of layer 0 */
+    CHECK_EQ_INT(engine_eval(e, 0, &next[0], 1, le, false), -EIO);
+    fault_arm(FAULT_READ, 0);
+    CHECK_MSG(engine_on_gpu(e), "a failed expert read dropped the GPU");
+    CHECK_EQ_INT(engine_n_past(e, 0), 9);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(engine_eval(c, 0, &next[i], 1, lc, false), 0);
+        CHECK_EQ_INT(engine_eval(e, 0, &next[i], 1, le, false), 0);
+        CHECK_MSG(memcmp(lc, le, (size_t)V * 4) == 0, "after the failed read, step %d differs", i);
+    }
+out:
+    free(lc);
+    free(le);
+    engine_free(c);
+    engine_free(e);
+    expert_cache_free(cache);
+    model_free(hm);
+    model_free(dm);
+    gpu_close(g);
+}
+
+/* A budget too small for even what must be in VRAM: the engine stays on the CPU, says why, and
+ * leaves nothing behind on the device. */
+static void test_tier_budget_too_small(void) {
+    struct gpu *g0 = open_any();
+    const int idx = g0 ? gpu_get_info(g0)->index : -1;
+    gpu_close(g0);
+    char err[256] = "";
+    struct gpu *g = idx >= 0 ? gpu_open(idx, 1u << 20, err, sizeof(err)) : NULL;
+    CHECK_MSG(idx < 0 || g != NULL, "gpu_open: %s", err);
+    struct model *m = g ? make_load("tiny1m.gguf", "--preset tiny") : NULL;
+    struct engine *e = m ? new_engine(m, QTYPE_F16, 1, 8) : NULL;
+    if (e) {
+        CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), -ENOMEM);
+        CHECK_MSG(strstr(err, "budget") != NULL, "%s", err);
+        CHECK(!engine_on_gpu(e));
+        CHECK_EQ_INT(gpu_used_bytes(g), 0);
+    }
+    engine_free(e);
+    model_free(m);
+    gpu_close(g);
+}
+
+/* What the backend does not take yet stays on the CPU, and says why. */
 static void test_refused(void) {
     struct gpu *g = open_any();
     char path[1024], err[256] = "";
@@ -593,6 +871,12 @@ static const struct test_case cases[] = {
     {"gemma4_two_sequences", test_gemma4_two_sequences},
     {"gemma4_context_rows", test_gemma4_context_rows},
     {"gemma4_checkpoints", test_gemma4_checkpoints},
+    {"tier_qwen3moe", test_tier_qwen3moe},
+    {"tier_qwen35moe", test_tier_qwen35moe},
+    {"tier_gptoss", test_tier_gptoss},
+    {"tier_learns", test_tier_learns},
+    {"tier_read_fault", test_tier_read_fault},
+    {"tier_budget_too_small", test_tier_budget_too_small},
     {"refused", test_refused},
     {"device_lost", test_device_lost},
     {0},

@@ -4,6 +4,13 @@
  *
  *     bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] [--threads T] [--batch B]
  *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0]
+ *                      [--gpu-budget SIZE] [--gpu-experts N] [--ram-budget SIZE]
+ *
+ * The experts on three levels: --gpu-budget bounds the device memory (the routed experts take
+ * the VRAM slots that the rest leaves, the others are computed on the CPU), --gpu-experts caps the
+ * slots a MoE layer holds (-1: none, every routed expert on the CPU), --ram-budget opens the model
+ * with its experts on disk behind an expert cache of SIZE (each engine its own), and the line
+ * "experts:" says where the decode's experts were computed and what the cache read.
  *
  * Prints the device, the upload (weights GB/s from RAM), the GPU's prefill of --prompt ids and
  * greedy decode of --gen tokens (tok/s), then the CPU's of --cpu-prompt / --cpu-gen (0: skipped)
@@ -17,9 +24,11 @@
 #include <time.h>
 
 #include "engine.h"
+#include "expert_cache.h"
 #include "gpu.h"
 #include "model.h"
 #include "ops.h"
+#include "units.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -31,6 +40,8 @@ struct opts {
     const char *model, *gpu;
     int32_t prompt, gen, cpu_prompt, cpu_gen, batch, threads;
     enum qtype kv;
+    uint64_t gpu_budget, ram_budget; /* bytes; 0: the device's, the whole model in RAM */
+    int32_t gpu_experts;             /* engine_params.gpu_expert_slots */
 };
 
 /* A run's figures and its logits rows (the prompt's last, then each decode step's). */
@@ -76,17 +87,47 @@ static double decode_weight_bytes(const struct model *m) {
     return sum;
 }
 
-static struct engine *make_engine(const struct model *m, const struct opts *o) {
+/* An engine for m; with --ram-budget its expert cache into *cache (freed by the caller after
+ * the engine). */
+static struct engine *make_engine(const struct model *m, const struct opts *o,
+                                  struct expert_cache **cache) {
     struct engine_params ep = engine_params_default();
     ep.n_ctx = o->prompt + o->gen + 16;
     ep.n_batch = o->batch;
     ep.kv_type = o->kv;
     ep.n_threads = o->threads;
+    ep.gpu_expert_slots = o->gpu_experts;
     char err[256];
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
-    if (!e)
+    *cache = e && o->ram_budget ? expert_cache_new(m, o->ram_budget, NULL, err, sizeof(err)) : NULL;
+    if (!e || (o->ram_budget && !*cache)) {
         fprintf(stderr, "bench-gpumodel: %s\n", err);
+        engine_free(e);
+        return NULL;
+    }
+    engine_set_experts(e, *cache);
     return e;
+}
+
+/* Where the experts of the GPU's run were computed, and what the cache read. */
+static void print_experts(const struct engine *e, const struct expert_cache *c) {
+    struct engine_gpu_experts x;
+    engine_gpu_experts(e, &x);
+    const uint64_t all = x.pairs_gpu + x.pairs_cpu;
+    printf("experts: %d of %d a layer in VRAM (%.2f GB); pairs on the GPU %llu, on the CPU %llu "
+           "(%.1f%% on the GPU)", x.n_slots, x.n_expert, (double)x.slot_bytes * 1e-9,
+           (unsigned long long)x.pairs_gpu, (unsigned long long)x.pairs_cpu,
+           all ? 100.0 * (double)x.pairs_gpu / (double)all : 100.0);
+    printf("; VRAM slots: hits %llu, misses %llu, promotions %llu", (unsigned long long)x.hits,
+           (unsigned long long)x.misses, (unsigned long long)x.promotions);
+    if (c) {
+        struct expert_cache_stats st;
+        expert_cache_get_stats(c, &st);
+        printf("; cache %d slots, hits %llu, misses %llu, %.2f GB read", st.n_slots,
+               (unsigned long long)st.hits, (unsigned long long)st.misses,
+               (double)st.bytes_read * 1e-9);
+    }
+    printf("\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o) {
@@ -112,6 +153,11 @@ static int parse(int argc, char **argv, struct opts *o) {
             o->threads = atoi(v);
         else if (!strcmp(a, "--kv-type"))
             o->kv = !strcmp(v, "f32") ? QTYPE_F32 : !strcmp(v, "q8_0") ? QTYPE_Q8_0 : QTYPE_F16;
+        else if (!strcmp(a, "--gpu-experts"))
+            o->gpu_experts = atoi(v);
+        else if ((!strcmp(a, "--gpu-budget") && units_parse_bytes(v, &o->gpu_budget) == 0) ||
+                 (!strcmp(a, "--ram-budget") && units_parse_bytes(v, &o->ram_budget) == 0))
+            continue;
         else
             return -EINVAL;
     }
@@ -126,11 +172,12 @@ int main(int argc, char **argv) {
     if ((argc - 1) % 2 || parse(argc, argv, &o) < 0) {
         fprintf(stderr, "usage: bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] "
                         "[--threads T] [--batch B] [--cpu-prompt N] [--cpu-gen N] "
-                        "[--kv-type f16|f32|q8_0]\n");
+                        "[--kv-type f16|f32|q8_0] [--gpu-budget SIZE] [--gpu-experts N] "
+                        "[--ram-budget SIZE]\n");
         return 2;
     }
     double t0 = now_s();
-    struct model *m = model_load(o.model, err, sizeof(err));
+    struct model *m = model_open(o.model, o.ram_budget > 0, err, sizeof(err));
     if (!m) {
         fprintf(stderr, "bench-gpumodel: %s\n", err);
         return 1;
@@ -138,7 +185,7 @@ int main(int argc, char **argv) {
     printf("model: %s, %.2f GB read in %.1f s\n", o.model, (double)m->resident_bytes * 1e-9,
            now_s() - t0);
     int idx = gpu_choose(o.gpu, err, sizeof(err));
-    struct gpu *g = idx >= 0 ? gpu_open(idx, 0, err, sizeof(err)) : NULL;
+    struct gpu *g = idx >= 0 ? gpu_open(idx, o.gpu_budget, err, sizeof(err)) : NULL;
     if (!g) {
         fprintf(stderr, "bench-gpumodel: %s\n", err[0] ? err : "no device");
         model_free(m);
@@ -156,7 +203,8 @@ int main(int argc, char **argv) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (int32_t)(x % (uint64_t)V);
     }
-    struct engine *e = make_engine(m, &o);
+    struct expert_cache *ce = NULL, *cc = NULL;
+    struct engine *e = make_engine(m, &o, &ce);
     int status = 1;
     if (!ids || !rg.rows || !rc.rows || !e)
         goto out;
@@ -196,9 +244,11 @@ int main(int argc, char **argv) {
     printf("decode reads %.3f GB of weights a token (the routed experts' %d of %d): %.0f GB/s of "
            "them at that speed\n", wpt * 1e-9, m->hp.n_expert_used, m->hp.n_expert,
            o.gen && rg.decode_s > 0 ? wpt * o.gen / rg.decode_s * 1e-9 : 0.0);
+    if (m->hp.n_expert > 0)
+        print_experts(e, ce);
     status = 0;
     if (o.cpu_prompt > 0) { /* the CPU's run of the first ids, and the GPU's again to compare */
-        struct engine *c = make_engine(m, &o);
+        struct engine *c = make_engine(m, &o, &cc);
         struct run rg2 = {.rows = calloc((size_t)(o.cpu_gen + 1) * (size_t)V, sizeof(float))};
         engine_truncate(e, 0, 0);
         if (!c || !rg2.rows || run_engine(c, ids, o.cpu_prompt, o.cpu_gen, V, &rc) < 0 ||
@@ -220,9 +270,11 @@ int main(int argc, char **argv) {
         }
         free(rg2.rows);
         engine_free(c);
+        expert_cache_free(cc);
     }
 out:
     engine_free(e);
+    expert_cache_free(ce);
     gpu_close(g);
     model_free(m);
     free(ids);

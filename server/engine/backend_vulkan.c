@@ -14,15 +14,18 @@
  * as the host decides. A window layer's rows are a ring, as the host's (sequence.h). Supported
  * here: attention layers (full, gated, or over a sliding window with sinks; each in its own head
  * shape), DeltaNet layers, dense and routed FFNs (shared experts, biases, fused gate_up), every
- * weight type with kernels, and gemma4's layers (backend_vulkan_gemma4.c); experts streamed from
- * disk or through an expert cache and replayed routing stay on the CPU, and engine_use_gpu says
- * so. */
+ * weight type with kernels, and gemma4's layers (backend_vulkan_gemma4.c); a dense FFN streamed
+ * from disk and replayed routing stay on the CPU, and engine_use_gpu says so. Routed experts
+ * that VRAM does not hold (the budget, or streamed through an expert cache) are computed on the
+ * CPU, layer by layer (vk_moe_exchange; the host's half in backend_vulkan_experts.c), and added on
+ * the device in the routing's order: the same bits (not for gemma4's fused gate_up experts yet). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_vulkan_experts.h"
 #include "backend_vulkan_impl.h"
 #include "clock.h"
 #include "engine_impl.h"
@@ -123,7 +126,8 @@ static int vk_gate_up_exps(struct engine_vk *v, const struct model_layer *l, str
     return 0;
 }
 
-/* Layer il's tensors, in its own head shape. */
+/* Layer il's tensors, in its own head shape, but its routed experts' matrices (vk_experts_upload,
+ * vk_slots_fill). */
 static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, char *err,
                            size_t err_len) {
     const struct model_hparams *hp = &m->hp;
@@ -150,8 +154,6 @@ static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, c
     if (l->ffn == MODEL_FFN_MOE &&
         ((rc = vk_weight(v, &l->ffn_gate_inp, &d->router, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_gate_inp_b, NE, &d->router_b, err, err_len)) ||
-         (rc = vk_gate_up_exps(v, l, d, err, err_len)) ||
-         (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_gate_exps_b, NE * F, &d->gate_exps_b, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_up_exps_b, NE * F, &d->up_exps_b, err, err_len)) ||
          (rc = vk_floats(v, l->ffn_down_exps_b, NE * E, &d->down_exps_b, err, err_len)) ||
@@ -168,13 +170,169 @@ static int vk_layer_upload(struct engine_vk *v, const struct model *m, int il, c
     return 0;
 }
 
+/* Every MoE layer's routed experts' matrices, whole (every expert in VRAM). */
+static int vk_experts_upload(struct engine_vk *v, const struct model *m, char *err,
+                             size_t err_len) {
+    int rc = 0;
+    for (int il = 0; rc == 0 && il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        struct vk_layer *d = &v->layers[il];
+        if (l->ffn == MODEL_FFN_MOE &&
+            ((rc = vk_gate_up_exps(v, l, d, err, err_len)) ||
+             (rc = vk_weight(v, &l->ffn_down_exps, &d->down_exps, err, err_len))))
+            return rc;
+    }
+    return rc;
+}
+
+/* Device bytes of one slot in every MoE layer (an expert's gate, up and down matrices). */
+static size_t vk_slot_row_bytes(const struct model *m) {
+    size_t n = 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        if (l->ffn == MODEL_FFN_MOE)
+            n += l->ffn_gate_exps.mat_bytes + l->ffn_up_exps.mat_bytes +
+                 l->ffn_down_exps.mat_bytes;
+    }
+    return n;
+}
+
+/* The exchange's buffers for n_batch tokens (tier_pairs, h_rows, h_tier_pairs, h_exp, cpu_sel). */
+static int vk_tier_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, D = (size_t)e->m->hp.n_embd;
+    const int32_t n_ids = v->tier->n_expert; /* the slots are at most the experts */
+    int rc = vk_area(v, &v->tier_pairs, 4 * B * K * 4 + gpu_pair_groups_bytes((int32_t)(B * K),
+                                                                              n_ids), err, err_len);
+    if (rc < 0)
+        return rc;
+    if (!(v->h_rows = vk_host(v, 2 * B * D * 4, err, err_len)) ||
+        !(v->h_tier_pairs = vk_host(v, 3 * B * K * 4, err, err_len)) ||
+        !(v->h_exp = vk_host(v, B * K * D * 4, err, err_len)))
+        return -ENOMEM;
+    if (!(v->cpu_sel = calloc(B * K, sizeof(*v->cpu_sel)))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* Writes one expert's matrices into slot `slot` of layer il of model m. Returns 0 or -EIO. */
+static int vk_slot_write(struct engine_vk *v, const struct model *m, int il, int32_t slot,
+                         const uint8_t *const mats[3]) {
+    const struct model_layer *l = &m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    for (int k = 0; k < 3; k++)
+        if (gpu_buf_write(v->dev, v->slot_bufs[(size_t)il * 3 + (size_t)k],
+                          (size_t)slot * w[k]->mat_bytes, mats[k], w[k]->mat_bytes) < 0)
+            return -EIO;
+    return 0;
+}
+
+/* vk_tier_upload_fn for a promotion: ctx is the engine. */
+static int vk_slot_promote(void *ctx, int il, int32_t slot, const uint8_t *const mats[3]) {
+    const struct engine *e = ctx;
+    return vk_slot_write(e->vk, e->m, il, slot, mats);
+}
+
+/* Layer il's slots: its gate, up and down matrices for n_slots experts each, filled with the
+ * experts the placement gives them (from the image, or read through the expert cache). */
+static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *err,
+                         size_t err_len) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    uint64_t *addr[3] = {&v->layers[il].gate_exps, &v->layers[il].up_exps,
+                         &v->layers[il].down_exps};
+    struct gpu_buf **b = v->slot_bufs + (size_t)il * 3;
+    const int32_t n = v->tier->n_slots;
+    for (int m = 0; m < 3; m++) {
+        if (!gpu_ops_has_type(&v->ops, w[m]->type)) {
+            err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w[m]->type));
+            return -ENOTSUP;
+        }
+        if (!(b[m] = vk_buf(v, (size_t)n * w[m]->mat_bytes, err, err_len)))
+            return -ENOMEM;
+        *addr[m] = gpu_buf_addr(b[m]);
+        v->slot_bytes += (size_t)n * w[m]->mat_bytes;
+        v->weight_bytes += (size_t)n * w[m]->mat_bytes;
+    }
+    for (int32_t slot = 0; slot < n; slot++) {
+        const int32_t x = v->tier->held[(size_t)il * (size_t)n + (size_t)slot];
+        const uint8_t *mats[3];
+        int rc = x < 0 ? 0 : vk_tier_expert_mats(e, il, x, mats);
+        if (rc < 0) {
+            err_set(err, err_len, "gpu: expert %d of layer %d could not be read for its slot: %s",
+                    x, il, strerror(-rc));
+            return rc;
+        }
+        if (x >= 0 && (rc = vk_slot_write(v, e->m, il, slot, mats)) < 0) {
+            err_set(err, err_len, "gpu: upload failed: %s", gpu_error(v->dev));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Whether a MoE layer of m keeps its experts' gate and up as one fused tensor (gemma4): the three
+ * levels' slots do not take those yet. */
+static bool vk_fused_experts(const struct model *m) {
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].ffn_gate_up_exps.tensor)
+            return true;
+    return false;
+}
+
+/* The routed experts after everything else is placed: every one in VRAM where the engine asks
+ * for all (gpu_expert_slots 0), the model image holds them and the budget leaves room; otherwise
+ * the three levels, with as many slots per MoE layer as asked and the room allows (0 too: every
+ * routed expert on the CPU). */
+static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct model *m = e->m;
+    const int32_t ne = m->hp.n_expert, ask = e->p.gpu_expert_slots;
+    if (ne <= 0)
+        return 0;
+    const uint64_t used = gpu_used_bytes(v->dev), budget = gpu_budget_bytes(v->dev);
+    const size_t per = vk_slot_row_bytes(m);
+    const uint64_t room = budget > used ? budget - used : 0;
+    int32_t n = ask == 0 ? ne : ask < 0 ? 0 : ask < ne ? ask : ne;
+    const bool image = !m->experts_on_disk && !e->experts;
+    if (image && n == ne && (per == 0 || room >= (uint64_t)per * (uint64_t)ne))
+        return vk_experts_upload(v, m, err, err_len);
+    if (vk_fused_experts(m)) {
+        err_set(err, err_len, "gpu: the experts do not fit in VRAM, and their fused gate_up is not "
+                              "on three levels yet");
+        return -ENOSPC;
+    }
+    if (!(v->tier = vk_tier_new(e, 0))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    int rc = vk_tier_buffers(e, v, err, err_len); /* first: the slots take what is left */
+    if (rc < 0)
+        return rc;
+    const uint64_t left = budget > gpu_used_bytes(v->dev) ? budget - gpu_used_bytes(v->dev) : 0;
+    if (per > 0 && left / per < (uint64_t)n)
+        n = (int32_t)(left / per);
+    vk_tier_free(v->tier);
+    if (!(v->tier = vk_tier_new(e, n)) ||
+        !(v->slot_bufs = calloc((size_t)m->hp.n_layer * 3, sizeof(*v->slot_bufs)))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    for (int il = 0; rc == 0 && n > 0 && il < m->hp.n_layer; il++)
+        if (m->layers[il].ffn == MODEL_FFN_MOE)
+            rc = vk_slots_fill(e, v, il, err, err_len);
+    return rc;
+}
+
 /* Why the model cannot run on the GPU here, or NULL. */
 static const char *vk_unsupported(const struct engine *e) {
     const struct model *m = e->m;
-    if (m->experts_on_disk)
-        return "its experts stream from disk (the three-level placement is the next step)";
-    if (e->experts)
-        return "an expert cache is attached";
+    if (vk_fused_experts(m) && (m->experts_on_disk || e->experts || e->p.gpu_expert_slots != 0))
+        return "its experts' fused gate_up is not on three levels (VRAM, RAM, SSD) yet";
+    if (m->experts_on_disk && m->hp.n_expert <= 0)
+        return "its dense FFN streams from disk";
+    if (m->experts_on_disk && !e->experts)
+        return "its experts are on disk and no expert cache is attached";
     if (e->replay)
         return "routing is replayed";
     return NULL;
@@ -360,6 +518,9 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->layers);
     free(v->kv);
     free(v->tails);
+    free(v->cpu_sel);
+    free(v->slot_bufs);
+    vk_tier_free(v->tier);
     vk_rec_free(v->rec);
     vk_gemma4_free(v->g4);
     free(v);
@@ -398,6 +559,8 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
         rc = vk_rec_new(e, v, err, err_len);
     if (rc == 0 && m->hp.arch == MODEL_ARCH_GEMMA4)
         rc = vk_gemma4_new(e, v, err, err_len);
+    if (rc == 0)
+        rc = vk_experts_place(e, v, err, err_len);
     if (rc < 0) {
         engine_vk_free(v);
         return rc;
@@ -418,7 +581,27 @@ void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_
     *act = v ? v->act_bytes : 0;
 }
 
+void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) {
+    const struct engine_vk *v = e->vk;
+    const struct vk_tier *t = v ? v->tier : NULL;
+    const int32_t ne = e->m->hp.n_expert;
+    *out = (struct engine_gpu_experts){
+        .n_expert = ne,
+        .n_slots = !v ? 0 : t ? t->n_slots : ne,
+        .exchange = t != NULL,
+        .cached = t != NULL && e->experts != NULL,
+        .slot_bytes = v ? v->slot_bytes : 0,
+        .pairs_gpu = t ? t->pairs_gpu : 0,
+        .pairs_cpu = t ? t->pairs_cpu : 0,
+        .hits = t ? t->hits : 0,
+        .misses = t ? t->misses : 0,
+        .promotions = t ? t->promotions : 0,
+    };
+}
+
 bool engine_on_gpu(const struct engine *e) { return e->vk != NULL; }
+
+bool engine_vk_device_failed(const struct engine *e) { return e->vk && !e->vk->cpu_failed; }
 
 /* ---- the step --------------------------------------------------------------------------------- */
 
@@ -782,7 +965,8 @@ int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const st
 }
 
 /* Layer il's router product on the input rows `in` and the routing (gpu_op_route: block_moe's
- * arithmetic) into the (expert, token, slot) pairs. */
+ * arithmetic) into the (expert, token, slot) pairs; the experts chosen go to h_routes too, for the
+ * statistics, the route observer and the three levels' exchange. */
 int vk_route(struct engine *e, int il, uint64_t in, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
@@ -796,7 +980,6 @@ int vk_route(struct engine *e, int il, uint64_t in, int32_t n_tok) {
         return rc;
     vk_sync(v);
     vk_label(v, "route");
-    /* the experts chosen go to h_routes too, for the statistics and the route observer */
     const uint64_t log = gpu_buf_addr(v->h_routes) + (uint64_t)il * (uint64_t)e->p.n_batch * K * 4;
     if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
                            hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->pairs.addr, log,
@@ -806,28 +989,44 @@ int vk_route(struct engine *e, int il, uint64_t in, int32_t n_tok) {
     return 0;
 }
 
-/* The routed experts of layer il over the pairs vk_route wrote: gate and up as products over the
- * pairs from the rows xn, the activation between (vk_act), down into v->d's row of each pair. The
- * experts' matrices are mat_stride apart (a fused gate_up's halves: twice their own bytes). */
-int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
+/* Adds the experts' bias rows (bias: [n_expert][n rows], 0: none) to n_rows rows of y, row r the
+ * expert bias_ids[r]'s, after a barrier: the biases of a product whose matrices are slots, not
+ * the experts themselves (the three levels), which therefore cannot add them as it stores. */
+static int vk_bias_rows(struct engine_vk *v, uint64_t y, size_t F, uint64_t bias,
+                        uint64_t bias_ids, int32_t n_rows) {
+    if (!bias)
+        return 0;
+    vk_sync(v);
+    return gpu_op_add_id(&v->ops, y, F, bias, bias_ids, (int64_t)F, n_rows);
+}
+
+/* The routed experts' products of layer il for n_pairs pairs from the expert input rows xn (device
+ * int32 arrays: ids, each pair's matrix among the layer's gate_exps / up_exps / down_exps, n_mats
+ * of them, mat_stride apart: a fused gate_up's halves are twice their own bytes apart; act, its
+ * activation row; out, its output row t k + s), grouped through table where a type takes tiles:
+ * gate and up into g and u, the activation (vk_act_rows), down into d's row of each pair. The
+ * biases (gpt-oss) are added as the products store, where ids are the experts (bias_ids == ids);
+ * with slots, over all n_tok k rows after them (bias_ids: the routing's experts); rows no pair
+ * writes hold nothing of use. */
+static int vk_experts_pairs(struct engine *e, int il, uint64_t xn, int32_t n_tok, uint64_t ids,
+                            uint64_t act, uint64_t out, int32_t n_pairs, int32_t n_mats,
+                            uint64_t table, uint64_t bias_ids) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
     const struct vk_layer *d = &v->layers[il];
-    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp, NE = (size_t)hp->n_expert;
-    const int32_t K = e->k_used, P = n_tok * K;
-    const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
-                   a_out = a_act + (uint64_t)P * 4;
+    const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp;
+    const int32_t P = n_tok * e->k_used;
+    const bool own = bias_ids == ids; /* the matrices are the experts: biases in the products */
     size_t sg = 0, su = 0, sd = 0;
-    int rc;
     const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
-    /* the pairs grouped by expert (after the batch's 4 arrays) for the tiled products, where one
-     * of the three types takes tiles */
+    int rc;
+    /* the pairs grouped by expert for the tiled products, where one of the three types takes
+     * tiles */
     struct gpu_pair_groups grp = {0};
     const bool *tiled = v->ops.tile_taken;
     if (tiled[wg->type] || tiled[wu->type] || tiled[wd->type]) {
-        if ((rc = gpu_op_group_pairs(&v->ops, a_ids, (int32_t)NE, P,
-                                     a_ids + (uint64_t)e->p.n_batch * K * 16, &grp)) < 0)
+        if ((rc = gpu_op_group_pairs(&v->ops, ids, n_mats, n_pairs, table, &grp)) < 0)
             return rc;
         vk_sync(v);
     }
@@ -843,50 +1042,153 @@ int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
     }
     vk_label(v, "experts_gate_up");
     if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, d->gate_exps, wg->mat_stride,
-                                         wg->row_bytes, wg->n_in, wg->n_out, a_ids, v->act_in.addr,
-                                         sg, a_act, v->g.addr, F, a_out, P, &grp,
-                                         d->gate_exps_b)) < 0 ||
+                                         wg->row_bytes, wg->n_in, wg->n_out, ids, v->act_in.addr,
+                                         sg, act, v->g.addr, F, out, n_pairs, &grp,
+                                         own ? d->gate_exps_b : 0)) < 0 ||
         (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, d->up_exps, wu->mat_stride,
-                                         wu->row_bytes, wu->n_in, wu->n_out, a_ids, au, su, a_act,
-                                         v->u.addr, F, a_out, P, &grp, d->up_exps_b)) < 0)
+                                         wu->row_bytes, wu->n_in, wu->n_out, ids, au, su, act,
+                                         v->u.addr, F, out, n_pairs, &grp,
+                                         own ? d->up_exps_b : 0)) < 0)
+        return rc;
+    if (!own && ((rc = vk_bias_rows(v, v->g.addr, F, d->gate_exps_b, bias_ids, P)) < 0 ||
+                 (rc = vk_bias_rows(v, v->u.addr, F, d->up_exps_b, bias_ids, P)) < 0))
         return rc;
     vk_sync(v);
-    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd,
-                          false)) < 0)
+    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd, false)) < 0)
         return rc;
     vk_label(v, "experts_down");
     if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_stride,
-                                         wd->row_bytes, wd->n_in, wd->n_out, a_ids,
-                                         v->act_hid.addr, sd, a_out, v->d.addr, D, a_out, P, &grp,
-                                         d->down_exps_b)) < 0)
+                                         wd->row_bytes, wd->n_in, wd->n_out, ids, v->act_hid.addr,
+                                         sd, out, v->d.addr, D, out, n_pairs, &grp,
+                                         own ? d->down_exps_b : 0)) < 0)
+        return rc;
+    if (!own && (rc = vk_bias_rows(v, v->d.addr, D, d->down_exps_b, bias_ids, P)) < 0)
         return rc;
     vk_sync(v);
     return 0;
 }
 
-/* The routed experts of layer il (vk_route, vk_experts on xn) and their weighted sum with the
- * shared expert's. */
-static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+/* The routed experts of layer il over the pairs vk_route wrote, every expert in VRAM, from the
+ * expert input rows xn: pair p's output in v->d's row p. */
+int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const int32_t K = e->k_used, P = n_tok * K;
+    const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
+                   a_out = a_act + (uint64_t)P * 4;
+    return vk_experts_pairs(e, il, xn, n_tok, a_ids, a_act, a_out, P, e->m->hp.n_expert,
+                            a_ids + (uint64_t)e->p.n_batch * K * 16, a_ids);
+}
+
+/* The shared expert's output into shexp and its gate's logit into shexp_gate, when layer il has
+ * one: *shexp and *gate get their addresses (0: none). */
+static int vk_shared_expert(struct engine *e, int il, int32_t n_tok, uint64_t *shexp,
+                            uint64_t *gate) {
     struct engine_vk *v = e->vk;
     const struct model_layer *l = &e->m->layers[il];
     const struct vk_layer *d = &v->layers[il];
     const size_t D = (size_t)e->m->hp.n_embd;
-    const int32_t K = e->k_used, P = n_tok * K;
-    const uint64_t a_w = v->pairs.addr + (uint64_t)P * 12;
     int rc;
-    if ((rc = vk_route(e, il, v->xn.addr, n_tok)) < 0 ||
-        (rc = vk_experts(e, il, v->xn.addr, n_tok)) < 0)
+    *shexp = *gate = 0;
+    if (!d->up_shexp)
+        return 0;
+    if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
+                        &l->ffn_down_shexp, d->down_shexp, v->shexp.addr, n_tok)) < 0 ||
+        (rc = vk_matmul(v, "shexp_gate", &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
+                        v->shexp_gate.addr, 1, 0, n_tok)) < 0)
+        return rc;
+    *shexp = v->shexp.addr;
+    *gate = v->shexp_gate.addr;
+    return 0;
+}
+
+/* Records the copies of the CPU's pairs' expert rows (h_exp) into d: runs of consecutive pairs
+ * in one copy each. */
+static void vk_tier_rows_back(struct engine_vk *v, int32_t n_pairs, size_t D) {
+    const size_t row = D * sizeof(float);
+    for (int32_t p = 0; p < n_pairs;) {
+        if (v->cpu_sel[p] < 0) {
+            p++;
+            continue;
+        }
+        int32_t q = p;
+        while (q < n_pairs && v->cpu_sel[q] >= 0)
+            q++;
+        gpu_copy(v->dev, v->d.buf, (size_t)p * row, v->h_exp, (size_t)p * row,
+                 (size_t)(q - p) * row);
+        p = q;
+    }
+}
+
+/* The three levels' exchange of layer il, after the routing: sends the FFN's rows and the routes
+ * to the host and waits; records the products of the pairs whose expert has a VRAM slot and the
+ * shared expert and sends them; the CPU computes the other pairs meanwhile (vk_tier_cpu); their
+ * rows go into d, and the weighted sum adds both sides' in the routing's order, as block_moe.
+ * Returns 0, an op's or the CPU's error (the recording then ended), or -EIO (the device failed,
+ * nothing recording). */
+static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_ids, uint64_t a_w) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd, B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
+    const int32_t P = n_tok * e->k_used;
+    const size_t rows = (size_t)n_tok * D * 4;
+    vk_label(v, "exchange");
+    gpu_copy(v->dev, v->h_rows, 0, v->x.buf, 0, rows);
+    gpu_copy(v->dev, v->h_rows, B * D * 4, v->xn.buf, 0, rows);
+    if (vk_submit(v) < 0 || vk_begin(v) < 0)
+        return -EIO;
+    const int32_t *ids = (const int32_t *)gpu_buf_host(v->h_routes) + (size_t)il * B * K;
+    int32_t *gp = gpu_buf_host(v->h_tier_pairs);
+    const int32_t n_gpu = vk_tier_split(v->tier, e, il, ids, P, gp, B * K, v->cpu_sel);
+    const uint64_t tp = v->tier_pairs.addr;
+    int rc = 0;
+    if (n_gpu > 0) {
+        for (int a = 0; a < 3; a++)
+            gpu_copy(v->dev, v->tier_pairs.buf, (size_t)a * B * K * 4, v->h_tier_pairs,
+                     (size_t)a * B * K * 4, (size_t)n_gpu * 4);
+        vk_sync(v);
+        rc = vk_experts_pairs(e, il, v->xn.addr, n_tok, tp, tp + B * K * 4, tp + 2 * B * K * 4,
+                              n_gpu, v->tier->n_slots, tp + 4 * B * K * 4, a_ids);
+    }
+    uint64_t shexp = 0, gate = 0;
+    if (rc == 0)
+        rc = vk_shared_expert(e, il, n_tok, &shexp, &gate);
+    if (rc == 0 && gpu_flush(v->dev) < 0)
+        return -EIO;
+    const float *x = gpu_buf_host(v->h_rows);
+    if (rc == 0) {
+        rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
+        v->cpu_failed = rc < 0;
+    }
+    if (rc < 0) {
+        gpu_submit(v->dev); /* ends the recording; the error is the op's or the CPU's */
+        return rc;
+    }
+    vk_sync(v);
+    vk_label(v, "exchange");
+    vk_tier_rows_back(v, P, D);
+    vk_sync(v);
+    vk_label(v, "moe_sum");
+    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, e->k_used, (int64_t)D, shexp, gate,
+                          n_tok);
+}
+
+/* The routed experts of layer il: the routing (vk_route), the experts' products over the pairs
+ * (vk_experts) and their weighted sum with the shared expert's; on three levels, the exchange
+ * with the CPU (vk_moe_exchange). */
+static int vk_moe(struct engine *e, int il, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd;
+    const int32_t K = e->k_used, P = n_tok * K;
+    const uint64_t a_ids = v->pairs.addr, a_w = a_ids + (uint64_t)P * 12;
+    int rc;
+    if ((rc = vk_route(e, il, v->xn.addr, n_tok)) < 0)
+        return rc;
+    if (v->tier)
+        return vk_moe_exchange(e, il, n_tok, a_ids, a_w);
+    if ((rc = vk_experts(e, il, v->xn.addr, n_tok)) < 0)
         return rc;
     uint64_t shexp = 0, shexp_gate = 0;
-    if (d->up_shexp) {
-        if ((rc = vk_swiglu(e, &l->ffn_gate_shexp, d->gate_shexp, &l->ffn_up_shexp, d->up_shexp,
-                            &l->ffn_down_shexp, d->down_shexp, v->shexp.addr, n_tok)) < 0 ||
-            (rc = vk_matmul(v, "shexp_gate", &l->ffn_gate_inp_shexp, d->shexp_inp, v->xn.addr, D,
-                            v->shexp_gate.addr, 1, 0, n_tok)) < 0)
-            return rc;
-        shexp = v->shexp.addr;
-        shexp_gate = v->shexp_gate.addr;
-    }
+    if ((rc = vk_shared_expert(e, il, n_tok, &shexp, &shexp_gate)) < 0)
+        return rc;
     vk_sync(v);
     vk_label(v, "moe_sum");
     return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp, shexp_gate,
@@ -1008,6 +1310,9 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     if (v->g4)
         return vk_gemma4_step(e, n_tok);
     const double t0 = v->profile ? clock_now_s() : 0.0;
+    v->cpu_failed = false;
+    if (v->tier && v->tier->n_promote > 0) /* the last step's: before this one reads the slots */
+        vk_tier_promote(v->tier, e, vk_slot_promote, e);
     if (vk_begin(v) < 0)
         return -EIO;
     vk_inputs(e, n_tok);

@@ -72,6 +72,22 @@ struct engine_vk {
     struct gpu_buf *h_in, *h_routes, *h_logits; /* h_routes: [n_layer][n_batch k] expert ids */
     int32_t logit_rows;            /* rows of logits one readback takes */
     size_t weight_bytes, kv_bytes, act_bytes;
+    /* the experts on three levels (backend_vulkan_experts.h), NULL when every routed expert is in
+     * VRAM: a MoE layer's gate_exps, up_exps, down_exps are then its n_slots slots, and per MoE
+     * layer the step sends the FFN's input rows and the routes to the host, the GPU computes the
+     * pairs whose expert has a slot while the CPU computes the others, and the CPU's expert rows
+     * come back into d before the weighted sum */
+    struct vk_tier *tier;
+    struct gpu_buf **slot_bufs;    /* [n_layer][3] a MoE layer's gate, up and down slots */
+    size_t slot_bytes;             /* device bytes of the slots, all layers */
+    struct vk_area tier_pairs;     /* [3][B K] int32 the GPU's pairs (slot, act row, out row),
+                                    * then their group table */
+    struct gpu_buf *h_rows;        /* host: [2][B][n_embd] the FFN's x and xn rows */
+    struct gpu_buf *h_tier_pairs;  /* host: [3][B K] int32, what tier_pairs gets */
+    struct gpu_buf *h_exp;         /* host: [B K][n_embd] the CPU's pairs' expert outputs */
+    bool cpu_failed;               /* the last step failed in the CPU's experts (a read), not on
+                                    * the device */
+    int32_t *cpu_sel;              /* [B K] the CPU's pairs' experts, -1 for the GPU's */
     /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
      * one before goes to the label of the last op recorded (vk_label) */
     bool profile;

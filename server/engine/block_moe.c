@@ -205,10 +205,10 @@ static int prefetch(struct engine *e, int il, int32_t n_tok) {
 
 /* Computes the experts ids[i] for i in list[0..n) (their matrices in exp_mat): gate and up for
  * their tokens (xn's act rows: act_in for gate, au for up, sg / su bytes apart), SwiGLU, down,
- * into out's rows. Only those experts' rows are touched, so the
- * experts of a layer may be computed in several groups. Returns 0 or a product's error. */
+ * into out's rows (rows of n_embd, the exp_out rows). Only those experts' rows are touched, so
+ * the experts of a layer may be computed in several groups. Returns 0 or a product's error. */
 static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n, size_t sg,
-                       const uint8_t *au, size_t su) {
+                       const uint8_t *au, size_t su, float *dst) {
     struct moe_scratch *mo = &e->moe;
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
@@ -245,7 +245,7 @@ static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n,
             qk->from_float(g, mo->act_hidden + (size_t)out[r] * sd, (int64_t)F);
         }
         int rc = engine_queue(e, &l->ffn_down_exps, mo->exp_mat[(size_t)x * 3 + 2],
-                              mo->act_hidden, sd, out, mo->out, D, out, mo->exp_n[x]);
+                              mo->act_hidden, sd, out, dst, D, out, mo->exp_n[x]);
         if (rc < 0)
             return rc;
     }
@@ -254,7 +254,7 @@ static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n,
         int32_t x = mo->ids[list[j]];
         const int32_t *out = mo->exp_out + (size_t)x * B;
         for (int32_t r = 0; r < mo->exp_n[x]; r++) {
-            float *o = mo->out + (size_t)out[r] * D;
+            float *o = dst + (size_t)out[r] * D;
             for (size_t i = 0; i < D; i++)
                 o[i] = o[i] * l->ffn_down_exps_s[x];
         }
@@ -263,7 +263,7 @@ static int experts_run(struct engine *e, int il, const int32_t *list, int32_t n,
         int32_t x = mo->ids[list[j]];
         const int32_t *out = mo->exp_out + (size_t)x * B;
         for (int32_t r = 0; r < mo->exp_n[x]; r++)
-            ops_add(mo->out + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
+            ops_add(dst + (size_t)out[r] * D, l->ffn_down_exps_b + (size_t)x * D, (int64_t)D);
     }
     return 0;
 }
@@ -317,7 +317,7 @@ static void experts_input(struct engine *e, const struct model_layer *l, int32_t
  * independent, so the grouping does not change a bit of the result. Returns 0, a read error
  * or a product's error. */
 static int experts_group(struct engine *e, int il, int32_t first, int32_t n, size_t sg,
-                         const uint8_t *au, size_t su) {
+                         const uint8_t *au, size_t su, float *dst) {
     const struct model_layer *l = &e->m->layers[il];
     struct moe_scratch *mo = &e->moe;
     int32_t *todo = mo->todo, n_todo = n;
@@ -346,7 +346,7 @@ static int experts_group(struct engine *e, int il, int32_t first, int32_t n, siz
         }
         n_todo = n_left;
         if (n_ready > 0) {
-            int rc = experts_run(e, il, ready, n_ready, sg, au, su);
+            int rc = experts_run(e, il, ready, n_ready, sg, au, su, dst);
             if (rc < 0)
                 return rc;
         } else if (!expert_cache_wait(e->experts)) {
@@ -369,35 +369,37 @@ int32_t block_moe_union(struct engine *e, int il) {
     return n;
 }
 
-int block_moe(struct engine *e, int il, int32_t n_tok) {
+/* The expert cache's lookup of the union's first group (moe.ids[0 .. n), at most the cache's
+ * slots: *group) and, when that group is the whole union, the lookahead of layer il + 1 (e->x: the
+ * residual entering this FFN). Without a cache *group is n. Returns 0 or the lookup's or the
+ * lookahead's error. */
+static int experts_begin(struct engine *e, int il, int32_t n, int32_t n_tok, int32_t *group) {
+    *group = n;
+    if (!e->experts || n == 0)
+        return 0;
+    const int32_t slots = expert_cache_n_slots(e->experts);
+    *group = n < slots ? n : slots;
+    int rc = expert_cache_begin(e->experts, il, e->moe.ids, *group);
+    if (rc == 0 && *group == n &&
+        (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
+         (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)))
+        rc = prefetch(e, il + 1, n_tok);
+    return rc;
+}
+
+/* The routed experts moe.ids[0 .. n) of layer il (their tokens in exp_n / exp_tok / exp_out) on
+ * xn's rows, in groups of `group` (the first group's lookup begun: experts_begin), into dst's
+ * rows. Returns 0, a read error or a product's error. */
+static int experts_compute(struct engine *e, int il, int32_t n, int32_t group, int32_t n_tok,
+                           float *dst) {
     const struct model_layer *l = &e->m->layers[il];
     const struct model_hparams *hp = &e->m->hp;
     struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)hp->n_embd;
-    const int32_t k = e->k_used;
-    int rc = engine_matmul(e, &l->ffn_gate_inp, router_input(e, l, e->x, mo->router_x, n_tok), D,
-                           mo->router, (size_t)hp->n_expert, n_tok);
-    if (rc < 0)
-        return rc;
-    route(e, il, n_tok);
-    const int32_t n = block_moe_union(e, il);
-    /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
-     * group's lookup releases the previous group's pins */
-    int32_t group = n;
-    if (e->experts) {
-        const int32_t slots = expert_cache_n_slots(e->experts);
-        group = n < slots ? n : slots;
-        if ((rc = expert_cache_begin(e->experts, il, mo->ids, group)) < 0)
-            return rc;
-        if (group == n && (e->p.prefetch == ENGINE_PREFETCH_ALWAYS ||
-                           (e->p.prefetch == ENGINE_PREFETCH_PREFILL && e->step_reads_prompt)) &&
-            (rc = prefetch(e, il + 1, n_tok)) < 0)
-            return rc;
-    }
-    if (l->ffn_up_shexp.data && (rc = shared_expert_run(e, l, n_tok)) < 0)
-        return rc;
-    experts_input(e, l, n_tok);
     size_t sg = 0, su = 0;
+    int rc;
+    if (n == 0)
+        return 0;
     if ((rc = matmul_quantize(l->ffn_gate_exps.type, e->xn, D, n_tok, hp->n_embd, mo->act_in,
                               &sg)) < 0)
         return rc;
@@ -413,9 +415,34 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     for (int32_t first = 0; first < n; first += group) {
         const int32_t cnt = n - first < group ? n - first : group;
         rc = first > 0 ? expert_cache_begin(e->experts, il, mo->ids + first, cnt) : 0;
-        if (rc < 0 || (rc = experts_group(e, il, first, cnt, sg, au, su)) < 0)
+        if (rc < 0 || (rc = experts_group(e, il, first, cnt, sg, au, su, dst)) < 0)
             return rc;
     }
+    return 0;
+}
+
+int block_moe(struct engine *e, int il, int32_t n_tok) {
+    const struct model_layer *l = &e->m->layers[il];
+    const struct model_hparams *hp = &e->m->hp;
+    struct moe_scratch *mo = &e->moe;
+    const size_t D = (size_t)hp->n_embd;
+    const int32_t k = e->k_used;
+    int rc = engine_matmul(e, &l->ffn_gate_inp, router_input(e, l, e->x, mo->router_x, n_tok), D,
+                           mo->router, (size_t)hp->n_expert, n_tok);
+    if (rc < 0)
+        return rc;
+    route(e, il, n_tok);
+    const int32_t n = block_moe_union(e, il);
+    /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
+     * group's lookup releases the previous group's pins */
+    int32_t group = n;
+    if ((rc = experts_begin(e, il, n, n_tok, &group)) < 0)
+        return rc;
+    if (l->ffn_up_shexp.data && (rc = shared_expert_run(e, l, n_tok)) < 0)
+        return rc;
+    experts_input(e, l, n_tok);
+    if ((rc = experts_compute(e, il, n, group, n_tok, mo->out)) < 0)
+        return rc;
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
     for (int32_t t = 0; t < n_tok; t++) {
         float *y = e->y + (size_t)t * D;
@@ -434,4 +461,26 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     if (l->ffn_up_shexp.data)
         shared_expert_add(e, l, n_tok);
     return 0;
+}
+
+int block_moe_experts(struct engine *e, int il, const int32_t *sel, int32_t n_tok, float *out) {
+    struct moe_scratch *mo = &e->moe;
+    const int32_t ne = e->m->hp.n_expert, k = e->k_used;
+    const size_t B = (size_t)e->p.n_batch;
+    memset(mo->exp_n, 0, (size_t)ne * sizeof(int32_t));
+    for (int32_t p = 0; p < n_tok * k; p++) {
+        const int32_t x = sel[p];
+        if (x < 0 || x >= ne)
+            continue;
+        const int32_t n = mo->exp_n[x]++;
+        mo->exp_tok[(size_t)x * B + (size_t)n] = p / k;
+        mo->exp_out[(size_t)x * B + (size_t)n] = p;
+    }
+    int32_t n = 0;
+    for (int32_t x = 0; x < ne; x++)
+        if (mo->exp_n[x])
+            mo->ids[n++] = x;
+    int32_t group = n;
+    int rc = experts_begin(e, il, n, n_tok, &group);
+    return rc < 0 ? rc : experts_compute(e, il, n, group, n_tok, out);
 }

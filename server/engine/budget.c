@@ -273,10 +273,22 @@ bool budget_place_gpu(struct engine *e, struct gpu *g, FILE *log) {
     }
     size_t w = 0, kv = 0, act = 0;
     engine_gpu_bytes(e, &w, &kv, &act);
+    struct engine_gpu_experts x;
+    engine_gpu_experts(e, &x);
+    char experts[256] = "";
+    if (x.exchange && x.n_slots == x.n_expert)
+        snprintf(experts, sizeof(experts), "; routed experts: all %d a layer in VRAM (%.1f MiB "
+                 "of the weights, read through the expert cache)", x.n_expert,
+                 (double)x.slot_bytes / mib);
+    else if (x.exchange)
+        snprintf(experts, sizeof(experts), "; routed experts: %d of %d a layer in VRAM (%.1f MiB "
+                 "of the weights), the others computed on the CPU %s", x.n_slots, x.n_expert,
+                 (double)x.slot_bytes / mib, x.cached ? "through the expert cache "
+                 "(RAM, then the SSD)" : "from RAM");
     if (log)
         fprintf(log, "gpu: weights %.1f MiB, KV cache %.1f MiB, activations %.1f MiB in device "
-                "memory (%.1f of %.1f MiB used); every step runs on the GPU\n", (double)w / mib,
+                "memory (%.1f of %.1f MiB used); every step runs on the GPU%s\n", (double)w / mib,
                 (double)kv / mib, (double)act / mib, (double)gpu_used_bytes(g) / mib,
-                (double)gpu_budget_bytes(g) / mib);
+                (double)gpu_budget_bytes(g) / mib, experts);
     return true;
 }

@@ -65,7 +65,9 @@ uint64_t budget_estimate(const struct gguf *g, const struct engine_params *p);
 void budget_print_memory(const struct engine *e, int32_t n_checkpoints, FILE *log);
 
 /* Places e's steps on GPU g (engine_use_gpu) and says on log what went where ("gpu: weights
- * N MiB, KV N MiB, activations N MiB of the device's memory"), or why the model stays on the CPU.
+ * N MiB, KV N MiB, activations N MiB of the device's memory", and with experts on three levels
+ * how many of a layer's routed experts are in VRAM and where the others are computed), or why the
+ * model stays on the CPU.
  * g NULL: nothing. Returns true when the steps run on the GPU. */
 struct gpu;
 bool budget_place_gpu(struct engine *e, struct gpu *g, FILE *log);

@@ -903,7 +903,7 @@ static int engine_step(struct engine *e, int32_t n_tok) {
     return 0;
 fail:
     engine_step_abort(e);
-    if (e->vk && rc == -EIO)
+    if (e->vk && rc == -EIO && engine_vk_device_failed(e))
         engine_drop_gpu(e);
     return rc;
 }

@@ -53,6 +53,9 @@ struct engine_params {
                                * 0: only where engine_checkpoint is called) */
     int32_t n_seq;      /* sequences (parallel slots), 1 .. ENGINE_MAX_SEQ (default 1); each has
                          * its own KV cache of n_ctx positions and recurrent state */
+    int32_t gpu_expert_slots; /* on a GPU (engine_use_gpu), routed experts a MoE layer holds in
+                               * VRAM at most: 0 (default) as many as the device's budget leaves
+                               * room for, -1 none; the others are computed on the CPU */
 };
 
 #define ENGINE_MAX_SEQ 64
@@ -153,12 +156,15 @@ struct gpu;
 
 /* From now on the steps run on g (gpu.h; borrowed: it must outlive the engine): the weights are
  * uploaded, and every sequence's K and V rows live in g's memory (each sequence starts empty).
- * The logits are the CPU's bit for bit. Returns 0, or a negative error with a message, the engine
- * staying on the CPU: -ENOTSUP for what the backend does not take yet (the message names it:
- * DeltaNet and window layers, experts streamed from disk, a weight type without kernels), -ENOMEM
- * past g's budget, -EIO when the device failed. A device lost later fails the step it happens in
- * (-EIO): the engine then drops the GPU, every sequence starts over, and later steps run on the
- * CPU. */
+ * Routed experts that the budget (or p.gpu_expert_slots) leaves out of VRAM, or that stream from
+ * disk through an expert cache (engine_set_experts first), are computed on the CPU, layer by
+ * layer (engine_gpu_experts). The logits are the CPU's bit for bit, wherever an expert was
+ * computed. Returns 0, or a negative error with a message, the engine staying on the CPU:
+ * -ENOTSUP for what the backend does not take yet (the message names it: gemma4, replayed
+ * routing, a dense FFN streamed from disk, experts on disk without an expert cache, a weight type
+ * without kernels), -ENOMEM when even the part that must be in VRAM passes g's budget, -EIO when
+ * the device failed. A device lost later fails the step it happens in (-EIO): the engine then
+ * drops the GPU, every sequence starts over, and later steps run on the CPU. */
 int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len);
 
 /* True while the steps run on a GPU. */
@@ -170,6 +176,21 @@ void engine_gpu_profile(struct engine *e, FILE *out);
 
 /* Device bytes of the weights, the sequences' K and V rows and the activations (0 on the CPU). */
 void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_t *act);
+
+/* Where the routed experts are on the GPU: n_slots of each MoE layer's n_expert in VRAM
+ * (slot_bytes, part of engine_gpu_bytes' weights); with exchange, per MoE layer the others are
+ * computed on the CPU (from the model image, or with cached through the expert cache), pairs_gpu
+ * and pairs_cpu the (token, expert) pairs each side computed so far, hits and misses a layer's
+ * distinct experts found in a VRAM slot or not (as the RAM cache counts its lookups), promotions
+ * the experts the slots took in since (they learn: frecency). n_slots 0 on the CPU. */
+struct engine_gpu_experts {
+    int32_t n_expert, n_slots;
+    bool exchange, cached;
+    size_t slot_bytes;
+    uint64_t pairs_gpu, pairs_cpu;
+    uint64_t hits, misses, promotions;
+};
+void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out);
 
 /* Cuts sequence seq back to at most n tokens, so a shared prefix can be reused, and returns its
  * new length: n for a model with only full attention layers, or with sliding-window layers whose

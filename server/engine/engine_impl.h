@@ -249,11 +249,25 @@ int block_moe(struct engine *e, int il, int32_t n_tok);
  * routing fills exp_n; the Vulkan backend's from the routes the device sent back.) */
 int32_t block_moe_union(struct engine *e, int il);
 
+/* The routed experts of layer il that the GPU leaves to the CPU (backend_vulkan_experts.c):
+ * sel[n_tok k] holds each pair (t, s)'s expert, or -1 for a pair computed elsewhere; each chosen
+ * pair's expert output (unweighted, with its bias) goes to out row t k + s (n_embd floats), as
+ * block_moe computes it: resident matrices, or through the expert cache with its lookahead of
+ * layer il + 1 from x. Reads xn and x (the rows entering the FFN); other rows of out are left
+ * alone, and nothing is told to the route observer. Uses moe_scratch. Returns 0, a read error or
+ * a product's error. */
+int block_moe_experts(struct engine *e, int il, const int32_t *sel, int32_t n_tok, float *out);
+
 /* ---- the Vulkan backend (backend_vulkan.c) ---- */
 
 /* One step (engine_step's staged batch; x holds the embeddings, rope_cs the rotations) on the
- * GPU, the logits rows into out[]. Returns 0, an op's error, or -EIO when the device failed. */
+ * GPU, the logits rows into out[]. Returns 0, an op's error, the CPU's experts' error (a read's
+ * -EIO among them), or -EIO when the device failed. */
 int engine_vk_step(struct engine *e, int32_t n_tok);
+
+/* After a step on the GPU failed with -EIO: true when the device failed (the engine drops it),
+ * false when a read of the CPU's experts did (the device is fine). */
+bool engine_vk_device_failed(const struct engine *e);
 
 /* Reads (writes) positions first .. first+n-1 of sequence seq's attention layer kv_il from (to)
  * device memory: k and v rows of row_bytes each, either may be NULL. Returns 0, -EINVAL or

@@ -538,6 +538,7 @@ struct figures {
     size_t kv_bytes, kv_resident, rec_bytes;
     bool on_gpu;
     size_t gpu_weights, gpu_kv, gpu_act;
+    struct engine_gpu_experts gpu_experts;
     uint64_t loads, unloads, pool_budget;
     struct scheduler_stats s;
     struct expert_cache_stats c;
@@ -559,6 +560,7 @@ static void gather(struct api *a, struct figures *f) {
         f->rec_bytes = engine_rec_bytes(pm->e);
         f->on_gpu = engine_on_gpu(pm->e);
         engine_gpu_bytes(pm->e, &f->gpu_weights, &f->gpu_kv, &f->gpu_act);
+        engine_gpu_experts(pm->e, &f->gpu_experts); /* approximate: read while it runs */
         scheduler_get_stats(pm->sched, &f->s);
         if (pm->cache) {
             expert_cache_get_stats(pm->cache, &f->c); /* approximate: read while it runs */
@@ -650,7 +652,10 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f,\"eviction\":\"%s\"},"
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
                    ",\"total_bytes\":%" PRIu64 "},\"gpu\":{\"on\":%s,\"weights_bytes\":%zu,"
-                   "\"kv_bytes\":%zu,\"activation_bytes\":%zu},\"parallel\":%d,%s,\"models\":%s,"
+                   "\"kv_bytes\":%zu,\"activation_bytes\":%zu,\"experts_in_vram\":%d,"
+                   "\"experts_per_layer\":%d,\"vram_hits\":%" PRIu64 ",\"vram_misses\":%" PRIu64
+                   ",\"vram_hit_rate\":%.4f,\"vram_promotions\":%" PRIu64 ",\"pairs_on_gpu\":%" PRIu64
+                   ",\"pairs_on_cpu\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
                    "\"model_loads\":%" PRIu64 ",\"model_unloads\":%" PRIu64 "}",
                    name_json, a->cfg.replica_id ? a->cfg.replica_id : "", f.uptime, f.requests,
                    f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
@@ -672,6 +677,13 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    f.c.eviction ? f.c.eviction : "",
                    f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total,
                    f.on_gpu ? "true" : "false", f.gpu_weights, f.gpu_kv, f.gpu_act,
+                   f.gpu_experts.n_slots, f.gpu_experts.n_expert, f.gpu_experts.hits,
+                   f.gpu_experts.misses,
+                   f.gpu_experts.hits + f.gpu_experts.misses
+                       ? (double)f.gpu_experts.hits /
+                             (double)(f.gpu_experts.hits + f.gpu_experts.misses)
+                       : 0.0,
+                   f.gpu_experts.promotions, f.gpu_experts.pairs_gpu, f.gpu_experts.pairs_cpu,
                    f.s.n_slots, slots, models_text, f.loads, f.unloads));
     free(slots);
     free(name_json);

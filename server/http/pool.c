@@ -217,7 +217,7 @@ static int entry_load(struct pool *p, struct entry *en, uint64_t *size, char *er
     if (stream && !(pm->cache = budget_cache_new(pm->m, pm->e, cap, &en->o.cache,
                                                  p->cfg.log ? stderr : NULL, err, err_len)))
         goto fail;
-    if (!stream && p->cfg.gpu && !p->gpu_held &&
+    if (p->cfg.gpu && !p->gpu_held && /* streamed: the experts on three levels */
         budget_place_gpu(pm->e, p->cfg.gpu, p->cfg.log ? stderr : NULL))
         p->gpu_held = pm->on_gpu = true;
     if (!(pm->sched = scheduler_new(pm->e, pm->tk, en->o.queue > 0 ? en->o.queue : 16, err,
