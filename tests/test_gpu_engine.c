@@ -808,7 +808,8 @@ static void test_tier_budget_too_small(void) {
     gpu_close(g);
 }
 
-/* What the backend does not take yet stays on the CPU, and says why. */
+/* What the backend does not take yet stays on the CPU, and says why: experts on disk without a
+ * cache, and gemma4's fused experts on three levels. */
 static void test_refused(void) {
     struct gpu *g = open_any();
     char path[1024], err[256] = "";
@@ -823,6 +824,23 @@ static void test_refused(void) {
         CHECK_MSG(strstr(err, "disk") != NULL, "%s", err);
         CHECK(!engine_on_gpu(e));
         CHECK_EQ_INT(gpu_used_bytes(g), 0); /* nothing left behind */
+    }
+    engine_free(e);
+    model_free(m);
+    /* gemma4's experts (a fused gate_up) asked onto three levels: one VRAM slot a layer */
+    m = g ? make_load("refused4.gguf", "--preset tiny-gemma4") : NULL;
+    struct engine_params ep = engine_params_default();
+    ep.n_ctx = 128;
+    ep.n_batch = 8;
+    ep.n_threads = 2;
+    ep.gpu_expert_slots = 1;
+    e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
+    CHECK_MSG(!m || e, "engine_new: %s", err);
+    if (e) {
+        CHECK_EQ_INT(engine_use_gpu(e, g, err, sizeof(err)), -ENOTSUP);
+        CHECK_MSG(strstr(err, "fused gate_up") != NULL, "%s", err);
+        CHECK(!engine_on_gpu(e));
+        CHECK_EQ_INT(gpu_used_bytes(g), 0);
     }
     engine_free(e);
     model_free(m);
