@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,13 @@ static int ring_wait(struct gpu *g);
 
 /* ---- instance and device facts ---------------------------------------------------------------- */
 
+/* The process's one Vulkan instance, made at the first need and kept: NVIDIA's driver fails
+ * vkCreateInstance (VK_ERROR_INCOMPATIBLE_DRIVER) after a dozen or so instances were made and
+ * destroyed in one process (seen on the H100 from the 16th test of a test binary on); every
+ * gpu_list and gpu_open takes this one, and instance_free leaves it. */
+static pthread_mutex_t instance_mu = PTHREAD_MUTEX_INITIALIZER;
+static VkInstance instance_kept;
+
 static int instance_new(struct vk_fn *fn, VkInstance *inst, char *err, size_t err_len) {
     int rc = vk_fn_load(fn, err, err_len);
     if (rc < 0)
@@ -87,7 +95,10 @@ static int instance_new(struct vk_fn *fn, VkInstance *inst, char *err, size_t er
                              .apiVersion = VK_API_VERSION_1_2};
     VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
                                .pApplicationInfo = &app};
-    VkResult r = fn->vkCreateInstance(&ci, NULL, inst);
+    pthread_mutex_lock(&instance_mu);
+    VkResult r = instance_kept ? VK_SUCCESS : fn->vkCreateInstance(&ci, NULL, &instance_kept);
+    *inst = instance_kept;
+    pthread_mutex_unlock(&instance_mu);
     if (r != VK_SUCCESS) {
         err_set(err, err_len, "vkCreateInstance failed: %s (no Vulkan driver installed?)",
                 vk_result_name(r));
@@ -95,16 +106,15 @@ static int instance_new(struct vk_fn *fn, VkInstance *inst, char *err, size_t er
         return r == VK_ERROR_INCOMPATIBLE_DRIVER ? -ENODEV : -EIO;
     }
     if ((rc = vk_fn_load_instance(fn, *inst, err, err_len)) < 0) {
-        /* vkDestroyInstance may be the missing one: leak the instance rather than crash */
         vk_fn_unload(fn);
         return rc;
     }
     return 0;
 }
 
+/* Lets go of the instance instance_new gave (the process keeps it) and of fn. */
 static void instance_free(struct vk_fn *fn, VkInstance inst) {
-    if (inst && fn->vkDestroyInstance)
-        fn->vkDestroyInstance(inst, NULL);
+    (void)inst;
     vk_fn_unload(fn);
 }
 
