@@ -1298,6 +1298,39 @@ void vk_inputs(struct engine *e, int32_t n_tok) {
     gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
 }
 
+/* The end of a step whose layers were recorded since t0 (vk_step_start) with result rc: the last
+ * part sent and waited for, the experts' statistics, the logits (vk_output), and the host's times
+ * in the profile. Returns rc's error, -EIO, or vk_output's result. */
+int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
+    struct engine_vk *v = e->vk;
+    if (rc == -EIO)
+        return rc;
+    const double t1 = v->profile ? clock_now_s() : 0.0;
+    int src = vk_submit(v);
+    if (rc < 0)
+        return rc;
+    if (src < 0)
+        return -EIO;
+    if (e->m->hp.n_expert > 0)
+        vk_route_stats(e, n_tok);
+    const double t2 = v->profile ? clock_now_s() : 0.0;
+    rc = vk_output(e);
+    if (v->profile) {
+        v->host_between += v->host_end > 0.0 ? t0 - v->host_end : 0.0;
+        v->host_record += t1 - t0;
+        v->host_wait += t2 - t1;
+        v->host_end = clock_now_s();
+        v->host_output += v->host_end - t2;
+        v->host_steps++;
+    }
+    return rc;
+}
+
+/* The profile's clock at a step's start (0 without the profile). */
+double vk_step_start(const struct engine_vk *v) {
+    return v->profile ? clock_now_s() : 0.0;
+}
+
 /* A step is sent to the device every this many layers (and after the first), so that it works
  * on the first layers while the host records the rest (gpu_flush). */
 #define VK_FLUSH_LAYERS 4
@@ -1309,7 +1342,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     int rc;
     if (v->g4)
         return vk_gemma4_step(e, n_tok);
-    const double t0 = v->profile ? clock_now_s() : 0.0;
+    const double t0 = vk_step_start(v);
     v->cpu_failed = false;
     if (v->tier && v->tier->n_promote > 0) /* the last step's: before this one reads the slots */
         vk_tier_promote(v->tier, e, vk_slot_promote, e);
@@ -1343,27 +1376,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
                    gpu_flush(v->dev) < 0)
             return -EIO; /* nothing is recording, what was sent has finished */
     }
-    if (rc == -EIO)
-        return rc;
-    const double t1 = v->profile ? clock_now_s() : 0.0;
-    int src = vk_submit(v);
-    if (rc < 0)
-        return rc;
-    if (src < 0)
-        return -EIO;
-    if (hp->n_expert > 0)
-        vk_route_stats(e, n_tok);
-    const double t2 = v->profile ? clock_now_s() : 0.0;
-    rc = vk_output(e);
-    if (v->profile) {
-        v->host_between += v->host_end > 0.0 ? t0 - v->host_end : 0.0;
-        v->host_record += t1 - t0;
-        v->host_wait += t2 - t1;
-        v->host_end = clock_now_s();
-        v->host_output += v->host_end - t2;
-        v->host_steps++;
-    }
-    return rc;
+    return vk_step_end(e, rc, n_tok, t0);
 }
 
 /* ---- the sequences' rows ---------------------------------------------------------------------- */

@@ -284,6 +284,7 @@ static void g4_inputs(struct engine *e, int32_t n_tok) {
 int vk_gemma4_step(struct engine *e, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
+    const double t0 = vk_step_start(v);
     if (vk_begin(v) < 0)
         return -EIO;
     g4_inputs(e, n_tok);
@@ -296,14 +297,5 @@ int vk_gemma4_step(struct engine *e, int32_t n_tok) {
             return -EIO; /* nothing is recording, what was sent has finished */
     }
     vk_sync(v);
-    if (rc == -EIO)
-        return rc;
-    int src = vk_submit(v);
-    if (rc < 0)
-        return rc;
-    if (src < 0)
-        return -EIO;
-    if (hp->n_expert > 0)
-        vk_route_stats(e, n_tok);
-    return vk_output(e);
+    return vk_step_end(e, rc, n_tok, t0);
 }

@@ -152,6 +152,11 @@ void vk_inputs(struct engine *e, int32_t n_tok);
  * allows (NULL: none; vk_quantize then finds the rows). */
 int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok);
 
+/* A step's start (the profile's clock) and end: the last part sent and waited for, the experts'
+ * statistics and the logits (vk_step_end returns rc's error, -EIO, or vk_output's). */
+double vk_step_start(const struct engine_vk *v);
+int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0);
+
 /* The step's logits rows (its own submits), and the experts' statistics after a step. */
 int vk_output(struct engine *e);
 void vk_route_stats(struct engine *e, int32_t n_tok);

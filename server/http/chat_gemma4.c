@@ -380,6 +380,20 @@ static int g4_system(struct strbuf *b, const struct chat_message *msgs,
     return 0;
 }
 
+/* An object's members as key:value, by dictsort's order, comma-separated (the template's
+ * arguments and results). */
+static void g4_members(struct strbuf *b, const json_t *obj) {
+    size_t n;
+    struct g4_key *k = g4_sorted(b, obj, &n);
+    for (size_t j = 0; j < n; j++) {
+        strbuf_puts(b, j ? "," : "");
+        strbuf_puts(b, k[j].key);
+        strbuf_puts(b, ":");
+        g4_argument(b, k[j].value, false);
+    }
+    free(k);
+}
+
 /* <|tool_call>call:NAME{key:value,...}<tool_call|> for each call; arguments are a JSON object
  * (or a JSON text of one, as the OpenAI API carries them; a text that is no object is written as
  * it is, as the template writes a string). Returns 0 or -EINVAL. */
@@ -397,15 +411,7 @@ static int g4_tool_calls(struct strbuf *b, const json_t *calls, char *err, size_
         strbuf_puts(b, "{");
         const json_t *obj = json_is_object(parsed) ? parsed : json_is_object(args) ? args : NULL;
         if (obj) {
-            size_t n;
-            struct g4_key *k = g4_sorted(b, obj, &n);
-            for (size_t j = 0; j < n; j++) {
-                strbuf_puts(b, j ? "," : "");
-                strbuf_puts(b, k[j].key);
-                strbuf_puts(b, ":");
-                g4_argument(b, k[j].value, false);
-            }
-            free(k);
+            g4_members(b, obj);
         } else if (json_is_string(args)) {
             strbuf_puts(b, json_string_value(args));
         }
@@ -612,15 +618,7 @@ static void g4i_result(struct strbuf *b, const char *name, const char *text) {
     strbuf_puts(b, name);
     strbuf_puts(b, "{");
     if (json_is_object(v)) {
-        size_t n;
-        struct g4_key *k = g4_sorted(b, v, &n);
-        for (size_t j = 0; j < n; j++) {
-            strbuf_puts(b, j ? "," : "");
-            strbuf_puts(b, k[j].key);
-            strbuf_puts(b, ":");
-            g4_argument(b, k[j].value, false);
-        }
-        free(k);
+        g4_members(b, v);
     } else {
         strbuf_puts(b, "value:");
         if (v)
