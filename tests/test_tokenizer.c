@@ -832,8 +832,8 @@ static void test_o200k(void) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Gemma 4's SPM-style vocabulary: sniper-mkmodel's built-in one (--vocab gemma4; Gemma 4's own
- * GGUF vocabulary is not in the repository), checked against llama.cpp 34af94c's ids for it
+ * Gemma 4's SPM-style vocabulary: sniper-mkmodel's built-in one (--vocab gemma4), and through
+ * tests/gemma4vocab.sh Gemma 4's own, checked against llama.cpp 34af94c's ids for them
  * (tests/tokenizer/README.md). */
 
 static struct tokenizer *tiny_gemma4_vocab(void) {
