@@ -906,20 +906,20 @@ static void test_gemma4_tokens(void) {
     tokenizer_free(tk);
 }
 
-/* Gemma 4's own vocabulary (262,144 tokens, 514,906 merges): the GGUF named by $SNIPER_GEMMA4_GGUF,
- * else ../shared/fixtures/tokenizer/ggml-vocab-gemma-4.gguf (llama.cpp's, should it be put there);
- * tests/gemma4vocab.sh picks one or builds it (tests/tokenizer/README.md). Returns NULL after a
- * skip naming what is missing. */
+/* Gemma 4's own vocabulary (262,144 tokens, 514,906 merges): the GGUF named by $SNIPER_GEMMA4_GGUF
+ * (which must open), else ../shared/fixtures/tokenizer/ggml-vocab-gemma-4.gguf (llama.cpp's, should
+ * it be put there); tests/gemma4vocab.sh picks one or builds it (tests/tokenizer/README.md).
+ * Returns NULL after a failure, or after a skip naming what is missing. */
 static struct tokenizer *gemma4_real_vocab(void) {
     const char *env = getenv("SNIPER_GEMMA4_GGUF"), *dir = test_fixtures_dir();
-    char path[1024] = "";
+    char path[1024];
     if (env && *env)
-        snprintf(path, sizeof(path), "%s", env);
-    else if (dir)
-        snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-gemma-4.gguf", dir);
-    if (!path[0] || access(path, R_OK) != 0) {
+        return open_tokenizer(env);
+    snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-gemma-4.gguf",
+             dir ? dir : "../shared/fixtures");
+    if (!dir || access(path, R_OK) != 0) {
         test_skip("Gemma 4's vocabulary absent ($SNIPER_GEMMA4_GGUF unset, no '%s'): NOT TESTED",
-                  path[0] ? path : "../shared/fixtures/tokenizer/ggml-vocab-gemma-4.gguf");
+                  path);
         return NULL;
     }
     return open_tokenizer(path);
