@@ -1290,6 +1290,48 @@ static void test_tokenizer_json(void) {
     CHECK(!file_exists(tmp_path("tok-bad.gguf")) && !file_exists(tmp_path("tok-small.gguf")));
 }
 
+/* A SentencePiece-style tokenizer.json (byte_fallback, Gemma's kind): its "<0xXX>" tokens become
+ * type BYTE (a look-alike that is not one stays normal, and without byte_fallback they all do), and
+ * bos/eos are the control <bos>/<eos>, not the plain words "<s>"/"</s>" that come first in the
+ * candidates' order. */
+static const char tok_json_spm[] =
+    "{\"added_tokens\":[{\"id\":0,\"content\":\"<pad>\",\"special\":true},"
+    "{\"id\":1,\"content\":\"<eos>\",\"special\":true},"
+    "{\"id\":2,\"content\":\"<bos>\",\"special\":true},"
+    "{\"id\":3,\"content\":\"<|channel>\",\"special\":false}],"
+    "\"model\":{\"type\":\"BPE\",\"byte_fallback\":%s,\"vocab\":{\"<pad>\":0,\"<eos>\":1,"
+    "\"<bos>\":2,\"<|channel>\":3,\"<s>\":4,\"</s>\":5,\"<0x41>\":6,\"<0xfF>\":7,"
+    "\"<0xZZ>\":8,\"<0x411>\":9,\"a\":10,\"\u2581\":11,\"\u2581a\":12},"
+    "\"merges\":[\"\u2581 a\"]}}";
+
+static void test_tokenizer_json_spm(void) {
+    for (int fallback = 1; fallback >= 0; fallback--) {
+        const char *jp = tmp_path("tok-spm.json"), *out = tmp_path("tok-spm.gguf");
+        FILE *f = fopen(jp, "w");
+        CHECK(f && fprintf(f, tok_json_spm, fallback ? "true" : "false") > 0);
+        if (f)
+            fclose(f);
+        CHECK_EQ_INT(MKMODEL("-o", out, "--preset", "tiny-gemma4", "--vocab", "gemma4",
+                             "--tokenizer-json", jp, "--n-vocab", "16", "--n-embd", "32",
+                             "--n-ff", "32", "--n-ff-exp", "32"), 0);
+        struct gguf *g = open_ok(out);
+        uint64_t nt = 0;
+        const int32_t *ty = g ? gguf_get_arr(g, "tokenizer.ggml.token_type", GGUF_VTYPE_INT32,
+                                             &nt) : NULL;
+        CHECK(ty && nt == 16);
+        if (ty && nt == 16) {
+            CHECK_EQ_INT(ty[6], fallback ? 6 : 1);
+            CHECK_EQ_INT(ty[7], fallback ? 6 : 1);
+            CHECK(ty[8] == 1 && ty[9] == 1 && ty[10] == 1 && ty[3] == 4 && ty[2] == 3);
+            CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.bos_token_id"), 2);
+            CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.eos_token_id"), 1);
+            CHECK_EQ_INT(get_u32(g, "tokenizer.ggml.padding_token_id"), 0);
+            CHECK_STR(gguf_get_str(g, "tokenizer.ggml.model"), "gemma4");
+        }
+        gguf_free(g);
+    }
+}
+
 /* --vocab gemma4: tokenizer.ggml.model gemma4 with Gemma's specials at 0-3, the turn markers as
  * control tokens, 256 <0xXX> byte tokens, merges across U+2581, add_bos on, Gemma 4's turns in the
  * template; any other --vocab is refused. */
@@ -1474,6 +1516,7 @@ static const struct test_case cases[] = {
     {"gptoss_presets", test_gptoss_presets},
     {"iq_mixes", test_iq_mixes},
     {"tokenizer_json", test_tokenizer_json},
+    {"tokenizer_json_spm", test_tokenizer_json_spm},
     {"bad_options", test_bad_options},
     {0, 0},
 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gguf.h"
 #include "gguf_write.h"
@@ -122,9 +123,29 @@ static size_t parse_ids_line(char **p, int32_t *want, size_t cap) {
     return n;
 }
 
-/* Every string of inp_path encodes (special tokens parsed or not) to its line of out_path, and
- * the pieces give the string back. Returns the number of strings. */
-static int run_vectors(const struct tokenizer *tk, const char *inp_path, const char *out_path) {
+/* How a vectors file was tokenized: special tokens parsed or not, both giving its ids (llama.cpp's
+ * own .out files), or parsed with the BOS the vocabulary adds first (a chat prompt) or not. */
+enum vec_mode { VEC_BOTH, VEC_PLAIN, VEC_SPECIAL_BOS };
+
+static void check_vector(const struct tokenizer *tk, const char *s, size_t len,
+                         const int32_t *want, size_t n_want, enum vec_mode mode) {
+    bool bos = mode == VEC_SPECIAL_BOS && tokenizer_add_bos(tk);
+    CHECK_MSG(!bos || (n_want > 0 && want[0] == tokenizer_bos(tk)), "no BOS first in the ids");
+    if (bos && (n_want == 0 || want[0] != tokenizer_bos(tk)))
+        return;
+    want += bos;
+    n_want -= bos;
+    if (mode != VEC_SPECIAL_BOS)
+        check_encode(tk, s, len, false, want, n_want);
+    if (mode != VEC_PLAIN)
+        check_encode(tk, s, len, true, want, n_want);
+    check_round_trip(tk, s, len, want, n_want);
+}
+
+/* Every string of inp_path encodes as mode says to its line of out_path, and the pieces give the
+ * string back. Returns the number of strings. */
+static int run_vectors_as(const struct tokenizer *tk, const char *inp_path, const char *out_path,
+                          enum vec_mode mode) {
     char *inp = test_read_file(inp_path, NULL), *out = test_read_file(out_path, NULL);
     int32_t *want = calloc(65536, sizeof(*want));
     int n_strings = 0;
@@ -134,9 +155,7 @@ static int run_vectors(const struct tokenizer *tk, const char *inp_path, const c
     char *line = out;
     for (char *s = inp, *sep; (sep = strstr(s, VOCAB_SEP)); s = sep + strlen(VOCAB_SEP)) {
         size_t len = (size_t)(sep - s), n_want = parse_ids_line(&line, want, 65536);
-        for (int special = 0; special < 2; special++)
-            check_encode(tk, s, len, special, want, n_want);
-        check_round_trip(tk, s, len, want, n_want);
+        check_vector(tk, s, len, want, n_want, mode);
         n_strings++;
     }
     CHECK_MSG(*line == '\0', "more id lines than strings in '%s'", out_path);
@@ -145,6 +164,11 @@ cleanup:
     free(out);
     free(inp);
     return n_strings;
+}
+
+/* llama.cpp's own vectors: the same ids with special tokens parsed or not. */
+static int run_vectors(const struct tokenizer *tk, const char *inp_path, const char *out_path) {
+    return run_vectors_as(tk, inp_path, out_path, VEC_BOTH);
 }
 
 static void run_vocab_vectors(const char *name) {
@@ -808,8 +832,8 @@ static void test_o200k(void) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Gemma 4's SPM-style vocabulary: sniper-mkmodel's built-in one (--vocab gemma4; Gemma 4's own
- * GGUF vocabulary is not in the repository), checked against llama.cpp 34af94c's ids for it
+ * Gemma 4's SPM-style vocabulary: sniper-mkmodel's built-in one (--vocab gemma4), and through
+ * tests/gemma4vocab.sh Gemma 4's own, checked against llama.cpp 34af94c's ids for them
  * (tests/tokenizer/README.md). */
 
 static struct tokenizer *tiny_gemma4_vocab(void) {
@@ -882,6 +906,77 @@ static void test_gemma4_tokens(void) {
     tokenizer_free(tk);
 }
 
+/* Gemma 4's own vocabulary (262,144 tokens, 514,906 merges): the GGUF named by $SNIPER_GEMMA4_GGUF
+ * (which must open), else ../shared/fixtures/tokenizer/ggml-vocab-gemma-4.gguf (llama.cpp's, should
+ * it be put there); tests/gemma4vocab.sh picks one or builds it (tests/tokenizer/README.md).
+ * Returns NULL after a failure, or after a skip naming what is missing. */
+static struct tokenizer *gemma4_real_vocab(void) {
+    const char *env = getenv("SNIPER_GEMMA4_GGUF"), *dir = test_fixtures_dir();
+    char path[1024];
+    if (env && *env)
+        return open_tokenizer(env);
+    snprintf(path, sizeof(path), "%s/tokenizer/ggml-vocab-gemma-4.gguf",
+             dir ? dir : "../shared/fixtures");
+    if (!dir || access(path, R_OK) != 0) {
+        test_skip("Gemma 4's vocabulary absent ($SNIPER_GEMMA4_GGUF unset, no '%s'): NOT TESTED",
+                  path);
+        return NULL;
+    }
+    return open_tokenizer(path);
+}
+
+/* Its markers where Gemma 4 has them, what ends generation, the BOS, the markers the converter
+ * keeps visible (user-defined: cut from text even unparsed) beside the control ones. */
+static void check_gemma4_real_tokens(const struct tokenizer *tk) {
+    static const struct {
+        const char *text;
+        int32_t id;
+    } at[] = {{"<bos>", 2}, {"<|tool_response>", 50}, {"<|\"|>", 52}, {"<|think|>", 98},
+              {"<|channel>", 100}, {"<|turn>", 105}, {"<turn|>", 106}, {"<0x00>", 238},
+              {"\xe2\x96\x81", 236743}, {"<|image>", 255999}, {"<|video|>", 258884}};
+    CHECK_EQ_INT(tokenizer_n_vocab(tk), 262144);
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+        CHECK_MSG(tokenizer_find(tk, at[i].text) == at[i].id, "'%s' is not %d", at[i].text,
+                  at[i].id);
+    CHECK(tokenizer_is_eog(tk, 1) && tokenizer_is_eog(tk, 106) && tokenizer_is_eog(tk, 50));
+    CHECK(!tokenizer_is_eog(tk, 105) && !tokenizer_is_eog(tk, tokenizer_find(tk, "</s>")));
+    CHECK(tokenizer_add_bos(tk) && tokenizer_bos(tk) == 2);
+    int32_t channel = 100;
+    check_encode(tk, "<|channel>", 10, false, &channel, 1);
+    size_t n = 0;
+    int32_t *ids = tokenizer_encode(tk, "<|turn>", 7, false, &n);
+    CHECK(ids && n > 1);
+    free(ids);
+}
+
+/* llama.cpp 34af94c's ids on it (tests/tokenizer/gemma4-vocab*.out, tools/goldens/tokenize):
+ * llama.cpp's vocabulary test strings (../shared's qwen3 .inp: the same strings as its
+ * ggml-vocab-gemma-4.gguf.inp), ours, and chat prompts with every kind of marker, parsed with the
+ * BOS as a prompt is, and as plain text. */
+static void test_gemma4_vocab(void) {
+    struct tokenizer *tk = gemma4_real_vocab();
+    if (!tk)
+        return;
+    check_gemma4_real_tokens(tk);
+    int n = run_vectors(tk, "tests/tokenizer/gemma4.inp", "tests/tokenizer/gemma4-vocab.out");
+    CHECK_MSG(n >= 40, "only %d strings in tests/tokenizer/gemma4.inp", n);
+    n = run_vectors_as(tk, "tests/tokenizer/gemma4-chat.inp",
+                       "tests/tokenizer/gemma4-vocab-chat.out", VEC_SPECIAL_BOS);
+    CHECK_MSG(n >= 10, "only %d strings in tests/tokenizer/gemma4-chat.inp", n);
+    run_vectors_as(tk, "tests/tokenizer/gemma4-chat.inp",
+                   "tests/tokenizer/gemma4-vocab-chat-plain.out", VEC_PLAIN);
+    const char *dir = test_fixtures_dir();
+    if (dir) {
+        char inp[1024];
+        snprintf(inp, sizeof(inp), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
+        n = run_vectors(tk, inp, "tests/tokenizer/gemma4-vocab-llamacpp.out");
+        CHECK_MSG(n >= 40, "only %d of llama.cpp's strings", n);
+    } else {
+        test_skip("fixtures absent: llama.cpp's test strings on Gemma 4's vocabulary NOT TESTED");
+    }
+    tokenizer_free(tk);
+}
+
 /* An SPM-style vocabulary without a U+2581 token: every space falls back to its three byte
  * tokens, three ids for one byte of text (the output must have room for them). */
 static void test_mini_spm_space_bytes(void) {
@@ -917,6 +1012,12 @@ static const struct test_case o200k_cases[] = {
     {0},
 };
 
+/* Run only when asked (`test_tokenizer gemma4_vocab`, by tests/gemma4vocab.sh). */
+static const struct test_case gemma4_vocab_cases[] = {
+    {"gemma4_vocab", test_gemma4_vocab},
+    {0},
+};
+
 static const struct test_case cases[] = {
     {"vocab_qwen3", test_vocab_qwen3},
     {"vocab_llama3", test_vocab_llama3},
@@ -944,5 +1045,7 @@ static const struct test_case cases[] = {
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "o200k") == 0)
         return test_run(argc, argv, o200k_cases);
+    if (argc > 1 && strcmp(argv[1], "gemma4_vocab") == 0)
+        return test_run(argc, argv, gemma4_vocab_cases);
     return test_run(argc, argv, cases);
 }

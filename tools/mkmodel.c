@@ -6,6 +6,7 @@
  * that share a tensor share its bytes; quantized tensors are written as random codes plus chosen
  * scales, block by block in chunks, so a 17 GB model streams at disk speed in constant memory.
  * Reading order: options and presets, PRNG, block generators, tokenizer, model plan, output. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -1190,21 +1191,31 @@ static const char *const mk_harmony_added[] = {
     "<|reserved_200016|>", "<|reserved_200017|>", "<|endofprompt|>",
 };
 
+/* The first of names[n] that is a control token, else the first present at all; -1 when none. A
+ * vocabulary may hold a name as plain text too (Gemma's has "<s>" and "</s>" as ordinary words
+ * beside its control <bos> and <eos>). */
+static int32_t vocab_find_special(const struct mk_vocab *v, const char *const *names, size_t n) {
+    int32_t any = -1;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = vocab_find(v, names[i]);
+        if (id >= 0 && v->types[id] == MK_TOK_CONTROL)
+            return id;
+        any = any < 0 ? id : any;
+    }
+    return any;
+}
+
 /* Picks eos/pad/bos among the special tokens present (Qwen's choices first; gpt-oss's eos is
- * <|return|>, its bos <|startoftext|>). */
+ * <|return|>, its bos <|startoftext|>; Gemma's <eos>, <pad> and <bos>). */
 static void vocab_pick_specials(struct mk_vocab *v) {
     static const char *const eos[] = {"<|im_end|>", "<|return|>", "<|endoftext|>", "<|eot_id|>",
                                       "</s>", "<eos>"};
     static const char *const pad[] = {"<|endoftext|>", "<|end_of_text|>", "<pad>"};
     static const char *const bos[] = {"<|startoftext|>", "<|endoftext|>", "<|begin_of_text|>",
                                       "<s>", "<bos>"};
-    v->eos_id = v->pad_id = v->bos_id = -1;
-    for (size_t i = 0; i < sizeof(eos) / sizeof(eos[0]) && v->eos_id < 0; i++)
-        v->eos_id = vocab_find(v, eos[i]);
-    for (size_t i = 0; i < sizeof(pad) / sizeof(pad[0]) && v->pad_id < 0; i++)
-        v->pad_id = vocab_find(v, pad[i]);
-    for (size_t i = 0; i < sizeof(bos) / sizeof(bos[0]) && v->bos_id < 0; i++)
-        v->bos_id = vocab_find(v, bos[i]);
+    v->eos_id = vocab_find_special(v, eos, sizeof(eos) / sizeof(eos[0]));
+    v->pad_id = vocab_find_special(v, pad, sizeof(pad) / sizeof(pad[0]));
+    v->bos_id = vocab_find_special(v, bos, sizeof(bos) / sizeof(bos[0]));
 }
 
 /* The built-in vocabulary: 256 byte tokens, learned merges, then Qwen3's 26 added tokens, or
@@ -1361,6 +1372,19 @@ static int json_import_added(struct mk_vocab *v, json_t *added) {
     return rc;
 }
 
+/* A BPE vocabulary with byte_fallback (SentencePiece-style, as Gemma's) spells the bytes it has no
+ * token for as "<0xXX>" tokens: those become type BYTE, as llama.cpp's converter types them. */
+static void json_mark_bytes(struct mk_vocab *v, json_t *model) {
+    if (!json_is_true(json_object_get(model, "byte_fallback")))
+        return;
+    for (uint32_t i = 0; i < v->n_tokens; i++) {
+        const char *t = v->tokens[i];
+        if (t && v->types[i] == MK_TOK_NORMAL && strlen(t) == 6 && strncmp(t, "<0x", 3) == 0 &&
+            isxdigit((unsigned char)t[3]) && isxdigit((unsigned char)t[4]) && t[5] == '>')
+            v->types[i] = MK_TOK_BYTE;
+    }
+}
+
 /* Reads a Hugging Face BPE tokenizer.json (untrusted): model.vocab, model.merges, added_tokens. */
 static int vocab_from_json(struct mk_vocab *v, const char *path) {
     json_error_t jerr;
@@ -1376,6 +1400,8 @@ static int vocab_from_json(struct mk_vocab *v, const char *path) {
         rc = json_import_merges(v, json_object_get(model, "merges"));
     if (rc == 0)
         rc = json_import_added(v, json_object_get(root, "added_tokens"));
+    if (rc == 0)
+        json_mark_bytes(v, model);
     if (rc == 0 && v->n_tokens == 0)
         rc = -EINVAL;
     if (rc)

@@ -16,7 +16,8 @@
 #    prompt of tests/golden/prompts run through dump; corpus.txt written with each model's XXH64;
 #    first_avx2.txt: for every golden, how far the AVX2 build's first row lands from it (dump
 #    --first with the AVX2 libggml-cpu), llama.cpp's spread between its own builds.
-# 3b. The gemma4 tokenizer vectors (tests/tokenizer/gemma4*.out) by tools/goldens/tokenize.
+# 3b. The gemma4 tokenizer vectors (tests/tokenizer/gemma4*.out) by tools/goldens/tokenize; 3c.
+#    those on Gemma 4's own vocabulary (gemma4-vocab*.out) where one is at hand.
 # 4. Diff: every regenerated file compared with the committed one (cmp); --write copies the new
 #    corpus over tests/golden (goldens, corpus.txt and first_avx2.txt; prompts and README are not
 #    touched).
@@ -160,6 +161,24 @@ if [ -f "$QWEN3_INP" ]; then
         >"$WORK/tokenizer/gemma4-llamacpp.out" || die "tokenize $QWEN3_INP failed"
 fi
 rm -f "$WORK/models/g4vocab.gguf"
+
+# ---- 3c. the vectors on Gemma 4's own vocabulary (tests/tokenizer/gemma4-vocab*.out): the GGUF
+# named by $SNIPER_GEMMA4_GGUF, else the one tests/gemma4vocab.sh leaves in $BUILD/gemma4vocab ----
+G4_VOCAB=${SNIPER_GEMMA4_GGUF:-$BUILD/gemma4vocab/vocab.gguf}
+if [ -f "$G4_VOCAB" ]; then
+    "$WORK/tokenize" "$G4_VOCAB" tests/tokenizer/gemma4.inp >"$WORK/tokenizer/gemma4-vocab.out" &&
+    "$WORK/tokenize" --special "$G4_VOCAB" tests/tokenizer/gemma4-chat.inp \
+        >"$WORK/tokenizer/gemma4-vocab-chat.out" &&
+    "$WORK/tokenize" "$G4_VOCAB" tests/tokenizer/gemma4-chat.inp \
+        >"$WORK/tokenizer/gemma4-vocab-chat-plain.out" || die "tokenize on $G4_VOCAB failed"
+    if [ -f "$QWEN3_INP" ]; then
+        "$WORK/tokenize" "$G4_VOCAB" "$QWEN3_INP" >"$WORK/tokenizer/gemma4-vocab-llamacpp.out" ||
+            die "tokenize $QWEN3_INP on $G4_VOCAB failed"
+    fi
+else
+    echo "note: no Gemma 4 vocabulary ($G4_VOCAB): tests/tokenizer/gemma4-vocab*.out not remade" \
+        "(run tests/gemma4vocab.sh first, or set SNIPER_GEMMA4_GGUF)"
+fi
 
 # ---- 4. the diff ----
 differ=0

@@ -1,12 +1,15 @@
 /* tools/goldens/tokenize.c - llama.cpp's token ids for a vocabulary test file, in the format of its
  * own models/ggml-vocab-*.gguf.out: one line of ids per string of the .inp file (strings each
  * followed by "\n__ggml_vocab_test__\n"), tokenized without BOS and without parsing special
- * tokens. Built against a llama.cpp checkout outside this repository (its public C API, llama.h),
- * as tools/goldens/make.sh builds dump.c; never part of `make` or `make test`.
+ * tokens (--special: with BOS when the vocabulary adds one, special tokens parsed: a chat prompt
+ * as llama.cpp's server tokenizes it). Built against a llama.cpp checkout outside this repository
+ * (its public C API, llama.h), as tools/goldens/make.sh builds dump.c; never part of `make` or
+ * `make test`.
  *
- *   tokenize VOCAB.gguf STRINGS.inp > STRINGS.out
+ *   tokenize [--special] VOCAB.gguf STRINGS.inp > STRINGS.out
  *
- * tests/tokenizer/gemma4.out was written so (tests/tokenizer/README.md). */
+ * tests/tokenizer/gemma4*.out were written so (tests/tokenizer/README.md). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,11 +43,12 @@ static char *read_file(const char *path, size_t *n) {
     return s;
 }
 
-/* Prints the ids of text[0..len) on one line. Returns 0 or -1. */
-static int print_ids(const struct llama_vocab *vocab, const char *text, size_t len) {
+/* Prints the ids of text[0..len) on one line (special: BOS added, special tokens parsed). Returns
+ * 0 or -1. */
+static int print_ids(const struct llama_vocab *vocab, const char *text, size_t len, bool special) {
     int cap = (int)len * 3 + 16;
     llama_token *ids = malloc((size_t)cap * sizeof(*ids));
-    int n = ids ? llama_tokenize(vocab, text, (int32_t)len, ids, cap, false, false) : -1;
+    int n = ids ? llama_tokenize(vocab, text, (int32_t)len, ids, cap, special, special) : -1;
     for (int i = 0; i < n; i++)
         printf("%s%d", i ? " " : "", ids[i]);
     printf("\n");
@@ -53,10 +57,12 @@ static int print_ids(const struct llama_vocab *vocab, const char *text, size_t l
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: tokenize VOCAB.gguf STRINGS.inp\n");
+    bool special = argc == 4 && strcmp(argv[1], "--special") == 0;
+    if (argc != 3 + special) {
+        fprintf(stderr, "usage: tokenize [--special] VOCAB.gguf STRINGS.inp\n");
         return 2;
     }
+    argv += special;
     llama_log_set(quiet_log, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
@@ -69,7 +75,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tokenize: cannot load \"%s\" or read \"%s\"\n", argv[1], argv[2]);
     const struct llama_vocab *vocab = model ? llama_model_get_vocab(model) : NULL;
     for (char *s = inp, *sep; rc == 0 && (sep = strstr(s, SEP)); s = sep + strlen(SEP))
-        rc = print_ids(vocab, s, (size_t)(sep - s)) < 0 ? 1 : 0;
+        rc = print_ids(vocab, s, (size_t)(sep - s), special) < 0 ? 1 : 0;
     free(inp);
     llama_model_free(model);
     llama_backend_free();
