@@ -1133,8 +1133,10 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     vk_label(v, "exchange");
     gpu_copy(v->dev, v->h_rows, 0, v->x.buf, 0, rows);
     gpu_copy(v->dev, v->h_rows, B * D * 4, v->xn.buf, 0, rows);
+    const double t0 = vk_profile_clock(v);
     if (vk_submit(v) < 0 || vk_begin(v) < 0)
         return -EIO;
+    const double t1 = vk_profile_clock(v);
     const int32_t *ids = (const int32_t *)gpu_buf_host(v->h_routes) + (size_t)il * B * K;
     int32_t *gp = gpu_buf_host(v->h_tier_pairs);
     const int32_t n_gpu = vk_tier_split(v->tier, e, il, ids, P, gp, B * K, v->cpu_sel);
@@ -1155,8 +1157,11 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
         return -EIO;
     const float *x = gpu_buf_host(v->h_rows);
     if (rc == 0) {
+        const double t2 = vk_profile_clock(v);
         rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
         v->cpu_failed = rc < 0;
+        v->host_xwait += t1 - t0;
+        v->host_xcpu += vk_profile_clock(v) - t2;
     }
     if (rc < 0) {
         gpu_submit(v->dev); /* ends the recording; the error is the op's or the CPU's */
@@ -1298,7 +1303,7 @@ void vk_inputs(struct engine *e, int32_t n_tok) {
     gpu_copy(v->dev, v->rope_cs.buf, 0, v->h_in, roff, rb);
 }
 
-/* The end of a step whose layers were recorded since t0 (vk_step_start) with result rc: the last
+/* The end of a step whose layers were recorded since t0 (vk_profile_clock) with result rc: the last
  * part sent and waited for, the experts' statistics, the logits (vk_output), and the host's times
  * in the profile. Returns rc's error, -EIO, or vk_output's result. */
 int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
@@ -1326,8 +1331,8 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
     return rc;
 }
 
-/* The profile's clock at a step's start (0 without the profile). */
-double vk_step_start(const struct engine_vk *v) {
+/* The profile's clock in seconds (0 without the profile): a step's start, an exchange's phases. */
+double vk_profile_clock(const struct engine_vk *v) {
     return v->profile ? clock_now_s() : 0.0;
 }
 
@@ -1342,7 +1347,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     int rc;
     if (v->g4)
         return vk_gemma4_step(e, n_tok);
-    const double t0 = vk_step_start(v);
+    const double t0 = vk_profile_clock(v);
     v->cpu_failed = false;
     if (v->tier && v->tier->n_promote > 0) /* the last step's: before this one reads the slots */
         vk_tier_promote(v->tier, e, vk_slot_promote, e);
@@ -1443,10 +1448,14 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
         fprintf(out, "  host, per step: recording %.3f ms, waiting %.3f ms, logits %.3f ms, between "
                 "steps %.3f ms (%llu steps)\n", v->host_record / n, v->host_wait / n,
                 v->host_output / n, v->host_between / n, (unsigned long long)v->host_steps);
+        if (v->host_xcpu > 0.0)
+            fprintf(out, "  host, per step, within the recording: exchanges' waits %.3f ms, the "
+                    "CPU's experts %.3f ms\n", v->host_xwait / n, v->host_xcpu / n);
     }
     if (v) {
         memset(v->prof, 0, sizeof(v->prof));
         v->host_record = v->host_wait = v->host_output = v->host_between = v->host_end = 0.0;
+        v->host_xwait = v->host_xcpu = 0.0;
         v->host_steps = 0;
     }
 }
