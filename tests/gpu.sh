@@ -118,6 +118,11 @@ print(m["sniper_gpu_on"], m["sniper_gpu_experts_in_vram"], m["sniper_gpu_experts
       int(m["sniper_gpu_expert_promotions_total"]) >= 0)')
 [ "$metrics" = "1 3 16 True True True True" ]
 check "daemon: /metrics has the three levels' figures" $? "$metrics"
+top=$(HOME=$TMP timeout 20 "$BUILD/sniper" --server "http://127.0.0.1:$port" top --once 2>&1)
+grep -q "^gpu  *weights .* in VRAM" <<<"$top" &&
+    grep -q "^vram  *3 of 16 experts a layer, hit rate [0-9.]* %" <<<"$top" &&
+    grep -Eq "^pairs  *[1-9][0-9]* on the GPU, [1-9][0-9]* on the CPU" <<<"$top"
+check "daemon: sniper top shows the GPU and the VRAM slots" $? "$top"
 
 # gpt-oss's daemon: a chat of two turns on the GPU equals the CPU daemon's. The second reuses the
 # first's prompt; the first's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past
