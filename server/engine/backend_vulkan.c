@@ -229,9 +229,24 @@ static int vk_slot_write(struct engine_vk *v, const struct model *m, int il, int
 }
 
 /* vk_tier_upload_fn for a promotion: ctx is the engine. */
-static int vk_slot_promote(void *ctx, int il, int32_t slot, const uint8_t *const mats[3]) {
-    const struct engine *e = ctx;
-    return vk_slot_write(e->vk, e->m, il, slot, mats);
+/* A placement of n_slots VRAM slots in each of e's model's MoE layers, or NULL on no memory. */
+static struct vk_tier *vk_tier_of(const struct engine *e, int32_t n_slots) {
+    const struct model_hparams *hp = &e->m->hp;
+    bool *moe = calloc((size_t)hp->n_layer, sizeof(*moe));
+    if (!moe)
+        return NULL;
+    for (int il = 0; il < hp->n_layer; il++)
+        moe[il] = e->m->layers[il].ffn == MODEL_FFN_MOE;
+    struct vk_tier *t = vk_tier_new(hp->n_layer, hp->n_expert, e->k_used, moe, n_slots);
+    free(moe);
+    return t;
+}
+
+static int vk_slot_promote(void *ctx, int il, int32_t x, int32_t slot) {
+    struct engine *e = ctx;
+    const uint8_t *mats[3];
+    int rc = vk_tier_expert_mats(e, il, x, mats);
+    return rc < 0 ? rc : vk_slot_write(e->vk, e->m, il, slot, mats);
 }
 
 /* Layer il's slots: its gate, up and down matrices for n_slots experts each, filled with the
@@ -302,7 +317,7 @@ static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, si
                               "on three levels yet");
         return -ENOSPC;
     }
-    if (!(v->tier = vk_tier_new(e, 0))) {
+    if (!(v->tier = vk_tier_of(e, 0))) {
         err_set(err, err_len, "gpu: out of memory");
         return -ENOMEM;
     }
@@ -313,7 +328,7 @@ static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, si
     if (per > 0 && left / per < (uint64_t)n)
         n = (int32_t)(left / per);
     vk_tier_free(v->tier);
-    if (!(v->tier = vk_tier_new(e, n)) ||
+    if (!(v->tier = vk_tier_of(e, n)) ||
         !(v->slot_bufs = calloc((size_t)m->hp.n_layer * 3, sizeof(*v->slot_bufs)))) {
         err_set(err, err_len, "gpu: out of memory");
         return -ENOMEM;
@@ -1139,7 +1154,7 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     const double t1 = vk_profile_clock(v);
     const int32_t *ids = (const int32_t *)gpu_buf_host(v->h_routes) + (size_t)il * B * K;
     int32_t *gp = gpu_buf_host(v->h_tier_pairs);
-    const int32_t n_gpu = vk_tier_split(v->tier, e, il, ids, P, gp, B * K, v->cpu_sel);
+    const int32_t n_gpu = vk_tier_split(v->tier, il, ids, P, gp, B * K, v->cpu_sel);
     const uint64_t tp = v->tier_pairs.addr;
     int rc = 0;
     if (n_gpu > 0) {
@@ -1350,7 +1365,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     const double t0 = vk_profile_clock(v);
     v->cpu_failed = false;
     if (v->tier && v->tier->n_promote > 0) /* the last step's: before this one reads the slots */
-        vk_tier_promote(v->tier, e, vk_slot_promote, e);
+        vk_tier_promote(v->tier, vk_slot_promote, e);
     if (vk_begin(v) < 0)
         return -EIO;
     vk_inputs(e, n_tok);
