@@ -144,6 +144,27 @@ static void print_experts(FILE *f, const json_t *s, const struct top_rates *r, c
          fmt_num(c, sizeof(c), num(s, "experts", "prefetch_issued"), 0));
 }
 
+/* The GPU's line, where the model runs on one, and on three levels the VRAM slots' line. */
+static void print_gpu(FILE *f, const json_t *s, const char *eol) {
+    char a[32], b[32], c[32], d[32], e[32];
+    if (!json_is_true(field(s, "gpu", "on")))
+        return;
+    line(f, eol, "gpu", "weights %s, KV %s, activations %s in VRAM",
+         fmt_bytes(a, sizeof(a), num(s, "gpu", "weights_bytes")),
+         fmt_bytes(b, sizeof(b), num(s, "gpu", "kv_bytes")),
+         fmt_bytes(c, sizeof(c), num(s, "gpu", "activation_bytes")));
+    const double slots = num(s, "gpu", "experts_in_vram"), n = num(s, "gpu", "experts_per_layer");
+    if (!(slots < n)) /* every expert in VRAM (or no experts): nothing moves */
+        return;
+    line(f, eol, "vram", "%s of %s experts a layer, hit rate %s %%, %s promotions",
+         fmt_num(a, sizeof(a), slots, 0), fmt_num(b, sizeof(b), n, 0),
+         fmt_num(c, sizeof(c), 100 * num(s, "gpu", "vram_hit_rate"), 1),
+         fmt_num(d, sizeof(d), num(s, "gpu", "vram_promotions"), 0));
+    line(f, eol, "pairs", "%s on the GPU, %s on the CPU",
+         fmt_num(a, sizeof(a), num(s, "gpu", "pairs_on_gpu"), 0),
+         fmt_num(e, sizeof(e), num(s, "gpu", "pairs_on_cpu"), 0));
+}
+
 /* One line for the slots ("0 decode 12.3 tok/s, 1 prefill, 2 idle") and one for the last step. */
 static void print_slots(FILE *f, const json_t *s, const char *eol) {
     const json_t *slots = field(s, NULL, "slots");
@@ -244,6 +265,7 @@ void top_print(FILE *f, const json_t *s, const struct top_rates *r, const char *
     print_slots(f, s, eol);
     print_memory(f, s, eol);
     print_experts(f, s, r, eol);
+    print_gpu(f, s, eol);
     print_transfer(f, s, eol);
 }
 

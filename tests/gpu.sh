@@ -110,6 +110,19 @@ tiers=$(curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c 'import json,sys;
 print(g["experts_in_vram"], g["experts_per_layer"], g["vram_hits"] + g["vram_misses"] > 0, g["pairs_on_cpu"] > 0, g["pairs_on_gpu"] > 0, 0 <= g["vram_hit_rate"] <= 1, g["vram_promotions"] >= 0)')
 [ "$tiers" = "3 16 True True True True True" ]
 check "daemon: /v1/stats says the experts' split and the VRAM slots' hits" $? "$tiers"
+metrics=$(curl -s "http://127.0.0.1:$port/metrics" | python3 -c 'import sys
+m = dict(l.split()[:2] for l in sys.stdin if l.startswith("sniper_gpu"))
+print(m["sniper_gpu_on"], m["sniper_gpu_experts_in_vram"], m["sniper_gpu_experts_per_layer"],
+      int(m["sniper_gpu_expert_hits_total"]) + int(m["sniper_gpu_expert_misses_total"]) > 0,
+      int(m["sniper_gpu_pairs_on_cpu_total"]) > 0, int(m["sniper_gpu_pairs_on_gpu_total"]) > 0,
+      int(m["sniper_gpu_expert_promotions_total"]) >= 0)')
+[ "$metrics" = "1 3 16 True True True True" ]
+check "daemon: /metrics has the three levels' figures" $? "$metrics"
+top=$(HOME=$TMP timeout 20 "$BUILD/sniper" --server "http://127.0.0.1:$port" top --once 2>&1)
+grep -q "^gpu  *weights .* in VRAM" <<<"$top" &&
+    grep -q "^vram  *3 of 16 experts a layer, hit rate [0-9.]* %" <<<"$top" &&
+    grep -Eq "^pairs  *[1-9][0-9]* on the GPU, [1-9][0-9]* on the CPU" <<<"$top"
+check "daemon: sniper top shows the GPU and the VRAM slots" $? "$top"
 
 # gpt-oss's daemon: a chat of two turns on the GPU equals the CPU daemon's. The second reuses the
 # first's prompt; the first's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past

@@ -4,7 +4,7 @@
  * a recorded trace written and read back, the expert cache's policies (cache_policy.c) by hand
  * (LIRS's sets as they fill, reorder and shrink; frecency's ageing and its guesses), and the
  * replay of frecency/lirs agreeing with the real expert cache lookup for lookup, so that its
- * tables describe the cache sniperd runs. */
+ * tables describe the cache sniperd runs, and the three levels' replay (VRAM slots before it). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -406,6 +406,59 @@ static void test_replay_is_cache(void) {
     check_replay_is_cache("--preset tiny --types q4_k_m --seed 17", 12, ROUTE_LIRS, "lirs");
 }
 
+/* Three levels (route_replay_vram): VRAM slots learn a hot set and serve it from the step after
+ * its misses (the GPU's own placement code), the CPU's trace holds exactly what they missed, and
+ * no slots or all slots leave the CPU everything or nothing. */
+static void test_three_levels(void) {
+    enum { L = 2, E = 8, K = 2, T = 5 };
+    struct route_trace *t = route_trace_new(L, E, K, 4096);
+    CHECK(t != NULL);
+    if (!t)
+        return;
+    const int32_t hot[L][K] = {{5, 6}, {7, 3}};
+    for (int tok = 0; tok < T; tok++)
+        for (int l = 0; l < L; l++)
+            CHECK(route_trace_add(t, l, hot[l], NULL, K, true) == 0);
+    struct route_trace *cpu = NULL;
+    struct route_vram v;
+    /* 2 slots a layer hold experts 0 and 1 at first: the first token misses its 4 pairs, and the
+     * 4 experts move into slots before the second */
+    CHECK(route_replay_vram(t, 2, &cpu, &v) == 0 && cpu != NULL);
+    CHECK_MSG(v.pairs_gpu == (uint64_t)L * K * (T - 1) && v.pairs_cpu == (uint64_t)L * K &&
+                  v.promoted_bytes == (uint64_t)L * K * 4096,
+              "gpu %llu cpu %llu promoted %llu", (unsigned long long)v.pairs_gpu,
+              (unsigned long long)v.pairs_cpu, (unsigned long long)v.promoted_bytes);
+    CHECK(cpu && cpu->n_look == (size_t)L * T && cpu->look[0].n == K && cpu->look[L].n == 0 &&
+          cpu->n_decode_tokens == T);
+    route_trace_free(cpu);
+    cpu = NULL;
+    /* no slots: the CPU's trace is the trace, and replays as it does */
+    struct route_result a, b;
+    CHECK(route_replay_vram(t, 0, &cpu, &v) == 0 && v.pairs_gpu == 0 &&
+          v.pairs_cpu == (uint64_t)L * K * T && v.promoted_bytes == 0);
+    CHECK(cpu && route_replay(cpu, ROUTE_FRECENCY, 8 * 4096, 0, &a) == 0 &&
+          route_replay(t, ROUTE_FRECENCY, 8 * 4096, 0, &b) == 0 && a.hits == b.hits &&
+          a.misses == b.misses);
+    route_trace_free(cpu);
+    cpu = NULL;
+    /* every expert in a slot: nothing for the CPU */
+    CHECK(route_replay_vram(t, E, &cpu, &v) == 0 && v.pairs_cpu == 0 &&
+          v.pairs_gpu == (uint64_t)L * K * T && v.promoted_bytes == 0);
+    for (size_t k = 0; cpu && k < cpu->n_look; k++)
+        CHECK(cpu->look[k].n == 0);
+    route_trace_free(cpu);
+    route_trace_free(t);
+    /* the Qwen trace: every decode pair lands on one side */
+    struct route_trace *q = fixture_trace("qwen.route.csv");
+    if (!q)
+        return;
+    CHECK(route_replay_vram(q, 54, &cpu, &v) == 0);
+    CHECK(v.pairs_gpu + v.pairs_cpu == (uint64_t)q->n_decode_tokens * 48 * 6 && v.pairs_gpu > 0 &&
+          v.pairs_cpu > 0);
+    route_trace_free(cpu);
+    route_trace_free(q);
+}
+
 static const struct test_case cases[] = {
     {"published_rates", test_published_rates},
     {"belady_bounds", test_belady_bounds},
@@ -414,6 +467,7 @@ static const struct test_case cases[] = {
     {"lirs_by_hand", test_lirs_by_hand},
     {"frecency_by_hand", test_frecency_by_hand},
     {"replay_is_cache", test_replay_is_cache},
+    {"three_levels", test_three_levels},
     {0},
 };
 

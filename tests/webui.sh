@@ -31,7 +31,12 @@ echo "not a model" >"$TMP/models/broken.gguf"
 HOME=$TMP "$BUILD/sniperd" --models-dir "$TMP/models" --port 0 --threads 2 \
     --context-dir "$TMP/contexts3" 2>"$TMP/err3" &
 pid3=$!
-trap 'kill $pid1 $pid2 $pid3 2>/dev/null; wait $pid1 $pid2 $pid3 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+# a fourth runs on the machine's Vulkan device by number (lavapipe in CI) on three levels: 2 of the
+# 16 experts a layer in VRAM, the rest on the CPU through the expert cache
+HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts4" \
+    --gpu 0 --gpu-budget 4M --ram-budget 160M --ctx-size 256 -b 16 2>"$TMP/err4" &
+pid4=$!
+trap 'kill $pid1 $pid2 $pid3 $pid4 2>/dev/null; wait $pid1 $pid2 $pid3 $pid4 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 # Prints the port of the daemon whose stderr is $1 once it is ready, or nothing.
 port_of() {
     local port=
@@ -50,6 +55,12 @@ if [ -z "$port1" ] || [ -z "$port2" ] || [ -z "$port3" ]; then
     echo "0 passed, 1 failed, 0 skipped"
     exit 1
 fi
+# the GPU's panel is checked only where the fourth came up on three levels (a build or a machine
+# without Vulkan runs it on the CPU: the test says it skipped)
+port4=$(port_of "$TMP/err4")
+gpu_url=
+grep -q "routed experts: 2 of 16 a layer in VRAM" "$TMP/err4" && [ -n "$port4" ] &&
+    gpu_url="http://127.0.0.1:$port4"
 cp tests/webui/webui_test.mjs "$NPM_DIR/webui_test.mjs"
 timeout 120 node "$NPM_DIR/webui_test.mjs" "http://127.0.0.1:$port1" "http://127.0.0.1:$port2" \
-    web-key "$(cd "$SHOTS" && pwd)" "http://127.0.0.1:$port3"
+    web-key "$(cd "$SHOTS" && pwd)" "http://127.0.0.1:$port3" "$gpu_url"

@@ -5,6 +5,7 @@
  * the disk pays for: bytes per token / bandwidth bounds decode under a budget).
  *
  *     build/bench-policy TRACE.csv [--mib N | --slots N]... [--lookahead N]
+ *     build/bench-policy TRACE.csv --vram-mib N... [--mib N]...
  *     build/bench-policy MODEL.gguf [--prompt N] [--gen N] [--threads N] [--slots N]... [--mib N]...
  *                        [--write-trace FILE]
  *
@@ -15,7 +16,10 @@
  * (N = 1: the next layer's, what a perfect next-layer router guess would protect).
  * --slots N sizes the cache in experts, as the expert cache's slots (one expert of any layer
  * each): a trace's layers then all count the largest layer's bytes (a slot's), so that the table
- * is the one a sniperd --route-replay run of N slots should reproduce. */
+ * is the one a sniperd --route-replay run of N slots should reproduce.
+ * --vram-mib N (repeatable) replays the three levels instead: VRAM slots that N MiB hold (one
+ * expert of every layer a slot row), learning as the GPU's do (route_replay_vram), then each
+ * --mib RAM cache (and the model wholly in RAM) for what the slots missed. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -181,11 +185,67 @@ static int print_table(const struct route_trace *t, const char *what, const uint
     return 0;
 }
 
+/* ---- three levels: VRAM slots, then the RAM cache ------------------------------------------- */
+
+/* Bytes of one VRAM slot row: one expert of every layer (a slot of each layer). */
+static uint64_t slot_row_bytes(const struct route_trace *t) {
+    uint64_t b = 0;
+    for (int32_t l = 0; l < t->n_layer; l++)
+        b += t->expert_bytes[l];
+    return b;
+}
+
+/* The three levels' table: for each VRAM size (what the slots may take) and RAM cache size (0: all
+ * in RAM), the decode pairs VRAM served, the CPU's RAM cache hit rate (frecency, the expert
+ * cache's policy) and what the SSD reads a token. Returns 0 or an error. */
+static int print_tiers(const struct route_trace *t, const uint64_t *vram, int n_vram,
+                       const uint64_t *ram, int n_ram) {
+    const uint64_t row = slot_row_bytes(t);
+    printf("| VRAM MiB for slots | slots a layer | VRAM hit %% (decode pairs) | promoted MiB/token "
+           "| RAM MiB | RAM hit %% (the CPU's) | VRAM+RAM hit %% | SSD MiB/token |\n"
+           "|---|---|---|---|---|---|---|---|\n");
+    for (int v = 0; v < n_vram; v++) {
+        const int32_t n_slots = (int32_t)(vram[v] / row < (uint64_t)t->n_expert
+                                              ? vram[v] / row : (uint64_t)t->n_expert);
+        struct route_trace *cpu = NULL;
+        struct route_vram vr;
+        int rc = route_replay_vram(t, n_slots, &cpu, &vr);
+        if (rc < 0)
+            return rc;
+        const uint64_t pg = vr.pairs_gpu, pc = vr.pairs_cpu, moved = vr.promoted_bytes;
+        const double on_gpu = pg + pc ? (double)pg / (double)(pg + pc) : 0.0;
+        for (int r = 0; rc == 0 && r < n_ram; r++) {
+            struct route_result res = {0};
+            if (ram[r] > 0 && (rc = route_replay(cpu, ROUTE_FRECENCY, ram[r], 0, &res)) < 0)
+                break;
+            const double ram_hit = ram[r] > 0 ? res.hit_rate : 1.0;
+            char mib[32] = "all", hit[32] = "-";
+            if (ram[r] > 0)
+                snprintf(mib, sizeof(mib), "%.0f", (double)ram[r] / (1 << 20));
+            if (pc > 0) /* the CPU looked something up */
+                snprintf(hit, sizeof(hit), "%.1f", 100.0 * ram_hit);
+            printf("| %.0f | %d | %.1f | %.1f | %s | %s | %.1f | %.1f |\n",
+                   (double)vram[v] / (1 << 20), n_slots, 100.0 * on_gpu,
+                   t->n_decode_tokens ? (double)moved / (1 << 20) / t->n_decode_tokens : 0.0, mib,
+                   hit,
+                   100.0 * (on_gpu + (1.0 - on_gpu) * ram_hit),
+                   ram[r] > 0 ? res.bytes_per_token / (1 << 20) : 0.0);
+        }
+        route_trace_free(cpu);
+        if (rc < 0) {
+            fprintf(stderr, "bench-policy: a RAM cache smaller than one token's experts of a layer\n");
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *path = NULL, *write_path = NULL;
     int32_t n_prompt = 64, n_gen = 64, n_slots = 0, slots[MAX_SIZES];
     int n_threads = 2, n_sizes = 0, lookahead = 0;
-    uint64_t sizes[MAX_SIZES];
+    uint64_t sizes[MAX_SIZES], vram[MAX_SIZES];
+    int n_vram = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool has = i + 1 < argc;
@@ -199,6 +259,8 @@ int main(int argc, char **argv) {
             slots[n_slots++] = atoi(argv[++i]);
         else if (!strcmp(a, "--mib") && has && n_sizes + n_slots < MAX_SIZES)
             sizes[n_sizes++] = (uint64_t)strtoull(argv[++i], NULL, 10) << 20;
+        else if (!strcmp(a, "--vram-mib") && has && n_vram < MAX_SIZES)
+            vram[n_vram++] = (uint64_t)strtoull(argv[++i], NULL, 10) << 20;
         else if (!strcmp(a, "--lookahead") && has)
             lookahead = atoi(argv[++i]);
         else if (!strcmp(a, "--write-trace") && has)
@@ -207,8 +269,8 @@ int main(int argc, char **argv) {
             path = a;
         else {
             fprintf(stderr, "usage: bench-policy TRACE.csv|MODEL.gguf [--mib N]... [--slots N]... "
-                            "[--lookahead N] [--prompt N] [--gen N] [--threads N] "
-                            "[--write-trace FILE]\n");
+                            "[--vram-mib N]... [--lookahead N] [--prompt N] [--gen N] "
+                            "[--threads N] [--write-trace FILE]\n");
             return 2;
         }
     }
@@ -233,6 +295,18 @@ int main(int argc, char **argv) {
         slot_sizes(t);
     for (int32_t k = 0; k < n_slots; k++)
         sizes[n_sizes++] = (uint64_t)(slots[k] > 0 ? slots[k] : 0) * t->expert_bytes[0];
+    if (rc == 0 && n_vram > 0) { /* three levels: the VRAM sizes against each --mib RAM size */
+        uint64_t ram[MAX_SIZES + 1];
+        int n_ram = 0;
+        ram[n_ram++] = 0;
+        for (int k = 0; k < n_sizes; k++)
+            ram[n_ram++] = sizes[k];
+        printf("routing: %s: %d layers x %d experts, %d a token; VRAM slots, then the RAM cache\n",
+               path, t->n_layer, t->n_expert, t->n_used);
+        rc = print_tiers(t, vram, n_vram, ram, n_ram);
+        route_trace_free(t);
+        return rc == 0 ? 0 : 1;
+    }
     if (n_sizes == 0) { /* 500 MiB up to 4000 MiB, and a third of all experts */
         const uint64_t third = route_trace_all_bytes(t) / 3;
         for (uint64_t mib = 500; mib <= 4000 && ((uint64_t)mib << 20) < third; mib *= 2)

@@ -4,7 +4,8 @@
  * pass the cache's; the lookup being served never loses an expert it pinned (unless it is larger
  * than the cache: then it goes in groups, as the engine's); a key is on at most one list.
  * Bookkeeping is O(1) per expert looked up (victim searches skip pinned keys) except belady's,
- * which scans: it is the bound, not a policy a cache could run. */
+ * which scans: it is the bound, not a policy a cache could run. The three levels' replay puts the
+ * GPU's VRAM slots (backend_vulkan_experts.c) before it. */
 #include "route_trace.h"
 
 #include <errno.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_vulkan_experts.h"
 #include "cache_policy.h"
 #include "err.h"
 
@@ -663,4 +665,50 @@ int route_replay(const struct route_trace *t, enum route_policy p, uint64_t cach
     out->bytes_per_token =
         t->n_decode_tokens ? (double)out->missed_bytes / t->n_decode_tokens : 0.0;
     return rc;
+}
+
+/* ---- three levels ---------------------------------------------------------------------------- */
+
+int route_replay_vram(const struct route_trace *t, int32_t n_slots, struct route_trace **cpu,
+                      struct route_vram *out) {
+    struct vk_tier *tier = vk_tier_new(t->n_layer, t->n_expert, t->n_used, NULL, n_slots);
+    struct route_trace *c = route_trace_new(t->n_layer, t->n_expert, t->n_used, 1);
+    int32_t *gpu = malloc(3 * (size_t)t->n_expert * sizeof(*gpu));
+    int32_t *sel = malloc((size_t)t->n_expert * sizeof(*sel));
+    int32_t *ids = malloc((size_t)t->n_expert * sizeof(*ids));
+    int rc = tier && c && gpu && sel && ids ? 0 : -ENOMEM;
+    uint64_t *pairs_gpu = &out->pairs_gpu, *pairs_cpu = &out->pairs_cpu;
+    uint64_t *promoted = &out->promoted_bytes;
+    *pairs_gpu = *pairs_cpu = *promoted = 0;
+    if (c)
+        memcpy(c->expert_bytes, t->expert_bytes, (size_t)t->n_layer * sizeof(*c->expert_bytes));
+    for (size_t k = 0; rc == 0 && k < t->n_look; k++) {
+        const struct route_lookup *l = &t->look[k];
+        if (k > 0 && l->layer <= t->look[k - 1].layer) { /* a new step: the last one's moves */
+            for (int32_t i = 0; t->look[k - 1].decode && i < tier->n_promote; i++)
+                *promoted += t->expert_bytes[tier->promote[i].il];
+            vk_tier_promote(tier, NULL, NULL);
+        }
+        const int32_t n_gpu =
+            vk_tier_split(tier, l->layer, t->ids + l->off, l->n, gpu, (size_t)t->n_expert, sel);
+        int32_t m = 0;
+        for (int32_t p = 0; p < l->n; p++)
+            if (sel[p] >= 0)
+                ids[m++] = sel[p];
+        if (l->decode) {
+            *pairs_gpu += (uint64_t)n_gpu;
+            *pairs_cpu += (uint64_t)m;
+        }
+        rc = route_trace_add(c, l->layer, ids, NULL, m, l->decode);
+    }
+    free(gpu);
+    free(sel);
+    free(ids);
+    vk_tier_free(tier);
+    if (rc < 0) {
+        route_trace_free(c);
+        return rc;
+    }
+    *cpu = c;
+    return 0;
 }

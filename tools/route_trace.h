@@ -99,4 +99,19 @@ struct route_result {
 int route_replay(const struct route_trace *t, enum route_policy p, uint64_t cache_bytes,
                  int lookahead, struct route_result *out);
 
+/* ---- three levels: VRAM slots before the RAM cache ------------------------------------------ */
+
+struct route_vram {
+    uint64_t pairs_gpu, pairs_cpu; /* decode (token, expert) pairs each side took */
+    uint64_t promoted_bytes;       /* experts moved into slots after decode steps */
+};
+
+/* Replays t's lookups through VRAM slots of n_slots experts a layer: the GPU's own placement and
+ * learning (backend_vulkan_experts.h: frecency, at most VK_TIER_PROMOTE_MAX moves a step, made
+ * between steps; a step ends where a lookup's layer is not after the one before). *cpu gets the
+ * trace of what the CPU looked up instead (each lookup's experts without a slot, possibly none),
+ * for route_replay at a RAM cache's size; the caller frees it. Returns 0, -EINVAL or -ENOMEM. */
+int route_replay_vram(const struct route_trace *t, int32_t n_slots, struct route_trace **cpu,
+                      struct route_vram *out);
+
 #endif

@@ -6,54 +6,63 @@
  * the split. Invariant: slot_of and held are inverse maps (held[il][s] = x iff slot_of[il][x] =
  * s), and the policy's entry il n_slots + s is placed (on a list) once its slot was filled. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_vulkan_experts.h"
 #include "cache_policy.h"
+#include "clock.h"
 #include "expert_cache.h"
+#include "spin.h"
+#include "threadpool.h"
 
 /* ---- the placement ---------------------------------------------------------------------------- */
 
-/* Fills the slots with experts 0 .. n_slots - 1 of each MoE layer and places them in the policy
- * (as a guess: counted as no lookup). */
-static void tier_place_first(struct vk_tier *t, const struct engine *e) {
+/* Fills the slots with experts 0 .. n_slots - 1 of each MoE layer (moe: NULL for every layer)
+ * and places them in the policy (as a guess: counted as no lookup). */
+static void tier_place_first(struct vk_tier *t, const bool *moe) {
     for (int il = 0; il < t->n_layer; il++) {
-        const bool moe = e->m->layers[il].ffn == MODEL_FFN_MOE;
+        const bool has = !moe || moe[il];
         for (int32_t x = 0; x < t->n_expert; x++)
             t->slot_of[(size_t)il * (size_t)t->n_expert + (size_t)x] =
-                moe && x < t->n_slots ? x : -1;
+                has && x < t->n_slots ? x : -1;
         for (int32_t s = 0; s < t->n_slots; s++) {
-            t->held[(size_t)il * (size_t)t->n_slots + (size_t)s] = moe ? s : -1;
-            if (moe && t->policy)
+            t->held[(size_t)il * (size_t)t->n_slots + (size_t)s] = has ? s : -1;
+            if (has && t->policy)
                 cache_policy_guess(t->policy, il * t->n_slots + s, il * t->n_expert + s);
         }
     }
 }
 
-struct vk_tier *vk_tier_new(const struct engine *e, int32_t n_slots) {
-    const struct model_hparams *hp = &e->m->hp;
-    const int32_t ne = hp->n_expert > 0 ? hp->n_expert : 1;
+struct vk_tier *vk_tier_new(int32_t n_layer, int32_t n_expert, int32_t k_used, const bool *moe,
+                            int32_t n_slots) {
+    const int32_t ne = n_expert > 0 ? n_expert : 1;
+    if (n_layer < 1 || k_used < 1)
+        return NULL;
     struct vk_tier *t = calloc(1, sizeof(*t));
     if (!t)
         return NULL;
     t->n_slots = n_slots < 0 ? 0 : n_slots > ne ? ne : n_slots;
     t->n_expert = ne;
-    t->n_layer = hp->n_layer;
-    const size_t n_keys = (size_t)hp->n_layer * (size_t)ne;
-    const size_t n_entries = (size_t)hp->n_layer * (size_t)t->n_slots;
+    t->n_layer = n_layer;
+    t->k_used = k_used;
+    const size_t n_keys = (size_t)n_layer * (size_t)ne;
+    const size_t n_entries = (size_t)n_layer * (size_t)t->n_slots;
     t->slot_of = calloc(n_keys, sizeof(*t->slot_of));
     t->held = calloc(n_entries ? n_entries : 1, sizeof(*t->held));
     t->mark = calloc((size_t)ne, sizeof(*t->mark));
     if (n_entries > 0 && n_keys <= INT32_MAX && n_entries <= INT32_MAX &&
         (t->policy = cache_policy_new(CACHE_POLICY_FRECENCY, (int32_t)n_entries, (int32_t)n_keys,
-                                      e->k_used)))
+                                      k_used)))
         cache_policy_resize(t->policy, (int32_t)n_entries);
     if (!t->slot_of || !t->held || !t->mark || (n_entries > 0 && !t->policy)) {
         vk_tier_free(t);
         return NULL;
     }
-    tier_place_first(t, e);
+    tier_place_first(t, moe);
     return t;
 }
 
@@ -139,13 +148,11 @@ static void tier_hold(struct vk_tier *t, int il, int32_t s, int32_t x) {
     *held = x;
 }
 
-void vk_tier_promote(struct vk_tier *t, struct engine *e, vk_tier_upload_fn upload, void *ctx) {
+void vk_tier_promote(struct vk_tier *t, vk_tier_fill_fn fill, void *ctx) {
     for (int32_t i = 0; i < t->n_promote; i++) {
         const struct vk_promotion *p = &t->promote[i];
-        const uint8_t *mats[3];
         tier_hold(t, p->il, p->slot, -1); /* emptied first: a half-written slot holds nothing */
-        if (vk_tier_expert_mats(e, p->il, p->x, mats) == 0 &&
-            upload(ctx, p->il, p->slot, mats) == 0) {
+        if (!fill || fill(ctx, p->il, p->x, p->slot) == 0) {
             tier_hold(t, p->il, p->slot, p->x);
             t->promotions++;
         }
@@ -155,9 +162,9 @@ void vk_tier_promote(struct vk_tier *t, struct engine *e, vk_tier_upload_fn uplo
 
 /* ---- a layer's exchange ----------------------------------------------------------------------- */
 
-int32_t vk_tier_split(struct vk_tier *t, const struct engine *e, int il, const int32_t *ids,
-                      int32_t n_pairs, int32_t *gpu, size_t stride, int32_t *cpu_sel) {
-    const int32_t k = e->k_used, *slot = t->slot_of + (size_t)il * (size_t)t->n_expert;
+int32_t vk_tier_split(struct vk_tier *t, int il, const int32_t *ids, int32_t n_pairs, int32_t *gpu,
+                      size_t stride, int32_t *cpu_sel) {
+    const int32_t k = t->k_used, *slot = t->slot_of + (size_t)il * (size_t)t->n_expert;
     int32_t n = 0;
     for (int32_t p = 0; p < n_pairs; p++) {
         const int32_t x = ids[p];
@@ -182,4 +189,118 @@ int vk_tier_cpu(struct engine *e, int il, int32_t n_tok, const float *x, const f
     memcpy(e->x, x, bytes); /* the lookahead reads x, the experts xn */
     memcpy(e->xn, xn, bytes);
     return block_moe_experts(e, il, cpu_sel, n_tok, out);
+}
+
+/* ---- the CPU's pairs beside the host's recording ---------------------------------------------- */
+
+enum { WORKER_IDLE, WORKER_POSTED, WORKER_DONE, WORKER_QUIT };
+
+struct vk_tier_worker {
+    struct engine *e;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int state;     /* WORKER_*: set under mu, read by polls */
+    bool pending;         /* the host's: a job posted and not joined */
+    int il, rc;
+    int32_t n_tok;
+    const float *x, *xn;
+    const int32_t *sel;
+    float *out;
+    double busy_s;
+};
+
+/* Seconds a side polls for the other before it sleeps: a layer's CPU pairs take a few hundred
+ * microseconds, the host's recording of a layer about as much. */
+#define WORKER_SPIN_S 2e-3
+
+static void worker_set(struct vk_tier_worker *w, int state) {
+    pthread_mutex_lock(&w->mu);
+    atomic_store(&w->state, state);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits until the state is a or b (polling while the CPU is free, then sleeping); returns it. */
+static int worker_await(struct vk_tier_worker *w, int a, int b) {
+    int st = atomic_load(&w->state);
+    if (st != a && st != b && w->e->tp) {
+        struct spin sp = spin_start(threadpool_contention(w->e->tp), WORKER_SPIN_S);
+        while ((st = atomic_load(&w->state)) != a && st != b && spin_more(&sp))
+            ;
+    }
+    if (st != a && st != b) {
+        pthread_mutex_lock(&w->mu);
+        while ((st = atomic_load(&w->state)) != a && st != b)
+            pthread_cond_wait(&w->cv, &w->mu);
+        pthread_mutex_unlock(&w->mu);
+    }
+    return st;
+}
+
+static void *worker_main(void *arg) {
+    struct vk_tier_worker *w = arg;
+    while (worker_await(w, WORKER_POSTED, WORKER_QUIT) == WORKER_POSTED) {
+        const double t0 = clock_now_s();
+        w->rc = vk_tier_cpu(w->e, w->il, w->n_tok, w->x, w->xn, w->sel, w->out);
+        w->busy_s = clock_now_s() - t0;
+        worker_set(w, WORKER_DONE);
+    }
+    return NULL;
+}
+
+struct vk_tier_worker *vk_tier_worker_new(struct engine *e) {
+    struct vk_tier_worker *w = calloc(1, sizeof(*w));
+    if (!w)
+        return NULL;
+    w->e = e;
+    atomic_init(&w->state, WORKER_IDLE);
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        free(w);
+        return NULL;
+    }
+    if (pthread_cond_init(&w->cv, NULL) != 0 ||
+        pthread_create(&w->th, NULL, worker_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void vk_tier_worker_free(struct vk_tier_worker *w) {
+    if (!w)
+        return;
+    vk_tier_worker_join(w, NULL);
+    worker_set(w, WORKER_QUIT);
+    pthread_join(w->th, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+void vk_tier_worker_post(struct vk_tier_worker *w, int il, int32_t n_tok, const float *x,
+                         const float *xn, const int32_t *cpu_sel, float *out) {
+    w->il = il;
+    w->n_tok = n_tok;
+    w->x = x;
+    w->xn = xn;
+    w->sel = cpu_sel;
+    w->out = out;
+    w->pending = true;
+    worker_set(w, WORKER_POSTED);
+}
+
+int vk_tier_worker_join(struct vk_tier_worker *w, double *busy_s) {
+    if (busy_s)
+        *busy_s = 0.0;
+    if (!w || !w->pending)
+        return 0;
+    worker_await(w, WORKER_DONE, WORKER_DONE);
+    w->pending = false;
+    atomic_store(&w->state, WORKER_IDLE); /* the worker waits for POSTED or QUIT: no race */
+    if (busy_s)
+        *busy_s = w->busy_s;
+    return w->rc;
 }

@@ -15,6 +15,7 @@
 #ifndef SNIPER_BACKEND_VULKAN_EXPERTS_H
 #define SNIPER_BACKEND_VULKAN_EXPERTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "engine_impl.h"
@@ -28,6 +29,7 @@ struct cache_policy;
 struct vk_tier {
     int32_t n_slots;   /* VRAM slots of each MoE layer, 0 .. n_expert */
     int32_t n_expert, n_layer;
+    int32_t k_used;    /* experts a token routes to: pair p is token p / k_used's */
     int32_t *slot_of;  /* [n_layer][n_expert]: expert x's slot in layer il, or -1 (the CPU's) */
     int32_t *held;     /* [n_layer][n_slots]: the expert slot s of layer il holds, or -1 */
     struct cache_policy *policy; /* frecency over entries il n_slots + s; NULL without slots */
@@ -42,9 +44,12 @@ struct vk_tier {
     uint64_t promotions;           /* experts moved into a slot */
 };
 
-/* A placement of n_slots (0 .. n_expert) VRAM slots per MoE layer of e's model, expert x in slot
- * x. Returns it (vk_tier_free frees it) or NULL on no memory. */
-struct vk_tier *vk_tier_new(const struct engine *e, int32_t n_slots);
+/* A placement of n_slots (0 .. n_expert) VRAM slots per MoE layer (moe[il]; NULL: every layer) of
+ * n_layer layers of n_expert experts, k_used a token, expert x in slot x. It needs no engine, so
+ * that bench-policy replays route traces through it. Returns it (vk_tier_free frees it) or NULL on
+ * bad sizes or no memory. */
+struct vk_tier *vk_tier_new(int32_t n_layer, int32_t n_expert, int32_t k_used, const bool *moe,
+                            int32_t n_slots);
 void vk_tier_free(struct vk_tier *t); /* accepts NULL */
 
 /* The gate, up and down matrices of expert x of layer il in host memory, to fill a slot: the
@@ -57,8 +62,8 @@ int vk_tier_expert_mats(struct engine *e, int il, int32_t x, const uint8_t *mats
  * the activation row t, the output row p), and the rest, into cpu_sel[n_pairs] (the expert for
  * the CPU's pairs, -1 for the GPU's). Counts both, and learns from the layer's experts (hits,
  * misses, the promotions to make after the step). Returns the GPU's pairs. */
-int32_t vk_tier_split(struct vk_tier *t, const struct engine *e, int il, const int32_t *ids,
-                      int32_t n_pairs, int32_t *gpu, size_t stride, int32_t *cpu_sel);
+int32_t vk_tier_split(struct vk_tier *t, int il, const int32_t *ids, int32_t n_pairs, int32_t *gpu,
+                      size_t stride, int32_t *cpu_sel);
 
 /* The CPU's pairs of layer il (cpu_sel) for n_tok tokens whose FFN input rows are x and xn (the
  * residual and its norm, n_embd floats a row, as the device had them): each pair's expert output
@@ -66,14 +71,32 @@ int32_t vk_tier_split(struct vk_tier *t, const struct engine *e, int il, const i
 int vk_tier_cpu(struct engine *e, int il, int32_t n_tok, const float *x, const float *xn,
                 const int32_t *cpu_sel, float *out);
 
-/* Writes one slot's matrices (gate, up, down) into device memory: the device's half of a
- * promotion. Returns 0 or a negative error. */
-typedef int (*vk_tier_upload_fn)(void *ctx, int il, int32_t slot, const uint8_t *const mats[3]);
+/* A thread that computes a layer's CPU pairs (vk_tier_cpu) while the host records the rest of the
+ * step: the exchange posts the layer's job after sending the GPU's pairs, and joins it before it
+ * sends the commands that read the CPU's rows. One job at a time; the thread pool is the job's
+ * (the host records without it meanwhile). */
+struct vk_tier_worker;
 
-/* Between steps: moves the promotions the last step queued into their slots (the matrices from
- * vk_tier_expert_mats, written by upload), and the placement follows. Best effort: a promotion
- * whose read or upload fails leaves its slot empty (no expert maps to it) until the policy fills
- * it again. */
-void vk_tier_promote(struct vk_tier *t, struct engine *e, vk_tier_upload_fn upload, void *ctx);
+/* Starts the thread for e. Returns it (vk_tier_worker_free stops and frees it) or NULL. */
+struct vk_tier_worker *vk_tier_worker_new(struct engine *e);
+void vk_tier_worker_free(struct vk_tier_worker *w); /* accepts NULL; joins a job left */
+
+/* Posts vk_tier_cpu(e, il, n_tok, x, xn, cpu_sel, out): every pointer must stay valid and
+ * unwritten until the join. At most one job is posted and not joined. */
+void vk_tier_worker_post(struct vk_tier_worker *w, int il, int32_t n_tok, const float *x,
+                         const float *xn, const int32_t *cpu_sel, float *out);
+
+/* Waits for the posted job: its result (0 where none was posted), and the seconds it computed
+ * into *busy_s (may be NULL). */
+int vk_tier_worker_join(struct vk_tier_worker *w, double *busy_s);
+
+/* Fills slot `slot` of layer il with expert x: the device's half of a promotion (reading the
+ * matrices, vk_tier_expert_mats, and writing them). Returns 0 or a negative error. */
+typedef int (*vk_tier_fill_fn)(void *ctx, int il, int32_t x, int32_t slot);
+
+/* Between steps: moves the promotions the last step queued into their slots (fill: NULL in a
+ * replay, where nothing is written), and the placement follows. Best effort: a promotion whose
+ * fill fails leaves its slot empty (no expert maps to it) until the policy fills it again. */
+void vk_tier_promote(struct vk_tier *t, vk_tier_fill_fn fill, void *ctx);
 
 #endif

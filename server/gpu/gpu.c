@@ -15,9 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "err.h"
 #include "fault.h"
 #include "gpu_shaders.h"
+#include "spin.h"
 #include "vk_fn.h"
 
 #define GPU_STAGING_BYTES ((size_t)16 << 20)
@@ -852,13 +854,33 @@ int gpu_kernel(const struct gpu *g, const char *name) {
 }
 
 /* Waits for every command buffer sent. Returns 0 or -EIO (the device failed). */
+/* Seconds a wait for the device polls its fence before it sleeps in the driver: a decode step's
+ * last part, or a three-level exchange's layer, ends within this, and a sleeping thread wakes tens
+ * of microseconds late. Not on a CPU device (lavapipe), whose threads need the CPU we would poll
+ * on. */
+#define GPU_FENCE_SPIN_S 5e-3
+
+/* Waits for fence f: polls it first (GPU_FENCE_SPIN_S), then blocks. */
+static VkResult fence_wait(struct gpu *g, VkFence f) {
+    if (g->info.type != GPU_TYPE_CPU) {
+        const double until = clock_now_s() + GPU_FENCE_SPIN_S;
+        do {
+            VkResult r = g->fn.vkGetFenceStatus(g->dev, f);
+            if (r != VK_NOT_READY)
+                return r;
+            cpu_relax();
+        } while (clock_now_s() < until);
+    }
+    return g->fn.vkWaitForFences(g->dev, 1, &f, VK_TRUE, UINT64_MAX);
+}
+
 static int ring_wait(struct gpu *g) {
     int rc = 0;
     for (int i = 0; i < GPU_RING; i++) {
         if (!g->ring_busy[i])
             continue;
         g->ring_busy[i] = false;
-        VkResult r = g->fn.vkWaitForFences(g->dev, 1, &g->ring_fence[i], VK_TRUE, UINT64_MAX);
+        VkResult r = fence_wait(g, g->ring_fence[i]);
         if (r != VK_SUCCESS && rc == 0)
             rc = fail_device(g, "vkWaitForFences", r);
     }
@@ -870,7 +892,7 @@ static int ring_wait(struct gpu *g) {
 static int ring_open(struct gpu *g, int i) {
     if (g->ring_busy[i]) {
         g->ring_busy[i] = false;
-        VkResult r = g->fn.vkWaitForFences(g->dev, 1, &g->ring_fence[i], VK_TRUE, UINT64_MAX);
+        VkResult r = fence_wait(g, g->ring_fence[i]);
         if (r != VK_SUCCESS)
             return fail_device(g, "vkWaitForFences", r);
     }

@@ -57,6 +57,7 @@
     X(vkDestroyFence)                                                                             \
     X(vkResetFences)                                                                              \
     X(vkWaitForFences)                                                                            \
+    X(vkGetFenceStatus)                                                                           \
     X(vkQueueSubmit)                                                                              \
     X(vkCreateQueryPool)                                                                          \
     X(vkDestroyQueryPool)                                                                         \

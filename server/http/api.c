@@ -785,6 +785,22 @@ static void handle_metrics(struct api *a, struct http_response *out) {
            f.s.step_union_experts);
     METRIC("step_moe_layers_total", "counter", "Moe layers the steps ran.", "%" PRIu64,
            f.s.step_moe_layers);
+    METRIC("gpu_on", "gauge", "1 where the model runs on the GPU.", "%d", f.on_gpu ? 1 : 0);
+    METRIC("gpu_experts_in_vram", "gauge",
+           "Routed experts a layer that VRAM holds (three levels; of gpu_experts_per_layer).", "%d",
+           f.gpu_experts.n_slots);
+    METRIC("gpu_experts_per_layer", "gauge", "Routed experts a layer has (on the GPU).", "%d",
+           f.gpu_experts.n_expert);
+    METRIC("gpu_expert_hits_total", "counter", "Routed pairs whose expert VRAM held.", "%" PRIu64,
+           f.gpu_experts.hits);
+    METRIC("gpu_expert_misses_total", "counter", "Routed pairs whose expert VRAM did not hold.",
+           "%" PRIu64, f.gpu_experts.misses);
+    METRIC("gpu_expert_promotions_total", "counter", "Experts copied into VRAM slots.", "%" PRIu64,
+           f.gpu_experts.promotions);
+    METRIC("gpu_pairs_on_gpu_total", "counter", "Routed pairs computed on the GPU.", "%" PRIu64,
+           f.gpu_experts.pairs_gpu);
+    METRIC("gpu_pairs_on_cpu_total", "counter", "Routed pairs computed on the CPU (three levels).",
+           "%" PRIu64, f.gpu_experts.pairs_cpu);
 #undef METRIC
     double v[3][ENGINE_MAX_SEQ];
     for (int i = 0; i < f.s.n_slots; i++) {

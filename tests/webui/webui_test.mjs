@@ -4,13 +4,14 @@
 // (the page's renderer on crafted strings, a canned SSE reply through the whole page, and real
 // replies), the contexts panel (save the chat, list, load it back and go on, delete, a bad name's
 // error, the store's buttons and transfer progress on canned answers), and the API key flow against
-// a second daemon started with --api-key.
-// Prints "ok NAME" / "FAIL NAME: why" and "N passed, N failed, 0 skipped".
-// Usage: node webui_test.mjs URL KEYED_URL KEY SCREENSHOT_DIR
+// a second daemon started with --api-key, the model picker of a third serving a directory, and the
+// GPU's line of a fourth on three levels (where the machine has a Vulkan device).
+// Prints "ok NAME" / "FAIL NAME: why" / "SKIP NAME: why" and "N passed, N failed, N skipped".
+// Usage: node webui_test.mjs URL KEYED_URL KEY SCREENSHOT_DIR MODELS_URL [GPU_URL]
 import { chromium } from "playwright-core";
 
-const [url, keyedUrl, key, shots, modelsUrl] = process.argv.slice(2);
-let passed = 0, failed = 0;
+const [url, keyedUrl, key, shots, modelsUrl, gpuUrl] = process.argv.slice(2);
+let passed = 0, failed = 0, skipped = 0;
 function check(name, cond, why = "") {
   if (cond) { passed++; console.log(`ok     ${name}`); }
   else { failed++; console.log(`FAIL   ${name}: ${why}`); }
@@ -64,6 +65,8 @@ try {
     const name = await page.textContent("#model-name");
     const ctx = await page.textContent("#s-ctx");
     check("stats panel filled", name === s.model && ctx.startsWith(String(s.n_ctx)), `${name} ${ctx}`);
+    const gpu = await page.textContent("#s-gpu");
+    check("the GPU's line says the CPU daemon is off it", !s.gpu.on && gpu === "off (CPU)", gpu);
   });
 
   // ---- a streamed reply
@@ -359,8 +362,30 @@ try {
     await p.screenshot({ path: `${shots}/models.png` });
     await ctx.close();
   });
+  // ---- the GPU's line on three levels: the VRAM slots and where the routed pairs ran
+  if (!gpuUrl) {
+    skipped++;
+    console.log("SKIP   the GPU's line on three levels: no Vulkan device ran the fourth daemon");
+  } else await attempt("the GPU's line on three levels", async () => {
+    const ctx = await browser.newContext();
+    const p = await ctx.newPage();
+    p.setDefaultTimeout(60000);
+    await p.goto(gpuUrl + "/");
+    await p.fill("#max-tokens", "4");
+    await p.fill("#input", "hello");
+    await p.press("#input", "Enter");
+    await p.waitForSelector(".msg.assistant[data-done='1']");
+    await p.waitForFunction(() => /GPU \/ [1-9]/.test(document.getElementById("s-gpu").textContent));
+    const g = (await stats(gpuUrl)).gpu;
+    const text = await p.textContent("#s-gpu");
+    const m = text.match(/^(\d+) of (\d+) experts a layer in VRAM, ([\d.]+) % hits; pairs (\d+) GPU \/ (\d+) CPU$/);
+    check("the GPU's line on three levels", g.on && m && +m[1] === g.experts_in_vram && +m[2] === g.experts_per_layer
+      && m[1] === "2" && +m[4] > 0 && +m[5] > 0 && +m[4] <= g.pairs_on_gpu && +m[5] <= g.pairs_on_cpu,
+      `${text} ${JSON.stringify(g)}`);
+    await ctx.close();
+  });
 } finally {
   await browser.close();
 }
-console.log(`${passed} passed, ${failed} failed, 0 skipped`);
+console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed ? 1 : 0);
