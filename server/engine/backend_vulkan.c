@@ -17,9 +17,8 @@
  * weight type with kernels, and gemma4's layers (backend_vulkan_gemma4.c); a dense FFN streamed
  * from disk and replayed routing stay on the CPU, and engine_use_gpu says so. Routed experts
  * that VRAM does not hold (the budget, or streamed through an expert cache) are computed on the
- * CPU, layer by layer (vk_moe_exchange; the host's half in backend_vulkan_experts.c, its thread
- * computing them while the host records on), and added on the device in the routing's order: the
- * same bits (not for gemma4's fused gate_up experts yet). */
+ * CPU, layer by layer (vk_moe_exchange; the host's half in backend_vulkan_experts.c), and added on
+ * the device in the routing's order: the same bits (not for gemma4's fused gate_up experts yet). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -329,7 +328,7 @@ static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, si
     if (per > 0 && left / per < (uint64_t)n)
         n = (int32_t)(left / per);
     vk_tier_free(v->tier);
-    if (!(v->tier = vk_tier_of(e, n)) || !(v->worker = vk_tier_worker_new(e)) ||
+    if (!(v->tier = vk_tier_of(e, n)) ||
         !(v->slot_bufs = calloc((size_t)m->hp.n_layer * 3, sizeof(*v->slot_bufs)))) {
         err_set(err, err_len, "gpu: out of memory");
         return -ENOMEM;
@@ -536,7 +535,6 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->tails);
     free(v->cpu_sel);
     free(v->slot_bufs);
-    vk_tier_worker_free(v->worker);
     vk_tier_free(v->tier);
     vk_rec_free(v->rec);
     vk_gemma4_free(v->g4);
@@ -1118,17 +1116,6 @@ static int vk_shared_expert(struct engine *e, int il, int32_t n_tok, uint64_t *s
     return 0;
 }
 
-/* Waits for the CPU's pairs posted by the last exchange (none: 0); a failure marks the step's
- * error as the CPU's. Returns 0 or the CPU's error. */
-int vk_tier_join(struct engine_vk *v) {
-    double busy = 0.0;
-    const int rc = vk_tier_worker_join(v->worker, &busy);
-    v->host_xcpu += busy;
-    if (rc < 0)
-        v->cpu_failed = true;
-    return rc;
-}
-
 /* Records the copies of the CPU's pairs' expert rows (h_exp) into d: runs of consecutive pairs
  * in one copy each. */
 static void vk_tier_rows_back(struct engine_vk *v, int32_t n_pairs, size_t D) {
@@ -1162,20 +1149,14 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     gpu_copy(v->dev, v->h_rows, 0, v->x.buf, 0, rows);
     gpu_copy(v->dev, v->h_rows, B * D * 4, v->xn.buf, 0, rows);
     const double t0 = vk_profile_clock(v);
-    int rc = vk_tier_join(v); /* the last layer's CPU rows, which this part copies */
-    if (rc < 0) {
-        gpu_submit(v->dev); /* ends the recording; the error is the CPU's */
-        return rc;
-    }
-    const double t1 = vk_profile_clock(v);
     if (vk_submit(v) < 0 || vk_begin(v) < 0)
         return -EIO;
-    v->host_xwait += vk_profile_clock(v) - t1;
-    v->host_xjoin += t1 - t0;
+    const double t1 = vk_profile_clock(v);
     const int32_t *ids = (const int32_t *)gpu_buf_host(v->h_routes) + (size_t)il * B * K;
     int32_t *gp = gpu_buf_host(v->h_tier_pairs);
     const int32_t n_gpu = vk_tier_split(v->tier, il, ids, P, gp, B * K, v->cpu_sel);
     const uint64_t tp = v->tier_pairs.addr;
+    int rc = 0;
     if (n_gpu > 0) {
         for (int a = 0; a < 3; a++)
             gpu_copy(v->dev, v->tier_pairs.buf, (size_t)a * B * K * 4, v->h_tier_pairs,
@@ -1190,9 +1171,13 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     if (rc == 0 && gpu_flush(v->dev) < 0)
         return -EIO;
     const float *x = gpu_buf_host(v->h_rows);
-    if (rc == 0) /* the CPU's pairs beside the recording of what follows, up to the next join */
-        vk_tier_worker_post(v->worker, il, n_tok, x, x + B * D, v->cpu_sel,
-                            gpu_buf_host(v->h_exp));
+    if (rc == 0) {
+        const double t2 = vk_profile_clock(v);
+        rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
+        v->cpu_failed = rc < 0;
+        v->host_xwait += t1 - t0;
+        v->host_xcpu += vk_profile_clock(v) - t2;
+    }
     if (rc < 0) {
         gpu_submit(v->dev); /* ends the recording; the error is the op's or the CPU's */
         return rc;
@@ -1338,9 +1323,6 @@ void vk_inputs(struct engine *e, int32_t n_tok) {
  * in the profile. Returns rc's error, -EIO, or vk_output's result. */
 int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
     struct engine_vk *v = e->vk;
-    const int jrc = vk_tier_join(v); /* the last MoE layer's CPU pairs, before their rows' copy */
-    if (rc == 0 && jrc < 0)
-        rc = jrc;
     if (rc == -EIO)
         return rc;
     const double t1 = v->profile ? clock_now_s() : 0.0;
@@ -1367,12 +1349,6 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
 /* The profile's clock in seconds (0 without the profile): a step's start, an exchange's phases. */
 double vk_profile_clock(const struct engine_vk *v) {
     return v->profile ? clock_now_s() : 0.0;
-}
-
-/* On three levels the exchanges send the step, and only they may: a part sent before the
- * exchange's join would copy CPU rows not made yet (vk_tier_join). */
-static bool vk_tier_sends(const struct engine_vk *v) {
-    return v->tier != NULL;
 }
 
 /* A step is sent to the device every this many layers (and after the first), so that it works
@@ -1416,7 +1392,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
             vk_label(v, "residual_add");
             rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
         } else if ((rc = vk_residual(e, next, vk_first_product(e, il + 1, false), n_tok)) == 0 &&
-                   il % VK_FLUSH_LAYERS == 0 && !vk_tier_sends(v) && gpu_flush(v->dev) < 0)
+                   il % VK_FLUSH_LAYERS == 0 &&
+                   gpu_flush(v->dev) < 0)
             return -EIO; /* nothing is recording, what was sent has finished */
     }
     return vk_step_end(e, rc, n_tok, t0);
@@ -1487,15 +1464,13 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
                 "steps %.3f ms (%llu steps)\n", v->host_record / n, v->host_wait / n,
                 v->host_output / n, v->host_between / n, (unsigned long long)v->host_steps);
         if (v->host_xcpu > 0.0)
-            fprintf(out, "  host, per step, within the recording: exchanges' waits for the device "
-                    "%.3f ms and for the CPU's experts %.3f ms; the CPU's experts took %.3f ms "
-                    "beside the recording\n", v->host_xwait / n, v->host_xjoin / n,
-                    v->host_xcpu / n);
+            fprintf(out, "  host, per step, within the recording: exchanges' waits %.3f ms, the "
+                    "CPU's experts %.3f ms\n", v->host_xwait / n, v->host_xcpu / n);
     }
     if (v) {
         memset(v->prof, 0, sizeof(v->prof));
         v->host_record = v->host_wait = v->host_output = v->host_between = v->host_end = 0.0;
-        v->host_xwait = v->host_xcpu = v->host_xjoin = 0.0;
+        v->host_xwait = v->host_xcpu = 0.0;
         v->host_steps = 0;
     }
 }

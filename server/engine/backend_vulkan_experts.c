@@ -6,18 +6,13 @@
  * the split. Invariant: slot_of and held are inverse maps (held[il][s] = x iff slot_of[il][x] =
  * s), and the policy's entry il n_slots + s is placed (on a list) once its slot was filled. */
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_vulkan_experts.h"
 #include "cache_policy.h"
-#include "clock.h"
 #include "expert_cache.h"
-#include "spin.h"
-#include "threadpool.h"
 
 /* ---- the placement ---------------------------------------------------------------------------- */
 
@@ -189,118 +184,4 @@ int vk_tier_cpu(struct engine *e, int il, int32_t n_tok, const float *x, const f
     memcpy(e->x, x, bytes); /* the lookahead reads x, the experts xn */
     memcpy(e->xn, xn, bytes);
     return block_moe_experts(e, il, cpu_sel, n_tok, out);
-}
-
-/* ---- the CPU's pairs beside the host's recording ---------------------------------------------- */
-
-enum { WORKER_IDLE, WORKER_POSTED, WORKER_DONE, WORKER_QUIT };
-
-struct vk_tier_worker {
-    struct engine *e;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    atomic_int state;     /* WORKER_*: set under mu, read by polls */
-    bool pending;         /* the host's: a job posted and not joined */
-    int il, rc;
-    int32_t n_tok;
-    const float *x, *xn;
-    const int32_t *sel;
-    float *out;
-    double busy_s;
-};
-
-/* Seconds a side polls for the other before it sleeps: a layer's CPU pairs take a few hundred
- * microseconds, the host's recording of a layer about as much. */
-#define WORKER_SPIN_S 2e-3
-
-static void worker_set(struct vk_tier_worker *w, int state) {
-    pthread_mutex_lock(&w->mu);
-    atomic_store(&w->state, state);
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-/* Waits until the state is a or b (polling while the CPU is free, then sleeping); returns it. */
-static int worker_await(struct vk_tier_worker *w, int a, int b) {
-    int st = atomic_load(&w->state);
-    if (st != a && st != b && w->e->tp) {
-        struct spin sp = spin_start(threadpool_contention(w->e->tp), WORKER_SPIN_S);
-        while ((st = atomic_load(&w->state)) != a && st != b && spin_more(&sp))
-            ;
-    }
-    if (st != a && st != b) {
-        pthread_mutex_lock(&w->mu);
-        while ((st = atomic_load(&w->state)) != a && st != b)
-            pthread_cond_wait(&w->cv, &w->mu);
-        pthread_mutex_unlock(&w->mu);
-    }
-    return st;
-}
-
-static void *worker_main(void *arg) {
-    struct vk_tier_worker *w = arg;
-    while (worker_await(w, WORKER_POSTED, WORKER_QUIT) == WORKER_POSTED) {
-        const double t0 = clock_now_s();
-        w->rc = vk_tier_cpu(w->e, w->il, w->n_tok, w->x, w->xn, w->sel, w->out);
-        w->busy_s = clock_now_s() - t0;
-        worker_set(w, WORKER_DONE);
-    }
-    return NULL;
-}
-
-struct vk_tier_worker *vk_tier_worker_new(struct engine *e) {
-    struct vk_tier_worker *w = calloc(1, sizeof(*w));
-    if (!w)
-        return NULL;
-    w->e = e;
-    atomic_init(&w->state, WORKER_IDLE);
-    if (pthread_mutex_init(&w->mu, NULL) != 0) {
-        free(w);
-        return NULL;
-    }
-    if (pthread_cond_init(&w->cv, NULL) != 0 ||
-        pthread_create(&w->th, NULL, worker_main, w) != 0) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
-        free(w);
-        return NULL;
-    }
-    return w;
-}
-
-void vk_tier_worker_free(struct vk_tier_worker *w) {
-    if (!w)
-        return;
-    vk_tier_worker_join(w, NULL);
-    worker_set(w, WORKER_QUIT);
-    pthread_join(w->th, NULL);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-}
-
-void vk_tier_worker_post(struct vk_tier_worker *w, int il, int32_t n_tok, const float *x,
-                         const float *xn, const int32_t *cpu_sel, float *out) {
-    w->il = il;
-    w->n_tok = n_tok;
-    w->x = x;
-    w->xn = xn;
-    w->sel = cpu_sel;
-    w->out = out;
-    w->pending = true;
-    worker_set(w, WORKER_POSTED);
-}
-
-int vk_tier_worker_join(struct vk_tier_worker *w, double *busy_s) {
-    if (busy_s)
-        *busy_s = 0.0;
-    if (!w || !w->pending)
-        return 0;
-    worker_await(w, WORKER_DONE, WORKER_DONE);
-    w->pending = false;
-    atomic_store(&w->state, WORKER_IDLE); /* the worker waits for POSTED or QUIT: no race */
-    if (busy_s)
-        *busy_s = w->busy_s;
-    return w->rc;
 }

@@ -71,25 +71,6 @@ int32_t vk_tier_split(struct vk_tier *t, int il, const int32_t *ids, int32_t n_p
 int vk_tier_cpu(struct engine *e, int il, int32_t n_tok, const float *x, const float *xn,
                 const int32_t *cpu_sel, float *out);
 
-/* A thread that computes a layer's CPU pairs (vk_tier_cpu) while the host records the rest of the
- * step: the exchange posts the layer's job after sending the GPU's pairs, and joins it before it
- * sends the commands that read the CPU's rows. One job at a time; the thread pool is the job's
- * (the host records without it meanwhile). */
-struct vk_tier_worker;
-
-/* Starts the thread for e. Returns it (vk_tier_worker_free stops and frees it) or NULL. */
-struct vk_tier_worker *vk_tier_worker_new(struct engine *e);
-void vk_tier_worker_free(struct vk_tier_worker *w); /* accepts NULL; joins a job left */
-
-/* Posts vk_tier_cpu(e, il, n_tok, x, xn, cpu_sel, out): every pointer must stay valid and
- * unwritten until the join. At most one job is posted and not joined. */
-void vk_tier_worker_post(struct vk_tier_worker *w, int il, int32_t n_tok, const float *x,
-                         const float *xn, const int32_t *cpu_sel, float *out);
-
-/* Waits for the posted job: its result (0 where none was posted), and the seconds it computed
- * into *busy_s (may be NULL). */
-int vk_tier_worker_join(struct vk_tier_worker *w, double *busy_s);
-
 /* Fills slot `slot` of layer il with expert x: the device's half of a promotion (reading the
  * matrices, vk_tier_expert_mats, and writing them). Returns 0 or a negative error. */
 typedef int (*vk_tier_fill_fn)(void *ctx, int il, int32_t x, int32_t slot);

@@ -78,7 +78,6 @@ struct engine_vk {
      * pairs whose expert has a slot while the CPU computes the others, and the CPU's expert rows
      * come back into d before the weighted sum */
     struct vk_tier *tier;
-    struct vk_tier_worker *worker; /* on three levels: the CPU's pairs beside the recording */
     struct gpu_buf **slot_bufs;    /* [n_layer][3] a MoE layer's gate, up and down slots */
     size_t slot_bytes;             /* device bytes of the slots, all layers */
     struct vk_area tier_pairs;     /* [3][B K] int32 the GPU's pairs (slot, act row, out row),
@@ -99,10 +98,9 @@ struct engine_vk {
     /* and the host's seconds per step: recording the layers, waiting for them after the last
      * part was sent, the logits' submit (recording, waiting, copying), and between the end of
      * one step and the start of the next (the engine's and its caller's work); on three levels,
-     * within the recording, the exchanges' waits for the device and for the CPU's experts, and
-     * the CPU's experts' own time (beside the recording: vk_tier_worker) */
+     * within the recording, the exchanges' waits for the device and the CPU's experts */
     double host_record, host_wait, host_output, host_between, host_end;
-    double host_xwait, host_xcpu, host_xjoin;
+    double host_xwait, host_xcpu;
     uint64_t host_steps;
     /* the activation rows quantized last: what a product of the same format may reuse */
     uint64_t quant_src;
@@ -159,7 +157,6 @@ int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t
 /* The profile's clock (a step's start) and a step's end: the last part sent and waited for, the
  * experts' statistics and the logits (vk_step_end returns rc's error, -EIO, or vk_output's). */
 double vk_profile_clock(const struct engine_vk *v);
-int vk_tier_join(struct engine_vk *v); /* the CPU's pairs of the last exchange: 0 or its error */
 int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0);
 
 /* The step's logits rows (its own submits), and the experts' statistics after a step. */
