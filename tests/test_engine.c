@@ -688,6 +688,12 @@ static void test_multi_seq_gptoss(void) {
     check_multi_seq_len("oss-q8_0.gguf", "--preset tiny-gpt-oss --types q8_0 --seed 18", len);
 }
 
+/* gemma4's soft-capped logits: a step's several requests (some of several rows) have their
+ * capping's chunks numbered across them, and each is capped once, as alone. */
+static void test_multi_seq_gemma4(void) {
+    check_multi_seq("g4-q8_0.gguf", "--preset tiny-gemma4 --types q8_0 --seed 19");
+}
+
 /* Bad parts are refused before anything is fed; a part that would overflow its sequence's context
  * leaves every sequence as it was; truncation, checkpoints and n_past are per sequence. */
 static void test_multi_seq_limits(void) {
@@ -852,6 +858,7 @@ static const struct test_case cases[] = {
     {"gptoss_kv_bounded", test_gptoss_kv_bounded},
     {"gptoss_malformed", test_gptoss_malformed},
     {"multi_seq_gptoss", test_multi_seq_gptoss},
+    {"multi_seq_gemma4", test_multi_seq_gemma4},
     {"product_faults_moe", test_product_faults_moe},
     {"product_faults_dense", test_product_faults_dense},
     {"product_faults_qwen35moe", test_product_faults_qwen35moe},

@@ -814,29 +814,44 @@ static int64_t softcap_chunks(const struct engine *e, int32_t o) {
     return (int64_t)((n + ENGINE_CAP_CHUNK - 1) / ENGINE_CAP_CHUNK);
 }
 
-/* Soft-caps chunk `task` of the step's logits rows: the requests' chunks in out[] order (ctx: the
- * engine). */
+/* The request holding chunk `task` of the step: the last o whose cap_first is at most task (every
+ * request has at least one chunk, so cap_first rises strictly). */
+static int32_t softcap_request(const struct engine *e, int64_t task) {
+    int32_t lo = 0, hi = e->n_out - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (e->out[mid].cap_first <= task)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Soft-caps chunk `task` of the step's logits rows: the requests' chunks in out[] order, numbered
+ * by engine_output_softcap (ctx: the engine). */
 static void softcap_task(void *ctx, int64_t task, int thread) {
     struct engine *e = ctx;
     (void)thread;
-    for (int32_t o = 0; o < e->n_out; task -= softcap_chunks(e, o), o++) {
-        if (task >= softcap_chunks(e, o))
-            continue;
-        const size_t n = (size_t)e->out[o].n * (size_t)e->m->hp.n_vocab;
-        const size_t at = (size_t)task * ENGINE_CAP_CHUNK;
-        engine_softcap(e->out[o].dst + at, n - at < ENGINE_CAP_CHUNK ? n - at : ENGINE_CAP_CHUNK,
-                       e->m->hp.logit_softcap);
-        return;
-    }
+    const struct engine_out *out = &e->out[softcap_request(e, task)];
+    const size_t n = (size_t)out->n * (size_t)e->m->hp.n_vocab;
+    const size_t at = (size_t)(task - out->cap_first) * ENGINE_CAP_CHUNK;
+    engine_softcap(out->dst + at, n - at < ENGINE_CAP_CHUNK ? n - at : ENGINE_CAP_CHUNK,
+                   e->m->hp.logit_softcap);
 }
 
 /* The step's logits rows soft-capped where the model caps them (gemma4), on either backend: on
  * the host, where tanhf is the C library's (the GPU has no kernel that promises its bits), over
- * the threads (a 262,144-word vocabulary's row is about 1.6 ms on one core). */
+ * the threads (a 262,144-word vocabulary's row is about 1.6 ms on one core). Each request's first
+ * chunk is numbered here, once a step (a prefix sum), for the tasks to find their request. */
 static void engine_output_softcap(struct engine *e) {
+    if (!(e->m->hp.logit_softcap > 0.0f))
+        return;
     int64_t n_tasks = 0;
-    for (int32_t o = 0; e->m->hp.logit_softcap > 0.0f && o < e->n_out; o++)
+    for (int32_t o = 0; o < e->n_out; o++) {
+        e->out[o].cap_first = n_tasks;
         n_tasks += softcap_chunks(e, o);
+    }
     if (n_tasks > 0)
         threadpool_run(e->tp, n_tasks, softcap_task, e);
 }
