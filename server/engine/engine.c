@@ -34,6 +34,24 @@ struct engine_params engine_params_default(void) {
 
 /* ---- creation -------------------------------------------------------------------------------- */
 
+/* The types the engine keeps K and V rows in. */
+static const enum qtype engine_kv_types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+#define ENGINE_N_KV_TYPES (sizeof(engine_kv_types) / sizeof(engine_kv_types[0]))
+
+enum qtype engine_kv_type_named(const char *name) {
+    for (size_t i = 0; i < ENGINE_N_KV_TYPES; i++)
+        if (strcmp(qtype_name(engine_kv_types[i]), name) == 0)
+            return engine_kv_types[i];
+    return QTYPE_COUNT;
+}
+
+static bool engine_kv_type_ok(enum qtype t) {
+    for (size_t i = 0; i < ENGINE_N_KV_TYPES; i++)
+        if (engine_kv_types[i] == t)
+            return true;
+    return false;
+}
+
 /* Bytes of a buffer of n elements of size bytes, rounded to 64; false on overflow. */
 static bool engine_buf_bytes(size_t n, size_t size, size_t *bytes) {
     if (__builtin_mul_overflow(n, size, bytes) || *bytes > SIZE_MAX - 63)
@@ -306,8 +324,8 @@ static int engine_alloc_all(struct engine *e) {
 static int engine_check_params(struct engine *e, char *err, size_t err_len) {
     const struct model_hparams *hp = &e->m->hp;
     const enum qtype kt = e->p.kv_type;
-    if (kt != QTYPE_F32 && kt != QTYPE_F16 && kt != QTYPE_Q8_0 && kt != QTYPE_Q4_0) {
-        err_set(err, err_len, "engine: kv type %s is not supported (f32, f16, q8_0, q4_0)",
+    if (!engine_kv_type_ok(kt)) {
+        err_set(err, err_len, "engine: kv type %s is not supported (" ENGINE_KV_TYPE_NAMES ")",
                 qtype_name(kt));
         return -EINVAL;
     }
