@@ -22,3 +22,13 @@ int units_parse_bytes(const char *s, uint64_t *out) {
     *out = (uint64_t)(v * mul);
     return 0;
 }
+
+int units_parse_int(const char *s, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}

@@ -187,15 +187,13 @@ static void usage(FILE *f) {
 }
 
 static int parse_int(const char *flag, const char *s, long min, long max, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max) {
+    long long v;
+    if (units_parse_int(s, min, max, &v) < 0) {
         fprintf(stderr, "sniperd: %s wants an integer in [%ld, %ld], got \"%s\"\n", flag, min, max,
                 s);
         return -EINVAL;
     }
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
@@ -258,7 +256,7 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
         }
         const bool missing = i + 1 >= argc; /* known options then say they want a value */
         const char *v = missing ? "" : argv[++i];
-        long n;
+        long n = 0;
         int rc = 0;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             o->model = v;
@@ -279,17 +277,10 @@ static int parse_args(int argc, char **argv, struct options *o, bool final) {
             rc = parse_int(a, v, 1, 4096, &n);
             o->ep.n_batch = (int32_t)n;
         } else if (!strcmp(a, "--kv-type")) {
-            if (!strcmp(v, "f32")) {
-                o->ep.kv_type = QTYPE_F32;
-            } else if (!strcmp(v, "f16")) {
-                o->ep.kv_type = QTYPE_F16;
-            } else if (!strcmp(v, "q8_0")) {
-                o->ep.kv_type = QTYPE_Q8_0;
-            } else if (!strcmp(v, "q4_0")) {
-                o->ep.kv_type = QTYPE_Q4_0;
-            } else {
-                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported (f32, f16, q8_0, q4_0)\n",
-                        v);
+            o->ep.kv_type = engine_kv_type_named(v);
+            if (o->ep.kv_type == QTYPE_COUNT) {
+                fprintf(stderr, "sniperd: --kv-type \"%s\" is not supported ("
+                        ENGINE_KV_TYPE_NAMES ")\n", v);
                 rc = -EINVAL;
             }
         } else if (!strcmp(a, "--temp")) {

@@ -4,9 +4,10 @@
 # window rings, sinks and MXFP4 experts, gemma4's experts beside its dense FFNs and per-layer
 # embeddings included), a budget too small falls back to the CPU, the experts on three levels
 # (some in VRAM, the rest on the CPU from RAM or through the expert cache) give the CPU's bytes, a
-# bad --gpu is refused, and the daemon's answers and /v1/stats on the GPU (gpt-oss's and gemma4's
-# chats over two turns, and a RAM budget's three levels, too). What the backend refuses (experts
-# on disk without a cache, replayed routing) is tests/test_gpu_engine.c's refused case.
+# bad --gpu is refused, and the daemon's answers and /v1/stats on the GPU (chats of two turns on
+# the three levels under a RAM budget, gpt-oss and gemma4, each against the CPU daemon's). What
+# the backend refuses (experts on disk without a cache, replayed routing) is
+# tests/test_gpu_engine.c's refused case.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -100,68 +101,70 @@ check "daemon: /v1/stats gpu.on with its weights' bytes" "$([ "$on" = "True True
 a=$(ask "$gport") b=$(ask "$cport")
 [ -n "$a" ] && [ "$a" = "$b" ]
 check "daemon: the GPU's greedy completion is the CPU's" $? "gpu [$a] cpu [$b]"
-serve "$TMP/moe.gguf" tier-daemon --gpu 0 --ram-budget 160M --ctx-size 256 -b 16 --gpu-budget 12M
-grep -q "routed experts: 3 of 16" "$TMP/tier-daemon.err"
-check "daemon: a RAM budget on the GPU takes the three levels" $? "$(cat "$TMP/tier-daemon.err")"
-a=$(ask "$port")
+
+chat() { # chat PORT MAX-TOKENS MESSAGES-JSON: the cached prompt tokens, then the reply (JSON)
+    curl -s "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' \
+        -d "{\"messages\":$3,\"max_tokens\":$2,\"temperature\":0}" |
+        python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["usage"]["prompt_tokens_details"]["cached_tokens"], json.dumps(r["choices"][0]["message"]["content"]))'
+}
+# gpu_chat NAME MODEL PATTERN MIN-CACHED ARGS...: MODEL served on the GPU (--gpu 0) and on the CPU
+# (--gpu none), both with ARGS (the CPU's ignores a --gpu-budget); the GPU daemon's log says
+# PATTERN, and a chat of two turns (16 tokens, then 8 after the first's reply) gets the CPU
+# daemon's cached prompt tokens and replies on the GPU, the second turn reusing more than
+# MIN-CACHED tokens of the first's. The GPU daemon's port is left in $gport.
+gpu_chat() {
+    local name=$1 model=$2 pattern=$3 min=$4 cport a1 b1 a2 b2 turn1 turn2
+    shift 4
+    serve "$model" "$name-gpu" --gpu 0 "$@"
+    gport=$port
+    serve "$model" "$name-cpu" --gpu none "$@"
+    cport=$port
+    grep -q "$pattern" "$TMP/$name-gpu.err"
+    check "$name daemon: the log says \"$pattern\"" $? "$(cat "$TMP/$name-gpu.err")"
+    turn1='[{"role":"user","content":"Once upon a time"}]'
+    a1=$(chat "$gport" 16 "$turn1") b1=$(chat "$cport" 16 "$turn1")
+    turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":${a1#* }},{\"role\":\"user\",\"content\":\"and then?\"}]"
+    a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
+    [ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] &&
+        [ "${a2%% *}" -gt "$min" ]
+    check "$name daemon: two turns on the GPU are the CPU's (the second from over $min cached)" $? \
+        "gpu [$a1] [$a2] cpu [$b1] [$b2]"
+}
+
+# the three levels in the daemon: 3 of 16 experts in VRAM, the rest through the expert cache (its
+# chat's replies are short: the greedy completion of ten tokens is compared too, with the CPU
+# daemon's above); /v1/stats then says the split and the VRAM slots' hits
+gpu_chat tier "$TMP/moe.gguf" "routed experts: 3 of 16 a layer in VRAM.*through the expert cache" \
+    16 --ram-budget 160M --ctx-size 256 -b 16 --gpu-budget 12M
+a=$(ask "$gport")
 [ -n "$a" ] && [ "$a" = "$b" ]
-check "daemon: the three levels' greedy completion is the CPU's" $? "three levels [$a] cpu [$b]"
-tiers=$(curl -s "http://127.0.0.1:$port/v1/stats" | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]
+check "tier daemon: the three levels' greedy completion is the CPU's" $? \
+    "three levels [$a] cpu [$b]"
+tiers=$(curl -s "http://127.0.0.1:$gport/v1/stats" | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]
 print(g["experts_in_vram"], g["experts_per_layer"], g["vram_hits"] + g["vram_misses"] > 0, g["pairs_on_cpu"] > 0, g["pairs_on_gpu"] > 0, 0 <= g["vram_hit_rate"] <= 1, g["vram_promotions"] >= 0)')
 [ "$tiers" = "3 16 True True True True True" ]
-check "daemon: /v1/stats says the experts' split and the VRAM slots' hits" $? "$tiers"
-metrics=$(curl -s "http://127.0.0.1:$port/metrics" | python3 -c 'import sys
+check "tier daemon: /v1/stats says the experts' split and the VRAM slots' hits" $? "$tiers"
+metrics=$(curl -s "http://127.0.0.1:$gport/metrics" | python3 -c 'import sys
 m = dict(l.split()[:2] for l in sys.stdin if l.startswith("sniper_gpu"))
 print(m["sniper_gpu_on"], m["sniper_gpu_experts_in_vram"], m["sniper_gpu_experts_per_layer"],
       int(m["sniper_gpu_expert_hits_total"]) + int(m["sniper_gpu_expert_misses_total"]) > 0,
       int(m["sniper_gpu_pairs_on_cpu_total"]) > 0, int(m["sniper_gpu_pairs_on_gpu_total"]) > 0,
       int(m["sniper_gpu_expert_promotions_total"]) >= 0)')
 [ "$metrics" = "1 3 16 True True True True" ]
-check "daemon: /metrics has the three levels' figures" $? "$metrics"
-top=$(HOME=$TMP timeout 20 "$BUILD/sniper" --server "http://127.0.0.1:$port" top --once 2>&1)
+check "tier daemon: /metrics has the three levels' figures" $? "$metrics"
+top=$(HOME=$TMP timeout 20 "$BUILD/sniper" --server "http://127.0.0.1:$gport" top --once 2>&1)
 grep -q "^gpu  *weights .* in VRAM" <<<"$top" &&
     grep -q "^vram  *3 of 16 experts a layer, hit rate [0-9.]* %" <<<"$top" &&
     grep -Eq "^pairs  *[1-9][0-9]* on the GPU, [1-9][0-9]* on the CPU" <<<"$top"
-check "daemon: sniper top shows the GPU and the VRAM slots" $? "$top"
+check "tier daemon: sniper top shows the GPU and the VRAM slots" $? "$top"
 
-# gpt-oss's daemon: a chat of two turns on the GPU equals the CPU daemon's. The second reuses the
-# first's prompt; the first's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past
-# the window before its end, so the reuse goes back to a checkpoint and its rows.
-chat() { # chat PORT MAX-TOKENS MESSAGES-JSON: the cached prompt tokens, then the reply (JSON)
-    curl -s "http://127.0.0.1:$1/v1/chat/completions" -H 'Content-Type: application/json' \
-        -d "{\"messages\":$3,\"max_tokens\":$2,\"temperature\":0}" |
-        python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["usage"]["prompt_tokens_details"]["cached_tokens"], json.dumps(r["choices"][0]["message"]["content"]))'
-}
-serve "$TMP/oss.gguf" oss-gpu --gpu 0 --ctx-size 512 -b 8
-gport=$port
-serve "$TMP/oss.gguf" oss-cpu --gpu none --ctx-size 512 -b 8
-cport=$port
-grep -q "every step runs on the GPU" "$TMP/oss-gpu.err"
-check "gpt-oss daemon: every step on the GPU" $? "$(cat "$TMP/oss-gpu.err")"
-turn1='[{"role":"user","content":"Once upon a time"}]'
-a1=$(chat "$gport" 16 "$turn1") b1=$(chat "$cport" 16 "$turn1")
-text=${a1#* }
-turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":$text},{\"role\":\"user\",\"content\":\"and then?\"}]"
-a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
-[ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 32 ]
-check "gpt-oss daemon: two turns on the GPU are the CPU's (the second from a checkpoint)" $? \
-    "gpu [$a1] [$a2] cpu [$b1] [$b2]"
+# gpt-oss: the first turn's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past the
+# window before its end, so the second turn goes back to a checkpoint and its rows
+gpu_chat gpt-oss "$TMP/oss.gguf" "every step runs on the GPU" 32 --ctx-size 512 -b 8
 
-# gemma4's daemon (per-layer embeddings, its template): a chat of two turns on the GPU equals the
-# CPU daemon's; the second reuses the first's prompt past the window (16) with a batch of 8.
-serve "$TMP/gemmap.gguf" g4-gpu --gpu 0 --ctx-size 512 -b 8
-gport=$port
-serve "$TMP/gemmap.gguf" g4-cpu --gpu none --ctx-size 512 -b 8
-cport=$port
-grep -q "every step runs on the GPU" "$TMP/g4-gpu.err"
-check "gemma4 daemon: every step on the GPU" $? "$(cat "$TMP/g4-gpu.err")"
-a1=$(chat "$gport" 16 "$turn1") b1=$(chat "$cport" 16 "$turn1")
-text=${a1#* }
-turn2="[{\"role\":\"user\",\"content\":\"Once upon a time\"},{\"role\":\"assistant\",\"content\":$text},{\"role\":\"user\",\"content\":\"and then?\"}]"
-a2=$(chat "$gport" 8 "$turn2") b2=$(chat "$cport" 8 "$turn2")
-[ -n "$a1" ] && [ "$a1" = "$b1" ] && [ -n "$a2" ] && [ "$a2" = "$b2" ] && [ "${a2%% *}" -gt 16 ]
-check "gemma4 daemon: two turns on the GPU are the CPU's (the second from its cached prompt)" $? \
-    "gpu [$a1] [$a2] cpu [$b1] [$b2]"
+# gemma4 (per-layer embeddings, its template): the second turn reuses the first's prompt past the
+# window (16) with a batch of 8
+gpu_chat gemma4 "$TMP/gemmap.gguf" "every step runs on the GPU" 16 --ctx-size 512 -b 8
 
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]

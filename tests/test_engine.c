@@ -532,6 +532,30 @@ static void test_limits_and_truncate(void) {
     model_free(m);
 }
 
+/* The KV types by name (engine_kv_type_named): exactly those ENGINE_KV_TYPE_NAMES lists, each to
+ * the type qtype_name calls so; every other type's name, a name in another case, and nothing name
+ * none. */
+static void test_kv_type_names(void) {
+    const char *list = ENGINE_KV_TYPE_NAMES;
+    int listed = 0;
+    for (int t = 0; t < QTYPE_COUNT; t++) {
+        if (!qtype_is_known((uint32_t)t))
+            continue;
+        const char *name = qtype_name((enum qtype)t);
+        const size_t n = strlen(name);
+        bool in_list = false;
+        for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+            in_list |= (p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0');
+        listed += in_list;
+        CHECK_MSG(engine_kv_type_named(name) == (in_list ? (enum qtype)t : QTYPE_COUNT),
+                  "\"%s\": %d, listed %d", name, (int)engine_kv_type_named(name), in_list);
+    }
+    CHECK_EQ_INT(listed, 4);
+    CHECK_EQ_INT(engine_kv_type_named("F16"), QTYPE_COUNT);
+    CHECK_EQ_INT(engine_kv_type_named(""), QTYPE_COUNT);
+    CHECK_EQ_INT(engine_kv_type_named("q8_0 "), QTYPE_COUNT);
+}
+
 /* Quantized KV caches (q8_0, q4_0): close to the f32 cache (cosine of every position's logits,
  * same argmax most of the time), still batch-invariant, and smaller. */
 static void test_quantized_kv(void) {
@@ -688,6 +712,12 @@ static void test_multi_seq_gptoss(void) {
     check_multi_seq_len("oss-q8_0.gguf", "--preset tiny-gpt-oss --types q8_0 --seed 18", len);
 }
 
+/* gemma4's soft-capped logits: a step's several requests (some of several rows) have their
+ * capping's chunks numbered across them, and each is capped once, as alone. */
+static void test_multi_seq_gemma4(void) {
+    check_multi_seq("g4-q8_0.gguf", "--preset tiny-gemma4 --types q8_0 --seed 19");
+}
+
 /* Bad parts are refused before anything is fed; a part that would overflow its sequence's context
  * leaves every sequence as it was; truncation, checkpoints and n_past are per sequence. */
 static void test_multi_seq_limits(void) {
@@ -838,6 +868,7 @@ static const struct test_case cases[] = {
     {"qwen35_nextn_ignored", test_qwen35_nextn_ignored},
     {"upcycling_identity", test_upcycling_identity},
     {"limits_and_truncate", test_limits_and_truncate},
+    {"kv_type_names", test_kv_type_names},
     {"multi_seq_moe", test_multi_seq_moe},
     {"multi_seq_dense", test_multi_seq_dense},
     {"multi_seq_qwen35moe", test_multi_seq_qwen35moe},
@@ -852,6 +883,7 @@ static const struct test_case cases[] = {
     {"gptoss_kv_bounded", test_gptoss_kv_bounded},
     {"gptoss_malformed", test_gptoss_malformed},
     {"multi_seq_gptoss", test_multi_seq_gptoss},
+    {"multi_seq_gemma4", test_multi_seq_gemma4},
     {"product_faults_moe", test_product_faults_moe},
     {"product_faults_dense", test_product_faults_dense},
     {"product_faults_qwen35moe", test_product_faults_qwen35moe},

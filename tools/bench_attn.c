@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine.h"
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "quant.h"
@@ -121,15 +122,6 @@ static int bench_shape(struct gpu_ops *o, const struct attn_shape *s, int32_t n_
     return rc;
 }
 
-/* The KV type called name ("f16", "q8_0" ...), QTYPE_COUNT for another. */
-static enum qtype kv_type_named(const char *name) {
-    static const enum qtype kv[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
-    for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
-        if (strcmp(qtype_name(kv[i]), name) == 0)
-            return kv[i];
-    return QTYPE_COUNT;
-}
-
 static int parse(int argc, char **argv, struct bench_opts *b) {
     *b = (struct bench_opts){.gpu = "auto", .kv = QTYPE_F16, .reps = 20, .prefill = 512};
     for (int i = 1; i < argc; i += 2) { /* every option takes a value */
@@ -139,7 +131,7 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
         if (strcmp(argv[i], "--gpu") == 0)
             b->gpu = v;
         else if (strcmp(argv[i], "--kv") == 0)
-            b->kv = kv_type_named(v);
+            b->kv = engine_kv_type_named(v);
         else if (strcmp(argv[i], "--reps") == 0)
             b->reps = atoi(v);
         else if (strcmp(argv[i], "--prefill") == 0)

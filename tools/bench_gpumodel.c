@@ -3,7 +3,7 @@
  * model, and the proof on that device that it computes the CPU's numbers.
  *
  *     bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] [--threads T] [--batch B]
- *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0]
+ *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0|q4_0]
  *                      [--gpu-budget SIZE] [--gpu-experts N] [--ram-budget SIZE]
  *
  * The experts on three levels: --gpu-budget bounds the device memory (the routed experts take
@@ -130,49 +130,104 @@ static void print_experts(const struct engine *e, const struct expert_cache *c) 
     printf("\n");
 }
 
+/* Option a's value v, an integer in [lo, hi], into *out; says why not. Returns 0 or -EINVAL. */
+static int parse_count(const char *a, const char *v, long long lo, long long hi, int32_t *out) {
+    long long n;
+    if (units_parse_int(v, lo, hi, &n) < 0) {
+        fprintf(stderr, "bench-gpumodel: %s wants an integer in [%lld, %lld], got \"%s\"\n", a, lo,
+                hi, v);
+        return -EINVAL;
+    }
+    *out = (int32_t)n;
+    return 0;
+}
+
+/* Option a's value v, a size such as 4G (units.h), into *out; says why not. Returns 0 or -EINVAL. */
+static int parse_size(const char *a, const char *v, uint64_t *out) {
+    if (units_parse_bytes(v, out) < 0) {
+        fprintf(stderr, "bench-gpumodel: %s wants a size such as 4G or 512M, got \"%s\"\n", a, v);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Option a's value v, a KV type the engine takes, into *out; says why not. Returns 0 or -EINVAL. */
+static int parse_kv(const char *a, const char *v, enum qtype *out) {
+    *out = engine_kv_type_named(v);
+    if (*out == QTYPE_COUNT) {
+        fprintf(stderr, "bench-gpumodel: %s \"%s\" is not supported (" ENGINE_KV_TYPE_NAMES ")\n",
+                a, v);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Option a's value v into o. Returns 0, or -EINVAL for an unknown option or a bad value (said). */
+static int parse_opt(const char *a, const char *v, struct opts *o) {
+    const long long most = 1 << 24; /* tokens: sniperd's bound */
+    if (!strcmp(a, "-m"))
+        o->model = v;
+    else if (!strcmp(a, "--gpu"))
+        o->gpu = v;
+    else if (!strcmp(a, "--prompt"))
+        return parse_count(a, v, 1, most, &o->prompt);
+    else if (!strcmp(a, "--gen"))
+        return parse_count(a, v, 0, most, &o->gen);
+    else if (!strcmp(a, "--cpu-prompt"))
+        return parse_count(a, v, 0, most, &o->cpu_prompt);
+    else if (!strcmp(a, "--cpu-gen"))
+        return parse_count(a, v, 0, most, &o->cpu_gen);
+    else if (!strcmp(a, "--batch"))
+        return parse_count(a, v, 1, 4096, &o->batch);
+    else if (!strcmp(a, "--threads"))
+        return parse_count(a, v, 0, 1024, &o->threads); /* 0: the online CPUs */
+    else if (!strcmp(a, "--kv-type"))
+        return parse_kv(a, v, &o->kv);
+    else if (!strcmp(a, "--gpu-experts"))
+        return parse_count(a, v, -1, INT32_MAX, &o->gpu_experts);
+    else if (!strcmp(a, "--gpu-budget"))
+        return parse_size(a, v, &o->gpu_budget);
+    else if (!strcmp(a, "--ram-budget"))
+        return parse_size(a, v, &o->ram_budget);
+    else {
+        fprintf(stderr, "bench-gpumodel: unknown option \"%s\"\n", a);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* The command line into o (options in pairs, -m required, the CPU's run within the GPU's).
+ * Returns 0, or -EINVAL with the reason on stderr. */
 static int parse(int argc, char **argv, struct opts *o) {
     *o = (struct opts){.gpu = "auto", .prompt = 512, .gen = 128, .cpu_prompt = 32, .cpu_gen = 8,
                        .batch = 512, .threads = 0, .kv = QTYPE_F16};
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *a = argv[i], *v = argv[i + 1];
-        if (!strcmp(a, "-m"))
-            o->model = v;
-        else if (!strcmp(a, "--gpu"))
-            o->gpu = v;
-        else if (!strcmp(a, "--prompt"))
-            o->prompt = atoi(v);
-        else if (!strcmp(a, "--gen"))
-            o->gen = atoi(v);
-        else if (!strcmp(a, "--cpu-prompt"))
-            o->cpu_prompt = atoi(v);
-        else if (!strcmp(a, "--cpu-gen"))
-            o->cpu_gen = atoi(v);
-        else if (!strcmp(a, "--batch"))
-            o->batch = atoi(v);
-        else if (!strcmp(a, "--threads"))
-            o->threads = atoi(v);
-        else if (!strcmp(a, "--kv-type"))
-            o->kv = !strcmp(v, "f32") ? QTYPE_F32 : !strcmp(v, "q8_0") ? QTYPE_Q8_0 : QTYPE_F16;
-        else if (!strcmp(a, "--gpu-experts"))
-            o->gpu_experts = atoi(v);
-        else if ((!strcmp(a, "--gpu-budget") && units_parse_bytes(v, &o->gpu_budget) == 0) ||
-                 (!strcmp(a, "--ram-budget") && units_parse_bytes(v, &o->ram_budget) == 0))
-            continue;
-        else
-            return -EINVAL;
+    if ((argc - 1) % 2) {
+        fprintf(stderr, "bench-gpumodel: \"%s\" wants a value\n", argv[argc - 1]);
+        return -EINVAL;
     }
-    return o->model && o->prompt > 0 && o->gen >= 0 && o->cpu_prompt >= 0 && o->cpu_gen >= 0 &&
-                   o->batch > 0 && o->cpu_prompt <= o->prompt && o->cpu_gen <= o->gen
-               ? 0 : -EINVAL;
+    for (int i = 1; i + 1 < argc; i += 2)
+        if (parse_opt(argv[i], argv[i + 1], o) < 0)
+            return -EINVAL;
+    if (!o->model) {
+        fprintf(stderr, "bench-gpumodel: -m MODEL is required\n");
+        return -EINVAL;
+    }
+    if (o->cpu_prompt > o->prompt || o->cpu_gen > o->gen) {
+        fprintf(stderr, "bench-gpumodel: the CPU's run (--cpu-prompt %d, --cpu-gen %d) must be "
+                        "within the GPU's (--prompt %d, --gen %d)\n", o->cpu_prompt, o->cpu_gen,
+                o->prompt, o->gen);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
     struct opts o;
     char err[512] = "", desc[1024];
-    if ((argc - 1) % 2 || parse(argc, argv, &o) < 0) {
+    if (parse(argc, argv, &o) < 0) {
         fprintf(stderr, "usage: bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] "
                         "[--threads T] [--batch B] [--cpu-prompt N] [--cpu-gen N] "
-                        "[--kv-type f16|f32|q8_0] [--gpu-budget SIZE] [--gpu-experts N] "
+                        "[--kv-type f16|f32|q8_0|q4_0] [--gpu-budget SIZE] [--gpu-experts N] "
                         "[--ram-budget SIZE]\n");
         return 2;
     }
@@ -206,7 +261,12 @@ int main(int argc, char **argv) {
     struct expert_cache *ce = NULL, *cc = NULL;
     struct engine *e = make_engine(m, &o, &ce);
     int status = 1;
-    if (!ids || !rg.rows || !rc.rows || !e)
+    if (!ids || !rg.rows || !rc.rows) {
+        fprintf(stderr, "bench-gpumodel: no memory for the ids and logits rows of %d + %d tokens\n",
+                o.prompt, o.gen);
+        goto out;
+    }
+    if (!e)
         goto out;
     t0 = now_s();
     if (engine_use_gpu(e, g, err, sizeof(err)) < 0) {

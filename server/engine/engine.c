@@ -34,6 +34,24 @@ struct engine_params engine_params_default(void) {
 
 /* ---- creation -------------------------------------------------------------------------------- */
 
+/* The types the engine keeps K and V rows in. */
+static const enum qtype engine_kv_types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+#define ENGINE_N_KV_TYPES (sizeof(engine_kv_types) / sizeof(engine_kv_types[0]))
+
+enum qtype engine_kv_type_named(const char *name) {
+    for (size_t i = 0; i < ENGINE_N_KV_TYPES; i++)
+        if (strcmp(qtype_name(engine_kv_types[i]), name) == 0)
+            return engine_kv_types[i];
+    return QTYPE_COUNT;
+}
+
+static bool engine_kv_type_ok(enum qtype t) {
+    for (size_t i = 0; i < ENGINE_N_KV_TYPES; i++)
+        if (engine_kv_types[i] == t)
+            return true;
+    return false;
+}
+
 /* Bytes of a buffer of n elements of size bytes, rounded to 64; false on overflow. */
 static bool engine_buf_bytes(size_t n, size_t size, size_t *bytes) {
     if (__builtin_mul_overflow(n, size, bytes) || *bytes > SIZE_MAX - 63)
@@ -306,8 +324,8 @@ static int engine_alloc_all(struct engine *e) {
 static int engine_check_params(struct engine *e, char *err, size_t err_len) {
     const struct model_hparams *hp = &e->m->hp;
     const enum qtype kt = e->p.kv_type;
-    if (kt != QTYPE_F32 && kt != QTYPE_F16 && kt != QTYPE_Q8_0 && kt != QTYPE_Q4_0) {
-        err_set(err, err_len, "engine: kv type %s is not supported (f32, f16, q8_0, q4_0)",
+    if (!engine_kv_type_ok(kt)) {
+        err_set(err, err_len, "engine: kv type %s is not supported (" ENGINE_KV_TYPE_NAMES ")",
                 qtype_name(kt));
         return -EINVAL;
     }
@@ -814,29 +832,44 @@ static int64_t softcap_chunks(const struct engine *e, int32_t o) {
     return (int64_t)((n + ENGINE_CAP_CHUNK - 1) / ENGINE_CAP_CHUNK);
 }
 
-/* Soft-caps chunk `task` of the step's logits rows: the requests' chunks in out[] order (ctx: the
- * engine). */
+/* The request holding chunk `task` of the step: the last o whose cap_first is at most task (every
+ * request has at least one chunk, so cap_first rises strictly). */
+static int32_t softcap_request(const struct engine *e, int64_t task) {
+    int32_t lo = 0, hi = e->n_out - 1;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo + 1) / 2;
+        if (e->out[mid].cap_first <= task)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Soft-caps chunk `task` of the step's logits rows: the requests' chunks in out[] order, numbered
+ * by engine_output_softcap (ctx: the engine). */
 static void softcap_task(void *ctx, int64_t task, int thread) {
     struct engine *e = ctx;
     (void)thread;
-    for (int32_t o = 0; o < e->n_out; task -= softcap_chunks(e, o), o++) {
-        if (task >= softcap_chunks(e, o))
-            continue;
-        const size_t n = (size_t)e->out[o].n * (size_t)e->m->hp.n_vocab;
-        const size_t at = (size_t)task * ENGINE_CAP_CHUNK;
-        engine_softcap(e->out[o].dst + at, n - at < ENGINE_CAP_CHUNK ? n - at : ENGINE_CAP_CHUNK,
-                       e->m->hp.logit_softcap);
-        return;
-    }
+    const struct engine_out *out = &e->out[softcap_request(e, task)];
+    const size_t n = (size_t)out->n * (size_t)e->m->hp.n_vocab;
+    const size_t at = (size_t)(task - out->cap_first) * ENGINE_CAP_CHUNK;
+    engine_softcap(out->dst + at, n - at < ENGINE_CAP_CHUNK ? n - at : ENGINE_CAP_CHUNK,
+                   e->m->hp.logit_softcap);
 }
 
 /* The step's logits rows soft-capped where the model caps them (gemma4), on either backend: on
  * the host, where tanhf is the C library's (the GPU has no kernel that promises its bits), over
- * the threads (a 262,144-word vocabulary's row is about 1.6 ms on one core). */
+ * the threads (a 262,144-word vocabulary's row is about 1.6 ms on one core). Each request's first
+ * chunk is numbered here, once a step (a prefix sum), for the tasks to find their request. */
 static void engine_output_softcap(struct engine *e) {
+    if (!(e->m->hp.logit_softcap > 0.0f))
+        return;
     int64_t n_tasks = 0;
-    for (int32_t o = 0; e->m->hp.logit_softcap > 0.0f && o < e->n_out; o++)
+    for (int32_t o = 0; o < e->n_out; o++) {
+        e->out[o].cap_first = n_tasks;
         n_tasks += softcap_chunks(e, o);
+    }
     if (n_tasks > 0)
         threadpool_run(e->tp, n_tasks, softcap_task, e);
 }

@@ -39,7 +39,7 @@ struct engine_params {
     int32_t n_ctx;      /* KV cache positions; <= 0: min(model's context, 4096) */
     int32_t n_batch;    /* tokens per forward step in prefill (default 512: more tokens share each
                          * routed expert, and under a RAM budget an expert is read once a step) */
-    enum qtype kv_type; /* QTYPE_F32 or QTYPE_F16 (default) */
+    enum qtype kv_type; /* QTYPE_F16 (default), QTYPE_F32, QTYPE_Q8_0 or QTYPE_Q4_0 */
     enum engine_prefetch prefetch; /* with an expert cache (moe): when to read the next layer's
                                     * guessed experts ahead; the outputs are the same either way */
     /* Lossy speed-ups, off by default (quality cost in docs/benchmarks.md): */
@@ -61,6 +61,13 @@ struct engine_params {
 #define ENGINE_MAX_SEQ 64
 
 struct engine_params engine_params_default(void);
+
+/* The KV types engine_params.kv_type takes, by the names command lines and messages use. */
+#define ENGINE_KV_TYPE_NAMES "f32, f16, q8_0, q4_0"
+
+/* The KV type called name ("f32", "f16", "q8_0", "q4_0": qtype_name's), or QTYPE_COUNT where name
+ * names no type the engine keeps K and V rows in. */
+enum qtype engine_kv_type_named(const char *name);
 
 /* Creates an engine for m (borrowed: it must outlive the engine). Returns it or NULL with a message
  * in err (bad parameters, a weight type without kernels, out of memory). */

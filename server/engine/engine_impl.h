@@ -153,6 +153,8 @@ struct engine {
     struct engine_out {
         int32_t row, n;
         float *dst;
+        int64_t cap_first;         /* its first soft-capping chunk: the chunks of the requests
+                                    * before it (engine_output_softcap, once a step) */
     } *out;                        /* [n_seq] */
 };
 

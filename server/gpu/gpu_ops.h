@@ -136,7 +136,8 @@ int gpu_op_rope(struct gpu_ops *o, bool neox, uint64_t x, size_t tok_stride, siz
 int gpu_op_add(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t b, size_t b_stride,
                int64_t n, int32_t n_rows);
 
-/* y row r += b row ids[r] (int32 ids in device memory; b rows n floats apart): an expert's bias. */
+/* y row r += b row ids[r] (int32 ids in device memory; b rows n floats apart): an expert's bias.
+ * Each ids[r] must name a row of b: the kernel does not bound it (gpu_op_matmul_id's note). */
 int gpu_op_add_id(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t b, uint64_t ids,
                   int64_t n, int32_t n_rows);
 
@@ -160,7 +161,8 @@ int gpu_op_geglu(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t g, siz
 int gpu_op_scale(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t x, size_t x_stride,
                  float a, uint64_t w, int64_t n, int32_t n_rows);
 
-/* y row r *= s[ids[r]] (int32 ids in device memory, s floats): an expert's output scale. */
+/* y row r *= s[ids[r]] (int32 ids in device memory, s floats): an expert's output scale. Each
+ * ids[r] must name a float of s: the kernel does not bound it (gpu_op_matmul_id's note). */
 int gpu_op_scale_id(struct gpu_ops *o, uint64_t y, size_t y_stride, uint64_t s, uint64_t ids,
                     int64_t n, int32_t n_rows);
 
@@ -185,7 +187,13 @@ int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t 
 /* The routed experts' products (ggml's mul_mat_id): for pair p < n_pairs, out row out_idx[p] =
  * the matrix ids[p] (at w + ids[p] mat_bytes, n_rows rows of row_bytes) times activation row
  * act_idx[p]; ids, act_idx, out_idx are int32 arrays in device memory (act_idx or out_idx 0:
- * pair p's own row p). Each output element is gpu_op_matmul's. */
+ * pair p's own row p). Each output element is gpu_op_matmul's.
+ * Not checked: every ids[p] must name one of w's matrices, act_idx[p] a row of act and out_idx[p]
+ * a row of out. The indices are device data (gpu_op_route writes them), out of the host's sight
+ * when this records, and the kernels (matmul_push.glsl) do not bound them: an id past w's
+ * matrices reads past w (and its bias), an out_idx past out writes past it, on a device sharing
+ * the host's memory (lavapipe) into the host's heap. gpu_op_route writes only ids below its
+ * n_expert; ids the caller writes (the three levels' slots) are its own to keep in range. */
 int gpu_op_matmul_id(struct gpu_ops *o, enum qtype t, uint64_t w, size_t mat_bytes,
                      size_t row_bytes, int64_t n_in, int64_t n_rows, uint64_t ids, uint64_t act,
                      size_t act_stride, uint64_t act_idx, uint64_t out, size_t out_stride,
