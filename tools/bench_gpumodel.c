@@ -22,8 +22,10 @@
  * CPU and once on the GPU with the engine's per-op trace on (engine_set_trace: every op of every
  * layer leaves its rows, "L0 q_norm", "L3 moe_out", ..., the GPU's read back after each), and
  * prints the first op whose rows differ in any bit (op_trace.h: how many elements, the largest
- * difference, the first few elements' bits), or "no op differs"; then how many logits rows differ.
- * Exit status 0 when nothing differs, 3 when something does. */
+ * difference, the first few elements' bits), or "no op differs"; then how many logits rows differ,
+ * traced and in a second GPU run without the trace. The trace waits for the device at every point,
+ * so a difference only the untraced run shows is an op reading rows that no barrier orders after
+ * their writer. Exit status 0 when nothing differs, 3 when something does. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,9 +190,17 @@ static int parse(int argc, char **argv, struct opts *o) {
                ? 0 : -EINVAL;
 }
 
+/* Rows of n_vocab floats among a and b's n that differ in any bit. */
+static int32_t rows_differ(const float *a, const float *b, int32_t n, int32_t V) {
+    int32_t bad = 0;
+    for (int32_t r = 0; r < n; r++)
+        bad += memcmp(a + (size_t)r * V, b + (size_t)r * V, (size_t)V * sizeof(float)) != 0;
+    return bad;
+}
+
 /* --trace: the prompt's n ids on a CPU engine and on a GPU one, each with its per-op trace
- * recorded, compared op by op and the logits row by row. Returns 0 (nothing differs), 3
- * (something does) or 1 (a run or an allocation failed). */
+ * recorded, compared op by op and the logits row by row; then the GPU's run again without the
+ * trace. Returns 0 (nothing differs), 3 (something does) or 1 (a run or an allocation failed). */
 static int run_trace(const struct model *m, struct gpu *g, const struct opts *o,
                      const int32_t *ids) {
     const int32_t n = o->prompt, V = m->hp.n_vocab;
@@ -220,12 +230,20 @@ static int run_trace(const struct model *m, struct gpu *g, const struct opts *o,
         goto out;
     }
     op_trace_report(&d, tc, tg, stdout);
-    int32_t bad = 0;
-    for (int32_t r = 0; r < n; r++)
-        bad += memcmp(lc + (size_t)r * V, lg + (size_t)r * V, (size_t)V * sizeof(float)) != 0;
+    const int32_t bad = rows_differ(lc, lg, n, V);
     printf("logits: %d of %d rows differ between the GPU and the CPU%s\n", bad, n,
            bad ? "" : " (same bits)");
-    status = rc || bad ? 3 : 0;
+    engine_set_trace(e, NULL, NULL);
+    engine_truncate(e, 0, 0);
+    if (engine_eval(e, 0, ids, n, lg, true) < 0) {
+        fprintf(stderr, "bench-gpumodel: the untraced run failed\n");
+        goto out;
+    }
+    const int32_t bad_free = rows_differ(lc, lg, n, V);
+    printf("logits without the trace: %d of %d rows differ%s\n", bad_free, n,
+           bad_free && !rc && !bad ? " (the trace's waits hide it: an op reads rows that no "
+                                     "barrier orders after their writer)" : "");
+    status = rc || bad || bad_free ? 3 : 0;
 out:
     engine_free(c);
     engine_free(e);
