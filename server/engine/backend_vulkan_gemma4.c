@@ -243,7 +243,7 @@ static int g4_ple(struct engine *e, int il, int32_t n_tok) {
 
 /* Layer il on the batch: x += post_norm(attention(attn_norm x)); x += post_norm(ffn(ffn_norm x));
  * x += ple_post_norm(ple(x)); x *= the layer's output scale (engine_mixer, engine_ffn). On entry
- * xn = attn_norm(x). */
+ * xn = attn_norm(x) was recorded last, with no barrier after it. */
 static int g4_layer(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_layer *l = &e->m->layers[il];
@@ -251,6 +251,10 @@ static int g4_layer(struct engine *e, int il, int32_t n_tok) {
     const struct vk_g4_layer *d4 = &v->g4->layers[il];
     const size_t D = (size_t)e->m->hp.n_embd;
     int rc;
+    /* the q, k, v products read xn: an F32 weight's product reads the rows as they are, with no
+     * quantize (and its barriers) before it, so without this one a device that overlaps
+     * dispatches (the H100; never lavapipe) reads rows the norm has not written yet */
+    vk_sync(v);
     if ((rc = vk_attn(e, il, n_tok)) < 0 ||
         (rc = g4_post_norm(e, d4->attn_post_norm, n_tok, "attn_post_norm")) < 0 ||
         (rc = vk_residual(e, d->ffn_norm, NULL, n_tok)) < 0 ||
