@@ -636,6 +636,7 @@ static void test_gemma4_trace(void) {
     static const struct trace_point moe[] = {
         {-1, "embd"}, {0, "q_norm"}, {0, "v_norm"}, {0, "attn_out"}, {0, "router_in"},
         {0, "moe_weights"}, {0, "moe_out"}, {0, "post_norm_2"}, {0, "x_ffn"}, {3, "q_rope"},
+        {-1, "logits"}, {-1, "softcap"},
     }, ple[] = {
         {-1, "ple_inputs"}, {0, "ple_act"}, {0, "ple_post_norm"}, {0, "out_scale"},
     };

@@ -853,6 +853,14 @@ static void engine_output_softcap(struct engine *e) {
         threadpool_run(e->tp, n_tasks, softcap_task, e);
 }
 
+/* The trace points of the step's logits rows (op: before or after the soft-capping). */
+static void engine_output_trace(struct engine *e, const char *op) {
+    const int64_t V = e->m->hp.n_vocab;
+    e->trace_il = -1;
+    for (int32_t o = 0; e->trace_fn && o < e->n_out; o++)
+        engine_trace(e, op, e->out[o].dst, e->out[o].n, V, (size_t)V);
+}
+
 /* Puts every sequence of the step back where it was before it: n_past unchanged, a recurrent
  * state half updated restored from its newest checkpoint; drops the products a failed block had
  * queued. */
@@ -905,7 +913,10 @@ static int engine_step(struct engine *e, int32_t n_tok) {
         if ((rc = engine_output(e)) < 0)
             goto fail;
     }
+    engine_output_trace(e, "logits");
     engine_output_softcap(e);
+    if (e->m->hp.logit_softcap > 0.0f)
+        engine_output_trace(e, "softcap");
     for (int32_t i = 0; i < e->n_seg; i++)
         e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
     e->timing.n_steps++;
