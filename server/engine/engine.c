@@ -703,7 +703,8 @@ static void engine_scale(float *x, float s, size_t n) {
         x[i] = x[i] * s;
 }
 
-/* y = rmsnorm(y) * w for the batch's rows: a norm after a block (gemma4's post norms). */
+/* y = rmsnorm(y) * w for the batch's rows: a norm after a block (gemma4's post norms), the trace
+ * point op (none without w). */
 static void engine_post_norm(struct engine *e, const float *w, int32_t n_tok, const char *op) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd;
@@ -730,7 +731,7 @@ static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) 
     return e->m->ple_embd.data ? block_ple_inputs(e, tokens, n_tok) : 0;
 }
 
-/* xn = rmsnorm(x) * w for the batch's rows. */
+/* xn = rmsnorm(x) * w for the batch's rows; the trace point op. */
 static void engine_norm(struct engine *e, const float *w, int32_t n_tok, const char *op) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd;
@@ -739,7 +740,7 @@ static void engine_norm(struct engine *e, const float *w, int32_t n_tok, const c
     engine_trace(e, op, e->xn, n_tok, hp->n_embd, D);
 }
 
-/* x += y for the batch's rows: a block's output joins the residual stream. */
+/* x += y for the batch's rows: a block's output joins the residual stream; the trace point op. */
 static void engine_add_y(struct engine *e, int32_t n_tok, const char *op) {
     const size_t D = (size_t)e->m->hp.n_embd;
     for (size_t i = 0; i < (size_t)n_tok * D; i++)
