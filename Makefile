@@ -68,7 +68,7 @@ COMMON_SRC := $(filter-out $(ISA_SRC),$(wildcard common/*.c)) $(ISA_KEEP) \
               $(OS_SRC:%=common/os/%.c)
 ENGINE_SRC := $(wildcard server/engine/*.c) $(wildcard server/experts/*.c) $(wildcard server/http/*.c) \
               $(wildcard server/context/*.c)
-LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC) tools/route_trace.c
+LIB_SRC    := $(COMMON_SRC) $(ENGINE_SRC) tools/route_trace.c tools/op_trace.c
 
 # The Vulkan backend (server/gpu) is built where libvulkan-dev's headers and glslc are; elsewhere
 # gpu_none.c stands in and every device lookup says this build has none.

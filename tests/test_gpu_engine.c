@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "harness.h"
 #include "model.h"
+#include "op_trace.h"
 
 /* A device of any type (lavapipe counts here), opened, or NULL after a skip. */
 static struct gpu *open_any(void) {
@@ -534,6 +535,116 @@ static void test_gemma4_checkpoints(void) {
     window_checkpoints("g4ck.gguf", "--preset tiny-gemma4-ple --types q4_k_m");
 }
 
+/* Whether recording t holds op of layer il. */
+static bool trace_has(const struct op_trace *t, int il, const char *op) {
+    for (size_t i = 0; i < t->n_ev; i++)
+        if (t->ev[i].il == il && strcmp(t->ev[i].op, op) == 0)
+            return true;
+    return false;
+}
+
+/* op_trace_compare's answers on recordings made by hand: equal ones; a one-bit difference in the
+ * second op (its row, index and both bits); a missing op (the recording ends first). */
+static void trace_compare_golden(void) {
+    const float rows[2][3] = {{1.0f, 2.0f, 3.0f}, {4.0f, 5.0f, 6.0f}};
+    float other[2][3];
+    memcpy(other, rows, sizeof(rows));
+    memcpy(&other[1][2], &(uint32_t){0x40c00001u}, 4); /* 6.0f plus one ulp */
+    struct op_trace *a = op_trace_new(), *b = op_trace_new(), *c = op_trace_new();
+    struct op_trace_diff d;
+    if (!a || !b || !c)
+        goto out;
+    op_trace_record(a, -1, "embd", rows[0], 2, 3, 3);
+    op_trace_record(a, 0, "q_norm", rows[0], 2, 2, 3);
+    op_trace_record(b, -1, "embd", rows[0], 2, 3, 3);
+    op_trace_record(c, -1, "embd", rows[0], 2, 3, 3);
+    op_trace_record(c, 0, "q_norm", rows[0], 2, 2, 3); /* rows of 2 of 3: the third never read */
+    CHECK_EQ_INT(op_trace_compare(a, c, &d), 0);
+    CHECK(!d.found && d.n_same == 2);
+    op_trace_record(b, 0, "q_norm", other[0], 2, 3, 3);
+    CHECK_EQ_INT(op_trace_compare(a, b, &d), 1); /* the shapes differ: 2 x 2 and 2 x 3 */
+    CHECK(d.found && d.shape && d.n_same == 1);
+    op_trace_record(a, 1, "attn", rows[0], 2, 3, 3);
+    op_trace_record(c, 1, "attn", other[0], 2, 3, 3);
+    CHECK_EQ_INT(op_trace_compare(a, c, &d), 1);
+    CHECK(d.found && !d.shape && d.n_same == 2 && d.n_differ == 1 && d.n_shown == 1);
+    CHECK(d.shown[0].row == 1 && d.shown[0].col == 2 && d.shown[0].a == 0x40c00000u &&
+          d.shown[0].b == 0x40c00001u);
+    CHECK_NEAR(d.max_abs, 4.76837158203125e-7, 0.0);
+    CHECK_EQ_INT(op_trace_compare(c, b, &d), 1);
+    op_trace_free(b);
+    b = op_trace_new();
+    if (b)
+        op_trace_record(b, -1, "embd", rows[0], 2, 3, 3);
+    CHECK_EQ_INT(b ? op_trace_compare(a, b, &d) : 1, 1); /* b ends after its first op */
+    CHECK(d.found && d.shape && d.n_same == 1);
+out:
+    op_trace_free(a);
+    op_trace_free(b);
+    op_trace_free(c);
+}
+
+/* A trace point a recording must hold: its layer and name. */
+struct trace_point {
+    int il;
+    const char *op;
+};
+
+/* The per-op trace of a step of 16 prompt ids (bench-gpumodel --trace's comparison) on the CPU and
+ * on the GPU: the same ops in the same order, each leaving the CPU's bits; the ops named in
+ * must[] are among them (layer, name). */
+static void trace_same(const char *file, const char *args, const struct trace_point *must,
+                       size_t n_must) {
+    struct pair p = {0};
+    const int32_t N = 16;
+    struct op_trace *tc = op_trace_new(), *tg = op_trace_new();
+    float *lc = NULL, *lg = NULL;
+    int32_t ids[16];
+    if (!tc || !tg || !pair_open(&p, file, args, 1, N, 0))
+        goto out;
+    const int32_t V = p.m->hp.n_vocab;
+    lc = calloc((size_t)N * V, sizeof(float));
+    lg = calloc((size_t)N * V, sizeof(float));
+    if (!lc || !lg)
+        goto out;
+    prompt(ids, N, V, 3);
+    engine_set_trace(p.c, op_trace_record, tc);
+    engine_set_trace(p.e, op_trace_record, tg);
+    CHECK_EQ_INT(engine_eval(p.c, 0, ids, N, lc, true), 0);
+    CHECK_EQ_INT(engine_eval(p.e, 0, ids, N, lg, true), 0);
+    struct op_trace_diff d;
+    const int rc = op_trace_compare(tc, tg, &d);
+    if (rc != 0)
+        op_trace_report(&d, tc, tg, stderr);
+    CHECK_MSG(rc == 0, "%s: the GPU's ops are not the CPU's (the trace above)", args);
+    CHECK_MSG(rows_differ(lc, lg, N, V) == 0, "%s: the logits differ", args);
+    for (size_t i = 0; i < n_must; i++)
+        CHECK_MSG(trace_has(tc, must[i].il, must[i].op) && trace_has(tg, must[i].il, must[i].op),
+                  "%s: no trace point \"%s\" in layer %d", args, must[i].op, must[i].il);
+out:
+    free(lc);
+    free(lg);
+    op_trace_free(tc);
+    op_trace_free(tg);
+    pair_free(&p);
+}
+
+/* The per-op trace on tiny-gemma4 F32 (window and global layers, shared KV, dense FFNs with
+ * routed experts beside them, fused gate_up) and tiny-gemma4-ple F32 (per-layer embeddings):
+ * "no op differs" on this device, and the comparison itself on recordings made by hand. */
+static void test_gemma4_trace(void) {
+    static const struct trace_point moe[] = {
+        {-1, "embd"}, {0, "q_norm"}, {0, "v_norm"}, {0, "attn_out"}, {0, "router_in"},
+        {0, "moe_weights"}, {0, "moe_out"}, {0, "post_norm_2"}, {0, "x_ffn"}, {3, "q_rope"},
+        {-1, "logits"}, {-1, "softcap"},
+    }, ple[] = {
+        {-1, "ple_inputs"}, {0, "ple_act"}, {0, "ple_post_norm"}, {0, "out_scale"},
+    };
+    trace_compare_golden();
+    trace_same("g4tr.gguf", "--preset tiny-gemma4", moe, sizeof(moe) / sizeof(moe[0]));
+    trace_same("g4trp.gguf", "--preset tiny-gemma4-ple", ple, sizeof(ple) / sizeof(ple[0]));
+}
+
 /* ---- experts on three levels: VRAM slots, the CPU from RAM, the CPU through the SSD --------- */
 
 enum { TIER_A = 21, TIER_B = 13, TIER_STEPS = 4 };
@@ -889,6 +1000,7 @@ static const struct test_case cases[] = {
     {"gemma4_two_sequences", test_gemma4_two_sequences},
     {"gemma4_context_rows", test_gemma4_context_rows},
     {"gemma4_checkpoints", test_gemma4_checkpoints},
+    {"gemma4_trace", test_gemma4_trace},
     {"tier_qwen3moe", test_tier_qwen3moe},
     {"tier_qwen35moe", test_tier_qwen35moe},
     {"tier_gptoss", test_tier_gptoss},

@@ -4,7 +4,7 @@
  *
  *     bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] [--threads T] [--batch B]
  *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0|q4_0]
- *                      [--gpu-budget SIZE] [--gpu-experts N] [--ram-budget SIZE]
+ *                      [--gpu-budget SIZE] [--gpu-experts N] [--ram-budget SIZE] [--trace]
  *
  * The experts on three levels: --gpu-budget bounds the device memory (the routed experts take
  * the VRAM slots that the rest leaves, the others are computed on the CPU), --gpu-experts caps the
@@ -16,7 +16,16 @@
  * greedy decode of --gen tokens (tok/s), then the CPU's of --cpu-prompt / --cpu-gen (0: skipped)
  * and whether every logit of those rows matched. Ids are pseudo-random, as sniperd's
  * --bench-prompt. With $SNIPER_GPU_PROFILE=1 it also prints where the GPU's time went (device
- * timestamps per op kind) in a prefill and in decode. */
+ * timestamps per op kind) in a prefill and in decode.
+ *
+ * --trace runs, instead of the benchmark, the prompt's --prompt ids (16 unless given) once on the
+ * CPU and once on the GPU with the engine's per-op trace on (engine_set_trace: every op of every
+ * layer leaves its rows, "L0 q_norm", "L3 moe_out", ..., the GPU's read back after each), and
+ * prints the first op whose rows differ in any bit (op_trace.h: how many elements, the largest
+ * difference, the first few elements' bits), or "no op differs"; then how many logits rows differ,
+ * traced and in a second GPU run without the trace. The trace waits for the device at every point,
+ * so a difference only the untraced run shows is an op reading rows that no barrier orders after
+ * their writer. Exit status 0 when nothing differs, 3 when something does. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +36,7 @@
 #include "expert_cache.h"
 #include "gpu.h"
 #include "model.h"
+#include "op_trace.h"
 #include "ops.h"
 #include "units.h"
 
@@ -42,6 +52,7 @@ struct opts {
     enum qtype kv;
     uint64_t gpu_budget, ram_budget; /* bytes; 0: the device's, the whole model in RAM */
     int32_t gpu_experts;             /* engine_params.gpu_expert_slots */
+    bool trace;                      /* --trace: the per-op comparison instead of the benchmark */
 };
 
 /* A run's figures and its logits rows (the prompt's last, then each decode step's). */
@@ -196,22 +207,35 @@ static int parse_opt(const char *a, const char *v, struct opts *o) {
     return 0;
 }
 
-/* The command line into o (options in pairs, -m required, the CPU's run within the GPU's).
+/* The command line into o (options with a value each but --trace, -m required, the CPU's run
+ * within the GPU's; --trace: 16 prompt tokens unless given, no CPU run).
  * Returns 0, or -EINVAL with the reason on stderr. */
 static int parse(int argc, char **argv, struct opts *o) {
     *o = (struct opts){.gpu = "auto", .prompt = 512, .gen = 128, .cpu_prompt = 32, .cpu_gen = 8,
                        .batch = 512, .threads = 0, .kv = QTYPE_F16};
-    if ((argc - 1) % 2) {
-        fprintf(stderr, "bench-gpumodel: \"%s\" wants a value\n", argv[argc - 1]);
-        return -EINVAL;
-    }
-    for (int i = 1; i + 1 < argc; i += 2)
+    bool prompt_set = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--trace")) { /* the one option without a value */
+            o->trace = true;
+            continue;
+        }
+        if (i + 1 == argc) {
+            fprintf(stderr, "bench-gpumodel: \"%s\" wants a value\n", argv[i]);
+            return -EINVAL;
+        }
+        prompt_set |= !strcmp(argv[i], "--prompt");
         if (parse_opt(argv[i], argv[i + 1], o) < 0)
             return -EINVAL;
+        i++;
+    }
     if (!o->model) {
         fprintf(stderr, "bench-gpumodel: -m MODEL is required\n");
         return -EINVAL;
     }
+    if (o->trace && !prompt_set)
+        o->prompt = 16;
+    if (o->trace) /* the trace's comparison takes the place of the CPU's run */
+        o->cpu_prompt = o->cpu_gen = 0;
     if (o->cpu_prompt > o->prompt || o->cpu_gen > o->gen) {
         fprintf(stderr, "bench-gpumodel: the CPU's run (--cpu-prompt %d, --cpu-gen %d) must be "
                         "within the GPU's (--prompt %d, --gen %d)\n", o->cpu_prompt, o->cpu_gen,
@@ -221,6 +245,72 @@ static int parse(int argc, char **argv, struct opts *o) {
     return 0;
 }
 
+/* Rows of n_vocab floats among a and b's n that differ in any bit. */
+static int32_t rows_differ(const float *a, const float *b, int32_t n, int32_t V) {
+    int32_t bad = 0;
+    for (int32_t r = 0; r < n; r++)
+        bad += memcmp(a + (size_t)r * V, b + (size_t)r * V, (size_t)V * sizeof(float)) != 0;
+    return bad;
+}
+
+/* --trace: the prompt's n ids on a CPU engine and on a GPU one, each with its per-op trace
+ * recorded, compared op by op and the logits row by row; then the GPU's run again without the
+ * trace. Returns 0 (nothing differs), 3 (something does) or 1 (a run or an allocation failed). */
+static int run_trace(const struct model *m, struct gpu *g, const struct opts *o,
+                     const int32_t *ids) {
+    const int32_t n = o->prompt, V = m->hp.n_vocab;
+    struct expert_cache *cc = NULL, *ce = NULL;
+    struct engine *c = make_engine(m, o, &cc), *e = c ? make_engine(m, o, &ce) : NULL;
+    struct op_trace *tc = op_trace_new(), *tg = op_trace_new();
+    float *lc = calloc((size_t)n * (size_t)V, sizeof(float));
+    float *lg = calloc((size_t)n * (size_t)V, sizeof(float));
+    char err[512] = "";
+    int status = 1;
+    if (!e || !tc || !tg || !lc || !lg)
+        goto out;
+    if (engine_use_gpu(e, g, err, sizeof(err)) < 0) {
+        fprintf(stderr, "bench-gpumodel: %s\n", err);
+        goto out;
+    }
+    engine_set_trace(c, op_trace_record, tc);
+    engine_set_trace(e, op_trace_record, tg);
+    if (engine_eval(c, 0, ids, n, lc, true) < 0 || engine_eval(e, 0, ids, n, lg, true) < 0) {
+        fprintf(stderr, "bench-gpumodel: the traced run failed\n");
+        goto out;
+    }
+    struct op_trace_diff d;
+    const int rc = op_trace_compare(tc, tg, &d);
+    if (rc < 0) {
+        fprintf(stderr, "bench-gpumodel: out of memory recording the trace\n");
+        goto out;
+    }
+    op_trace_report(&d, tc, tg, stdout);
+    const int32_t bad = rows_differ(lc, lg, n, V);
+    printf("logits: %d of %d rows differ between the GPU and the CPU%s\n", bad, n,
+           bad ? "" : " (same bits)");
+    engine_set_trace(e, NULL, NULL);
+    engine_truncate(e, 0, 0);
+    if (engine_eval(e, 0, ids, n, lg, true) < 0) {
+        fprintf(stderr, "bench-gpumodel: the untraced run failed\n");
+        goto out;
+    }
+    const int32_t bad_free = rows_differ(lc, lg, n, V);
+    printf("logits without the trace: %d of %d rows differ%s\n", bad_free, n,
+           bad_free && !rc && !bad ? " (the trace's waits hide it: an op reads rows that no "
+                                     "barrier orders after their writer)" : "");
+    status = rc || bad || bad_free ? 3 : 0;
+out:
+    engine_free(c);
+    engine_free(e);
+    expert_cache_free(cc);
+    expert_cache_free(ce);
+    op_trace_free(tc);
+    op_trace_free(tg);
+    free(lc);
+    free(lg);
+    return status;
+}
+
 int main(int argc, char **argv) {
     struct opts o;
     char err[512] = "", desc[1024];
@@ -228,7 +318,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] "
                         "[--threads T] [--batch B] [--cpu-prompt N] [--cpu-gen N] "
                         "[--kv-type f16|f32|q8_0|q4_0] [--gpu-budget SIZE] [--gpu-experts N] "
-                        "[--ram-budget SIZE]\n");
+                        "[--ram-budget SIZE] [--trace]\n");
         return 2;
     }
     double t0 = now_s();
@@ -259,13 +349,18 @@ int main(int argc, char **argv) {
         ids[i] = (int32_t)(x % (uint64_t)V);
     }
     struct expert_cache *ce = NULL, *cc = NULL;
-    struct engine *e = make_engine(m, &o, &ce);
+    struct engine *e = NULL;
     int status = 1;
     if (!ids || !rg.rows || !rc.rows) {
         fprintf(stderr, "bench-gpumodel: no memory for the ids and logits rows of %d + %d tokens\n",
                 o.prompt, o.gen);
         goto out;
     }
+    if (o.trace) {
+        status = run_trace(m, g, &o, ids);
+        goto out;
+    }
+    e = make_engine(m, &o, &ce);
     if (!e)
         goto out;
     t0 = now_s();

@@ -535,6 +535,7 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->tails);
     free(v->cpu_sel);
     free(v->slot_bufs);
+    free(v->trace_rows);
     vk_tier_free(v->tier);
     vk_rec_free(v->rec);
     vk_gemma4_free(v->g4);
@@ -696,6 +697,69 @@ static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t
     return 0;
 }
 
+/* The buffer of v that holds device address addr, or NULL. */
+static const struct gpu_buf *vk_buf_at(const struct engine_vk *v, uint64_t addr) {
+    for (int i = 0; i < v->n_bufs; i++) {
+        const uint64_t a = gpu_buf_addr(v->bufs[i]);
+        if (addr >= a && addr - a < gpu_buf_bytes(v->bufs[i]))
+            return v->bufs[i];
+    }
+    return NULL;
+}
+
+/* Room for `bytes` of trace rows (a trace's first step grows it; trace mode only). */
+static int vk_trace_room(struct engine_vk *v, size_t bytes) {
+    if (bytes <= v->trace_cap)
+        return 0;
+    float *p = realloc(v->trace_rows, bytes);
+    if (!p)
+        return -ENOMEM;
+    v->trace_rows = p;
+    v->trace_cap = bytes;
+    return 0;
+}
+
+int vk_trace(struct engine *e, const char *op, uint64_t addr, int32_t n_rows, int64_t n,
+             size_t stride) {
+    struct engine_vk *v = e->vk;
+    if (!e->trace_fn || n_rows <= 0)
+        return 0;
+    const struct gpu_buf *b = vk_buf_at(v, addr);
+    const size_t bytes = ((size_t)(n_rows - 1) * stride + (size_t)n) * sizeof(float);
+    if (!b)
+        return -EINVAL;
+    const size_t off = (size_t)(addr - gpu_buf_addr(b));
+    if (bytes > gpu_buf_bytes(b) - off)
+        return -EINVAL;
+    int rc = vk_trace_room(v, bytes);
+    if (rc < 0)
+        return rc;
+    vk_sync(v);
+    if (vk_submit(v) < 0)
+        return -EIO;
+    rc = gpu_buf_read(v->dev, b, off, v->trace_rows, bytes);
+    if (vk_begin(v) < 0 || rc < 0)
+        return -EIO;
+    e->trace_fn(e->trace_ctx, e->trace_il, op, v->trace_rows, n_rows, n, stride);
+    return 0;
+}
+
+int vk_trace_d(struct engine *e, const char *op, uint64_t addr, int32_t n_tok) {
+    const size_t D = (size_t)e->m->hp.n_embd;
+    return vk_trace(e, op, addr, n_tok, (int64_t)D, D);
+}
+
+int vk_experts_trace(struct engine *e, int32_t n_tok, bool out) {
+    struct engine_vk *v = e->vk;
+    const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)e->m->hp.n_ff_exp;
+    const int32_t P = n_tok * e->k_used;
+    int rc;
+    if ((rc = vk_trace(e, "moe_up", v->u.addr, P, (int64_t)F, F)) < 0 ||
+        (rc = vk_trace(e, "moe_act", v->g.addr, P, (int64_t)F, F)) < 0)
+        return rc;
+    return out ? vk_trace(e, "moe_out", v->d.addr, P, (int64_t)D, D) : 0;
+}
+
 /* Forgets the quantized rows (their source is about to change). */
 void vk_quant_forget(struct engine_vk *v) {
     v->quant_src = 0;
@@ -747,6 +811,25 @@ static int vk_gate(struct engine *e, int32_t n_tok) {
     return rc;
 }
 
+/* The trace points of layer il's q (not a gated layer's: its rows interleave the gate), k and v
+ * rows, named q_op, k_op, v_op (NULL: not traced), k and v where the layer keeps KV: block_attn's
+ * qkv_trace. */
+static int vk_qkv_trace(struct engine *e, int il, int32_t n_tok, const char *q_op,
+                        const char *k_op, const char *v_op) {
+    struct engine_vk *v = e->vk;
+    const struct model_layer *l = &e->m->layers[il];
+    const size_t Q = (size_t)e->m->hp.n_head * (size_t)l->head_dim;
+    const size_t KV = (size_t)l->n_head_kv * (size_t)l->head_dim;
+    int rc = 0;
+    if (l->mixer != MODEL_MIXER_ATTN_GATED)
+        rc = vk_trace(e, q_op, v->q.addr, n_tok, (int64_t)Q, Q);
+    if (rc == 0 && l->kv_src < 0 && k_op)
+        rc = vk_trace(e, k_op, v->k.addr, n_tok, (int64_t)KV, KV);
+    if (rc == 0 && l->kv_src < 0 && v_op)
+        rc = vk_trace(e, v_op, v->v.addr, n_tok, (int64_t)KV, KV);
+    return rc;
+}
+
 /* q/k head norms (v's without a weight where the layer has it: gemma4; where the layer has no
  * attn_v, v is K's projection normalised, read before k is normalised in place), then RoPE by the
  * layer's table: block_attn's qk_rope_store before the store. A layer reading another's KV
@@ -780,6 +863,8 @@ static int vk_qk_prep(struct engine *e, int il, size_t QS, size_t QH, int32_t n_
         return rc;
     if (d->q_norm || d->k_norm || l->v_norm)
         vk_sync(v);
+    if (e->trace_fn && (rc = vk_qkv_trace(e, il, n_tok, "q_norm", "k_norm", "v_norm")) < 0)
+        return rc;
     const bool neox = hp->rope == MODEL_ROPE_NEOX;
     const uint64_t cs = l->swa && hp->n_rot_swa > 0 ? v->rope_cs_swa.addr : v->rope_cs.addr;
     vk_label(v, "rope");
@@ -788,7 +873,7 @@ static int vk_qk_prep(struct engine *e, int il, size_t QS, size_t QH, int32_t n_
                                      l->n_rot, n_tok)) < 0))
         return rc;
     vk_sync(v);
-    return 0;
+    return e->trace_fn ? vk_qkv_trace(e, il, n_tok, "q_rope", "k_rope", NULL) : 0;
 }
 
 /* y = attention(xn) of layer il, in the layer's head shape: its q, k, v rows packed (n_head and
@@ -814,7 +899,9 @@ int vk_attn(struct engine *e, int il, int32_t n_tok) {
          (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0))
         return rc;
     vk_sync(v);
-    if ((rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0)
+    if ((e->trace_fn &&
+         (rc = vk_qkv_trace(e, il, n_tok, "q", "k", l->wv.data ? "v" : NULL)) < 0) ||
+        (rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0)
         return rc;
     const struct sequence *s0 = e->seqs[0];
     for (int32_t i = 0; own_kv && i < e->n_seg; i++) {
@@ -850,9 +937,12 @@ int vk_attn(struct engine *e, int il, int32_t n_tok) {
             return rc;
         vk_sync(v); /* the segments share the scratch */
     }
-    if (gated && (rc = vk_gate(e, n_tok)) < 0)
+    if ((gated && (rc = vk_gate(e, n_tok)) < 0) ||
+        (rc = vk_trace(e, "attn", v->heads.addr, n_tok, (int64_t)Q, Q)) < 0 ||
+        (rc = vk_matmul(v, "attn_out", &l->wo, d->wo, v->heads.addr, Q, v->y.addr, D, d->bo,
+                        n_tok)) < 0)
         return rc;
-    return vk_matmul(v, "attn_out", &l->wo, d->wo, v->heads.addr, Q, v->y.addr, D, d->bo, n_tok);
+    return vk_trace(e, "attn_out", v->y.addr, n_tok, (int64_t)D, D);
 }
 
 /* y = Gated DeltaNet(xn) of layer il: block_deltanet's steps (deltanet.h), each sequence's
@@ -972,11 +1062,15 @@ int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const st
         return rc;
     vk_sync(v);
     size_t stride = 0;
-    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, n_tok,
+    if ((rc = vk_trace(e, "ffn_gate", v->g.addr, n_tok, (int64_t)F, F)) < 0 ||
+        (rc = vk_trace(e, "ffn_up", v->u.addr, n_tok, (int64_t)F, F)) < 0 ||
+        (rc = vk_act_rows(e, v->g.addr, v->u.addr, F, n_tok,
                           down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride,
-                          true)) < 0)
+                          true)) < 0 ||
+        (rc = vk_trace(e, "ffn_act", v->g.addr, n_tok, (int64_t)F, F)) < 0 ||
+        (rc = vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok)) < 0)
         return rc;
-    return vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok);
+    return vk_trace(e, "ffn_down", out, n_tok, (int64_t)D, D);
 }
 
 /* Layer il's router product on the input rows `in` and the routing (gpu_op_route: block_moe's
@@ -996,12 +1090,14 @@ int vk_route(struct engine *e, int il, uint64_t in, int32_t n_tok) {
     vk_sync(v);
     vk_label(v, "route");
     const uint64_t log = gpu_buf_addr(v->h_routes) + (uint64_t)il * (uint64_t)e->p.n_batch * K * 4;
-    if ((rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
+    if ((rc = vk_trace(e, "router", v->router.addr, n_tok, (int64_t)NE, NE)) < 0 ||
+        (rc = gpu_op_route(&v->ops, v->router.addr, d->router_b,
                            hp->gating == MODEL_GATING_SOFTMAX, (int32_t)NE, K, v->pairs.addr, log,
                            n_tok)) < 0)
         return rc;
     vk_sync(v);
-    return 0;
+    return vk_trace(e, "moe_weights", v->pairs.addr + (uint64_t)n_tok * K * 12, n_tok, K,
+                    (size_t)K);
 }
 
 /* Adds the experts' bias rows (bias: [n_expert][n rows], 0: none) to n_rows rows of y, row r the
@@ -1204,15 +1300,18 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         return rc;
     if (v->tier)
         return vk_moe_exchange(e, il, n_tok, a_ids, a_w);
-    if ((rc = vk_experts(e, il, v->xn.addr, n_tok)) < 0)
+    if ((rc = vk_experts(e, il, v->xn.addr, n_tok)) < 0 ||
+        (e->trace_fn && (rc = vk_experts_trace(e, n_tok, true)) < 0))
         return rc;
     uint64_t shexp = 0, shexp_gate = 0;
     if ((rc = vk_shared_expert(e, il, n_tok, &shexp, &shexp_gate)) < 0)
         return rc;
     vk_sync(v);
     vk_label(v, "moe_sum");
-    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp, shexp_gate,
-                          n_tok);
+    if ((rc = gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp,
+                             shexp_gate, n_tok)) < 0)
+        return rc;
+    return vk_trace_d(e, "moe_sum", v->y.addr, n_tok); /* with a shared expert: not the CPU's */
 }
 
 /* xn rows = rmsnorm(x rows) * w, x first += r rows (r 0: no add), n_tok rows of D floats; where
@@ -1368,16 +1467,21 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
         vk_tier_promote(v->tier, vk_slot_promote, e);
     if (vk_begin(v) < 0)
         return -EIO;
-    vk_inputs(e, n_tok);
+    vk_inputs(e, n_tok); /* made on the host, where engine.c traced them */
     vk_sync(v);
     vk_label(v, "rms_norm");
     rc = vk_norm(e, v->x.addr, 0, v->layers[0].attn_norm, vk_first_product(e, 0, false), n_tok);
+    e->trace_il = 0;
+    if (rc == 0)
+        rc = vk_trace_d(e, "attn_norm", v->xn.addr, n_tok);
     for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         const struct vk_layer *d = &v->layers[il];
         vk_sync(v);
         if ((rc = vk_mixer(e, il, n_tok)) < 0 ||
-            (rc = vk_residual(e, d->ffn_norm, vk_first_product(e, il, true), n_tok)) < 0)
+            (rc = vk_residual(e, d->ffn_norm, vk_first_product(e, il, true), n_tok)) < 0 ||
+            (rc = vk_trace_d(e, "x_attn", v->x.addr, n_tok)) < 0 ||
+            (rc = vk_trace_d(e, "ffn_norm", v->xn.addr, n_tok)) < 0)
             break;
         vk_sync(v);
         rc = l->ffn == MODEL_FFN_MOE
@@ -1390,11 +1494,15 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
         if (!next) {
             vk_sync(v);
             vk_label(v, "residual_add");
-            rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
+            if ((rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok)) == 0)
+                rc = vk_trace_d(e, "x_ffn", v->x.addr, n_tok);
         } else if ((rc = vk_residual(e, next, vk_first_product(e, il + 1, false), n_tok)) == 0 &&
-                   il % VK_FLUSH_LAYERS == 0 &&
-                   gpu_flush(v->dev) < 0)
-            return -EIO; /* nothing is recording, what was sent has finished */
+                   (rc = vk_trace_d(e, "x_ffn", v->x.addr, n_tok)) == 0) {
+            e->trace_il = il + 1;
+            if ((rc = vk_trace_d(e, "attn_norm", v->xn.addr, n_tok)) == 0 &&
+                il % VK_FLUSH_LAYERS == 0 && gpu_flush(v->dev) < 0)
+                return -EIO; /* nothing is recording, what was sent has finished */
+        }
     }
     return vk_step_end(e, rc, n_tok, t0);
 }

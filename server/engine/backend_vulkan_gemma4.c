@@ -113,26 +113,28 @@ int vk_gemma4_new(struct engine *e, struct engine_vk *v, char *err, size_t err_l
 
 /* ---- the layer's parts ------------------------------------------------------------------------ */
 
-/* y = rmsnorm(y) * w in place (w 0: nothing): a norm after a block. */
-static int g4_post_norm(struct engine *e, uint64_t w, int32_t n_tok) {
+/* y = rmsnorm(y) * w in place (w 0: nothing): a norm after a block; the trace point op. */
+static int g4_post_norm(struct engine *e, uint64_t w, int32_t n_tok, const char *op) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
     if (!w)
         return 0;
     vk_sync(v);
     vk_label(v, "post_norm");
-    return gpu_op_rms_norm(&v->ops, v->y.addr, D, w, v->y.addr, D, (int64_t)D, e->m->hp.rms_eps,
-                           n_tok);
+    int rc = gpu_op_rms_norm(&v->ops, v->y.addr, D, w, v->y.addr, D, (int64_t)D,
+                             e->m->hp.rms_eps, n_tok);
+    return rc < 0 ? rc : vk_trace_d(e, op, v->y.addr, n_tok);
 }
 
-/* x += y (engine_add_y). */
-static int g4_add_y(struct engine *e, int32_t n_tok) {
+/* x += y (engine_add_y); the trace point op. */
+static int g4_add_y(struct engine *e, int32_t n_tok, const char *op) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
     vk_sync(v);
     vk_label(v, "residual_add");
     vk_quant_forget(v);
-    return gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
+    int rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);
+    return rc < 0 ? rc : vk_trace_d(e, op, v->x.addr, n_tok);
 }
 
 /* out = rmsnorm(x) * w (w 0: no weight) for the batch, into an activation area. */
@@ -168,7 +170,8 @@ static int g4_moe(struct engine *e, int il, int32_t n_tok) {
     vk_label(v, "router_input");
     if ((rc = gpu_op_scale(&v->ops, g->router_x.addr, D, g->router_x.addr, D,
                            1.0f / sqrtf((float)hp->n_embd), d4->router_scale, (int64_t)D,
-                           n_tok)) < 0)
+                           n_tok)) < 0 ||
+        (rc = vk_trace_d(e, "router_in", g->router_x.addr, n_tok)) < 0)
         return rc;
     vk_sync(v);
     if ((rc = vk_route(e, il, g->router_x.addr, n_tok)) < 0 ||
@@ -182,21 +185,30 @@ static int g4_moe(struct engine *e, int il, int32_t n_tok) {
         (rc = gpu_op_rms_norm(&v->ops, v->shexp.addr, D, d4->post_norm_1, v->shexp.addr, D,
                               (int64_t)D, hp->rms_eps, n_tok)) < 0)
         return rc;
-    if ((rc = vk_experts(e, il, g->xe.addr, n_tok)) < 0)
+    if (e->trace_fn && ((d4->post_norm_1 &&
+                         (rc = vk_trace_d(e, "post_norm_1", v->shexp.addr, n_tok)) < 0) ||
+                        (d4->pre_norm_2 &&
+                         (rc = vk_trace_d(e, "experts_in", g->xe.addr, n_tok)) < 0)))
+        return rc;
+    if ((rc = vk_experts(e, il, g->xe.addr, n_tok)) < 0 ||
+        (e->trace_fn && (rc = vk_experts_trace(e, n_tok, false)) < 0))
         return rc;
     vk_sync(v);
     vk_label(v, "experts_scale");
-    if (d4->down_exps_s &&
-        (rc = gpu_op_scale_id(&v->ops, v->d.addr, D, d4->down_exps_s, a_ids, (int64_t)D, P)) < 0)
+    if ((d4->down_exps_s && (rc = gpu_op_scale_id(&v->ops, v->d.addr, D, d4->down_exps_s, a_ids,
+                                                  (int64_t)D, P)) < 0) ||
+        (rc = vk_trace(e, "moe_out", v->d.addr, P, (int64_t)D, D)) < 0)
         return rc;
     vk_sync(v);
     vk_label(v, "moe_sum");
     if ((rc = gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, 0, 0, n_tok)) < 0 ||
-        (rc = g4_post_norm(e, d4->post_norm_2, n_tok)) < 0)
+        (rc = vk_trace_d(e, "moe_sum", v->y.addr, n_tok)) < 0 ||
+        (rc = g4_post_norm(e, d4->post_norm_2, n_tok, "post_norm_2")) < 0)
         return rc;
     vk_sync(v);
     vk_label(v, "shexp_add");
-    return gpu_op_add(&v->ops, v->y.addr, D, v->shexp.addr, D, (int64_t)D, n_tok);
+    rc = gpu_op_add(&v->ops, v->y.addr, D, v->shexp.addr, D, (int64_t)D, n_tok);
+    return rc < 0 ? rc : vk_trace_d(e, "shexp_add", v->y.addr, n_tok);
 }
 
 /* y = the per-layer embedding's block of layer il (block_ple): ple_out(gelu(ple_gate x) * the
@@ -212,22 +224,26 @@ static int g4_ple(struct engine *e, int il, int32_t n_tok) {
     vk_sync(v);
     vk_quant_forget(v); /* x changed since a product last read it */
     if ((rc = vk_matmul(v, "ple_gate", &l->ple_gate, d4->ple_gate, v->x.addr, D, g->ple_g.addr, P,
-                        0, n_tok)) < 0)
+                        0, n_tok)) < 0 ||
+        (rc = vk_trace(e, "ple_gate", g->ple_g.addr, n_tok, (int64_t)P, P)) < 0)
         return rc;
     vk_sync(v);
     vk_label(v, "geglu");
     if ((rc = gpu_op_geglu(&v->ops, g->ple_g.addr, P, g->ple_g.addr, P,
                            g->ple.addr + (uint64_t)il * P * 4, LP, v->gelu_table, (int64_t)P,
-                           n_tok)) < 0)
+                           n_tok)) < 0 ||
+        (rc = vk_trace(e, "ple_act", g->ple_g.addr, n_tok, (int64_t)P, P)) < 0)
         return rc;
     vk_sync(v);
-    return vk_matmul(v, "ple_out", &l->ple_out, d4->ple_out, g->ple_g.addr, P, v->y.addr, D, 0,
-                     n_tok);
+    if ((rc = vk_matmul(v, "ple_out", &l->ple_out, d4->ple_out, g->ple_g.addr, P, v->y.addr, D, 0,
+                        n_tok)) < 0)
+        return rc;
+    return vk_trace_d(e, "ple_out", v->y.addr, n_tok);
 }
 
 /* Layer il on the batch: x += post_norm(attention(attn_norm x)); x += post_norm(ffn(ffn_norm x));
  * x += ple_post_norm(ple(x)); x *= the layer's output scale (engine_mixer, engine_ffn). On entry
- * xn = attn_norm(x). */
+ * xn = attn_norm(x) was recorded last, with no barrier after it. */
 static int g4_layer(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_layer *l = &e->m->layers[il];
@@ -235,26 +251,34 @@ static int g4_layer(struct engine *e, int il, int32_t n_tok) {
     const struct vk_g4_layer *d4 = &v->g4->layers[il];
     const size_t D = (size_t)e->m->hp.n_embd;
     int rc;
-    if ((rc = vk_attn(e, il, n_tok)) < 0 || (rc = g4_post_norm(e, d4->attn_post_norm, n_tok)) < 0 ||
-        (rc = vk_residual(e, d->ffn_norm, NULL, n_tok)) < 0)
+    /* the q, k, v products read xn: an F32 weight's product reads the rows as they are, with no
+     * quantize (and its barriers) before it, so without this one a device that overlaps
+     * dispatches (the H100; never lavapipe) reads rows the norm has not written yet */
+    vk_sync(v);
+    if ((rc = vk_attn(e, il, n_tok)) < 0 ||
+        (rc = g4_post_norm(e, d4->attn_post_norm, n_tok, "attn_post_norm")) < 0 ||
+        (rc = vk_residual(e, d->ffn_norm, NULL, n_tok)) < 0 ||
+        (rc = vk_trace_d(e, "x_attn", v->x.addr, n_tok)) < 0 ||
+        (rc = vk_trace_d(e, "ffn_norm", v->xn.addr, n_tok)) < 0)
         return rc;
     vk_sync(v);
     rc = l->ffn == MODEL_FFN_MOE
              ? g4_moe(e, il, n_tok)
              : vk_swiglu(e, &l->ffn_gate, d->gate, &l->ffn_up, d->up, &l->ffn_down, d->down,
                          v->y.addr, n_tok);
-    if (rc < 0 || (rc = g4_post_norm(e, d4->ffn_post_norm, n_tok)) < 0 ||
-        (rc = g4_add_y(e, n_tok)) < 0)
+    if (rc < 0 || (rc = g4_post_norm(e, d4->ffn_post_norm, n_tok, "ffn_post_norm")) < 0 ||
+        (rc = g4_add_y(e, n_tok, "x_ffn")) < 0)
         return rc;
     if (d4->ple_gate && ((rc = g4_ple(e, il, n_tok)) < 0 ||
-                         (rc = g4_post_norm(e, d4->ple_post_norm, n_tok)) < 0 ||
-                         (rc = g4_add_y(e, n_tok)) < 0))
+                         (rc = g4_post_norm(e, d4->ple_post_norm, n_tok, "ple_post_norm")) < 0 ||
+                         (rc = g4_add_y(e, n_tok, "x_ple")) < 0))
         return rc;
     if (l->out_scale == 1.0f)
         return 0;
     vk_sync(v);
     vk_label(v, "out_scale");
-    return gpu_op_scale(&v->ops, v->x.addr, D, v->x.addr, D, l->out_scale, 0, (int64_t)D, n_tok);
+    rc = gpu_op_scale(&v->ops, v->x.addr, D, v->x.addr, D, l->out_scale, 0, (int64_t)D, n_tok);
+    return rc < 0 ? rc : vk_trace_d(e, "out_scale", v->x.addr, n_tok);
 }
 
 /* ---- the step --------------------------------------------------------------------------------- */
@@ -287,13 +311,15 @@ int vk_gemma4_step(struct engine *e, int32_t n_tok) {
     const double t0 = vk_profile_clock(v);
     if (vk_begin(v) < 0)
         return -EIO;
-    g4_inputs(e, n_tok);
-    int rc = g4_norm(e, v->layers[0].attn_norm, v->xn.addr, n_tok);
+    g4_inputs(e, n_tok); /* made on the host, where engine.c traced them */
+    int rc = 0;
     for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
-        if ((rc = g4_layer(e, il, n_tok)) < 0 || il + 1 == hp->n_layer)
+        e->trace_il = il;
+        if ((rc = g4_norm(e, v->layers[il].attn_norm, v->xn.addr, n_tok)) < 0 ||
+            (rc = vk_trace_d(e, "attn_norm", v->xn.addr, n_tok)) < 0 ||
+            (rc = g4_layer(e, il, n_tok)) < 0)
             break;
-        if ((rc = g4_norm(e, v->layers[il + 1].attn_norm, v->xn.addr, n_tok)) == 0 &&
-            il % G4_FLUSH_LAYERS == 0 && gpu_flush(v->dev) < 0)
+        if (il % G4_FLUSH_LAYERS == 0 && il + 1 < hp->n_layer && gpu_flush(v->dev) < 0)
             return -EIO; /* nothing is recording, what was sent has finished */
     }
     vk_sync(v);

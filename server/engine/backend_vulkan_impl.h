@@ -108,6 +108,9 @@ struct engine_vk {
     int32_t quant_rows;
     uint64_t quant_dst;
     size_t quant_stride;
+    /* the per-op trace's rows read back (vk_trace), grown to the widest traced in a first step */
+    float *trace_rows;
+    size_t trace_cap;              /* bytes */
 };
 
 /* ---- backend_vulkan.c's helpers (contracts at their definitions) ---- */
@@ -129,6 +132,20 @@ int vk_submit(struct engine_vk *v);
 void vk_label(struct engine_vk *v, const char *label);
 void vk_sync(struct engine_vk *v);
 void vk_quant_forget(struct engine_vk *v);
+
+/* A trace point (engine_set_trace; 0 at once when none is set): ends the recording, waits, reads
+ * n_rows rows of n floats, stride floats apart, from device address addr (inside one of v's
+ * buffers) and tells the trace, as the CPU's blocks do at the same point, then records on. Returns
+ * 0, -EINVAL (addr in no buffer), -ENOMEM or -EIO. */
+int vk_trace(struct engine *e, const char *op, uint64_t addr, int32_t n_rows, int64_t n,
+             size_t stride);
+
+/* vk_trace of n_tok rows of n_embd floats at addr (x, xn, y: the residual stream's width). */
+int vk_trace_d(struct engine *e, const char *op, uint64_t addr, int32_t n_tok);
+
+/* The trace points of the routed experts' rows after vk_experts (pair t k + s: up, the
+ * activation, and with `out` the output), as block_moe's experts_trace. */
+int vk_experts_trace(struct engine *e, int32_t n_tok, bool out);
 
 /* out rows = w (at dev) times n_tok rows of x (x_stride floats apart), plus the bias b (0: none). */
 int vk_matmul(struct engine_vk *v, const char *what, const struct weight *w, uint64_t dev,

@@ -61,32 +61,56 @@ static void split_gate(struct engine *e, int32_t n_tok) {
     }
 }
 
-/* q/k head norms, RoPE, then each token's k and v go into its sequence's rows of layer il, at the
- * token's position (a layer reading another's KV only prepares its queries). */
-static void qk_rope_store(struct engine *e, int il, int32_t n_tok) {
+/* q/k head norms (and V's without a weight), each head on its own. */
+static void qk_norm(struct engine *e, int il, int32_t n_tok) {
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
-    const int32_t hd = l->head_dim, kv_il = e->kv_layer[il];
-    const int64_t kv_dim = (int64_t)l->n_head_kv * hd;
+    const int32_t hd = l->head_dim;
     for (int32_t t = 0; t < n_tok; t++) {
-        const float *cs = rope_table(e, l, t);
-        for (int32_t h = 0; h < hp->n_head; h++) {
+        for (int32_t h = 0; l->attn_q_norm && h < hp->n_head; h++) {
             float *qh = e->attn.q + (size_t)t * e->q_dim + (size_t)h * hd;
-            if (l->attn_q_norm)
-                ops_rms_norm(qh, qh, l->attn_q_norm, hd, hp->rms_eps);
-            rope(hp, l->n_rot, qh, cs);
+            ops_rms_norm(qh, qh, l->attn_q_norm, hd, hp->rms_eps);
         }
-        if (l->kv_src >= 0)
-            continue;
-        for (int32_t h = 0; h < l->n_head_kv; h++) {
+        for (int32_t h = 0; l->kv_src < 0 && h < l->n_head_kv; h++) {
             float *kh = e->attn.k + (size_t)t * e->kv_dim + (size_t)h * hd;
             float *vh = e->attn.v + (size_t)t * e->kv_dim + (size_t)h * hd;
             if (l->attn_k_norm)
                 ops_rms_norm(kh, kh, l->attn_k_norm, hd, hp->rms_eps);
             if (l->v_norm)
                 ops_rms_norm(vh, vh, NULL, hd, hp->rms_eps);
-            rope(hp, l->n_rot, kh, cs);
         }
+    }
+}
+
+/* The trace points of layer l's q (a gated layer's, interleaved with its gate, are left out), k
+ * and v rows, named q_op, k_op, v_op (NULL: not traced); k and v only where the layer keeps KV. */
+static void qkv_trace(const struct engine *e, const struct model_layer *l, int32_t n_tok,
+                      const char *q_op, const char *k_op, const char *v_op) {
+    const int64_t q_n = (int64_t)e->m->hp.n_head * l->head_dim;
+    const int64_t kv_n = (int64_t)l->n_head_kv * l->head_dim;
+    if (l->mixer != MODEL_MIXER_ATTN_GATED)
+        engine_trace(e, q_op, e->attn.q, n_tok, q_n, (size_t)e->q_dim);
+    if (l->kv_src < 0 && k_op)
+        engine_trace(e, k_op, e->attn.k, n_tok, kv_n, (size_t)e->kv_dim);
+    if (l->kv_src < 0 && v_op)
+        engine_trace(e, v_op, e->attn.v, n_tok, kv_n, (size_t)e->kv_dim);
+}
+
+/* RoPE of q and k, then each token's k and v go into its sequence's rows of layer il, at the
+ * token's position (a layer reading another's KV only prepares its queries). */
+static void rope_store(struct engine *e, int il, int32_t n_tok) {
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const int32_t hd = l->head_dim, kv_il = e->kv_layer[il];
+    const int64_t kv_dim = (int64_t)l->n_head_kv * hd;
+    for (int32_t t = 0; t < n_tok; t++) {
+        const float *cs = rope_table(e, l, t);
+        for (int32_t h = 0; h < hp->n_head; h++)
+            rope(hp, l->n_rot, e->attn.q + (size_t)t * e->q_dim + (size_t)h * hd, cs);
+        if (l->kv_src >= 0)
+            continue;
+        for (int32_t h = 0; h < l->n_head_kv; h++)
+            rope(hp, l->n_rot, e->attn.k + (size_t)t * e->kv_dim + (size_t)h * hd, cs);
         const struct sequence *seq = engine_tok_seq(e, t);
         const int32_t pos = e->tok_pos[t];
         kv_store(e, sequence_k_row(seq, kv_il, pos), e->attn.k + (size_t)t * e->kv_dim, kv_dim);
@@ -216,15 +240,22 @@ int block_attn(struct engine *e, int il, int32_t n_tok) {
             add_bias(outs[i], strides[i], biases[i], ws[i]->n_out, n_tok);
     if (gated)
         split_gate(e, n_tok);
-    qk_rope_store(e, il, n_tok);
+    qkv_trace(e, l, n_tok, "q", "k", l->wv.data ? "v" : NULL);
+    qk_norm(e, il, n_tok);
+    qkv_trace(e, l, n_tok, "q_norm", "k_norm", "v_norm");
+    rope_store(e, il, n_tok);
+    qkv_trace(e, l, n_tok, "q_rope", "k_rope", NULL);
     struct engine_task task = {.e = e, .il = il};
     threadpool_run(e->tp, (int64_t)n_tok * hp->n_head, attn_task, &task);
     if (gated) /* out * sigmoid(gate), elementwise */
         for (size_t i = 0; i < (size_t)n_tok * e->q_dim; i++)
             a->heads[i] = a->heads[i] * (1.0f / (1.0f + ops_exp(-a->qg[i])));
+    engine_trace(e, "attn", a->heads, n_tok, (int64_t)hp->n_head * l->head_dim,
+                 (size_t)e->q_dim);
     if ((rc = engine_matmul(e, &l->wo, a->heads, (size_t)e->q_dim, e->y, D, n_tok)) < 0)
         return rc;
     if (l->bo)
         add_bias(e->y, D, l->bo, (int64_t)D, n_tok);
+    engine_trace(e, "attn_out", e->y, n_tok, (int64_t)D, D);
     return 0;
 }

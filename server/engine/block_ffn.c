@@ -28,14 +28,18 @@ static int swiglu_run(struct engine *e, const struct weight *gate, const struct 
         (rc = engine_queue(e, up, mat[1], au, su, NULL, f->u, F, NULL, n_tok)) < 0)
         return rc;
     matmul_run(&e->mm);
+    engine_trace(e, "ffn_gate", f->g, n_tok, (int64_t)F, F);
+    engine_trace(e, "ffn_up", f->u, n_tok, (int64_t)F, F);
     if (e->m->hp.act == MODEL_ACT_GEGLU) /* gemma4's dense FFNs */
         ops_geglu(f->g, f->g, f->u, (int64_t)n_tok * F);
     else
         ops_swiglu(f->g, f->g, f->u, (int64_t)n_tok * F);
+    engine_trace(e, "ffn_act", f->g, n_tok, (int64_t)F, F);
     if ((rc = matmul_quantize(down->type, f->g, F, n_tok, (int64_t)F, f->act_hidden, &sd)) < 0 ||
         (rc = engine_queue(e, down, mat[2], f->act_hidden, sd, NULL, out, D, NULL, n_tok)) < 0)
         return rc;
     matmul_run(&e->mm);
+    engine_trace(e, "ffn_down", out, n_tok, (int64_t)D, D);
     return 0;
 }
 

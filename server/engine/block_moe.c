@@ -279,6 +279,8 @@ static int shared_expert_run(struct engine *e, const struct model_layer *l, int3
     for (int32_t t = 0; rc == 0 && l->ffn_post_norm_1 && t < n_tok; t++) /* gemma4 */
         ops_rms_norm(mo->shexp + t * D, mo->shexp + t * D, l->ffn_post_norm_1, hp->n_embd,
                      hp->rms_eps);
+    if (rc == 0 && l->ffn_post_norm_1)
+        engine_trace(e, "post_norm_1", mo->shexp, n_tok, hp->n_embd, D);
     if (rc < 0 || !l->ffn_gate_inp_shexp.data)
         return rc;
     return engine_matmul(e, &l->ffn_gate_inp_shexp, e->xn, D, mo->shexp_gate, 1, n_tok);
@@ -310,6 +312,18 @@ static void experts_input(struct engine *e, const struct model_layer *l, int32_t
     const size_t D = (size_t)hp->n_embd;
     for (int32_t t = 0; l->ffn_pre_norm_2 && t < n_tok; t++)
         ops_rms_norm(e->xn + t * D, e->x + t * D, l->ffn_pre_norm_2, hp->n_embd, hp->rms_eps);
+    if (l->ffn_pre_norm_2)
+        engine_trace(e, "experts_in", e->xn, n_tok, hp->n_embd, D);
+}
+
+/* The trace points of the routed experts' rows, pair t k + s for token t's s-th expert: up (with
+ * its bias), the activation, and the output (with its scale and bias). */
+static void experts_trace(const struct engine *e, int32_t n_tok) {
+    const size_t D = (size_t)e->m->hp.n_embd, F = (size_t)e->m->hp.n_ff_exp;
+    const int32_t P = n_tok * e->k_used;
+    engine_trace(e, "moe_up", e->moe.u, P, (int64_t)F, F);
+    engine_trace(e, "moe_act", e->moe.g, P, (int64_t)F, F);
+    engine_trace(e, "moe_out", e->moe.out, P, (int64_t)D, D);
 }
 
 /* Computes the experts ids[first .. first+n), the current lookup's 0 .. n-1: what is resident
@@ -427,11 +441,15 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     struct moe_scratch *mo = &e->moe;
     const size_t D = (size_t)hp->n_embd;
     const int32_t k = e->k_used;
-    int rc = engine_matmul(e, &l->ffn_gate_inp, router_input(e, l, e->x, mo->router_x, n_tok), D,
-                           mo->router, (size_t)hp->n_expert, n_tok);
+    const float *rx = router_input(e, l, e->x, mo->router_x, n_tok);
+    if (rx == mo->router_x)
+        engine_trace(e, "router_in", rx, n_tok, (int64_t)D, D);
+    int rc = engine_matmul(e, &l->ffn_gate_inp, rx, D, mo->router, (size_t)hp->n_expert, n_tok);
     if (rc < 0)
         return rc;
+    engine_trace(e, "router", mo->router, n_tok, hp->n_expert, (size_t)hp->n_expert);
     route(e, il, n_tok);
+    engine_trace(e, "moe_weights", mo->sel_w, n_tok, k, (size_t)k);
     const int32_t n = block_moe_union(e, il);
     /* a cache smaller than the batch's experts of this layer takes them in groups that fit: each
      * group's lookup releases the previous group's pins */
@@ -443,6 +461,7 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
     experts_input(e, l, n_tok);
     if ((rc = experts_compute(e, il, n, group, n_tok, mo->out)) < 0)
         return rc;
+    experts_trace(e, n_tok);
     /* weighted sum in selection order, as ggml adds the weighted experts one by one */
     for (int32_t t = 0; t < n_tok; t++) {
         float *y = e->y + (size_t)t * D;
@@ -456,10 +475,15 @@ int block_moe(struct engine *e, int il, int32_t n_tok) {
                 y[i] = y[i] + ds[i] * w[s];
         }
     }
+    engine_trace(e, "moe_sum", e->y, n_tok, (int64_t)D, D);
     for (int32_t t = 0; l->ffn_post_norm_2 && t < n_tok; t++) /* gemma4 */
         ops_rms_norm(e->y + t * D, e->y + t * D, l->ffn_post_norm_2, hp->n_embd, hp->rms_eps);
-    if (l->ffn_up_shexp.data)
+    if (l->ffn_post_norm_2)
+        engine_trace(e, "post_norm_2", e->y, n_tok, (int64_t)D, D);
+    if (l->ffn_up_shexp.data) {
         shared_expert_add(e, l, n_tok);
+        engine_trace(e, "shexp_add", e->y, n_tok, (int64_t)D, D);
+    }
     return 0;
 }
 

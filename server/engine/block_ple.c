@@ -49,6 +49,8 @@ int block_ple_inputs(struct engine *e, const int32_t *tokens, int32_t n_tok) {
     int rc = engine_matmul(e, &m->ple_proj, e->x, D, e->ple, LP, n_tok);
     for (int32_t t = 0; rc == 0 && t < n_tok; t++)
         rc = ple_token(e, t, tokens[t]);
+    if (rc == 0)
+        engine_trace(e, "ple_inputs", e->ple, n_tok, (int64_t)LP, LP);
     return rc;
 }
 
@@ -60,8 +62,12 @@ int block_ple(struct engine *e, int il, int32_t n_tok) {
     int rc = engine_matmul(e, &l->ple_gate, e->x, D, e->ple_g, P, n_tok);
     if (rc < 0)
         return rc;
+    engine_trace(e, "ple_gate", e->ple_g, n_tok, (int64_t)P, P);
     for (int32_t t = 0; t < n_tok; t++)
         ops_geglu(e->ple_g + (size_t)t * P, e->ple_g + (size_t)t * P,
                   e->ple + (size_t)t * LP + (size_t)il * P, (int64_t)P);
-    return engine_matmul(e, &l->ple_out, e->ple_g, P, e->y, D, n_tok);
+    engine_trace(e, "ple_act", e->ple_g, n_tok, (int64_t)P, P);
+    if ((rc = engine_matmul(e, &l->ple_out, e->ple_g, P, e->y, D, n_tok)) == 0)
+        engine_trace(e, "ple_out", e->y, n_tok, (int64_t)D, D);
+    return rc;
 }

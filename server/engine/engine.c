@@ -721,12 +721,15 @@ static void engine_scale(float *x, float s, size_t n) {
         x[i] = x[i] * s;
 }
 
-/* y = rmsnorm(y) * w for the batch's rows: a norm after a block (gemma4's post norms). */
-static void engine_post_norm(struct engine *e, const float *w, int32_t n_tok) {
+/* y = rmsnorm(y) * w for the batch's rows: a norm after a block (gemma4's post norms), the trace
+ * point op (none without w). */
+static void engine_post_norm(struct engine *e, const float *w, int32_t n_tok, const char *op) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd;
     for (int32_t t = 0; w && t < n_tok; t++)
         ops_rms_norm(e->y + t * D, e->y + t * D, w, hp->n_embd, hp->rms_eps);
+    if (w)
+        engine_trace(e, op, e->y, n_tok, hp->n_embd, D);
 }
 
 static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) {
@@ -741,51 +744,61 @@ static int engine_embed(struct engine *e, const int32_t *tokens, int32_t n_tok) 
         if (e->m->hp.embd_scale > 0.0f) /* gemma4: times sqrt(n_embd), as ggml_scale */
             engine_scale(e->x + t * D, e->m->hp.embd_scale, D);
     }
+    e->trace_il = -1;
+    engine_trace(e, "embd", e->x, n_tok, (int64_t)D, D);
     return e->m->ple_embd.data ? block_ple_inputs(e, tokens, n_tok) : 0;
 }
 
-/* xn = rmsnorm(x) * w for the batch's rows. */
-static void engine_norm(struct engine *e, const float *w, int32_t first, int32_t n_tok) {
+/* xn = rmsnorm(x) * w for the batch's rows; the trace point op. */
+static void engine_norm(struct engine *e, const float *w, int32_t n_tok, const char *op) {
     const struct model_hparams *hp = &e->m->hp;
     const size_t D = (size_t)hp->n_embd;
-    for (int32_t t = first; t < n_tok; t++)
+    for (int32_t t = 0; t < n_tok; t++)
         ops_rms_norm(e->xn + t * D, e->x + t * D, w, hp->n_embd, hp->rms_eps);
+    engine_trace(e, op, e->xn, n_tok, hp->n_embd, D);
 }
 
-/* x += y for the batch's rows: a block's output joins the residual stream. */
-static void engine_add_y(struct engine *e, int32_t n_tok) {
-    for (size_t i = 0; i < (size_t)n_tok * (size_t)e->m->hp.n_embd; i++)
+/* x += y for the batch's rows: a block's output joins the residual stream; the trace point op. */
+static void engine_add_y(struct engine *e, int32_t n_tok, const char *op) {
+    const size_t D = (size_t)e->m->hp.n_embd;
+    for (size_t i = 0; i < (size_t)n_tok * D; i++)
         e->x[i] = e->y[i] + e->x[i];
+    engine_trace(e, op, e->x, n_tok, (int64_t)D, D);
 }
 
 /* x += mixer(rmsnorm(x)) for the batch in layer il. Returns 0 or the block's error. */
 static int engine_mixer(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
-    engine_norm(e, l->attn_norm, 0, n_tok);
+    e->trace_il = il;
+    engine_norm(e, l->attn_norm, n_tok, "attn_norm");
     int rc = l->mixer == MODEL_MIXER_DELTANET ? block_deltanet(e, il, n_tok)
                                                : block_attn(e, il, n_tok);
-    engine_post_norm(e, rc == 0 ? l->attn_post_norm : NULL, n_tok);
+    engine_post_norm(e, rc == 0 ? l->attn_post_norm : NULL, n_tok, "attn_post_norm");
     if (rc == 0)
-        engine_add_y(e, n_tok);
+        engine_add_y(e, n_tok, "x_attn");
     return rc;
 }
 
 /* x += ffn(rmsnorm(x)) for the batch in layer il. Returns 0 or the block's error. */
 static int engine_ffn(struct engine *e, int il, int32_t n_tok) {
     const struct model_layer *l = &e->m->layers[il];
-    engine_norm(e, l->ffn_norm, 0, n_tok);
+    engine_norm(e, l->ffn_norm, n_tok, "ffn_norm");
     double t0 = clock_now_s();
     int rc = l->ffn == MODEL_FFN_MOE ? block_moe(e, il, n_tok) : block_ffn_dense(e, il, n_tok);
     e->timing.ffn_s += clock_now_s() - t0;
-    engine_post_norm(e, rc == 0 ? l->ffn_post_norm : NULL, n_tok);
+    engine_post_norm(e, rc == 0 ? l->ffn_post_norm : NULL, n_tok, "ffn_post_norm");
     if (rc == 0)
-        engine_add_y(e, n_tok);
+        engine_add_y(e, n_tok, "x_ffn");
     if (rc == 0 && l->ple_gate.data && (rc = block_ple(e, il, n_tok)) == 0) {
-        engine_post_norm(e, l->ple_post_norm, n_tok); /* gemma4's per-layer embedding */
-        engine_add_y(e, n_tok);
+        /* gemma4's per-layer embedding */
+        engine_post_norm(e, l->ple_post_norm, n_tok, "ple_post_norm");
+        engine_add_y(e, n_tok, "x_ple");
     }
-    if (rc == 0 && l->out_scale != 1.0f) /* gemma4's layer output scale */
-        engine_scale(e->x, l->out_scale, (size_t)n_tok * (size_t)e->m->hp.n_embd);
+    const size_t D = (size_t)e->m->hp.n_embd;
+    if (rc == 0 && l->out_scale != 1.0f) { /* gemma4's layer output scale */
+        engine_scale(e->x, l->out_scale, (size_t)n_tok * D);
+        engine_trace(e, "out_scale", e->x, n_tok, (int64_t)D, D);
+    }
     return rc;
 }
 
@@ -874,6 +887,14 @@ static void engine_output_softcap(struct engine *e) {
         threadpool_run(e->tp, n_tasks, softcap_task, e);
 }
 
+/* The trace points of the step's logits rows (op: before or after the soft-capping). */
+static void engine_output_trace(struct engine *e, const char *op) {
+    const int64_t V = e->m->hp.n_vocab;
+    e->trace_il = -1;
+    for (int32_t o = 0; e->trace_fn && o < e->n_out; o++)
+        engine_trace(e, op, e->out[o].dst, e->out[o].n, V, (size_t)V);
+}
+
 /* Puts every sequence of the step back where it was before it: n_past unchanged, a recurrent
  * state half updated restored from its newest checkpoint; drops the products a failed block had
  * queued. */
@@ -926,7 +947,10 @@ static int engine_step(struct engine *e, int32_t n_tok) {
         if ((rc = engine_output(e)) < 0)
             goto fail;
     }
+    engine_output_trace(e, "logits");
     engine_output_softcap(e);
+    if (e->m->hp.logit_softcap > 0.0f)
+        engine_output_trace(e, "softcap");
     for (int32_t i = 0; i < e->n_seg; i++)
         e->seqs[e->seg[i].seq]->n_past += e->seg[i].n;
     e->timing.n_steps++;
@@ -1055,6 +1079,11 @@ void engine_set_experts(struct engine *e, struct expert_cache *c) {
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx) {
     e->route_fn = fn;
     e->route_ctx = ctx;
+}
+
+void engine_set_trace(struct engine *e, engine_trace_fn fn, void *ctx) {
+    e->trace_fn = fn;
+    e->trace_ctx = ctx;
 }
 
 void engine_set_route_replay(struct engine *e, struct replay *r) {

@@ -150,6 +150,17 @@ void engine_set_experts(struct engine *e, struct expert_cache *c);
 typedef void (*engine_route_fn)(void *ctx, int il, const int32_t *ids, int32_t n);
 void engine_set_route_observer(struct engine *e, engine_route_fn fn, void *ctx);
 
+/* The per-op trace (bench-gpumodel --trace, tools/op_trace.h): fn(ctx, il, op, rows, n_rows, n,
+ * stride) is told, at named points of every step on either backend (the CPU's blocks and the
+ * Vulkan backend alike: "q_norm", "attn_out", "moe_out", ...), the rows an op left: n_rows rows
+ * (the step's tokens, or its (token, expert) pairs) of n floats, stride floats apart, borrowed for
+ * the call; il is the layer, -1 outside the layers (the embeddings, the logits before and after
+ * the soft-capping). On the GPU each point ends the recording, waits and reads the rows back:
+ * slow, for finding the first op whose bits differ. NULL: off, no cost. */
+typedef void (*engine_trace_fn)(void *ctx, int il, const char *op, const float *rows,
+                                int32_t n_rows, int64_t n, size_t stride);
+void engine_set_trace(struct engine *e, engine_trace_fn fn, void *ctx);
+
 /* Benchmarks only (sniperd --route-replay): from now on each moe layer's experts come from r
  * (replay.h; borrowed, it must outlive its use by e) instead of the model's router, the model's
  * own filling where the trace routes fewer than k_used; the logits become meaningless. The cache,

@@ -113,6 +113,9 @@ struct engine {
     engine_route_fn route_fn;       /* optional observer of each layer's routed experts */
     void *route_ctx;
     struct replay *replay;          /* borrowed; non-NULL: routing from a trace (--route-replay) */
+    engine_trace_fn trace_fn;       /* optional per-op trace (engine_set_trace) */
+    void *trace_ctx;
+    int trace_il;                   /* the layer the trace points now belong to (-1: none) */
     struct engine_vk *vk;           /* owned; non-NULL: the steps run on a GPU (backend_vulkan.c) */
     size_t scratch_bytes;
     struct engine_timing timing;
@@ -164,6 +167,14 @@ struct engine_task {
     struct engine *e;
     int il;
 };
+
+/* A trace point: n_rows rows of n floats, stride apart, after op of the current layer
+ * (engine_set_trace); nothing when no trace is set. */
+static inline void engine_trace(const struct engine *e, const char *op, const float *rows,
+                                int32_t n_rows, int64_t n, size_t stride) {
+    if (e->trace_fn)
+        e->trace_fn(e->trace_ctx, e->trace_il, op, rows, n_rows, n, stride);
+}
 
 /* The sequence token t of the step belongs to. */
 static inline struct sequence *engine_tok_seq(const struct engine *e, int32_t t) {
