@@ -1315,6 +1315,11 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
         vk_route_stats(e, n_tok);
     const double t2 = v->profile ? clock_now_s() : 0.0;
     rc = vk_output(e);
+    uint64_t nd, nb;
+    gpu_counts(v->dev, &nd, &nb);
+    v->count_dispatches += nd - v->count_d0;
+    v->count_barriers += nb - v->count_b0;
+    v->count_steps++;
     if (v->profile) {
         v->host_between += v->host_end > 0.0 ? t0 - v->host_end : 0.0;
         v->host_record += t1 - t0;
@@ -1326,8 +1331,9 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
     return rc;
 }
 
-/* The profile's clock at a step's start (0 without the profile). */
-double vk_step_start(const struct engine_vk *v) {
+/* The profile's clock at a step's start (0 without the profile); the device's counts then. */
+double vk_step_start(struct engine_vk *v) {
+    gpu_counts(v->dev, &v->count_d0, &v->count_b0);
     return v->profile ? clock_now_s() : 0.0;
 }
 
@@ -1444,7 +1450,15 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
                 "steps %.3f ms (%llu steps)\n", v->host_record / n, v->host_wait / n,
                 v->host_output / n, v->host_between / n, (unsigned long long)v->host_steps);
     }
+    if (v && v->count_steps) {
+        const double n = (double)v->count_steps, nl = n * (double)e->m->hp.n_layer;
+        fprintf(out, "  device, per step: %.1f dispatches, %.1f barriers (%.1f, %.1f a layer; the "
+                "logits' included)\n", (double)v->count_dispatches / n,
+                (double)v->count_barriers / n, (double)v->count_dispatches / nl,
+                (double)v->count_barriers / nl);
+    }
     if (v) {
+        v->count_dispatches = v->count_barriers = v->count_steps = 0;
         memset(v->prof, 0, sizeof(v->prof));
         v->host_record = v->host_wait = v->host_output = v->host_between = v->host_end = 0.0;
         v->host_steps = 0;

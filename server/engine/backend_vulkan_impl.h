@@ -100,6 +100,9 @@ struct engine_vk {
      * one step and the start of the next (the engine's and its caller's work) */
     double host_record, host_wait, host_output, host_between, host_end;
     uint64_t host_steps;
+    /* the device's dispatches and barriers of the steps since the last profile (gpu_counts), and
+     * its counts at the step's start */
+    uint64_t count_dispatches, count_barriers, count_steps, count_d0, count_b0;
     /* the activation rows quantized last: what a product of the same format may reuse */
     uint64_t quant_src;
     enum qtype quant_fmt;
@@ -154,7 +157,7 @@ int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t
 
 /* A step's start (the profile's clock) and end: the last part sent and waited for, the experts'
  * statistics and the logits (vk_step_end returns rc's error, -EIO, or vk_output's). */
-double vk_step_start(const struct engine_vk *v);
+double vk_step_start(struct engine_vk *v);
 int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0);
 
 /* The step's logits rows (its own submits), and the experts' statistics after a step. */
