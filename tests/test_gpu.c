@@ -1384,6 +1384,156 @@ static void test_kv_store(void) {
     with_rowdev(rows_kv_store);
 }
 
+/* One gpu_op_attn_prep check: the cache's type, the pairs, the weights, V's treatment, the heads'
+ * shape, the segment's tokens and positions on a ring of ring_rows, and gated queries (rows 2
+ * head_dim apart with a gate row between, which must stay as it was). */
+struct prep_case {
+    enum qtype t;
+    bool neox, weights;
+    enum gpu_v_norm vn;
+    int32_t n_head, n_head_kv, hd, n_rot, n_tok, ring_rows, pos0;
+    bool gated;
+};
+
+/* Stores kv_dim floats of x as block_attn.c's kv_store does in a row of type t. */
+static void prep_store(enum qtype t, uint8_t *row, const float *x, int64_t kv_dim) {
+    if (t == QTYPE_F32)
+        memcpy(row, x, (size_t)kv_dim * sizeof(float));
+    else if (t == QTYPE_F16)
+        quant_f16_from_f32(x, row, kv_dim);
+    else
+        CHECK_EQ_INT(quant_quantize_row(t, x, row, kv_dim), 0);
+}
+
+/* block_attn.c's qk_rope_store on the host for c: q turned in place, the ring's rows stored. */
+static void prep_reference(const struct prep_case *c, float *q, size_t qs, size_t qh, float *k,
+                           float *v, const float *qw, const float *kw, const float *cs,
+                           uint8_t *ring, size_t row_bytes) {
+    const int32_t hd = c->hd;
+    const size_t kvd = (size_t)c->n_head_kv * hd;
+    for (int32_t t = 0; t < c->n_tok; t++) {
+        const float *ct = cs + (size_t)t * c->n_rot;
+        for (int32_t h = 0; h < c->n_head + c->n_head_kv; h++) {
+            const bool is_q = h < c->n_head;
+            float *x = is_q ? q + t * qs + h * qh : k + t * kvd + (size_t)(h - c->n_head) * hd;
+            float *vh = v + t * kvd + (size_t)(h - c->n_head) * hd;
+            if (!is_q && c->vn == GPU_V_FROM_K)
+                memcpy(vh, x, (size_t)hd * sizeof(float));
+            if (c->weights)
+                ops_rms_norm(x, x, is_q ? qw : kw, hd, 1e-6f);
+            if (!is_q && c->vn != GPU_V_AS_IS)
+                ops_rms_norm(vh, vh, NULL, hd, 1e-6f);
+            if (c->neox)
+                ops_rope_neox(x, ct, c->n_rot);
+            else
+                ops_rope_norm(x, ct, c->n_rot);
+        }
+        uint8_t *row = ring + (size_t)((c->pos0 + t) % c->ring_rows) * row_bytes;
+        if (c->n_head_kv == 0)
+            continue;
+        prep_store(c->t, row, k + t * kvd, (int64_t)kvd);
+        prep_store(c->t, row + (size_t)c->ring_rows * row_bytes, v + t * kvd, (int64_t)kvd);
+    }
+}
+
+/* gpu_op_attn_prep against the CPU's norms, RoPE and KV store (prep_reference): the queries and
+ * the whole cache (the rows the segment does not write included) byte for byte. */
+static void check_attn_prep(struct rowdev *d, const struct prep_case *c) {
+    const int32_t hd = c->hd;
+    const size_t qh = (c->gated ? 2 : 1) * (size_t)hd, qs = qh * (size_t)c->n_head + 3;
+    const size_t kvd = (size_t)c->n_head_kv * hd, kvs = kvd > 0 ? kvd : 1;
+    const size_t nq = qs * (size_t)c->n_tok, nkv = kvs * (size_t)c->n_tok;
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(c->t, kvd ? kvd : 32, &rb), 0);
+    const size_t row_bytes = ((size_t)rb + 8) / 4 * 4, ring = row_bytes * (size_t)c->ring_rows * 2;
+    float *q = random_floats(nq, 60 + (uint64_t)hd, 3.0f), *k = random_floats(nkv, 61, 2.0f);
+    float *v = random_floats(nkv, 62, 4.0f), *qw = random_floats((size_t)hd, 63, 1.0f);
+    float *kw = random_floats((size_t)hd, 64, 1.0f), *got = malloc(nq * sizeof(float));
+    float *cs = malloc((size_t)c->n_tok * c->n_rot * sizeof(float) + 4);
+    uint8_t *want = malloc(ring), *gring = malloc(ring);
+    const struct ops_rope r = ops_rope_init(c->n_rot, 1e6f, 0.25f, 1.0f, 1.0f, 4096, 32.0f, 1.0f);
+    for (int32_t t = 0; t < c->n_tok; t++)
+        ops_rope_cache(cs + (size_t)t * c->n_rot, c->pos0 + t, &r);
+    for (size_t i = 0; i < ring; i++)
+        want[i] = (uint8_t)(i * 29 + 3);
+    const uint64_t bq = rowdev_put(d, q, nq * sizeof(float));
+    const uint64_t bk = rowdev_put(d, k, nkv * sizeof(float));
+    const uint64_t bv = rowdev_put(d, v, nkv * sizeof(float));
+    const uint64_t bqw = rowdev_put(d, qw, (size_t)hd * sizeof(float));
+    const uint64_t bkw = rowdev_put(d, kw, (size_t)hd * sizeof(float));
+    const uint64_t bcs = rowdev_put(d, cs, (size_t)c->n_tok * c->n_rot * sizeof(float) + 4);
+    const uint64_t bring = rowdev_put(d, want, ring);
+    prep_reference(c, q, qs, qh, k, v, qw, kw, cs, want, row_bytes);
+    const struct gpu_attn_prep a = {
+        .kv_type = c->t, .neox = c->neox, .q = bq, .q_tok_stride = qs, .q_head_stride = qh,
+        .k = bk, .v = bv, .kv_stride = kvs, .q_norm = c->weights ? bqw : 0,
+        .k_norm = c->weights ? bkw : 0, .v_norm = c->vn, .cs = bcs, .n_rot = c->n_rot,
+        .k_rows = bring, .v_rows = bring + (uint64_t)c->ring_rows * row_bytes,
+        .row_bytes = row_bytes, .ring_rows = c->ring_rows, .pos0 = c->pos0,
+        .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = hd, .n_tok = c->n_tok,
+        .eps = 1e-6f};
+    if (bq && bk && bv && bqw && bkw && bcs && bring && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_attn_prep(&d->o, &a), 0);
+        if (rowdev_submit(d)) {
+            char what[96];
+            snprintf(what, sizeof(what), "attn_prep %s neox %d weights %d v %d hd %d: queries",
+                     qtype_name(c->t), c->neox, c->weights, (int)c->vn, hd);
+            rowdev_get(d, bq, got, nq * sizeof(float));
+            same_bytes(what, q, got, nq * sizeof(float), true);
+            snprintf(what, sizeof(what), "attn_prep %s neox %d weights %d v %d hd %d: K and V rows",
+                     qtype_name(c->t), c->neox, c->weights, (int)c->vn, hd);
+            rowdev_get(d, bring, gring, ring);
+            same_bytes(what, want, gring, ring, false);
+        }
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(qw);
+    free(kw);
+    free(got);
+    free(cs);
+    free(want);
+    free(gring);
+}
+
+static void rows_attn_prep(struct rowdev *d) {
+    static const enum qtype types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+    for (size_t i = 0; i < 4; i++)
+        for (int neox = 0; neox < 2; neox++)
+            for (int wts = 0; wts < 2; wts++) {
+                const enum gpu_v_norm vn = (enum gpu_v_norm)((i + (size_t)wts) % 3);
+                /* qwen3's shape, partial rotation, three tokens wrapping a ring of 5 rows */
+                const struct prep_case a = {types[i], neox, wts, vn, 4, 2, 64, 48, 3, 5, 3, false};
+                check_attn_prep(d, &a);
+                rowdev_free_bufs(d);
+                /* gated queries, one decode token far into a full context */
+                const struct prep_case b = {types[i], neox, wts, (enum gpu_v_norm)((i + 1) % 3),
+                                            3, 1, 128, 128, 1, 64, 1000, true};
+                check_attn_prep(d, &b);
+                rowdev_free_bufs(d);
+            }
+    /* gemma4's global heads (512: the shared memory's whole row), V from K; queries only */
+    const struct prep_case g = {QTYPE_Q8_0, true, true, GPU_V_FROM_K, 2, 1, 512, 128, 2, 9, 7, false};
+    check_attn_prep(d, &g);
+    rowdev_free_bufs(d);
+    const struct prep_case qo = {QTYPE_F16, false, true, GPU_V_AS_IS, 5, 0, 96, 64, 4, 8, 2, false};
+    check_attn_prep(d, &qo);
+    rowdev_free_bufs(d);
+    /* the refusals: a head past the shared row, blocks across heads, an odd rotation */
+    struct gpu_attn_prep bad = {.kv_type = QTYPE_Q8_0, .n_head = 1, .n_head_kv = 1, .head_dim = 48,
+                                .n_rot = 48, .n_tok = 1, .ring_rows = 1, .row_bytes = 64,
+                                .q_tok_stride = 48, .q_head_stride = 48, .kv_stride = 48};
+    CHECK_EQ_INT(gpu_op_attn_prep(&d->o, &bad), -EINVAL);
+    CHECK(!gpu_attn_prep_takes(QTYPE_F32, 520) && gpu_attn_prep_takes(QTYPE_F16, 40));
+    bad.kv_type = QTYPE_F32, bad.n_rot = 47, bad.row_bytes = 192;
+    CHECK_EQ_INT(gpu_op_attn_prep(&d->o, &bad), -EINVAL);
+}
+
+static void test_attn_prep(void) {
+    with_rowdev(rows_attn_prep);
+}
+
 /* gpu_op_matmul_id against quant.h's kernels: n_pairs pairs of n_exp matrices, activation rows
  * picked by act_idx and outputs placed by out_idx (or both identity), out rows padded. */
 /* How check_matmul_id's pairs choose their experts (of 5). */
@@ -1885,6 +2035,7 @@ static const struct test_case cases[] = {
     {"moe_sum", test_moe_sum},
     {"route", test_route},
     {"kv_store", test_kv_store},
+    {"attn_prep", test_attn_prep},
     {"matmul_id", test_matmul_id},
     {"matmul_grouped", test_matmul_grouped},
     {"rowops_errors", test_rowops_errors},

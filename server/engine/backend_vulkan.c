@@ -776,6 +776,50 @@ static int vk_qk_prep(struct engine *e, int il, size_t QS, size_t QH, int32_t n_
     return 0;
 }
 
+/* Whether layer il's prologue (head norms, RoPE, the KV store) runs as one kernel
+ * (vk_prep_fused): heads of at most 512 floats, whole Q8_0 / Q4_0 blocks, and V rows the layer
+ * has (its projection, or K's normalised). */
+static bool vk_prep_fits(const struct engine *e, const struct model_layer *l) {
+    return gpu_attn_prep_takes(e->p.kv_type, l->head_dim) &&
+           (l->kv_src >= 0 || l->wv.data || l->v_norm);
+}
+
+/* vk_qk_prep and the KV store in one dispatch per segment (gpu_op_attn_prep): the same steps,
+ * one barrier instead of three. */
+static int vk_prep_fused(struct engine *e, int il, size_t QS, size_t QH) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const struct sequence *s0 = e->seqs[0];
+    const size_t KV = (size_t)l->n_head_kv * (size_t)l->head_dim;
+    const int32_t kv_il = e->kv_layer[il];
+    const bool own_kv = l->kv_src < 0;
+    const uint64_t cs = l->swa && hp->n_rot_swa > 0 ? v->rope_cs_swa.addr : v->rope_cs.addr;
+    const enum gpu_v_norm vn = !l->v_norm ? GPU_V_AS_IS : l->wv.data ? GPU_V_NORM : GPU_V_FROM_K;
+    int rc = 0;
+    vk_label(v, "attn_prep");
+    for (int32_t i = 0; rc == 0 && i < e->n_seg; i++) { /* the segments' tokens differ */
+        const struct engine_seg *sg = &e->seg[i];
+        const uint64_t f = (uint64_t)sg->first;
+        const struct gpu_attn_prep a = {
+            .kv_type = e->p.kv_type, .neox = hp->rope == MODEL_ROPE_NEOX,
+            .q = v->q.addr + f * QS * 4, .q_tok_stride = QS, .q_head_stride = QH,
+            .k = v->k.addr + f * KV * 4, .v = v->v.addr + f * KV * 4, .kv_stride = KV,
+            .q_norm = d->q_norm, .k_norm = own_kv ? d->k_norm : 0, .v_norm = vn,
+            .cs = cs + f * (uint64_t)l->n_rot * 4, .n_rot = l->n_rot,
+            .k_rows = own_kv ? vk_k_rows(e, sg->seq, kv_il) : 0,
+            .v_rows = own_kv ? vk_v_rows(e, sg->seq, kv_il) : 0,
+            .row_bytes = s0->kv_row_bytes, .ring_rows = s0->rows[kv_il],
+            .pos0 = e->tok_pos[sg->first], .n_head = hp->n_head,
+            .n_head_kv = own_kv ? l->n_head_kv : 0, .head_dim = l->head_dim, .n_tok = sg->n,
+            .eps = hp->rms_eps,
+        };
+        rc = gpu_op_attn_prep(&v->ops, &a);
+    }
+    return rc;
+}
+
 /* y = attention(xn) of layer il, in the layer's head shape: its q, k, v rows packed (n_head and
  * n_head_kv heads of its head size a token; the buffers are the widest layer's), the cache's rows
  * the widest layer's with the layer's heads from their start: block_attn's steps. */
@@ -799,10 +843,14 @@ int vk_attn(struct engine *e, int il, int32_t n_tok) {
          (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0))
         return rc;
     vk_sync(v);
-    if ((rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0)
-        return rc;
     const struct sequence *s0 = e->seqs[0];
-    for (int32_t i = 0; own_kv && i < e->n_seg; i++) {
+    if (vk_prep_fits(e, l)) {
+        if ((rc = vk_prep_fused(e, il, QS, QH)) < 0)
+            return rc;
+    } else if ((rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0) {
+        return rc;
+    }
+    for (int32_t i = 0; own_kv && !vk_prep_fits(e, l) && i < e->n_seg; i++) {
         const struct engine_seg *sg = &e->seg[i];
         const int32_t pos0 = e->tok_pos[sg->first];
         const uint64_t ko = (uint64_t)sg->first * KV * 4;

@@ -76,9 +76,7 @@ void main() {
         lanes[l] = acc;
     }
     LANES_FOLD(lanes, l)
-    precise double m = lanes[0] * p.inv_n;
-    precise float mean_eps = float(m) + p.eps;
-    float scale = div_rn(1.0, sqrt_rn(mean_eps));
+    float scale = rms_scale_c(lanes[0], p.inv_n, p.eps);
     for (uint i = l; i < p.n; i += 256u) {
         precise float v = x.v[i] * scale;
         if (p.w != 0ul) {
