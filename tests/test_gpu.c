@@ -752,7 +752,28 @@ struct rms_case {
     bool add;                  /* gpu_op_add_rms_norm: x = r + x first (y_stride must not be 0) */
     enum qtype quant;          /* not F32: gpu_op_rms_norm_quantize for a weight of this type, the
                                 * first 256 elements of row 0 zero (an all-zero block) */
+    int32_t moe_k;             /* with add: gpu_op_moe_add_rms_norm, what is added the weighted
+                                * sum of moe_k experts' rows (moe_sum_ref) */
+    bool shexp;                /* and a shared expert's */
 };
+
+/* block_moe.c's weighted sum of n_tok tokens' k expert rows dd (n floats apart) with weights w,
+ * then (shexp) the shared expert's rows s gated by sigmoid(gate[t]), into y's rows (ys apart). */
+static void moe_sum_ref(float *y, size_t ys, const float *dd, const float *w, const float *s,
+                        const float *gate, int32_t k, int64_t n, int32_t n_tok, bool shexp) {
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *yt = y + (size_t)t * ys;
+        const float *wt = w + (size_t)t * k, *d0 = dd + (size_t)t * k * n;
+        for (int64_t i = 0; i < n; i++)
+            yt[i] = d0[i] * wt[0];
+        for (int32_t e = 1; e < k; e++)
+            for (int64_t i = 0; i < n; i++)
+                yt[i] = yt[i] + d0[e * n + i] * wt[e];
+        const float gt = 1.0f / (1.0f + ops_exp(-gate[t]));
+        for (int64_t i = 0; shexp && i < n; i++)
+            yt[i] = yt[i] + s[(size_t)t * n + i] * gt;
+    }
+}
 
 /* The rows y (ys floats apart) quantized as the CPU's from_float for a weight of type t, rows
  * quant_act_row_stride apart (the pad zero), against what the GPU wrote at addr. */
@@ -777,11 +798,20 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
     float *x = random_floats(nx, 30 + (uint64_t)c->n, 3.0f), *w = random_floats((size_t)c->n, 31, 1.0f);
     float *want = calloc(ny, sizeof(float)), *got = calloc(ny, sizeof(float));
     float *res = c->add ? random_floats(nx, 32 + (uint64_t)c->n, 2.0f) : NULL;
+    const size_t nd = (size_t)c->rows * (size_t)(c->moe_k > 0 ? c->moe_k : 1) * (size_t)c->n;
+    float *md = c->moe_k ? random_floats(nd, 33, 3.0f) : NULL;
+    float *mw = c->moe_k ? random_floats((size_t)c->rows * c->moe_k, 34, 1.0f) : NULL;
+    float *ms = c->moe_k ? random_floats((size_t)c->rows * c->n, 35, 3.0f) : NULL;
+    float *mg = c->moe_k ? random_floats((size_t)c->rows, 36, 6.0f) : NULL;
     for (int64_t i = 0; c->quant && i < c->n && i < 256; i++) {
         x[i] = 0.0f;
         if (res)
             res[i] = 0.0f;
+        for (int32_t e = 0; e < c->moe_k; e++) /* token 0's experts, and its shared one */
+            md[e * c->n + i] = ms[i] = 0.0f;
     }
+    if (c->moe_k) /* what is added: the weighted sum, the pad as it was */
+        moe_sum_ref(res, c->x_stride, md, mw, ms, mg, c->moe_k, c->n, c->rows, c->shexp);
     float *sum = c->add ? malloc(nx * sizeof(float)) : NULL;
     if (!c->y_stride)
         memcpy(want, x, nx * sizeof(float));
@@ -791,7 +821,13 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         ops_rms_norm(want + (size_t)r * ys, (c->add ? sum : x) + (size_t)r * c->x_stride,
                      c->weight ? w : NULL, c->n, 1e-6f);
     const uint64_t bx = rowdev_put(d, x, nx * sizeof(float));
-    const uint64_t br = c->add ? rowdev_put(d, res, nx * sizeof(float)) : 0;
+    const uint64_t br = c->add && !c->moe_k ? rowdev_put(d, res, nx * sizeof(float)) : 0;
+    const struct gpu_moe_rows m = {
+        .d = c->moe_k ? rowdev_put(d, md, nd * sizeof(float)) : 0,
+        .w = c->moe_k ? rowdev_put(d, mw, (size_t)c->rows * c->moe_k * sizeof(float)) : 0,
+        .shexp = c->shexp ? rowdev_put(d, ms, (size_t)c->rows * c->n * sizeof(float)) : 0,
+        .shexp_gate = c->shexp ? rowdev_put(d, mg, (size_t)c->rows * sizeof(float)) : 0,
+        .k = c->moe_k};
     const uint64_t bw = c->weight ? rowdev_put(d, w, (size_t)c->n * sizeof(float)) : 0;
     const uint64_t by = c->y_stride ? rowdev_put(d, NULL, ny * sizeof(float)) : bx;
     size_t q_stride = 0;
@@ -800,7 +836,10 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         .dst = c->quant ? rowdev_put(d, NULL, quant_act_row_stride(c->quant, c->n) * (size_t)c->rows)
                         : 0};
     if (bx && by && gpu_begin(d->g) == 0) {
-        if (c->quant)
+        if (c->moe_k)
+            CHECK_EQ_INT(gpu_op_moe_add_rms_norm(&d->o, bx, c->x_stride, &m, bw, by, ys, c->n,
+                                                 1e-6f, c->rows, c->quant ? &q : NULL), 0);
+        else if (c->quant)
             CHECK_EQ_INT(gpu_op_rms_norm_quantize(&d->o, bx, c->x_stride, br, bw, by, ys, c->n,
                                                   1e-6f, c->rows, &q), 0);
         else if (c->add)
@@ -812,7 +851,8 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         if (rowdev_submit(d)) {
             rowdev_get(d, by, got, ny * sizeof(float));
             char what[64];
-            snprintf(what, sizeof(what), "%s n %lld x %d", c->add ? "add_rms_norm" : "rms_norm",
+            snprintf(what, sizeof(what), "%s n %lld x %d",
+                     c->moe_k ? "moe_add_rms_norm" : c->add ? "add_rms_norm" : "rms_norm",
                      (long long)c->n, c->rows);
             same_bytes(what, want, got, ny * sizeof(float), true);
             if (c->quant) {
@@ -828,6 +868,10 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         }
     }
     free(res);
+    free(md);
+    free(mw);
+    free(ms);
+    free(mg);
     free(sum);
     free(x);
     free(w);
@@ -839,19 +883,32 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
  * dispatch's x takes. */
 static void rows_rms_norm(struct rowdev *d) {
     static const struct rms_case cases[] = {
-        {1, 1, 1, 1, true, false, QTYPE_F32},       {37, 5, 40, 45, true, false, QTYPE_F32},
-        {64, 3, 64, 0, true, false, QTYPE_F32},     {2061, 4, 2070, 0, false, false, QTYPE_F32},
-        {4096, 2, 4096, 4100, true, false, QTYPE_F32}, {3, 66000, 3, 0, true, false, QTYPE_F32},
+        {1, 1, 1, 1, true, false, QTYPE_F32, 0, false},
+        {37, 5, 40, 45, true, false, QTYPE_F32, 0, false},
+        {64, 3, 64, 0, true, false, QTYPE_F32, 0, false},
+        {2061, 4, 2070, 0, false, false, QTYPE_F32, 0, false},
+        {4096, 2, 4096, 4100, true, false, QTYPE_F32, 0, false},
+        {3, 66000, 3, 0, true, false, QTYPE_F32, 0, false},
         /* past the kernel's shared row: the lanes read x */
-        {5000, 3, 5003, 5000, true, false, QTYPE_F32},
+        {5000, 3, 5003, 5000, true, false, QTYPE_F32, 0, false},
         /* with the add */
-        {2048, 3, 2048, 2048, true, true, QTYPE_F32}, {5000, 2, 5001, 5000, true, true, QTYPE_F32},
+        {2048, 3, 2048, 2048, true, true, QTYPE_F32, 0, false},
+        {5000, 2, 5001, 5000, true, true, QTYPE_F32, 0, false},
         /* quantized for the next product: Q8_K four blocks at a time (8, 3 and 16 blocks), Q8_0,
          * Q8_1, f16, bf16 */
-        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K}, {768, 2, 770, 768, true, false, QTYPE_Q6_K},
-        {4096, 1, 4096, 4096, true, true, QTYPE_IQ4_XS}, {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0},
-        {1024, 2, 1030, 1024, false, false, QTYPE_Q4_1}, {100, 3, 100, 100, true, false, QTYPE_F16},
-        {64, 2, 64, 64, true, true, QTYPE_BF16},
+        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K, 0, false},
+        {768, 2, 770, 768, true, false, QTYPE_Q6_K, 0, false},
+        {4096, 1, 4096, 4096, true, true, QTYPE_IQ4_XS, 0, false},
+        {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0, 0, false},
+        {1024, 2, 1030, 1024, false, false, QTYPE_Q4_1, 0, false},
+        {100, 3, 100, 100, true, false, QTYPE_F16, 0, false},
+        {64, 2, 64, 64, true, true, QTYPE_BF16, 0, false},
+        /* the experts' weighted sum added (a MoE layer's end): with and without a shared expert,
+         * quantized or not, a row past the shared row */
+        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K, 8, false},
+        {96, 4, 100, 96, true, true, QTYPE_F32, 4, true},
+        {5000, 2, 5001, 5000, false, true, QTYPE_F32, 1, true},
+        {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0, 4, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         check_rms_norm(d, &cases[i]);
@@ -1173,18 +1230,7 @@ static void check_moe_sum(struct rowdev *d, int32_t k, int64_t n, int32_t n_tok,
     float *dd = random_floats(nd, 80, 5.0f), *w = random_floats((size_t)n_tok * k, 81, 1.0f);
     float *s = random_floats(ny, 82, 5.0f), *gate = random_floats((size_t)n_tok, 83, 8.0f);
     float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
-    for (int32_t t = 0; t < n_tok; t++) {
-        float *y = want + (size_t)t * n;
-        const float *wt = w + (size_t)t * k, *d0 = dd + (size_t)t * k * n;
-        for (int64_t i = 0; i < n; i++)
-            y[i] = d0[i] * wt[0];
-        for (int32_t e = 1; e < k; e++)
-            for (int64_t i = 0; i < n; i++)
-                y[i] = y[i] + d0[e * n + i] * wt[e];
-        const float gt = 1.0f / (1.0f + ops_exp(-gate[t]));
-        for (int64_t i = 0; shexp && i < n; i++)
-            y[i] = y[i] + s[(size_t)t * n + i] * gt;
-    }
+    moe_sum_ref(want, (size_t)n, dd, w, s, gate, k, n, n_tok, shexp);
     const uint64_t bd = rowdev_put(d, dd, nd * sizeof(float));
     const uint64_t bw = rowdev_put(d, w, (size_t)n_tok * k * sizeof(float));
     const uint64_t bs = rowdev_put(d, s, ny * sizeof(float));

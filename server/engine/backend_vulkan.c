@@ -1213,18 +1213,16 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     vk_sync(v);
     vk_label(v, "exchange");
     vk_tier_rows_back(v, P, D);
-    vk_sync(v);
-    vk_label(v, "moe_sum");
-    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, e->k_used, (int64_t)D, shexp, gate,
-                          n_tok);
+    v->moe_sum = (struct gpu_moe_rows){v->d.addr, a_w, shexp, gate, e->k_used};
+    return 0;
 }
 
 /* The routed experts of layer il: the routing (vk_route), the experts' products over the pairs
- * (vk_experts) and their weighted sum with the shared expert's; on three levels, the exchange
- * with the CPU (vk_moe_exchange). */
+ * (vk_experts); on three levels, the exchange with the CPU (vk_moe_exchange). Their weighted sum
+ * with the shared expert's is left in v->moe_sum for the residual's norm (vk_residual) or the
+ * last layer's add (vk_moe_sum_record). */
 static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
-    const size_t D = (size_t)e->m->hp.n_embd;
     const int32_t K = e->k_used, P = n_tok * K;
     const uint64_t a_ids = v->pairs.addr, a_w = a_ids + (uint64_t)P * 12;
     int rc;
@@ -1237,28 +1235,43 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     uint64_t shexp = 0, shexp_gate = 0;
     if ((rc = vk_shared_expert(e, il, n_tok, &shexp, &shexp_gate)) < 0)
         return rc;
-    vk_sync(v);
-    vk_label(v, "moe_sum");
-    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp, shexp_gate,
-                          n_tok);
+    v->moe_sum = (struct gpu_moe_rows){v->d.addr, a_w, shexp, shexp_gate, K};
+    return 0;
 }
 
-/* xn rows = rmsnorm(x rows) * w, x first += r rows (r 0: no add), n_tok rows of D floats; where
- * the product after it, with weight `next` (NULL: none), takes quantized rows, the same kernel
- * writes them to act_in too, and vk_quantize finds them there. */
-static int vk_norm(struct engine *e, uint64_t x, uint64_t r, uint64_t w, const struct weight *next,
-                   int32_t n_tok) {
+/* Records the MoE layer's weighted sum that vk_moe left (none: nothing) into y, and a barrier. */
+static int vk_moe_sum_record(struct engine *e, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct gpu_moe_rows m = v->moe_sum;
+    if (m.k == 0)
+        return 0;
+    v->moe_sum.k = 0;
+    vk_sync(v);
+    vk_label(v, "moe_sum");
+    return gpu_op_moe_sum(&v->ops, v->y.addr, m.d, m.w, m.k, e->m->hp.n_embd, m.shexp,
+                          m.shexp_gate, n_tok);
+}
+
+/* xn rows = rmsnorm(x rows) * w, x first += r rows (r 0: no add) or the experts' weighted sum of
+ * m (NULL: none; instead of r), n_tok rows of D floats; where the product after it, with weight
+ * `next` (NULL: none), takes quantized rows, the same kernel writes them to act_in too, and
+ * vk_quantize finds them there. */
+static int vk_norm(struct engine *e, uint64_t x, uint64_t r, const struct gpu_moe_rows *m,
+                   uint64_t w, const struct weight *next, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
     const float eps = e->m->hp.rms_eps;
+    const uint64_t xn = v->xn.addr;
     vk_quant_forget(v);
     if (!next || !gpu_quant_out_takes(next->type, (int64_t)D))
-        return r ? gpu_op_add_rms_norm(&v->ops, x, D, r, w, v->xn.addr, D, (int64_t)D, eps, n_tok)
-                 : gpu_op_rms_norm(&v->ops, x, D, w, v->xn.addr, D, (int64_t)D, eps, n_tok);
+        return m   ? gpu_op_moe_add_rms_norm(&v->ops, x, D, m, w, xn, D, (int64_t)D, eps, n_tok,
+                                             NULL)
+               : r ? gpu_op_add_rms_norm(&v->ops, x, D, r, w, xn, D, (int64_t)D, eps, n_tok)
+                   : gpu_op_rms_norm(&v->ops, x, D, w, xn, D, (int64_t)D, eps, n_tok);
     size_t stride = 0;
     const struct gpu_quant_out q = {.wtype = next->type, .dst = v->act_in.addr, .stride = &stride};
-    int rc = gpu_op_rms_norm_quantize(&v->ops, x, D, r, w, v->xn.addr, D, (int64_t)D, eps, n_tok,
-                                      &q);
+    int rc = m ? gpu_op_moe_add_rms_norm(&v->ops, x, D, m, w, xn, D, (int64_t)D, eps, n_tok, &q)
+               : gpu_op_rms_norm_quantize(&v->ops, x, D, r, w, xn, D, (int64_t)D, eps, n_tok, &q);
     if (rc == 0)
         vk_quant_remember(v, v->xn.addr, next->type, n_tok, v->act_in.addr, stride);
     return rc;
@@ -1275,12 +1288,15 @@ static const struct weight *vk_first_product(const struct engine *e, int il, boo
     return l->ffn_gate_inp.type != QTYPE_F32 ? &l->ffn_gate_inp : &l->ffn_gate_exps;
 }
 
-/* x += y over the batch, then xn = rmsnorm(x) * w, quantized for `next` (vk_norm). */
+/* x += y over the batch (or the MoE layer's weighted sum vk_moe left, never written to y), then
+ * xn = rmsnorm(x) * w, quantized for `next` (vk_norm). */
 int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok) {
     struct engine_vk *v = e->vk;
+    const struct gpu_moe_rows m = v->moe_sum;
+    v->moe_sum.k = 0;
     vk_sync(v);
     vk_label(v, "residual_norm");
-    return vk_norm(e, v->x.addr, v->y.addr, w, next, n_tok);
+    return vk_norm(e, v->x.addr, v->y.addr, m.k ? &m : NULL, w, next, n_tok);
 }
 
 /* The logits rows the step asks for (engine_output's rows), logit_rows at a time. */
@@ -1297,7 +1313,7 @@ int vk_output(struct engine *e) {
             if ((rc = vk_begin(v)) < 0)
                 return -EIO;
             vk_label(v, "rms_norm");
-            if ((rc = vk_norm(e, src, 0, v->output_norm, w, n)) < 0)
+            if ((rc = vk_norm(e, src, 0, NULL, v->output_norm, w, n)) < 0)
                 break;
             vk_sync(v);
             if ((rc = vk_matmul(v, "output", w, v->output, v->xn.addr, D, v->logits.addr, V, 0, n)) < 0)
@@ -1382,6 +1398,7 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
 /* The profile's clock at a step's start (0 without the profile); the device's counts then. */
 double vk_step_start(struct engine_vk *v) {
     gpu_counts(v->dev, &v->count_d0, &v->count_b0);
+    v->moe_sum.k = 0; /* a failed step's */
     return v->profile ? clock_now_s() : 0.0;
 }
 
@@ -1405,7 +1422,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     vk_inputs(e, n_tok);
     vk_sync(v);
     vk_label(v, "rms_norm");
-    rc = vk_norm(e, v->x.addr, 0, v->layers[0].attn_norm, vk_first_product(e, 0, false), n_tok);
+    rc = vk_norm(e, v->x.addr, 0, NULL, v->layers[0].attn_norm, vk_first_product(e, 0, false),
+                 n_tok);
     for (int il = 0; rc == 0 && il < hp->n_layer; il++) {
         const struct model_layer *l = &e->m->layers[il];
         const struct vk_layer *d = &v->layers[il];
@@ -1422,6 +1440,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
             break;
         const uint64_t next = il + 1 < hp->n_layer ? v->layers[il + 1].attn_norm : 0;
         if (!next) {
+            if ((rc = vk_moe_sum_record(e, n_tok)) < 0)
+                break;
             vk_sync(v);
             vk_label(v, "residual_add");
             rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok);

@@ -103,6 +103,9 @@ struct engine_vk {
     /* the device's dispatches and barriers of the steps since the last profile (gpu_counts), and
      * its counts at the step's start */
     uint64_t count_dispatches, count_barriers, count_steps, count_d0, count_b0;
+    /* a MoE layer's weighted sum not recorded yet (k 0: none): the residual's norm after the
+     * layer adds it (gpu_op_moe_add_rms_norm), the last layer's add records it first */
+    struct gpu_moe_rows moe_sum;
     /* the activation rows quantized last: what a product of the same format may reuse */
     uint64_t quant_src;
     enum qtype quant_fmt;

@@ -126,6 +126,21 @@ int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uin
                              uint64_t w, uint64_t y, size_t y_stride, int64_t n, float eps,
                              int32_t n_rows, const struct gpu_quant_out *q);
 
+/* The routed experts' rows and weights as gpu_op_moe_sum takes them (d, w, k, shexp, shexp_gate),
+ * for a norm that adds their sum. */
+struct gpu_moe_rows {
+    uint64_t d, w, shexp, shexp_gate;
+    int32_t k;
+};
+
+/* x rows += gpu_op_moe_sum's rows of m (the sum's bits, never written to memory), then
+ * gpu_op_rms_norm of them into y, quantized as q says where q is not NULL: a MoE layer's sum, the
+ * residual's add and the next block's norm in one kernel. y must not be x; m's rows are n floats
+ * apart. -EINVAL also for m's k < 1 or a shared expert without its gate. */
+int gpu_op_moe_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride,
+                            const struct gpu_moe_rows *m, uint64_t w, uint64_t y, size_t y_stride,
+                            int64_t n, float eps, int32_t n_rows, const struct gpu_quant_out *q);
+
 /* RoPE in place: head h of token t at x + t tok_stride + h head_stride floats, n_head heads of
  * n_tok tokens, rotated by cs's row t (ops_rope_cache's table, n_rot floats a token); neox pairs
  * or normal ones, as ops_rope_neox / ops_rope_norm. */

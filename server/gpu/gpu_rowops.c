@@ -107,22 +107,24 @@ static bool quant_out(const struct gpu_quant_out *q, int64_t n, uint32_t *fmt, u
 /* ---- RMSNorm ---------------------------------------------------------------------------------- */
 
 struct rms_norm_push {
-    uint64_t x, w, y, r, qdst;
+    uint64_t x, w, y, r, qdst, d, dw, shexp, shexp_gate;
     double inv_n;
     uint32_t x_stride, y_stride, n, n_rows;
     float eps;
-    uint32_t qfmt, q_stride;
+    uint32_t qfmt, q_stride, k;
 };
 
-/* Contract in gpu_ops.h. A workgroup of 256 per row, rows on x spilling onto z (rms_norm.comp). */
+/* Contract in gpu_ops.h. A workgroup of 256 per row, rows on x spilling onto z (rms_norm.comp);
+ * m (NULL: none) adds the experts' weighted sum instead of r's rows. */
 static int rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
                     uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows,
-                    const struct gpu_quant_out *q) {
+                    const struct gpu_quant_out *q, const struct gpu_moe_rows *m) {
     if (o->row.rms_norm < 0)
         return -ENOTSUP;
     const uint64_t sizes[] = {x_stride, y_stride, (uint64_t)n};
     uint32_t nx, nz, qfmt, q_stride;
-    if (n <= 0 || n_rows < 0 || !fits_u32(sizes, 3) || !quant_out(q, n, &qfmt, &q_stride))
+    if (n <= 0 || n_rows < 0 || !fits_u32(sizes, 3) || !quant_out(q, n, &qfmt, &q_stride) ||
+        (m && (!m->d || !m->w || m->k < 1 || (m->shexp && !m->shexp_gate))))
         return -EINVAL;
     if (n_rows == 0)
         return 0;
@@ -133,18 +135,22 @@ static int rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, 
                               .y_stride = (uint32_t)y_stride, .n = (uint32_t)n,
                               .n_rows = (uint32_t)n_rows, .eps = eps, .qfmt = qfmt,
                               .q_stride = q_stride};
+    if (m) {
+        p.d = m->d, p.dw = m->w, p.shexp = m->shexp, p.shexp_gate = m->shexp_gate;
+        p.k = (uint32_t)m->k;
+    }
     gpu_dispatch(o->g, o->row.rms_norm, &p, sizeof(p), nx, 1, nz);
     return 0;
 }
 
 int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
                     size_t y_stride, int64_t n, float eps, int32_t n_rows) {
-    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, NULL);
+    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, NULL, NULL);
 }
 
 int gpu_op_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
                         uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows) {
-    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, NULL) : -EINVAL;
+    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, NULL, NULL) : -EINVAL;
 }
 
 int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r,
@@ -152,7 +158,15 @@ int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uin
                              int32_t n_rows, const struct gpu_quant_out *q) {
     if (!q || y == x)
         return -EINVAL;
-    return rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, q);
+    return rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, q, NULL);
+}
+
+int gpu_op_moe_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride,
+                            const struct gpu_moe_rows *m, uint64_t w, uint64_t y, size_t y_stride,
+                            int64_t n, float eps, int32_t n_rows, const struct gpu_quant_out *q) {
+    if (!m || y == x)
+        return -EINVAL;
+    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, q, m);
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------------- */

@@ -124,6 +124,12 @@ float sqrt_rn(float a) {
     }                                                                               \
     barrier();
 
+// ops_exp's logistic as the CPU writes it: 1 / (1 + e^-g), each step rounded as C rounds it.
+float sigmoid_c(float g) {
+    precise float den = 1.0 + exp_c(-g);
+    return div_rn(1.0, den);
+}
+
 // ops_rms_norm's scale from a row's folded sum of squares: mean = float(sum * inv_n) (inv_n = 1.0 / n
 // from the CPU), then 1 / sqrt(mean + eps).
 float rms_scale_c(double sum, double inv_n, float eps) {
