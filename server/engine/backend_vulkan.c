@@ -651,15 +651,29 @@ int vk_submit(struct engine_vk *v) {
     return 0;
 }
 
+/* Forgets the quantized rows made from x (x's rows are about to change). */
+static void vk_quant_forget_src(struct engine_vk *v, uint64_t x) {
+    if (v->quant[1].src == x)
+        v->quant[1].src = 0;
+    if (v->quant[0].src == x) {
+        v->quant[0] = v->quant[1];
+        v->quant[1].src = 0;
+    }
+}
+
 /* Notes that dst holds n_tok rows from x quantized for products with weights of type wtype,
- * stride bytes apart (what vk_quantize looks for). */
+ * stride bytes apart (what vk_quantize looks for), as the newest of the two; whatever dst held
+ * or was made from x before is forgotten. */
 static void vk_quant_remember(struct engine_vk *v, uint64_t x, enum qtype wtype, int32_t n_tok,
                               uint64_t dst, size_t stride) {
-    v->quant_src = x;
-    v->quant_fmt = quant_kernels(wtype)->vec_dot_type;
-    v->quant_rows = n_tok;
-    v->quant_dst = dst;
-    v->quant_stride = stride;
+    vk_quant_forget_src(v, x);
+    if (v->quant[0].src && v->quant[0].dst != dst)
+        v->quant[1] = v->quant[0];
+    else if (v->quant[1].dst == dst)
+        v->quant[1].src = 0;
+    v->quant[0] = (struct vk_quant_rows){.src = x, .dst = dst,
+                                         .fmt = quant_kernels(wtype)->vec_dot_type,
+                                         .rows = n_tok, .stride = stride};
 }
 
 /* Quantizes n_tok rows of n floats at x (x_stride apart) into w's activation format in dst,
@@ -667,9 +681,12 @@ static void vk_quant_remember(struct engine_vk *v, uint64_t x, enum qtype wtype,
 static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t x_stride,
                        int64_t n, int32_t n_tok, uint64_t dst, size_t *stride) {
     const enum qtype fmt = quant_kernels(wtype)->vec_dot_type;
-    if (v->quant_src == x && v->quant_fmt == fmt && v->quant_rows == n_tok && v->quant_dst == dst) {
-        *stride = v->quant_stride;
-        return 0;
+    for (int i = 0; i < 2; i++) {
+        const struct vk_quant_rows *r = &v->quant[i];
+        if (r->src == x && r->fmt == fmt && r->rows == n_tok && r->dst == dst) {
+            *stride = r->stride;
+            return 0;
+        }
     }
     vk_sync(v); /* products recorded before may still read dst */
     vk_label(v, "quantize");
@@ -681,9 +698,9 @@ static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t
     return 0;
 }
 
-/* Forgets the quantized rows (their source is about to change). */
+/* Forgets the quantized rows (their sources are about to change). */
 void vk_quant_forget(struct engine_vk *v) {
-    v->quant_src = 0;
+    v->quant[0].src = v->quant[1].src = 0;
 }
 
 /* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
@@ -958,22 +975,21 @@ static int vk_mixer(struct engine *e, int il, int32_t n_tok) {
 
 /* g rows = act(g, u rows) (the model's activation: SwiGLU, gpt-oss's clamped one, GeGLU), n_rows
  * rows of F floats apart, then quantized for the product with `next` (NULL: none) into dst: one
- * kernel where the activation and the format allow (gpu_op_swiglu_quantize), else the two. With
- * `remember`, vk_quantize finds them (the routed experts' rows are not: the quantized xn is what
- * the shared expert's products look for next). Ends with a barrier. */
+ * kernel where the activation and the format allow (gpu_op_swiglu_quantize), else the two;
+ * vk_quantize then finds them. Ends with a barrier. */
 static int vk_act_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32_t n_rows,
-                       const struct weight *next, uint64_t dst, size_t *stride, bool remember) {
+                       const struct weight *next, uint64_t dst, size_t *stride) {
     struct engine_vk *v = e->vk;
     const enum model_act act = e->m->hp.act;
     const bool oai = act == MODEL_ACT_SWIGLU_OAI;
     int rc;
+    vk_quant_forget_src(v, g); /* g's rows change here */
     vk_label(v, act == MODEL_ACT_GEGLU ? "geglu" : "swiglu");
     if (act != MODEL_ACT_GEGLU && next && gpu_quant_out_takes(next->type, (int64_t)F)) {
         const struct gpu_quant_out q = {.wtype = next->type, .dst = dst, .stride = stride};
         if ((rc = gpu_op_swiglu_quantize(&v->ops, oai, g, g, u, F, (int64_t)F, n_rows, &q)) < 0)
             return rc;
-        if (remember)
-            vk_quant_remember(v, g, next->type, n_rows, dst, *stride);
+        vk_quant_remember(v, g, next->type, n_rows, dst, *stride);
         vk_sync(v);
         return 0;
     }
@@ -983,15 +999,7 @@ static int vk_act_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32
     if (rc < 0)
         return rc;
     vk_sync(v);
-    if (!next)
-        return 0;
-    if (remember)
-        return vk_quantize(v, next->type, g, F, (int64_t)F, n_rows, dst, stride);
-    vk_label(v, "quantize");
-    if ((rc = gpu_op_quantize(&v->ops, next->type, g, F, dst, stride, (int64_t)F, n_rows)) < 0)
-        return rc;
-    vk_sync(v);
-    return 0;
+    return next ? vk_quantize(v, next->type, g, F, (int64_t)F, n_rows, dst, stride) : 0;
 }
 
 /* out = down(act(gate xn) * up xn) for n_tok rows, the matrices resident (vk_act_rows). */
@@ -1006,8 +1014,7 @@ int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const st
     vk_sync(v);
     size_t stride = 0;
     if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, n_tok,
-                          down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride,
-                          true)) < 0)
+                          down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride)) < 0)
         return rc;
     return vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok);
 }
@@ -1102,7 +1109,7 @@ static int vk_experts_pairs(struct engine *e, int il, uint64_t xn, int32_t n_tok
                  (rc = vk_bias_rows(v, v->u.addr, F, d->up_exps_b, bias_ids, P)) < 0))
         return rc;
     vk_sync(v);
-    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd, false)) < 0)
+    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd)) < 0)
         return rc;
     vk_label(v, "experts_down");
     if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_stride,

@@ -106,12 +106,15 @@ struct engine_vk {
     /* a MoE layer's weighted sum not recorded yet (k 0: none): the residual's norm after the
      * layer adds it (gpu_op_moe_add_rms_norm), the last layer's add records it first */
     struct gpu_moe_rows moe_sum;
-    /* the activation rows quantized last: what a product of the same format may reuse */
-    uint64_t quant_src;
-    enum qtype quant_fmt;
-    int32_t quant_rows;
-    uint64_t quant_dst;
-    size_t quant_stride;
+    /* the activation rows quantized last, the newest first (src 0: none): what a product of the
+     * same format may reuse. Two, so that the routed experts' hidden rows do not push out the
+     * quantized xn that the shared expert's products read next. */
+    struct vk_quant_rows {
+        uint64_t src, dst;   /* the float rows and their quantized copy */
+        enum qtype fmt;      /* the activation format (vec_dot_type) */
+        int32_t rows;
+        size_t stride;       /* bytes between the copy's rows */
+    } quant[2];
 };
 
 /* ---- backend_vulkan.c's helpers (contracts at their definitions) ---- */
@@ -126,8 +129,9 @@ int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char 
 int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
               size_t err_len);
 
-/* Recording: its start and its submit (0 or -EIO; the profile's timestamps), the profile's label, a barrier, forgetting the activation rows quantized last (call
- * it after writing rows a product may quantize again at the same address). */
+/* Recording: its start and its submit (0 or -EIO; the profile's timestamps), the profile's label,
+ * a barrier, forgetting the activation rows quantized last (call it after writing rows a product
+ * may quantize again at the same address). */
 int vk_begin(struct engine_vk *v);
 int vk_submit(struct engine_vk *v);
 void vk_label(struct engine_vk *v, const char *label);
