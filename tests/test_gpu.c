@@ -1560,7 +1560,8 @@ static void rows_attn_prep(struct rowdev *d) {
                 rowdev_free_bufs(d);
             }
     /* gemma4's global heads (512: the shared memory's whole row), V from K; queries only */
-    const struct prep_case g = {QTYPE_Q8_0, true, true, GPU_V_FROM_K, 2, 1, 512, 128, 2, 9, 7, false};
+    const struct prep_case g = {QTYPE_Q8_0, true, true, GPU_V_FROM_K, 2, 1, 512, 128, 2, 9, 7,
+                                false};
     check_attn_prep(d, &g);
     rowdev_free_bufs(d);
     const struct prep_case qo = {QTYPE_F16, false, true, GPU_V_AS_IS, 5, 0, 96, 64, 4, 8, 2, false};

@@ -198,7 +198,8 @@ int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t 
                     int32_t n_tok);
 
 /* How gpu_op_attn_prep treats the V rows: stored as they are, normalised without a weight first,
- * or K's projection (before K's norm) normalised without a weight: gemma4's layers without attn_v. */
+ * or K's projection (before K's norm) normalised without a weight: gemma4's layers without
+ * attn_v. */
 enum gpu_v_norm { GPU_V_AS_IS, GPU_V_NORM, GPU_V_FROM_K };
 
 /* The attention's prologue of one segment (block_attn.c's qk_rope_store), one dispatch: per token

@@ -1,7 +1,8 @@
 /* gpu_rowops.c - gpu_ops.h's row ops (RMSNorm, RoPE, adds, SwiGLU and GeGLU, the sigmoid gate,
- * the scales, the experts' weighted sum, the KV store, the attention's prologue): their launch shapes and push constants. Each push struct mirrors
- * its kernel's `Push` block (server/gpu/shaders/NAME.comp, std430: 8-byte fields first); the
- * kernels keep the row ops' contract (contract.glsl), so each gives server/engine/ops.c's bits. */
+ * the scales, the experts' weighted sum, the KV store, the attention's prologue): their launch
+ * shapes and push constants. Each push struct mirrors its kernel's `Push` block
+ * (server/gpu/shaders/NAME.comp, std430: 8-byte fields first); the kernels keep the row ops'
+ * contract (contract.glsl), so each gives server/engine/ops.c's bits. */
 #include <errno.h>
 #include <stdint.h>
 

@@ -130,8 +130,8 @@ float sigmoid_c(float g) {
     return div_rn(1.0, den);
 }
 
-// ops_rms_norm's scale from a row's folded sum of squares: mean = float(sum * inv_n) (inv_n = 1.0 / n
-// from the CPU), then 1 / sqrt(mean + eps).
+// ops_rms_norm's scale from a row's folded sum of squares: mean = float(sum * inv_n) (inv_n =
+// 1.0 / n from the CPU), then 1 / sqrt(mean + eps).
 float rms_scale_c(double sum, double inv_n, float eps) {
     precise double m = sum * inv_n;
     precise float mean_eps = float(m) + eps;
