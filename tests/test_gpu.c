@@ -752,7 +752,28 @@ struct rms_case {
     bool add;                  /* gpu_op_add_rms_norm: x = r + x first (y_stride must not be 0) */
     enum qtype quant;          /* not F32: gpu_op_rms_norm_quantize for a weight of this type, the
                                 * first 256 elements of row 0 zero (an all-zero block) */
+    int32_t moe_k;             /* with add: gpu_op_moe_add_rms_norm, what is added the weighted
+                                * sum of moe_k experts' rows (moe_sum_ref) */
+    bool shexp;                /* and a shared expert's */
 };
+
+/* block_moe.c's weighted sum of n_tok tokens' k expert rows dd (n floats apart) with weights w,
+ * then (shexp) the shared expert's rows s gated by sigmoid(gate[t]), into y's rows (ys apart). */
+static void moe_sum_ref(float *y, size_t ys, const float *dd, const float *w, const float *s,
+                        const float *gate, int32_t k, int64_t n, int32_t n_tok, bool shexp) {
+    for (int32_t t = 0; t < n_tok; t++) {
+        float *yt = y + (size_t)t * ys;
+        const float *wt = w + (size_t)t * k, *d0 = dd + (size_t)t * k * n;
+        for (int64_t i = 0; i < n; i++)
+            yt[i] = d0[i] * wt[0];
+        for (int32_t e = 1; e < k; e++)
+            for (int64_t i = 0; i < n; i++)
+                yt[i] = yt[i] + d0[e * n + i] * wt[e];
+        const float gt = 1.0f / (1.0f + ops_exp(-gate[t]));
+        for (int64_t i = 0; shexp && i < n; i++)
+            yt[i] = yt[i] + s[(size_t)t * n + i] * gt;
+    }
+}
 
 /* The rows y (ys floats apart) quantized as the CPU's from_float for a weight of type t, rows
  * quant_act_row_stride apart (the pad zero), against what the GPU wrote at addr. */
@@ -777,11 +798,20 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
     float *x = random_floats(nx, 30 + (uint64_t)c->n, 3.0f), *w = random_floats((size_t)c->n, 31, 1.0f);
     float *want = calloc(ny, sizeof(float)), *got = calloc(ny, sizeof(float));
     float *res = c->add ? random_floats(nx, 32 + (uint64_t)c->n, 2.0f) : NULL;
+    const size_t nd = (size_t)c->rows * (size_t)(c->moe_k > 0 ? c->moe_k : 1) * (size_t)c->n;
+    float *md = c->moe_k ? random_floats(nd, 33, 3.0f) : NULL;
+    float *mw = c->moe_k ? random_floats((size_t)c->rows * c->moe_k, 34, 1.0f) : NULL;
+    float *ms = c->moe_k ? random_floats((size_t)c->rows * c->n, 35, 3.0f) : NULL;
+    float *mg = c->moe_k ? random_floats((size_t)c->rows, 36, 6.0f) : NULL;
     for (int64_t i = 0; c->quant && i < c->n && i < 256; i++) {
         x[i] = 0.0f;
         if (res)
             res[i] = 0.0f;
+        for (int32_t e = 0; e < c->moe_k; e++) /* token 0's experts, and its shared one */
+            md[e * c->n + i] = ms[i] = 0.0f;
     }
+    if (c->moe_k) /* what is added: the weighted sum, the pad as it was */
+        moe_sum_ref(res, c->x_stride, md, mw, ms, mg, c->moe_k, c->n, c->rows, c->shexp);
     float *sum = c->add ? malloc(nx * sizeof(float)) : NULL;
     if (!c->y_stride)
         memcpy(want, x, nx * sizeof(float));
@@ -791,7 +821,13 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         ops_rms_norm(want + (size_t)r * ys, (c->add ? sum : x) + (size_t)r * c->x_stride,
                      c->weight ? w : NULL, c->n, 1e-6f);
     const uint64_t bx = rowdev_put(d, x, nx * sizeof(float));
-    const uint64_t br = c->add ? rowdev_put(d, res, nx * sizeof(float)) : 0;
+    const uint64_t br = c->add && !c->moe_k ? rowdev_put(d, res, nx * sizeof(float)) : 0;
+    const struct gpu_moe_rows m = {
+        .d = c->moe_k ? rowdev_put(d, md, nd * sizeof(float)) : 0,
+        .w = c->moe_k ? rowdev_put(d, mw, (size_t)c->rows * c->moe_k * sizeof(float)) : 0,
+        .shexp = c->shexp ? rowdev_put(d, ms, (size_t)c->rows * c->n * sizeof(float)) : 0,
+        .shexp_gate = c->shexp ? rowdev_put(d, mg, (size_t)c->rows * sizeof(float)) : 0,
+        .k = c->moe_k};
     const uint64_t bw = c->weight ? rowdev_put(d, w, (size_t)c->n * sizeof(float)) : 0;
     const uint64_t by = c->y_stride ? rowdev_put(d, NULL, ny * sizeof(float)) : bx;
     size_t q_stride = 0;
@@ -800,7 +836,10 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         .dst = c->quant ? rowdev_put(d, NULL, quant_act_row_stride(c->quant, c->n) * (size_t)c->rows)
                         : 0};
     if (bx && by && gpu_begin(d->g) == 0) {
-        if (c->quant)
+        if (c->moe_k)
+            CHECK_EQ_INT(gpu_op_moe_add_rms_norm(&d->o, bx, c->x_stride, &m, bw, by, ys, c->n,
+                                                 1e-6f, c->rows, c->quant ? &q : NULL), 0);
+        else if (c->quant)
             CHECK_EQ_INT(gpu_op_rms_norm_quantize(&d->o, bx, c->x_stride, br, bw, by, ys, c->n,
                                                   1e-6f, c->rows, &q), 0);
         else if (c->add)
@@ -812,7 +851,8 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         if (rowdev_submit(d)) {
             rowdev_get(d, by, got, ny * sizeof(float));
             char what[64];
-            snprintf(what, sizeof(what), "%s n %lld x %d", c->add ? "add_rms_norm" : "rms_norm",
+            snprintf(what, sizeof(what), "%s n %lld x %d",
+                     c->moe_k ? "moe_add_rms_norm" : c->add ? "add_rms_norm" : "rms_norm",
                      (long long)c->n, c->rows);
             same_bytes(what, want, got, ny * sizeof(float), true);
             if (c->quant) {
@@ -828,6 +868,10 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
         }
     }
     free(res);
+    free(md);
+    free(mw);
+    free(ms);
+    free(mg);
     free(sum);
     free(x);
     free(w);
@@ -839,19 +883,32 @@ static void check_rms_norm(struct rowdev *d, const struct rms_case *c) {
  * dispatch's x takes. */
 static void rows_rms_norm(struct rowdev *d) {
     static const struct rms_case cases[] = {
-        {1, 1, 1, 1, true, false, QTYPE_F32},       {37, 5, 40, 45, true, false, QTYPE_F32},
-        {64, 3, 64, 0, true, false, QTYPE_F32},     {2061, 4, 2070, 0, false, false, QTYPE_F32},
-        {4096, 2, 4096, 4100, true, false, QTYPE_F32}, {3, 66000, 3, 0, true, false, QTYPE_F32},
+        {1, 1, 1, 1, true, false, QTYPE_F32, 0, false},
+        {37, 5, 40, 45, true, false, QTYPE_F32, 0, false},
+        {64, 3, 64, 0, true, false, QTYPE_F32, 0, false},
+        {2061, 4, 2070, 0, false, false, QTYPE_F32, 0, false},
+        {4096, 2, 4096, 4100, true, false, QTYPE_F32, 0, false},
+        {3, 66000, 3, 0, true, false, QTYPE_F32, 0, false},
         /* past the kernel's shared row: the lanes read x */
-        {5000, 3, 5003, 5000, true, false, QTYPE_F32},
+        {5000, 3, 5003, 5000, true, false, QTYPE_F32, 0, false},
         /* with the add */
-        {2048, 3, 2048, 2048, true, true, QTYPE_F32}, {5000, 2, 5001, 5000, true, true, QTYPE_F32},
+        {2048, 3, 2048, 2048, true, true, QTYPE_F32, 0, false},
+        {5000, 2, 5001, 5000, true, true, QTYPE_F32, 0, false},
         /* quantized for the next product: Q8_K four blocks at a time (8, 3 and 16 blocks), Q8_0,
          * Q8_1, f16, bf16 */
-        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K}, {768, 2, 770, 768, true, false, QTYPE_Q6_K},
-        {4096, 1, 4096, 4096, true, true, QTYPE_IQ4_XS}, {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0},
-        {1024, 2, 1030, 1024, false, false, QTYPE_Q4_1}, {100, 3, 100, 100, true, false, QTYPE_F16},
-        {64, 2, 64, 64, true, true, QTYPE_BF16},
+        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K, 0, false},
+        {768, 2, 770, 768, true, false, QTYPE_Q6_K, 0, false},
+        {4096, 1, 4096, 4096, true, true, QTYPE_IQ4_XS, 0, false},
+        {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0, 0, false},
+        {1024, 2, 1030, 1024, false, false, QTYPE_Q4_1, 0, false},
+        {100, 3, 100, 100, true, false, QTYPE_F16, 0, false},
+        {64, 2, 64, 64, true, true, QTYPE_BF16, 0, false},
+        /* the experts' weighted sum added (a MoE layer's end): with and without a shared expert,
+         * quantized or not, a row past the shared row */
+        {2048, 3, 2048, 2048, true, true, QTYPE_Q4_K, 8, false},
+        {96, 4, 100, 96, true, true, QTYPE_F32, 4, true},
+        {5000, 2, 5001, 5000, false, true, QTYPE_F32, 1, true},
+        {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0, 4, false},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         check_rms_norm(d, &cases[i]);
@@ -1173,18 +1230,7 @@ static void check_moe_sum(struct rowdev *d, int32_t k, int64_t n, int32_t n_tok,
     float *dd = random_floats(nd, 80, 5.0f), *w = random_floats((size_t)n_tok * k, 81, 1.0f);
     float *s = random_floats(ny, 82, 5.0f), *gate = random_floats((size_t)n_tok, 83, 8.0f);
     float *want = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
-    for (int32_t t = 0; t < n_tok; t++) {
-        float *y = want + (size_t)t * n;
-        const float *wt = w + (size_t)t * k, *d0 = dd + (size_t)t * k * n;
-        for (int64_t i = 0; i < n; i++)
-            y[i] = d0[i] * wt[0];
-        for (int32_t e = 1; e < k; e++)
-            for (int64_t i = 0; i < n; i++)
-                y[i] = y[i] + d0[e * n + i] * wt[e];
-        const float gt = 1.0f / (1.0f + ops_exp(-gate[t]));
-        for (int64_t i = 0; shexp && i < n; i++)
-            y[i] = y[i] + s[(size_t)t * n + i] * gt;
-    }
+    moe_sum_ref(want, (size_t)n, dd, w, s, gate, k, n, n_tok, shexp);
     const uint64_t bd = rowdev_put(d, dd, nd * sizeof(float));
     const uint64_t bw = rowdev_put(d, w, (size_t)n_tok * k * sizeof(float));
     const uint64_t bs = rowdev_put(d, s, ny * sizeof(float));
@@ -1382,6 +1428,157 @@ static void rows_kv_store(struct rowdev *d) {
 
 static void test_kv_store(void) {
     with_rowdev(rows_kv_store);
+}
+
+/* One gpu_op_attn_prep check: the cache's type, the pairs, the weights, V's treatment, the heads'
+ * shape, the segment's tokens and positions on a ring of ring_rows, and gated queries (rows 2
+ * head_dim apart with a gate row between, which must stay as it was). */
+struct prep_case {
+    enum qtype t;
+    bool neox, weights;
+    enum gpu_v_norm vn;
+    int32_t n_head, n_head_kv, hd, n_rot, n_tok, ring_rows, pos0;
+    bool gated;
+};
+
+/* Stores kv_dim floats of x as block_attn.c's kv_store does in a row of type t. */
+static void prep_store(enum qtype t, uint8_t *row, const float *x, int64_t kv_dim) {
+    if (t == QTYPE_F32)
+        memcpy(row, x, (size_t)kv_dim * sizeof(float));
+    else if (t == QTYPE_F16)
+        quant_f16_from_f32(x, row, kv_dim);
+    else
+        CHECK_EQ_INT(quant_quantize_row(t, x, row, kv_dim), 0);
+}
+
+/* block_attn.c's qk_rope_store on the host for c: q turned in place, the ring's rows stored. */
+static void prep_reference(const struct prep_case *c, float *q, size_t qs, size_t qh, float *k,
+                           float *v, const float *qw, const float *kw, const float *cs,
+                           uint8_t *ring, size_t row_bytes) {
+    const int32_t hd = c->hd;
+    const size_t kvd = (size_t)c->n_head_kv * hd;
+    for (int32_t t = 0; t < c->n_tok; t++) {
+        const float *ct = cs + (size_t)t * c->n_rot;
+        for (int32_t h = 0; h < c->n_head + c->n_head_kv; h++) {
+            const bool is_q = h < c->n_head;
+            float *x = is_q ? q + t * qs + h * qh : k + t * kvd + (size_t)(h - c->n_head) * hd;
+            float *vh = v + t * kvd + (size_t)(h - c->n_head) * hd;
+            if (!is_q && c->vn == GPU_V_FROM_K)
+                memcpy(vh, x, (size_t)hd * sizeof(float));
+            if (c->weights)
+                ops_rms_norm(x, x, is_q ? qw : kw, hd, 1e-6f);
+            if (!is_q && c->vn != GPU_V_AS_IS)
+                ops_rms_norm(vh, vh, NULL, hd, 1e-6f);
+            if (c->neox)
+                ops_rope_neox(x, ct, c->n_rot);
+            else
+                ops_rope_norm(x, ct, c->n_rot);
+        }
+        uint8_t *row = ring + (size_t)((c->pos0 + t) % c->ring_rows) * row_bytes;
+        if (c->n_head_kv == 0)
+            continue;
+        prep_store(c->t, row, k + t * kvd, (int64_t)kvd);
+        prep_store(c->t, row + (size_t)c->ring_rows * row_bytes, v + t * kvd, (int64_t)kvd);
+    }
+}
+
+/* gpu_op_attn_prep against the CPU's norms, RoPE and KV store (prep_reference): the queries and
+ * the whole cache (the rows the segment does not write included) byte for byte. */
+static void check_attn_prep(struct rowdev *d, const struct prep_case *c) {
+    const int32_t hd = c->hd;
+    const size_t qh = (c->gated ? 2 : 1) * (size_t)hd, qs = qh * (size_t)c->n_head + 3;
+    const size_t kvd = (size_t)c->n_head_kv * hd, kvs = kvd > 0 ? kvd : 1;
+    const size_t nq = qs * (size_t)c->n_tok, nkv = kvs * (size_t)c->n_tok;
+    uint64_t rb = 0;
+    CHECK_EQ_INT(qtype_row_bytes(c->t, kvd ? kvd : 32, &rb), 0);
+    const size_t row_bytes = ((size_t)rb + 8) / 4 * 4, ring = row_bytes * (size_t)c->ring_rows * 2;
+    float *q = random_floats(nq, 60 + (uint64_t)hd, 3.0f), *k = random_floats(nkv, 61, 2.0f);
+    float *v = random_floats(nkv, 62, 4.0f), *qw = random_floats((size_t)hd, 63, 1.0f);
+    float *kw = random_floats((size_t)hd, 64, 1.0f), *got = malloc(nq * sizeof(float));
+    float *cs = malloc((size_t)c->n_tok * c->n_rot * sizeof(float) + 4);
+    uint8_t *want = malloc(ring), *gring = malloc(ring);
+    const struct ops_rope r = ops_rope_init(c->n_rot, 1e6f, 0.25f, 1.0f, 1.0f, 4096, 32.0f, 1.0f);
+    for (int32_t t = 0; t < c->n_tok; t++)
+        ops_rope_cache(cs + (size_t)t * c->n_rot, c->pos0 + t, &r);
+    for (size_t i = 0; i < ring; i++)
+        want[i] = (uint8_t)(i * 29 + 3);
+    const uint64_t bq = rowdev_put(d, q, nq * sizeof(float));
+    const uint64_t bk = rowdev_put(d, k, nkv * sizeof(float));
+    const uint64_t bv = rowdev_put(d, v, nkv * sizeof(float));
+    const uint64_t bqw = rowdev_put(d, qw, (size_t)hd * sizeof(float));
+    const uint64_t bkw = rowdev_put(d, kw, (size_t)hd * sizeof(float));
+    const uint64_t bcs = rowdev_put(d, cs, (size_t)c->n_tok * c->n_rot * sizeof(float) + 4);
+    const uint64_t bring = rowdev_put(d, want, ring);
+    prep_reference(c, q, qs, qh, k, v, qw, kw, cs, want, row_bytes);
+    const struct gpu_attn_prep a = {
+        .kv_type = c->t, .neox = c->neox, .q = bq, .q_tok_stride = qs, .q_head_stride = qh,
+        .k = bk, .v = bv, .kv_stride = kvs, .q_norm = c->weights ? bqw : 0,
+        .k_norm = c->weights ? bkw : 0, .v_norm = c->vn, .cs = bcs, .n_rot = c->n_rot,
+        .k_rows = bring, .v_rows = bring + (uint64_t)c->ring_rows * row_bytes,
+        .row_bytes = row_bytes, .ring_rows = c->ring_rows, .pos0 = c->pos0,
+        .n_head = c->n_head, .n_head_kv = c->n_head_kv, .head_dim = hd, .n_tok = c->n_tok,
+        .eps = 1e-6f};
+    if (bq && bk && bv && bqw && bkw && bcs && bring && gpu_begin(d->g) == 0) {
+        CHECK_EQ_INT(gpu_op_attn_prep(&d->o, &a), 0);
+        if (rowdev_submit(d)) {
+            char what[96];
+            snprintf(what, sizeof(what), "attn_prep %s neox %d weights %d v %d hd %d: queries",
+                     qtype_name(c->t), c->neox, c->weights, (int)c->vn, hd);
+            rowdev_get(d, bq, got, nq * sizeof(float));
+            same_bytes(what, q, got, nq * sizeof(float), true);
+            snprintf(what, sizeof(what), "attn_prep %s neox %d weights %d v %d hd %d: K and V rows",
+                     qtype_name(c->t), c->neox, c->weights, (int)c->vn, hd);
+            rowdev_get(d, bring, gring, ring);
+            same_bytes(what, want, gring, ring, false);
+        }
+    }
+    free(q);
+    free(k);
+    free(v);
+    free(qw);
+    free(kw);
+    free(got);
+    free(cs);
+    free(want);
+    free(gring);
+}
+
+static void rows_attn_prep(struct rowdev *d) {
+    static const enum qtype types[] = {QTYPE_F32, QTYPE_F16, QTYPE_Q8_0, QTYPE_Q4_0};
+    for (size_t i = 0; i < 4; i++)
+        for (int neox = 0; neox < 2; neox++)
+            for (int wts = 0; wts < 2; wts++) {
+                const enum gpu_v_norm vn = (enum gpu_v_norm)((i + (size_t)wts) % 3);
+                /* qwen3's shape, partial rotation, three tokens wrapping a ring of 5 rows */
+                const struct prep_case a = {types[i], neox, wts, vn, 4, 2, 64, 48, 3, 5, 3, false};
+                check_attn_prep(d, &a);
+                rowdev_free_bufs(d);
+                /* gated queries, one decode token far into a full context */
+                const struct prep_case b = {types[i], neox, wts, (enum gpu_v_norm)((i + 1) % 3),
+                                            3, 1, 128, 128, 1, 64, 1000, true};
+                check_attn_prep(d, &b);
+                rowdev_free_bufs(d);
+            }
+    /* gemma4's global heads (512: the shared memory's whole row), V from K; queries only */
+    const struct prep_case g = {QTYPE_Q8_0, true, true, GPU_V_FROM_K, 2, 1, 512, 128, 2, 9, 7,
+                                false};
+    check_attn_prep(d, &g);
+    rowdev_free_bufs(d);
+    const struct prep_case qo = {QTYPE_F16, false, true, GPU_V_AS_IS, 5, 0, 96, 64, 4, 8, 2, false};
+    check_attn_prep(d, &qo);
+    rowdev_free_bufs(d);
+    /* the refusals: a head past the shared row, blocks across heads, an odd rotation */
+    struct gpu_attn_prep bad = {.kv_type = QTYPE_Q8_0, .n_head = 1, .n_head_kv = 1, .head_dim = 48,
+                                .n_rot = 48, .n_tok = 1, .ring_rows = 1, .row_bytes = 64,
+                                .q_tok_stride = 48, .q_head_stride = 48, .kv_stride = 48};
+    CHECK_EQ_INT(gpu_op_attn_prep(&d->o, &bad), -EINVAL);
+    CHECK(!gpu_attn_prep_takes(QTYPE_F32, 520) && gpu_attn_prep_takes(QTYPE_F16, 40));
+    bad.kv_type = QTYPE_F32, bad.n_rot = 47, bad.row_bytes = 192;
+    CHECK_EQ_INT(gpu_op_attn_prep(&d->o, &bad), -EINVAL);
+}
+
+static void test_attn_prep(void) {
+    with_rowdev(rows_attn_prep);
 }
 
 /* gpu_op_matmul_id against quant.h's kernels: n_pairs pairs of n_exp matrices, activation rows
@@ -1885,6 +2082,7 @@ static const struct test_case cases[] = {
     {"moe_sum", test_moe_sum},
     {"route", test_route},
     {"kv_store", test_kv_store},
+    {"attn_prep", test_attn_prep},
     {"matmul_id", test_matmul_id},
     {"matmul_grouped", test_matmul_grouped},
     {"rowops_errors", test_rowops_errors},

@@ -667,15 +667,29 @@ int vk_submit(struct engine_vk *v) {
     return 0;
 }
 
+/* Forgets the quantized rows made from x (x's rows are about to change). */
+static void vk_quant_forget_src(struct engine_vk *v, uint64_t x) {
+    if (v->quant[1].src == x)
+        v->quant[1].src = 0;
+    if (v->quant[0].src == x) {
+        v->quant[0] = v->quant[1];
+        v->quant[1].src = 0;
+    }
+}
+
 /* Notes that dst holds n_tok rows from x quantized for products with weights of type wtype,
- * stride bytes apart (what vk_quantize looks for). */
+ * stride bytes apart (what vk_quantize looks for), as the newest of the two; whatever dst held
+ * or was made from x before is forgotten. */
 static void vk_quant_remember(struct engine_vk *v, uint64_t x, enum qtype wtype, int32_t n_tok,
                               uint64_t dst, size_t stride) {
-    v->quant_src = x;
-    v->quant_fmt = quant_kernels(wtype)->vec_dot_type;
-    v->quant_rows = n_tok;
-    v->quant_dst = dst;
-    v->quant_stride = stride;
+    vk_quant_forget_src(v, x);
+    if (v->quant[0].src && v->quant[0].dst != dst)
+        v->quant[1] = v->quant[0];
+    else if (v->quant[1].dst == dst)
+        v->quant[1].src = 0;
+    v->quant[0] = (struct vk_quant_rows){.src = x, .dst = dst,
+                                         .fmt = quant_kernels(wtype)->vec_dot_type,
+                                         .rows = n_tok, .stride = stride};
 }
 
 /* Quantizes n_tok rows of n floats at x (x_stride apart) into w's activation format in dst,
@@ -683,9 +697,12 @@ static void vk_quant_remember(struct engine_vk *v, uint64_t x, enum qtype wtype,
 static int vk_quantize(struct engine_vk *v, enum qtype wtype, uint64_t x, size_t x_stride,
                        int64_t n, int32_t n_tok, uint64_t dst, size_t *stride) {
     const enum qtype fmt = quant_kernels(wtype)->vec_dot_type;
-    if (v->quant_src == x && v->quant_fmt == fmt && v->quant_rows == n_tok && v->quant_dst == dst) {
-        *stride = v->quant_stride;
-        return 0;
+    for (int i = 0; i < 2; i++) {
+        const struct vk_quant_rows *r = &v->quant[i];
+        if (r->src == x && r->fmt == fmt && r->rows == n_tok && r->dst == dst) {
+            *stride = r->stride;
+            return 0;
+        }
     }
     vk_sync(v); /* products recorded before may still read dst */
     vk_label(v, "quantize");
@@ -760,9 +777,9 @@ int vk_experts_trace(struct engine *e, int32_t n_tok, bool out) {
     return out ? vk_trace(e, "moe_out", v->d.addr, P, (int64_t)D, D) : 0;
 }
 
-/* Forgets the quantized rows (their source is about to change). */
+/* Forgets the quantized rows (their sources are about to change). */
 void vk_quant_forget(struct engine_vk *v) {
-    v->quant_src = 0;
+    v->quant[0].src = v->quant[1].src = 0;
 }
 
 /* out rows (out_stride floats apart) = w (at dev) times n_tok rows of x, plus the bias b (0:
@@ -876,6 +893,50 @@ static int vk_qk_prep(struct engine *e, int il, size_t QS, size_t QH, int32_t n_
     return e->trace_fn ? vk_qkv_trace(e, il, n_tok, "q_rope", "k_rope", NULL) : 0;
 }
 
+/* Whether layer il's prologue (head norms, RoPE, the KV store) runs as one kernel
+ * (vk_prep_fused): heads of at most 512 floats, whole Q8_0 / Q4_0 blocks, and V rows the layer
+ * has (its projection, or K's normalised). */
+static bool vk_prep_fits(const struct engine *e, const struct model_layer *l) {
+    return gpu_attn_prep_takes(e->p.kv_type, l->head_dim) &&
+           (l->kv_src >= 0 || l->wv.data || l->v_norm);
+}
+
+/* vk_qk_prep and the KV store in one dispatch per segment (gpu_op_attn_prep): the same steps,
+ * one barrier instead of three. */
+static int vk_prep_fused(struct engine *e, int il, size_t QS, size_t QH) {
+    struct engine_vk *v = e->vk;
+    const struct model_hparams *hp = &e->m->hp;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct vk_layer *d = &v->layers[il];
+    const struct sequence *s0 = e->seqs[0];
+    const size_t KV = (size_t)l->n_head_kv * (size_t)l->head_dim;
+    const int32_t kv_il = e->kv_layer[il];
+    const bool own_kv = l->kv_src < 0;
+    const uint64_t cs = l->swa && hp->n_rot_swa > 0 ? v->rope_cs_swa.addr : v->rope_cs.addr;
+    const enum gpu_v_norm vn = !l->v_norm ? GPU_V_AS_IS : l->wv.data ? GPU_V_NORM : GPU_V_FROM_K;
+    int rc = 0;
+    vk_label(v, "attn_prep");
+    for (int32_t i = 0; rc == 0 && i < e->n_seg; i++) { /* the segments' tokens differ */
+        const struct engine_seg *sg = &e->seg[i];
+        const uint64_t f = (uint64_t)sg->first;
+        const struct gpu_attn_prep a = {
+            .kv_type = e->p.kv_type, .neox = hp->rope == MODEL_ROPE_NEOX,
+            .q = v->q.addr + f * QS * 4, .q_tok_stride = QS, .q_head_stride = QH,
+            .k = v->k.addr + f * KV * 4, .v = v->v.addr + f * KV * 4, .kv_stride = KV,
+            .q_norm = d->q_norm, .k_norm = own_kv ? d->k_norm : 0, .v_norm = vn,
+            .cs = cs + f * (uint64_t)l->n_rot * 4, .n_rot = l->n_rot,
+            .k_rows = own_kv ? vk_k_rows(e, sg->seq, kv_il) : 0,
+            .v_rows = own_kv ? vk_v_rows(e, sg->seq, kv_il) : 0,
+            .row_bytes = s0->kv_row_bytes, .ring_rows = s0->rows[kv_il],
+            .pos0 = e->tok_pos[sg->first], .n_head = hp->n_head,
+            .n_head_kv = own_kv ? l->n_head_kv : 0, .head_dim = l->head_dim, .n_tok = sg->n,
+            .eps = hp->rms_eps,
+        };
+        rc = gpu_op_attn_prep(&v->ops, &a);
+    }
+    return rc;
+}
+
 /* y = attention(xn) of layer il, in the layer's head shape: its q, k, v rows packed (n_head and
  * n_head_kv heads of its head size a token; the buffers are the widest layer's), the cache's rows
  * the widest layer's with the layer's heads from their start: block_attn's steps. */
@@ -899,12 +960,18 @@ int vk_attn(struct engine *e, int il, int32_t n_tok) {
          (rc = vk_matmul(v, "attn_qkv", &l->wv, d->wv, xn, D, v->v.addr, KV, d->bv, n_tok)) < 0))
         return rc;
     vk_sync(v);
-    if ((e->trace_fn &&
-         (rc = vk_qkv_trace(e, il, n_tok, "q", "k", l->wv.data ? "v" : NULL)) < 0) ||
-        (rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0)
+    if (e->trace_fn && (rc = vk_qkv_trace(e, il, n_tok, "q", "k", l->wv.data ? "v" : NULL)) < 0)
         return rc;
     const struct sequence *s0 = e->seqs[0];
-    for (int32_t i = 0; own_kv && i < e->n_seg; i++) {
+    /* the per-op trace reads the norms and RoPE apart: the three ops then, not the fused one */
+    const bool fused = !e->trace_fn && vk_prep_fits(e, l);
+    if (fused) {
+        if ((rc = vk_prep_fused(e, il, QS, QH)) < 0)
+            return rc;
+    } else if ((rc = vk_qk_prep(e, il, QS, QH, n_tok)) < 0) {
+        return rc;
+    }
+    for (int32_t i = 0; own_kv && !fused && i < e->n_seg; i++) {
         const struct engine_seg *sg = &e->seg[i];
         const int32_t pos0 = e->tok_pos[sg->first];
         const uint64_t ko = (uint64_t)sg->first * KV * 4;
@@ -1015,22 +1082,21 @@ static int vk_mixer(struct engine *e, int il, int32_t n_tok) {
 
 /* g rows = act(g, u rows) (the model's activation: SwiGLU, gpt-oss's clamped one, GeGLU), n_rows
  * rows of F floats apart, then quantized for the product with `next` (NULL: none) into dst: one
- * kernel where the activation and the format allow (gpu_op_swiglu_quantize), else the two. With
- * `remember`, vk_quantize finds them (the routed experts' rows are not: the quantized xn is what
- * the shared expert's products look for next). Ends with a barrier. */
+ * kernel where the activation and the format allow (gpu_op_swiglu_quantize), else the two;
+ * vk_quantize then finds them. Ends with a barrier. */
 static int vk_act_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32_t n_rows,
-                       const struct weight *next, uint64_t dst, size_t *stride, bool remember) {
+                       const struct weight *next, uint64_t dst, size_t *stride) {
     struct engine_vk *v = e->vk;
     const enum model_act act = e->m->hp.act;
     const bool oai = act == MODEL_ACT_SWIGLU_OAI;
     int rc;
+    vk_quant_forget_src(v, g); /* g's rows change here */
     vk_label(v, act == MODEL_ACT_GEGLU ? "geglu" : "swiglu");
     if (act != MODEL_ACT_GEGLU && next && gpu_quant_out_takes(next->type, (int64_t)F)) {
         const struct gpu_quant_out q = {.wtype = next->type, .dst = dst, .stride = stride};
         if ((rc = gpu_op_swiglu_quantize(&v->ops, oai, g, g, u, F, (int64_t)F, n_rows, &q)) < 0)
             return rc;
-        if (remember)
-            vk_quant_remember(v, g, next->type, n_rows, dst, *stride);
+        vk_quant_remember(v, g, next->type, n_rows, dst, *stride);
         vk_sync(v);
         return 0;
     }
@@ -1040,15 +1106,7 @@ static int vk_act_rows(struct engine *e, uint64_t g, uint64_t u, size_t F, int32
     if (rc < 0)
         return rc;
     vk_sync(v);
-    if (!next)
-        return 0;
-    if (remember)
-        return vk_quantize(v, next->type, g, F, (int64_t)F, n_rows, dst, stride);
-    vk_label(v, "quantize");
-    if ((rc = gpu_op_quantize(&v->ops, next->type, g, F, dst, stride, (int64_t)F, n_rows)) < 0)
-        return rc;
-    vk_sync(v);
-    return 0;
+    return next ? vk_quantize(v, next->type, g, F, (int64_t)F, n_rows, dst, stride) : 0;
 }
 
 /* out = down(act(gate xn) * up xn) for n_tok rows, the matrices resident (vk_act_rows). */
@@ -1065,8 +1123,7 @@ int vk_swiglu(struct engine *e, const struct weight *gate, uint64_t dg, const st
     if ((rc = vk_trace(e, "ffn_gate", v->g.addr, n_tok, (int64_t)F, F)) < 0 ||
         (rc = vk_trace(e, "ffn_up", v->u.addr, n_tok, (int64_t)F, F)) < 0 ||
         (rc = vk_act_rows(e, v->g.addr, v->u.addr, F, n_tok,
-                          down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride,
-                          true)) < 0 ||
+                          down->type == QTYPE_F32 ? NULL : down, v->act_in.addr, &stride)) < 0 ||
         (rc = vk_trace(e, "ffn_act", v->g.addr, n_tok, (int64_t)F, F)) < 0 ||
         (rc = vk_matmul(v, "ffn_down", down, dd, v->g.addr, F, out, D, 0, n_tok)) < 0)
         return rc;
@@ -1165,7 +1222,7 @@ static int vk_experts_pairs(struct engine *e, int il, uint64_t xn, int32_t n_tok
                  (rc = vk_bias_rows(v, v->u.addr, F, d->up_exps_b, bias_ids, P)) < 0))
         return rc;
     vk_sync(v);
-    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd, false)) < 0)
+    if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd)) < 0)
         return rc;
     vk_label(v, "experts_down");
     if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_stride,
@@ -1281,18 +1338,18 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     vk_sync(v);
     vk_label(v, "exchange");
     vk_tier_rows_back(v, P, D);
-    vk_sync(v);
-    vk_label(v, "moe_sum");
-    return gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, e->k_used, (int64_t)D, shexp, gate,
-                          n_tok);
+    v->moe_sum = (struct gpu_moe_rows){v->d.addr, a_w, shexp, gate, e->k_used};
+    return 0;
 }
 
+static int vk_moe_sum_record(struct engine *e, int32_t n_tok);
+
 /* The routed experts of layer il: the routing (vk_route), the experts' products over the pairs
- * (vk_experts) and their weighted sum with the shared expert's; on three levels, the exchange
- * with the CPU (vk_moe_exchange). */
+ * (vk_experts); on three levels, the exchange with the CPU (vk_moe_exchange). Their weighted sum
+ * with the shared expert's is left in v->moe_sum for the residual's norm (vk_residual) or the
+ * last layer's add (vk_moe_sum_record). */
 static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
-    const size_t D = (size_t)e->m->hp.n_embd;
     const int32_t K = e->k_used, P = n_tok * K;
     const uint64_t a_ids = v->pairs.addr, a_w = a_ids + (uint64_t)P * 12;
     int rc;
@@ -1306,30 +1363,48 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
     uint64_t shexp = 0, shexp_gate = 0;
     if ((rc = vk_shared_expert(e, il, n_tok, &shexp, &shexp_gate)) < 0)
         return rc;
-    vk_sync(v);
-    vk_label(v, "moe_sum");
-    if ((rc = gpu_op_moe_sum(&v->ops, v->y.addr, v->d.addr, a_w, K, (int64_t)D, shexp,
-                             shexp_gate, n_tok)) < 0)
+    v->moe_sum = (struct gpu_moe_rows){v->d.addr, a_w, shexp, shexp_gate, K};
+    if (!e->trace_fn)
+        return 0; /* the residual's norm adds it (vk_residual) */
+    /* the per-op trace reads the sum before the residual's add: recorded here, apart */
+    if ((rc = vk_moe_sum_record(e, n_tok)) < 0)
         return rc;
     return vk_trace_d(e, "moe_sum", v->y.addr, n_tok); /* with a shared expert: not the CPU's */
 }
 
-/* xn rows = rmsnorm(x rows) * w, x first += r rows (r 0: no add), n_tok rows of D floats; where
- * the product after it, with weight `next` (NULL: none), takes quantized rows, the same kernel
- * writes them to act_in too, and vk_quantize finds them there. */
-static int vk_norm(struct engine *e, uint64_t x, uint64_t r, uint64_t w, const struct weight *next,
-                   int32_t n_tok) {
+/* Records the MoE layer's weighted sum that vk_moe left (none: nothing) into y, and a barrier. */
+static int vk_moe_sum_record(struct engine *e, int32_t n_tok) {
+    struct engine_vk *v = e->vk;
+    const struct gpu_moe_rows m = v->moe_sum;
+    if (m.k == 0)
+        return 0;
+    v->moe_sum.k = 0;
+    vk_sync(v);
+    vk_label(v, "moe_sum");
+    return gpu_op_moe_sum(&v->ops, v->y.addr, m.d, m.w, m.k, e->m->hp.n_embd, m.shexp,
+                          m.shexp_gate, n_tok);
+}
+
+/* xn rows = rmsnorm(x rows) * w, x first += r rows (r 0: no add) or the experts' weighted sum of
+ * m (NULL: none; instead of r), n_tok rows of D floats; where the product after it, with weight
+ * `next` (NULL: none), takes quantized rows, the same kernel writes them to act_in too, and
+ * vk_quantize finds them there. */
+static int vk_norm(struct engine *e, uint64_t x, uint64_t r, const struct gpu_moe_rows *m,
+                   uint64_t w, const struct weight *next, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const size_t D = (size_t)e->m->hp.n_embd;
     const float eps = e->m->hp.rms_eps;
+    const uint64_t xn = v->xn.addr;
     vk_quant_forget(v);
     if (!next || !gpu_quant_out_takes(next->type, (int64_t)D))
-        return r ? gpu_op_add_rms_norm(&v->ops, x, D, r, w, v->xn.addr, D, (int64_t)D, eps, n_tok)
-                 : gpu_op_rms_norm(&v->ops, x, D, w, v->xn.addr, D, (int64_t)D, eps, n_tok);
+        return m   ? gpu_op_moe_add_rms_norm(&v->ops, x, D, m, w, xn, D, (int64_t)D, eps, n_tok,
+                                             NULL)
+               : r ? gpu_op_add_rms_norm(&v->ops, x, D, r, w, xn, D, (int64_t)D, eps, n_tok)
+                   : gpu_op_rms_norm(&v->ops, x, D, w, xn, D, (int64_t)D, eps, n_tok);
     size_t stride = 0;
     const struct gpu_quant_out q = {.wtype = next->type, .dst = v->act_in.addr, .stride = &stride};
-    int rc = gpu_op_rms_norm_quantize(&v->ops, x, D, r, w, v->xn.addr, D, (int64_t)D, eps, n_tok,
-                                      &q);
+    int rc = m ? gpu_op_moe_add_rms_norm(&v->ops, x, D, m, w, xn, D, (int64_t)D, eps, n_tok, &q)
+               : gpu_op_rms_norm_quantize(&v->ops, x, D, r, w, xn, D, (int64_t)D, eps, n_tok, &q);
     if (rc == 0)
         vk_quant_remember(v, v->xn.addr, next->type, n_tok, v->act_in.addr, stride);
     return rc;
@@ -1346,12 +1421,15 @@ static const struct weight *vk_first_product(const struct engine *e, int il, boo
     return l->ffn_gate_inp.type != QTYPE_F32 ? &l->ffn_gate_inp : &l->ffn_gate_exps;
 }
 
-/* x += y over the batch, then xn = rmsnorm(x) * w, quantized for `next` (vk_norm). */
+/* x += y over the batch (or the MoE layer's weighted sum vk_moe left, never written to y), then
+ * xn = rmsnorm(x) * w, quantized for `next` (vk_norm). */
 int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok) {
     struct engine_vk *v = e->vk;
+    const struct gpu_moe_rows m = v->moe_sum;
+    v->moe_sum.k = 0;
     vk_sync(v);
     vk_label(v, "residual_norm");
-    return vk_norm(e, v->x.addr, v->y.addr, w, next, n_tok);
+    return vk_norm(e, v->x.addr, v->y.addr, m.k ? &m : NULL, w, next, n_tok);
 }
 
 /* The logits rows the step asks for (engine_output's rows), logit_rows at a time. */
@@ -1368,7 +1446,7 @@ int vk_output(struct engine *e) {
             if ((rc = vk_begin(v)) < 0)
                 return -EIO;
             vk_label(v, "rms_norm");
-            if ((rc = vk_norm(e, src, 0, v->output_norm, w, n)) < 0)
+            if ((rc = vk_norm(e, src, 0, NULL, v->output_norm, w, n)) < 0)
                 break;
             vk_sync(v);
             if ((rc = vk_matmul(v, "output", w, v->output, v->xn.addr, D, v->logits.addr, V, 0, n)) < 0)
@@ -1434,6 +1512,11 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
         vk_route_stats(e, n_tok);
     const double t2 = v->profile ? clock_now_s() : 0.0;
     rc = vk_output(e);
+    uint64_t nd, nb;
+    gpu_counts(v->dev, &nd, &nb);
+    v->count_dispatches += nd - v->count_d0;
+    v->count_barriers += nb - v->count_b0;
+    v->count_steps++;
     if (v->profile) {
         v->host_between += v->host_end > 0.0 ? t0 - v->host_end : 0.0;
         v->host_record += t1 - t0;
@@ -1450,6 +1533,13 @@ double vk_profile_clock(const struct engine_vk *v) {
     return v->profile ? clock_now_s() : 0.0;
 }
 
+/* The profile's clock at a step's start (0 without the profile); the device's counts then. */
+double vk_step_start(struct engine_vk *v) {
+    gpu_counts(v->dev, &v->count_d0, &v->count_b0);
+    v->moe_sum.k = 0; /* a failed step's */
+    return vk_profile_clock(v);
+}
+
 /* A step is sent to the device every this many layers (and after the first), so that it works
  * on the first layers while the host records the rest (gpu_flush). */
 #define VK_FLUSH_LAYERS 4
@@ -1461,7 +1551,7 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     int rc;
     if (v->g4)
         return vk_gemma4_step(e, n_tok);
-    const double t0 = vk_profile_clock(v);
+    const double t0 = vk_step_start(v);
     v->cpu_failed = false;
     if (v->tier && v->tier->n_promote > 0) /* the last step's: before this one reads the slots */
         vk_tier_promote(v->tier, vk_slot_promote, e);
@@ -1470,7 +1560,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
     vk_inputs(e, n_tok); /* made on the host, where engine.c traced them */
     vk_sync(v);
     vk_label(v, "rms_norm");
-    rc = vk_norm(e, v->x.addr, 0, v->layers[0].attn_norm, vk_first_product(e, 0, false), n_tok);
+    rc = vk_norm(e, v->x.addr, 0, NULL, v->layers[0].attn_norm, vk_first_product(e, 0, false),
+                 n_tok);
     e->trace_il = 0;
     if (rc == 0)
         rc = vk_trace_d(e, "attn_norm", v->xn.addr, n_tok);
@@ -1492,6 +1583,8 @@ int engine_vk_step(struct engine *e, int32_t n_tok) {
             break;
         const uint64_t next = il + 1 < hp->n_layer ? v->layers[il + 1].attn_norm : 0;
         if (!next) {
+            if ((rc = vk_moe_sum_record(e, n_tok)) < 0)
+                break;
             vk_sync(v);
             vk_label(v, "residual_add");
             if ((rc = gpu_op_add(&v->ops, v->x.addr, D, v->y.addr, D, (int64_t)D, n_tok)) == 0)
@@ -1575,7 +1668,15 @@ void engine_gpu_profile(struct engine *e, FILE *out) {
             fprintf(out, "  host, per step, within the recording: exchanges' waits %.3f ms, the "
                     "CPU's experts %.3f ms\n", v->host_xwait / n, v->host_xcpu / n);
     }
+    if (v && v->count_steps) {
+        const double n = (double)v->count_steps, nl = n * (double)e->m->hp.n_layer;
+        fprintf(out, "  device, per step: %.1f dispatches, %.1f barriers (%.1f, %.1f a layer; the "
+                "logits' included)\n", (double)v->count_dispatches / n,
+                (double)v->count_barriers / n, (double)v->count_dispatches / nl,
+                (double)v->count_barriers / nl);
+    }
     if (v) {
+        v->count_dispatches = v->count_barriers = v->count_steps = 0;
         memset(v->prof, 0, sizeof(v->prof));
         v->host_record = v->host_wait = v->host_output = v->host_between = v->host_end = 0.0;
         v->host_xwait = v->host_xcpu = 0.0;

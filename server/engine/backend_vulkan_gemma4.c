@@ -308,7 +308,7 @@ static void g4_inputs(struct engine *e, int32_t n_tok) {
 int vk_gemma4_step(struct engine *e, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
-    const double t0 = vk_profile_clock(v);
+    const double t0 = vk_step_start(v);
     if (vk_begin(v) < 0)
         return -EIO;
     g4_inputs(e, n_tok); /* made on the host, where engine.c traced them */

@@ -102,12 +102,21 @@ struct engine_vk {
     double host_record, host_wait, host_output, host_between, host_end;
     double host_xwait, host_xcpu;
     uint64_t host_steps;
-    /* the activation rows quantized last: what a product of the same format may reuse */
-    uint64_t quant_src;
-    enum qtype quant_fmt;
-    int32_t quant_rows;
-    uint64_t quant_dst;
-    size_t quant_stride;
+    /* the device's dispatches and barriers of the steps since the last profile (gpu_counts), and
+     * its counts at the step's start */
+    uint64_t count_dispatches, count_barriers, count_steps, count_d0, count_b0;
+    /* a MoE layer's weighted sum not recorded yet (k 0: none): the residual's norm after the
+     * layer adds it (gpu_op_moe_add_rms_norm), the last layer's add records it first */
+    struct gpu_moe_rows moe_sum;
+    /* the activation rows quantized last, the newest first (src 0: none): what a product of the
+     * same format may reuse. Two, so that the routed experts' hidden rows do not push out the
+     * quantized xn that the shared expert's products read next. */
+    struct vk_quant_rows {
+        uint64_t src, dst;   /* the float rows and their quantized copy */
+        enum qtype fmt;      /* the activation format (vec_dot_type) */
+        int32_t rows;
+        size_t stride;       /* bytes between the copy's rows */
+    } quant[2];
     /* the per-op trace's rows read back (vk_trace), grown to the widest traced in a first step */
     float *trace_rows;
     size_t trace_cap;              /* bytes */
@@ -125,8 +134,9 @@ int vk_weight(struct engine_vk *v, const struct weight *w, uint64_t *addr, char 
 int vk_floats(struct engine_vk *v, const float *p, int64_t n, uint64_t *addr, char *err,
               size_t err_len);
 
-/* Recording: its start and its submit (0 or -EIO; the profile's timestamps), the profile's label, a barrier, forgetting the activation rows quantized last (call
- * it after writing rows a product may quantize again at the same address). */
+/* Recording: its start and its submit (0 or -EIO; the profile's timestamps), the profile's label,
+ * a barrier, forgetting the activation rows quantized last (call it after writing rows a product
+ * may quantize again at the same address). */
 int vk_begin(struct engine_vk *v);
 int vk_submit(struct engine_vk *v);
 void vk_label(struct engine_vk *v, const char *label);
@@ -171,9 +181,11 @@ void vk_inputs(struct engine *e, int32_t n_tok);
  * allows (NULL: none; vk_quantize then finds the rows). */
 int vk_residual(struct engine *e, uint64_t w, const struct weight *next, int32_t n_tok);
 
-/* The profile's clock (a step's start) and a step's end: the last part sent and waited for, the
- * experts' statistics and the logits (vk_step_end returns rc's error, -EIO, or vk_output's). */
+/* The profile's clock (0 without it), and a step's start (the clock, the device's counts) and
+ * end: the last part sent and waited for, the experts' statistics and the logits (vk_step_end
+ * returns rc's error, -EIO, or vk_output's). */
 double vk_profile_clock(const struct engine_vk *v);
+double vk_step_start(struct engine_vk *v);
 int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0);
 
 /* The step's logits rows (its own submits), and the experts' statistics after a step. */

@@ -62,6 +62,7 @@ struct gpu {
     uint64_t used_bytes, budget_bytes;
     bool recording;
     bool unordered;      /* work recorded since the last barrier (or the recording's start) */
+    uint64_t n_dispatch, n_barrier; /* recorded since the device was opened (gpu_counts) */
     int rec_rc;          /* the first recording error */
     bool lost;           /* the device failed */
     char err[256];
@@ -1005,6 +1006,7 @@ void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uin
                                  (uint32_t)push_bytes, push);
     g->fn.vkCmdDispatch(g->cmd, nx, ny, nz);
     g->unordered = true;
+    g->n_dispatch++;
 }
 
 bool gpu_barrier(struct gpu *g) {
@@ -1023,7 +1025,13 @@ bool gpu_barrier(struct gpu *g) {
     const VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
                                     VK_PIPELINE_STAGE_TRANSFER_BIT;
     g->fn.vkCmdPipelineBarrier(g->cmd, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    g->n_barrier++;
     return true;
+}
+
+void gpu_counts(const struct gpu *g, uint64_t *dispatches, uint64_t *barriers) {
+    *dispatches = g->n_dispatch;
+    *barriers = g->n_barrier;
 }
 
 void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,

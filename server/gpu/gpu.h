@@ -127,6 +127,10 @@ void gpu_dispatch(struct gpu *g, int k, const void *push, size_t push_bytes, uin
  * whether it recorded one: nothing recorded since the last barrier needs none. */
 bool gpu_barrier(struct gpu *g);
 
+/* The dispatches and the barriers recorded since g was opened (what a step costs in launches and
+ * waits: the profile's counts). */
+void gpu_counts(const struct gpu *g, uint64_t *dispatches, uint64_t *barriers);
+
 /* Records dst[dst_off ..] = src[src_off ..] for n bytes. */
 void gpu_copy(struct gpu *g, struct gpu_buf *dst, size_t dst_off, const struct gpu_buf *src,
               size_t src_off, size_t n);

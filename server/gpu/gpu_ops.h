@@ -24,7 +24,7 @@
 /* The row ops' kernels (gpu_rowops.c), -1 where the build has none. */
 struct gpu_rowops {
     int rms_norm, rope, add_rows, swiglu, swiglu_quant, sigmoid_mul, moe_sum, kv_store, geglu,
-        scale_rows;
+        scale_rows, attn_prep;
 };
 
 /* The attention's kernels per KV type (gpu_attn.c), -1 where a type has none. */
@@ -126,6 +126,21 @@ int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uin
                              uint64_t w, uint64_t y, size_t y_stride, int64_t n, float eps,
                              int32_t n_rows, const struct gpu_quant_out *q);
 
+/* The routed experts' rows and weights as gpu_op_moe_sum takes them (d, w, k, shexp, shexp_gate),
+ * for a norm that adds their sum. */
+struct gpu_moe_rows {
+    uint64_t d, w, shexp, shexp_gate;
+    int32_t k;
+};
+
+/* x rows += gpu_op_moe_sum's rows of m (the sum's bits, never written to memory), then
+ * gpu_op_rms_norm of them into y, quantized as q says where q is not NULL: a MoE layer's sum, the
+ * residual's add and the next block's norm in one kernel. y must not be x; m's rows are n floats
+ * apart. -EINVAL also for m's k < 1 or a shared expert without its gate. */
+int gpu_op_moe_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride,
+                            const struct gpu_moe_rows *m, uint64_t w, uint64_t y, size_t y_stride,
+                            int64_t n, float eps, int32_t n_rows, const struct gpu_quant_out *q);
+
 /* RoPE in place: head h of token t at x + t tok_stride + h head_stride floats, n_head heads of
  * n_tok tokens, rotated by cs's row t (ops_rope_cache's table, n_rot floats a token); neox pairs
  * or normal ones, as ops_rope_neox / ops_rope_norm. */
@@ -183,6 +198,46 @@ int gpu_op_moe_sum(struct gpu_ops *o, uint64_t y, uint64_t d, uint64_t w, int32_
 int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t src_stride,
                     uint64_t dst, size_t row_bytes, int32_t ring_rows, int32_t pos0, int64_t kv_dim,
                     int32_t n_tok);
+
+/* How gpu_op_attn_prep treats the V rows: stored as they are, normalised without a weight first,
+ * or K's projection (before K's norm) normalised without a weight: gemma4's layers without
+ * attn_v. */
+enum gpu_v_norm { GPU_V_AS_IS, GPU_V_NORM, GPU_V_FROM_K };
+
+/* The attention's prologue of one segment (block_attn.c's qk_rope_store), one dispatch: per token
+ * t and query head h, the head's row at q + t q_tok_stride + h q_head_stride floats normalised
+ * (gpu_op_rms_norm with q_norm; q_norm 0: no norm) and turned (gpu_op_rope by cs's row t) in
+ * place; per KV head j, K's row at k + t kv_stride + j head_dim floats normalised with k_norm (0:
+ * none) and turned, V's (v, the same layout) as v_norm says, both stored as head j of row (pos0 +
+ * t) % ring_rows of k_rows and v_rows (gpu_op_kv_store's conversion). The bits of those ops run
+ * one after another; k's and v's own rows are left as they were. */
+struct gpu_attn_prep {
+    enum qtype kv_type;      /* the cache's: F32, F16, Q8_0, Q4_0 */
+    bool neox;
+    uint64_t q;
+    size_t q_tok_stride, q_head_stride;   /* floats */
+    uint64_t k, v;           /* v unread with GPU_V_FROM_K */
+    size_t kv_stride;        /* floats from a token's K (V) row to the next's */
+    uint64_t q_norm, k_norm; /* head_dim floats each, or 0 */
+    enum gpu_v_norm v_norm;
+    uint64_t cs;             /* token t's table at cs + t n_rot floats */
+    int32_t n_rot;           /* even, at most head_dim */
+    uint64_t k_rows, v_rows; /* the layer's K and V rows of the sequence (row 0) */
+    size_t row_bytes;
+    int32_t ring_rows, pos0;
+    int32_t n_head, n_head_kv, head_dim, n_tok; /* n_head_kv 0: the queries only */
+    float eps;
+};
+
+/* Whether gpu_op_attn_prep takes heads of head_dim with a cache of kv_type: a head's row fits its
+ * workgroup's shared memory (512 floats) and whole blocks of Q8_0 / Q4_0 (head_dim % 32 == 0). */
+bool gpu_attn_prep_takes(enum qtype kv_type, int32_t head_dim);
+
+/* Records a's prologue (contract above); the caller orders what wrote q, k, v before it and what
+ * reads q and the rows after it. Returns 0, -ENOTSUP without the kernel, or -EINVAL for a shape
+ * gpu_attn_prep_takes refuses, an odd n_rot or one past head_dim, rows too short for the KV heads,
+ * strides past 32 bits, or halves or floats not aligned to their size. */
+int gpu_op_attn_prep(struct gpu_ops *o, const struct gpu_attn_prep *a);
 
 /* The routed experts' products (ggml's mul_mat_id): for pair p < n_pairs, out row out_idx[p] =
  * the matrix ids[p] (at w + ids[p] mat_bytes, n_rows rows of row_bytes) times activation row

@@ -1,7 +1,8 @@
 /* gpu_rowops.c - gpu_ops.h's row ops (RMSNorm, RoPE, adds, SwiGLU and GeGLU, the sigmoid gate,
- * the scales, the experts' weighted sum, the KV store): their launch shapes and push constants. Each push struct mirrors
- * its kernel's `Push` block (server/gpu/shaders/NAME.comp, std430: 8-byte fields first); the
- * kernels keep the row ops' contract (contract.glsl), so each gives server/engine/ops.c's bits. */
+ * the scales, the experts' weighted sum, the KV store, the attention's prologue): their launch
+ * shapes and push constants. Each push struct mirrors its kernel's `Push` block
+ * (server/gpu/shaders/NAME.comp, std430: 8-byte fields first); the kernels keep the row ops'
+ * contract (contract.glsl), so each gives server/engine/ops.c's bits. */
 #include <errno.h>
 #include <stdint.h>
 
@@ -24,6 +25,7 @@ void gpu_rowops_find(struct gpu_ops *o) {
         .kv_store = gpu_kernel(o->g, "kv_store"),
         .geglu = gpu_kernel(o->g, "geglu"),
         .scale_rows = gpu_kernel(o->g, "scale_rows"),
+        .attn_prep = gpu_kernel(o->g, "attn_prep"),
     };
 }
 
@@ -106,22 +108,24 @@ static bool quant_out(const struct gpu_quant_out *q, int64_t n, uint32_t *fmt, u
 /* ---- RMSNorm ---------------------------------------------------------------------------------- */
 
 struct rms_norm_push {
-    uint64_t x, w, y, r, qdst;
+    uint64_t x, w, y, r, qdst, d, dw, shexp, shexp_gate;
     double inv_n;
     uint32_t x_stride, y_stride, n, n_rows;
     float eps;
-    uint32_t qfmt, q_stride;
+    uint32_t qfmt, q_stride, k;
 };
 
-/* Contract in gpu_ops.h. A workgroup of 256 per row, rows on x spilling onto z (rms_norm.comp). */
+/* Contract in gpu_ops.h. A workgroup of 256 per row, rows on x spilling onto z (rms_norm.comp);
+ * m (NULL: none) adds the experts' weighted sum instead of r's rows. */
 static int rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
                     uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows,
-                    const struct gpu_quant_out *q) {
+                    const struct gpu_quant_out *q, const struct gpu_moe_rows *m) {
     if (o->row.rms_norm < 0)
         return -ENOTSUP;
     const uint64_t sizes[] = {x_stride, y_stride, (uint64_t)n};
     uint32_t nx, nz, qfmt, q_stride;
-    if (n <= 0 || n_rows < 0 || !fits_u32(sizes, 3) || !quant_out(q, n, &qfmt, &q_stride))
+    if (n <= 0 || n_rows < 0 || !fits_u32(sizes, 3) || !quant_out(q, n, &qfmt, &q_stride) ||
+        (m && (!m->d || !m->w || m->k < 1 || (m->shexp && !m->shexp_gate))))
         return -EINVAL;
     if (n_rows == 0)
         return 0;
@@ -132,18 +136,22 @@ static int rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, 
                               .y_stride = (uint32_t)y_stride, .n = (uint32_t)n,
                               .n_rows = (uint32_t)n_rows, .eps = eps, .qfmt = qfmt,
                               .q_stride = q_stride};
+    if (m) {
+        p.d = m->d, p.dw = m->w, p.shexp = m->shexp, p.shexp_gate = m->shexp_gate;
+        p.k = (uint32_t)m->k;
+    }
     gpu_dispatch(o->g, o->row.rms_norm, &p, sizeof(p), nx, 1, nz);
     return 0;
 }
 
 int gpu_op_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t w, uint64_t y,
                     size_t y_stride, int64_t n, float eps, int32_t n_rows) {
-    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, NULL);
+    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, NULL, NULL);
 }
 
 int gpu_op_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r, uint64_t w,
                         uint64_t y, size_t y_stride, int64_t n, float eps, int32_t n_rows) {
-    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, NULL) : -EINVAL;
+    return r ? rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, NULL, NULL) : -EINVAL;
 }
 
 int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uint64_t r,
@@ -151,7 +159,15 @@ int gpu_op_rms_norm_quantize(struct gpu_ops *o, uint64_t x, size_t x_stride, uin
                              int32_t n_rows, const struct gpu_quant_out *q) {
     if (!q || y == x)
         return -EINVAL;
-    return rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, q);
+    return rms_norm(o, x, x_stride, r, w, y, y_stride, n, eps, n_rows, q, NULL);
+}
+
+int gpu_op_moe_add_rms_norm(struct gpu_ops *o, uint64_t x, size_t x_stride,
+                            const struct gpu_moe_rows *m, uint64_t w, uint64_t y, size_t y_stride,
+                            int64_t n, float eps, int32_t n_rows, const struct gpu_quant_out *q) {
+    if (!m || y == x)
+        return -EINVAL;
+    return rms_norm(o, x, x_stride, 0, w, y, y_stride, n, eps, n_rows, q, m);
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------------- */
@@ -376,7 +392,67 @@ int gpu_op_kv_store(struct gpu_ops *o, enum qtype kv_type, uint64_t src, size_t 
     return dispatch_rows(o, o->row.kv_store, &p, sizeof(p), kv_dim / per, n_tok);
 }
 
+/* ---- the attention's prologue ---------------------------------------------------------------- */
+
+#define ATTN_PREP_HEAD_MAX 512 /* attn_prep.comp's HEAD_MAX: a head's row in shared memory */
+
+struct attn_prep_push {
+    uint64_t q, k, v, q_norm, k_norm, cs, kc, vc;
+    double inv_n;
+    uint32_t q_tok_stride, q_head_stride, kv_stride, n_head, n_head_kv, head_dim, n_rot;
+    uint32_t row_bytes, ring_rows, pos0, n_tok, flags;
+    float eps;
+};
+
+bool gpu_attn_prep_takes(enum qtype kv_type, int32_t head_dim) {
+    const enum kv_kind kind = kv_kind_of(kv_type);
+    return kind != KV_NONE && head_dim > 0 && head_dim <= ATTN_PREP_HEAD_MAX &&
+           (head_dim % 32 == 0 || kind == KV_F32 || kind == KV_F16);
+}
+
+/* True when a's shape is one attn_prep.comp takes (gpu_ops.h's contract). */
+static bool attn_prep_fits(const struct gpu_attn_prep *a) {
+    const enum kv_kind kind = kv_kind_of(a->kv_type);
+    const uint64_t kv_dim = (uint64_t)a->n_head_kv * (uint64_t)(a->head_dim > 0 ? a->head_dim : 0);
+    const uint64_t sizes[] = {a->q_tok_stride, a->q_head_stride, a->kv_stride, a->row_bytes,
+                              (uint64_t)a->pos0 + (uint64_t)a->n_tok};
+    const uint64_t align = kind == KV_F32 ? 4 : kind == KV_F16 ? 2 : 1;
+    uint64_t need = 0;
+    if (!gpu_attn_prep_takes(a->kv_type, a->head_dim) || a->n_head < 0 || a->n_head_kv < 0 ||
+        a->n_tok < 0 || a->n_rot < 0 || a->n_rot % 2 || a->n_rot > a->head_dim ||
+        (unsigned)a->v_norm > GPU_V_FROM_K || !fits_u32(sizes, 5) ||
+        (uint64_t)a->n_head + (uint64_t)a->n_head_kv > ROW_GROUPS_MAX)
+        return false;
+    if (a->n_head_kv == 0)
+        return true;
+    return a->ring_rows >= 1 && a->pos0 >= 0 && a->kv_stride >= kv_dim &&
+           qtype_row_bytes(a->kv_type, kv_dim, &need) == 0 && need <= a->row_bytes &&
+           a->k_rows % align == 0 && a->v_rows % align == 0 && a->row_bytes % align == 0;
+}
+
+/* Contract in gpu_ops.h. A workgroup of ROW_GROUP per head, heads on x, tokens on y and z. */
+int gpu_op_attn_prep(struct gpu_ops *o, const struct gpu_attn_prep *a) {
+    if (o->row.attn_prep < 0)
+        return -ENOTSUP;
+    if (!attn_prep_fits(a))
+        return -EINVAL;
+    const uint32_t flags = (a->neox ? 1u : 0u) | (uint32_t)a->v_norm << 1 |
+                           (uint32_t)kv_kind_of(a->kv_type) << 3;
+    struct attn_prep_push p = {
+        .q = a->q, .k = a->k, .v = a->v, .q_norm = a->q_norm, .k_norm = a->k_norm, .cs = a->cs,
+        .kc = a->k_rows, .vc = a->v_rows, .inv_n = 1.0 / (double)a->head_dim,
+        .q_tok_stride = (uint32_t)a->q_tok_stride, .q_head_stride = (uint32_t)a->q_head_stride,
+        .kv_stride = (uint32_t)a->kv_stride, .n_head = (uint32_t)a->n_head,
+        .n_head_kv = (uint32_t)a->n_head_kv, .head_dim = (uint32_t)a->head_dim,
+        .n_rot = (uint32_t)a->n_rot, .row_bytes = (uint32_t)a->row_bytes,
+        .ring_rows = (uint32_t)(a->ring_rows > 0 ? a->ring_rows : 1), .pos0 = (uint32_t)a->pos0,
+        .n_tok = (uint32_t)a->n_tok, .flags = flags, .eps = a->eps};
+    return dispatch_rows(o, o->row.attn_prep, &p, sizeof(p),
+                         ((int64_t)a->n_head + a->n_head_kv) * ROW_GROUP, a->n_tok);
+}
+
 _Static_assert(sizeof(struct rms_norm_push) <= GPU_PUSH_MAX, "push constants");
+_Static_assert(sizeof(struct attn_prep_push) <= GPU_PUSH_MAX, "push constants");
 _Static_assert(sizeof(struct moe_sum_push) <= GPU_PUSH_MAX, "push constants");
 _Static_assert(sizeof(struct kv_store_push) <= GPU_PUSH_MAX, "push constants");
 _Static_assert(sizeof(struct geglu_push) <= GPU_PUSH_MAX, "push constants");

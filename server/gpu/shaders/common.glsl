@@ -21,6 +21,11 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2s { uvec2 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer U32x4s { uvec4 v[]; };
 
+// The float at index i of the floats at base (an index past 2^32 elements kept exact).
+float f32_at(uint64_t base, uint64_t i) {
+    return F32s(base + i * 4ul).v[0];
+}
+
 // IEEE half (bits) -> float: exact (common/quant.c's fp16_to_f32).
 float fp16_to_f32(uint h) {
     uint sign = (h & 0x8000u) << 16;

@@ -124,4 +124,26 @@ float sqrt_rn(float a) {
     }                                                                               \
     barrier();
 
+// ops_exp's logistic as the CPU writes it: 1 / (1 + e^-g), each step rounded as C rounds it.
+float sigmoid_c(float g) {
+    precise float den = 1.0 + exp_c(-g);
+    return div_rn(1.0, den);
+}
+
+// ops_rms_norm's scale from a row's folded sum of squares: mean = float(sum * inv_n) (inv_n =
+// 1.0 / n from the CPU), then 1 / sqrt(mean + eps).
+float rms_scale_c(double sum, double inv_n, float eps) {
+    precise double m = sum * inv_n;
+    precise float mean_eps = float(m) + eps;
+    return div_rn(1.0, sqrt_rn(mean_eps));
+}
+
+// One RoPE pair (x0, x1) turned by (c, s) as ops_rope_neox / ops_rope_norm: each product rounded
+// before its sum.
+vec2 rope_pair_c(float x0, float x1, float c, float s) {
+    precise float r0 = x0 * c - x1 * s;
+    precise float r1 = x0 * s + x1 * c;
+    return vec2(r0, r1);
+}
+
 #endif

@@ -1,14 +1,8 @@
-// deltanet.glsl - what the DeltaNet kernels (deltanet_*.comp) share: block_deltanet.c's sigmoid,
-// SiLU and softplus, and the end of ggml's f32 dot product (ops_dot_f32), each in the row ops'
-// contract. Include after common.glsl and contract.glsl.
+// deltanet.glsl - what the DeltaNet kernels (deltanet_*.comp) share: block_deltanet.c's SiLU
+// and softplus (its sigmoid is contract.glsl's sigmoid_c), and the end of ggml's f32 dot product
+// (ops_dot_f32), each in the row ops' contract. Include after common.glsl and contract.glsl.
 #ifndef DELTANET_GLSL
 #define DELTANET_GLSL
-
-// 1 / (1 + exp(-x))
-float sigmoid_c(float x) {
-    precise float d = 1.0 + exp_c(-x);
-    return div_rn(1.0, d);
-}
 
 // x / (1 + exp(-x))
 float silu_c(float x) {

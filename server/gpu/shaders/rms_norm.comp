@@ -6,12 +6,15 @@
 // before the barriers and each invocation writes only the elements it read. Rows on x, then z.
 // With r (not 0): first x = r + x (the residual's add, engine.c's engine_add_y), written back to
 // x, then the norm of the sum: one kernel for the two steps of a layer's end. With qfmt (not
-// QFMT_NONE) the rows are then quantized for the next product (quantize_tail.glsl).
+// QFMT_NONE) the rows are then quantized for the next product (quantize_tail.glsl). With d (not
+// 0) what is added is the routed experts' weighted sum (moe_sum.glsl) instead of r's rows: a MoE
+// layer's sum, the residual's add and the next norm in one kernel.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #include "common.glsl"
 #include "contract.glsl"
 #include "quantize_tail.glsl"
+#include "moe_sum.glsl"
 
 layout(local_size_x = 256) in;
 
@@ -21,6 +24,10 @@ layout(push_constant) uniform Push {
     uint64_t y;        // rows, y_stride floats apart
     uint64_t r;        // rows added to x first (x_stride apart), or 0
     uint64_t qdst;     // the rows quantized (qfmt), q_stride bytes apart
+    uint64_t d;        // or 0; else row t adds moe_sum_at(d, dw, k, n, shexp, shexp_gate, t, i)
+    uint64_t dw;
+    uint64_t shexp;
+    uint64_t shexp_gate;
     double inv_n;      // 1.0 / n, rounded on the CPU
     uint x_stride;
     uint y_stride;
@@ -29,6 +36,7 @@ layout(push_constant) uniform Push {
     float eps;
     uint qfmt;
     uint q_stride;
+    uint k;            // the experts a token (with d)
 } p;
 
 shared double lanes[32];
@@ -49,7 +57,11 @@ void main() {
     bool staged = p.n <= ROW_SHARED;
     for (uint i = l; i < p.n; i += 256u) {
         float xi = x.v[i];
-        if (p.r != 0ul) {
+        if (p.d != 0ul) {
+            precise float sum = moe_sum_at(p.d, p.dw, p.k, p.n, p.shexp, p.shexp_gate, row, i) + xi;
+            xi = sum;
+            x.v[i] = xi;
+        } else if (p.r != 0ul) {
             precise float sum = r.v[i] + xi;
             xi = sum;
             x.v[i] = xi;
@@ -76,9 +88,7 @@ void main() {
         lanes[l] = acc;
     }
     LANES_FOLD(lanes, l)
-    precise double m = lanes[0] * p.inv_n;
-    precise float mean_eps = float(m) + p.eps;
-    float scale = div_rn(1.0, sqrt_rn(mean_eps));
+    float scale = rms_scale_c(lanes[0], p.inv_n, p.eps);
     for (uint i = l; i < p.n; i += 256u) {
         precise float v = x.v[i] * scale;
         if (p.w != 0ul) {

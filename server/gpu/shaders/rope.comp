@@ -26,8 +26,7 @@ void main() {
     float c = cs.v[2u * i], s = cs.v[2u * i + 1u];
     uint i0 = p.neox != 0u ? i : 2u * i, i1 = p.neox != 0u ? i + half_ : 2u * i + 1u;
     float x0 = x.v[i0], x1 = x.v[i1];
-    precise float r0 = x0 * c - x1 * s;
-    precise float r1 = x0 * s + x1 * c;
-    x.v[i0] = r0;
-    x.v[i1] = r1;
+    vec2 r = rope_pair_c(x0, x1, c, s);
+    x.v[i0] = r.x;
+    x.v[i1] = r.y;
 }

@@ -26,15 +26,4 @@ uint grid_flat() {
            gl_LocalInvocationID.x;
 }
 
-// The float at index i of the floats at base (an index past 2^32 elements kept exact).
-float f32_at(uint64_t base, uint64_t i) {
-    return F32s(base + i * 4ul).v[0];
-}
-
-// ops_exp's logistic as the CPU writes it: 1 / (1 + e^-g), each step rounded as C rounds it.
-float sigmoid_c(float g) {
-    precise float den = 1.0 + exp_c(-g);
-    return div_rn(1.0, den);
-}
-
 #endif
