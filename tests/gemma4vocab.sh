@@ -14,19 +14,13 @@ skip() {
     echo "0 passed, 0 failed, 1 skipped"
     exit 0
 }
-p=0 f=0 s=0
-tally() { # adds the last "N passed, N failed, N skipped" line of $1
-    local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' <<<"$1" | tail -n 1)
-    [ -n "$line" ] || { f=$((f + 1)); return; }
-    p=$((p + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
-    f=$((f + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
-    s=$((s + $(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)))
-}
+. tests/lib/summary.sh
+tp=0 tf=0 ts=0
 check() { # runs the case on the vocabulary $1
     local out
     echo "== $1"
     out=$(SNIPER_GEMMA4_GGUF=$1 "$BUILD/tests/test_tokenizer" gemma4_vocab 2>&1)
-    echo "$out"; tally "$out"
+    echo "$out"; summary_tally "$out"
 }
 ran=0
 if [ -n "${SNIPER_GEMMA4_GGUF:-}" ]; then
@@ -53,5 +47,5 @@ if [ "$ran" -eq 0 ]; then
     }
     check "$DIR/vocab.gguf"
 fi
-echo "$p passed, $f failed, $s skipped"
-[ "$f" -eq 0 ]
+echo "$tp passed, $tf failed, $ts skipped"
+[ "$tf" -eq 0 ]

@@ -27,25 +27,19 @@ node "$NPM_DIR/o200k_js.mjs" - - --dump-tokenizer-json "$DIR/tokenizer.json" &&
     echo "0 passed, 1 failed, 0 skipped"
     exit 1
 }
-p=0 f=0 s=0
-tally() { # adds the last "N passed, N failed, N skipped" line of $1
-    local line; line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' <<<"$1" | tail -n 1)
-    [ -n "$line" ] || { f=$((f + 1)); return; }
-    p=$((p + $(sed -E 's/^([0-9]+) passed.*/\1/' <<<"$line")))
-    f=$((f + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
-    s=$((s + $(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || echo 0)))
-}
+. tests/lib/summary.sh
+tp=0 tf=0 ts=0
 out=$(SNIPER_O200K_GGUF=$DIR/vocab.gguf "$BUILD/tests/test_tokenizer" o200k 2>&1)
-echo "$out"; tally "$out"
+echo "$out"; summary_tally "$out"
 out=$(node "$NPM_DIR/o200k_js.mjs" tests/tokenizer/o200k.inp tests/tokenizer/o200k.out 2>&1)
-echo "$out"; tally "$out"
+echo "$out"; summary_tally "$out"
 if [ -f ../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf.inp ]; then
     out=$(node "$NPM_DIR/o200k_js.mjs" ../shared/fixtures/tokenizer/ggml-vocab-qwen3.gguf.inp \
           tests/tokenizer/o200k-llamacpp.out 2>&1)
-    echo "$out"; tally "$out"
+    echo "$out"; summary_tally "$out"
 else
     echo "SKIP: ../shared/fixtures absent: llama.cpp's strings NOT checked with the JS tokenizer"
-    s=$((s + 1))
+    ts=$((ts + 1))
 fi
-echo "$p passed, $f failed, $s skipped"
-[ "$f" -eq 0 ]
+echo "$tp passed, $tf failed, $ts skipped"
+[ "$tf" -eq 0 ]

@@ -1368,6 +1368,17 @@ static void test_route(void) {
     with_rowdev(rows_route);
 }
 
+/* Stores kv_dim floats of x as block_attn.c's kv_store does in a row of type t (the store's
+ * reference, in check_kv_store and the attention prologue's cases). */
+static void prep_store(enum qtype t, uint8_t *row, const float *x, int64_t kv_dim) {
+    if (t == QTYPE_F32)
+        memcpy(row, x, (size_t)kv_dim * sizeof(float));
+    else if (t == QTYPE_F16)
+        quant_f16_from_f32(x, row, kv_dim);
+    else
+        CHECK_EQ_INT(quant_quantize_row(t, x, row, kv_dim), 0);
+}
+
 /* gpu_op_kv_store against block_attn.c's kv_store: n_tok tokens' rows (src_stride past kv_dim)
  * into a ring of ring_rows rows (row_bytes past the row's bytes, the padding left alone) from
  * position pos0, so that they wrap; one token's first block all zero. */
@@ -1391,13 +1402,7 @@ static void check_kv_store(struct rowdev *d, enum qtype t, int64_t kv_dim, int32
     const uint64_t bs = rowdev_put(d, src, src_stride * n_tok * sizeof(float));
     for (int32_t i = 0; i < n_tok; i++) {
         uint8_t *row = want + (size_t)((pos0 + i) % ring_rows) * row_bytes;
-        const float *x = src + (size_t)i * src_stride;
-        if (t == QTYPE_F32)
-            memcpy(row, x, (size_t)kv_dim * sizeof(float));
-        else if (t == QTYPE_F16)
-            quant_f16_from_f32(x, row, kv_dim);
-        else
-            CHECK_EQ_INT(quant_quantize_row(t, x, row, kv_dim), 0);
+        prep_store(t, row, src + (size_t)i * src_stride, kv_dim);
     }
     if (bd && bs && gpu_begin(d->g) == 0) {
         CHECK_EQ_INT(gpu_op_kv_store(&d->o, t, bs, src_stride, bd, row_bytes, ring_rows, pos0,
@@ -1440,16 +1445,6 @@ struct prep_case {
     int32_t n_head, n_head_kv, hd, n_rot, n_tok, ring_rows, pos0;
     bool gated;
 };
-
-/* Stores kv_dim floats of x as block_attn.c's kv_store does in a row of type t. */
-static void prep_store(enum qtype t, uint8_t *row, const float *x, int64_t kv_dim) {
-    if (t == QTYPE_F32)
-        memcpy(row, x, (size_t)kv_dim * sizeof(float));
-    else if (t == QTYPE_F16)
-        quant_f16_from_f32(x, row, kv_dim);
-    else
-        CHECK_EQ_INT(quant_quantize_row(t, x, row, kv_dim), 0);
-}
 
 /* block_attn.c's qk_rope_store on the host for c: q turned in place, the ring's rows stored. */
 static void prep_reference(const struct prep_case *c, float *q, size_t qs, size_t qh, float *k,
