@@ -87,7 +87,8 @@ int route_trace_add(struct route_trace *t, int32_t layer, const int32_t *ids, co
                    layer <= t->look[t->n_look - 1].layer))
         t->n_decode_tokens++;
     t->look[t->n_look++] = (struct route_lookup){layer, n, t->n_ids, decode};
-    memcpy(t->ids + t->n_ids, ids, (size_t)n * sizeof(*ids));
+    if (n > 0) /* a lookup of none (the three levels' replay: every expert in VRAM) has no ids */
+        memcpy(t->ids + t->n_ids, ids, (size_t)n * sizeof(*ids));
     for (int32_t i = 0; i < n; i++)
         t->weights[t->n_ids + (size_t)i] = weights ? weights[i] : 0.0f;
     t->n_ids += (size_t)n;
