@@ -206,8 +206,11 @@ for method, path, want in [("PUT", "/v1/responses", 405), ("GET", "/v1/responses
                            ("GET", "/v1/responses/" + "a" * 300, 404)]:
     st, g, _ = d.request(method, path)
     check(f"bad: {method} {path[:40]}: {want}", st == want and "error" in g, f"{st} {g}")
+# sampled (temperature 1): the reply may end (completed) before its 2 tokens (incomplete)
 st, r, _ = d.request("POST", "/v1/responses", {"input": "still there?", "max_output_tokens": 2})
-check("serves after the hostile requests", st == 200 and r["status"] == "incomplete", f"{st} {r}")
+check("serves after the hostile requests",
+      st == 200 and r["status"] in ("incomplete", "completed") and r["usage"]["output_tokens"] >= 1,
+      f"{st} {r}")
 rc, log = d.stop()
 check("daemon stopped cleanly", rc == 0, log[-500:])
 sys.exit(checks.finish())
