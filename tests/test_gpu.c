@@ -909,6 +909,8 @@ static void rows_rms_norm(struct rowdev *d) {
         {96, 4, 100, 96, true, true, QTYPE_F32, 4, true},
         {5000, 2, 5001, 5000, false, true, QTYPE_F32, 1, true},
         {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0, 4, false},
+        /* k not a multiple of the experts the kernel loads together (rms_norm.comp's MOE_STEP) */
+        {768, 2, 770, 768, true, true, QTYPE_Q6_K, 6, true},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         check_rms_norm(d, &cases[i]);
