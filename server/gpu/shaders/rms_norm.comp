@@ -12,7 +12,9 @@
 // Shaped for latency (a decode step's row is one workgroup): a row of up to ROW_REG * 256
 // elements is held in registers from one round trip of loads (x, r or the k experts' rows MOE_STEP
 // at a time, w) through the scale pass, and quantize_tail reads y from shared memory; a wider row
-// takes the loop over memory (norm_loop).
+// takes the loop over memory (norm_loop). Only the loops of loads are [[unroll]]: glslc's unroller
+// drops the copies' NoContraction (precise), which let a driver fuse their multiply-adds (the
+// driver unrolls the others itself: their bounds are constants).
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #extension GL_EXT_control_flow_attributes : require
@@ -73,8 +75,8 @@ void moe_add(inout float xv[ROW_REG], uint t, uint l) {
                 dv[u][j] = live && i < p.n ? f32_at(p.d, (r0 + s0 + u) * p.n + i) : 0.0;
             }
         }
-        [[unroll]] for (uint u = 0u; u < MOE_STEP; u++)
-            [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+        for (uint u = 0u; u < MOE_STEP; u++)
+            for (uint j = 0u; j < ROW_REG; j++) {
                 precise float prod = dv[u][j] * wv[u];
                 if (s0 + u == 0u) {
                     yv[j] = prod;
@@ -85,7 +87,7 @@ void moe_add(inout float xv[ROW_REG], uint t, uint l) {
             }
     }
     float g = p.shexp != 0ul ? sigmoid_c(f32_at(p.shexp_gate, t)) : 0.0;
-    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+    for (uint j = 0u; j < ROW_REG; j++) {
         if (p.shexp != 0ul) {
             precise float acc = yv[j] + sv[j] * g;
             yv[j] = acc;
@@ -113,12 +115,12 @@ void norm_fast(uint row, uint l) {
     if (p.d != 0ul) {
         moe_add(xv, row, l);
     } else if (p.r != 0ul) {
-        [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+        for (uint j = 0u; j < ROW_REG; j++) {
             precise float sum = rv[j] + xv[j];
             xv[j] = sum;
         }
     }
-    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+    for (uint j = 0u; j < ROW_REG; j++) {
         uint i = l + 256u * j;
         if (i < p.n) {
             if (p.d != 0ul || p.r != 0ul)
@@ -134,7 +136,7 @@ void norm_fast(uint row, uint l) {
             float q[8];
             [[unroll]] for (uint u = 0u; u < 8u; u++)
                 q[u] = i0 + 32u * u < p.n ? row_s[i0 + 32u * u] : 0.0;
-            [[unroll]] for (uint u = 0u; u < 8u; u++)
+            for (uint u = 0u; u < 8u; u++)
                 if (i0 + 32u * u < p.n) {
                     precise double s = acc + double(q[u]);
                     acc = s;
@@ -144,7 +146,7 @@ void norm_fast(uint row, uint l) {
     }
     LANES_FOLD(lanes, l) // its last barrier: every lane has read row_s
     float scale = rms_scale_c(lanes[0], p.inv_n, p.eps);
-    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+    for (uint j = 0u; j < ROW_REG; j++) {
         uint i = l + 256u * j;
         if (i < p.n) {
             precise float v = xv[j] * scale;
