@@ -1087,6 +1087,9 @@ static void rows_swiglu(struct rowdev *d) {
     rowdev_free_bufs(d);
     check_swiglu(d, false, 2 * 1024, true, QTYPE_Q5_1, 1024);
     rowdev_free_bufs(d);
+    /* rows past what swiglu_quant.comp holds in registers (4096): the loop over memory */
+    check_swiglu(d, false, 2 * 5120, false, QTYPE_Q4_K, 5120);
+    rowdev_free_bufs(d);
 }
 
 static void test_swiglu(void) {
