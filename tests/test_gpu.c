@@ -909,6 +909,8 @@ static void rows_rms_norm(struct rowdev *d) {
         {96, 4, 100, 96, true, true, QTYPE_F32, 4, true},
         {5000, 2, 5001, 5000, false, true, QTYPE_F32, 1, true},
         {2880, 2, 2880, 2880, true, true, QTYPE_Q8_0, 4, false},
+        /* k not a multiple of the experts the kernel loads together (rms_norm.comp's MOE_STEP) */
+        {768, 2, 770, 768, true, true, QTYPE_Q6_K, 6, true},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         check_rms_norm(d, &cases[i]);
@@ -1084,6 +1086,9 @@ static void rows_swiglu(struct rowdev *d) {
     check_swiglu(d, false, 3 * 512, false, QTYPE_Q6_K, 512);
     rowdev_free_bufs(d);
     check_swiglu(d, false, 2 * 1024, true, QTYPE_Q5_1, 1024);
+    rowdev_free_bufs(d);
+    /* rows past what swiglu_quant.comp holds in registers (4096): the loop over memory */
+    check_swiglu(d, false, 2 * 5120, false, QTYPE_Q4_K, 5120);
     rowdev_free_bufs(d);
 }
 

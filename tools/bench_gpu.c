@@ -2,10 +2,12 @@
  * a device-to-device copy (the bound), and each weight type's product for a decode step (1 token)
  * and a prefill batch, as GB/s of weights read and tokens/s of that one matrix; for a type with
  * a tiled kernel the prefill twice, tiled and on the per-token drivers (--sweep: also at 4 .. 64
- * tokens, where gpu_ops.c's threshold between them is chosen).
+ * tokens, where gpu_ops.c's threshold between them is chosen). --ops 1 times instead a decode
+ * step's small ops alone at qwen3-30b-a3b's shapes (ops_bench: what each costs in launch, barrier
+ * and memory latency, against an empty dispatch).
  *
  *     bench-gpu [--gpu N] [--rows R] [--cols C] [--tokens T] [--reps K] [--types q4_K,q6_K,...]
- *               [--sweep 1]
+ *               [--sweep 1] [--ops 1]
  *
  * Each figure is the best of three submits of K back-to-back dispatches (one command buffer). */
 #include <errno.h>
@@ -31,6 +33,7 @@ struct bench_opts {
     int64_t rows, cols;
     int32_t tokens, reps;
     bool sweep;
+    bool ops; /* the small ops' table (ops_bench) instead of the products */
 };
 
 /* Seconds of the best of three submits of reps copies of src into dst: by the copy engine
@@ -151,6 +154,182 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
     return rc;
 }
 
+/* ---- --ops: a decode step's small ops alone, at qwen3-30b-a3b's shapes ---- */
+
+/* The decode shapes of qwen3-30b-a3b (1 token). */
+enum {
+    OPS_EMBD = 2048, OPS_EXPERTS = 128, OPS_K = 8, OPS_FF = 768, OPS_HEADS = 32, OPS_HEADS_KV = 4,
+    OPS_HEAD_DIM = 128, OPS_POS = 511, OPS_QKV_ROWS = (OPS_HEADS + 2 * OPS_HEADS_KV) * OPS_HEAD_DIM,
+};
+
+/* The ops' tensors, carved out of one buffer (addresses 256-byte aligned). */
+struct ops_bufs {
+    uint64_t x, r, y, w, q8, moe_d, moe_w, logits, pairs, log, q, k, v, q_norm, k_norm, cs,
+        k_rows, v_rows, gate, up, router_w, qkv_w, out;
+};
+
+enum ops_op {
+    OPS_EMPTY, OPS_NORM, OPS_ADD_NORM_Q, OPS_MOE_NORM_Q, OPS_ROUTE, OPS_ATTN_PREP, OPS_QUANTIZE,
+    OPS_SWIGLU_Q, OPS_ROUTER, OPS_QKV, OPS_COUNT
+};
+
+static const char *const ops_names[OPS_COUNT] = {
+    "empty dispatch (launch + barrier)", "rms_norm 2048 (layer 0's: no residual)",
+    "residual + rms_norm + Q8_K quantize", "moe sum (k 8) + residual + rms_norm + Q8_K",
+    "route (softmax gating, 128 experts, k 8)", "attn_prep (32 q / 4 kv heads of 128, f16 KV)",
+    "quantize Q8_K 4096 (attention's output)", "swiglu + Q8_K (8 rows of 768)",
+    "router product 2048 -> 128 F32", "qkv product 2048 -> 5120 Q4_K",
+};
+
+/* Records op once, as the step records it (its gpu_op_* call); returns that call's result. */
+static int ops_record(struct gpu_ops *o, int empty, const struct ops_bufs *a, enum ops_op op) {
+    size_t stride = 0;
+    const struct gpu_quant_out q = {.wtype = QTYPE_Q4_K, .dst = a->q8, .stride = &stride};
+    const struct gpu_moe_rows m = {.d = a->moe_d, .w = a->moe_w, .k = OPS_K};
+    const struct gpu_attn_prep ap = {
+        .kv_type = QTYPE_F16, .neox = true, .q = a->q, .q_tok_stride = OPS_QKV_ROWS,
+        .q_head_stride = OPS_HEAD_DIM, .k = a->k, .v = a->v,
+        .kv_stride = OPS_HEADS_KV * OPS_HEAD_DIM,
+        .q_norm = a->q_norm, .k_norm = a->k_norm, .v_norm = GPU_V_AS_IS, .cs = a->cs,
+        .n_rot = OPS_HEAD_DIM, .k_rows = a->k_rows, .v_rows = a->v_rows,
+        .row_bytes = OPS_HEADS_KV * OPS_HEAD_DIM * 2, .ring_rows = OPS_POS + 1, .pos0 = OPS_POS,
+        .n_head = OPS_HEADS, .n_head_kv = OPS_HEADS_KV, .head_dim = OPS_HEAD_DIM, .n_tok = 1,
+        .eps = 1e-6f};
+    const struct { uint64_t src, dst; uint32_t n; } none = {a->x, a->y, 0};
+    uint64_t rb = 0;
+    switch (op) {
+    case OPS_EMPTY:
+        gpu_dispatch(o->g, empty, &none, sizeof(none), 1, 1, 1);
+        return 0;
+    case OPS_NORM:
+        return gpu_op_rms_norm(o, a->x, OPS_EMBD, a->w, a->y, OPS_EMBD, OPS_EMBD, 1e-6f, 1);
+    case OPS_ADD_NORM_Q:
+        return gpu_op_rms_norm_quantize(o, a->x, OPS_EMBD, a->r, a->w, a->y, OPS_EMBD, OPS_EMBD,
+                                        1e-6f, 1, &q);
+    case OPS_MOE_NORM_Q:
+        return gpu_op_moe_add_rms_norm(o, a->x, OPS_EMBD, &m, a->w, a->y, OPS_EMBD, OPS_EMBD,
+                                       1e-6f, 1, &q);
+    case OPS_ROUTE:
+        return gpu_op_route(o, a->logits, 0, true, OPS_EXPERTS, OPS_K, a->pairs, a->log, 1);
+    case OPS_ATTN_PREP:
+        return gpu_op_attn_prep(o, &ap);
+    case OPS_QUANTIZE:
+        return gpu_op_quantize(o, QTYPE_Q4_K, a->x, OPS_HEADS * OPS_HEAD_DIM, a->q8, &stride,
+                               OPS_HEADS * OPS_HEAD_DIM, 1);
+    case OPS_SWIGLU_Q:
+        return gpu_op_swiglu_quantize(o, false, a->gate, a->gate, a->up, OPS_FF, OPS_FF, OPS_K,
+                                      &q);
+    case OPS_ROUTER:
+        return gpu_op_matmul(o, QTYPE_F32, a->router_w, OPS_EMBD * 4, OPS_EMBD, OPS_EXPERTS,
+                             a->x, quant_act_row_stride(QTYPE_F32, OPS_EMBD), a->out,
+                             OPS_EXPERTS, 1);
+    case OPS_QKV:
+        if (qtype_row_bytes(QTYPE_Q4_K, OPS_EMBD, &rb) < 0)
+            return -EINVAL;
+        return gpu_op_matmul(o, QTYPE_Q4_K, a->qkv_w, (size_t)rb, OPS_EMBD, OPS_QKV_ROWS, a->q8,
+                             quant_act_row_stride(QTYPE_Q4_K, OPS_EMBD), a->out, OPS_QKV_ROWS, 1);
+    default:
+        return -EINVAL;
+    }
+}
+
+/* Microseconds a record of op costs: the best of three submits of reps records, each followed by
+ * the barrier the step puts after it; -1 on an error (printed). */
+static double ops_time(struct gpu *g, struct gpu_ops *o, int empty, const struct ops_bufs *a,
+                       enum ops_op op, int reps) {
+    double best = 1e30;
+    for (int k = 0; k < 3; k++) {
+        if (gpu_begin(g) < 0)
+            return -1;
+        int rc = 0;
+        for (int r = 0; rc == 0 && r < reps; r++) {
+            rc = ops_record(o, empty, a, op);
+            gpu_barrier(g);
+        }
+        double t0 = now_s();
+        if (gpu_submit(g) < 0 || rc < 0) {
+            fprintf(stderr, "bench-gpu: %s: %s\n", ops_names[op], rc < 0 ? strerror(-rc)
+                                                                        : gpu_error(g));
+            return -1;
+        }
+        double s = now_s() - t0;
+        best = s < best ? s : best;
+    }
+    return best / reps * 1e6;
+}
+
+/* Lays out the ops' tensors from base: each a multiple of 256 bytes; returns the bytes used. */
+static size_t ops_layout(struct ops_bufs *a, uint64_t base) {
+    const size_t f = sizeof(float), kv = (size_t)OPS_HEADS_KV * OPS_HEAD_DIM;
+    uint64_t rb = 0;
+    qtype_row_bytes(QTYPE_Q4_K, OPS_EMBD, &rb);
+    const struct { uint64_t *at; size_t bytes; } parts[] = {
+        {&a->x, (size_t)OPS_HEADS * OPS_HEAD_DIM * f}, {&a->r, OPS_EMBD * f},
+        {&a->y, OPS_EMBD * f}, {&a->w, OPS_EMBD * f}, {&a->q8, 64 * 1024},
+        {&a->moe_d, (size_t)OPS_K * OPS_EMBD * f}, {&a->moe_w, OPS_K * f},
+        {&a->logits, OPS_EXPERTS * f}, {&a->pairs, 4 * OPS_K * 4}, {&a->q, OPS_QKV_ROWS * f},
+        {&a->q_norm, OPS_HEAD_DIM * f}, {&a->k_norm, OPS_HEAD_DIM * f},
+        {&a->cs, OPS_HEAD_DIM * f}, {&a->k_rows, (OPS_POS + 1) * kv * 2},
+        {&a->v_rows, (OPS_POS + 1) * kv * 2}, {&a->gate, (size_t)OPS_K * OPS_FF * f},
+        {&a->up, (size_t)OPS_K * OPS_FF * f}, {&a->router_w, (size_t)OPS_EXPERTS * OPS_EMBD * f},
+        {&a->qkv_w, (size_t)rb * OPS_QKV_ROWS}, {&a->out, OPS_QKV_ROWS * f},
+    };
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        *parts[i].at = base + off;
+        off += (parts[i].bytes + 255) / 256 * 256;
+    }
+    a->k = a->q + (uint64_t)OPS_HEADS * OPS_HEAD_DIM * f;
+    a->v = a->k + kv * f;
+    return off;
+}
+
+/* Fills n bytes of b with floats in [-1, 1) from a fixed seed: the values decide no timing, but
+ * zeros would take the quantizers' all-zero shortcut (the f16 and Q4_K rows get these bits as
+ * they are: finite or not, the kernels' work is the same). */
+static int ops_fill(struct gpu *g, struct gpu_buf *b, size_t n) {
+    float *v = malloc(n);
+    if (!v)
+        return -ENOMEM;
+    uint32_t s = 12345;
+    for (size_t i = 0; i < n / sizeof(float); i++) {
+        s = s * 1664525u + 1013904223u;
+        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
+    }
+    int rc = gpu_buf_write(g, b, 0, v, n);
+    free(v);
+    return rc;
+}
+
+/* Prints the table of --ops: each op's microseconds, reps of it in one command buffer. Returns 0,
+ * or a negative error (printed). */
+static int ops_bench(struct gpu *g, struct gpu_ops *o, int reps) {
+    char err[256] = "";
+    struct ops_bufs a;
+    const size_t bytes = ops_layout(&a, 0);
+    struct gpu_buf *b = gpu_buf_new(g, bytes, err, sizeof(err));
+    struct gpu_buf *log = b ? gpu_buf_new_host(g, OPS_K * 4, err, sizeof(err)) : NULL;
+    const int empty = gpu_kernel(g, "copy_words");
+    int rc = !log ? -ENOMEM : empty < 0 ? -ENOTSUP : ops_fill(g, b, bytes);
+    if (rc < 0) {
+        fprintf(stderr, "bench-gpu: %s\n", err[0] ? err : "no copy_words kernel, or no memory");
+        goto out;
+    }
+    ops_layout(&a, gpu_buf_addr(b));
+    a.log = gpu_buf_addr(log);
+    printf("decode ops of qwen3-30b-a3b, each alone with its barrier, %d reps a submit:\n", reps);
+    for (int op = 0; rc == 0 && op < OPS_COUNT; op++) {
+        double us = ops_time(g, o, empty, &a, (enum ops_op)op, reps);
+        rc = us < 0 ? -EIO : 0;
+        if (rc == 0)
+            printf("  %-46s %8.2f us\n", ops_names[op], us);
+    }
+out:
+    gpu_buf_free(g, log);
+    gpu_buf_free(g, b);
+    return rc;
+}
+
 static int parse(int argc, char **argv, struct bench_opts *b) {
     *b = (struct bench_opts){.gpu = "auto", .rows = 4096, .cols = 4096, .tokens = 512, .reps = 50};
     for (int i = 1; i < argc; i += 2) { /* every option takes a value */
@@ -171,6 +350,8 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->types = v;
         else if (strcmp(argv[i], "--sweep") == 0)
             b->sweep = atoi(v) != 0;
+        else if (strcmp(argv[i], "--ops") == 0)
+            b->ops = atoi(v) != 0;
         else
             return -EINVAL;
     }
@@ -184,7 +365,8 @@ int main(int argc, char **argv) {
     char err[256] = "", desc[512];
     if (parse(argc, argv, &b) < 0) {
         fprintf(stderr, "usage: bench-gpu [--gpu N] [--rows R] [--cols C (a multiple of 256)] "
-                        "[--tokens T] [--reps K] [--types q4_K,q6_K,...] [--sweep 1]\n");
+                        "[--tokens T] [--reps K] [--types q4_K,q6_K,...] [--sweep 1] "
+                        "[--ops 1]\n");
         return 2;
     }
     int idx = gpu_choose(b.gpu, err, sizeof(err));
@@ -197,6 +379,12 @@ int main(int argc, char **argv) {
     }
     const struct gpu_info *in = gpu_get_info(g);
     printf("device: %s (%s)\n%s\n", in->name, in->driver, gpu_describe(g, desc, sizeof(desc)));
+    if (b.ops) {
+        int orc = ops_bench(g, &o, b.reps);
+        gpu_ops_release(&o);
+        gpu_close(g);
+        return orc < 0 ? 1 : 0;
+    }
     const size_t copy_bytes = (size_t)256 << 20;
     struct gpu_buf *c0 = gpu_buf_new(g, copy_bytes, err, sizeof(err));
     struct gpu_buf *c1 = c0 ? gpu_buf_new(g, copy_bytes, err, sizeof(err)) : NULL;

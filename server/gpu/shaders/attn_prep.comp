@@ -8,7 +8,9 @@
 // the head's row held in shared memory: the bits of rms_norm.comp, rope.comp and kv_store.comp
 // run one after the other, with no barrier between dispatches. A workgroup of 64 per head: the
 // n_head query heads, then the n_head_kv KV heads, on x; tokens on y and z. The K and V rows are
-// read and stored in the cache; their source rows are not written back.
+// read and stored in the cache; their source rows are not written back. The head's weight and
+// its RoPE table are loaded with its row (head_load), before the first barrier: no memory round
+// trip waits between the steps.
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
 #include "common.glsl"
@@ -48,6 +50,8 @@ layout(push_constant) uniform Push {
 
 shared float xs[HEAD_MAX];     // the head's row: the query or K
 shared float vs[HEAD_MAX];     // V's row
+shared float ws[HEAD_MAX];     // the norm's weight of xs's row (q_norm or k_norm), where not 0
+shared float css[HEAD_MAX];    // token t's RoPE table: (cos, sin) of pair i at 2i, 2i + 1
 shared double lanes[32];
 
 // ops_rms_norm's scale of the row in xs (of_v false) or vs: the 32 lanes' double sums of the
@@ -69,12 +73,13 @@ float head_scale(bool of_v, uint l) {
     return scale;
 }
 
-// xs (or vs) = (row * scale) * w (w 0: row * scale), each element by the invocation that reads it.
+// xs (or vs) = (row * scale) * w (w 0: row * scale; else its floats are in ws), each element by
+// the invocation that reads it.
 void head_apply(bool of_v, float scale, uint64_t w, uint l) {
     for (uint i = l; i < p.head_dim; i += 64u) {
         precise float v = (of_v ? vs[i] : xs[i]) * scale;
         if (w != 0ul) {
-            precise float vw = v * F32s(w).v[i];
+            precise float vw = v * ws[i];
             v = vw;
         }
         if (of_v)
@@ -84,14 +89,13 @@ void head_apply(bool of_v, float scale, uint64_t w, uint l) {
     }
 }
 
-// RoPE of xs by token t's table, then a barrier.
-void head_rope(uint t, uint l) {
+// RoPE of xs by token t's table (in css), then a barrier.
+void head_rope(uint l) {
     uint half_ = p.n_rot / 2u;
     bool neox = (p.flags & FLAG_NEOX) != 0u;
-    F32s cs = F32s(p.cs + uint64_t(t) * p.n_rot * 4u);
     for (uint i = l; i < half_; i += 64u) {
         uint i0 = neox ? i : 2u * i, i1 = neox ? i + half_ : 2u * i + 1u;
-        vec2 r = rope_pair_c(xs[i0], xs[i1], cs.v[2u * i], cs.v[2u * i + 1u]);
+        vec2 r = rope_pair_c(xs[i0], xs[i1], css[2u * i], css[2u * i + 1u]);
         xs[i0] = r.x;
         xs[i1] = r.y;
     }
@@ -114,8 +118,21 @@ void head_store(bool of_v, uint64_t row, uint j, uint l) {
     }
 }
 
+// Loads the head's weight w (0: none) into ws and token t's RoPE table into css, each element by
+// one invocation, with the loads of the row (before the caller's barrier).
+void head_load(uint t, uint64_t w, uint l) {
+    F32s cs = F32s(p.cs + uint64_t(t) * p.n_rot * 4u), wv = F32s(w);
+    for (uint i = l; i < p.head_dim; i += 64u) {
+        if (w != 0ul)
+            ws[i] = wv.v[i];
+        if (i < p.n_rot)
+            css[i] = cs.v[i];
+    }
+}
+
 void query_head(uint t, uint h, uint l) {
     F32s q = F32s(p.q + (uint64_t(t) * p.q_tok_stride + uint64_t(h) * p.q_head_stride) * 4u);
+    head_load(t, p.q_norm, l);
     for (uint i = l; i < p.head_dim; i += 64u)
         xs[i] = q.v[i];
     barrier();
@@ -123,7 +140,7 @@ void query_head(uint t, uint h, uint l) {
         head_apply(false, head_scale(false, l), p.q_norm, l);
         barrier();
     }
-    head_rope(t, l);
+    head_rope(l);
     for (uint i = l; i < p.head_dim; i += 64u)
         q.v[i] = xs[i];
 }
@@ -132,6 +149,7 @@ void kv_head(uint t, uint j, uint l) {
     uint vmode = p.flags >> 1 & 3u;
     uint64_t off = (uint64_t(t) * p.kv_stride + uint64_t(j) * p.head_dim) * 4u;
     F32s k = F32s(p.k + off), v = F32s(p.v + off);
+    head_load(t, p.k_norm, l);
     for (uint i = l; i < p.head_dim; i += 64u) {
         xs[i] = k.v[i];
         vs[i] = vmode == V_FROM_K ? k.v[i] : v.v[i];
@@ -149,7 +167,7 @@ void kv_head(uint t, uint j, uint l) {
             head_apply(true, head_scale(true, l), 0ul, l);
     }
     barrier();
-    head_rope(t, l);
+    head_rope(l);
     uint64_t row = uint64_t((p.pos0 + t) % p.ring_rows) * p.row_bytes;
     head_store(false, p.kc + row, j, l);
     head_store(true, p.vc + row, j, l);

@@ -14,11 +14,10 @@ shared uint q8K_idx[64 * Q8K_SLOTS];
 shared float q8K_val[64 * Q8K_SLOTS];
 shared int q8K_sum[64 * Q8K_SLOTS];
 
-void q8K_block(F32s x, uint64_t blk, uint i, uint slot, bool live) {
+// The block from v, invocation i's four elements (4i .. 4i + 3; zeros where not live): for a
+// caller that has them in registers or shared memory.
+void q8K_block_v(vec4 v, uint64_t blk, uint i, uint slot, bool live) {
     uint o = 64u * slot;
-    vec4 v = vec4(0.0);
-    if (live)
-        v = vec4(x.v[4u * i], x.v[4u * i + 1u], x.v[4u * i + 2u], x.v[4u * i + 3u]);
     float amax = 0.0, best = 0.0;
     uint idx = 0xffffffffu;
     for (uint j = 0u; j < 4u; j++)
@@ -73,4 +72,12 @@ void q8K_block(F32s x, uint64_t blk, uint i, uint slot, bool live) {
         F32s(blk + 288u).v[0] = div_rn(1.0, iscale);
     if (i >= 57u) // the pad after d: bytes 292 .. 319, words 73 .. 79
         words.v[73u + (i - 57u)] = 0u;
+}
+
+// The block from the 256 floats at x (read only where live).
+void q8K_block(F32s x, uint64_t blk, uint i, uint slot, bool live) {
+    vec4 v = vec4(0.0);
+    if (live)
+        v = vec4(x.v[4u * i], x.v[4u * i + 1u], x.v[4u * i + 2u], x.v[4u * i + 3u]);
+    q8K_block_v(v, blk, i, slot, live);
 }

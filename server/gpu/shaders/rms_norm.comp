@@ -9,14 +9,27 @@
 // QFMT_NONE) the rows are then quantized for the next product (quantize_tail.glsl). With d (not
 // 0) what is added is the routed experts' weighted sum (moe_sum.glsl) instead of r's rows: a MoE
 // layer's sum, the residual's add and the next norm in one kernel.
+// Shaped for latency (a decode step's row is one workgroup): a row of up to ROW_REG * 256
+// elements is held in registers from one round trip of loads (x, r or the k experts' rows MOE_STEP
+// at a time, w) through the scale pass, and quantize_tail reads y from shared memory; a wider row
+// takes the loop over memory (norm_loop). Only the loops of loads are [[unroll]]: glslc's unroller
+// drops the copies' NoContraction (precise), which let a driver fuse their multiply-adds (the
+// driver unrolls the others itself: their bounds are constants).
 #version 450
 #extension GL_EXT_shader_explicit_arithmetic_types_float64 : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "contract.glsl"
-#include "quantize_tail.glsl"
-#include "moe_sum.glsl"
 
 layout(local_size_x = 256) in;
+
+#define ROW_REG 16u                 // elements an invocation holds
+#define ROW_FAST (ROW_REG * 256u)   // the widest row held
+// the row's squares (read by the 32 lanes), then its y (read by quantize_tail)
+shared float row_s[ROW_FAST];
+#define QUANTIZE_TAIL_ROW row_s
+#include "quantize_tail.glsl"
+#include "moe_sum.glsl"
 
 layout(push_constant) uniform Push {
     uint64_t x;        // rows of n floats, x_stride floats apart
@@ -40,48 +53,136 @@ layout(push_constant) uniform Push {
 } p;
 
 shared double lanes[32];
-// the row's squares, read by the 256 invocations at once: the 32 lanes' sequential double sums
-// then run on shared memory instead of waiting on a global load per step (a 2048-wide row took
-// 42 us on the H100 that way)
-#define ROW_SHARED 4096u
-shared float sq[ROW_SHARED];
 
-void main() {
-    uint l = gl_LocalInvocationID.x;
-    uint row = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    if (row >= p.n_rows) // the whole workgroup leaves together
-        return;
+#define MOE_STEP 4u // experts whose rows are loaded together
+
+// xv[j] (element l + 256 j of token t's row) += moe_sum_at(.., t, that element), in moe_sum.glsl's
+// order; MOE_STEP experts' elements (and the shared expert's, with the first) loaded before use.
+void moe_add(inout float xv[ROW_REG], uint t, uint l) {
+    uint64_t r0 = uint64_t(t) * p.k;
+    float yv[ROW_REG], sv[ROW_REG];
+    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+        uint i = l + 256u * j;
+        sv[j] = p.shexp != 0ul && i < p.n ? f32_at(p.shexp, uint64_t(t) * p.n + i) : 0.0;
+    }
+    for (uint s0 = 0u; s0 < p.k; s0 += MOE_STEP) {
+        float dv[MOE_STEP][ROW_REG], wv[MOE_STEP];
+        [[unroll]] for (uint u = 0u; u < MOE_STEP; u++) {
+            bool live = s0 + u < p.k;
+            wv[u] = live ? f32_at(p.dw, r0 + s0 + u) : 0.0;
+            [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+                uint i = l + 256u * j;
+                dv[u][j] = live && i < p.n ? f32_at(p.d, (r0 + s0 + u) * p.n + i) : 0.0;
+            }
+        }
+        for (uint u = 0u; u < MOE_STEP; u++)
+            for (uint j = 0u; j < ROW_REG; j++) {
+                precise float prod = dv[u][j] * wv[u];
+                if (s0 + u == 0u) {
+                    yv[j] = prod;
+                } else if (s0 + u < p.k) {
+                    precise float acc = yv[j] + prod;
+                    yv[j] = acc;
+                }
+            }
+    }
+    float g = p.shexp != 0ul ? sigmoid_c(f32_at(p.shexp_gate, t)) : 0.0;
+    for (uint j = 0u; j < ROW_REG; j++) {
+        if (p.shexp != 0ul) {
+            precise float acc = yv[j] + sv[j] * g;
+            yv[j] = acc;
+        }
+        precise float sum = yv[j] + xv[j];
+        xv[j] = sum;
+    }
+}
+
+// The row of a workgroup whose n <= ROW_FAST: every element this invocation takes (l + 256 j)
+// loaded at once, the sum written back, the squares to row_s; the 32 lanes' sums from row_s, eight
+// of a lane's squares read ahead of its adds; y from the registers, into memory and row_s.
+void norm_fast(uint row, uint l) {
     F32s x = F32s(p.x + uint64_t(row) * p.x_stride * 4u);
     F32s y = F32s(p.y + uint64_t(row) * p.y_stride * 4u);
     F32s r = F32s(p.r + uint64_t(row) * p.x_stride * 4u);
-    bool staged = p.n <= ROW_SHARED;
+    F32s w = F32s(p.w);
+    float xv[ROW_REG], wv[ROW_REG], rv[ROW_REG];
+    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
+        uint i = l + 256u * j;
+        xv[j] = i < p.n ? x.v[i] : 0.0;
+        wv[j] = p.w != 0ul && i < p.n ? w.v[i] : 0.0;
+        rv[j] = p.d == 0ul && p.r != 0ul && i < p.n ? r.v[i] : 0.0;
+    }
+    if (p.d != 0ul) {
+        moe_add(xv, row, l);
+    } else if (p.r != 0ul) {
+        for (uint j = 0u; j < ROW_REG; j++) {
+            precise float sum = rv[j] + xv[j];
+            xv[j] = sum;
+        }
+    }
+    for (uint j = 0u; j < ROW_REG; j++) {
+        uint i = l + 256u * j;
+        if (i < p.n) {
+            if (p.d != 0ul || p.r != 0ul)
+                x.v[i] = xv[j];
+            precise float q = xv[j] * xv[j];
+            row_s[i] = q;
+        }
+    }
+    barrier();
+    if (l < 32u) {
+        double acc = 0.0LF;
+        for (uint i0 = l; i0 < p.n; i0 += 256u) {
+            float q[8];
+            [[unroll]] for (uint u = 0u; u < 8u; u++)
+                q[u] = i0 + 32u * u < p.n ? row_s[i0 + 32u * u] : 0.0;
+            for (uint u = 0u; u < 8u; u++)
+                if (i0 + 32u * u < p.n) {
+                    precise double s = acc + double(q[u]);
+                    acc = s;
+                }
+        }
+        lanes[l] = acc;
+    }
+    LANES_FOLD(lanes, l) // its last barrier: every lane has read row_s
+    float scale = rms_scale_c(lanes[0], p.inv_n, p.eps);
+    for (uint j = 0u; j < ROW_REG; j++) {
+        uint i = l + 256u * j;
+        if (i < p.n) {
+            precise float v = xv[j] * scale;
+            if (p.w != 0ul) {
+                precise float vw = v * wv[j];
+                v = vw;
+            }
+            y.v[i] = v;
+            row_s[i] = v;
+        }
+    }
+    quantize_tail_row(p.y + uint64_t(row) * p.y_stride * 4u, p.n, p.qfmt,
+                      p.qdst + uint64_t(row) * p.q_stride, l);
+}
+
+// The row of a workgroup whose n passes ROW_FAST: each pass over memory.
+void norm_loop(uint row, uint l) {
+    F32s x = F32s(p.x + uint64_t(row) * p.x_stride * 4u);
+    F32s y = F32s(p.y + uint64_t(row) * p.y_stride * 4u);
+    F32s r = F32s(p.r + uint64_t(row) * p.x_stride * 4u);
     for (uint i = l; i < p.n; i += 256u) {
         float xi = x.v[i];
         if (p.d != 0ul) {
             precise float sum = moe_sum_at(p.d, p.dw, p.k, p.n, p.shexp, p.shexp_gate, row, i) + xi;
-            xi = sum;
-            x.v[i] = xi;
+            x.v[i] = sum;
         } else if (p.r != 0ul) {
             precise float sum = r.v[i] + xi;
-            xi = sum;
-            x.v[i] = xi;
+            x.v[i] = sum;
         }
-        precise float q = xi * xi;
-        if (staged)
-            sq[i] = q;
     }
-    memoryBarrierBuffer(); // the sums written back to x, for the lanes of a row past ROW_SHARED
+    memoryBarrierBuffer(); // the sums written back to x, read by the lanes
     barrier();
     if (l < 32u) {
         double acc = 0.0LF;
         for (uint i = l; i < p.n; i += 32u) {
-            float q;
-            if (staged) {
-                q = sq[i];
-            } else {
-                precise float qq = x.v[i] * x.v[i];
-                q = qq;
-            }
+            precise float q = x.v[i] * x.v[i];
             precise double s = acc + double(q);
             acc = s;
         }
@@ -99,4 +200,15 @@ void main() {
     }
     quantize_tail(p.y + uint64_t(row) * p.y_stride * 4u, p.n, p.qfmt,
                   p.qdst + uint64_t(row) * p.q_stride, l);
+}
+
+void main() {
+    uint l = gl_LocalInvocationID.x;
+    uint row = gl_WorkGroupID.z * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    if (row >= p.n_rows) // the whole workgroup leaves together
+        return;
+    if (p.n <= ROW_FAST)
+        norm_fast(row, l);
+    else
+        norm_loop(row, l);
 }

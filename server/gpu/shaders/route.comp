@@ -37,6 +37,7 @@ shared float sw[32];           // the chosen k's weights
 shared float best_v[32];
 shared int best_i[32];
 shared bool nan_seen;          // a NaN logit: the top k by rounds (top_k_rounds)
+shared float fsum;             // the chosen k's probabilities' sum (softmax gating)
 
 // The float at i of the token's row (logit plus bias).
 float logit(uint t, uint i) {
@@ -48,9 +49,9 @@ float logit(uint t, uint i) {
     return x;
 }
 
-// Softmax over v[0 .. n) in place (ops_softmax_sink without a sink), by the first 32
-// invocations (every invocation reaches the barriers); v is `row` (n <= ROUTE_MAX) or `sw`
-// (n <= 32), named by which.
+// Softmax over v[0 .. n) in place (ops_softmax_sink without a sink): the max and the sum by the
+// first 32 invocations, each exp and product by an element's own (every invocation reaches the
+// barriers); v is `row` (n <= ROUTE_MAX) or `sw` (n <= 32), named by which.
 void softmax(bool which_row, uint n, uint i) {
     bool lane = i < 32u;
     float m = uintBitsToFloat(0xff800000u);
@@ -66,22 +67,27 @@ void softmax(bool which_row, uint n, uint i) {
     }
     barrier();
     m = smax[0];
-    double acc = 0.0LF;
-    for (uint j = i; lane && j < n; j += 32u) {
+    // each element's exp by an invocation of its own (the 32 lanes took four each in a row), then
+    // the lanes add them in the contract's order
+    for (uint j = i; j < n; j += GROUP) {
         float x = which_row ? row[j] : sw[j];
         float e = isinf(x) && x < 0.0 ? 0.0 : exp_c(x - m);
         if (which_row)
             row[j] = e;
         else
             sw[j] = e;
-        precise double s = acc + double(e);
+    }
+    barrier();
+    double acc = 0.0LF;
+    for (uint j = i; lane && j < n; j += 32u) {
+        precise double s = acc + double(which_row ? row[j] : sw[j]);
         acc = s;
     }
     if (lane)
         lanes[i] = acc;
     LANES_FOLD(lanes, i)
     float inv = div_rn(1.0, float(lanes[0]));
-    for (uint j = i; lane && j < n; j += 32u) {
+    for (uint j = i; j < n; j += GROUP) {
         precise float y = (which_row ? row[j] : sw[j]) * inv;
         if (which_row)
             row[j] = y;
@@ -179,15 +185,18 @@ void main() {
         softmax(false, k, i);
         if (i < k)
             w.v[base + i] = sw[i];
-    } else if (i == 0u) {
-        double sum = 0.0LF;
-        for (uint s = 0u; s < k; s++) {
-            precise double a = sum + double(row[sel[s]]);
-            sum = a;
+    } else { // the sum in order by one invocation, the k divisions side by side
+        if (i == 0u) {
+            double sum = 0.0LF;
+            for (uint s = 0u; s < k; s++) {
+                precise double a = sum + double(row[sel[s]]);
+                sum = a;
+            }
+            fsum = max(float(sum), 6.103515625e-5);
         }
-        float fsum = max(float(sum), 6.103515625e-5);
-        for (uint s = 0u; s < k; s++)
-            w.v[base + s] = div_rn(row[sel[s]], fsum);
+        barrier();
+        if (i < k)
+            w.v[base + i] = div_rn(row[sel[i]], fsum);
     }
     if (i < k) {
         ids.v[base + i] = sel[i];
