@@ -183,26 +183,33 @@ static double mix_first_spread(const char *json_name) {
  * against its decode path, the largest over every golden of the same type mix (a variant that
  * happens to agree exactly on one file does not make the bar 0), and at least FIRST_POS_FLOOR
  * (the F32 files' reordering noise: llama.cpp's variants 2.2e-6, ours up to 2.4e-6 from its decode
- * path). One more variant is llama.cpp's own AVX2 build (its SIMD exp and 8-wide f32 dot where
- * the goldens' AVX-512 build goes 16 wide), measured per golden (first_avx2.txt): where it lands
- * farther, our row may land as far plus the floor (a code flipped in the same place, reached by
- * another rounding path).
+ * path). Its other builds of the same commit are variants too, measured per golden
+ * (first_builds.txt): x86 with AVX2 only (its SIMD exp and 8-wide f32 dot where the goldens'
+ * AVX-512 build goes 16 wide), x86 without SIMD (the scalar kernels: other summation orders) and
+ * arm64 (NEON's orders); where the farthest of them lands farther, our row may land as far plus
+ * the floor (a code flipped in the same place, reached by another rounding path).
  * The corpus stores that row in exact f32 for this. Goldens without the spread fields (the
  * shared fixtures) are not checked. */
 #define FIRST_POS_FLOOR 5e-6
 
-/* How far llama.cpp's AVX2 build lands from the golden json_name at its first position
- * (CORPUS_DIR/first_avx2.txt, "NAME__PROMPT DISTANCE" lines, written by tools/goldens/make.sh);
- * -1 when the file has no such line. */
+/* How far llama.cpp's farthest other build lands from the golden json_name at its first position
+ * (CORPUS_DIR/first_builds.txt: "NAME__PROMPT D1 D2 ..." lines, a distance or '-' for a build not
+ * measured, written by tools/goldens/make.sh); -1 when the file has no such line. */
 static double build_first_spread(const char *json_name) {
-    FILE *f = fopen(CORPUS_DIR "/first_avx2.txt", "r");
-    char line[256], name[200];
-    double v, found = -1;
-    while (f && found < 0 && fgets(line, sizeof(line), f))
-        if (line[0] != '#' && sscanf(line, "%199s %lf", name, &v) == 2 &&
-            strncmp(json_name, name, strlen(name)) == 0 && strcmp(json_name + strlen(name),
-                                                                  ".json") == 0)
-            found = v;
+    FILE *f = fopen(CORPUS_DIR "/first_builds.txt", "r");
+    char line[512], name[200];
+    double found = -1;
+    int at = 0;
+    while (f && found < 0 && fgets(line, sizeof(line), f)) {
+        if (line[0] == '#' || sscanf(line, "%199s%n", name, &at) != 1 ||
+            strncmp(json_name, name, strlen(name)) != 0 ||
+            strcmp(json_name + strlen(name), ".json") != 0)
+            continue;
+        found = 0;
+        for (char *tok = strtok(line + at, " \t\n"); tok; tok = strtok(NULL, " \t\n"))
+            if (strcmp(tok, "-") != 0)
+                found = fmax(found, strtod(tok, NULL));
+    }
     if (f)
         fclose(f);
     return found;
@@ -210,10 +217,10 @@ static double build_first_spread(const char *json_name) {
 
 /* Goldens whose first position misses llama.cpp's spread (tests/golden/README.md, "Known
  * gaps": one activation code flipped by our weight x activation dot products' summation order,
- * the accumulation contract's, where ggml's x86 kernels sum in 8 float lanes): each is a named
- * skip, and a failure once it meets the spread, so that the list only shrinks. */
+ * the accumulation contract's, where ggml's x86 kernels sum in 8 float lanes, and no build of
+ * llama.cpp flips it; an F16 row past the F16 variants' spread): each is a named skip, and a
+ * failure once it meets the spread, so that the list only shrinks. */
 static const char *const first_position_gaps[] = {
-    "qwen3-iq4_xs__c1-chatml.json", "qwen35-iq3_m__c2-mixed.json",
     "gpt-oss-q5_k_m__c2-mixed.json", "gemma4-f16__c2-mixed.json", NULL,
 };
 
@@ -565,7 +572,7 @@ static int check_corpus_line(const char *arch, char *line, int n_prompts) {
 static void check_corpus(const char *arch) {
     FILE *f = fopen(CORPUS_DIR "/corpus.txt", "r");
     CHECK_MSG(f != NULL, "%s/corpus.txt is missing", CORPUS_DIR);
-    CHECK_MSG(build_first_spread("qwen3-f32__c1-chatml.json") >= 0, "%s/first_avx2.txt is "
+    CHECK_MSG(build_first_spread("qwen3-f32__c1-chatml.json") >= 0, "%s/first_builds.txt is "
               "missing or has no line for qwen3-f32__c1-chatml", CORPUS_DIR);
     int n_prompts = corpus_prompts(), n_models = 0, lineno = 0;
     CHECK_MSG(n_prompts >= 2, "%s/prompts: %d prompts", CORPUS_DIR, n_prompts);

@@ -15,8 +15,8 @@
  * decode path's first row.
  * With --first it writes nothing: it decodes the prompt's first token as above and prints how far
  * that row lands from GOLDEN_PREFIX.logits.i16's exact first row (max |difference|, %.9g): run
- * against another build of ggml-cpu (make.sh: the AVX2 one), it measures llama.cpp's spread
- * between its own builds.
+ * against another build of ggml-cpu (make.sh: AVX2 only, no SIMD, arm64 under qemu-user), it
+ * measures llama.cpp's spread between its own builds.
  * Logits file: the first position's n_vocab logits as little-endian f32 (exact: the first-position
  * check needs them so), then for each position a little-endian f32 scale s then n_vocab
  * little-endian int16 q; logit = q * s, with s = max|logit| / 32767 (0 for an all-zero row). */
@@ -29,7 +29,11 @@
 
 #include "llama.h"
 
-enum { N_CTX = 1024, N_GREEDY = 32, N_THREADS = 2 };
+enum { N_CTX = 1024, N_GREEDY = 32 };
+
+/* Threads of a context: 2, and 1 for --first, which also runs an arm64 build under qemu-user,
+ * where ggml's spinning workers stall (one row's arithmetic does not depend on the count). */
+static int n_threads = 2;
 
 static void quiet_log(enum ggml_log_level level, const char *text, void *user) {
     (void)user;
@@ -61,8 +65,8 @@ static struct llama_context *new_context(struct llama_model *model) {
     cp.n_ctx = N_CTX;
     cp.n_batch = N_CTX;
     cp.n_ubatch = N_CTX;
-    cp.n_threads = N_THREADS;
-    cp.n_threads_batch = N_THREADS;
+    cp.n_threads = n_threads;
+    cp.n_threads_batch = n_threads;
     cp.type_k = GGML_TYPE_F32;
     cp.type_v = GGML_TYPE_F32;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
@@ -194,6 +198,7 @@ static int first_vs_golden(const char *model_path, const char *prompt_path, cons
 
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "--first") == 0) {
+        n_threads = 1;
         llama_log_set(quiet_log, NULL);
         llama_backend_init();
         return first_vs_golden(argv[2], argv[3], argv[4]);

@@ -8,18 +8,20 @@
 #
 # 1. llama.cpp at the pinned commit LLAMA_COMMIT, OUTSIDE this repository ($LLAMA_DIR, default
 #    ../llama.cpp): cloned from $LLAMA_REPO if absent (an existing checkout must already be at that
-#    commit), configured with GGML_NATIVE, library target `llama` built in $LLAMA_DIR/build; and
-#    its CPU backend built a second time for AVX2 only (no AVX-512) in $LLAMA_DIR/build-avx2.
+#    commit), configured with GGML_NATIVE, library target `llama` built in $LLAMA_DIR/build; its
+#    CPU backend built again for AVX2 only (no AVX-512) in $LLAMA_DIR/build-avx2 and without SIMD
+#    in $LLAMA_DIR/build-generic; and the library cross-built for arm64 in $LLAMA_DIR/build-arm64
+#    (where the cross compiler and qemu-user are installed).
 # 2. tools/goldens/dump.c and tools/goldens/tokenize.c (against llama.h) and tools/goldens/xxh64.c,
 #    built into $WORK.
 # 3. Every model of the corpus (the ARCHS x MIXES below) written by build/sniper-mkmodel; each
 #    prompt of tests/golden/prompts run through dump; corpus.txt written with each model's XXH64;
-#    first_avx2.txt: for every golden, how far the AVX2 build's first row lands from it (dump
-#    --first with the AVX2 libggml-cpu), llama.cpp's spread between its own builds.
+#    first_builds.txt: for every golden, how far the other builds' first rows land from it (dump
+#    --first with each of them), llama.cpp's spread between its own builds.
 # 3b. The gemma4 tokenizer vectors (tests/tokenizer/gemma4*.out) by tools/goldens/tokenize; 3c.
 #    those on Gemma 4's own vocabulary (gemma4-vocab*.out) where one is at hand.
 # 4. Diff: every regenerated file compared with the committed one (cmp); --write copies the new
-#    corpus over tests/golden (goldens, corpus.txt and first_avx2.txt; prompts and README are not
+#    corpus over tests/golden (goldens, corpus.txt and first_builds.txt; prompts and README are not
 #    touched).
 # Exits 0 when the corpus is identical (or was written), 1 when it differs, 2 on a failure.
 set -euo pipefail
@@ -80,21 +82,53 @@ if [ ! -f "$LLAMA_DIR/build/bin/libllama.so" ] && [ ! -f "$LLAMA_DIR/build/src/l
 fi
 LIBDIR=$(dirname "$(find "$LLAMA_DIR/build" -name 'libllama.so' | head -n 1)")
 [ -n "$LIBDIR" ] || die "no libllama.so under $LLAMA_DIR/build"
-# The same sources with the AVX2 kernels (its SIMD exp, and vec_dot_f32's 8-wide steps where the
-# native AVX-512 build takes 16): loaded in place of the native libggml-cpu by LD_LIBRARY_PATH.
+# llama.cpp's other builds of the same sources, for its spread between builds at the first position
+# (first_builds.txt): its CPU backend for AVX2 only (its SIMD exp, and vec_dot_f32's 8-wide steps
+# where the native AVX-512 build takes 16) and without any SIMD (generic x86: the scalar kernels),
+# each loaded in place of the native libggml-cpu by LD_LIBRARY_PATH; and the whole library for
+# arm64 (NEON with the dot-product extension, as on Apple's M1), cross-built and run under
+# qemu-user, where aarch64-linux-gnu-g++, qemu-aarch64 and libjansson:arm64 are installed.
+LLAMA_OFF="-DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+-DLLAMA_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=OFF"
+cpu_build() { # DIR CMAKE-FLAGS...: the x86 CPU backend built with those flags, once
+    local dir=$1; shift
+    [ -f "$dir/bin/libggml-cpu.so" ] && return 0
+    cmake -S "$LLAMA_DIR" -B "$dir" $LLAMA_OFF "$@" >/dev/null &&
+        cmake --build "$dir" -j "$JOBS" --target ggml-cpu >/dev/null
+}
 AVX2_BUILD=${AVX2_BUILD:-$LLAMA_DIR/build-avx2}
-if [ ! -f "$AVX2_BUILD/bin/libggml-cpu.so" ]; then
-    cmake -S "$LLAMA_DIR" -B "$AVX2_BUILD" -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
-        -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DCMAKE_BUILD_TYPE=Release \
-        -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null || die "cmake configure (avx2) failed"
-    cmake --build "$AVX2_BUILD" -j "$JOBS" --target ggml-cpu >/dev/null || die "avx2 build failed"
+GENERIC_BUILD=${GENERIC_BUILD:-$LLAMA_DIR/build-generic}
+ARM64_BUILD=${ARM64_BUILD:-$LLAMA_DIR/build-arm64}
+cpu_build "$AVX2_BUILD" -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+    -DGGML_AVX512=OFF || die "avx2 build failed"
+cpu_build "$GENERIC_BUILD" -DGGML_SSE42=OFF -DGGML_AVX=OFF -DGGML_AVX2=OFF -DGGML_FMA=OFF \
+    -DGGML_F16C=OFF -DGGML_BMI2=OFF -DGGML_AVX512=OFF || die "generic build failed"
+ARM64=0
+if command -v aarch64-linux-gnu-g++ >/dev/null && command -v qemu-aarch64 >/dev/null &&
+   [ -e /usr/lib/aarch64-linux-gnu/libjansson.so ]; then
+    if [ ! -f "$ARM64_BUILD/bin/libllama.so" ]; then
+        printf '%s\n' "set(CMAKE_SYSTEM_NAME Linux)" "set(CMAKE_SYSTEM_PROCESSOR aarch64)" \
+            "set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)" "set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)" \
+            "set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)" >"$WORK/aarch64.cmake"
+        cmake -S "$LLAMA_DIR" -B "$ARM64_BUILD" $LLAMA_OFF -DCMAKE_TOOLCHAIN_FILE="$WORK/aarch64.cmake" \
+            -DGGML_OPENMP=OFF -DGGML_CPU_ARM_ARCH=armv8.2-a+dotprod >/dev/null &&
+            cmake --build "$ARM64_BUILD" -j "$JOBS" --target llama >/dev/null || die "arm64 build failed"
+    fi
+    ARM64=1
+else
+    echo "note: no aarch64-linux-gnu-g++, qemu-aarch64 or libjansson:arm64: first_builds.txt's arm64" \
+         "column is '-' (apt-get install g++-aarch64-linux-gnu qemu-user libjansson-dev:arm64)"
 fi
-AVX2_LIBDIR=$AVX2_BUILD/bin
 
 # ---- 2. the two helpers ----
 cc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
     tools/goldens/dump.c -o "$WORK/dump" -L"$LIBDIR" -Wl,-rpath,"$LIBDIR" -lllama -ljansson -lm \
     || die "cannot build dump"
+if [ "$ARM64" = 1 ]; then
+    aarch64-linux-gnu-gcc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
+        tools/goldens/dump.c -o "$WORK/dump-arm64" -L"$ARM64_BUILD/bin" -Wl,-rpath,"$ARM64_BUILD/bin" \
+        -lllama -ljansson -lm || die "cannot build dump for arm64"
+fi
 cc -O2 -std=c11 -Icommon tools/goldens/xxh64.c common/hash64.c -o "$WORK/xxh64" \
     || die "cannot build xxh64"
 cc -O2 -std=c11 -D_GNU_SOURCE -I"$LLAMA_DIR/include" -I"$LLAMA_DIR/ggml/include" \
@@ -110,8 +144,10 @@ mkdir -p "$WORK/golden" "$WORK/models"
 } >"$WORK/corpus.txt"
 {
     echo "# llama.cpp's spread between its own builds at the first position (tests/golden/README.md):"
-    echo "# GOLDEN max|AVX2 build's first row - the golden's|. Written by tools/goldens/make.sh."
-} >"$WORK/first_avx2.txt"
+    echo "# GOLDEN AVX2 GENERIC ARM64: max|that build's first row - the golden's| (AVX2: x86 AVX2"
+    echo "# only; GENERIC: x86 without SIMD; ARM64: NEON + dotprod under qemu-user; '-': not built)."
+    echo "# Written by tools/goldens/make.sh; do not edit by hand."
+} >"$WORK/first_builds.txt"
 for entry in "${ARCHS[@]}"; do
     arch=${entry%%|*} shape=${entry#*|} only_mixes=
     case $shape in *"|"*) only_mixes=${shape#*|} shape=${shape%%|*} ;; esac
@@ -140,9 +176,15 @@ for entry in "${ARCHS[@]}"; do
             g=${name}__$(basename "$p" .txt)
             gold=$WORK/golden/$g
             [ -f "$gold.json" ] || gold=tests/golden/$g
-            v=$(LD_LIBRARY_PATH=$AVX2_LIBDIR "$WORK/dump" --first "$model" "$p" "$gold") ||
+            v1=$(LD_LIBRARY_PATH=$AVX2_BUILD/bin "$WORK/dump" --first "$model" "$p" "$gold") &&
+                v2=$(LD_LIBRARY_PATH=$GENERIC_BUILD/bin "$WORK/dump" --first "$model" "$p" "$gold") ||
                 die "dump --first $g failed"
-            echo "$g $v" >>"$WORK/first_avx2.txt"
+            v3=-
+            if [ "$ARM64" = 1 ]; then
+                v3=$(qemu-aarch64 -L /usr/aarch64-linux-gnu "$WORK/dump-arm64" --first "$model" "$p" \
+                     "$gold") || die "dump --first $g (arm64) failed"
+            fi
+            echo "$g $v1 $v2 $v3" >>"$WORK/first_builds.txt"
         done
         rm -f "$model"
     done
@@ -190,9 +232,9 @@ if ! cmp -s "$WORK/corpus.txt" tests/golden/corpus.txt; then
     echo "corpus.txt differs:"; diff tests/golden/corpus.txt "$WORK/corpus.txt" | head -n 20 || true
     differ=1
 fi
-if ! cmp -s "$WORK/first_avx2.txt" tests/golden/first_avx2.txt; then
-    echo "first_avx2.txt differs:"
-    diff tests/golden/first_avx2.txt "$WORK/first_avx2.txt" | head -n 20 || true
+if ! cmp -s "$WORK/first_builds.txt" tests/golden/first_builds.txt; then
+    echo "first_builds.txt differs:"
+    diff tests/golden/first_builds.txt "$WORK/first_builds.txt" | head -n 20 || true
     differ=1
 fi
 for f in "$WORK"/golden/*; do
@@ -210,7 +252,7 @@ if [ "$ONLY" = . ]; then
 fi
 if [ "$WRITE" = 1 ]; then
     for f in "$WORK"/golden/*; do [ -e "$f" ] && cp "$f" tests/golden/; done
-    cp "$WORK/corpus.txt" "$WORK/first_avx2.txt" tests/golden/
+    cp "$WORK/corpus.txt" "$WORK/first_builds.txt" tests/golden/
     for f in "$WORK"/tokenizer/*; do [ -e "$f" ] && cp "$f" tests/tokenizer/; done
     echo "goldens: written to tests/golden ($WORK kept)"
     exit 0
