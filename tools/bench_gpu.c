@@ -20,6 +20,7 @@
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "quant.h"
+#include "rng.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -36,49 +37,82 @@ struct bench_opts {
     bool ops; /* the small ops' table (ops_bench) instead of the products */
 };
 
-/* Seconds of the best of three submits of reps copies of src into dst: by the copy engine
- * (vkCmdCopyBuffer), or by copy_words (kernel >= 0, one workgroup per 16 KiB up to 65535). */
-static double time_copies(struct gpu *g, struct gpu_buf *dst, struct gpu_buf *src, int reps,
-                          int kernel) {
-    double best = 1e30;
-    struct { uint64_t src, dst; uint32_t n; } push = {gpu_buf_addr(src), gpu_buf_addr(dst),
-                                                      (uint32_t)(gpu_buf_bytes(src) / 16)};
-    const uint32_t n_groups = push.n / 1024 < 65535 ? push.n / 1024 + 1 : 65535;
-    for (int k = 0; k < 3; k++) {
-        if (gpu_begin(g) < 0)
-            return -1;
-        for (int r = 0; r < reps; r++)
-            if (kernel < 0)
-                gpu_copy(g, dst, 0, src, 0, gpu_buf_bytes(src));
-            else
-                gpu_dispatch(g, kernel, &push, sizeof(push), n_groups, 1, 1);
-        double t0 = now_s();
-        if (gpu_submit(g) < 0)
-            return -1;
-        double t = now_s() - t0;
-        best = t < best ? t : best;
-    }
-    return best;
-}
+/* What a timed submit records: reps calls of record(ctx), each followed by a barrier where
+ * barrier is set; rc is set to the first negative result of record, if any. */
+struct timed {
+    int (*record)(const void *ctx);
+    const void *ctx;
+    int reps;
+    bool barrier;
+    int rc;
+};
 
-/* Seconds of the best of three submits of reps products of weights w (type t) with n_tok rows. */
-static double time_products(struct gpu *g, struct gpu_ops *o, enum qtype t, struct gpu_buf *w,
-                            size_t row_bytes, const struct bench_opts *b, struct gpu_buf *act,
-                            size_t act_stride, struct gpu_buf *out, int32_t n_tok) {
+/* Seconds of the best of three submits of t's records; -1 when a begin, a record (t->rc) or a
+ * submit failed. */
+static double best_of_three(struct gpu *g, struct timed *t) {
     double best = 1e30;
+    t->rc = 0;
     for (int k = 0; k < 3; k++) {
         if (gpu_begin(g) < 0)
             return -1;
-        for (int r = 0; r < b->reps; r++)
-            gpu_op_matmul(o, t, gpu_buf_addr(w), row_bytes, b->cols, b->rows, gpu_buf_addr(act),
-                          act_stride, gpu_buf_addr(out), (size_t)b->rows, n_tok);
+        for (int r = 0; t->rc == 0 && r < t->reps; r++) {
+            t->rc = t->record(t->ctx);
+            if (t->barrier)
+                gpu_barrier(g);
+        }
         double t0 = now_s();
-        if (gpu_submit(g) < 0)
+        if (gpu_submit(g) < 0 || t->rc < 0)
             return -1;
         double s = now_s() - t0;
         best = s < best ? s : best;
     }
     return best;
+}
+
+/* A copy of src into dst: by the copy engine (vkCmdCopyBuffer), or by copy_words (kernel >= 0,
+ * one workgroup per 16 KiB up to 65535). */
+struct copy_rec {
+    struct gpu *g;
+    struct gpu_buf *dst, *src;
+    int kernel;
+};
+
+static int record_copy(const void *ctx) {
+    const struct copy_rec *c = ctx;
+    struct { uint64_t src, dst; uint32_t n; } push = {gpu_buf_addr(c->src), gpu_buf_addr(c->dst),
+                                                      (uint32_t)(gpu_buf_bytes(c->src) / 16)};
+    const uint32_t n_groups = push.n / 1024 < 65535 ? push.n / 1024 + 1 : 65535;
+    if (c->kernel < 0)
+        gpu_copy(c->g, c->dst, 0, c->src, 0, gpu_buf_bytes(c->src));
+    else
+        gpu_dispatch(c->g, c->kernel, &push, sizeof(push), n_groups, 1, 1);
+    return 0;
+}
+
+/* A product of weights w (type t) with n_tok activation rows. */
+struct product_rec {
+    struct gpu_ops *o;
+    enum qtype t;
+    uint64_t w, act, out;
+    size_t row_bytes, act_stride;
+    int64_t cols, rows;
+    int32_t n_tok;
+};
+
+static int record_product(const void *ctx) {
+    const struct product_rec *m = ctx;
+    return gpu_op_matmul(m->o, m->t, m->w, m->row_bytes, m->cols, m->rows, m->act, m->act_stride,
+                         m->out, (size_t)m->rows, m->n_tok);
+}
+
+/* Seconds of the best of three submits of reps products (record_product). */
+static double time_products(struct gpu *g, struct gpu_ops *o, enum qtype t, struct gpu_buf *w,
+                            size_t row_bytes, const struct bench_opts *b, struct gpu_buf *act,
+                            size_t act_stride, struct gpu_buf *out, int32_t n_tok) {
+    const struct product_rec m = {o, t, gpu_buf_addr(w), gpu_buf_addr(act), gpu_buf_addr(out),
+                                  row_bytes, act_stride, b->cols, b->rows, n_tok};
+    struct timed tm = {record_product, &m, b->reps, false, 0};
+    return best_of_three(g, &tm);
 }
 
 /* True when list (comma-separated names, any case; NULL: every type) names t. */
@@ -233,29 +267,32 @@ static int ops_record(struct gpu_ops *o, int empty, const struct ops_bufs *a, en
     }
 }
 
+/* One small op (ops_record's arguments). */
+struct op_rec {
+    struct gpu_ops *o;
+    int empty;
+    const struct ops_bufs *a;
+    enum ops_op op;
+};
+
+static int record_op(const void *ctx) {
+    const struct op_rec *r = ctx;
+    return ops_record(r->o, r->empty, r->a, r->op);
+}
+
 /* Microseconds a record of op costs: the best of three submits of reps records, each followed by
  * the barrier the step puts after it; -1 on an error (printed). */
 static double ops_time(struct gpu *g, struct gpu_ops *o, int empty, const struct ops_bufs *a,
                        enum ops_op op, int reps) {
-    double best = 1e30;
-    for (int k = 0; k < 3; k++) {
-        if (gpu_begin(g) < 0)
-            return -1;
-        int rc = 0;
-        for (int r = 0; rc == 0 && r < reps; r++) {
-            rc = ops_record(o, empty, a, op);
-            gpu_barrier(g);
-        }
-        double t0 = now_s();
-        if (gpu_submit(g) < 0 || rc < 0) {
-            fprintf(stderr, "bench-gpu: %s: %s\n", ops_names[op], rc < 0 ? strerror(-rc)
-                                                                        : gpu_error(g));
-            return -1;
-        }
-        double s = now_s() - t0;
-        best = s < best ? s : best;
+    const struct op_rec r = {o, empty, a, op};
+    struct timed tm = {record_op, &r, reps, true, 0};
+    const double s = best_of_three(g, &tm);
+    if (s < 0) {
+        fprintf(stderr, "bench-gpu: %s: %s\n", ops_names[op],
+                tm.rc < 0 ? strerror(-tm.rc) : gpu_error(g));
+        return -1;
     }
-    return best / reps * 1e6;
+    return s / reps * 1e6;
 }
 
 /* Lays out the ops' tensors from base: each a multiple of 256 bytes; returns the bytes used. */
@@ -284,18 +321,17 @@ static size_t ops_layout(struct ops_bufs *a, uint64_t base) {
     return off;
 }
 
-/* Fills n bytes of b with floats in [-1, 1) from a fixed seed: the values decide no timing, but
- * zeros would take the quantizers' all-zero shortcut (the f16 and Q4_K rows get these bits as
- * they are: finite or not, the kernels' work is the same). */
+/* Fills n bytes of b with floats in [-1, 1) from a fixed seed (rng.h): the values decide no
+ * timing, but zeros would take the quantizers' all-zero shortcut (the f16 and Q4_K rows get these
+ * bits as they are: finite or not, the kernels' work is the same). */
 static int ops_fill(struct gpu *g, struct gpu_buf *b, size_t n) {
     float *v = malloc(n);
     if (!v)
         return -ENOMEM;
-    uint32_t s = 12345;
-    for (size_t i = 0; i < n / sizeof(float); i++) {
-        s = s * 1664525u + 1013904223u;
-        v[i] = (float)(s >> 8) / (float)(1u << 23) - 1.0f;
-    }
+    struct rng r;
+    rng_seed(&r, 12345);
+    for (size_t i = 0; i < n / sizeof(float); i++)
+        v[i] = (float)(rng_next(&r) >> 40) / (float)(1u << 23) - 1.0f;
     int rc = gpu_buf_write(g, b, 0, v, n);
     free(v);
     return rc;
@@ -389,7 +425,9 @@ int main(int argc, char **argv) {
     struct gpu_buf *c0 = gpu_buf_new(g, copy_bytes, err, sizeof(err));
     struct gpu_buf *c1 = c0 ? gpu_buf_new(g, copy_bytes, err, sizeof(err)) : NULL;
     for (int by_kernel = 0; c1 && by_kernel < 2; by_kernel++) {
-        double s = time_copies(g, c1, c0, 10, by_kernel ? gpu_kernel(g, "copy_words") : -1);
+        const struct copy_rec c = {g, c1, c0, by_kernel ? gpu_kernel(g, "copy_words") : -1};
+        struct timed tm = {record_copy, &c, 10, false, 0};
+        double s = best_of_three(g, &tm);
         if (s > 0)
             printf("copy    %zu MiB device to device by %s: %.0f GB/s (read + write)\n",
                    copy_bytes >> 20, by_kernel ? "a kernel" : "the copy engine",
@@ -408,6 +446,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-gpu: %s\n", err);
     gpu_buf_free(g, act);
     gpu_buf_free(g, out);
+    gpu_ops_release(&o);
     gpu_close(g);
     return rc < 0 ? 1 : 0;
 }
