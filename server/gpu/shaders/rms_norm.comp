@@ -23,12 +23,8 @@
 
 layout(local_size_x = 256) in;
 
-#define ROW_REG 16u                 // elements an invocation holds
-#define ROW_FAST (ROW_REG * 256u)   // the widest row held
-// the row's squares (read by the 32 lanes), then its y (read by quantize_tail)
-shared float row_s[ROW_FAST];
-#define QUANTIZE_TAIL_ROW row_s
-#include "quantize_tail.glsl"
+// row_s holds the row's squares (read by the 32 lanes), then its y (read by quantize_tail_row)
+#include "row_held.glsl"
 #include "moe_sum.glsl"
 
 layout(push_constant) uniform Push {

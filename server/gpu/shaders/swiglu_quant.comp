@@ -12,11 +12,7 @@
 
 layout(local_size_x = 256) in;
 
-#define ROW_REG 16u                 // elements an invocation holds
-#define ROW_FAST (ROW_REG * 256u)   // the widest row held
-shared float row_s[ROW_FAST];       // the row's y, read by quantize_tail_row
-#define QUANTIZE_TAIL_ROW row_s
-#include "quantize_tail.glsl"
+#include "row_held.glsl"         // row_s: the row's y, read by quantize_tail_row
 
 layout(push_constant) uniform Push {
     uint64_t y;
