@@ -2,12 +2,15 @@
  * a device-to-device copy (the bound), and each weight type's product for a decode step (1 token)
  * and a prefill batch, as GB/s of weights read and tokens/s of that one matrix; for a type with
  * a tiled kernel the prefill twice, tiled and on the per-token drivers (--sweep: also at 4 .. 64
- * tokens, where gpu_ops.c's threshold between them is chosen). --ops 1 times instead a decode
+ * tokens, where gpu_ops.c's threshold between them is chosen). --cold 1 reads the weights from
+ * memory, not the cache: the products take their matrix in turn from copies spanning 512 MiB (a
+ * decode step's products never find theirs in the L2); --barrier 1 puts a barrier after each
+ * product, as a step's next op waits for it. --ops 1 times instead a decode
  * step's small ops alone at qwen3-30b-a3b's shapes (ops_bench: what each costs in launch, barrier
  * and memory latency, against an empty dispatch).
  *
  *     bench-gpu [--gpu N] [--rows R] [--cols C] [--tokens T] [--reps K] [--types q4_K,q6_K,...]
- *               [--sweep 1] [--ops 1]
+ *               [--sweep 1] [--cold 1] [--barrier 1] [--ops 1]
  *
  * Each figure is the best of three submits of K back-to-back dispatches (one command buffer). */
 #include <errno.h>
@@ -34,6 +37,8 @@ struct bench_opts {
     int64_t rows, cols;
     int32_t tokens, reps;
     bool sweep;
+    bool cold;    /* the weights in copies spanning COLD_BYTES, taken in turn */
+    bool barrier; /* a barrier after each product */
     bool ops; /* the small ops' table (ops_bench) instead of the products */
 };
 
@@ -89,29 +94,40 @@ static int record_copy(const void *ctx) {
     return 0;
 }
 
-/* A product of weights w (type t) with n_tok activation rows. */
+/* What --cold's copies of a matrix span: many times any device's last-level cache. */
+#define COLD_BYTES ((size_t)512 << 20)
+
+/* A product of weights w (type t) with n_tok activation rows; with copies > 1 the k-th product
+ * recorded takes copy k % copies, w_bytes apart (*next counts them). */
 struct product_rec {
     struct gpu_ops *o;
     enum qtype t;
     uint64_t w, act, out;
-    size_t row_bytes, act_stride;
+    size_t row_bytes, act_stride, w_bytes;
     int64_t cols, rows;
     int32_t n_tok;
+    size_t copies, *next;
 };
 
 static int record_product(const void *ctx) {
     const struct product_rec *m = ctx;
-    return gpu_op_matmul(m->o, m->t, m->w, m->row_bytes, m->cols, m->rows, m->act, m->act_stride,
+    const uint64_t w = m->w + (uint64_t)(*m->next % m->copies) * m->w_bytes;
+    ++*m->next;
+    return gpu_op_matmul(m->o, m->t, w, m->row_bytes, m->cols, m->rows, m->act, m->act_stride,
                          m->out, (size_t)m->rows, m->n_tok);
 }
 
-/* Seconds of the best of three submits of reps products (record_product). */
+/* Seconds of the best of three submits of reps products (record_product) of w's copies of a
+ * matrix of w_bytes. */
 static double time_products(struct gpu *g, struct gpu_ops *o, enum qtype t, struct gpu_buf *w,
-                            size_t row_bytes, const struct bench_opts *b, struct gpu_buf *act,
-                            size_t act_stride, struct gpu_buf *out, int32_t n_tok) {
+                            size_t copies, size_t row_bytes, const struct bench_opts *b,
+                            struct gpu_buf *act, size_t act_stride, struct gpu_buf *out,
+                            int32_t n_tok) {
+    size_t next = 0;
     const struct product_rec m = {o, t, gpu_buf_addr(w), gpu_buf_addr(act), gpu_buf_addr(out),
-                                  row_bytes, act_stride, b->cols, b->rows, n_tok};
-    struct timed tm = {record_product, &m, b->reps, false, 0};
+                                  row_bytes, act_stride, row_bytes * (size_t)b->rows, b->cols,
+                                  b->rows, n_tok, copies, &next};
+    struct timed tm = {record_product, &m, b->reps, b->barrier, 0};
     return best_of_three(g, &tm);
 }
 
@@ -147,7 +163,8 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
         return 0;
     char err[256] = "";
     const size_t w_bytes = (size_t)rb * (size_t)b->rows;
-    struct gpu_buf *w = gpu_buf_new(g, w_bytes, err, sizeof(err));
+    const size_t copies = b->cold ? (COLD_BYTES + w_bytes - 1) / w_bytes : 1;
+    struct gpu_buf *w = gpu_buf_new(g, w_bytes * copies, err, sizeof(err));
     if (!w) {
         fprintf(stderr, "bench-gpu: %s\n", err);
         return -ENOMEM;
@@ -168,7 +185,8 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
             const bool taken = o->tile_taken[t];
             o->tile_min_tok = tiled ? 1 : INT32_MAX;
             o->tile_taken[t] = true;
-            double s = time_products(g, o, t, w, (size_t)rb, b, act, act_stride, out, n_tok);
+            double s = time_products(g, o, t, w, copies, (size_t)rb, b, act, act_stride, out,
+                                     n_tok);
             o->tile_min_tok = tile_min;
             o->tile_taken[t] = taken;
             if (s < 0) {
@@ -386,6 +404,10 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->types = v;
         else if (strcmp(argv[i], "--sweep") == 0)
             b->sweep = atoi(v) != 0;
+        else if (strcmp(argv[i], "--cold") == 0)
+            b->cold = atoi(v) != 0;
+        else if (strcmp(argv[i], "--barrier") == 0)
+            b->barrier = atoi(v) != 0;
         else if (strcmp(argv[i], "--ops") == 0)
             b->ops = atoi(v) != 0;
         else
@@ -402,7 +424,7 @@ int main(int argc, char **argv) {
     if (parse(argc, argv, &b) < 0) {
         fprintf(stderr, "usage: bench-gpu [--gpu N] [--rows R] [--cols C (a multiple of 256)] "
                         "[--tokens T] [--reps K] [--types q4_K,q6_K,...] [--sweep 1] "
-                        "[--ops 1]\n");
+                        "[--cold 1] [--barrier 1] [--ops 1]\n");
         return 2;
     }
     int idx = gpu_choose(b.gpu, err, sizeof(err));
