@@ -655,6 +655,7 @@ struct tier_run {
     struct gpu *g;        /* NULL: the CPU */
     int32_t slots;
     bool disk, prefetch;
+    int32_t transit;      /* engine_params.gpu_transit, less one: 0 never, 1 auto, 2 always */
 };
 
 /* Two sequences' prompts (every row) in steps of 16 that carry both, then TIER_STEPS decode
@@ -672,6 +673,7 @@ static int tier_eval(const char *path, const struct tier_run *r, float *out,
     ep.n_threads = 2;
     ep.prefetch = r->prefetch ? ENGINE_PREFETCH_ALWAYS : ENGINE_PREFETCH_OFF;
     ep.gpu_expert_slots = r->slots;
+    ep.gpu_transit = r->transit - 1;
     struct engine *e = m ? engine_new(m, &ep, err, sizeof(err)) : NULL;
     struct expert_cache *c = NULL;
     int rc = -EINVAL;
@@ -729,6 +731,9 @@ static void tier_invariant(const char *file, const char *args, size_t n_runs) {
     struct model *hm = model_open(path, false, err, sizeof(err));
     CHECK_MSG(hm != NULL, "model_open(%s): %s", path, err);
     const int32_t V = hm ? hm->hp.n_vocab : 0, NE = hm ? hm->hp.n_expert : 0;
+    int biases = 0;
+    for (int il = 0; hm && il < hm->hp.n_layer; il++)
+        biases += hm->layers[il].ffn_gate_exps_b != NULL;
     model_free(hm);
     const size_t rows = TIER_A + TIER_B + 2 * TIER_STEPS;
     float *want = calloc(rows * (size_t)V, 4), *got = calloc(rows * (size_t)V, 4);
@@ -738,12 +743,18 @@ static void tier_invariant(const char *file, const char *args, size_t n_runs) {
         CHECK_MSG(false, "%s: the CPU's run", args);
         goto out;
     }
+    /* then the transit: a batch's missed experts uploaded for its step, every one with two
+     * pairs or more (2), or where the measured speeds say so (1) */
     const struct tier_run runs[] = {
-        {g, 3, false, false}, {g, NE, true, false}, {g, -1, false, false},
-        {g, -1, true, true},  {g, -1, true, false}, {g, 3, true, true},
+        {g, 3, false, false, 0}, {g, NE, true, false, 0}, {g, -1, false, false, 0},
+        {g, -1, true, true, 0},  {g, -1, true, false, 0}, {g, 3, true, true, 0},
     };
-    for (size_t i = 0; i < n_runs && i < sizeof(runs) / sizeof(runs[0]); i++) {
-        const struct tier_run *r = &runs[i];
+    const struct tier_run transits[] = {{g, 3, false, false, 2}, {g, -1, true, false, 2},
+                                        {g, 2, false, false, 1}};
+    const size_t n_first = n_runs < sizeof(runs) / sizeof(runs[0]) ? n_runs
+                                                                     : sizeof(runs) / sizeof(runs[0]);
+    for (size_t i = 0; i < n_first + sizeof(transits) / sizeof(transits[0]); i++) {
+        const struct tier_run *r = i < n_first ? &runs[i] : &transits[i - n_first];
         memset(got, 0, rows * (size_t)V * 4);
         CHECK_EQ_INT(tier_eval(path, r, got, &ge), 0);
         const int32_t bad = rows_differ(want, got, (int32_t)rows, V);
@@ -753,10 +764,18 @@ static void tier_invariant(const char *file, const char *args, size_t n_runs) {
         const int32_t slots = r->slots == 0 ? NE : r->slots < 0 ? 0 : r->slots;
         CHECK_EQ_INT(ge.n_slots, slots);
         CHECK(ge.exchange == (r->disk || slots < NE));
-        CHECK_MSG(!ge.exchange || ((ge.pairs_gpu > 0) == (slots > 0) &&
+        if (r->transit == 1) /* the speeds decide: only the bits are checked */
+            continue;
+        CHECK_MSG(!ge.exchange || ((ge.pairs_gpu > 0) == (slots > 0 || (r->transit == 2 && biases == 0)) &&
                                    (ge.pairs_cpu > 0) == (slots < NE)),
                   "%s: %d slots: %llu pairs on the GPU, %llu on the CPU", args, slots,
                   (unsigned long long)ge.pairs_gpu, (unsigned long long)ge.pairs_cpu);
+        /* the transit uploads where it may (experts without biases: biased ones have none) */
+        CHECK_MSG((ge.transit_pairs > 0) == (r->transit == 2 && biases == 0) &&
+                      ge.transit_pairs <= ge.pairs_gpu && ge.transit_experts <= ge.transit_pairs,
+                  "%s: %d slots, transit %d: %llu experts, %llu pairs uploaded", args, slots,
+                  r->transit - 1, (unsigned long long)ge.transit_experts,
+                  (unsigned long long)ge.transit_pairs);
     }
 out:
     free(want);

@@ -4,12 +4,15 @@
  *
  *     bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] [--threads T] [--batch B]
  *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0|q4_0]
- *                      [--gpu-budget SIZE] [--gpu-experts N] [--ram-budget SIZE] [--trace]
+ *                      [--gpu-budget SIZE] [--gpu-experts N] [--gpu-transit -1|0|1]
+ *                      [--ram-budget SIZE] [--trace]
  *
  * The experts on three levels: --gpu-budget bounds the device memory (the routed experts take
  * the VRAM slots that the rest leaves, the others are computed on the CPU), --gpu-experts caps the
- * slots a MoE layer holds (-1: none, every routed expert on the CPU), --ram-budget opens the model
- * with its experts on disk behind an expert cache of SIZE (each engine its own), and the line
+ * slots a MoE layer holds (-1: none, every routed expert on the CPU), --gpu-transit whether a
+ * batch's missed experts are uploaded for its step (engine_params.gpu_transit: -1 never, 0 where
+ * it is faster, 1 always), --ram-budget opens the model with its experts on disk behind an expert
+ * cache of SIZE (each engine its own), and the line
  * "experts:" says where the decode's experts were computed and what the cache read.
  *
  * Prints the device, the upload (weights GB/s from RAM), the GPU's prefill of --prompt ids and
@@ -52,6 +55,7 @@ struct opts {
     enum qtype kv;
     uint64_t gpu_budget, ram_budget; /* bytes; 0: the device's, the whole model in RAM */
     int32_t gpu_experts;             /* engine_params.gpu_expert_slots */
+    int32_t gpu_transit;             /* engine_params.gpu_transit */
     bool trace;                      /* --trace: the per-op comparison instead of the benchmark */
 };
 
@@ -108,6 +112,7 @@ static struct engine *make_engine(const struct model *m, const struct opts *o,
     ep.kv_type = o->kv;
     ep.n_threads = o->threads;
     ep.gpu_expert_slots = o->gpu_experts;
+    ep.gpu_transit = o->gpu_transit;
     char err[256];
     struct engine *e = engine_new(m, &ep, err, sizeof(err));
     *cache = e && o->ram_budget ? expert_cache_new(m, o->ram_budget, NULL, err, sizeof(err)) : NULL;
@@ -131,6 +136,9 @@ static void print_experts(const struct engine *e, const struct expert_cache *c) 
            all ? 100.0 * (double)x.pairs_gpu / (double)all : 100.0);
     printf("; VRAM slots: hits %llu, misses %llu, promotions %llu", (unsigned long long)x.hits,
            (unsigned long long)x.misses, (unsigned long long)x.promotions);
+    if (x.exchange)
+        printf("; transit: %llu experts uploaded for %llu pairs",
+               (unsigned long long)x.transit_experts, (unsigned long long)x.transit_pairs);
     if (c) {
         struct expert_cache_stats st;
         expert_cache_get_stats(c, &st);
@@ -196,6 +204,8 @@ static int parse_opt(const char *a, const char *v, struct opts *o) {
         return parse_kv(a, v, &o->kv);
     else if (!strcmp(a, "--gpu-experts"))
         return parse_count(a, v, -1, INT32_MAX, &o->gpu_experts);
+    else if (!strcmp(a, "--gpu-transit"))
+        return parse_count(a, v, -1, 1, &o->gpu_transit);
     else if (!strcmp(a, "--gpu-budget"))
         return parse_size(a, v, &o->gpu_budget);
     else if (!strcmp(a, "--ram-budget"))
@@ -318,7 +328,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] "
                         "[--threads T] [--batch B] [--cpu-prompt N] [--cpu-gen N] "
                         "[--kv-type f16|f32|q8_0|q4_0] [--gpu-budget SIZE] [--gpu-experts N] "
-                        "[--ram-budget SIZE] [--trace]\n");
+                        "[--gpu-transit -1|0|1] [--ram-budget SIZE] [--trace]\n");
         return 2;
     }
     double t0 = now_s();

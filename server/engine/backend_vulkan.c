@@ -197,6 +197,82 @@ static size_t vk_slot_row_bytes(const struct model *m) {
     return n;
 }
 
+static size_t vk_max(size_t a, size_t b) { return a > b ? a : b; }
+static size_t vk_min(size_t a, size_t b) { return a < b ? a : b; }
+
+/* Experts a layer's transit uploads for one step, at most (vk_transit). */
+#define VK_TRANSIT_MAX 64
+
+/* Measures what a transit's expert costs on each side: memcpy into the staging buffer (the
+ * host's) and the copy into device memory (the device's). */
+static int vk_transit_measure(struct engine_vk *v) {
+    /* the gate run into the up run: copies of the sizes a step makes */
+    const size_t n = vk_min(v->transit_off[1], v->transit_off[2] - v->transit_off[1]);
+    uint8_t *h = gpu_buf_host(v->h_transit);
+    memset(h, 0, n);
+    double t0 = clock_now_s();
+    memcpy(h + v->transit_off[1], h, n);
+    const double staged = clock_now_s() - t0;
+    t0 = clock_now_s();
+    if (gpu_begin(v->dev) < 0)
+        return -EIO;
+    gpu_copy(v->dev, v->transit_bufs[0], 0, v->h_transit, 0, n);
+    if (gpu_submit(v->dev) < 0)
+        return -EIO;
+    const double uploaded = clock_now_s() - t0;
+    v->stage_bps = (double)n / (staged > 1e-9 ? staged : 1e-9);
+    v->upload_bps = (double)n / (uploaded > 1e-9 ? uploaded : 1e-9);
+    return 0;
+}
+
+/* A batch's transit (vk_transit): its device slots and host staging, n_transit experts of the
+ * widest MoE layer's sizes, and the speeds it decides by. None where engine_params.gpu_transit
+ * is -1, steps are of one token, or the experts have biases (the products over slots add those
+ * to every pair's row once: vk_bias_rows). */
+static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct model *m = e->m;
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
+    size_t widest[3] = {0, 0, 0};
+    if (e->p.gpu_transit < 0 || B < 2)
+        return 0;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        if (l->ffn != MODEL_FFN_MOE)
+            continue;
+        if (l->ffn_gate_exps_b || l->ffn_up_exps_b || l->ffn_down_exps_b)
+            return 0;
+        const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+        for (int k = 0; k < 3; k++)
+            widest[k] = vk_max(widest[k], w[k]->mat_bytes);
+    }
+    const int32_t n = m->hp.n_expert < VK_TRANSIT_MAX ? m->hp.n_expert : VK_TRANSIT_MAX;
+    size_t host = 0;
+    for (int k = 0; k < 3; k++) {
+        v->transit_off[k] = host;
+        host += (size_t)n * widest[k];
+        if (!(v->transit_bufs[k] = vk_buf(v, (size_t)n * widest[k], err, err_len)))
+            return -ENOMEM;
+        v->act_bytes += (size_t)n * widest[k];
+    }
+    int rc = vk_area(v, &v->transit_pairs, 4 * B * K * 4 + gpu_pair_groups_bytes((int32_t)(B * K),
+                                                                                 n), err, err_len);
+    if (rc < 0)
+        return rc;
+    if (!(v->h_transit = vk_host(v, host, err, err_len)) ||
+        !(v->h_transit_pairs = vk_host(v, 3 * B * K * 4, err, err_len)))
+        return -ENOMEM;
+    if (!(v->transit_x = calloc((size_t)n, sizeof(*v->transit_x)))) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    if ((rc = vk_transit_measure(v)) < 0) {
+        err_set(err, err_len, "gpu: the transit's upload failed: %s", gpu_error(v->dev));
+        return rc;
+    }
+    v->n_transit = n;
+    return 0;
+}
+
 /* The exchange's buffers for n_batch tokens (tier_pairs, h_rows, h_tier_pairs, h_exp, cpu_sel). */
 static int vk_tier_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, D = (size_t)e->m->hp.n_embd;
@@ -213,7 +289,7 @@ static int vk_tier_buffers(struct engine *e, struct engine_vk *v, char *err, siz
         err_set(err, err_len, "gpu: out of memory");
         return -ENOMEM;
     }
-    return 0;
+    return vk_transit_buffers(e, v, err, err_len);
 }
 
 /* Writes one expert's matrices into slot `slot` of layer il of model m. Returns 0 or -EIO. */
@@ -352,8 +428,6 @@ static const char *vk_unsupported(const struct engine *e) {
         return "routing is replayed";
     return NULL;
 }
-
-static size_t vk_max(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The widest FFN row of any layer (gemma4's layers differ): dense, shared expert, routed. */
 static size_t vk_ff_max(const struct model *m) {
@@ -535,6 +609,7 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->tails);
     free(v->cpu_sel);
     free(v->slot_bufs);
+    free(v->transit_x);
     free(v->trace_rows);
     vk_tier_free(v->tier);
     vk_rec_free(v->rec);
@@ -612,6 +687,8 @@ void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) 
         .hits = t ? t->hits : 0,
         .misses = t ? t->misses : 0,
         .promotions = t ? t->promotions : 0,
+        .transit_experts = t ? t->transit_experts : 0,
+        .transit_pairs = t ? t->transit_pairs : 0,
     };
 }
 
@@ -1169,16 +1246,16 @@ static int vk_bias_rows(struct engine_vk *v, uint64_t y, size_t F, uint64_t bias
 }
 
 /* The routed experts' products of layer il for n_pairs pairs from the expert input rows xn (device
- * int32 arrays: ids, each pair's matrix among the layer's gate_exps / up_exps / down_exps, n_mats
- * of them, mat_stride apart: a fused gate_up's halves are twice their own bytes apart; act, its
+ * int32 arrays: ids, each pair's matrix among the gate, up and down matrices at mats[] (the
+ * layer's experts, its slots or a transit's), n_mats of them, mat_stride apart: a fused gate_up's halves are twice their own bytes apart; act, its
  * activation row; out, its output row t k + s), grouped through table where a type takes tiles:
  * gate and up into g and u, the activation (vk_act_rows), down into d's row of each pair. The
  * biases (gpt-oss) are added as the products store, where ids are the experts (bias_ids == ids);
  * with slots, over all n_tok k rows after them (bias_ids: the routing's experts); rows no pair
  * writes hold nothing of use. */
-static int vk_experts_pairs(struct engine *e, int il, uint64_t xn, int32_t n_tok, uint64_t ids,
-                            uint64_t act, uint64_t out, int32_t n_pairs, int32_t n_mats,
-                            uint64_t table, uint64_t bias_ids) {
+static int vk_experts_pairs(struct engine *e, int il, const uint64_t mats[3], uint64_t xn,
+                            int32_t n_tok, uint64_t ids, uint64_t act, uint64_t out,
+                            int32_t n_pairs, int32_t n_mats, uint64_t table, uint64_t bias_ids) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
@@ -1209,11 +1286,11 @@ static int vk_experts_pairs(struct engine *e, int il, uint64_t xn, int32_t n_tok
         vk_sync(v);
     }
     vk_label(v, "experts_gate_up");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, d->gate_exps, wg->mat_stride,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, mats[0], wg->mat_stride,
                                          wg->row_bytes, wg->n_in, wg->n_out, ids, v->act_in.addr,
                                          sg, act, v->g.addr, F, out, n_pairs, &grp,
                                          own ? d->gate_exps_b : 0)) < 0 ||
-        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, d->up_exps, wu->mat_stride,
+        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, mats[1], wu->mat_stride,
                                          wu->row_bytes, wu->n_in, wu->n_out, ids, au, su, act,
                                          v->u.addr, F, out, n_pairs, &grp,
                                          own ? d->up_exps_b : 0)) < 0)
@@ -1225,7 +1302,7 @@ static int vk_experts_pairs(struct engine *e, int il, uint64_t xn, int32_t n_tok
     if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd)) < 0)
         return rc;
     vk_label(v, "experts_down");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, d->down_exps, wd->mat_stride,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, mats[2], wd->mat_stride,
                                          wd->row_bytes, wd->n_in, wd->n_out, ids, v->act_hid.addr,
                                          sd, out, v->d.addr, D, out, n_pairs, &grp,
                                          own ? d->down_exps_b : 0)) < 0)
@@ -1243,7 +1320,9 @@ int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
     const int32_t K = e->k_used, P = n_tok * K;
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4;
-    return vk_experts_pairs(e, il, xn, n_tok, a_ids, a_act, a_out, P, e->m->hp.n_expert,
+    const struct vk_layer *d = &v->layers[il];
+    const uint64_t mats[3] = {d->gate_exps, d->up_exps, d->down_exps};
+    return vk_experts_pairs(e, il, mats, xn, n_tok, a_ids, a_act, a_out, P, e->m->hp.n_expert,
                             a_ids + (uint64_t)e->p.n_batch * K * 16, a_ids);
 }
 
@@ -1287,6 +1366,77 @@ static void vk_tier_rows_back(struct engine_vk *v, int32_t n_pairs, size_t D) {
     }
 }
 
+/* What vk_transit's choice weighs (vk_transit_pays): the engine's measured speeds, the layer's
+ * bytes an expert, and the mode (engine_params.gpu_transit). */
+struct vk_transit_cost {
+    const struct engine_vk *v;
+    double expert_bytes;
+    int32_t mode;
+};
+
+/* Whether one more expert's upload shortens the exchange: the host stages the uploads (memcpy)
+ * and then computes the pairs left, the device uploads them (its products over a few pairs are
+ * short beside that), and the exchange lasts the longer of the two (mode 1: always). */
+static bool vk_transit_pays(const void *ctx, int32_t n_chosen, int32_t pairs, int32_t cpu_left) {
+    const struct vk_transit_cost *c = ctx;
+    const struct engine_vk *v = c->v;
+    if (c->mode > 0)
+        return true;
+    if (v->transit_pair_s <= 0)
+        return false; /* no batch's exchange measured the CPU yet */
+    const double stage = c->expert_bytes / v->stage_bps, upload = c->expert_bytes / v->upload_bps;
+    const double host = n_chosen * stage + cpu_left * v->transit_pair_s;
+    const double dev = n_chosen * upload;
+    const double host2 = (n_chosen + 1) * stage + (cpu_left - pairs) * v->transit_pair_s;
+    const double dev2 = (n_chosen + 1) * upload;
+    return (host2 > dev2 ? host2 : dev2) < (host > dev ? host : dev);
+}
+
+/* A batch's transit of layer il, after the slots' products were sent: the CPU's pairs whose
+ * expert is worth uploading (vk_tier_transit: two pairs or more, vk_transit_pays) leave cpu_sel;
+ * their experts' matrices are staged (from the model image, or through the expert cache) and
+ * copied into the transit slots, and their products recorded and sent. Returns 0, an op's or a
+ * read's error (the recording goes on: the caller ends it), or -EIO. */
+static int vk_transit(struct engine *e, int il, int32_t n_tok, uint64_t bias_ids) {
+    struct engine_vk *v = e->vk;
+    const struct model_layer *l = &e->m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
+    const struct vk_transit_cost cost = {
+        v, (double)(w[0]->mat_bytes + w[1]->mat_bytes + w[2]->mat_bytes), e->p.gpu_transit};
+    int32_t n_x = 0;
+    const int32_t n = vk_tier_transit(v->tier, v->cpu_sel, n_tok * e->k_used, 2, v->n_transit,
+                                      vk_transit_pays, &cost, v->transit_x, &n_x,
+                                      gpu_buf_host(v->h_transit_pairs), B * K);
+    if (n == 0)
+        return 0;
+    uint8_t *h = gpu_buf_host(v->h_transit);
+    for (int32_t j = 0; j < n_x; j++) {
+        const uint8_t *mats[3];
+        int rc = vk_tier_expert_mats(e, il, v->transit_x[j], mats);
+        if (rc < 0)
+            return rc;
+        for (int k = 0; k < 3; k++) /* before the next lookup, which may take the cache's slot */
+            memcpy(h + v->transit_off[k] + (size_t)j * w[k]->mat_bytes, mats[k], w[k]->mat_bytes);
+    }
+    vk_label(v, "transit");
+    for (int k = 0; k < 3; k++)
+        gpu_copy(v->dev, v->transit_bufs[k], 0, v->h_transit, v->transit_off[k],
+                 (size_t)n_x * w[k]->mat_bytes);
+    const uint64_t tp = v->transit_pairs.addr;
+    for (int a = 0; a < 3; a++)
+        gpu_copy(v->dev, v->transit_pairs.buf, (size_t)a * B * K * 4, v->h_transit_pairs,
+                 (size_t)a * B * K * 4, (size_t)n * 4);
+    vk_sync(v);
+    const uint64_t mats[3] = {gpu_buf_addr(v->transit_bufs[0]), gpu_buf_addr(v->transit_bufs[1]),
+                              gpu_buf_addr(v->transit_bufs[2])};
+    int rc = vk_experts_pairs(e, il, mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
+                              tp + 2 * B * K * 4, n, n_x, tp + 4 * B * K * 4, bias_ids);
+    if (rc < 0)
+        return rc;
+    return gpu_flush(v->dev) < 0 ? -EIO : 0;
+}
+
 /* The three levels' exchange of layer il, after the routing: sends the FFN's rows and the routes
  * to the host and waits; records the products of the pairs whose expert has a VRAM slot and the
  * shared expert and sends them; the CPU computes the other pairs meanwhile (vk_tier_cpu); their
@@ -1315,21 +1465,33 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
             gpu_copy(v->dev, v->tier_pairs.buf, (size_t)a * B * K * 4, v->h_tier_pairs,
                      (size_t)a * B * K * 4, (size_t)n_gpu * 4);
         vk_sync(v);
-        rc = vk_experts_pairs(e, il, v->xn.addr, n_tok, tp, tp + B * K * 4, tp + 2 * B * K * 4,
-                              n_gpu, v->tier->n_slots, tp + 4 * B * K * 4, a_ids);
+        const struct vk_layer *d = &v->layers[il];
+        const uint64_t mats[3] = {d->gate_exps, d->up_exps, d->down_exps};
+        rc = vk_experts_pairs(e, il, mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
+                              tp + 2 * B * K * 4, n_gpu, v->tier->n_slots, tp + 4 * B * K * 4,
+                              a_ids);
     }
     uint64_t shexp = 0, gate = 0;
     if (rc == 0)
         rc = vk_shared_expert(e, il, n_tok, &shexp, &gate);
     if (rc == 0 && gpu_flush(v->dev) < 0)
         return -EIO;
+    if (rc == 0 && v->n_transit > 0 && n_tok > 1 && (rc = vk_transit(e, il, n_tok, a_ids)) == -EIO)
+        return rc;
+    v->cpu_failed = rc < 0; /* a transit's read, or an op's error: ends the step below */
     const float *x = gpu_buf_host(v->h_rows);
     if (rc == 0) {
-        const double t2 = vk_profile_clock(v);
+        int32_t cpu_pairs = 0;
+        for (int32_t p = 0; p < P; p++)
+            cpu_pairs += v->cpu_sel[p] >= 0;
+        const double t2 = clock_now_s();
         rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
+        const double t3 = clock_now_s();
         v->cpu_failed = rc < 0;
         v->host_xwait += t1 - t0;
-        v->host_xcpu += vk_profile_clock(v) - t2;
+        v->host_xcpu += t3 - t2;
+        if (rc == 0 && n_tok > 1 && cpu_pairs > 0) /* what the next transit weighs */
+            v->transit_pair_s = (t3 - t2) / cpu_pairs;
     }
     if (rc < 0) {
         gpu_submit(v->dev); /* ends the recording; the error is the op's or the CPU's */

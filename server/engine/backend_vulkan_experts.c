@@ -49,11 +49,12 @@ struct vk_tier *vk_tier_new(int32_t n_layer, int32_t n_expert, int32_t k_used, c
     t->slot_of = calloc(n_keys, sizeof(*t->slot_of));
     t->held = calloc(n_entries ? n_entries : 1, sizeof(*t->held));
     t->mark = calloc((size_t)ne, sizeof(*t->mark));
+    t->count = calloc((size_t)ne, sizeof(*t->count));
     if (n_entries > 0 && n_keys <= INT32_MAX && n_entries <= INT32_MAX &&
         (t->policy = cache_policy_new(CACHE_POLICY_FRECENCY, (int32_t)n_entries, (int32_t)n_keys,
                                       k_used)))
         cache_policy_resize(t->policy, (int32_t)n_entries);
-    if (!t->slot_of || !t->held || !t->mark || (n_entries > 0 && !t->policy)) {
+    if (!t->slot_of || !t->held || !t->mark || !t->count || (n_entries > 0 && !t->policy)) {
         vk_tier_free(t);
         return NULL;
     }
@@ -68,6 +69,7 @@ void vk_tier_free(struct vk_tier *t) {
     free(t->slot_of);
     free(t->held);
     free(t->mark);
+    free(t->count);
     free(t);
 }
 
@@ -175,6 +177,45 @@ int32_t vk_tier_split(struct vk_tier *t, int il, const int32_t *ids, int32_t n_p
     t->pairs_gpu += (uint64_t)n;
     t->pairs_cpu += (uint64_t)(n_pairs - n);
     tier_learn(t, il, ids, n_pairs);
+    return n;
+}
+
+int32_t vk_tier_transit(struct vk_tier *t, int32_t *cpu_sel, int32_t n_pairs, int32_t min_pairs,
+                        int32_t max_experts, vk_transit_pays_fn pays, const void *ctx,
+                        int32_t *chosen, int32_t *n_chosen, int32_t *gpu, size_t stride) {
+    int32_t cpu_left = 0, n = 0;
+    memset(t->count, 0, (size_t)t->n_expert * sizeof(*t->count));
+    for (int32_t p = 0; p < n_pairs; p++)
+        if (cpu_sel[p] >= 0 && cpu_sel[p] < t->n_expert) {
+            t->count[cpu_sel[p]]++;
+            cpu_left++;
+        }
+    *n_chosen = 0;
+    while (*n_chosen < max_experts) {
+        int32_t best = -1;
+        for (int32_t x = 0; x < t->n_expert; x++)
+            if (t->count[x] >= min_pairs && (best < 0 || t->count[x] > t->count[best]))
+                best = x;
+        if (best < 0 || !pays(ctx, *n_chosen, t->count[best], cpu_left))
+            break;
+        cpu_left -= t->count[best];
+        t->count[best] = -1 - *n_chosen; /* taken: its transit slot, encoded below zero */
+        chosen[(*n_chosen)++] = best;
+    }
+    for (int32_t p = 0; p < n_pairs; p++) {
+        const int32_t x = cpu_sel[p];
+        if (x < 0 || x >= t->n_expert || t->count[x] >= 0)
+            continue;
+        gpu[n] = -1 - t->count[x];
+        gpu[stride + (size_t)n] = p / t->k_used;
+        gpu[2 * stride + (size_t)n] = p;
+        cpu_sel[p] = -1;
+        n++;
+    }
+    t->pairs_cpu -= (uint64_t)n;
+    t->pairs_gpu += (uint64_t)n;
+    t->transit_experts += (uint64_t)*n_chosen;
+    t->transit_pairs += (uint64_t)n;
     return n;
 }
 

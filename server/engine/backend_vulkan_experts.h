@@ -42,6 +42,8 @@ struct vk_tier {
     uint64_t pairs_gpu, pairs_cpu; /* (token, expert) pairs computed on each side so far */
     uint64_t hits, misses;         /* a layer's distinct routed experts found in a slot, or not */
     uint64_t promotions;           /* experts moved into a slot */
+    int32_t *count;                /* [n_expert] a transit's scratch: the CPU's pairs per expert */
+    uint64_t transit_experts, transit_pairs; /* uploaded for a step (vk_tier_transit) so far */
 };
 
 /* A placement of n_slots (0 .. n_expert) VRAM slots per MoE layer (moe[il]; NULL: every layer) of
@@ -64,6 +66,24 @@ int vk_tier_expert_mats(struct engine *e, int il, int32_t x, const uint8_t *mats
  * misses, the promotions to make after the step). Returns the GPU's pairs. */
 int32_t vk_tier_split(struct vk_tier *t, int il, const int32_t *ids, int32_t n_pairs, int32_t *gpu,
                       size_t stride, int32_t *cpu_sel);
+
+/* Whether uploading one more expert for a step pays (vk_tier_transit): n_chosen experts are
+ * uploaded so far, the candidate has `pairs` of the CPU's pairs, and the CPU has cpu_left pairs
+ * before it moves. */
+typedef bool (*vk_transit_pays_fn)(const void *ctx, int32_t n_chosen, int32_t pairs,
+                                   int32_t cpu_left);
+
+/* A step's transit (issue 27: prefill uploads missed experts where that is faster): which of the
+ * CPU's pairs of a layer (cpu_sel[n_pairs], after vk_tier_split) an upload of their expert moves
+ * to the GPU. Experts are taken by their pair count, the most first (ties: the lower id), each
+ * with at least min_pairs pairs, at most max_experts, while pays(ctx, ...) says so. Expert x taken
+ * j-th goes to transit slot j (chosen[j] = x); its pairs leave cpu_sel (-1) and are written to
+ * gpu as three int32 arrays `stride` apart (the transit slot, the activation row, the output
+ * row) in pair order. Counts both (pairs_cpu / pairs_gpu, transit_*). Returns the transit's
+ * pairs; *n_chosen gets its experts. */
+int32_t vk_tier_transit(struct vk_tier *t, int32_t *cpu_sel, int32_t n_pairs, int32_t min_pairs,
+                        int32_t max_experts, vk_transit_pays_fn pays, const void *ctx,
+                        int32_t *chosen, int32_t *n_chosen, int32_t *gpu, size_t stride);
 
 /* The CPU's pairs of layer il (cpu_sel) for n_tok tokens whose FFN input rows are x and xn (the
  * residual and its norm, n_embd floats a row, as the device had them): each pair's expert output

@@ -88,6 +88,20 @@ struct engine_vk {
     bool cpu_failed;               /* the last step failed in the CPU's experts (a read), not on
                                     * the device */
     int32_t *cpu_sel;              /* [B K] the CPU's pairs' experts, -1 for the GPU's */
+    /* a batch's transit (vk_transit): up to n_transit of a layer's missed experts uploaded for
+     * the step and computed on the GPU, where its pairs make that faster than the CPU; 0: none
+     * (engine_params.gpu_transit -1, steps of one token, experts with biases) */
+    int32_t n_transit;
+    struct gpu_buf *transit_bufs[3]; /* gate, up, down: n_transit matrices of the widest layer's */
+    struct gpu_buf *h_transit;     /* host: what they get, the three [n_transit] runs at
+                                    * transit_off[k], each matrix its layer's mat_bytes apart */
+    size_t transit_off[3];
+    struct vk_area transit_pairs;  /* as tier_pairs, for the transit's pairs */
+    struct gpu_buf *h_transit_pairs; /* host: [3][B K] int32, what transit_pairs gets */
+    int32_t *transit_x;            /* [n_transit] the experts a layer's transit holds */
+    double stage_bps, upload_bps;  /* measured: bytes a second staged by memcpy, uploaded */
+    double transit_pair_s;         /* measured: the CPU's seconds a pair in a batch's exchange
+                                    * (0 until one ran) */
     /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
      * one before goes to the label of the last op recorded (vk_label) */
     bool profile;

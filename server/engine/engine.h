@@ -56,6 +56,10 @@ struct engine_params {
     int32_t gpu_expert_slots; /* on a GPU (engine_use_gpu), routed experts a MoE layer holds in
                                * VRAM at most: 0 (default) as many as the device's budget leaves
                                * room for, -1 none; the others are computed on the CPU */
+    int32_t gpu_transit;      /* with experts on three levels, a batch's missed experts uploaded
+                               * for its step and computed on the GPU (issue 27): 0 (default)
+                               * where the measured upload and CPU speeds say it is faster, 1
+                               * every one with two pairs or more (tests), -1 never */
 };
 
 #define ENGINE_MAX_SEQ 64
@@ -200,13 +204,16 @@ void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_
  * computed on the CPU (from the model image, or with cached through the expert cache), pairs_gpu
  * and pairs_cpu the (token, expert) pairs each side computed so far, hits and misses a layer's
  * distinct experts found in a VRAM slot or not (as the RAM cache counts its lookups), promotions
- * the experts the slots took in since (they learn: frecency). n_slots 0 on the CPU. */
+ * the experts the slots took in since (they learn: frecency); transit_experts and transit_pairs
+ * the missed experts a batch's step uploaded (engine_params.gpu_transit) and their pairs, part
+ * of pairs_gpu. n_slots 0 on the CPU. */
 struct engine_gpu_experts {
     int32_t n_expert, n_slots;
     bool exchange, cached;
     size_t slot_bytes;
     uint64_t pairs_gpu, pairs_cpu;
     uint64_t hits, misses, promotions;
+    uint64_t transit_experts, transit_pairs;
 };
 void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out);
 
