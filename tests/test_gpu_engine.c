@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_vulkan_experts.h"
 #include "engine.h"
 #include "expert_cache.h"
 #include "fault.h"
@@ -812,6 +813,83 @@ static void count_static(void *ctx, int il, const int32_t *ids, int32_t n) {
     h->lookups += (uint64_t)n;
 }
 
+/* vk_transit_pays_fn for test_tier_transit: yes for the first *ctx experts; each call's
+ * arguments are kept. */
+struct transit_calls {
+    int32_t allow, n;
+    int32_t chosen[8], pairs[8], left[8];
+};
+
+static bool transit_allow(const void *ctx, int32_t n_chosen, int32_t pairs, int32_t cpu_left) {
+    struct transit_calls *c = (struct transit_calls *)ctx;
+    if (c->n < 8) {
+        c->chosen[c->n] = n_chosen;
+        c->pairs[c->n] = pairs;
+        c->left[c->n] = cpu_left;
+        c->n++;
+    }
+    return n_chosen < c->allow;
+}
+
+/* A step's transit takes the CPU's experts with the most pairs first (ties: the lower id), two
+ * pairs or more, while the cost says so and the slots last; their pairs leave the CPU's in pair
+ * order with their transit slot, activation row and output row. No device: the choice alone. */
+static void test_tier_transit(void) {
+    /* 6 tokens, k 2; slots 0 and 1 hold experts 0 and 1: expert 0's pair is the GPU's */
+    const int32_t ids[12] = {0, 2, 2, 3, 2, 4, 3, 5, 5, 6, 7, 2};
+    const struct {
+        int32_t allow, min_pairs, max_experts, n_x, x[3];
+    } cases[] = {
+        {2, 2, 8, 2, {2, 3}},    /* 2 has four pairs, then 3 and 5 two each: the lower id */
+        {99, 2, 8, 3, {2, 3, 5}}, /* 4, 6 and 7 have one pair */
+        {99, 2, 1, 1, {2}},       /* one slot */
+        {0, 2, 8, 0, {0}},        /* it never pays */
+        {99, 1, 8, 6, {2, 3, 5}},   /* then 4, 6 and 7 */
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        struct vk_tier *t = vk_tier_new(1, 8, 2, NULL, 2);
+        CHECK(t != NULL);
+        if (!t)
+            return;
+        int32_t split[3 * 12], cpu_sel[12], gpu[3 * 12], chosen[8], n_x = -1;
+        CHECK_EQ_INT(vk_tier_split(t, 0, ids, 12, split, 12, cpu_sel), 1);
+        const uint64_t cpu0 = t->pairs_cpu;
+        struct transit_calls calls = {.allow = cases[c].allow};
+        const int32_t n = vk_tier_transit(t, cpu_sel, 12, cases[c].min_pairs,
+                                          cases[c].max_experts, transit_allow, &calls, chosen,
+                                          &n_x, gpu, 12);
+        CHECK_EQ_INT(n_x, cases[c].n_x);
+        int32_t moved = 0;
+        for (int32_t j = 0; j < n_x && j < 3; j++)
+            CHECK_EQ_INT(chosen[j], cases[c].x[j]);
+        /* the pairs: every pair of a chosen expert, in pair order, with its slot and rows */
+        for (int32_t p = 0, i = 0; p < 12; p++) {
+            int32_t slot = -1;
+            for (int32_t j = 0; j < n_x; j++)
+                if (chosen[j] == ids[p])
+                    slot = j;
+            if (slot < 0) {
+                CHECK_EQ_INT(cpu_sel[p], ids[p] == 0 ? -1 : ids[p]);
+                continue;
+            }
+            CHECK_EQ_INT(cpu_sel[p], -1);
+            CHECK_EQ_INT(gpu[i], slot);
+            CHECK_EQ_INT(gpu[12 + i], p / 2);
+            CHECK_EQ_INT(gpu[24 + i], p);
+            i++;
+            moved++;
+        }
+        CHECK_EQ_INT(n, moved);
+        CHECK(t->pairs_cpu == cpu0 - (uint64_t)moved && t->transit_pairs == (uint64_t)moved &&
+              t->transit_experts == (uint64_t)n_x);
+        /* the cost was asked with the CPU's pairs before each move: 11, then 11 - 4, ... */
+        if (cases[c].allow == 2 && calls.n >= 3)
+            CHECK(calls.pairs[0] == 4 && calls.left[0] == 11 && calls.pairs[1] == 2 &&
+                  calls.left[1] == 7 && calls.chosen[2] == 2);
+        vk_tier_free(t);
+    }
+}
+
 /* The VRAM slots learn: decoding the same token over and over routes to the same few experts of a
  * layer, which the slots take in (promotions) and then hit far more often than the first experts
  * that fit would have been hit; every step's logits stay the CPU's. */
@@ -1024,6 +1102,7 @@ static const struct test_case cases[] = {
     {"tier_qwen35moe", test_tier_qwen35moe},
     {"tier_gptoss", test_tier_gptoss},
     {"tier_learns", test_tier_learns},
+    {"tier_transit", test_tier_transit},
     {"tier_read_fault", test_tier_read_fault},
     {"tier_budget_too_small", test_tier_budget_too_small},
     {"refused", test_refused},
