@@ -752,8 +752,7 @@ static void tier_invariant(const char *file, const char *args, size_t n_runs) {
     };
     const struct tier_run transits[] = {{g, 3, false, false, 2}, {g, -1, true, false, 2},
                                         {g, 2, false, false, 1}};
-    const size_t n_first = n_runs < sizeof(runs) / sizeof(runs[0]) ? n_runs
-                                                                     : sizeof(runs) / sizeof(runs[0]);
+    const size_t n_all = sizeof(runs) / sizeof(runs[0]), n_first = n_runs < n_all ? n_runs : n_all;
     for (size_t i = 0; i < n_first + sizeof(transits) / sizeof(transits[0]); i++) {
         const struct tier_run *r = i < n_first ? &runs[i] : &transits[i - n_first];
         memset(got, 0, rows * (size_t)V * 4);
@@ -767,12 +766,13 @@ static void tier_invariant(const char *file, const char *args, size_t n_runs) {
         CHECK(ge.exchange == (r->disk || slots < NE));
         if (r->transit == 1) /* the speeds decide: only the bits are checked */
             continue;
-        CHECK_MSG(!ge.exchange || ((ge.pairs_gpu > 0) == (slots > 0 || (r->transit == 2 && biases == 0)) &&
+        const bool uploads = r->transit == 2 && biases == 0;
+        CHECK_MSG(!ge.exchange || ((ge.pairs_gpu > 0) == (slots > 0 || uploads) &&
                                    (ge.pairs_cpu > 0) == (slots < NE)),
                   "%s: %d slots: %llu pairs on the GPU, %llu on the CPU", args, slots,
                   (unsigned long long)ge.pairs_gpu, (unsigned long long)ge.pairs_cpu);
         /* the transit uploads where it may (experts without biases: biased ones have none) */
-        CHECK_MSG((ge.transit_pairs > 0) == (r->transit == 2 && biases == 0) &&
+        CHECK_MSG((ge.transit_pairs > 0) == uploads &&
                       ge.transit_pairs <= ge.pairs_gpu && ge.transit_experts <= ge.transit_pairs,
                   "%s: %d slots, transit %d: %llu experts, %llu pairs uploaded", args, slots,
                   r->transit - 1, (unsigned long long)ge.transit_experts,

@@ -1247,12 +1247,12 @@ static int vk_bias_rows(struct engine_vk *v, uint64_t y, size_t F, uint64_t bias
 
 /* The routed experts' products of layer il for n_pairs pairs from the expert input rows xn (device
  * int32 arrays: ids, each pair's matrix among the gate, up and down matrices at mats[] (the
- * layer's experts, its slots or a transit's), n_mats of them, mat_stride apart: a fused gate_up's halves are twice their own bytes apart; act, its
- * activation row; out, its output row t k + s), grouped through table where a type takes tiles:
- * gate and up into g and u, the activation (vk_act_rows), down into d's row of each pair. The
- * biases (gpt-oss) are added as the products store, where ids are the experts (bias_ids == ids);
- * with slots, over all n_tok k rows after them (bias_ids: the routing's experts); rows no pair
- * writes hold nothing of use. */
+ * layer's experts, its slots or a transit's), n_mats of them, mat_stride apart: a fused
+ * gate_up's halves are twice their own bytes apart; act, its activation row; out, its output row
+ * t k + s), grouped through table where a type takes tiles: gate and up into g and u, the
+ * activation (vk_act_rows), down into d's row of each pair. The biases (gpt-oss) are added as
+ * the products store, where ids are the experts (bias_ids == ids); with slots, over all n_tok k
+ * rows after them (bias_ids: the routing's experts); rows no pair writes hold nothing of use. */
 static int vk_experts_pairs(struct engine *e, int il, const uint64_t mats[3], uint64_t xn,
                             int32_t n_tok, uint64_t ids, uint64_t act, uint64_t out,
                             int32_t n_pairs, int32_t n_mats, uint64_t table, uint64_t bias_ids) {
