@@ -141,16 +141,18 @@ a=$(ask "$gport")
 check "tier daemon: the three levels' greedy completion is the CPU's" $? \
     "three levels [$a] cpu [$b]"
 tiers=$(curl -s "http://127.0.0.1:$gport/v1/stats" | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]
-print(g["experts_in_vram"], g["experts_per_layer"], g["vram_hits"] + g["vram_misses"] > 0, g["pairs_on_cpu"] > 0, g["pairs_on_gpu"] > 0, 0 <= g["vram_hit_rate"] <= 1, g["vram_promotions"] >= 0)')
-[ "$tiers" = "3 16 True True True True True" ]
+print(g["experts_in_vram"], g["experts_per_layer"], g["vram_hits"] + g["vram_misses"] > 0, g["pairs_on_cpu"] > 0, g["pairs_on_gpu"] > 0, 0 <= g["vram_hit_rate"] <= 1, g["vram_promotions"] >= 0,
+      0 <= g["transit_experts"] <= g["transit_pairs"] <= g["pairs_on_gpu"])')
+[ "$tiers" = "3 16 True True True True True True" ]
 check "tier daemon: /v1/stats says the experts' split and the VRAM slots' hits" $? "$tiers"
 metrics=$(curl -s "http://127.0.0.1:$gport/metrics" | python3 -c 'import sys
 m = dict(l.split()[:2] for l in sys.stdin if l.startswith("sniper_gpu"))
 print(m["sniper_gpu_on"], m["sniper_gpu_experts_in_vram"], m["sniper_gpu_experts_per_layer"],
       int(m["sniper_gpu_expert_hits_total"]) + int(m["sniper_gpu_expert_misses_total"]) > 0,
       int(m["sniper_gpu_pairs_on_cpu_total"]) > 0, int(m["sniper_gpu_pairs_on_gpu_total"]) > 0,
-      int(m["sniper_gpu_expert_promotions_total"]) >= 0)')
-[ "$metrics" = "1 3 16 True True True True" ]
+      int(m["sniper_gpu_expert_promotions_total"]) >= 0,
+      int(m["sniper_gpu_transit_pairs_total"]) <= int(m["sniper_gpu_pairs_on_gpu_total"]))')
+[ "$metrics" = "1 3 16 True True True True True" ]
 check "tier daemon: /metrics has the three levels' figures" $? "$metrics"
 top=$(HOME=$TMP timeout 20 "$BUILD/sniper" --server "http://127.0.0.1:$gport" top --once 2>&1)
 grep -q "^gpu  *weights .* in VRAM" <<<"$top" &&

@@ -226,9 +226,10 @@ static int vk_transit_measure(struct engine_vk *v) {
 }
 
 /* A batch's transit (vk_transit): its device slots and host staging, n_transit experts of the
- * widest MoE layer's sizes, and the speeds it decides by. None where engine_params.gpu_transit
- * is -1, steps are of one token, or the experts have biases (the products over slots add those
- * to every pair's row once: vk_bias_rows). */
+ * widest MoE layer's sizes (VK_TRANSIT_MAX, at most a sixteenth of the budget's room), and the
+ * speeds it decides by. None where engine_params.gpu_transit is -1, steps are of one token, the
+ * room holds fewer than two, or the experts have biases (the products over slots add those to
+ * every pair's row once: vk_bias_rows). */
 static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const struct model *m = e->m;
     const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
@@ -245,7 +246,16 @@ static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, 
         for (int k = 0; k < 3; k++)
             widest[k] = vk_max(widest[k], w[k]->mat_bytes);
     }
-    const int32_t n = m->hp.n_expert < VK_TRANSIT_MAX ? m->hp.n_expert : VK_TRANSIT_MAX;
+    /* at most a sixteenth of the room left, so that the slots keep the most of it; none where
+     * that holds fewer than two experts */
+    const uint64_t used = gpu_used_bytes(v->dev), budget = gpu_budget_bytes(v->dev);
+    const uint64_t room = budget > used ? budget - used : 0;
+    const size_t per = widest[0] + widest[1] + widest[2];
+    int32_t n = m->hp.n_expert < VK_TRANSIT_MAX ? m->hp.n_expert : VK_TRANSIT_MAX;
+    if (per > 0 && room / 16 / per < (uint64_t)n)
+        n = (int32_t)(room / 16 / per);
+    if (n < 2)
+        return 0;
     size_t host = 0;
     for (int k = 0; k < 3; k++) {
         v->transit_off[k] = host;

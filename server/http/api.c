@@ -655,7 +655,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    "\"kv_bytes\":%zu,\"activation_bytes\":%zu,\"experts_in_vram\":%d,"
                    "\"experts_per_layer\":%d,\"vram_hits\":%" PRIu64 ",\"vram_misses\":%" PRIu64
                    ",\"vram_hit_rate\":%.4f,\"vram_promotions\":%" PRIu64 ",\"pairs_on_gpu\":%" PRIu64
-                   ",\"pairs_on_cpu\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
+                   ",\"pairs_on_cpu\":%" PRIu64 ",\"transit_experts\":%" PRIu64
+                   ",\"transit_pairs\":%" PRIu64 "},\"parallel\":%d,%s,\"models\":%s,"
                    "\"model_loads\":%" PRIu64 ",\"model_unloads\":%" PRIu64 "}",
                    name_json, a->cfg.replica_id ? a->cfg.replica_id : "", f.uptime, f.requests,
                    f.errors, f.s.jobs_done, f.s.jobs_cancelled, f.s.queued,
@@ -684,6 +685,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                              (double)(f.gpu_experts.hits + f.gpu_experts.misses)
                        : 0.0,
                    f.gpu_experts.promotions, f.gpu_experts.pairs_gpu, f.gpu_experts.pairs_cpu,
+                   f.gpu_experts.transit_experts, f.gpu_experts.transit_pairs,
                    f.s.n_slots, slots, models_text, f.loads, f.unloads));
     free(slots);
     free(name_json);
@@ -801,6 +803,12 @@ static void handle_metrics(struct api *a, struct http_response *out) {
            f.gpu_experts.pairs_gpu);
     METRIC("gpu_pairs_on_cpu_total", "counter", "Routed pairs computed on the CPU (three levels).",
            "%" PRIu64, f.gpu_experts.pairs_cpu);
+    METRIC("gpu_transit_experts_total", "counter",
+           "Missed experts uploaded for a batch's step (three levels).", "%" PRIu64,
+           f.gpu_experts.transit_experts);
+    METRIC("gpu_transit_pairs_total", "counter",
+           "Routed pairs computed on the GPU through those uploads (part of pairs on the GPU).",
+           "%" PRIu64, f.gpu_experts.transit_pairs);
 #undef METRIC
     double v[3][ENGINE_MAX_SEQ];
     for (int i = 0; i < f.s.n_slots; i++) {
