@@ -33,6 +33,7 @@
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "quant.h"
+#include "threadpool.h"
 
 /* ---- device memory ---------------------------------------------------------------------------- */
 
@@ -201,17 +202,49 @@ static size_t vk_max(size_t a, size_t b) { return a > b ? a : b; }
 static size_t vk_min(size_t a, size_t b) { return a < b ? a : b; }
 
 /* Experts a layer's transit uploads for one step, at most (vk_transit). */
-#define VK_TRANSIT_MAX 64
+#define VK_TRANSIT_MAX 128
 
-/* Measures what a transit's expert costs on each side: memcpy into the staging buffer (the
- * host's) and the copy into device memory (the device's). */
-static int vk_transit_measure(struct engine_vk *v) {
+/* Bytes one task of a staging copy takes (vk_stage). */
+#define VK_STAGE_CHUNK ((size_t)256 << 10)
+
+/* A staging copy on the engine's threads: matrices src[k] of n[k] bytes into dst[k]. */
+struct vk_stage_copy {
+    uint8_t *dst[3];
+    const uint8_t *src[3];
+    size_t n[3];
+};
+
+static int64_t vk_stage_tasks(size_t n) {
+    return (int64_t)((n + VK_STAGE_CHUNK - 1) / VK_STAGE_CHUNK);
+}
+
+static void vk_stage_task(void *ctx, int64_t task, int thread) {
+    const struct vk_stage_copy *c = ctx;
+    (void)thread;
+    int k = 0;
+    while (k < 2 && task >= vk_stage_tasks(c->n[k]))
+        task -= vk_stage_tasks(c->n[k++]);
+    const size_t at = (size_t)task * VK_STAGE_CHUNK;
+    memcpy(c->dst[k] + at, c->src[k] + at, vk_min(VK_STAGE_CHUNK, c->n[k] - at));
+}
+
+/* Copies c's matrices in chunks across e's thread pool (the caller's thread taking part). */
+static void vk_stage(struct engine *e, const struct vk_stage_copy *c) {
+    threadpool_run(e->tp, vk_stage_tasks(c->n[0]) + vk_stage_tasks(c->n[1]) +
+                              vk_stage_tasks(c->n[2]), vk_stage_task, (void *)c);
+}
+
+/* Measures what a transit's expert costs on each side: staging into the mapped buffer on the
+ * engine's threads (the host's), and the copy into device memory (the device's). */
+static int vk_transit_measure(struct engine *e, struct engine_vk *v) {
     /* the gate run into the up run: copies of the sizes a step makes */
     const size_t n = vk_min(v->transit_off[1], v->transit_off[2] - v->transit_off[1]);
     uint8_t *h = gpu_buf_host(v->h_transit);
     memset(h, 0, n);
+    const struct vk_stage_copy c = {{h + v->transit_off[1], NULL, NULL}, {h, NULL, NULL},
+                                    {n, 0, 0}};
     double t0 = clock_now_s();
-    memcpy(h + v->transit_off[1], h, n);
+    vk_stage(e, &c);
     const double staged = clock_now_s() - t0;
     t0 = clock_now_s();
     if (gpu_begin(v->dev) < 0)
@@ -275,7 +308,7 @@ static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, 
         err_set(err, err_len, "gpu: out of memory");
         return -ENOMEM;
     }
-    if ((rc = vk_transit_measure(v)) < 0) {
+    if ((rc = vk_transit_measure(e, v)) < 0) {
         err_set(err, err_len, "gpu: the transit's upload failed: %s", gpu_error(v->dev));
         return rc;
     }
@@ -1422,12 +1455,15 @@ static int vk_transit(struct engine *e, int il, int32_t n_tok, uint64_t bias_ids
         return 0;
     uint8_t *h = gpu_buf_host(v->h_transit);
     for (int32_t j = 0; j < n_x; j++) {
-        const uint8_t *mats[3];
-        int rc = vk_tier_expert_mats(e, il, v->transit_x[j], mats);
+        struct vk_stage_copy c;
+        int rc = vk_tier_expert_mats(e, il, v->transit_x[j], c.src);
         if (rc < 0)
             return rc;
-        for (int k = 0; k < 3; k++) /* before the next lookup, which may take the cache's slot */
-            memcpy(h + v->transit_off[k] + (size_t)j * w[k]->mat_bytes, mats[k], w[k]->mat_bytes);
+        for (int k = 0; k < 3; k++) {
+            c.dst[k] = h + v->transit_off[k] + (size_t)j * w[k]->mat_bytes;
+            c.n[k] = w[k]->mat_bytes;
+        }
+        vk_stage(e, &c); /* before the next lookup, which may take the cache's slot */
     }
     vk_label(v, "transit");
     for (int k = 0; k < 3; k++)
