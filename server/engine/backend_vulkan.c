@@ -259,41 +259,44 @@ static int vk_transit_measure(struct engine *e, struct engine_vk *v) {
 }
 
 /* A batch's transit (vk_transit): its device slots and host staging, n_transit experts of the
- * widest MoE layer's sizes (VK_TRANSIT_MAX, at most a sixteenth of the budget's room), and the
- * speeds it decides by. None where engine_params.gpu_transit is -1, steps are of one token, the
- * room holds fewer than two, or the experts have biases (the products over slots add those to
- * every pair's row once: vk_bias_rows). */
+ * widest MoE layer's sizes (VK_TRANSIT_MAX, at most a sixteenth of the budget's room) with their
+ * bias rows where the experts have biases, and the speeds it decides by. None where
+ * engine_params.gpu_transit is -1, steps are of one token, or the room holds fewer than two. */
 static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const struct model *m = e->m;
     const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
-    size_t widest[3] = {0, 0, 0};
+    size_t widest[6] = {0, 0, 0, 0, 0, 0}; /* the three matrices, then their bias rows */
     if (e->p.gpu_transit < 0 || B < 2)
         return 0;
     for (int il = 0; il < m->hp.n_layer; il++) {
         const struct model_layer *l = &m->layers[il];
         if (l->ffn != MODEL_FFN_MOE)
             continue;
-        if (l->ffn_gate_exps_b || l->ffn_up_exps_b || l->ffn_down_exps_b)
-            return 0;
         const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
-        for (int k = 0; k < 3; k++)
+        const float *b[3] = {l->ffn_gate_exps_b, l->ffn_up_exps_b, l->ffn_down_exps_b};
+        for (int k = 0; k < 3; k++) {
             widest[k] = vk_max(widest[k], w[k]->mat_bytes);
+            if (b[k])
+                widest[3 + k] = vk_max(widest[3 + k], (size_t)w[k]->n_out * sizeof(float));
+        }
     }
     /* at most a sixteenth of the room left, so that the slots keep the most of it; none where
      * that holds fewer than two experts */
     const uint64_t used = gpu_used_bytes(v->dev), budget = gpu_budget_bytes(v->dev);
     const uint64_t room = budget > used ? budget - used : 0;
-    const size_t per = widest[0] + widest[1] + widest[2];
+    size_t per = 0;
+    for (int k = 0; k < 6; k++)
+        per += widest[k];
     int32_t n = m->hp.n_expert < VK_TRANSIT_MAX ? m->hp.n_expert : VK_TRANSIT_MAX;
     if (per > 0 && room / 16 / per < (uint64_t)n)
         n = (int32_t)(room / 16 / per);
     if (n < 2)
         return 0;
     size_t host = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 6; k++) {
         v->transit_off[k] = host;
         host += (size_t)n * widest[k];
-        if (!(v->transit_bufs[k] = vk_buf(v, (size_t)n * widest[k], err, err_len)))
+        if (widest[k] && !(v->transit_bufs[k] = vk_buf(v, (size_t)n * widest[k], err, err_len)))
             return -ENOMEM;
         v->act_bytes += (size_t)n * widest[k];
     }
@@ -1296,9 +1299,17 @@ static int vk_bias_rows(struct engine_vk *v, uint64_t y, size_t F, uint64_t bias
  * activation (vk_act_rows), down into d's row of each pair. The biases (gpt-oss) are added as
  * the products store, where ids are the experts (bias_ids == ids); with slots, over all n_tok k
  * rows after them (bias_ids: the routing's experts); rows no pair writes hold nothing of use. */
-static int vk_experts_pairs(struct engine *e, int il, const uint64_t mats[3], uint64_t xn,
+/* Where the pairs' matrices are: gate, up and down (w), n_mats of each, the weights' mat_stride
+ * apart, and their bias rows by the same index (b; 0: none), which the products add as they store
+ * where the ids index them (vk_experts_pairs' bias_ids == ids). */
+struct vk_expert_mats {
+    uint64_t w[3], b[3];
+};
+
+static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mats *mats, uint64_t xn,
                             int32_t n_tok, uint64_t ids, uint64_t act, uint64_t out,
-                            int32_t n_pairs, int32_t n_mats, uint64_t table, uint64_t bias_ids) {
+                            int32_t n_pairs, int32_t n_mats, uint64_t table,
+                            uint64_t bias_ids) {
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
@@ -1329,14 +1340,14 @@ static int vk_experts_pairs(struct engine *e, int il, const uint64_t mats[3], ui
         vk_sync(v);
     }
     vk_label(v, "experts_gate_up");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, mats[0], wg->mat_stride,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, mats->w[0], wg->mat_stride,
                                          wg->row_bytes, wg->n_in, wg->n_out, ids, v->act_in.addr,
                                          sg, act, v->g.addr, F, out, n_pairs, &grp,
-                                         own ? d->gate_exps_b : 0)) < 0 ||
-        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, mats[1], wu->mat_stride,
+                                         own ? mats->b[0] : 0)) < 0 ||
+        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, mats->w[1], wu->mat_stride,
                                          wu->row_bytes, wu->n_in, wu->n_out, ids, au, su, act,
                                          v->u.addr, F, out, n_pairs, &grp,
-                                         own ? d->up_exps_b : 0)) < 0)
+                                         own ? mats->b[1] : 0)) < 0)
         return rc;
     if (!own && ((rc = vk_bias_rows(v, v->g.addr, F, d->gate_exps_b, bias_ids, P)) < 0 ||
                  (rc = vk_bias_rows(v, v->u.addr, F, d->up_exps_b, bias_ids, P)) < 0))
@@ -1345,10 +1356,10 @@ static int vk_experts_pairs(struct engine *e, int il, const uint64_t mats[3], ui
     if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd)) < 0)
         return rc;
     vk_label(v, "experts_down");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, mats[2], wd->mat_stride,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, mats->w[2], wd->mat_stride,
                                          wd->row_bytes, wd->n_in, wd->n_out, ids, v->act_hid.addr,
                                          sd, out, v->d.addr, D, out, n_pairs, &grp,
-                                         own ? d->down_exps_b : 0)) < 0)
+                                         own ? mats->b[2] : 0)) < 0)
         return rc;
     if (!own && (rc = vk_bias_rows(v, v->d.addr, D, d->down_exps_b, bias_ids, P)) < 0)
         return rc;
@@ -1364,8 +1375,9 @@ int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4;
     const struct vk_layer *d = &v->layers[il];
-    const uint64_t mats[3] = {d->gate_exps, d->up_exps, d->down_exps};
-    return vk_experts_pairs(e, il, mats, xn, n_tok, a_ids, a_act, a_out, P, e->m->hp.n_expert,
+    const struct vk_expert_mats mats = {{d->gate_exps, d->up_exps, d->down_exps},
+                                        {d->gate_exps_b, d->up_exps_b, d->down_exps_b}};
+    return vk_experts_pairs(e, il, &mats, xn, n_tok, a_ids, a_act, a_out, P, e->m->hp.n_expert,
                             a_ids + (uint64_t)e->p.n_batch * K * 16, a_ids);
 }
 
@@ -1440,7 +1452,7 @@ static bool vk_transit_pays(const void *ctx, int32_t n_chosen, int32_t pairs, in
  * their experts' matrices are staged (from the model image, or through the expert cache) and
  * copied into the transit slots, and their products recorded and sent. Returns 0, an op's or a
  * read's error (the recording goes on: the caller ends it), or -EIO. */
-static int vk_transit(struct engine *e, int il, int32_t n_tok, uint64_t bias_ids) {
+static int vk_transit(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
     const struct model_layer *l = &e->m->layers[il];
     const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
@@ -1454,6 +1466,7 @@ static int vk_transit(struct engine *e, int il, int32_t n_tok, uint64_t bias_ids
     if (n == 0)
         return 0;
     uint8_t *h = gpu_buf_host(v->h_transit);
+    const float *bias[3] = {l->ffn_gate_exps_b, l->ffn_up_exps_b, l->ffn_down_exps_b};
     for (int32_t j = 0; j < n_x; j++) {
         struct vk_stage_copy c;
         int rc = vk_tier_expert_mats(e, il, v->transit_x[j], c.src);
@@ -1464,20 +1477,34 @@ static int vk_transit(struct engine *e, int il, int32_t n_tok, uint64_t bias_ids
             c.n[k] = w[k]->mat_bytes;
         }
         vk_stage(e, &c); /* before the next lookup, which may take the cache's slot */
+        for (int k = 0; k < 3; k++) /* the expert's bias rows: the image's, always in RAM */
+            if (bias[k])
+                memcpy(h + v->transit_off[3 + k] + (size_t)j * w[k]->n_out * sizeof(float),
+                       bias[k] + (size_t)v->transit_x[j] * (size_t)w[k]->n_out,
+                       (size_t)w[k]->n_out * sizeof(float));
     }
     vk_label(v, "transit");
-    for (int k = 0; k < 3; k++)
+    struct vk_expert_mats mats = {{0, 0, 0}, {0, 0, 0}};
+    for (int k = 0; k < 3; k++) {
         gpu_copy(v->dev, v->transit_bufs[k], 0, v->h_transit, v->transit_off[k],
                  (size_t)n_x * w[k]->mat_bytes);
+        mats.w[k] = gpu_buf_addr(v->transit_bufs[k]);
+        if (bias[k]) {
+            gpu_copy(v->dev, v->transit_bufs[3 + k], 0, v->h_transit, v->transit_off[3 + k],
+                     (size_t)n_x * w[k]->n_out * sizeof(float));
+            mats.b[k] = gpu_buf_addr(v->transit_bufs[3 + k]);
+        }
+    }
     const uint64_t tp = v->transit_pairs.addr;
     for (int a = 0; a < 3; a++)
         gpu_copy(v->dev, v->transit_pairs.buf, (size_t)a * B * K * 4, v->h_transit_pairs,
                  (size_t)a * B * K * 4, (size_t)n * 4);
     vk_sync(v);
-    const uint64_t mats[3] = {gpu_buf_addr(v->transit_bufs[0]), gpu_buf_addr(v->transit_bufs[1]),
-                              gpu_buf_addr(v->transit_bufs[2])};
-    int rc = vk_experts_pairs(e, il, mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
-                              tp + 2 * B * K * 4, n, n_x, tp + 4 * B * K * 4, bias_ids);
+    /* the biases by transit slot, added as the products store (the ids are the slots): the
+     * slots' products before them added theirs to every row, these rows' included, which these
+     * products then overwrite */
+    int rc = vk_experts_pairs(e, il, &mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
+                              tp + 2 * B * K * 4, n, n_x, tp + 4 * B * K * 4, tp);
     if (rc < 0)
         return rc;
     return gpu_flush(v->dev) < 0 ? -EIO : 0;
@@ -1512,8 +1539,8 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
                      (size_t)a * B * K * 4, (size_t)n_gpu * 4);
         vk_sync(v);
         const struct vk_layer *d = &v->layers[il];
-        const uint64_t mats[3] = {d->gate_exps, d->up_exps, d->down_exps};
-        rc = vk_experts_pairs(e, il, mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
+        const struct vk_expert_mats mats = {{d->gate_exps, d->up_exps, d->down_exps}, {0, 0, 0}};
+        rc = vk_experts_pairs(e, il, &mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
                               tp + 2 * B * K * 4, n_gpu, v->tier->n_slots, tp + 4 * B * K * 4,
                               a_ids);
     }
@@ -1522,7 +1549,7 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
         rc = vk_shared_expert(e, il, n_tok, &shexp, &gate);
     if (rc == 0 && gpu_flush(v->dev) < 0)
         return -EIO;
-    if (rc == 0 && v->n_transit > 0 && n_tok > 1 && (rc = vk_transit(e, il, n_tok, a_ids)) == -EIO)
+    if (rc == 0 && v->n_transit > 0 && n_tok > 1 && (rc = vk_transit(e, il, n_tok)) == -EIO)
         return rc;
     v->cpu_failed = rc < 0; /* a transit's read, or an op's error: ends the step below */
     const float *x = gpu_buf_host(v->h_rows);

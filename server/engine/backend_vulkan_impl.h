@@ -90,12 +90,13 @@ struct engine_vk {
     int32_t *cpu_sel;              /* [B K] the CPU's pairs' experts, -1 for the GPU's */
     /* a batch's transit (vk_transit): up to n_transit of a layer's missed experts uploaded for
      * the step and computed on the GPU, where its pairs make that faster than the CPU; 0: none
-     * (engine_params.gpu_transit -1, steps of one token, experts with biases) */
+     * (engine_params.gpu_transit -1, steps of one token, too little room) */
     int32_t n_transit;
-    struct gpu_buf *transit_bufs[3]; /* gate, up, down: n_transit matrices of the widest layer's */
-    struct gpu_buf *h_transit;     /* host: what they get, the three [n_transit] runs at
-                                    * transit_off[k], each matrix its layer's mat_bytes apart */
-    size_t transit_off[3];
+    struct gpu_buf *transit_bufs[6]; /* gate, up, down: n_transit matrices of the widest layer's;
+                                    * then their bias rows (NULL where the experts have none) */
+    struct gpu_buf *h_transit;     /* host: what they get, the [n_transit] runs at transit_off[k],
+                                    * each matrix (bias row) its layer's size apart */
+    size_t transit_off[6];
     struct vk_area transit_pairs;  /* as tier_pairs, for the transit's pairs */
     struct gpu_buf *h_transit_pairs; /* host: [3][B K] int32, what transit_pairs gets */
     int32_t *transit_x;            /* [n_transit] the experts a layer's transit holds */
