@@ -1306,8 +1306,8 @@ struct vk_expert_mats {
     uint64_t w[3], b[3];
 };
 
-static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mats *mats, uint64_t xn,
-                            int32_t n_tok, uint64_t ids, uint64_t act, uint64_t out,
+static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mats *mats,
+                            uint64_t xn, int32_t n_tok, uint64_t ids, uint64_t act, uint64_t out,
                             int32_t n_pairs, int32_t n_mats, uint64_t table,
                             uint64_t bias_ids) {
     struct engine_vk *v = e->vk;
