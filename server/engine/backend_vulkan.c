@@ -1450,7 +1450,8 @@ static bool vk_transit_pays(const void *ctx, int32_t n_chosen, int32_t pairs, in
 /* A batch's transit of layer il, after the slots' products were sent: the CPU's pairs whose
  * expert is worth uploading (vk_tier_transit: two pairs or more, vk_transit_pays) leave cpu_sel;
  * their experts' matrices are staged (from the model image, or through the expert cache) and
- * copied into the transit slots, and their products recorded and sent. Returns 0, an op's or a
+ * copied into the transit slots, and their products recorded and sent. Returns the pairs it
+ * moved (0: none), an op's or a
  * read's error (the recording goes on: the caller ends it), or -EIO. */
 static int vk_transit(struct engine *e, int il, int32_t n_tok) {
     struct engine_vk *v = e->vk;
@@ -1507,7 +1508,7 @@ static int vk_transit(struct engine *e, int il, int32_t n_tok) {
                               tp + 2 * B * K * 4, n, n_x, tp + 4 * B * K * 4, tp);
     if (rc < 0)
         return rc;
-    return gpu_flush(v->dev) < 0 ? -EIO : 0;
+    return gpu_flush(v->dev) < 0 ? -EIO : n;
 }
 
 /* The three levels' exchange of layer il, after the routing: sends the FFN's rows and the routes
@@ -1549,14 +1550,16 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
         rc = vk_shared_expert(e, il, n_tok, &shexp, &gate);
     if (rc == 0 && gpu_flush(v->dev) < 0)
         return -EIO;
-    if (rc == 0 && v->n_transit > 0 && n_tok > 1 && (rc = vk_transit(e, il, n_tok)) == -EIO)
-        return rc;
+    int32_t cpu_pairs = P - n_gpu; /* less the transit's */
+    if (rc == 0 && v->n_transit > 0 && n_tok > 1) {
+        if ((rc = vk_transit(e, il, n_tok)) == -EIO)
+            return rc;
+        cpu_pairs -= rc > 0 ? rc : 0;
+        rc = rc > 0 ? 0 : rc;
+    }
     v->cpu_failed = rc < 0; /* a transit's read, or an op's error: ends the step below */
     const float *x = gpu_buf_host(v->h_rows);
     if (rc == 0) {
-        int32_t cpu_pairs = 0;
-        for (int32_t p = 0; p < P; p++)
-            cpu_pairs += v->cpu_sel[p] >= 0;
         const double t2 = clock_now_s();
         rc = vk_tier_cpu(e, il, n_tok, x, x + B * D, v->cpu_sel, gpu_buf_host(v->h_exp));
         const double t3 = clock_now_s();
