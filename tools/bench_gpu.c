@@ -40,6 +40,7 @@ struct bench_opts {
     bool cold;    /* the weights in copies spanning COLD_BYTES, taken in turn */
     bool barrier; /* a barrier after each product */
     bool ops; /* the small ops' table (ops_bench) instead of the products */
+    bool apart; /* --ops: each tensor but the weights in a buffer of its own */
 };
 
 /* What a timed submit records: reps calls of record(ctx), each followed by a barrier where
@@ -217,12 +218,12 @@ enum {
 /* The ops' tensors, carved out of one buffer (addresses 256-byte aligned). */
 struct ops_bufs {
     uint64_t x, r, y, w, q8, moe_d, moe_w, logits, pairs, log, q, k, v, q_norm, k_norm, cs,
-        k_rows, v_rows, gate, up, router_w, qkv_w, out;
+        k_rows, v_rows, gate, up, router_w, qkv_w, out, heads, scratch;
 };
 
 enum ops_op {
     OPS_EMPTY, OPS_NORM, OPS_ADD_NORM_Q, OPS_MOE_NORM_Q, OPS_ROUTE, OPS_ATTN_PREP, OPS_QUANTIZE,
-    OPS_SWIGLU_Q, OPS_ROUTER, OPS_QKV, OPS_COUNT
+    OPS_SWIGLU_Q, OPS_ROUTER, OPS_QKV, OPS_QKV3, OPS_ATTN_SHORT, OPS_ATTN, OPS_COUNT
 };
 
 static const char *const ops_names[OPS_COUNT] = {
@@ -231,7 +232,39 @@ static const char *const ops_names[OPS_COUNT] = {
     "route (softmax gating, 128 experts, k 8)", "attn_prep (32 q / 4 kv heads of 128, f16 KV)",
     "quantize Q8_K 4096 (attention's output)", "swiglu + Q8_K (8 rows of 768)",
     "router product 2048 -> 128 F32", "qkv product 2048 -> 5120 Q4_K",
+    "q, k, v: 4096 Q4_K, 512 Q4_K, 512 Q6_K, no barrier", "attention, f16 KV, 32 positions",
+    "attention, f16 KV, 512 positions",
 };
+
+/* The attention of the step at position pos (gpu_op_attn: 32 q heads over 4 KV heads of 128). */
+static int ops_attention(struct gpu_ops *o, const struct ops_bufs *a, int32_t pos) {
+    const struct gpu_attn at = {
+        .kv_type = QTYPE_F16, .q = a->q, .q_tok_stride = OPS_QKV_ROWS,
+        .q_head_stride = OPS_HEAD_DIM, .k = a->k_rows, .v = a->v_rows,
+        .row_bytes = OPS_HEADS_KV * OPS_HEAD_DIM * 2, .ring_rows = OPS_POS + 1,
+        .out = a->heads, .out_stride = OPS_HEADS * OPS_HEAD_DIM, .scratch = a->scratch,
+        .n_head = OPS_HEADS, .n_head_kv = OPS_HEADS_KV, .head_dim = OPS_HEAD_DIM, .pos0 = pos,
+        .n_tok = 1, .scale = 0.08838835f};
+    return gpu_op_attn(o, &at);
+}
+
+/* The step's q, k and v products, one after another with no barrier between (as vk_attn). */
+static int ops_qkv3(struct gpu_ops *o, const struct ops_bufs *a) {
+    const int64_t E = OPS_EMBD, Q = OPS_HEADS * OPS_HEAD_DIM, KV = OPS_HEADS_KV * OPS_HEAD_DIM;
+    const size_t as = quant_act_row_stride(QTYPE_Q4_K, OPS_EMBD);
+    uint64_t r4 = 0, r6 = 0;
+    int rc = qtype_row_bytes(QTYPE_Q4_K, E, &r4) < 0 || qtype_row_bytes(QTYPE_Q6_K, E, &r6) < 0
+                 ? -EINVAL : 0;
+    if (rc == 0)
+        rc = gpu_op_matmul(o, QTYPE_Q4_K, a->qkv_w, (size_t)r4, E, Q, a->q8, as, a->out, Q, 1);
+    if (rc == 0)
+        rc = gpu_op_matmul(o, QTYPE_Q4_K, a->qkv_w + (uint64_t)r4 * Q, (size_t)r4, E, KV, a->q8,
+                           as, a->out + (uint64_t)Q * 4, KV, 1);
+    if (rc == 0)
+        rc = gpu_op_matmul(o, QTYPE_Q6_K, a->qkv_w, (size_t)r6, E, KV, a->q8, as,
+                           a->out + (uint64_t)(Q + KV) * 4, KV, 1);
+    return rc;
+}
 
 /* Records op once, as the step records it (its gpu_op_* call); returns that call's result. */
 static int ops_record(struct gpu_ops *o, int empty, const struct ops_bufs *a, enum ops_op op) {
@@ -280,29 +313,53 @@ static int ops_record(struct gpu_ops *o, int empty, const struct ops_bufs *a, en
             return -EINVAL;
         return gpu_op_matmul(o, QTYPE_Q4_K, a->qkv_w, (size_t)rb, OPS_EMBD, OPS_QKV_ROWS, a->q8,
                              quant_act_row_stride(QTYPE_Q4_K, OPS_EMBD), a->out, OPS_QKV_ROWS, 1);
+    case OPS_QKV3:
+        return ops_qkv3(o, a);
+    case OPS_ATTN_SHORT:
+        return ops_attention(o, a, 31);
+    case OPS_ATTN:
+        return ops_attention(o, a, OPS_POS);
     default:
         return -EINVAL;
     }
 }
 
-/* One small op (ops_record's arguments). */
+/* One small op (ops_record's arguments); with copies > 1 (--cold) the k-th record takes the
+ * weights' copy k % copies: the weights (ops_layout's first span bytes, from base) moved to
+ * cold + (k % copies) span (*next counts the records). */
 struct op_rec {
     struct gpu_ops *o;
     int empty;
     const struct ops_bufs *a;
     enum ops_op op;
+    uint64_t base, cold, span;
+    size_t copies, *next;
 };
+
+/* r's tensors for its next record: the weights' next copy where there are copies. */
+static struct ops_bufs ops_take(const struct op_rec *r) {
+    struct ops_bufs b = *r->a;
+    if (r->copies < 2)
+        return b;
+    const uint64_t to = r->cold + (uint64_t)(*r->next % r->copies) * r->span;
+    ++*r->next;
+    uint64_t *w[] = {&b.w, &b.q_norm, &b.k_norm, &b.cs, &b.router_w, &b.qkv_w};
+    for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
+        *w[i] = *w[i] - r->base + to;
+    return b;
+}
 
 static int record_op(const void *ctx) {
     const struct op_rec *r = ctx;
-    return ops_record(r->o, r->empty, r->a, r->op);
+    const struct ops_bufs b = ops_take(r);
+    return ops_record(r->o, r->empty, &b, r->op);
 }
 
 /* Microseconds a record of op costs: the best of three submits of reps records, each followed by
  * the barrier the step puts after it; -1 on an error (printed). */
-static double ops_time(struct gpu *g, struct gpu_ops *o, int empty, const struct ops_bufs *a,
-                       enum ops_op op, int reps) {
-    const struct op_rec r = {o, empty, a, op};
+static double ops_time(struct op_rec r, enum ops_op op, int reps) {
+    struct gpu *g = r.o->g;
+    r.op = op;
     struct timed tm = {record_op, &r, reps, true, 0};
     const double s = best_of_three(g, &tm);
     if (s < 0) {
@@ -313,30 +370,100 @@ static double ops_time(struct gpu *g, struct gpu_ops *o, int empty, const struct
     return s / reps * 1e6;
 }
 
-/* Lays out the ops' tensors from base: each a multiple of 256 bytes; returns the bytes used. */
-static size_t ops_layout(struct ops_bufs *a, uint64_t base) {
+/* The ops but the empty dispatch once each, in the table's order, each followed by the barrier the
+ * step puts after it: one op switching to the next as in a step (ctx: an op_rec, op unused). */
+static int record_sequence(const void *ctx) {
+    const struct op_rec *r = ctx;
+    const struct ops_bufs b = ops_take(r);
+    for (int op = OPS_NORM; op < OPS_COUNT; op++) {
+        int rc = ops_record(r->o, r->empty, &b, (enum ops_op)op);
+        if (rc < 0)
+            return rc;
+        if (op + 1 < OPS_COUNT)
+            gpu_barrier(r->o->g);
+    }
+    return 0;
+}
+
+/* Microseconds a sequence of the ops (record_sequence) costs, the best of three submits of reps
+ * sequences; -1 on an error (printed). */
+static double ops_sequence_time(const struct op_rec *r, int reps) {
+    struct gpu *g = r->o->g;
+    struct timed tm = {record_sequence, r, reps, true, 0};
+    const double s = best_of_three(g, &tm);
+    if (s < 0) {
+        fprintf(stderr, "bench-gpu: the sequence: %s\n",
+                tm.rc < 0 ? strerror(-tm.rc) : gpu_error(g));
+        return -1;
+    }
+    return s / reps * 1e6;
+}
+
+/* One of the ops' tensors: where its address goes, its bytes. */
+struct ops_part {
+    uint64_t *at;
+    size_t bytes;
+};
+#define OPS_PARTS 24
+#define OPS_WEIGHTS 6 /* the first parts: ops_take's */
+
+/* The ops' tensors, the weights first; returns their count. */
+static int ops_parts(struct ops_bufs *a, struct ops_part *parts) {
     const size_t f = sizeof(float), kv = (size_t)OPS_HEADS_KV * OPS_HEAD_DIM;
     uint64_t rb = 0;
     qtype_row_bytes(QTYPE_Q4_K, OPS_EMBD, &rb);
-    const struct { uint64_t *at; size_t bytes; } parts[] = {
+    const struct ops_part p[] = {
+        {&a->w, OPS_EMBD * f}, {&a->q_norm, OPS_HEAD_DIM * f}, {&a->k_norm, OPS_HEAD_DIM * f},
+        {&a->cs, OPS_HEAD_DIM * f}, {&a->router_w, (size_t)OPS_EXPERTS * OPS_EMBD * f},
+        {&a->qkv_w, (size_t)rb * OPS_QKV_ROWS},
         {&a->x, (size_t)OPS_HEADS * OPS_HEAD_DIM * f}, {&a->r, OPS_EMBD * f},
-        {&a->y, OPS_EMBD * f}, {&a->w, OPS_EMBD * f}, {&a->q8, 64 * 1024},
+        {&a->y, OPS_EMBD * f}, {&a->q8, 64 * 1024},
         {&a->moe_d, (size_t)OPS_K * OPS_EMBD * f}, {&a->moe_w, OPS_K * f},
         {&a->logits, OPS_EXPERTS * f}, {&a->pairs, 4 * OPS_K * 4}, {&a->q, OPS_QKV_ROWS * f},
-        {&a->q_norm, OPS_HEAD_DIM * f}, {&a->k_norm, OPS_HEAD_DIM * f},
-        {&a->cs, OPS_HEAD_DIM * f}, {&a->k_rows, (OPS_POS + 1) * kv * 2},
-        {&a->v_rows, (OPS_POS + 1) * kv * 2}, {&a->gate, (size_t)OPS_K * OPS_FF * f},
-        {&a->up, (size_t)OPS_K * OPS_FF * f}, {&a->router_w, (size_t)OPS_EXPERTS * OPS_EMBD * f},
-        {&a->qkv_w, (size_t)rb * OPS_QKV_ROWS}, {&a->out, OPS_QKV_ROWS * f},
+        {&a->k_rows, (OPS_POS + 1) * kv * 2}, {&a->v_rows, (OPS_POS + 1) * kv * 2},
+        {&a->gate, (size_t)OPS_K * OPS_FF * f}, {&a->up, (size_t)OPS_K * OPS_FF * f},
+        {&a->out, OPS_QKV_ROWS * f}, {&a->heads, (size_t)OPS_HEADS * OPS_HEAD_DIM * f},
+        {&a->scratch, gpu_attn_scratch_bytes(1, OPS_HEADS, OPS_POS + 1)},
     };
+    _Static_assert(sizeof(p) / sizeof(p[0]) <= OPS_PARTS, "OPS_PARTS");
+    memcpy(parts, p, sizeof(p));
+    return (int)(sizeof(p) / sizeof(p[0]));
+}
+
+/* q's views: k and v packed after the query heads. */
+static void ops_views(struct ops_bufs *a) {
+    a->k = a->q + (uint64_t)OPS_HEADS * OPS_HEAD_DIM * sizeof(float);
+    a->v = a->k + (uint64_t)OPS_HEADS_KV * OPS_HEAD_DIM * sizeof(float);
+}
+
+/* Lays out the ops' tensors from base: each a multiple of 256 bytes, the weights first (*span
+ * bytes: ops_take's); returns the bytes used. */
+static size_t ops_layout(struct ops_bufs *a, uint64_t base, size_t *span) {
+    struct ops_part parts[OPS_PARTS];
+    const int n = ops_parts(a, parts);
     size_t off = 0;
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    for (int i = 0; i < n; i++) {
         *parts[i].at = base + off;
         off += (parts[i].bytes + 255) / 256 * 256;
+        *span = i == OPS_WEIGHTS - 1 ? off : *span;
     }
-    a->k = a->q + (uint64_t)OPS_HEADS * OPS_HEAD_DIM * f;
-    a->v = a->k + kv * f;
+    ops_views(a);
     return off;
+}
+
+/* --apart: each tensor but the weights in a buffer of its own (bufs[i], filled), as the engine
+ * allocates its activations. Returns 0 or a negative error. */
+static int ops_apart(struct gpu *g, struct ops_bufs *a, struct gpu_buf **bufs, char *err,
+                     size_t err_len) {
+    struct ops_part parts[OPS_PARTS];
+    const int n = ops_parts(a, parts);
+    for (int i = OPS_WEIGHTS; i < n; i++) {
+        if (!(bufs[i] = gpu_buf_new(g, parts[i].bytes, err, err_len)))
+            return -ENOMEM;
+        *parts[i].at = gpu_buf_addr(bufs[i]);
+    }
+    ops_views(a);
+    return 0;
 }
 
 /* Fills n bytes of b with floats in [-1, 1) from a fixed seed (rng.h): the values decide no
@@ -355,31 +482,59 @@ static int ops_fill(struct gpu *g, struct gpu_buf *b, size_t n) {
     return rc;
 }
 
-/* Prints the table of --ops: each op's microseconds, reps of it in one command buffer. Returns 0,
- * or a negative error (printed). */
-static int ops_bench(struct gpu *g, struct gpu_ops *o, int reps) {
+/* Prints the table of --ops: each op's microseconds, reps of it in one command buffer; with cold
+ * the weights in copies spanning COLD_BYTES, taken in turn (from memory, as in a step, instead of
+ * the cache). Returns 0, or a negative error (printed). */
+static int ops_bench(struct gpu *g, struct gpu_ops *o, int reps, bool cold, bool apart) {
     char err[256] = "";
     struct ops_bufs a;
-    const size_t bytes = ops_layout(&a, 0);
+    size_t span = 0, next = 0;
+    const size_t bytes = ops_layout(&a, 0, &span);
+    const size_t copies = cold ? COLD_BYTES / span : 1;
     struct gpu_buf *b = gpu_buf_new(g, bytes, err, sizeof(err));
-    struct gpu_buf *log = b ? gpu_buf_new_host(g, OPS_K * 4, err, sizeof(err)) : NULL;
+    struct gpu_buf *c = b && cold ? gpu_buf_new(g, copies * span, err, sizeof(err)) : NULL;
+    struct gpu_buf *log = b && (c || !cold) ? gpu_buf_new_host(g, OPS_K * 4, err, sizeof(err))
+                                            : NULL;
     const int empty = gpu_kernel(g, "copy_words");
     int rc = !log ? -ENOMEM : empty < 0 ? -ENOTSUP : ops_fill(g, b, bytes);
+    if (rc == 0 && c)
+        rc = ops_fill(g, c, copies * span);
     if (rc < 0) {
         fprintf(stderr, "bench-gpu: %s\n", err[0] ? err : "no copy_words kernel, or no memory");
         goto out;
     }
-    ops_layout(&a, gpu_buf_addr(b));
+    ops_layout(&a, gpu_buf_addr(b), &span);
+    struct gpu_buf *own[OPS_PARTS] = {0};
+    if (apart && (rc = ops_apart(g, &a, own, err, sizeof(err))) < 0) {
+        fprintf(stderr, "bench-gpu: %s\n", err);
+        goto out;
+    }
+    for (int i = 0; apart && i < OPS_PARTS && rc == 0; i++)
+        rc = own[i] ? ops_fill(g, own[i], gpu_buf_bytes(own[i])) : 0;
     a.log = gpu_buf_addr(log);
-    printf("decode ops of qwen3-30b-a3b, each alone with its barrier, %d reps a submit:\n", reps);
+    const struct op_rec r = {o, empty, &a, OPS_EMPTY, gpu_buf_addr(b), c ? gpu_buf_addr(c) : 0,
+                             span, copies, &next};
+    printf("decode ops of qwen3-30b-a3b, each alone with its barrier, %d reps a submit, the "
+           "weights %s, %s:\n", reps, cold ? "from memory (copies over 512 MiB)" : "cached",
+           apart ? "each other tensor in a buffer of its own" : "the tensors in one buffer");
+    double sum = 0.0;
     for (int op = 0; rc == 0 && op < OPS_COUNT; op++) {
-        double us = ops_time(g, o, empty, &a, (enum ops_op)op, reps);
+        double us = ops_time(r, (enum ops_op)op, reps);
         rc = us < 0 ? -EIO : 0;
         if (rc == 0)
-            printf("  %-46s %8.2f us\n", ops_names[op], us);
+            printf("  %-52s %8.2f us\n", ops_names[op], us);
+        sum += op > OPS_EMPTY ? us : 0.0;
     }
+    const double seq = rc == 0 ? ops_sequence_time(&r, reps) : -1.0;
+    if (seq >= 0.0)
+        printf("  %-52s %8.2f us (the ops alone: %.2f)\n", "all but the empty, one after another",
+               seq, sum);
+    rc = rc == 0 && seq < 0.0 ? -EIO : rc;
+    for (int i = 0; i < OPS_PARTS; i++)
+        gpu_buf_free(g, own[i]);
 out:
     gpu_buf_free(g, log);
+    gpu_buf_free(g, c);
     gpu_buf_free(g, b);
     return rc;
 }
@@ -410,6 +565,8 @@ static int parse(int argc, char **argv, struct bench_opts *b) {
             b->barrier = atoi(v) != 0;
         else if (strcmp(argv[i], "--ops") == 0)
             b->ops = atoi(v) != 0;
+        else if (strcmp(argv[i], "--apart") == 0)
+            b->apart = atoi(v) != 0;
         else
             return -EINVAL;
     }
@@ -438,7 +595,7 @@ int main(int argc, char **argv) {
     const struct gpu_info *in = gpu_get_info(g);
     printf("device: %s (%s)\n%s\n", in->name, in->driver, gpu_describe(g, desc, sizeof(desc)));
     if (b.ops) {
-        int orc = ops_bench(g, &o, b.reps);
+        int orc = ops_bench(g, &o, b.reps, b.cold, b.apart);
         gpu_ops_release(&o);
         gpu_close(g);
         return orc < 0 ? 1 : 0;

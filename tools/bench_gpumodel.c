@@ -5,7 +5,7 @@
  *     bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] [--threads T] [--batch B]
  *                      [--cpu-prompt N] [--cpu-gen N] [--kv-type f16|f32|q8_0|q4_0]
  *                      [--gpu-budget SIZE] [--gpu-experts N] [--gpu-transit -1|0|1]
- *                      [--ram-budget SIZE] [--trace]
+ *                      [--ram-budget SIZE] [--warmup N] [--trace]
  *
  * The experts on three levels: --gpu-budget bounds the device memory (the routed experts take
  * the VRAM slots that the rest leaves, the others are computed on the CPU), --gpu-experts caps the
@@ -16,7 +16,9 @@
  * "experts:" says where the decode's experts were computed and what the cache read.
  *
  * Prints the device, the upload (weights GB/s from RAM), the GPU's prefill of --prompt ids and
- * greedy decode of --gen tokens (tok/s), then the CPU's of --cpu-prompt / --cpu-gen (0: skipped)
+ * greedy decode of --gen tokens (tok/s) after --warmup untimed runs of the same (default 1: the
+ * first run makes the kernels' pipelines and finds the device's clocks low, as llama-bench's
+ * warm-up run does; on three levels it also fills the caches), then the CPU's of --cpu-prompt / --cpu-gen (0: skipped)
  * and whether every logit of those rows matched. Ids are pseudo-random, as sniperd's
  * --bench-prompt. With $SNIPER_GPU_PROFILE=1 it also prints where the GPU's time went (device
  * timestamps per op kind) in a prefill and in decode.
@@ -57,6 +59,7 @@ struct opts {
     int32_t gpu_experts;             /* engine_params.gpu_expert_slots */
     int32_t gpu_transit;             /* engine_params.gpu_transit */
     bool trace;                      /* --trace: the per-op comparison instead of the benchmark */
+    int32_t warmup;                  /* untimed runs of the same prompt and decode before */
 };
 
 /* A run's figures and its logits rows (the prompt's last, then each decode step's). */
@@ -206,6 +209,8 @@ static int parse_opt(const char *a, const char *v, struct opts *o) {
         return parse_count(a, v, -1, INT32_MAX, &o->gpu_experts);
     else if (!strcmp(a, "--gpu-transit"))
         return parse_count(a, v, -1, 1, &o->gpu_transit);
+    else if (!strcmp(a, "--warmup"))
+        return parse_count(a, v, 0, 100, &o->warmup);
     else if (!strcmp(a, "--gpu-budget"))
         return parse_size(a, v, &o->gpu_budget);
     else if (!strcmp(a, "--ram-budget"))
@@ -222,7 +227,7 @@ static int parse_opt(const char *a, const char *v, struct opts *o) {
  * Returns 0, or -EINVAL with the reason on stderr. */
 static int parse(int argc, char **argv, struct opts *o) {
     *o = (struct opts){.gpu = "auto", .prompt = 512, .gen = 128, .cpu_prompt = 32, .cpu_gen = 8,
-                       .batch = 512, .threads = 0, .kv = QTYPE_F16};
+                       .batch = 512, .threads = 0, .kv = QTYPE_F16, .warmup = 1};
     bool prompt_set = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--trace")) { /* the one option without a value */
@@ -328,7 +333,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench-gpumodel -m MODEL [--gpu N] [--prompt N] [--gen N] "
                         "[--threads T] [--batch B] [--cpu-prompt N] [--cpu-gen N] "
                         "[--kv-type f16|f32|q8_0|q4_0] [--gpu-budget SIZE] [--gpu-experts N] "
-                        "[--gpu-transit -1|0|1] [--ram-budget SIZE] [--trace]\n");
+                        "[--gpu-transit -1|0|1] [--ram-budget SIZE] [--warmup N] "
+                        "[--trace]\n");
         return 2;
     }
     double t0 = now_s();
@@ -384,6 +390,13 @@ int main(int argc, char **argv) {
     printf("upload: %.2f GB of weights in %.2f s (%.1f GB/s); KV %.1f MiB, activations %.1f MiB\n",
            (double)wb * 1e-9, up, (double)wb / up * 1e-9, (double)kvb / 1048576.0,
            (double)ab / 1048576.0);
+    for (int32_t w = 0; w < o.warmup; w++) { /* pipelines made, clocks up; the rows rewritten */
+        if (run_engine(e, ids, o.prompt, o.gen, V, &rg) < 0) {
+            fprintf(stderr, "bench-gpumodel: the GPU's warm-up run failed\n");
+            goto out;
+        }
+        engine_truncate(e, 0, 0);
+    }
     if (run_engine(e, ids, o.prompt, o.gen, V, &rg) < 0) {
         fprintf(stderr, "bench-gpumodel: the GPU's run failed\n");
         goto out;

@@ -676,7 +676,9 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
         return -ENOMEM;
     }
     v->dev = g;
-    v->profile = getenv("SNIPER_GPU_PROFILE") && *getenv("SNIPER_GPU_PROFILE") == '1';
+    const char *prof = getenv("SNIPER_GPU_PROFILE");
+    v->profile = prof && (strcmp(prof, "1") == 0 || strcmp(prof, "2") == 0);
+    v->stamp_steps = v->profile && prof[0] == '2';
     int rc = gpu_ops_init(&v->ops, g, err, err_len);
     if (rc < 0) {
         free(v->layers);
@@ -749,13 +751,17 @@ void vk_label(struct engine_vk *v, const char *label) {
     v->label = label;
 }
 
+/* Writes a timestamp for the profile, its interval going to the current label. */
+static void vk_stamp(struct engine_vk *v) {
+    int i = gpu_stamp(v->dev);
+    if (i >= 0)
+        v->stamp_label[i] = v->label;
+}
+
 /* Records a barrier: what follows sees what was recorded before. */
 void vk_sync(struct engine_vk *v) {
-    if (gpu_barrier(v->dev) && v->profile) {
-        int i = gpu_stamp(v->dev);
-        if (i >= 0)
-            v->stamp_label[i] = v->label;
-    }
+    if (gpu_barrier(v->dev) && v->profile && !v->stamp_steps)
+        vk_stamp(v);
 }
 
 /* Starts a recording (and its first timestamp). Returns 0 or -EIO. */
@@ -763,11 +769,8 @@ int vk_begin(struct engine_vk *v) {
     if (gpu_begin(v->dev) < 0)
         return -EIO;
     vk_label(v, "(start)");
-    if (v->profile) {
-        int i = gpu_stamp(v->dev);
-        if (i >= 0)
-            v->stamp_label[i] = v->label;
-    }
+    if (v->profile)
+        vk_stamp(v);
     return 0;
 }
 
@@ -1741,6 +1744,11 @@ int vk_step_end(struct engine *e, int rc, int32_t n_tok, double t0) {
     if (rc == -EIO)
         return rc;
     const double t1 = v->profile ? clock_now_s() : 0.0;
+    if (v->stamp_steps) {
+        vk_label(v, "step (device)");
+        gpu_barrier(v->dev);
+        vk_stamp(v);
+    }
     int src = vk_submit(v);
     if (rc < 0)
         return rc;

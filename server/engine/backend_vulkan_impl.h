@@ -103,9 +103,10 @@ struct engine_vk {
     double stage_bps, upload_bps;  /* measured: bytes a second staged by memcpy, uploaded */
     double transit_pair_s;         /* measured: the CPU's seconds a pair in a batch's exchange
                                     * (0 until one ran) */
-    /* profiling ($SNIPER_GPU_PROFILE): each barrier writes a timestamp, and the time since the
-     * one before goes to the label of the last op recorded (vk_label) */
-    bool profile;
+    /* profiling ($SNIPER_GPU_PROFILE=1): each barrier writes a timestamp, and the time since the
+     * one before goes to the label of the last op recorded (vk_label); with 2 (stamp_steps) only
+     * a step's start and end do, so its device time is measured without the ops' stamps */
+    bool profile, stamp_steps;
     const char *label;
     const char *stamp_label[GPU_STAMPS];
     double stamp_ns[GPU_STAMPS];
