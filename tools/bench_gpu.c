@@ -212,7 +212,8 @@ static int bench_type(struct gpu *g, struct gpu_ops *o, enum qtype t, const stru
 /* The decode shapes of qwen3-30b-a3b (1 token). */
 enum {
     OPS_EMBD = 2048, OPS_EXPERTS = 128, OPS_K = 8, OPS_FF = 768, OPS_HEADS = 32, OPS_HEADS_KV = 4,
-    OPS_HEAD_DIM = 128, OPS_POS = 511, OPS_QKV_ROWS = (OPS_HEADS + 2 * OPS_HEADS_KV) * OPS_HEAD_DIM,
+    OPS_HEAD_DIM = 128, OPS_POS = 511, OPS_KV_ROWS = 4096,
+    OPS_QKV_ROWS = (OPS_HEADS + 2 * OPS_HEADS_KV) * OPS_HEAD_DIM,
 };
 
 /* The ops' tensors, carved out of one buffer (addresses 256-byte aligned). */
@@ -223,7 +224,7 @@ struct ops_bufs {
 
 enum ops_op {
     OPS_EMPTY, OPS_NORM, OPS_ADD_NORM_Q, OPS_MOE_NORM_Q, OPS_ROUTE, OPS_ATTN_PREP, OPS_QUANTIZE,
-    OPS_SWIGLU_Q, OPS_ROUTER, OPS_QKV, OPS_QKV3, OPS_ATTN_SHORT, OPS_ATTN, OPS_COUNT
+    OPS_SWIGLU_Q, OPS_ROUTER, OPS_QKV, OPS_QKV3, OPS_ATTN_SHORT, OPS_ATTN, OPS_ATTN_LONG, OPS_COUNT
 };
 
 static const char *const ops_names[OPS_COUNT] = {
@@ -233,7 +234,7 @@ static const char *const ops_names[OPS_COUNT] = {
     "quantize Q8_K 4096 (attention's output)", "swiglu + Q8_K (8 rows of 768)",
     "router product 2048 -> 128 F32", "qkv product 2048 -> 5120 Q4_K",
     "q, k, v: 4096 Q4_K, 512 Q4_K, 512 Q6_K, no barrier", "attention, f16 KV, 32 positions",
-    "attention, f16 KV, 512 positions",
+    "attention, f16 KV, 512 positions", "attention, f16 KV, 4096 positions",
 };
 
 /* The attention of the step at position pos (gpu_op_attn: 32 q heads over 4 KV heads of 128). */
@@ -241,7 +242,7 @@ static int ops_attention(struct gpu_ops *o, const struct ops_bufs *a, int32_t po
     const struct gpu_attn at = {
         .kv_type = QTYPE_F16, .q = a->q, .q_tok_stride = OPS_QKV_ROWS,
         .q_head_stride = OPS_HEAD_DIM, .k = a->k_rows, .v = a->v_rows,
-        .row_bytes = OPS_HEADS_KV * OPS_HEAD_DIM * 2, .ring_rows = OPS_POS + 1,
+        .row_bytes = OPS_HEADS_KV * OPS_HEAD_DIM * 2, .ring_rows = OPS_KV_ROWS,
         .out = a->heads, .out_stride = OPS_HEADS * OPS_HEAD_DIM, .scratch = a->scratch,
         .n_head = OPS_HEADS, .n_head_kv = OPS_HEADS_KV, .head_dim = OPS_HEAD_DIM, .pos0 = pos,
         .n_tok = 1, .scale = 0.08838835f};
@@ -319,6 +320,8 @@ static int ops_record(struct gpu_ops *o, int empty, const struct ops_bufs *a, en
         return ops_attention(o, a, 31);
     case OPS_ATTN:
         return ops_attention(o, a, OPS_POS);
+    case OPS_ATTN_LONG:
+        return ops_attention(o, a, OPS_KV_ROWS - 1);
     default:
         return -EINVAL;
     }
@@ -420,10 +423,10 @@ static int ops_parts(struct ops_bufs *a, struct ops_part *parts) {
         {&a->y, OPS_EMBD * f}, {&a->q8, 64 * 1024},
         {&a->moe_d, (size_t)OPS_K * OPS_EMBD * f}, {&a->moe_w, OPS_K * f},
         {&a->logits, OPS_EXPERTS * f}, {&a->pairs, 4 * OPS_K * 4}, {&a->q, OPS_QKV_ROWS * f},
-        {&a->k_rows, (OPS_POS + 1) * kv * 2}, {&a->v_rows, (OPS_POS + 1) * kv * 2},
+        {&a->k_rows, OPS_KV_ROWS * kv * 2}, {&a->v_rows, OPS_KV_ROWS * kv * 2},
         {&a->gate, (size_t)OPS_K * OPS_FF * f}, {&a->up, (size_t)OPS_K * OPS_FF * f},
         {&a->out, OPS_QKV_ROWS * f}, {&a->heads, (size_t)OPS_HEADS * OPS_HEAD_DIM * f},
-        {&a->scratch, gpu_attn_scratch_bytes(1, OPS_HEADS, OPS_POS + 1)},
+        {&a->scratch, gpu_attn_scratch_bytes(1, OPS_HEADS, OPS_KV_ROWS)},
     };
     _Static_assert(sizeof(p) / sizeof(p[0]) <= OPS_PARTS, "OPS_PARTS");
     memcpy(parts, p, sizeof(p));

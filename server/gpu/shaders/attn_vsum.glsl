@@ -7,7 +7,10 @@
 // positions' products in shared memory; meanwhile the other 224 (seven "maker" warps) write the
 // next chunk's products into the other half of the double buffer, from values they loaded during
 // the chunk before, and load the chunk after it: a load has a whole chunk's time to arrive. A
-// warp's 32 invocations read one row's 32 elements (coalesced). A kernel defines
+// chunk's 112 probabilities are computed once, one by each of the first 112 makers, into a shared
+// double buffer (probs) a chunk ahead of their products: each exp_c is on one invocation's path,
+// not four or sixteen in a row on every maker's. A warp's 32 invocations read one row's 32
+// elements (coalesced). A kernel defines
 //     float v_at(uint64_t row, uint d)   element d of a head's V row as float
 // or V4_AT and
 //     vec4 v4_at(uint64_t row, uint m)   elements 4m .. 4m + 3, one load (the float types: a warp
@@ -21,6 +24,7 @@ layout(local_size_x = 256) in;
 #define VSUM_CHUNK (VSUM_MAKERS * 16u)           // positions a chunk: 16 per maker invocation
 
 shared float prod[2u * VSUM_CHUNK * VSUM_DIMS];
+shared float probs[2u * VSUM_CHUNK]; // chunk c's probabilities at ((c / VSUM_CHUNK) % 2) VSUM_CHUNK
 #define SOFTMAX_SCRATCH prod // the softmax's statistics are done before the first products
 #include "attn_softmax.glsl"
 
@@ -30,8 +34,22 @@ struct vsum_maker {
     uint64_t vbase;                 // the head's bytes of V row 0
     F32s pr;                        // the head's scores
     float mx, inv;                  // their softmax's (attn_softmax_stats)
-    float pj[16], vj[16];           // the loaded chunk: positions c + w + 7 k
+    float vj[16];                   // the loaded chunk: positions c + w + 7 k
 };
+
+// Chunk c's probabilities into its half of probs, one by each maker invocation u < VSUM_CHUNK
+// (positions past the end: 0, never read into a product).
+void vsum_probs(in vsum_maker m, uint c) {
+    uint u = VSUM_DIMS * m.w + m.dd;
+    if (u < VSUM_CHUNK)
+        probs[((c / VSUM_CHUNK) & 1u) * VSUM_CHUNK + u] =
+            c + u < m.n ? attn_prob(m.pr.v[c + u], m.mx, m.inv) : 0.0;
+}
+
+// The probability of chunk c's position c + jj (vsum_probs made it a chunk before).
+float vsum_prob(uint c, uint jj) {
+    return probs[((c / VSUM_CHUNK) & 1u) * VSUM_CHUNK + jj];
+}
 
 #ifdef V4_AT
 // Loads chunk c's probabilities and V elements four at a time (v4_at): maker invocation
@@ -39,13 +57,6 @@ struct vsum_maker {
 // elements 4 (u % 8) ..; positions past the end read the last one (every load is unconditional).
 void vsum_load(inout vsum_maker m, uint c) {
     uint u = VSUM_DIMS * m.w + m.dd;
-    // the probabilities in a loop of their own: inlined into the unrolled loop below, exp_c's
-    // steps came out rounded otherwise on lavapipe (a precise lost in the unrolling)
-    for (uint q = 0u; q < 4u; q++) {
-        uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u;
-        uint j = min(c + jj, m.n - 1u);
-        m.pj[q] = attn_prob(m.pr.v[j], m.mx, m.inv);
-    }
     [[unroll]] for (uint q = 0u; q < 4u; q++) {
         uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
         uint j = min(c + jj, m.n - 1u), d = min(m.d - m.dd + e, p.head_dim - 4u);
@@ -62,19 +73,18 @@ void vsum_store(in vsum_maker m, uint c) {
     [[unroll]] for (uint q = 0u; q < 4u; q++) {
         uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
         bool in_ = c + jj < m.n && m.d - m.dd + e < p.head_dim;
+        float pj = vsum_prob(c, jj);
         [[unroll]] for (uint k = 0u; k < 4u; k++) {
-            precise float y = m.pj[q] * m.vj[4u * q + k];
+            precise float y = pj * m.vj[4u * q + k];
             prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + e + k] = in_ ? y : 0.0;
         }
     }
 }
 #else
-// Loads chunk c's probabilities and V elements (positions and elements past the end read the last
-// ones: every load is unconditional, so the 16 are in flight together).
+// Loads chunk c's V elements (positions and elements past the end read the last ones: every load
+// is unconditional, so the 16 are in flight together).
 void vsum_load(inout vsum_maker m, uint c) {
     uint dl = min(m.d, p.head_dim - 1u);
-    for (uint k = 0u; k < 16u; k++) // apart from the unrolled loads: see the V4_AT version
-        m.pj[k] = attn_prob(m.pr.v[min(c + m.w + VSUM_MAKERS * k, m.n - 1u)], m.mx, m.inv);
     [[unroll]] for (uint k = 0u; k < 16u; k++) {
         uint j = min(c + m.w + VSUM_MAKERS * k, m.n - 1u);
         m.vj[k] = v_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, dl);
@@ -87,7 +97,7 @@ void vsum_store(in vsum_maker m, uint c) {
     uint half_ = (c / VSUM_CHUNK) & 1u;
     [[unroll]] for (uint k = 0u; k < 16u; k++) {
         uint jj = m.w + VSUM_MAKERS * k;
-        precise float x = m.pj[k] * m.vj[k];
+        precise float x = vsum_prob(c, jj) * m.vj[k];
         prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + m.dd] = c + jj < m.n && m.d < p.head_dim ? x : 0.0;
     }
 }
@@ -104,7 +114,13 @@ void main() {
     m.pr = F32s(attn_probs(t, h));
     attn_softmax_stats(m.pr, n, h, m.mx, m.inv);
     if (i >= VSUM_DIMS) {
+        vsum_probs(m, 0u);
+        if (VSUM_CHUNK < n)
+            vsum_probs(m, VSUM_CHUNK);
         vsum_load(m, 0u);
+    }
+    barrier();
+    if (i >= VSUM_DIMS) {
         vsum_store(m, 0u);
         if (VSUM_CHUNK < n)
             vsum_load(m, VSUM_CHUNK);
@@ -131,9 +147,11 @@ void main() {
                 }
             }
         } else if (c + VSUM_CHUNK < n) {
-            vsum_store(m, c + VSUM_CHUNK);
-            if (c + 2u * VSUM_CHUNK < n)
+            vsum_store(m, c + VSUM_CHUNK); // reads chunk c + 1's probabilities, not c's half
+            if (c + 2u * VSUM_CHUNK < n) {
+                vsum_probs(m, c + 2u * VSUM_CHUNK); // into chunk c's half, read last iteration
                 vsum_load(m, c + 2u * VSUM_CHUNK);
+            }
         }
         barrier();
     }
