@@ -52,9 +52,10 @@ float vsum_prob(uint c, uint jj) {
 }
 
 #ifdef V4_AT
-// Loads chunk c's probabilities and V elements four at a time (v4_at): maker invocation
-// u = 32 w + dd takes loads u + 224 q (q < 4) of the chunk's 112 rows x 8 loads, row u / 8,
-// elements 4 (u % 8) ..; positions past the end read the last one (every load is unconditional).
+// Loads chunk c's V elements four at a time (v4_at; its probabilities: vsum_probs): maker
+// invocation u = 32 w + dd takes loads u + 224 q (q < 4) of the chunk's 112 rows x 8 loads, row
+// u / 8, elements 4 (u % 8) ..; positions past the end read the last one (every load is
+// unconditional).
 void vsum_load(inout vsum_maker m, uint c) {
     uint u = VSUM_DIMS * m.w + m.dd;
     [[unroll]] for (uint q = 0u; q < 4u; q++) {
