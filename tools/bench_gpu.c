@@ -327,81 +327,6 @@ static int ops_record(struct gpu_ops *o, int empty, const struct ops_bufs *a, en
     }
 }
 
-/* One small op (ops_record's arguments); with copies > 1 (--cold) the k-th record takes the
- * weights' copy k % copies: the weights (ops_layout's first span bytes, from base) moved to
- * cold + (k % copies) span (*next counts the records). */
-struct op_rec {
-    struct gpu_ops *o;
-    int empty;
-    const struct ops_bufs *a;
-    enum ops_op op;
-    uint64_t base, cold, span;
-    size_t copies, *next;
-};
-
-/* r's tensors for its next record: the weights' next copy where there are copies. */
-static struct ops_bufs ops_take(const struct op_rec *r) {
-    struct ops_bufs b = *r->a;
-    if (r->copies < 2)
-        return b;
-    const uint64_t to = r->cold + (uint64_t)(*r->next % r->copies) * r->span;
-    ++*r->next;
-    uint64_t *w[] = {&b.w, &b.q_norm, &b.k_norm, &b.cs, &b.router_w, &b.qkv_w};
-    for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++)
-        *w[i] = *w[i] - r->base + to;
-    return b;
-}
-
-static int record_op(const void *ctx) {
-    const struct op_rec *r = ctx;
-    const struct ops_bufs b = ops_take(r);
-    return ops_record(r->o, r->empty, &b, r->op);
-}
-
-/* Microseconds a record of op costs: the best of three submits of reps records, each followed by
- * the barrier the step puts after it; -1 on an error (printed). */
-static double ops_time(struct op_rec r, enum ops_op op, int reps) {
-    struct gpu *g = r.o->g;
-    r.op = op;
-    struct timed tm = {record_op, &r, reps, true, 0};
-    const double s = best_of_three(g, &tm);
-    if (s < 0) {
-        fprintf(stderr, "bench-gpu: %s: %s\n", ops_names[op],
-                tm.rc < 0 ? strerror(-tm.rc) : gpu_error(g));
-        return -1;
-    }
-    return s / reps * 1e6;
-}
-
-/* The ops but the empty dispatch once each, in the table's order, each followed by the barrier the
- * step puts after it: one op switching to the next as in a step (ctx: an op_rec, op unused). */
-static int record_sequence(const void *ctx) {
-    const struct op_rec *r = ctx;
-    const struct ops_bufs b = ops_take(r);
-    for (int op = OPS_NORM; op < OPS_COUNT; op++) {
-        int rc = ops_record(r->o, r->empty, &b, (enum ops_op)op);
-        if (rc < 0)
-            return rc;
-        if (op + 1 < OPS_COUNT)
-            gpu_barrier(r->o->g);
-    }
-    return 0;
-}
-
-/* Microseconds a sequence of the ops (record_sequence) costs, the best of three submits of reps
- * sequences; -1 on an error (printed). */
-static double ops_sequence_time(const struct op_rec *r, int reps) {
-    struct gpu *g = r->o->g;
-    struct timed tm = {record_sequence, r, reps, true, 0};
-    const double s = best_of_three(g, &tm);
-    if (s < 0) {
-        fprintf(stderr, "bench-gpu: the sequence: %s\n",
-                tm.rc < 0 ? strerror(-tm.rc) : gpu_error(g));
-        return -1;
-    }
-    return s / reps * 1e6;
-}
-
 /* One of the ops' tensors: where its address goes, its bytes. */
 struct ops_part {
     uint64_t *at;
@@ -467,6 +392,82 @@ static int ops_apart(struct gpu *g, struct ops_bufs *a, struct gpu_buf **bufs, c
     }
     ops_views(a);
     return 0;
+}
+
+/* One small op (ops_record's arguments); with copies > 1 (--cold) the k-th record takes the
+ * weights' copy k % copies: the weights (ops_layout's first span bytes, from base) moved to
+ * cold + (k % copies) span (*next counts the records). */
+struct op_rec {
+    struct gpu_ops *o;
+    int empty;
+    const struct ops_bufs *a;
+    enum ops_op op;
+    uint64_t base, cold, span;
+    size_t copies, *next;
+};
+
+/* r's tensors for its next record: the weights' next copy where there are copies. */
+static struct ops_bufs ops_take(const struct op_rec *r) {
+    struct ops_bufs b = *r->a;
+    if (r->copies < 2)
+        return b;
+    const uint64_t to = r->cold + (uint64_t)(*r->next % r->copies) * r->span;
+    ++*r->next;
+    struct ops_part parts[OPS_PARTS];
+    ops_parts(&b, parts);
+    for (int i = 0; i < OPS_WEIGHTS; i++)
+        *parts[i].at = *parts[i].at - r->base + to;
+    return b;
+}
+
+static int record_op(const void *ctx) {
+    const struct op_rec *r = ctx;
+    const struct ops_bufs b = ops_take(r);
+    return ops_record(r->o, r->empty, &b, r->op);
+}
+
+/* Microseconds a record of op costs: the best of three submits of reps records, each followed by
+ * the barrier the step puts after it; -1 on an error (printed). */
+static double ops_time(struct op_rec r, enum ops_op op, int reps) {
+    struct gpu *g = r.o->g;
+    r.op = op;
+    struct timed tm = {record_op, &r, reps, true, 0};
+    const double s = best_of_three(g, &tm);
+    if (s < 0) {
+        fprintf(stderr, "bench-gpu: %s: %s\n", ops_names[op],
+                tm.rc < 0 ? strerror(-tm.rc) : gpu_error(g));
+        return -1;
+    }
+    return s / reps * 1e6;
+}
+
+/* The ops but the empty dispatch once each, in the table's order, each followed by the barrier the
+ * step puts after it: one op switching to the next as in a step (ctx: an op_rec, op unused). */
+static int record_sequence(const void *ctx) {
+    const struct op_rec *r = ctx;
+    const struct ops_bufs b = ops_take(r);
+    for (int op = OPS_NORM; op < OPS_COUNT; op++) {
+        int rc = ops_record(r->o, r->empty, &b, (enum ops_op)op);
+        if (rc < 0)
+            return rc;
+        if (op + 1 < OPS_COUNT)
+            gpu_barrier(r->o->g);
+    }
+    return 0;
+}
+
+/* Microseconds a sequence of the ops (record_sequence) costs, the best of three submits of reps
+ * sequences; -1 on an error (printed). */
+static double ops_sequence_time(const struct op_rec *r, int reps) {
+    struct gpu *g = r->o->g;
+    struct timed tm = {record_sequence, r, reps, true, 0};
+    const double s = best_of_three(g, &tm);
+    if (s < 0) {
+        fprintf(stderr, "bench-gpu: the sequence: %s\n",
+                tm.rc < 0 ? strerror(-tm.rc) : gpu_error(g));
+        return -1;
+    }
+    return s / reps * 1e6;
 }
 
 /* Fills n bytes of b with floats in [-1, 1) from a fixed seed (rng.h): the values decide no
