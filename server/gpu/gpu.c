@@ -242,8 +242,15 @@ static void info_fill(const struct vk_fn *fn, VkPhysicalDevice pd, int index, st
     struct gpu_features f;
     features_chain(&f);
     const char *missing = NULL;
+    const VkSubgroupFeatureFlags sg_ops = VK_SUBGROUP_FEATURE_BASIC_BIT |
+                                          VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
     if (in->api_version < VK_API_VERSION_1_2)
         missing = "Vulkan 1.2";
+    else if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+             (sub.supportedOperations & sg_ops) != sg_ops || sub.subgroupSize < 4 ||
+             sub.subgroupSize > 64 || (sub.subgroupSize & (sub.subgroupSize - 1)))
+        missing = "subgroup arithmetic in compute kernels, in subgroups of 4 to 64 (the activation "
+                  "quantizers' reductions)";
     else {
         fn->vkGetPhysicalDeviceFeatures2(pd, &f.f2);
         missing = features_missing(&f);

@@ -2,47 +2,50 @@
 // bytes) from 256 floats by 64 invocations, bit for bit quant_q8_K_from_f32: the element of
 // largest magnitude (first on ties) sets iscale = -127 / max, codes = min(127,
 // round-half-even(iscale * x)), d = 1 / iscale, bsums = sums of 16 codes; an all-zero block is all
-// zero. Invocation i takes four elements: the largest magnitude by a tree (larger |x|, or on ties
-// the lower index: the sequential scan's first), the codes side by side, the bsums from four
+// zero. Invocation i takes four elements: the largest magnitude by subgroup reductions (the
+// magnitudes' bits are ordered as the floats; then the lowest index among the largest, the
+// sequential scan's first, with its sign), the subgroups' answers combined through shared memory
+// (a block's 64 invocations are whole subgroups: gpu.c requires subgroups of at most 64, and they
+// are the workgroup's invocations in order), the codes side by side, the bsums from four
 // invocations' integer sums (exact in any order). A workgroup works Q8K_SLOTS blocks at once (the
 // includer defines it), invocations 64 s .. 64 s + 63 on slot s's; every invocation of the
 // workgroup calls q8K_block together (it holds barriers), an inactive one with live false.
-// One invocation per block read 256 floats one after another: 19 us a decode row on the H100.
+// One invocation per block read 256 floats one after another: 19 us a decode row on the H100; a
+// tree of six barriers for the largest magnitude: 1.2 us a round (H200, in-kernel clock).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 
-shared float q8K_abs[64 * Q8K_SLOTS];
-shared uint q8K_idx[64 * Q8K_SLOTS];
-shared float q8K_val[64 * Q8K_SLOTS];
+shared uint q8K_sg_abs[64 * Q8K_SLOTS / 4u]; // per subgroup (of at least 4): its largest magnitude
+shared uint q8K_sg_key[64 * Q8K_SLOTS / 4u]; // and its first index of it, times 2, plus its sign
 shared int q8K_sum[64 * Q8K_SLOTS];
 
 // The block from v, invocation i's four elements (4i .. 4i + 3; zeros where not live): for a
 // caller that has them in registers or shared memory.
 void q8K_block_v(vec4 v, uint64_t blk, uint i, uint slot, bool live) {
     uint o = 64u * slot;
-    float amax = 0.0, best = 0.0;
-    uint idx = 0xffffffffu;
+    float amax = 0.0; // never NaN: a NaN's magnitude is never larger
+    uint key = 0xffffffffu;
     for (uint j = 0u; j < 4u; j++)
         if (abs(v[j]) > amax) {
             amax = abs(v[j]);
-            best = v[j];
-            idx = 4u * i + j;
+            key = (4u * i + j) << 1 | (v[j] < 0.0 ? 1u : 0u);
         }
-    q8K_abs[o + i] = amax;
-    q8K_idx[o + i] = idx;
-    q8K_val[o + i] = best;
-    for (uint w = 32u; w >= 1u; w >>= 1) {
-        barrier();
-        if (i < w) {
-            float a2 = q8K_abs[o + i + w];
-            uint i2 = q8K_idx[o + i + w];
-            if (a2 > q8K_abs[o + i] || (a2 == q8K_abs[o + i] && a2 > 0.0 && i2 < q8K_idx[o + i])) {
-                q8K_abs[o + i] = a2;
-                q8K_idx[o + i] = i2;
-                q8K_val[o + i] = q8K_val[o + i + w];
-            }
-        }
+    uint a = floatBitsToUint(amax), m = subgroupMax(a);
+    key = subgroupMin(a == m ? key : 0xffffffffu);
+    if (subgroupElect()) {
+        q8K_sg_abs[gl_SubgroupID] = m;
+        q8K_sg_key[gl_SubgroupID] = key;
     }
     barrier();
-    float max_ = q8K_val[o];
+    uint s0 = o / gl_SubgroupSize, bm = 0u, bk = 0xffffffffu;
+    for (uint s = s0; s < s0 + 64u / gl_SubgroupSize; s++) {
+        uint m2 = q8K_sg_abs[s], k2 = q8K_sg_key[s];
+        if (m2 > bm || (m2 == bm && k2 < bk)) {
+            bm = m2;
+            bk = k2;
+        }
+    }
+    float max_ = bm == 0u ? 0.0 : (bk & 1u) != 0u ? -uintBitsToFloat(bm) : uintBitsToFloat(bm);
     U32s words = U32s(blk);
     float iscale = max_ != 0.0 ? div_rn(-127.0, max_) : 0.0;
     int sum = 0;

@@ -8,6 +8,7 @@
 // and writes the pairs the experts' products take: ids[t k + s] = the expert, act[t k + s] = t,
 // out[t k + s] = t k + s, w[t k + s] = its weight (gpu_op_route).
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "contract.glsl"
 
@@ -102,13 +103,20 @@ void softmax(bool which_row, uint n, uint i) {
 // an equal one at a lower index); the k of rank below k take their places. One pass and one
 // barrier: a round per chosen expert, each a tree of barriers, took 20 us a token on the H100.
 // The order is total only without NaNs (top_k_rounds takes a row with one).
+// The row is read eight entries at a time, each eight loaded before they are compared: a loop of
+// one load and one compare a round, stopping at rank k, took 5.7 us of a 128-expert row (H200).
 void top_k_rank(uint n, uint k, uint i) {
     for (uint j = i; j < n; j += GROUP) {
         float v = row[j];
         uint r = 0u;
-        for (uint q = 0u; q < n && r < k; q++) {
-            float u = row[q];
-            r += u > v || (u == v && q < j) ? 1u : 0u;
+        for (uint q0 = 0u; q0 < n; q0 += 8u) {
+            float u[8];
+            [[unroll]] for (uint a = 0u; a < 8u; a++)
+                u[a] = row[min(q0 + a, ROUTE_MAX - 1u)];
+            [[unroll]] for (uint a = 0u; a < 8u; a++) {
+                uint q = q0 + a;
+                r += q < n && (u[a] > v || (u[a] == v && q < j)) ? 1u : 0u;
+            }
         }
         if (r < k)
             sel[r] = int(j);
