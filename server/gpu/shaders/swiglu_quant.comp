@@ -41,10 +41,10 @@ void main() {
         return;
     }
     float gv[ROW_REG], uv[ROW_REG];
-    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) {
-        uint i = l + 256u * j;
-        gv[j] = i < p.n ? g.v[i] : 0.0;
-        uv[j] = i < p.n ? u.v[i] : 0.0;
+    [[unroll]] for (uint j = 0u; j < ROW_REG; j++) { // unconditional: in flight together (the
+        uint i = min(l + 256u * j, p.n - 1u);        // row's last past its end, unused)
+        gv[j] = g.v[i];
+        uv[j] = u.v[i];
     }
     for (uint j = 0u; j < ROW_REG; j++) {
         uint i = l + 256u * j;
