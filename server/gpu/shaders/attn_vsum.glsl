@@ -10,12 +10,17 @@
 // chunk's 112 probabilities are computed once, one by each of the first 112 makers, into a shared
 // double buffer (probs) a chunk ahead of their products: each exp_c is on one invocation's path,
 // not four or sixteen in a row on every maker's. A warp's 32 invocations read one row's 32
-// elements (coalesced). A kernel defines
-//     float v_at(uint64_t row, uint d)   element d of a head's V row as float
+// elements (coalesced). What a maker loads is kept as it was read and converted to floats only
+// when its products are made, a chunk later: converted as they were loaded, the loads were waited
+// for in the chunk that issued them (2 us a chunk of F16 rows on the H200, the load's latency).
+// A kernel defines
+//     uint v_raw(uint64_t row, uint d)   what element d of a head's V row is made from, one load
+//     float v_of(uint raw, uint d)       element d as float, from its v_raw
 // or V4_AT and
-//     vec4 v4_at(uint64_t row, uint m)   elements 4m .. 4m + 3, one load (the float types: a warp
-//                                        then reads four rows' 32 elements, four loads an
-//                                        invocation a chunk instead of 16)
+//     uvec4 v4_raw(uint64_t row, uint m) what elements 4m .. 4m + 3 are made from, one load (the
+//                                        float types: a warp then reads four rows' 32 elements,
+//                                        four loads an invocation a chunk instead of 16)
+//     vec4 v4_of(uvec4 raw)              the four as floats
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x = 256) in;
 
@@ -34,7 +39,7 @@ struct vsum_maker {
     uint64_t vbase;                 // the head's bytes of V row 0
     F32s pr;                        // the head's scores
     float mx, inv;                  // their softmax's (attn_softmax_stats)
-    float vj[16];                   // the loaded chunk: positions c + w + 7 k
+    uint vj[16];                    // the loaded chunk as read (v_raw, v4_raw): positions c + w + 7 k
 };
 
 // Chunk c's probabilities into its half of probs, one by each maker invocation u < VSUM_CHUNK
@@ -52,7 +57,7 @@ float vsum_prob(uint c, uint jj) {
 }
 
 #ifdef V4_AT
-// Loads chunk c's V elements four at a time (v4_at; its probabilities: vsum_probs): maker
+// Loads chunk c's V elements four at a time (v4_raw; its probabilities: vsum_probs): maker
 // invocation u = 32 w + dd takes loads u + 224 q (q < 4) of the chunk's 112 rows x 8 loads, row
 // u / 8, elements 4 (u % 8) ..; positions past the end read the last one (every load is
 // unconditional).
@@ -61,7 +66,7 @@ void vsum_load(inout vsum_maker m, uint c) {
     [[unroll]] for (uint q = 0u; q < 4u; q++) {
         uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
         uint j = min(c + jj, m.n - 1u), d = min(m.d - m.dd + e, p.head_dim - 4u);
-        vec4 v = v4_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, d / 4u);
+        uvec4 v = v4_raw(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, d / 4u);
         [[unroll]] for (uint k = 0u; k < 4u; k++)
             m.vj[4u * q + k] = v[k];
     }
@@ -75,8 +80,9 @@ void vsum_store(in vsum_maker m, uint c) {
         uint x = u + VSUM_MAKERS * VSUM_DIMS * q, jj = x / 8u, e = 4u * (x % 8u);
         bool in_ = c + jj < m.n && m.d - m.dd + e < p.head_dim;
         float pj = vsum_prob(c, jj);
+        vec4 v = v4_of(uvec4(m.vj[4u * q], m.vj[4u * q + 1u], m.vj[4u * q + 2u], m.vj[4u * q + 3u]));
         [[unroll]] for (uint k = 0u; k < 4u; k++) {
-            precise float y = pj * m.vj[4u * q + k];
+            precise float y = pj * v[k];
             prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + e + k] = in_ ? y : 0.0;
         }
     }
@@ -88,17 +94,17 @@ void vsum_load(inout vsum_maker m, uint c) {
     uint dl = min(m.d, p.head_dim - 1u);
     [[unroll]] for (uint k = 0u; k < 16u; k++) {
         uint j = min(c + m.w + VSUM_MAKERS * k, m.n - 1u);
-        m.vj[k] = v_at(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, dl);
+        m.vj[k] = v_raw(m.vbase + uint64_t(attn_ring_row(m.first_row, j)) * p.row_bytes, dl);
     }
 }
 
 // Chunk c's products, from what vsum_load loaded, into half (c / VSUM_CHUNK) % 2 of prod (0 past
 // the end).
 void vsum_store(in vsum_maker m, uint c) {
-    uint half_ = (c / VSUM_CHUNK) & 1u;
+    uint half_ = (c / VSUM_CHUNK) & 1u, dl = min(m.d, p.head_dim - 1u);
     [[unroll]] for (uint k = 0u; k < 16u; k++) {
         uint jj = m.w + VSUM_MAKERS * k;
-        precise float x = vsum_prob(c, jj) * m.vj[k];
+        precise float x = vsum_prob(c, jj) * v_of(m.vj[k], dl);
         prod[(half_ * VSUM_CHUNK + jj) * VSUM_DIMS + m.dd] = c + jj < m.n && m.d < p.head_dim ? x : 0.0;
     }
 }

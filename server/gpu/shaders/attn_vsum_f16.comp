@@ -8,8 +8,11 @@
 
 
 #define V4_AT
-vec4 v4_at(uint64_t row, uint m) {
-    uvec2 w = U32x2s(row).v[m];
+uvec4 v4_raw(uint64_t row, uint m) {
+    return uvec4(U32x2s(row).v[m], 0u, 0u);
+}
+
+vec4 v4_of(uvec4 w) {
     return vec4(fp16_to_f32(w.x & 0xffffu), fp16_to_f32(w.x >> 16), fp16_to_f32(w.y & 0xffffu),
                 fp16_to_f32(w.y >> 16));
 }

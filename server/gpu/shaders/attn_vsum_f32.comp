@@ -7,6 +7,7 @@
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer F32x4s { vec4 v[]; };
 
 #define V4_AT
-vec4 v4_at(uint64_t row, uint m) { return F32x4s(row).v[m]; }
+uvec4 v4_raw(uint64_t row, uint m) { return floatBitsToUint(F32x4s(row).v[m]); }
+vec4 v4_of(uvec4 w) { return uintBitsToFloat(w); }
 
 #include "attn_vsum.glsl"

@@ -6,11 +6,16 @@
 #include "contract.glsl"
 #include "attn.glsl"
 
-float v_at(uint64_t row, uint d) {
+// the block's scale (bits) above the byte holding the element's code
+uint v_raw(uint64_t row, uint d) {
     uint64_t blk = row + uint64_t(d / 32u) * 18u;
-    uint e = d % 32u, b = uint(U8s(blk + 2u).v[e & 15u]);
-    int q = int(e < 16u ? b & 15u : b >> 4) - 8;
-    precise float x = float(q) * load_f16(blk, 0u);
+    return uint(U16s(blk).v[0]) << 16 | uint(U8s(blk + 2u).v[(d % 32u) & 15u]);
+}
+
+float v_of(uint raw, uint d) {
+    uint b = raw & 255u;
+    int q = int(d % 32u < 16u ? b & 15u : b >> 4) - 8;
+    precise float x = float(q) * fp16_to_f32(raw >> 16);
     return x;
 }
 

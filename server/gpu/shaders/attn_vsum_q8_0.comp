@@ -5,9 +5,14 @@
 #include "contract.glsl"
 #include "attn.glsl"
 
-float v_at(uint64_t row, uint d) {
+// the block's scale (bits) above its code (a byte)
+uint v_raw(uint64_t row, uint d) {
     uint64_t blk = row + uint64_t(d / 32u) * 34u;
-    precise float x = float(I8s(blk + 2u).v[d % 32u]) * fp16_to_f32(uint(U16s(blk).v[0]));
+    return uint(U16s(blk).v[0]) << 16 | uint(U8s(blk + 2u).v[d % 32u]);
+}
+
+float v_of(uint raw, uint d) {
+    precise float x = float(int(raw << 24) >> 24) * fp16_to_f32(raw >> 16);
     return x;
 }
 
