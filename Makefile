@@ -16,6 +16,14 @@ endif
 BUILD   ?= build
 OPT     ?= -O2
 SAN     ?=
+# PHASES=1 (give it a BUILD of its own): a developer's build in which every GPU kernel's workgroup 0
+# stamps the device's clock at its start, at its PHASE(j) markers and at its end, and gpu_close
+# prints each kernel's last dispatch (server/gpu/gpu.c, shaders/common.glsl); needs the device's
+# VK_KHR_shader_clock. Never in a release: the stamps cost a store each.
+ifeq ($(PHASES),1)
+GLSLC_FLAGS  += -DPHASE_CLOCK
+EXTRA_CFLAGS += -DGPU_PHASES
+endif
 CFLAGS  := -std=c11 $(OPT) -g -Wall -Wextra -Werror -Wshadow -Wvla -pthread -D_GNU_SOURCE \
            -fno-math-errno -fno-trapping-math -ffp-contract=off $(SAN) \
            -Icommon -Iserver/engine -Iserver/experts -Iserver/gpu -Iserver/http -Iserver/context -Itools \
@@ -130,7 +138,7 @@ $(BUILD)/gen/webui.c: web/index.html $(BUILD)/embed
 # table of them all (gpu_shaders.h) ----
 $(BUILD)/gen/spv/%.spv: server/gpu/shaders/%.comp $(wildcard server/gpu/shaders/*.glsl)
 	@mkdir -p $(dir $@)
-	glslc --target-env=vulkan1.2 -O -o $@ $<
+	glslc --target-env=vulkan1.2 -O $(GLSLC_FLAGS) -o $@ $<
 
 $(BUILD)/gen/spv/%.c: $(BUILD)/gen/spv/%.spv $(BUILD)/embed
 	$(BUILD)/embed $< gpu_spv_$* $@

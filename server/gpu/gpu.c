@@ -65,6 +65,7 @@ struct gpu {
     uint64_t n_dispatch, n_barrier; /* recorded since the device was opened (gpu_counts) */
     int rec_rc;          /* the first recording error */
     bool lost;           /* the device failed */
+    struct gpu_buf *phases; /* GPU_PHASES (make PHASES=1): 32 clock stamps a kernel */
     char err[256];
 };
 
@@ -370,6 +371,15 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
     const char *const int_dot_ext[] = {"VK_KHR_shader_integer_dot_product"};
     if (g->info.int_dot)
         f.v12.pNext = &idp;
+#ifdef GPU_PHASES
+    VkPhysicalDeviceShaderClockFeaturesKHR clk = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR,
+        .shaderSubgroupClock = VK_TRUE, .shaderDeviceClock = VK_TRUE};
+    const char *const ph_ext[] = {"VK_KHR_shader_integer_dot_product", "VK_KHR_shader_clock"};
+    clk.pNext = f.v12.pNext;
+    f.v12.pNext = &clk;
+    f.v12.shaderBufferInt64Atomics = VK_TRUE;
+#endif
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                   .queueFamilyIndex = (uint32_t)family,
@@ -381,6 +391,10 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
                              .pQueueCreateInfos = &qi,
                              .enabledExtensionCount = g->info.int_dot ? 1 : 0,
                              .ppEnabledExtensionNames = int_dot_ext};
+#ifdef GPU_PHASES
+    ci.enabledExtensionCount = g->info.int_dot ? 2 : 1;
+    ci.ppEnabledExtensionNames = g->info.int_dot ? ph_ext : ph_ext + 1;
+#endif
     VkResult r = g->fn.vkCreateDevice(g->phys, &ci, NULL, &g->dev);
     if (r != VK_SUCCESS) {
         err_set(err, err_len, "vkCreateDevice on \"%s\" failed: %s", g->info.name,
@@ -431,6 +445,15 @@ static int pipeline_make(struct gpu *g, int i) {
     const VkSpecializationMapEntry entry = {.constantID = 0, .offset = 0, .size = 4};
     const VkSpecializationInfo spec = {.mapEntryCount = 1, .pMapEntries = &entry,
                                        .dataSize = 4, .pData = &fused_value};
+    const VkSpecializationInfo *sp = &spec;
+#ifdef GPU_PHASES /* common.glsl's PHASE_CLOCK: where the stamps go, and the kernel's index */
+    const uint64_t pa = gpu_buf_addr(g->phases);
+    const uint32_t vals[4] = {g->spec_fused, (uint32_t)pa, (uint32_t)(pa >> 32), (uint32_t)i};
+    const VkSpecializationMapEntry ents[4] = {{0, 0, 4}, {1, 4, 4}, {2, 8, 4}, {3, 12, 4}};
+    const VkSpecializationInfo spec_phases = {.mapEntryCount = 4, .pMapEntries = ents,
+                                              .dataSize = 16, .pData = vals};
+    sp = &spec_phases;
+#endif
     uint32_t *words = malloc(*s->bytes); /* the code is bytes; the module wants words */
     if (!words) {
         err_set(g->err, sizeof(g->err), "kernel \"%s\": out of memory", s->name);
@@ -450,7 +473,7 @@ static int pipeline_make(struct gpu *g, int i) {
                       .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                       .module = mod,
                       .pName = "main",
-                      .pSpecializationInfo = &spec},
+                      .pSpecializationInfo = sp},
             .layout = g->layout};
         r = g->fn.vkCreateComputePipelines(g->dev, VK_NULL_HANDLE, 1, &pi, NULL, &g->pipe[i]);
         g->fn.vkDestroyShaderModule(g->dev, mod, NULL);
@@ -605,6 +628,10 @@ struct gpu *gpu_open(int index, uint64_t budget_bytes, char *err, size_t err_len
         goto fail;
     if (!g->info.unified && !(g->staging = buf_make(g, GPU_STAGING_BYTES, true, err, err_len)))
         goto fail;
+#ifdef GPU_PHASES
+    if (!(g->phases = gpu_buf_new(g, (size_t)(gpu_spirv_count + 1) * 256, err, err_len)))
+        goto fail;
+#endif
     int fused = fma_is_fused(g, err, err_len);
     if (fused < 0)
         goto fail;
@@ -620,10 +647,67 @@ fail:
     return NULL;
 }
 
+#ifdef GPU_PHASES
+/* ---- the in-kernel clock (make PHASES=1; common.glsl's PHASE_CLOCK) ---------------------------- */
+
+struct phase_row {
+    int k;          /* the kernel */
+    uint64_t t[32]; /* its stamps (ns): workgroup 0's start, PHASE(1..29), end; every one's end */
+};
+
+static int phase_cmp(const void *a, const void *b) {
+    const struct phase_row *x = a, *y = b;
+    return x->t[0] < y->t[0] ? -1 : x->t[0] > y->t[0];
+}
+
+/* Prints to stderr each kernel's last dispatch, in the order they started: its start (us after
+ * the first kernel's), then from its workgroup 0's start (ns) that workgroup's PHASE(j) stamps
+ * and end, and the last workgroup's end. The device's clock (clockRealtimeEXT), so gaps between
+ * kernels show too. */
+static void phases_print(struct gpu *g) {
+    if (!g->phases || g->lost)
+        return;
+    const int n = gpu_spirv_count;
+    uint64_t *t = calloc((size_t)n * 32, 8);
+    struct phase_row *rows = calloc((size_t)n, sizeof(*rows));
+    if (!t || !rows || gpu_buf_read(g, g->phases, 0, t, (size_t)n * 256) < 0) {
+        free(t);
+        free(rows);
+        return;
+    }
+    int m = 0;
+    for (int k = 0; k < n; k++)
+        if (t[k * 32]) {
+            rows[m].k = k;
+            memcpy(rows[m].t, t + k * 32, 256);
+            m++;
+        }
+    qsort(rows, (size_t)m, sizeof(*rows), phase_cmp);
+    fprintf(stderr, "phases (ns; each kernel's last dispatch; start from the first, then from its "
+                    "start: wg0's phases, wg0 end, all end):\n");
+    for (int r = 0; r < m; r++) {
+        const uint64_t *u = rows[r].t;
+        fprintf(stderr, "  %-28s start %9.3f us |", gpu_spirv_table[rows[r].k].name,
+                (double)(u[0] - rows[0].t[0]) / 1000.0);
+        for (int j = 1; j < 30; j++)
+            if (u[j])
+                fprintf(stderr, " p%d %lld", j, (long long)(u[j] - u[0]));
+        fprintf(stderr, " | end %lld all %lld\n", (long long)(u[30] - u[0]),
+                (long long)(u[31] - u[0]));
+    }
+    free(t);
+    free(rows);
+}
+#endif
+
 void gpu_close(struct gpu *g) {
     if (!g)
         return;
     if (g->dev) {
+#ifdef GPU_PHASES
+        phases_print(g);
+        gpu_buf_free(g, g->phases);
+#endif
         if (g->staging) {
             g->used_bytes += g->staging->bytes; /* never counted: see buf_make */
             gpu_buf_free(g, g->staging);

@@ -85,6 +85,39 @@ float div_rn(float a, float b) {
 // a multiply and an add (lavapipe): set at gpu_open from probe_fma's answer.
 layout(constant_id = 0) const uint FMA_FUSED = 1u;
 
+#ifdef PHASE_CLOCK
+// The in-kernel clock (make PHASES=1; gpu.c prints it): each kernel's workgroup 0 stamps the
+// device's clock at its start (slot 0), at a PHASE(j) marker (1 <= j < 30; put one after a value
+// is used, e.g. `if (x != 12345.0) PHASE(3)`, so that it waits for what computes x) and at its end
+// (30); every workgroup's end goes to slot 31 by atomicMax. 32 uint64 slots a kernel at the
+// address in constants 1 (low) and 2 (high), the kernel's index in 3. main() wraps the kernel's
+// own, renamed kernel_main, so that every return passes the end's stamps. Elsewhere PHASE(j) is
+// nothing.
+#extension GL_EXT_shader_realtime_clock : require
+#extension GL_EXT_shader_atomic_int64 : require
+layout(constant_id = 1) const uint PHASE_LO = 0u;
+layout(constant_id = 2) const uint PHASE_HI = 0u;
+layout(constant_id = 3) const uint PHASE_KERNEL = 0u;
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer PhaseU64s { uint64_t v[]; };
+uint64_t phase_slot() {
+    return packUint2x32(uvec2(PHASE_LO, PHASE_HI)) + uint64_t(PHASE_KERNEL) * 256ul;
+}
+#define PHASE(j)                                                                               \
+    if (gl_WorkGroupID == uvec3(0u) && gl_LocalInvocationIndex == 0u)                          \
+        PhaseU64s(phase_slot()).v[j] = clockRealtimeEXT();
+void kernel_main();
+void main() {
+    PHASE(0)
+    kernel_main();
+    PHASE(30)
+    if (gl_LocalInvocationIndex == 0u)
+        atomicMax(PhaseU64s(phase_slot()).v[31], clockRealtimeEXT());
+}
+#define main kernel_main
+#else
+#define PHASE(j)
+#endif
+
 // fma(a, b, c) rounded once, as C's fmaf: the device's own where it is fused; otherwise a * b is
 // exact in double, the sum's rounding error is recovered exactly (Knuth's two-sum), and a sum that
 // was inexact is made odd in its last bit (rounding to odd), so that rounding it to float rounds
