@@ -1303,11 +1303,18 @@ static int vk_bias_rows(struct engine_vk *v, uint64_t y, size_t F, uint64_t bias
  * the products store, where ids are the experts (bias_ids == ids); with slots, over all n_tok k
  * rows after them (bias_ids: the routing's experts); rows no pair writes hold nothing of use. */
 /* Where the pairs' matrices are: gate, up and down (w), n_mats of each, the weights' mat_stride
- * apart, and their bias rows by the same index (b; 0: none), which the products add as they store
- * where the ids index them (vk_experts_pairs' bias_ids == ids). */
+ * apart, and their bias rows (b; 0: none): by the same index, added as the products store, where
+ * the ids index them (vk_experts_pairs' bias_ids == ids); else by the routing's experts, after the
+ * products (the slots': b are then the layer's experts' own). */
 struct vk_expert_mats {
     uint64_t w[3], b[3];
 };
+
+/* Layer il's routed experts, whole in VRAM or as its slots (the same fields), with their biases. */
+static struct vk_expert_mats vk_layer_mats(const struct vk_layer *d) {
+    return (struct vk_expert_mats){{d->gate_exps, d->up_exps, d->down_exps},
+                                   {d->gate_exps_b, d->up_exps_b, d->down_exps_b}};
+}
 
 static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mats *mats,
                             uint64_t xn, int32_t n_tok, uint64_t ids, uint64_t act, uint64_t out,
@@ -1316,7 +1323,6 @@ static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mat
     struct engine_vk *v = e->vk;
     const struct model_hparams *hp = &e->m->hp;
     const struct model_layer *l = &e->m->layers[il];
-    const struct vk_layer *d = &v->layers[il];
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp;
     const int32_t P = n_tok * e->k_used;
     const bool own = bias_ids == ids; /* the matrices are the experts: biases in the products */
@@ -1352,8 +1358,8 @@ static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mat
                                          v->u.addr, F, out, n_pairs, &grp,
                                          own ? mats->b[1] : 0)) < 0)
         return rc;
-    if (!own && ((rc = vk_bias_rows(v, v->g.addr, F, d->gate_exps_b, bias_ids, P)) < 0 ||
-                 (rc = vk_bias_rows(v, v->u.addr, F, d->up_exps_b, bias_ids, P)) < 0))
+    if (!own && ((rc = vk_bias_rows(v, v->g.addr, F, mats->b[0], bias_ids, P)) < 0 ||
+                 (rc = vk_bias_rows(v, v->u.addr, F, mats->b[1], bias_ids, P)) < 0))
         return rc;
     vk_sync(v);
     if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd)) < 0)
@@ -1364,7 +1370,7 @@ static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mat
                                          sd, out, v->d.addr, D, out, n_pairs, &grp,
                                          own ? mats->b[2] : 0)) < 0)
         return rc;
-    if (!own && (rc = vk_bias_rows(v, v->d.addr, D, d->down_exps_b, bias_ids, P)) < 0)
+    if (!own && (rc = vk_bias_rows(v, v->d.addr, D, mats->b[2], bias_ids, P)) < 0)
         return rc;
     vk_sync(v);
     return 0;
@@ -1377,9 +1383,7 @@ int vk_experts(struct engine *e, int il, uint64_t xn, int32_t n_tok) {
     const int32_t K = e->k_used, P = n_tok * K;
     const uint64_t a_ids = v->pairs.addr, a_act = a_ids + (uint64_t)P * 4,
                    a_out = a_act + (uint64_t)P * 4;
-    const struct vk_layer *d = &v->layers[il];
-    const struct vk_expert_mats mats = {{d->gate_exps, d->up_exps, d->down_exps},
-                                        {d->gate_exps_b, d->up_exps_b, d->down_exps_b}};
+    const struct vk_expert_mats mats = vk_layer_mats(&v->layers[il]);
     return vk_experts_pairs(e, il, &mats, xn, n_tok, a_ids, a_act, a_out, P, e->m->hp.n_expert,
                             a_ids + (uint64_t)e->p.n_batch * K * 16, a_ids);
 }
@@ -1542,8 +1546,7 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
             gpu_copy(v->dev, v->tier_pairs.buf, (size_t)a * B * K * 4, v->h_tier_pairs,
                      (size_t)a * B * K * 4, (size_t)n_gpu * 4);
         vk_sync(v);
-        const struct vk_layer *d = &v->layers[il];
-        const struct vk_expert_mats mats = {{d->gate_exps, d->up_exps, d->down_exps}, {0, 0, 0}};
+        const struct vk_expert_mats mats = vk_layer_mats(&v->layers[il]);
         rc = vk_experts_pairs(e, il, &mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
                               tp + 2 * B * K * 4, n_gpu, v->tier->n_slots, tp + 4 * B * K * 4,
                               a_ids);
