@@ -168,6 +168,20 @@ static const char *features_missing(const struct gpu_features *f) {
     return NULL;
 }
 
+/* Names what the backend needs of the device's subgroups that sub lacks, or NULL: the activation
+ * quantizers' reductions (quantize_q8_K.glsl) take subgroup arithmetic in compute kernels, and a
+ * Q8_K block's 64 invocations as whole subgroups. */
+static const char *subgroups_missing(const VkPhysicalDeviceSubgroupProperties *sub) {
+    const VkSubgroupFeatureFlags ops = VK_SUBGROUP_FEATURE_BASIC_BIT |
+                                       VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+    const uint32_t n = sub->subgroupSize;
+    if (!(sub->supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
+        (sub->supportedOperations & ops) != ops || n < 4 || n > 64 || (n & (n - 1)))
+        return "subgroup arithmetic in compute kernels, in subgroups of 4 to 64 (the activation "
+               "quantizers' reductions)";
+    return NULL;
+}
+
 static uint64_t largest_heap(const VkPhysicalDeviceMemoryProperties *m, bool device_local) {
     uint64_t best = 0;
     for (uint32_t i = 0; i < m->memoryHeapCount; i++) {
@@ -243,16 +257,9 @@ static void info_fill(const struct vk_fn *fn, VkPhysicalDevice pd, int index, st
     struct gpu_features f;
     features_chain(&f);
     const char *missing = NULL;
-    const VkSubgroupFeatureFlags sg_ops = VK_SUBGROUP_FEATURE_BASIC_BIT |
-                                          VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
     if (in->api_version < VK_API_VERSION_1_2)
         missing = "Vulkan 1.2";
-    else if (!(sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) ||
-             (sub.supportedOperations & sg_ops) != sg_ops || sub.subgroupSize < 4 ||
-             sub.subgroupSize > 64 || (sub.subgroupSize & (sub.subgroupSize - 1)))
-        missing = "subgroup arithmetic in compute kernels, in subgroups of 4 to 64 (the activation "
-                  "quantizers' reductions)";
-    else {
+    else if (!(missing = subgroups_missing(&sub))) {
         fn->vkGetPhysicalDeviceFeatures2(pd, &f.f2);
         missing = features_missing(&f);
     }
@@ -368,14 +375,17 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
     VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR,
         .shaderIntegerDotProduct = VK_TRUE};
-    const char *const int_dot_ext[] = {"VK_KHR_shader_integer_dot_product"};
-    if (g->info.int_dot)
+    const char *ext[2];
+    uint32_t n_ext = 0;
+    if (g->info.int_dot) {
         f.v12.pNext = &idp;
-#ifdef GPU_PHASES
+        ext[n_ext++] = "VK_KHR_shader_integer_dot_product";
+    }
+#ifdef GPU_PHASES /* make PHASES=1: the kernels read the device's clock */
     VkPhysicalDeviceShaderClockFeaturesKHR clk = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR,
         .shaderSubgroupClock = VK_TRUE, .shaderDeviceClock = VK_TRUE};
-    const char *const ph_ext[] = {"VK_KHR_shader_integer_dot_product", "VK_KHR_shader_clock"};
+    ext[n_ext++] = "VK_KHR_shader_clock";
     clk.pNext = f.v12.pNext;
     f.v12.pNext = &clk;
     f.v12.shaderBufferInt64Atomics = VK_TRUE;
@@ -389,12 +399,8 @@ static int device_new(struct gpu *g, int family, char *err, size_t err_len) {
                              .pNext = &f.f2,
                              .queueCreateInfoCount = 1,
                              .pQueueCreateInfos = &qi,
-                             .enabledExtensionCount = g->info.int_dot ? 1 : 0,
-                             .ppEnabledExtensionNames = int_dot_ext};
-#ifdef GPU_PHASES
-    ci.enabledExtensionCount = g->info.int_dot ? 2 : 1;
-    ci.ppEnabledExtensionNames = g->info.int_dot ? ph_ext : ph_ext + 1;
-#endif
+                             .enabledExtensionCount = n_ext,
+                             .ppEnabledExtensionNames = ext};
     VkResult r = g->fn.vkCreateDevice(g->phys, &ci, NULL, &g->dev);
     if (r != VK_SUCCESS) {
         err_set(err, err_len, "vkCreateDevice on \"%s\" failed: %s", g->info.name,
