@@ -137,11 +137,10 @@ class Cgroup:
 
 def start(args, cg):
     """sniperd with args (in cgroup cg when not None); stderr to a file. Returns (process, log)."""
-    log = open(os.path.join(TMP, f"sniperd-{time.time_ns()}.err"), "w+")
-    p = subprocess.Popen([SNIPERD, "--threads", "2", *args], env=dict(os.environ, HOME=TMP),
-                         stdout=subprocess.DEVNULL, stderr=log,
-                         preexec_fn=cg.join if cg else None)
-    return p, log
+    return http_daemon.popen_logged([SNIPERD, "--threads", "2", *args],
+                                    os.path.join(TMP, f"sniperd-{time.time_ns()}.err"),
+                                    env=dict(os.environ, HOME=TMP),
+                                    preexec_fn=cg.join if cg else None)
 
 
 def run_to_end(args, cap):

@@ -43,17 +43,27 @@ class Checks:
         return 1 if self.failed else 0
 
 
+def popen_logged(cmd, path, **kw):
+    """Starts cmd with stdout discarded and stderr to the file path. Returns (process, the file
+    opened for reading). The child writes through its own open file, in append mode: sharing the
+    reader's would share its offset, and a reader's seek(0) would send the child's next line over
+    the file's head (a lost "listening on" line: a daemon seen as never started)."""
+    log = open(path, "w+")
+    with open(path, "a") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, **kw)
+    return p, log
+
+
 class Daemon:
     """sniperd serving a model (or, with model None, the models its args name) on a free port;
     stderr kept in a file."""
 
     def __init__(self, build, tmp, model, *args):
-        self.log = open(os.path.join(tmp, f"sniperd-{len(args)}-{time.time_ns()}.err"), "w+")
         model_args = ["-m", model] if model else []  # None: the models come from args
-        self.p = subprocess.Popen([os.path.join(build, "sniperd"), *model_args, "--port", "0",
-                                   "--threads", "2", *args],
-                                  env=dict(os.environ, HOME=tmp),
-                                  stdout=subprocess.DEVNULL, stderr=self.log)
+        self.p, self.log = popen_logged(
+            [os.path.join(build, "sniperd"), *model_args, "--port", "0", "--threads", "2", *args],
+            os.path.join(tmp, f"sniperd-{len(args)}-{time.time_ns()}.err"),
+            env=dict(os.environ, HOME=tmp))
         self.port = None
         deadline = time.time() + 30
         while time.time() < deadline and self.port is None:
