@@ -679,6 +679,51 @@ out:
     pair_close(&p);
 }
 
+/* expert_cache_rehome: the slots moved into memory a caller lends (a GPU's, on unified memory)
+ * keep their experts (the next run hits and gives the all-in-RAM bits), reads land there, and
+ * they come back into the cache's own memory the same; memory too small or misaligned for direct
+ * reads is refused. */
+static void test_rehome(void) {
+    struct pair p;
+    if (!pair_open(&p))
+        goto out;
+    const size_t min = expert_cache_slot_bytes(p.disk) * (size_t)p.disk->hp.n_expert;
+    struct expert_cache *c = cache_new(p.disk, min, EXPERT_IO_URING);
+    const size_t bytes = c ? expert_cache_mem_bytes(c) : 0;
+    uint8_t *lent = c ? aligned_alloc(EXPERT_IO_ALIGN, bytes + EXPERT_IO_ALIGN) : NULL;
+    if (!c || !lent)
+        goto done;
+    CHECK_EQ_INT(run(p.disk, c, p.got), 0);
+    CHECK_EQ_INT(expert_cache_rehome(c, lent, bytes - 1), -EINVAL);
+    CHECK_EQ_INT(expert_cache_rehome(c, lent + 512, bytes), -EINVAL);
+    struct expert_cache_stats before, after;
+    expert_cache_get_stats(c, &before);
+    CHECK_EQ_INT(expert_cache_rehome(c, lent, bytes), 0);
+    memset(p.got, 0, p.bytes);
+    CHECK_EQ_INT(run(p.disk, c, p.got), 0);
+    CHECK(memcmp(p.want, p.got, p.bytes) == 0);
+    expert_cache_get_stats(c, &after);
+    CHECK_MSG(after.hits > before.hits, "no hit after the move: %llu hits before, %llu after",
+              (unsigned long long)before.hits, (unsigned long long)after.hits);
+    const int32_t ids[1] = {1};
+    const uint8_t *mats[3] = {NULL, NULL, NULL};
+    CHECK_EQ_INT(expert_cache_begin(c, 0, ids, 1), 0);
+    CHECK_EQ_INT(expert_cache_get(c, 0, mats, true, NULL), 0);
+    for (int k = 0; k < 3; k++)
+        CHECK_MSG(mats[k] >= lent && mats[k] < lent + bytes, "matrix %d not in the lent memory",
+                  k);
+    CHECK_EQ_INT(expert_cache_rehome(c, NULL, 0), 0);
+    memset(lent, 0xff, bytes); /* nothing of the cache may still be read from here */
+    memset(p.got, 0, p.bytes);
+    CHECK_EQ_INT(run(p.disk, c, p.got), 0);
+    CHECK(memcmp(p.want, p.got, p.bytes) == 0);
+done:
+    expert_cache_free(c);
+    free(lent);
+out:
+    pair_close(&p);
+}
+
 /* The lossy flags are off by default (the exact tests above run with the defaults); on, they run,
  * change the logits, and out-of-range values are refused. */
 static void test_lossy_flags(void) {
@@ -1028,6 +1073,7 @@ static const struct test_case cases[] = {
     {"read_fault", test_read_fault},
     {"hybrid_fault_resumes", test_hybrid_fault_resumes},
     {"file_shrinks", test_file_shrinks},
+    {"rehome", test_rehome},
     {"lossy_flags", test_lossy_flags},
     {"too_small", test_too_small},
     {"multi_seq_streaming", test_multi_seq_streaming},

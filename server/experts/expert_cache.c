@@ -40,6 +40,7 @@ struct expert_cache {
     size_t slot_bytes;
     uint8_t *mem; /* [n_slots][slot_bytes], touched for the active slots */
     size_t mem_bytes;
+    bool mem_lent; /* mem is a caller's (expert_cache_rehome): neither advised nor given back */
     int32_t *where;        /* [n_layer * n_expert] */
     struct ec_slot *slots; /* [n_slots] */
     uint64_t epoch;
@@ -109,6 +110,8 @@ size_t expert_cache_slot_bytes(const struct model *m) {
  * around the end, its retired slots given back, would be filled again behind the cache's back:
  * up to 2 MiB past the budget (seen: the peak resident set 1.1-1.7 MiB over in 1 of 20 runs). */
 static void ec_advise_huge(struct expert_cache *c, int32_t n_active) {
+    if (c->mem_lent)
+        return;
     const uintptr_t base = (uintptr_t)c->mem, end = base + (size_t)n_active * c->slot_bytes;
     const uintptr_t cut = (end & ~(EC_HUGE_PAGE - 1)) > base ? (end & ~(EC_HUGE_PAGE - 1)) : base;
     if (cut > base)
@@ -233,7 +236,7 @@ void expert_cache_free(struct expert_cache *c) {
     if (!c)
         return;
     expert_io_free(c->io); /* first: it waits for reads into mem */
-    if (c->mem)
+    if (c->mem && !c->mem_lent)
         munmap(c->mem, c->mem_bytes);
     free(c->where);
     free(c->slots);
@@ -493,7 +496,8 @@ static void ec_retire_last(struct expert_cache *c) {
         cache_policy_remove(c->policy, t);
     }
     ec_clear(c, t);
-    os_pages_release(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes);
+    if (!c->mem_lent)
+        os_pages_release(c->mem + (size_t)t * c->slot_bytes, c->slot_bytes);
     c->n_active--;
 }
 
@@ -514,6 +518,36 @@ int expert_cache_set_bytes(struct expert_cache *c, size_t bytes) {
     cache_policy_resize(c->policy, c->n_active);
     c->stats.n_slots = c->n_active;
     return c->n_active;
+}
+
+size_t expert_cache_mem_bytes(const struct expert_cache *c) {
+    return c->mem_bytes;
+}
+
+int expert_cache_rehome(struct expert_cache *c, uint8_t *mem, size_t bytes) {
+    if (mem && (bytes < c->mem_bytes || (uintptr_t)mem % EXPERT_IO_ALIGN))
+        return -EINVAL;
+    uint8_t *to = mem;
+    if (!to) {
+        to = mmap(NULL, c->mem_bytes, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (to == MAP_FAILED)
+            return -ENOMEM;
+    }
+    while (expert_io_outstanding(c->io) > 0) /* no read may land in the old memory */
+        ec_reap(c, true);
+    uint8_t *from = c->mem;
+    memcpy(to, from, (size_t)c->n_active * c->slot_bytes);
+    for (int32_t s = 0; s < c->n_slots; s++)
+        for (int k = 0; k < 3; k++)
+            if (c->slots[s].mat[k])
+                c->slots[s].mat[k] = to + (c->slots[s].mat[k] - from);
+    if (!c->mem_lent)
+        munmap(from, c->mem_bytes);
+    c->mem = to;
+    c->mem_lent = mem != NULL;
+    ec_advise_huge(c, c->n_active);
+    return 0;
 }
 
 bool expert_cache_resident(const struct expert_cache *c, int il, int32_t e) {

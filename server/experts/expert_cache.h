@@ -82,6 +82,16 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
  * matrices must not be used after it. */
 int expert_cache_set_bytes(struct expert_cache *c, size_t bytes);
 
+/* Bytes of c's slots, the retired ones and those it may grow into included. */
+size_t expert_cache_mem_bytes(const struct expert_cache *c);
+
+/* Moves c's slots, between lookups, into mem (bytes >= expert_cache_mem_bytes, aligned for direct
+ * I/O: a GPU's host-visible memory, where its kernels read the experts in place), or with mem
+ * NULL back into memory of its own. Waits for reads in flight first; the slots keep their
+ * experts. Lent memory is never given back to the system (a shrink keeps its pages) and must
+ * outlive c or the next rehome. Returns 0, -EINVAL (too small or misaligned), -ENOMEM. */
+int expert_cache_rehome(struct expert_cache *c, uint8_t *mem, size_t bytes);
+
 /* Waits for reads in flight, then frees. Accepts NULL. */
 void expert_cache_free(struct expert_cache *c);
 
