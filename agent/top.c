@@ -153,6 +153,11 @@ static void print_gpu(FILE *f, const json_t *s, const char *eol) {
          fmt_bytes(a, sizeof(a), num(s, "gpu", "weights_bytes")),
          fmt_bytes(b, sizeof(b), num(s, "gpu", "kv_bytes")),
          fmt_bytes(c, sizeof(c), num(s, "gpu", "activation_bytes")));
+    if (json_is_true(field(s, "gpu", "experts_in_place"))) {
+        line(f, eol, "experts", "every routed expert computed by the GPU in the expert cache's "
+             "slots, %s pairs", fmt_num(a, sizeof(a), num(s, "gpu", "pairs_on_gpu"), 0));
+        return;
+    }
     const double slots = num(s, "gpu", "experts_in_vram"), n = num(s, "gpu", "experts_per_layer");
     if (!(slots < n)) /* every expert in VRAM (or no experts): nothing moves */
         return;

@@ -55,8 +55,9 @@ grep -q "would pass the budget.*running on the CPU" "$TMP/small.err" &&
 check "--gpu-budget too small: the CPU, with the budget named" $? "$(cat "$TMP/small.err")"
 
 # the experts on three levels: a budget that holds 3 of a layer's 16 experts (the rest computed on
-# the CPU from RAM), and the experts through an expert cache with some or all of them in VRAM: the
-# CPU's logits, tokens and text byte for byte
+# the CPU from RAM), and the experts through an expert cache with some or all of them in VRAM (the
+# device's memory taken as a discrete card's: SNIPER_GPU_NO_MAP); on unified memory, the expert
+# cache's slots read in place by the GPU: the CPU's logits, tokens and text byte for byte
 three() { # three NAME ARGS...: the one-shot on the GPU with ARGS, against moe-none's output
     "$BUILD/sniperd" -m "$TMP/moe.gguf" -p "The quick brown fox jumps over the lazy dog" -n 12 \
         --temp 0 --threads 2 --gpu 0 --dump-logits "$TMP/$1.f32" --dump-tokens "$TMP/$1.json" \
@@ -68,13 +69,19 @@ three tier-ram --ctx-size 256 -b 16 --gpu-budget 12M &&
     grep -q "routed experts: 3 of 16 a layer in VRAM.*on the CPU from RAM" "$TMP/tier-ram.err"
 check "three levels: 3 of 16 experts in VRAM, the rest from RAM: the CPU's bytes" $? \
     "$(cat "$TMP/tier-ram.err")"
-three tier-ssd --ctx-size 256 -b 16 --gpu-budget 12M --ram-budget 160M &&
+SNIPER_GPU_NO_MAP=1 three tier-ssd --ctx-size 256 -b 16 --gpu-budget 12M --ram-budget 160M &&
     grep -q "routed experts: 3 of 16 a layer in VRAM.*through the expert cache" "$TMP/tier-ssd.err"
 check "three levels: 3 of 16 experts in VRAM, the rest through the expert cache: the CPU's bytes" \
     $? "$(cat "$TMP/tier-ssd.err")"
-three tier-all --ram-budget 160M && grep -q "routed experts: all 16 a layer in VRAM" "$TMP/tier-all.err"
+SNIPER_GPU_NO_MAP=1 three tier-all --ram-budget 160M &&
+    grep -q "routed experts: all 16 a layer in VRAM" "$TMP/tier-all.err"
 check "three levels: every expert in VRAM, read through the expert cache: the CPU's bytes" $? \
     "$(cat "$TMP/tier-all.err")"
+three in-place --ctx-size 256 -b 16 --ram-budget 160M &&
+    grep -q "routed experts: every one computed by the GPU in the expert cache's slots" \
+        "$TMP/in-place.err"
+check "unified memory: the expert cache's slots read in place by the GPU: the CPU's bytes" $? \
+    "$(cat "$TMP/in-place.err")"
 
 # a --gpu that names nothing usable is refused before anything loads
 "$BUILD/sniperd" -m "$TMP/moe.gguf" -p hi -n 1 --gpu 99 >/dev/null 2>"$TMP/bad.err"
@@ -134,8 +141,9 @@ gpu_chat() {
 # the three levels in the daemon: 3 of 16 experts in VRAM, the rest through the expert cache (its
 # chat's replies are short: the greedy completion of ten tokens is compared too, with the CPU
 # daemon's above); /v1/stats then says the split and the VRAM slots' hits
-gpu_chat tier "$TMP/moe.gguf" "routed experts: 3 of 16 a layer in VRAM.*through the expert cache" \
-    16 --ram-budget 160M --ctx-size 256 -b 16 --gpu-budget 12M
+SNIPER_GPU_NO_MAP=1 gpu_chat tier "$TMP/moe.gguf" \
+    "routed experts: 3 of 16 a layer in VRAM.*through the expert cache" 16 --ram-budget 160M \
+    --ctx-size 256 -b 16 --gpu-budget 12M
 a=$(ask "$gport")
 [ -n "$a" ] && [ "$a" = "$b" ]
 check "tier daemon: the three levels' greedy completion is the CPU's" $? \
@@ -159,6 +167,19 @@ grep -q "^gpu  *weights .* in VRAM" <<<"$top" &&
     grep -q "^vram  *3 of 16 experts a layer, hit rate [0-9.]* %" <<<"$top" &&
     grep -Eq "^pairs  *[1-9][0-9]* on the GPU, [1-9][0-9]* on the CPU" <<<"$top"
 check "tier daemon: sniper top shows the GPU and the VRAM slots" $? "$top"
+
+# on unified memory (lavapipe) the daemon's streamed experts are read in place: /v1/stats and
+# sniper top say so, every pair on the GPU
+gpu_chat in-place "$TMP/moe.gguf" "every one computed by the GPU in the expert cache's slots" 16 \
+    --ram-budget 160M --ctx-size 256 -b 16
+inplace=$(curl -s "http://127.0.0.1:$gport/v1/stats" | python3 -c 'import json,sys; g=json.load(sys.stdin)["gpu"]
+print(g["experts_in_place"], g["experts_in_vram"], g["pairs_on_gpu"] > 0, g["pairs_on_cpu"])')
+top=$(HOME=$TMP timeout 20 "$BUILD/sniper" --server "http://127.0.0.1:$gport" top --once 2>&1)
+[ "$inplace" = "True 0 True 0" ] &&
+    grep -Eq "^experts  *every routed expert computed by the GPU in the expert cache's slots, [1-9]" \
+        <<<"$top"
+check "in-place daemon: /v1/stats and sniper top say the experts are read in place" $? \
+    "$inplace $top"
 
 # gpt-oss: the first turn's 16 tokens of reply wrapped the rings (23 rows at a batch of 8) past the
 # window before its end, so the second turn goes back to a checkpoint and its rows

@@ -39,6 +39,16 @@ static struct gpu *open_any(void) {
     return NULL;
 }
 
+/* open_any's device with its memory taken as a discrete card's (SNIPER_GPU_NO_MAP: copies through
+ * a staging buffer, the expert cache's slots in the host's memory): the three levels' exchange
+ * even on lavapipe, where the experts would otherwise be read in place. */
+static struct gpu *open_staged(void) {
+    setenv("SNIPER_GPU_NO_MAP", "1", 1);
+    struct gpu *g = open_any();
+    unsetenv("SNIPER_GPU_NO_MAP");
+    return g;
+}
+
 static struct model *make_load(const char *name, const char *args) {
     char path[1024], err[256];
     if (test_make_model(path, sizeof(path), name, args) < 0)
@@ -718,20 +728,28 @@ out:
 
 /* A model's logits on the GPU equal the CPU's (all in RAM) bit for bit whatever the placement:
  * no routed expert in VRAM, some, all; the model in RAM or its experts through a cache that
- * misses on every token, with the lookahead on and off: the first n_runs of those placements (2:
- * some in RAM and all through the cache, the runs whose pairs on the GPU reach the tiled
- * products; make test's time is kept for the placements that differ). */
+ * misses on every token (on a card taken as discrete: the exchange), with the lookahead on and
+ * off: the first n_runs of those placements (2: some in RAM and all through the cache, the runs
+ * whose pairs on the GPU reach the tiled products; make test's time is kept for the placements
+ * that differ); then the cache's slots read in place by the GPU on unified memory (lavapipe). */
 static void tier_invariant(const char *file, const char *args, size_t n_runs) {
-    struct gpu *g = open_any();
+    struct gpu *g = open_any(), *gs = g ? open_staged() : NULL;
     char path[1024];
-    if (!g || test_make_model(path, sizeof(path), file, args) < 0) {
+    if (!g || !gs || test_make_model(path, sizeof(path), file, args) < 0) {
         gpu_close(g);
+        gpu_close(gs);
         return;
     }
     char err[256] = "";
     struct model *hm = model_open(path, false, err, sizeof(err));
     CHECK_MSG(hm != NULL, "model_open(%s): %s", path, err);
     const int32_t V = hm ? hm->hp.n_vocab : 0, NE = hm ? hm->hp.n_expert : 0;
+    int32_t n_moe = 0;
+    for (int32_t il = 0; hm && il < hm->hp.n_layer; il++)
+        n_moe += hm->layers[il].ffn == MODEL_FFN_MOE;
+    /* every (token, expert) pair of the run: its rows, k experts each, in every MoE layer */
+    const uint64_t all_pairs = (uint64_t)(TIER_A + TIER_B + 2 * TIER_STEPS) *
+                               (uint64_t)(hm ? hm->hp.n_expert_used : 0) * (uint64_t)n_moe;
     model_free(hm);
     const size_t rows = TIER_A + TIER_B + 2 * TIER_STEPS;
     float *want = calloc(rows * (size_t)V, 4), *got = calloc(rows * (size_t)V, 4);
@@ -744,20 +762,34 @@ static void tier_invariant(const char *file, const char *args, size_t n_runs) {
     /* then the transit: a batch's missed experts uploaded for its step, every one with two
      * pairs or more (2), or where the measured speeds say so (1) */
     const struct tier_run runs[] = {
-        {g, 3, false, false, 0}, {g, NE, true, false, 0}, {g, -1, false, false, 0},
-        {g, -1, true, true, 0},  {g, -1, true, false, 0}, {g, 3, true, true, 0},
+        {g, 3, false, false, 0},  {gs, NE, true, false, 0}, {g, -1, false, false, 0},
+        {gs, -1, true, true, 0},  {gs, -1, true, false, 0}, {gs, 3, true, true, 0},
     };
-    const struct tier_run transits[] = {{g, 3, false, false, 2}, {g, -1, true, false, 2},
+    const struct tier_run transits[] = {{g, 3, false, false, 2}, {gs, -1, true, false, 2},
                                         {g, 2, false, false, 1}};
     const size_t n_all = sizeof(runs) / sizeof(runs[0]), n_first = n_runs < n_all ? n_runs : n_all;
-    for (size_t i = 0; i < n_first + sizeof(transits) / sizeof(transits[0]); i++) {
-        const struct tier_run *r = i < n_first ? &runs[i] : &transits[i - n_first];
+    const size_t n_transits = sizeof(transits) / sizeof(transits[0]);
+    for (size_t i = 0; i <= n_first + n_transits; i++) {
+        /* the last: the cache's slots read in place (the slots asked for mean nothing there) */
+        const struct tier_run in_place = {g, 3, true, false, 0};
+        const struct tier_run *r = i < n_first ? &runs[i]
+                                   : i < n_first + n_transits ? &transits[i - n_first] : &in_place;
         memset(got, 0, rows * (size_t)V * 4);
         CHECK_EQ_INT(tier_eval(path, r, got, &ge), 0);
         const int32_t bad = rows_differ(want, got, (int32_t)rows, V);
-        CHECK_MSG(bad == 0, "%s: %d slots, experts %s, prefetch %s: %d of %zu rows differ from "
-                  "the CPU's", args, r->slots, r->disk ? "on disk" : "in RAM",
-                  r->prefetch ? "on" : "off", bad, rows);
+        CHECK_MSG(bad == 0, "%s: %d slots, experts %s%s, prefetch %s: %d of %zu rows differ "
+                  "from the CPU's", args, r->slots, r->disk ? "on disk" : "in RAM",
+                  r == &in_place ? " read in place" : "", r->prefetch ? "on" : "off", bad, rows);
+        if (r == &in_place) {
+            const bool unified = gpu_get_info(g)->unified;
+            CHECK_MSG(ge.in_place == unified && ge.exchange == !unified && ge.cached &&
+                          (!unified || (ge.pairs_cpu == 0 && ge.pairs_gpu == all_pairs)),
+                      "%s: in place %d (unified memory %d), exchange %d: %llu pairs on the GPU "
+                      "of %llu, %llu on the CPU", args, ge.in_place, unified, ge.exchange,
+                      (unsigned long long)ge.pairs_gpu, (unsigned long long)all_pairs,
+                      (unsigned long long)ge.pairs_cpu);
+            continue;
+        }
         const int32_t slots = r->slots == 0 ? NE : r->slots < 0 ? 0 : r->slots;
         CHECK_EQ_INT(ge.n_slots, slots);
         CHECK(ge.exchange == (r->disk || slots < NE));
@@ -779,6 +811,7 @@ out:
     free(want);
     free(got);
     gpu_close(g);
+    gpu_close(gs);
 }
 
 static void test_tier_qwen3moe(void) {
@@ -935,11 +968,12 @@ out:
     gpu_close(g);
 }
 
-/* A read of an expert that fails on the CPU's side of the exchange fails that request (-EIO) and
- * nothing else: the engine stays on the GPU, the sequence ends where it was, and goes on with the
- * CPU's bits. */
-static void test_tier_read_fault(void) {
-    struct gpu *g = open_any();
+/* A read of an expert that fails on the CPU's side of the exchange (staged: a card taken as
+ * discrete), or before the GPU computes it in the cache's slot (unified memory), fails that
+ * request (-EIO) and nothing else: the engine stays on the GPU, the sequence ends where it was,
+ * and goes on with the CPU's bits. */
+static void tier_read_fault(bool staged) {
+    struct gpu *g = staged ? open_staged() : open_any();
     char path[1024], err[256] = "";
     if (!g || test_make_model(path, sizeof(path), "tierf.gguf", "--preset tiny") < 0) {
         gpu_close(g);
@@ -989,6 +1023,11 @@ out:
     model_free(hm);
     model_free(dm);
     gpu_close(g);
+}
+
+static void test_tier_read_fault(void) {
+    tier_read_fault(true);
+    tier_read_fault(false);
 }
 
 /* A budget too small for even what must be in VRAM: the engine stays on the CPU, says why, and

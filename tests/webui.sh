@@ -32,8 +32,9 @@ HOME=$TMP "$BUILD/sniperd" --models-dir "$TMP/models" --port 0 --threads 2 \
     --context-dir "$TMP/contexts3" 2>"$TMP/err3" &
 pid3=$!
 # a fourth runs on the machine's Vulkan device by number (lavapipe in CI) on three levels: 2 of the
-# 16 experts a layer in VRAM, the rest on the CPU through the expert cache
-HOME=$TMP "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts4" \
+# 16 experts a layer in VRAM, the rest on the CPU through the expert cache (the device taken as a
+# discrete card's: on unified memory the cache's slots would be read in place)
+HOME=$TMP SNIPER_GPU_NO_MAP=1 "$BUILD/sniperd" -m "$TMP/m.gguf" --port 0 --threads 2 --context-dir "$TMP/contexts4" \
     --gpu 0 --gpu-budget 4M --ram-budget 160M --ctx-size 256 -b 16 2>"$TMP/err4" &
 pid4=$!
 trap 'kill $pid1 $pid2 $pid3 $pid4 2>/dev/null; wait $pid1 $pid2 $pid3 $pid4 2>/dev/null; [ -n "${KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT

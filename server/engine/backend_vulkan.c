@@ -30,6 +30,7 @@
 #include "clock.h"
 #include "engine_impl.h"
 #include "err.h"
+#include "expert_cache.h"
 #include "gpu.h"
 #include "gpu_ops.h"
 #include "quant.h"
@@ -418,6 +419,54 @@ static bool vk_fused_experts(const struct model *m) {
     return false;
 }
 
+/* On unified memory with the experts streamed: the expert cache's slots move into a host-visible
+ * arena the kernels address, where the SSD's reads land and the GPU computes every routed expert
+ * in place (vk_moe_cached): nothing is copied, and the CPU computes none. Returns 0, 1 where the
+ * device will not map that much memory in one buffer (the three levels instead), or an error. */
+static int vk_cache_place(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
+    const struct model *m = e->m;
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, NE = (size_t)m->hp.n_expert;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        const struct model_layer *l = &m->layers[il];
+        const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+        for (int k = 0; l->ffn == MODEL_FFN_MOE && k < 3; k++)
+            if (!gpu_ops_has_type(&v->ops, w[k]->type)) {
+                err_set(err, err_len, "gpu: no kernels for weight type %s",
+                        qtype_name(w[k]->type));
+                return -ENOTSUP;
+            }
+    }
+    const size_t bytes = expert_cache_mem_bytes(e->experts);
+    struct gpu_buf *arena = vk_host(v, bytes + EXPERT_IO_ALIGN, err, err_len);
+    if (!arena)
+        return 1;
+    int rc = vk_area(v, &v->tier_pairs, 4 * B * K * 4 +
+                         gpu_pair_groups_bytes((int32_t)(B * K), (int32_t)NE), err, err_len);
+    if (rc < 0)
+        return rc;
+    if (!(v->h_tier_pairs = vk_host(v, 3 * B * K * 4, err, err_len)) ||
+        !(v->h_mats = vk_host(v, 3 * NE * 8, err, err_len)))
+        return -ENOMEM;
+    v->cache_pos = malloc(NE * sizeof(*v->cache_pos));
+    v->cache_union = malloc(NE * sizeof(*v->cache_union));
+    if (!v->cache_pos || !v->cache_union) {
+        err_set(err, err_len, "gpu: out of memory");
+        return -ENOMEM;
+    }
+    uint8_t *host = gpu_buf_host(arena);
+    const size_t pad = (EXPERT_IO_ALIGN - (uintptr_t)host % EXPERT_IO_ALIGN) % EXPERT_IO_ALIGN;
+    if ((rc = expert_cache_rehome(e->experts, host + pad, bytes)) < 0) {
+        err_set(err, err_len, "gpu: the expert cache could not move into device memory: %s",
+                strerror(-rc));
+        return rc;
+    }
+    v->cache = e->experts;
+    v->arena_host = host + pad;
+    v->arena_dev = gpu_buf_addr(arena) + pad;
+    v->arena_bytes = bytes;
+    return 0;
+}
+
 /* The routed experts after everything else is placed: every one in VRAM where the engine asks
  * for all (gpu_expert_slots 0), the model image holds them and the budget leaves room; otherwise
  * the three levels, with as many slots per MoE layer as asked and the room allows (0 too: every
@@ -434,6 +483,11 @@ static int vk_experts_place(struct engine *e, struct engine_vk *v, char *err, si
     const bool image = !m->experts_on_disk && !e->experts;
     if (image && n == ne && (per == 0 || room >= (uint64_t)per * (uint64_t)ne))
         return vk_experts_upload(v, m, err, err_len);
+    if (e->experts && gpu_get_info(v->dev)->unified && !vk_fused_experts(m)) {
+        int rc = vk_cache_place(e, v, err, err_len);
+        if (rc <= 0)
+            return rc;
+    }
     if (vk_fused_experts(m)) {
         err_set(err, err_len, "gpu: the experts do not fit in VRAM, and their fused gate_up is not "
                               "on three levels yet");
@@ -646,6 +700,9 @@ static int vk_rec_new(struct engine *e, struct engine_vk *v, char *err, size_t e
 void engine_vk_free(struct engine_vk *v) {
     if (!v)
         return;
+    /* the expert cache's slots go back to memory of its own before the arena goes */
+    if (v->cache && expert_cache_rehome(v->cache, NULL, 0) < 0)
+        fprintf(stderr, "gpu: the expert cache could not leave device memory: out of memory\n");
     for (int i = 0; i < v->n_bufs; i++)
         gpu_buf_free(v->dev, v->bufs[i]);
     gpu_ops_release(&v->ops);
@@ -654,6 +711,8 @@ void engine_vk_free(struct engine_vk *v) {
     free(v->kv);
     free(v->tails);
     free(v->cpu_sel);
+    free(v->cache_pos);
+    free(v->cache_union);
     free(v->slot_bufs);
     free(v->transit_x);
     free(v->trace_rows);
@@ -708,6 +767,8 @@ int engine_use_gpu(struct engine *e, struct gpu *g, char *err, size_t err_len) {
      * point of view */
     for (int32_t s = 0; s < e->p.n_seq; s++)
         sequence_reset(e->seqs[s]);
+    if (e->vk && v->cache)
+        e->vk->cache = NULL; /* the cache moved on into v's arena: not back out of it */
     engine_vk_free(e->vk);
     e->vk = v;
     return 0;
@@ -726,11 +787,12 @@ void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) 
     const int32_t ne = e->m->hp.n_expert;
     *out = (struct engine_gpu_experts){
         .n_expert = ne,
-        .n_slots = !v ? 0 : t ? t->n_slots : ne,
+        .n_slots = !v || (v && v->cache) ? 0 : t ? t->n_slots : ne,
         .exchange = t != NULL,
-        .cached = t != NULL && e->experts != NULL,
+        .cached = (t != NULL || (v && v->cache)) && e->experts != NULL,
+        .in_place = v && v->cache,
         .slot_bytes = v ? v->slot_bytes : 0,
-        .pairs_gpu = t ? t->pairs_gpu : 0,
+        .pairs_gpu = t ? t->pairs_gpu : v ? v->cache_pairs : 0,
         .pairs_cpu = t ? t->pairs_cpu : 0,
         .hits = t ? t->hits : 0,
         .misses = t ? t->misses : 0,
@@ -1308,12 +1370,13 @@ static int vk_bias_rows(struct engine_vk *v, uint64_t y, size_t F, uint64_t bias
  * products (the slots': b are then the layer's experts' own). */
 struct vk_expert_mats {
     uint64_t w[3], b[3];
+    bool table; /* w[] are tables of each matrix's address (the expert cache's slots) */
 };
 
 /* Layer il's routed experts, whole in VRAM or as its slots (the same fields), with their biases. */
 static struct vk_expert_mats vk_layer_mats(const struct vk_layer *d) {
     return (struct vk_expert_mats){{d->gate_exps, d->up_exps, d->down_exps},
-                                   {d->gate_exps_b, d->up_exps_b, d->down_exps_b}};
+                                   {d->gate_exps_b, d->up_exps_b, d->down_exps_b}, false};
 }
 
 static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mats *mats,
@@ -1326,6 +1389,7 @@ static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mat
     const size_t D = (size_t)hp->n_embd, F = (size_t)hp->n_ff_exp;
     const int32_t P = n_tok * e->k_used;
     const bool own = bias_ids == ids; /* the matrices are the experts: biases in the products */
+    const size_t ms = mats->table ? 0 : 1; /* a table's matrices: mat_bytes 0 (gpu_ops.h) */
     size_t sg = 0, su = 0, sd = 0;
     const struct weight *wg = &l->ffn_gate_exps, *wu = &l->ffn_up_exps, *wd = &l->ffn_down_exps;
     int rc;
@@ -1349,11 +1413,11 @@ static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mat
         vk_sync(v);
     }
     vk_label(v, "experts_gate_up");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, mats->w[0], wg->mat_stride,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wg->type, mats->w[0], ms * wg->mat_stride,
                                          wg->row_bytes, wg->n_in, wg->n_out, ids, v->act_in.addr,
                                          sg, act, v->g.addr, F, out, n_pairs, &grp,
                                          own ? mats->b[0] : 0)) < 0 ||
-        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, mats->w[1], wu->mat_stride,
+        (rc = gpu_op_matmul_grouped_bias(&v->ops, wu->type, mats->w[1], ms * wu->mat_stride,
                                          wu->row_bytes, wu->n_in, wu->n_out, ids, au, su, act,
                                          v->u.addr, F, out, n_pairs, &grp,
                                          own ? mats->b[1] : 0)) < 0)
@@ -1365,7 +1429,7 @@ static int vk_experts_pairs(struct engine *e, int il, const struct vk_expert_mat
     if ((rc = vk_act_rows(e, v->g.addr, v->u.addr, F, P, wd, v->act_hid.addr, &sd)) < 0)
         return rc;
     vk_label(v, "experts_down");
-    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, mats->w[2], wd->mat_stride,
+    if ((rc = gpu_op_matmul_grouped_bias(&v->ops, wd->type, mats->w[2], ms * wd->mat_stride,
                                          wd->row_bytes, wd->n_in, wd->n_out, ids, v->act_hid.addr,
                                          sd, out, v->d.addr, D, out, n_pairs, &grp,
                                          own ? mats->b[2] : 0)) < 0)
@@ -1492,7 +1556,7 @@ static int vk_transit(struct engine *e, int il, int32_t n_tok) {
                        (size_t)w[k]->n_out * sizeof(float));
     }
     vk_label(v, "transit");
-    struct vk_expert_mats mats = {{0, 0, 0}, {0, 0, 0}};
+    struct vk_expert_mats mats = {{0, 0, 0}, {0, 0, 0}, false};
     for (int k = 0; k < 3; k++) {
         gpu_copy(v->dev, v->transit_bufs[k], 0, v->h_transit, v->transit_off[k],
                  (size_t)n_x * w[k]->mat_bytes);
@@ -1588,6 +1652,103 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
 
 static int vk_moe_sum_record(struct engine *e, int32_t n_tok);
 
+/* Layer il's distinct routed experts (the routing the device sent, ids[n_pairs]) into
+ * v->cache_union, first use first; v->cache_pos[x] their places. Returns how many. */
+static int32_t vk_cache_union(struct engine_vk *v, int32_t n_expert, const int32_t *ids,
+                              int32_t n_pairs) {
+    int32_t n = 0;
+    for (int32_t x = 0; x < n_expert; x++)
+        v->cache_pos[x] = -1;
+    for (int32_t p = 0; p < n_pairs; p++)
+        if (v->cache_pos[ids[p]] < 0) {
+            v->cache_pos[ids[p]] = n;
+            v->cache_union[n++] = ids[p];
+        }
+    return n;
+}
+
+/* The experts cache_union[g0 .. g0 + n) of layer il into the expert cache (read from the SSD
+ * where missing, waited for), their matrices' device addresses into h_mats. Returns 0 or the
+ * lookup's or a read's error. */
+static int vk_cache_lookup(struct engine *e, int il, int32_t g0, int32_t n) {
+    struct engine_vk *v = e->vk;
+    const size_t NE = (size_t)e->m->hp.n_expert;
+    uint64_t *tbl = gpu_buf_host(v->h_mats);
+    int rc = expert_cache_begin(v->cache, il, v->cache_union + g0, n);
+    for (int32_t i = 0; rc == 0 && i < n; i++) {
+        const uint8_t *mats[3];
+        if ((rc = expert_cache_get(v->cache, i, mats, true, NULL)) < 0)
+            break;
+        const size_t x = (size_t)v->cache_union[g0 + i];
+        for (size_t k = 0; k < 3; k++) {
+            if (mats[k] < v->arena_host || mats[k] >= v->arena_host + v->arena_bytes)
+                return -EFAULT; /* a matrix outside the memory the kernels address */
+            tbl[k * NE + x] = v->arena_dev + (uint64_t)(mats[k] - v->arena_host);
+        }
+    }
+    return rc;
+}
+
+/* Layer il's routed experts on unified memory (vk_cache_place): the routing comes to the host,
+ * each group of as many distinct experts as the cache holds is looked up (the SSD's reads landing
+ * in the slots the kernels read), and the group's pairs run on the GPU over the matrices in place
+ * (a group after the first waits for the one before: its slots may be evicted by the next lookup).
+ * A read that fails fails the step and leaves the device alone (cpu_failed). */
+static int vk_moe_cached(struct engine *e, int il, int32_t n_tok, uint64_t a_w) {
+    struct engine_vk *v = e->vk;
+    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, NE = (size_t)e->m->hp.n_expert;
+    const int32_t P = n_tok * e->k_used;
+    vk_label(v, "exchange");
+    v->cpu_failed = false;
+    if (vk_submit(v) < 0 || vk_begin(v) < 0)
+        return -EIO;
+    const int32_t *ids = (const int32_t *)gpu_buf_host(v->h_routes) + (size_t)il * B * K;
+    const int32_t n_union = vk_cache_union(v, (int32_t)NE, ids, P);
+    const int32_t group = expert_cache_n_slots(v->cache);
+    const uint64_t tm = gpu_buf_addr(v->h_mats), tp = v->tier_pairs.addr;
+    struct vk_expert_mats mats = vk_layer_mats(&v->layers[il]);
+    for (int k = 0; k < 3; k++)
+        mats.w[k] = tm + (uint64_t)k * NE * 8;
+    mats.table = true;
+    int32_t *gp = gpu_buf_host(v->h_tier_pairs);
+    int rc = 0;
+    for (int32_t g0 = 0; rc == 0 && g0 < n_union; g0 += group) {
+        const int32_t n = n_union - g0 < group ? n_union - g0 : group;
+        if (g0 > 0 && (vk_submit(v) < 0 || vk_begin(v) < 0))
+            return -EIO;
+        if ((rc = vk_cache_lookup(e, il, g0, n)) < 0) {
+            v->cpu_failed = true;
+            break;
+        }
+        int32_t np = 0;
+        for (int32_t p = 0; p < P; p++) {
+            const int32_t at = v->cache_pos[ids[p]];
+            if (at >= g0 && at < g0 + n) {
+                gp[np] = ids[p];
+                gp[B * K + (size_t)np] = p / e->k_used;
+                gp[2 * B * K + (size_t)np] = p;
+                np++;
+            }
+        }
+        for (size_t a = 0; a < 3; a++)
+            gpu_copy(v->dev, v->tier_pairs.buf, a * B * K * 4, v->h_tier_pairs, a * B * K * 4,
+                     (size_t)np * 4);
+        vk_sync(v);
+        rc = vk_experts_pairs(e, il, &mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
+                              tp + 2 * B * K * 4, np, (int32_t)NE, tp + 4 * B * K * 4, tp);
+        v->cache_pairs += (uint64_t)np;
+    }
+    uint64_t shexp = 0, gate = 0;
+    if (rc == 0)
+        rc = vk_shared_expert(e, il, n_tok, &shexp, &gate);
+    if (rc < 0) {
+        gpu_submit(v->dev); /* ends the recording; the error is the op's or the read's */
+        return rc;
+    }
+    v->moe_sum = (struct gpu_moe_rows){v->d.addr, a_w, shexp, gate, e->k_used};
+    return 0;
+}
+
 /* The routed experts of layer il: the routing (vk_route), the experts' products over the pairs
  * (vk_experts); on three levels, the exchange with the CPU (vk_moe_exchange). Their weighted sum
  * with the shared expert's is left in v->moe_sum for the residual's norm (vk_residual) or the
@@ -1601,6 +1762,8 @@ static int vk_moe(struct engine *e, int il, int32_t n_tok) {
         return rc;
     if (v->tier)
         return vk_moe_exchange(e, il, n_tok, a_ids, a_w);
+    if (v->cache)
+        return vk_moe_cached(e, il, n_tok, a_w);
     if ((rc = vk_experts(e, il, v->xn.addr, n_tok)) < 0 ||
         (e->trace_fn && (rc = vk_experts_trace(e, n_tok, true)) < 0))
         return rc;

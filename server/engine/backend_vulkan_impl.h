@@ -87,6 +87,18 @@ struct engine_vk {
     struct gpu_buf *h_exp;         /* host: [B K][n_embd] the CPU's pairs' expert outputs */
     bool cpu_failed;               /* the last step failed in the CPU's experts (a read), not on
                                     * the device */
+    /* on unified memory with the experts streamed (vk_cache_place; tier is NULL): the expert
+     * cache's slots live in arena, host-visible memory the kernels address, reads from the SSD
+     * land there, and the GPU computes every routed expert in its slot, through tier_pairs
+     * (expert, act row, out row) and a table of the matrices' addresses (h_mats) */
+    struct expert_cache *cache;    /* e->experts while its slots are in the arena */
+    uint8_t *arena_host;           /* the arena's host view, aligned for direct reads */
+    uint64_t arena_dev;            /* its device address */
+    size_t arena_bytes;
+    struct gpu_buf *h_mats;        /* host: [3][n_expert] uint64 gate, up, down addresses */
+    int32_t *cache_pos;            /* [n_expert] a layer's expert's place in cache_union, or -1 */
+    int32_t *cache_union;          /* [n_expert] a layer's distinct experts, first use first */
+    uint64_t cache_pairs;          /* pairs computed in the cache's slots so far */
     int32_t *cpu_sel;              /* [B K] the CPU's pairs' experts, -1 for the GPU's */
     /* a batch's transit (vk_transit): up to n_transit of a layer's missed experts uploaded for
      * the step and computed on the GPU, where its pairs make that faster than the CPU; 0: none

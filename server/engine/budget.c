@@ -276,7 +276,11 @@ bool budget_place_gpu(struct engine *e, struct gpu *g, FILE *log) {
     struct engine_gpu_experts x;
     engine_gpu_experts(e, &x);
     char experts[256] = "";
-    if (x.exchange && x.n_slots == x.n_expert)
+    if (x.in_place)
+        snprintf(experts, sizeof(experts), "; routed experts: every one computed by the GPU in "
+                 "the expert cache's slots (unified memory: the SSD's reads land where the GPU "
+                 "reads them)");
+    else if (x.exchange && x.n_slots == x.n_expert)
         snprintf(experts, sizeof(experts), "; routed experts: all %d a layer in VRAM (%.1f MiB "
                  "of the weights, read through the expert cache)", x.n_expert,
                  (double)x.slot_bytes / mib);

@@ -210,6 +210,8 @@ void engine_gpu_bytes(const struct engine *e, size_t *weights, size_t *kv, size_
 struct engine_gpu_experts {
     int32_t n_expert, n_slots;
     bool exchange, cached;
+    bool in_place; /* unified memory: every routed expert computed by the GPU in the expert
+                    * cache's slots (n_slots 0: no VRAM slots; pairs_gpu counts them all) */
     size_t slot_bytes;
     uint64_t pairs_gpu, pairs_cpu;
     uint64_t hits, misses, promotions;

@@ -242,7 +242,9 @@ int gpu_op_attn_prep(struct gpu_ops *o, const struct gpu_attn_prep *a);
 /* The routed experts' products (ggml's mul_mat_id): for pair p < n_pairs, out row out_idx[p] =
  * the matrix ids[p] (at w + ids[p] mat_bytes, n_rows rows of row_bytes) times activation row
  * act_idx[p]; ids, act_idx, out_idx are int32 arrays in device memory (act_idx or out_idx 0:
- * pair p's own row p). Each output element is gpu_op_matmul's.
+ * pair p's own row p). Each output element is gpu_op_matmul's. With mat_bytes 0, w is instead a
+ * table of uint64 device addresses, matrix ids[p] at the table's entry ids[p] (matrices wherever
+ * they are: an expert cache's slots read in place); each must be aligned as w would be.
  * Not checked: every ids[p] must name one of w's matrices, act_idx[p] a row of act and out_idx[p]
  * a row of out. The indices are device data (gpu_op_route writes them), out of the host's sight
  * when this records, and the kernels (matmul_push.glsl) do not bound them: an id past w's

@@ -652,7 +652,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    ",\"slots\":%d,\"slot_bytes\":%zu,\"bytes_per_token\":%.0f,\"eviction\":\"%s\"},"
                    "\"transfer\":{\"kind\":\"%s\",\"name\":\"%s\",\"done_bytes\":%" PRIu64
                    ",\"total_bytes\":%" PRIu64 "},\"gpu\":{\"on\":%s,\"weights_bytes\":%zu,"
-                   "\"kv_bytes\":%zu,\"activation_bytes\":%zu,\"experts_in_vram\":%d,"
+                   "\"kv_bytes\":%zu,\"activation_bytes\":%zu,\"experts_in_place\":%s,"
+                   "\"experts_in_vram\":%d,"
                    "\"experts_per_layer\":%d,\"vram_hits\":%" PRIu64 ",\"vram_misses\":%" PRIu64
                    ",\"vram_hit_rate\":%.4f,\"vram_promotions\":%" PRIu64 ",\"pairs_on_gpu\":%" PRIu64
                    ",\"pairs_on_cpu\":%" PRIu64 ",\"transit_experts\":%" PRIu64
@@ -678,7 +679,7 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    f.c.eviction ? f.c.eviction : "",
                    f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total,
                    f.on_gpu ? "true" : "false", f.gpu_weights, f.gpu_kv, f.gpu_act,
-                   f.gpu_experts.n_slots, f.gpu_experts.n_expert, f.gpu_experts.hits,
+                   f.gpu_experts.in_place ? "true" : "false", f.gpu_experts.n_slots, f.gpu_experts.n_expert, f.gpu_experts.hits,
                    f.gpu_experts.misses,
                    f.gpu_experts.hits + f.gpu_experts.misses
                        ? (double)f.gpu_experts.hits /

@@ -19,6 +19,7 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer I16s { int16
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32s { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer F32s { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer U32x2s { uvec2 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 8) buffer U64s { uint64_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer U32x4s { uvec4 v[]; };
 
 // The float at index i of the floats at base (an index past 2^32 elements kept exact).

@@ -18,14 +18,18 @@ layout(push_constant) uniform Push {
     uint64_t ids;       // pair t's matrix, or 0: matrix 0 for every t
     uint64_t act_idx;   // pair t's activation row, or 0: row t
     uint64_t out_idx;   // pair t's output row, or 0: row t
-    uint64_t mat_bytes; // bytes between matrices
+    uint64_t mat_bytes; // bytes between matrices; 0 with ids: w is a table of their addresses
     uint64_t tiles;     // matmul_tile.glsl's grouped pairs (gpu_op_group_pairs), or 0
     uint64_t bias;      // n_rows floats per matrix added to the outputs, or 0
 } p;
 
 // Row `row` of row t's matrix.
 uint64_t mm_w_row(uint t, uint row) {
-    uint64_t m = p.ids != 0ul ? p.w + uint64_t(U32s(p.ids).v[t]) * p.mat_bytes : p.w;
+    uint64_t m = p.w;
+    if (p.ids != 0ul) {
+        uint e = U32s(p.ids).v[t];
+        m = p.mat_bytes != 0ul ? p.w + uint64_t(e) * p.mat_bytes : U64s(p.w).v[e];
+    }
     return m + uint64_t(row) * p.row_bytes;
 }
 
