@@ -259,13 +259,36 @@ static int vk_transit_measure(struct engine *e, struct engine_vk *v) {
     return 0;
 }
 
+/* A list of up to n_batch k pairs sent to the device: *dev the products' [3][B K] int32 (matrix,
+ * activation row, output row) and their group table over n_ids matrices, *host what the host
+ * writes there ([3][B K] int32, mapped). */
+static int vk_pair_lists(struct engine *e, struct engine_vk *v, struct vk_area *dev,
+                         struct gpu_buf **host, int32_t n_ids, char *err, size_t err_len) {
+    const size_t BK = (size_t)e->p.n_batch * (size_t)e->k_used;
+    int rc = vk_area(v, dev, 4 * BK * 4 + gpu_pair_groups_bytes((int32_t)BK, n_ids), err,
+                     err_len);
+    if (rc < 0)
+        return rc;
+    return (*host = vk_host(v, 3 * BK * 4, err, err_len)) ? 0 : -ENOMEM;
+}
+
+/* Records the copies of a pair list's first n pairs (vk_pair_lists) to the device, and a
+ * barrier. */
+static void vk_pairs_send(struct engine *e, const struct vk_area *dev, struct gpu_buf *host,
+                          int32_t n) {
+    const size_t BK = (size_t)e->p.n_batch * (size_t)e->k_used;
+    for (size_t a = 0; a < 3; a++)
+        gpu_copy(e->vk->dev, dev->buf, a * BK * 4, host, a * BK * 4, (size_t)n * 4);
+    vk_sync(e->vk);
+}
+
 /* A batch's transit (vk_transit): its device slots and host staging, n_transit experts of the
  * widest MoE layer's sizes (VK_TRANSIT_MAX, at most a sixteenth of the budget's room) with their
  * bias rows where the experts have biases, and the speeds it decides by. None where
  * engine_params.gpu_transit is -1, steps are of one token, or the room holds fewer than two. */
 static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const struct model *m = e->m;
-    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used;
+    const size_t B = (size_t)e->p.n_batch;
     size_t widest[6] = {0, 0, 0, 0, 0, 0}; /* the three matrices, then their bias rows */
     if (e->p.gpu_transit < 0 || B < 2)
         return 0;
@@ -301,12 +324,10 @@ static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, 
             return -ENOMEM;
         v->act_bytes += (size_t)n * widest[k];
     }
-    int rc = vk_area(v, &v->transit_pairs, 4 * B * K * 4 + gpu_pair_groups_bytes((int32_t)(B * K),
-                                                                                 n), err, err_len);
+    int rc = vk_pair_lists(e, v, &v->transit_pairs, &v->h_transit_pairs, n, err, err_len);
     if (rc < 0)
         return rc;
-    if (!(v->h_transit = vk_host(v, host, err, err_len)) ||
-        !(v->h_transit_pairs = vk_host(v, 3 * B * K * 4, err, err_len)))
+    if (!(v->h_transit = vk_host(v, host, err, err_len)))
         return -ENOMEM;
     if (!(v->transit_x = calloc((size_t)n, sizeof(*v->transit_x)))) {
         err_set(err, err_len, "gpu: out of memory");
@@ -323,13 +344,12 @@ static int vk_transit_buffers(struct engine *e, struct engine_vk *v, char *err, 
 /* The exchange's buffers for n_batch tokens (tier_pairs, h_rows, h_tier_pairs, h_exp, cpu_sel). */
 static int vk_tier_buffers(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, D = (size_t)e->m->hp.n_embd;
-    const int32_t n_ids = v->tier->n_expert; /* the slots are at most the experts */
-    int rc = vk_area(v, &v->tier_pairs, 4 * B * K * 4 + gpu_pair_groups_bytes((int32_t)(B * K),
-                                                                              n_ids), err, err_len);
+    /* the slots are at most the experts */
+    int rc = vk_pair_lists(e, v, &v->tier_pairs, &v->h_tier_pairs, v->tier->n_expert, err,
+                           err_len);
     if (rc < 0)
         return rc;
     if (!(v->h_rows = vk_host(v, 2 * B * D * 4, err, err_len)) ||
-        !(v->h_tier_pairs = vk_host(v, 3 * B * K * 4, err, err_len)) ||
         !(v->h_exp = vk_host(v, B * K * D * 4, err, err_len)))
         return -ENOMEM;
     if (!(v->cpu_sel = calloc(B * K, sizeof(*v->cpu_sel)))) {
@@ -372,6 +392,20 @@ static int vk_slot_promote(void *ctx, int il, int32_t x, int32_t slot) {
     return rc < 0 ? rc : vk_slot_write(e->vk, e->m, il, slot, mats);
 }
 
+/* 0 when the device has kernels for the types of MoE layer il's gate, up and down experts of m,
+ * else -ENOTSUP with the type named in err. */
+static int vk_expert_types(const struct engine_vk *v, int il, const struct model *m, char *err,
+                           size_t err_len) {
+    const struct model_layer *l = &m->layers[il];
+    const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+    for (int k = 0; k < 3; k++)
+        if (!gpu_ops_has_type(&v->ops, w[k]->type)) {
+            err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w[k]->type));
+            return -ENOTSUP;
+        }
+    return 0;
+}
+
 /* Layer il's slots: its gate, up and down matrices for n_slots experts each, filled with the
  * experts the placement gives them (from the image, or read through the expert cache). */
 static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *err,
@@ -382,11 +416,9 @@ static int vk_slots_fill(struct engine *e, struct engine_vk *v, int il, char *er
                          &v->layers[il].down_exps};
     struct gpu_buf **b = v->slot_bufs + (size_t)il * 3;
     const int32_t n = v->tier->n_slots;
+    if (vk_expert_types(v, il, e->m, err, err_len) < 0)
+        return -ENOTSUP;
     for (int m = 0; m < 3; m++) {
-        if (!gpu_ops_has_type(&v->ops, w[m]->type)) {
-            err_set(err, err_len, "gpu: no kernels for weight type %s", qtype_name(w[m]->type));
-            return -ENOTSUP;
-        }
         if (!(b[m] = vk_buf(v, (size_t)n * w[m]->mat_bytes, err, err_len)))
             return -ENOMEM;
         *addr[m] = gpu_buf_addr(b[m]);
@@ -425,27 +457,18 @@ static bool vk_fused_experts(const struct model *m) {
  * device will not map that much memory in one buffer (the three levels instead), or an error. */
 static int vk_cache_place(struct engine *e, struct engine_vk *v, char *err, size_t err_len) {
     const struct model *m = e->m;
-    const size_t B = (size_t)e->p.n_batch, K = (size_t)e->k_used, NE = (size_t)m->hp.n_expert;
-    for (int il = 0; il < m->hp.n_layer; il++) {
-        const struct model_layer *l = &m->layers[il];
-        const struct weight *w[3] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
-        for (int k = 0; l->ffn == MODEL_FFN_MOE && k < 3; k++)
-            if (!gpu_ops_has_type(&v->ops, w[k]->type)) {
-                err_set(err, err_len, "gpu: no kernels for weight type %s",
-                        qtype_name(w[k]->type));
-                return -ENOTSUP;
-            }
-    }
+    const size_t NE = (size_t)m->hp.n_expert;
+    for (int il = 0; il < m->hp.n_layer; il++)
+        if (m->layers[il].ffn == MODEL_FFN_MOE && vk_expert_types(v, il, m, err, err_len) < 0)
+            return -ENOTSUP;
     const size_t bytes = expert_cache_mem_bytes(e->experts);
     struct gpu_buf *arena = vk_host(v, bytes + EXPERT_IO_ALIGN, err, err_len);
     if (!arena)
         return 1;
-    int rc = vk_area(v, &v->tier_pairs, 4 * B * K * 4 +
-                         gpu_pair_groups_bytes((int32_t)(B * K), (int32_t)NE), err, err_len);
+    int rc = vk_pair_lists(e, v, &v->tier_pairs, &v->h_tier_pairs, (int32_t)NE, err, err_len);
     if (rc < 0)
         return rc;
-    if (!(v->h_tier_pairs = vk_host(v, 3 * B * K * 4, err, err_len)) ||
-        !(v->h_mats = vk_host(v, 3 * NE * 8, err, err_len)))
+    if (!(v->h_mats = vk_host(v, 3 * NE * 8, err, err_len)))
         return -ENOMEM;
     v->cache_pos = malloc(NE * sizeof(*v->cache_pos));
     v->cache_union = malloc(NE * sizeof(*v->cache_union));
@@ -787,7 +810,7 @@ void engine_gpu_experts(const struct engine *e, struct engine_gpu_experts *out) 
     const int32_t ne = e->m->hp.n_expert;
     *out = (struct engine_gpu_experts){
         .n_expert = ne,
-        .n_slots = !v || (v && v->cache) ? 0 : t ? t->n_slots : ne,
+        .n_slots = !v || v->cache ? 0 : t ? t->n_slots : ne,
         .exchange = t != NULL,
         .cached = (t != NULL || (v && v->cache)) && e->experts != NULL,
         .in_place = v && v->cache,
@@ -1568,10 +1591,7 @@ static int vk_transit(struct engine *e, int il, int32_t n_tok) {
         }
     }
     const uint64_t tp = v->transit_pairs.addr;
-    for (int a = 0; a < 3; a++)
-        gpu_copy(v->dev, v->transit_pairs.buf, (size_t)a * B * K * 4, v->h_transit_pairs,
-                 (size_t)a * B * K * 4, (size_t)n * 4);
-    vk_sync(v);
+    vk_pairs_send(e, &v->transit_pairs, v->h_transit_pairs, n);
     /* the biases by transit slot, added as the products store (the ids are the slots): the
      * slots' products before them added theirs to every row, these rows' included, which these
      * products then overwrite */
@@ -1606,10 +1626,7 @@ static int vk_moe_exchange(struct engine *e, int il, int32_t n_tok, uint64_t a_i
     const uint64_t tp = v->tier_pairs.addr;
     int rc = 0;
     if (n_gpu > 0) {
-        for (int a = 0; a < 3; a++)
-            gpu_copy(v->dev, v->tier_pairs.buf, (size_t)a * B * K * 4, v->h_tier_pairs,
-                     (size_t)a * B * K * 4, (size_t)n_gpu * 4);
-        vk_sync(v);
+        vk_pairs_send(e, &v->tier_pairs, v->h_tier_pairs, n_gpu);
         const struct vk_expert_mats mats = vk_layer_mats(&v->layers[il]);
         rc = vk_experts_pairs(e, il, &mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
                               tp + 2 * B * K * 4, n_gpu, v->tier->n_slots, tp + 4 * B * K * 4,
@@ -1730,10 +1747,7 @@ static int vk_moe_cached(struct engine *e, int il, int32_t n_tok, uint64_t a_w) 
                 np++;
             }
         }
-        for (size_t a = 0; a < 3; a++)
-            gpu_copy(v->dev, v->tier_pairs.buf, a * B * K * 4, v->h_tier_pairs, a * B * K * 4,
-                     (size_t)np * 4);
-        vk_sync(v);
+        vk_pairs_send(e, &v->tier_pairs, v->h_tier_pairs, np);
         rc = vk_experts_pairs(e, il, &mats, v->xn.addr, n_tok, tp, tp + B * K * 4,
                               tp + 2 * B * K * 4, np, (int32_t)NE, tp + 4 * B * K * 4, tp);
         v->cache_pairs += (uint64_t)np;
