@@ -101,6 +101,14 @@ size_t expert_cache_slot_bytes(const struct model *m) {
     return best;
 }
 
+/* bytes of the cache's own memory: address space, its pages touched as slots are used; NULL when
+ * the system gives none. */
+static uint8_t *ec_map(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 /* ---- creation and size ----------------------------------------------------------------------- */
 
 #define EC_HUGE_PAGE ((uintptr_t)2 << 20)
@@ -180,13 +188,8 @@ struct expert_cache *expert_cache_new(const struct model *m, size_t cache_bytes,
     c->n_active = (int32_t)n_active;
     c->slot_bytes = slot;
     c->mem_bytes = n_slots * slot;
-    c->mem = fault_hit(FAULT_ALLOC) ? MAP_FAILED
-                                    : mmap(NULL, c->mem_bytes, PROT_READ | PROT_WRITE,
-                                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (c->mem == MAP_FAILED) {
-        c->mem = NULL;
+    if (!(c->mem = fault_hit(FAULT_ALLOC) ? NULL : ec_map(c->mem_bytes)))
         goto oom;
-    }
     ec_advise_huge(c, c->n_active);
     size_t n_keys = (size_t)c->n_layer * (size_t)c->n_expert;
     c->where = malloc(n_keys * sizeof(*c->where));
@@ -527,21 +530,20 @@ size_t expert_cache_mem_bytes(const struct expert_cache *c) {
 int expert_cache_rehome(struct expert_cache *c, uint8_t *mem, size_t bytes) {
     if (mem && (bytes < c->mem_bytes || (uintptr_t)mem % EXPERT_IO_ALIGN))
         return -EINVAL;
-    uint8_t *to = mem;
-    if (!to) {
-        to = mmap(NULL, c->mem_bytes, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (to == MAP_FAILED)
-            return -ENOMEM;
-    }
+    uint8_t *to = mem ? mem : ec_map(c->mem_bytes);
+    if (!to)
+        return -ENOMEM;
     while (expert_io_outstanding(c->io) > 0) /* no read may land in the old memory */
         ec_reap(c, true);
     uint8_t *from = c->mem;
-    memcpy(to, from, (size_t)c->n_active * c->slot_bytes);
-    for (int32_t s = 0; s < c->n_slots; s++)
+    for (int32_t s = 0; s < c->n_slots; s++) { /* the experts held; free slots are read over */
+        const size_t at = (size_t)s * c->slot_bytes;
+        if (c->slots[s].state == EC_READY)
+            memcpy(to + at, from + at, c->slot_bytes);
         for (int k = 0; k < 3; k++)
             if (c->slots[s].mat[k])
                 c->slots[s].mat[k] = to + (c->slots[s].mat[k] - from);
+    }
     if (!c->mem_lent)
         munmap(from, c->mem_bytes);
     c->mem = to;

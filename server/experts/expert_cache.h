@@ -89,7 +89,8 @@ size_t expert_cache_mem_bytes(const struct expert_cache *c);
  * I/O: a GPU's host-visible memory, where its kernels read the experts in place), or with mem
  * NULL back into memory of its own. Waits for reads in flight first; the slots keep their
  * experts. Lent memory is never given back to the system (a shrink keeps its pages: releasing
- * them would map fresh pages over the lender's mapping) and must outlive c or the next rehome. Returns 0, -EINVAL (too small or misaligned), -ENOMEM. */
+ * them would map fresh pages over the lender's mapping) and must outlive c or the next rehome.
+ * Returns 0, -EINVAL (too small or misaligned), -ENOMEM. */
 int expert_cache_rehome(struct expert_cache *c, uint8_t *mem, size_t bytes);
 
 /* Waits for reads in flight, then frees. Accepts NULL. */
