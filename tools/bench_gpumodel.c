@@ -133,18 +133,18 @@ static void print_experts(const struct engine *e, const struct expert_cache *c) 
     struct engine_gpu_experts x;
     engine_gpu_experts(e, &x);
     const uint64_t all = x.pairs_gpu + x.pairs_cpu;
-    if (x.in_place)
+    if (x.in_place) {
         printf("experts: every routed expert computed by the GPU in the expert cache's slots "
                "(unified memory), %llu pairs", (unsigned long long)x.pairs_gpu);
-    else
+    } else {
         printf("experts: %d of %d a layer in VRAM (%.2f GB); pairs on the GPU %llu, on the CPU "
                "%llu (%.1f%% on the GPU)", x.n_slots, x.n_expert, (double)x.slot_bytes * 1e-9,
                (unsigned long long)x.pairs_gpu, (unsigned long long)x.pairs_cpu,
                all ? 100.0 * (double)x.pairs_gpu / (double)all : 100.0);
-    if (!x.in_place)
         printf("; VRAM slots: hits %llu, misses %llu, promotions %llu",
                (unsigned long long)x.hits, (unsigned long long)x.misses,
                (unsigned long long)x.promotions);
+    }
     if (x.exchange)
         printf("; transit: %llu experts uploaded for %llu pairs",
                (unsigned long long)x.transit_experts, (unsigned long long)x.transit_pairs);

@@ -679,7 +679,8 @@ static void handle_stats(struct api *a, struct http_response *out) {
                    f.c.eviction ? f.c.eviction : "",
                    f.transfer_kind, f.transfer_name, f.transfer_done, f.transfer_total,
                    f.on_gpu ? "true" : "false", f.gpu_weights, f.gpu_kv, f.gpu_act,
-                   f.gpu_experts.in_place ? "true" : "false", f.gpu_experts.n_slots, f.gpu_experts.n_expert, f.gpu_experts.hits,
+                   f.gpu_experts.in_place ? "true" : "false", f.gpu_experts.n_slots,
+                   f.gpu_experts.n_expert, f.gpu_experts.hits,
                    f.gpu_experts.misses,
                    f.gpu_experts.hits + f.gpu_experts.misses
                        ? (double)f.gpu_experts.hits /
