@@ -1028,59 +1028,66 @@ static void vec_dot_mxfp4_q8_0_ref(int64_t n, float *restrict s, const void *res
     *s = acc4_total(acc);
 }
 
-/* q4_K/q5_K against q8_K: x = d*sc*q - dmin*m per sub-block of 32, so the block adds
- * d*dy*sum_s(sc_s * sum(q*c)) and then -dmin*dy*sum_s(m_s * sum(c)), sum(c) from two bsums. */
-static void k_affine_block_dot(float acc[4], int64_t i, const int q[QK_K],
-                               const uint8_t scales[K_SCALE_SIZE], fp16_t d, fp16_t dmin,
-                               const struct block_q8_K *y) {
-    int isum = 0, msum = 0;
+/* q4_K/q5_K against q8_K (quant.h's lane contract): x = d*sc*q - dmin*m per sub-block of 32. The
+ * block's 8 lane sums (lane l: elements 4l..4l+3 of every sub-block, times its scale) go into the
+ * 8 lane accumulators; its min sums (sum(c) from two bsums per sub-block) into q4_K's 4 min lanes
+ * (lane k: sub-blocks 2k, 2k+1) or q5_K's one. */
+static void k_affine_lanes(const int q[QK_K], const uint8_t scales[K_SCALE_SIZE],
+                           const struct block_q8_K *y, int lane[8], int mlane[4]) {
+    memset(lane, 0, 8 * sizeof(int));
+    memset(mlane, 0, 4 * sizeof(int));
     for (int sb = 0; sb < 8; sb++) {
-        int sc, m, dot = 0;
+        int sc, m;
         k_scale_min(sb, scales, &sc, &m);
         for (int l = 0; l < 32; l++)
-            dot += q[32 * sb + l] * y->qs[32 * sb + l];
-        isum += sc * dot;
-        msum += m * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
+            lane[l / 4] += sc * q[32 * sb + l] * y->qs[32 * sb + l];
+        mlane[sb / 2] += m * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
     }
-    acc4_fma(acc, i, y->d * fp16_to_f32(d), (float)isum);
-    acc4_fma(acc, i, -(y->d * fp16_to_f32(dmin)), (float)msum);
+}
+
+/* The 5-bit codes of a q5_K block (4-bit ones of a q4_K with qh NULL) in element order: run c of
+ * qs holds sub-block 2c (low nibbles) and 2c+1 (high), qh[l] bit 2c (2c+1) their fifth bit. */
+static void k4_codes(const uint8_t *qs, const uint8_t *qh, int q[QK_K]) {
+    for (int c = 0; c < 4; c++) {
+        for (int l = 0; l < 32; l++) {
+            int b = qs[32 * c + l], h = qh ? qh[l] : 0;
+            q[64 * c + l] = (b & 0x0f) | ((h >> (2 * c)) & 1) << 4;
+            q[64 * c + 32 + l] = (b >> 4) | ((h >> (2 * c + 1)) & 1) << 4;
+        }
+    }
 }
 
 static void vec_dot_q4_K_q8_K_ref(int64_t n, float *restrict s, const void *restrict w,
                                   const void *restrict a) {
     const struct block_q4_K *x = w;
     const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    int q[QK_K];
+    float acc[8] = {0}, macc[4] = {0};
+    int q[QK_K], lane[8], mlane[4];
     for (int64_t i = 0; i < n / QK_K; i++) {
-        for (int c = 0; c < 4; c++) {
-            for (int l = 0; l < 32; l++) {
-                q[64 * c + l] = x[i].qs[32 * c + l] & 0x0f;
-                q[64 * c + 32 + l] = x[i].qs[32 * c + l] >> 4;
-            }
-        }
-        k_affine_block_dot(acc, i, q, x[i].scales, x[i].d, x[i].dmin, &y[i]);
+        k4_codes(x[i].qs, NULL, q);
+        k_affine_lanes(q, x[i].scales, &y[i], lane, mlane);
+        const float dmin = -(y[i].d * fp16_to_f32(x[i].dmin));
+        for (int k = 0; k < 4; k++)
+            macc[k] = fmaf(dmin, (float)mlane[k], macc[k]);
+        acc8_fma(acc, y[i].d * fp16_to_f32(x[i].d), lane);
     }
-    *s = acc4_total(acc);
+    *s = acc8_total(acc) + ((macc[0] + macc[2]) + (macc[1] + macc[3]));
 }
 
 static void vec_dot_q5_K_q8_K_ref(int64_t n, float *restrict s, const void *restrict w,
                                   const void *restrict a) {
     const struct block_q5_K *x = w;
     const struct block_q8_K *y = a;
-    float acc[4] = {0};
-    int q[QK_K];
+    float acc[8] = {0}, msum = 0.0f;
+    int q[QK_K], lane[8], mlane[4];
     for (int64_t i = 0; i < n / QK_K; i++) {
-        for (int c = 0; c < 4; c++) {
-            for (int l = 0; l < 32; l++) {
-                int b = x[i].qs[32 * c + l], h = x[i].qh[l];
-                q[64 * c + l] = (b & 0x0f) | ((h >> (2 * c)) & 1) << 4;
-                q[64 * c + 32 + l] = (b >> 4) | ((h >> (2 * c + 1)) & 1) << 4;
-            }
-        }
-        k_affine_block_dot(acc, i, q, x[i].scales, x[i].d, x[i].dmin, &y[i]);
+        k4_codes(x[i].qs, x[i].qh, q);
+        k_affine_lanes(q, x[i].scales, &y[i], lane, mlane);
+        const float dmin = -(y[i].d * fp16_to_f32(x[i].dmin));
+        msum = fmaf(dmin, (float)((mlane[0] + mlane[1]) + (mlane[2] + mlane[3])), msum);
+        acc8_fma(acc, y[i].d * fp16_to_f32(x[i].d), lane);
     }
-    *s = acc4_total(acc);
+    *s = acc8_total(acc) + msum;
 }
 
 static void vec_dot_q6_K_q8_K_ref(int64_t n, float *restrict s, const void *restrict w,

@@ -31,11 +31,22 @@
  *        q4_1 q5_1              d = fp16(w.d) * fp16(a.d)      isum = sum q_w * q_a (q_w >= 0),
  *                               then fmaf(fp16(w.m), fp16(a.s))
  *        mxfp4                  d = e8m0_half(w.e) * fp16(a.d) isum = sum kv[q_w] * q_a
- *        q2_K q4_K q5_K         d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a),
+ *        q2_K                   d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a),
  *                               dmin = a.d * fp16(w.dmin)      msum = sum_sub m * sum(q_a)
  *        q3_K q6_K              d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a)
  *                                                              (signed codes and scales)
  *        iq4_xs                 d = a.d * fp16(w.d)            isum = sum_sub (ls-32) * dot(kv, q_a)
+ *  - q4_K and q5_K: ggml's x86 (AVX2) order, which llama.cpp's x86 builds compute. For block b,
+ *    d_b = a.d * fp16(w.d) and dmin_b = -(a.d * fp16(w.dmin)); 8 exact integer lane sums, lane l
+ *    = sum over the sub-blocks (32 elements, scale sc) of sc * dot(q_w, q_a) over their elements
+ *    4l..4l+3; 8 float lane accumulators from +0 take acc[l] = fmaf(d_b, (float)lane_l, acc[l]).
+ *    The mins: q4_K has 4 lanes, min lane k = sum over sub-blocks 2k and 2k+1 of m * sum(q_a),
+ *    macc[k] = fmaf(dmin_b, (float)mlane_k, macc[k]); q5_K one sum, msum = fmaf(dmin_b,
+ *    (float)(sum_sub m * sum(q_a)), msum). The result is ((acc[0] + acc[4]) + (acc[2] +
+ *    acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])), plus ((macc[0] + macc[2]) + (macc[1] +
+ *    macc[3])) for q4_K or msum for q5_K. (Taken from ggml because the four-accumulator order
+ *    lands one ulp off ggml's in half the rows, which flips an activation's Q8_K code now and
+ *    then: tests/golden/README.md.)
  *  - Float types (F32, F16, BF16; each product in f32 of the converted values): 32 lanes; lane l
  *    accumulates elements i = l (mod 32) of the first floor(n/32)*32 with fmaf in element order;
  *    then lane l += lane l+16 (l < 16), l += l+8, l += l+4, l += l+2, l += l+1; then the tail

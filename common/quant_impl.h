@@ -35,6 +35,17 @@ static inline float acc4_total(const float acc[4]) {
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
+/* The lane contract's block step: acc[l] = fmaf(d, lane[l], acc[l]) for the 8 lanes. */
+static inline void acc8_fma(float acc[8], float d, const int lane[8]) {
+    for (int l = 0; l < 8; l++)
+        acc[l] = fmaf(d, (float)lane[l], acc[l]);
+}
+
+/* ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])). */
+static inline float acc8_total(const float acc[8]) {
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
 /* The float types' reduction of their 32 lanes: lane l += lane l + half for half = 16, 8, 4, 2,
  * 1; returns lane 0 (the tail is added to it by the caller). */
 static inline float lanes32_total(float lane[32]) {
