@@ -1034,15 +1034,17 @@ static void vec_dot_mxfp4_q8_0_ref(int64_t n, float *restrict s, const void *res
  * (lane k: sub-blocks 2k, 2k+1) or q5_K's one. */
 static void k_affine_lanes(const int q[QK_K], const uint8_t scales[K_SCALE_SIZE],
                            const struct block_q8_K *y, int lane[8], int mlane[4]) {
-    memset(lane, 0, 8 * sizeof(int));
+    int el[32] = {0}; /* element e of every sub-block, times its scale */
     memset(mlane, 0, 4 * sizeof(int));
     for (int sb = 0; sb < 8; sb++) {
         int sc, m;
         k_scale_min(sb, scales, &sc, &m);
-        for (int l = 0; l < 32; l++)
-            lane[l / 4] += sc * q[32 * sb + l] * y->qs[32 * sb + l];
+        for (int e = 0; e < 32; e++)
+            el[e] += sc * (q[32 * sb + e] * y->qs[32 * sb + e]);
         mlane[sb / 2] += m * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
     }
+    for (int l = 0; l < 8; l++)
+        lane[l] = el[4 * l] + el[4 * l + 1] + el[4 * l + 2] + el[4 * l + 3];
 }
 
 /* The 5-bit codes of a q5_K block (4-bit ones of a q4_K with qh NULL) in element order: run c of

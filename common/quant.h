@@ -16,7 +16,7 @@
  * so each SIMD kernel is bit-identical to the scalar reference and logits are the same on every
  * CPU (tests/test_quant_simd.c compares them with memcmp; quant_kernels() re-checks the selected
  * twins at start-up).
- *  - Block-quantized types. For block b of the row (in row order) the kernel computes exact
+ *  - Block-quantized types but q4_K and q5_K (the next item). For block b of the row (in row order) the kernel computes exact
  *    integer sums: isum_b, and for types with a min/offset term a second one, msum_b. Their order
  *    is free (they are integers; no intermediate may saturate or overflow). A fixed float
  *    expression per type gives the block scale d_b (and the second term's factors); four float

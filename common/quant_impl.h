@@ -346,6 +346,9 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
             group(x, y, i, (int)(nb - i), nc, acc);                                               \
         FOR_COLS(c, nc) s[c] = acc4_reduce(acc[c]);                                               \
     }                                                                                             \
+    QUANT_COLS_ENTRIES(name)
+/* name_dot, name_dot4 and name_dot2: name_cols(n, s, w, a, nc) for 1, 4 and 2 columns. */
+#define QUANT_COLS_ENTRIES(name)                                                                  \
     static void name##_dot(int64_t n, float *restrict s, const void *restrict w,                  \
                            const void *restrict a) {                                              \
         const void *const a1[1] = {a};                                                            \
@@ -478,6 +481,105 @@ static ALWAYS_INLINE __m128 e8m0x4(const struct block_mxfp4 *x, const int n_ok) 
     }                                                                                             \
     QUANT_DRIVER_ROWS4(name, WB, struct block_q8_K, QK_K, struct k_u, QTERM_ONE)                 \
     K_COLS_DRIVER(name, WB, QTERM_ONE, shift)
+
+
+/* ---- the lane contract (q4_K, q5_K: quant.h) ---- */
+
+/* ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)). */
+static ALWAYS_INLINE float acc8_reduce(__m256 a) {
+    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 h = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* One block of a lane-contract type against one column: lanes = its 8 lane sums, mins = 8 int32
+ * lanes, lane j sub-block j's min term; acc (8 lanes) and macc (q4_K: 4 min lanes; q5_K: lane 0
+ * the one msum) take the block's fmas. */
+static ALWAYS_INLINE void k_lane8_step(__m256i lanes, __m256i mins, float dy, float wd,
+                                       float wdmin, const int n_min, __m256 *acc, __m128 *macc) {
+    const float d = dy * wd, dmin = -(dy * wdmin);
+    *acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes), *acc);
+    const __m128i m4 = _mm_hadd_epi32(_mm256_castsi256_si128(mins),
+                                      _mm256_extracti128_si256(mins, 1)); /* lane k: 2k + 2k+1 */
+    if (n_min == 4) {
+        *macc = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(m4), *macc);
+    } else {
+        const __m128i m2 = _mm_hadd_epi32(m4, m4);
+        *macc = _mm_fmadd_ss(_mm_set_ss(dmin), _mm_cvtepi32_ps(_mm_hadd_epi32(m2, m2)), *macc);
+    }
+}
+
+/* The result: acc8_reduce(acc) + ((m0 + m2) + (m1 + m3)) (q4_K) or + m0 (q5_K). */
+static ALWAYS_INLINE float k_lane8_result(__m256 acc, __m128 macc, const int n_min) {
+    float m = _mm_cvtss_f32(macc);
+    if (n_min == 4) {
+        const __m128 h = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
+        m = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+    }
+    return acc8_reduce(acc) + m;
+}
+
+/* K_LANE8_TYPE(name, WB, n_min): vec_dot, vec_dot4, vec_dot2 and vec_dot_rows4 of q4_K (n_min 4)
+ * or q5_K (n_min 1) under the lane contract, from the including file's name_unpack, k_chunks_dot
+ * (8 int32 lanes, lane l: elements 4l..4l+3 of every sub-block, times its scale: the contract's
+ * lane sums) and k_bsums_dot (lane j: sub-block j's min times its two bsums). A weight block is
+ * unpacked, and its d and dmin converted, once for every column. */
+#define K_LANE8_TYPE(name, WB, n_min)                                                             \
+    static ALWAYS_INLINE void name##_step(const struct k_u *u, const float wd[2],                \
+                                          const struct block_q8_K *y, __m256 *acc,                \
+                                          __m128 *macc) {                                         \
+        k_lane8_step(k_chunks_dot(u, y->qs), k_bsums_dot(u, y), y->d, wd[0], wd[1], n_min, acc,   \
+                     macc);                                                                       \
+    }                                                                                             \
+    static ALWAYS_INLINE void name##_wd(const WB *x, float wd[2]) {                               \
+        wd[0] = _cvtsh_ss(x->d);                                                                  \
+        wd[1] = _cvtsh_ss(x->dmin);                                                               \
+    }                                                                                             \
+    static ALWAYS_INLINE void name##_cols(int64_t n, float *restrict s, const void *restrict w,   \
+                                          const void *const *a, const int nc) {                   \
+        const WB *x = w;                                                                          \
+        const struct block_q8_K *y[NC_MAX];                                                       \
+        __m256 acc[NC_MAX];                                                                       \
+        __m128 macc[NC_MAX];                                                                      \
+        FOR_COLS(c, nc) {                                                                         \
+            y[c] = a[c];                                                                          \
+            acc[c] = _mm256_setzero_ps();                                                         \
+            macc[c] = _mm_setzero_ps();                                                           \
+        }                                                                                         \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                  \
+            prefetch_ahead(&x[i], sizeof(WB));                                                    \
+            struct k_u u;                                                                         \
+            float wd[2];                                                                          \
+            name##_unpack(&x[i], &u);                                                             \
+            name##_wd(&x[i], wd);                                                                 \
+            FOR_COLS(c, nc) name##_step(&u, wd, &y[c][i], &acc[c], &macc[c]);                     \
+        }                                                                                         \
+        FOR_COLS(c, nc) s[c] = k_lane8_result(acc[c], macc[c], n_min);                            \
+    }                                                                                             \
+    QUANT_COLS_ENTRIES(name)                                                                      \
+    static void name##_rows4(int64_t n, float *restrict s, const void *restrict w,                \
+                             size_t row_bytes, const void *restrict a) {                          \
+        const WB *x[4];                                                                           \
+        const struct block_q8_K *y = a;                                                           \
+        __m256 acc[4];                                                                            \
+        __m128 macc[4];                                                                           \
+        FOR_ROWS4(k) {                                                                            \
+            x[k] = (const void *)((const uint8_t *)w + (size_t)k * row_bytes);                    \
+            acc[k] = _mm256_setzero_ps();                                                         \
+            macc[k] = _mm_setzero_ps();                                                           \
+        }                                                                                         \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                  \
+            prefetch_rows4(w, i, row_bytes, sizeof(WB));                                          \
+            FOR_ROWS4(k) {                                                                        \
+                struct k_u u;                                                                     \
+                float wd[2];                                                                      \
+                name##_unpack(&x[k][i], &u);                                                      \
+                name##_wd(&x[k][i], wd);                                                          \
+                name##_step(&u, wd, &y[i], &acc[k], &macc[k]);                                    \
+            }                                                                                     \
+        }                                                                                         \
+        FOR_ROWS4(k) s[k] = k_lane8_result(acc[k], macc[k], n_min);                               \
+    }
 
 #endif
 
