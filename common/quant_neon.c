@@ -3,12 +3,15 @@
  * iq4_xs. quant_neondot.c compiles this file a second time with the dot-product extension
  * (SDOT), registered as "neondot" where the CPU has it (os_cpu_arm_features), and quant_i8mm.c a
  * third time with SMMLA as well ("i8mm"), where the quantized types also get vec_dot_2xn (two
- * weight rows against two or four activation rows in SMMLA's 2x2 tiles).
+ * weight rows against two or four activation rows; SMMLA's 2x2 tiles, but SDOT for q4_K and q5_K).
  * Invariant (quant.h's accumulation contract): NEON computes each block's integer sums only
  * (exact: int8 products widened to int16, pairs added into int32, SDOT or SMMLA); every float
- * operation is the reference's own expression, in its order, so the results are its bits. The
- * quantized types unpack a weight block once for all the columns of vec_dot2 and vec_dot4
- * (quant_neon_simd.h's column driver). */
+ * operation is the reference's own expression, in its order, so the results are its bits. q4_K
+ * and q5_K take the contract's 8 integer lane sums per block (lane l: codes 4l..4l+3 of every
+ * sub-block, SDOT's own lanes; without SDOT product pairs added in int16, where they fit) and its
+ * 8 float lanes in two float32x4_t (vfmaq is fused, as fmaf); SMMLA's 8-code sums do not split
+ * into those lanes. The quantized types unpack a weight block once for all the columns of
+ * vec_dot2 and vec_dot4 (quant_neon_simd.h's column driver, or K45_TYPE's). */
 #include "quant_neon_simd.h"
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
@@ -204,11 +207,11 @@ Q8_0_TYPE(mxfp4, struct block_mxfp4, mxfp4_codes, D_E8M0)
 Q8_1_TYPE(q4_1, struct block_q4_1, q4_1_codes)
 Q8_1_TYPE(q5_1, struct block_q5_1, q5_1_codes)
 
-/* ==== K-quants and iq4_xs against Q8_K ======================================================== */
+/* ==== q2_K, q3_K, q6_K and iq4_xs against Q8_K (four block accumulators) ===================== */
 
-/* d = a.d * fp16(w.d); the K-quants with mins add fmaf(-(a.d * fp16(w.dmin)), msum). */
+/* d = a.d * fp16(w.d); q2_K adds fmaf(-(a.d * fp16(w.dmin)), msum). */
 #define D_Q8K(x, y) ((y)->d * fp16_to_f32((x)->d))
-/* name_block and the kernels of a K-quant with mins (neon_k16's mn filled by decode). */
+/* name_block and the kernels of a K-quant with mins, q2_K (neon_k16's mn filled by decode). */
 #define K16_MIN_TERM(name, WB, decode)                                                            \
     NEON_INLINE void name##_block(const WB *x, const struct block_q8_K *const *y, const int nc,   \
                                   float acc[][4], int64_t i) {                                    \
@@ -239,41 +242,6 @@ Q8_1_TYPE(q5_1, struct block_q5_1, q5_1_codes)
     }                                                                                             \
     NEON_COLS_KERNELS(name, WB, struct block_q8_K, QK_K)                                          \
     NEON_2XN_KERNELS(name, WB, struct block_q8_K, QK_K)
-
-/* q4_K / q5_K: 32-byte run c holds sub-block 2c (low nibbles) and 2c + 1 (high nibbles), group
- * 2sb + h of 16 the run's half h; q5_K adds bit 2c (2c + 1) of qh[l] as the fifth bit of element
- * l. Sub-block sb's 6-bit scale and min apply to both its groups. */
-static inline void q45_K_decode(const uint8_t qs[QK_K / 2], const uint8_t *qh,
-                                const uint8_t scales[K_SCALE_SIZE], struct neon_k16 *k) {
-    for (int c = 0; c < 4; c++) {
-        for (int h = 0; h < 2; h++) {
-            uint8x16_t lo, hi;
-            nibbles(qs + 32 * c + 16 * h, &lo, &hi);
-            if (qh) {
-                const uint8x16_t b = vld1q_u8(qh + 16 * h);
-                const uint8x16_t sixteen = vdupq_n_u8(0x10);
-                lo = vorrq_u8(lo, vandq_u8(vtstq_u8(b, vdupq_n_u8((uint8_t)(1u << (2 * c)))), sixteen));
-                hi = vorrq_u8(hi, vandq_u8(vtstq_u8(b, vdupq_n_u8((uint8_t)(2u << (2 * c)))), sixteen));
-            }
-            k->q[4 * c + h] = vreinterpretq_s8_u8(lo);
-            k->q[4 * c + 2 + h] = vreinterpretq_s8_u8(hi);
-        }
-    }
-    for (int sb = 0; sb < 8; sb++) {
-        int sc, m;
-        k_scale_min(sb, scales, &sc, &m);
-        k->sc[2 * sb] = k->sc[2 * sb + 1] = sc;
-        k->mn[2 * sb] = k->mn[2 * sb + 1] = m;
-    }
-}
-
-static inline void q4_K_decode(const struct block_q4_K *x, struct neon_k16 *k) {
-    q45_K_decode(x->qs, NULL, x->scales, k);
-}
-
-static inline void q5_K_decode(const struct block_q5_K *x, struct neon_k16 *k) {
-    q45_K_decode(x->qs, x->qh, x->scales, k);
-}
 
 /* The 2-bit codes of element 128h + 32k + l (bits 2k..2k+1 of qs[32h + l]) into group
  * g = 8h + 2k + r (r: l < 16 or l >= 16); q2_K's codes and q3_K's low bits. */
@@ -339,11 +307,198 @@ static inline void iq4_xs_decode(const struct block_iq4_xs *x, struct neon_k16 *
 }
 
 K16_MIN_TERM(q2_K, struct block_q2_K, q2_K_decode)
-K16_MIN_TERM(q4_K, struct block_q4_K, q4_K_decode)
-K16_MIN_TERM(q5_K, struct block_q5_K, q5_K_decode)
 K16_ONE_TERM(q3_K, struct block_q3_K, q3_K_decode, D_Q8K)
 K16_ONE_TERM(q6_K, struct block_q6_K, q6_K_decode, D_Q8K)
 K16_ONE_TERM(iq4_xs, struct block_iq4_xs, iq4_xs_decode, D_Q8K)
+
+/* ==== q4_K and q5_K against Q8_K: the lane contract (quant.h) ================================= */
+
+/* A q4_K or q5_K weight block as the lane contract wants it: q[2sb + h] the codes of elements
+ * 16h..16h+15 of sub-block sb (SDOT's lanes of q[2sb + h] are the contract's lanes 4h..4h+3),
+ * sc[sb] and mn[sb] the sub-block's 6-bit scale and min, d and dmin the block's fp16 factors. */
+struct neon_k45 {
+    int8x16_t q[16];
+    uint8_t sc[8];
+    int16x8_t mn;
+    float d, dmin;
+};
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "k_scales_mins reads scales[] as little-endian 32-bit words"
+#endif
+/* The 8 scales and 8 mins of scales[12] (k_scale_min's layout) as bytes, four at a time (ggml's
+ * 32-bit steps): sc[sb] and mn[sb]. */
+static inline void k_scales_mins(const uint8_t scales[K_SCALE_SIZE], uint8_t sc[8],
+                                 uint8_t mn[8]) {
+    uint32_t u[3], o[4];
+    memcpy(u, scales, sizeof(u));
+    o[0] = u[0] & 0x3f3f3f3f;                                     /* scales 0-3 */
+    o[1] = (u[2] & 0x0f0f0f0f) | ((u[0] >> 6) & 0x03030303) << 4; /* scales 4-7 */
+    o[2] = u[1] & 0x3f3f3f3f;                                     /* mins 0-3 */
+    o[3] = (u[2] >> 4 & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4; /* mins 4-7 */
+    memcpy(sc, o, 8);
+    memcpy(mn, o + 2, 8);
+}
+
+/* 32-byte run c of qs holds sub-block 2c (low nibbles) and 2c + 1 (high nibbles); q5_K adds bit
+ * 2c (2c + 1) of qh[l] as the fifth bit of element l. */
+static inline void q45_K_decode(const uint8_t qs[QK_K / 2], const uint8_t *qh,
+                                const uint8_t scales[K_SCALE_SIZE], fp16_t d, fp16_t dmin,
+                                struct neon_k45 *k) {
+    for (int c = 0; c < 4; c++) {
+        for (int h = 0; h < 2; h++) {
+            uint8x16_t lo, hi;
+            nibbles(qs + 32 * c + 16 * h, &lo, &hi);
+            if (qh) {
+                const uint8x16_t b = vld1q_u8(qh + 16 * h), sixteen = vdupq_n_u8(0x10);
+                const uint8x16_t b0 = vtstq_u8(b, vdupq_n_u8((uint8_t)(1u << (2 * c))));
+                const uint8x16_t b1 = vtstq_u8(b, vdupq_n_u8((uint8_t)(2u << (2 * c))));
+                lo = vorrq_u8(lo, vandq_u8(b0, sixteen));
+                hi = vorrq_u8(hi, vandq_u8(b1, sixteen));
+            }
+            k->q[4 * c + h] = vreinterpretq_s8_u8(lo);
+            k->q[4 * c + 2 + h] = vreinterpretq_s8_u8(hi);
+        }
+    }
+    uint8_t mn[8];
+    k_scales_mins(scales, k->sc, mn);
+    k->mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
+    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vset_lane_u16(dmin, vdup_n_u16(d), 1)));
+    k->d = vgetq_lane_f32(f, 0); /* FCVTL: exact, fp16_to_f32's bits (without its call) */
+    k->dmin = vgetq_lane_f32(f, 1);
+}
+
+static inline void q4_K_decode(const struct block_q4_K *x, struct neon_k45 *k) {
+    q45_K_decode(x->qs, NULL, x->scales, x->d, x->dmin, k);
+}
+
+static inline void q5_K_decode(const struct block_q5_K *x, struct neon_k45 *k) {
+    q45_K_decode(x->qs, x->qh, x->scales, x->d, x->dmin, k);
+}
+
+/* lane[h] += sub-block sb's lanes 4h..4h+3 against its activation codes y0 (elements 0..15) and
+ * y1 (16..31), times its scale. Exact: |lane| <= 8 * 63 * 4 * 31 * 128 < 2^24. */
+NEON_INLINE void k45_sub(int32x4_t lane[2], const struct neon_k45 *k, int sb, int8x16_t y0,
+                         int8x16_t y1) {
+    lane[0] = vmlaq_n_s32(lane[0], dot16_lanes(k->q[2 * sb], y0), k->sc[sb]);
+    lane[1] = vmlaq_n_s32(lane[1], dot16_lanes(k->q[2 * sb + 1], y1), k->sc[sb]);
+}
+
+/* The block's 8 lane sums of k0 against Q8_K codes y into l0 (lanes 0-3, 4-7), and of k1 into l1
+ * where k1 is not NULL (two weight rows share each activation load). */
+NEON_INLINE void k45_lanes(const struct neon_k45 *k0, const struct neon_k45 *k1, const int8_t *y,
+                           int32x4_t l0[2], int32x4_t l1[2]) {
+    l0[0] = l0[1] = l1[0] = l1[1] = vdupq_n_s32(0);
+    for (int sb = 0; sb < 8; sb++) {
+        const int8x16_t y0 = vld1q_s8(y + 32 * sb), y1 = vld1q_s8(y + 32 * sb + 16);
+        k45_sub(l0, k0, sb, y0, y1);
+        if (k1)
+            k45_sub(l1, k1, sb, y0, y1);
+    }
+}
+
+/* q4_K's 4 min lanes (lane j: sub-blocks 2j and 2j + 1 of m * sum(q_a), sum(q_a) from two bsums;
+ * q5_K adds them up): exact, |sum(q_a)| <= 4096 in int16. */
+NEON_INLINE int32x4_t k45_min_lanes(int16x8_t mn, const int16_t bsums[16]) {
+    const int16x8_t sum = vpaddq_s16(vld1q_s16(bsums), vld1q_s16(bsums + 8));
+    return vpaddq_s32(vmull_s16(vget_low_s16(mn), vget_low_s16(sum)), vmull_high_s16(mn, sum));
+}
+
+/* One output's float state: the 8 lane accumulators (acc[h] holds lanes 4h..4h+3), q4_K's 4 min
+ * lanes (macc) or q5_K's one (msum); all +0 at the start. */
+struct k45_acc {
+    float32x4_t acc[2], macc;
+    float msum;
+};
+
+NEON_INLINE void k45_acc_zero(struct k45_acc *a) {
+    a->acc[0] = a->acc[1] = a->macc = vdupq_n_f32(0.0f);
+    a->msum = 0.0f;
+}
+
+/* Block b's float operations for weight block k against activation block y, given its lanes:
+ * acc[l] = fmaf(d_b, lane_l, acc[l]) (vfmaq is fused, as fmaf), then the min term into q4_K's 4
+ * lanes (min_lanes 4) or q5_K's msum (min_lanes 1). */
+NEON_INLINE void k45_acc_block(struct k45_acc *a, const struct neon_k45 *k,
+                               const struct block_q8_K *y, const int32x4_t lane[2],
+                               const int min_lanes) {
+    const float d = y->d * k->d, dmin = -(y->d * k->dmin);
+    const int32x4_t mlane = k45_min_lanes(k->mn, y->bsums);
+    a->acc[0] = vfmaq_n_f32(a->acc[0], vcvtq_f32_s32(lane[0]), d);
+    a->acc[1] = vfmaq_n_f32(a->acc[1], vcvtq_f32_s32(lane[1]), d);
+    if (min_lanes == 4)
+        a->macc = vfmaq_n_f32(a->macc, vcvtq_f32_s32(mlane), dmin);
+    else
+        a->msum = fmaf(dmin, (float)vaddvq_s32(mlane), a->msum);
+}
+
+/* ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), plus ((macc0 + macc2) +
+ * (macc1 + macc3)) or msum. */
+NEON_INLINE float k45_total(const struct k45_acc *a, const int min_lanes) {
+    const float32x4_t s = vaddq_f32(a->acc[0], a->acc[1]);
+    const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
+    const float sum = vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+    if (min_lanes == 1)
+        return sum + a->msum;
+    const float32x2_t m = vadd_f32(vget_low_f32(a->macc), vget_high_f32(a->macc));
+    return sum + (vget_lane_f32(m, 0) + vget_lane_f32(m, 1));
+}
+
+/* name_cols (the column driver: vec_dot, vec_dot2, vec_dot4, vec_dot_rows4) and name_2cols (the
+ * two-row vec_dot_2xn of the "i8mm" builds, SDOT too: SMMLA's 8-code sums do not split into the
+ * contract's 4-code lanes) of q4_K (MIN_LANES 4) or q5_K (1). Each weight block is decoded once
+ * for all its columns (and, in name_2cols, each activation load serves both rows); every output
+ * takes exactly vec_dot's float operations. */
+#define K45_TYPE(name, WB, decode, MIN_LANES)                                                     \
+    NEON_INLINE void name##_cols(int64_t n, float *restrict s, const void *restrict w,           \
+                                 const void *const *a, const int nc) {                            \
+        const WB *x = w;                                                                          \
+        struct k45_acc acc[4];                                                                    \
+        for (int c = 0; c < nc; c++)                                                              \
+            k45_acc_zero(&acc[c]);                                                                \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                  \
+            struct neon_k45 k;                                                                    \
+            prefetch_ahead(&x[i], sizeof(WB));                                                    \
+            decode(&x[i], &k);                                                                    \
+            for (int c = 0; c < nc; c++) {                                                        \
+                const struct block_q8_K *y = (const struct block_q8_K *)a[c] + i;                 \
+                int32x4_t lane[2], none[2]; /* no second row */                                   \
+                k45_lanes(&k, NULL, y->qs, lane, none);                                           \
+                k45_acc_block(&acc[c], &k, y, lane, MIN_LANES);                                   \
+            }                                                                                     \
+        }                                                                                         \
+        for (int c = 0; c < nc; c++)                                                              \
+            s[c] = k45_total(&acc[c], MIN_LANES);                                                 \
+    }                                                                                             \
+    NEON_COLS_ENTRIES(name)                                                                       \
+    NEON_2XN_INLINE void name##_2cols(int64_t n, float *restrict s, const void *restrict w,       \
+                                      size_t row_bytes, const void *const *a, const int n_act) {  \
+        const WB *x[2] = {w, (const void *)((const uint8_t *)w + row_bytes)};                     \
+        struct k45_acc acc[2][4];                                                                 \
+        for (int c = 0; c < n_act; c++)                                                           \
+            k45_acc_zero(&acc[0][c]), k45_acc_zero(&acc[1][c]);                                   \
+        for (int64_t i = 0; i < n / QK_K; i++) {                                                  \
+            struct neon_k45 k[2];                                                                 \
+            prefetch_ahead(&x[0][i], sizeof(WB));                                                 \
+            prefetch_ahead(&x[1][i], sizeof(WB));                                                 \
+            decode(&x[0][i], &k[0]);                                                              \
+            decode(&x[1][i], &k[1]);                                                              \
+            for (int c = 0; c < n_act; c++) {                                                     \
+                const struct block_q8_K *y = (const struct block_q8_K *)a[c] + i;                 \
+                int32x4_t l0[2], l1[2];                                                           \
+                k45_lanes(&k[0], &k[1], y->qs, l0, l1);                                           \
+                k45_acc_block(&acc[0][c], &k[0], y, l0, MIN_LANES);                               \
+                k45_acc_block(&acc[1][c], &k[1], y, l1, MIN_LANES);                               \
+            }                                                                                     \
+        }                                                                                         \
+        for (int r = 0; r < 2; r++)                                                               \
+            for (int c = 0; c < n_act; c++)                                                       \
+                s[r * n_act + c] = k45_total(&acc[r][c], MIN_LANES);                              \
+    }                                                                                             \
+    NEON_2XN_ENTRY(name)
+
+K45_TYPE(q4_K, struct block_q4_K, q4_K_decode, 4)
+K45_TYPE(q5_K, struct block_q5_K, q5_K_decode, 1)
 
 /* ==== registration ============================================================================ */
 

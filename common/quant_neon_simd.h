@@ -38,6 +38,19 @@ NEON_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 #endif
 }
 
+/* The products a[j] * b[j] of 16 int8 pairs in SDOT's lanes: lane i sums products 4i..4i+3 (the
+ * lanes of q4_K's and q5_K's contract). Without SDOT adjacent products are added in int16 first,
+ * exact as long as a holds no -128 (|a[j] * b[j]| <= 16256). */
+NEON_INLINE int32x4_t dot16_lanes(int8x16_t a, int8x16_t b) {
+#if defined(__ARM_FEATURE_DOTPROD)
+    return vdotq_s32(vdupq_n_s32(0), a, b);
+#else
+    const int16x8_t pairs =
+        vpaddq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)), vmull_high_s8(a, b));
+    return vpaddlq_s16(pairs);
+#endif
+}
+
 /* sum a[j] * b[j] over two runs of 16: a0 with b[0..15], a1 with b[16..31]. */
 NEON_INLINE int dot32(int8x16_t a0, int8x16_t a1, const int8_t *b) {
     const int32x4_t acc = dot16(dot16(vdupq_n_s32(0), a0, vld1q_s8(b)), a1, vld1q_s8(b + 16));
@@ -141,6 +154,11 @@ NEON_INLINE int k16_msum(const struct neon_k16 *k, const int16_t bsums[16]) {
         for (int c = 0; c < nc; c++)                                                              \
             s[c] = acc4_total(acc[c]);                                                            \
     }                                                                                             \
+    NEON_COLS_ENTRIES(name)
+
+/* The entry points of the column drivers from name_cols(n, s, w, a, nc), which computes s[c] for
+ * the nc (1, 2 or 4) activation rows a[c], each with vec_dot's float operations. */
+#define NEON_COLS_ENTRIES(name)                                                                   \
     static void name##_dot(int64_t n, float *restrict s, const void *restrict w,                  \
                            const void *restrict a) {                                              \
         const void *const a1[1] = {a};                                                            \
@@ -181,6 +199,7 @@ NEON_INLINE int k16_msum(const struct neon_k16 *k, const int16_t bsums[16]) {
                 s[r * n_act + c] = acc4_total(acc[r][c]);                                         \
     }                                                                                             \
     NEON_2XN_ENTRY(name)
+/* name_dot_2xn (vec_dot_2xn, n_act 2 or 4) from name_2cols: in the "i8mm" builds only. */
 #if defined(__ARM_FEATURE_MATMUL_INT8)
 #define NEON_2XN_ENTRY(name)                                                                      \
     static void name##_dot_2xn(int64_t n, float *restrict s, const void *restrict w,              \
