@@ -140,6 +140,11 @@ float fma_rn(float a, float b, float c) {
     return float(s);
 }
 
+// fma_rn of each lane: (fma_rn(a, b.x, c.x), ...).
+vec4 fma_rn4(float a, vec4 b, vec4 c) {
+    return vec4(fma_rn(a, b.x, c.x), fma_rn(a, b.y, c.y), fma_rn(a, b.z, c.z), fma_rn(a, b.w, c.w));
+}
+
 // A half stored at byte offset off (even) of base.
 float load_f16(uint64_t base, uint64_t off) {
     return fp16_to_f32(uint(U16s(base + off).v[0]));

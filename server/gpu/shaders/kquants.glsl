@@ -31,8 +31,8 @@ void k_scale_min(uint64_t sc, uint j, out int s, out int m) {
     }
 }
 
-// The two-term blocks' terms (matmul_blocks.glsl, TWO_TERMS): acc = fma(a.d * fp16(w.d), isum,
-// acc), then acc = fma(-(a.d * fp16(w.dmin)), msum, acc); the halves' values wd and wdmin.
+// The two-term blocks' terms (q2_K; matmul_split.glsl's TWO_TERMS): acc = fma(a.d * fp16(w.d),
+// isum, acc), then acc = fma(-(a.d * fp16(w.dmin)), msum, acc); the halves' values wd and wdmin.
 vec4 k_affine_terms(uint64_t a_blk, float wd, float wdmin, int isum, int msum) {
     float ad = q8k_d(a_blk);
     precise float d = ad * wd;
@@ -45,3 +45,30 @@ vec4 k_terms(uint64_t a_blk, float wd, int isum) {
     precise float d = q8k_d(a_blk) * wd;
     return vec4(d, float(isum), 0.0, 0.0);
 }
+
+// quant.h's lane contract (q4_K, q5_K: their blocks_*.glsl define LANE8 and LANE8_MINS, 4 or 1,
+// before including this). A block's factors (d, dmin) = (a.d * fp16(w.d), -(a.d * fp16(w.dmin)));
+// lane accumulator l takes fma(d, lane l, acc) of every block in order, min accumulator k
+// fma(dmin, min lane k, acc) (LANE8_MINS 1: the one min accumulator, the block's whole min sum).
+vec2 k_lane_scales(uint64_t a_blk, float wd, float wdmin) {
+    float ad = q8k_d(a_blk);
+    precise float d = ad * wd;
+    precise float dmin = ad * wdmin;
+    return vec2(d, -dmin);
+}
+
+#ifdef LANE8
+// The output from pairs[l] = acc[l] + acc[l + 4] (l < 4) and the min accumulators (LANE8_MINS 1:
+// mins.x alone): ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), plus
+// ((macc0 + macc2) + (macc1 + macc3)) or msum.
+float lane8_result(vec4 pairs, vec4 mins) {
+    precise float s = (pairs.x + pairs.z) + (pairs.y + pairs.w);
+#if LANE8_MINS == 4
+    precise float m = (mins.x + mins.z) + (mins.y + mins.w);
+#else
+    float m = mins.x;
+#endif
+    precise float r = s + m;
+    return r;
+}
+#endif

@@ -2,8 +2,10 @@
 // the routed experts' pairs grouped by expert): out[t][r] = dot(weight row r, activation row t)
 // with each output's float steps exactly those of the decode drivers (matmul_blocks.glsl,
 // matmul_split.glsl), so the same bits: a block's terms formed once from its whole exact integer
-// sums, four chains over the blocks in order (chain j: blocks j, j + 4, ... from +0), the result
-// (acc0 + acc1) + (acc2 + acc3).
+// sums, then four chains over the blocks in order (chain j: blocks j, j + 4, ... from +0), the
+// result (acc0 + acc1) + (acc2 + acc3); or, for LANE8's types (q4_K, q5_K: kquants.glsl), 8 lane
+// accumulators and the min accumulators (4 or 1) each taking every block in order, the result
+// lane8_result.
 //
 // A workgroup of 64 invocations computes TILE_ROWS (16) rows for TILE_TOK (16) tokens:
 // invocation i takes token slot i % 16 and rows 4 (i / 16) .. 4 (i / 16) + 3, the four outputs'
@@ -12,7 +14,7 @@
 // for 16 tokens (the split driver: 8) and an activation block once for 16 rows. No shared memory
 // and no barriers: an invocation past the product leaves.
 //
-// Chains without indexing: the four accumulators of an output rotate, the next block's chain
+// Four chains without indexing: the four accumulators of an output rotate, the next block's chain
 // always in .x; after nb blocks chain j sits at (j - nb) mod 4.
 //
 // Tiles go on the dispatch's y: with p.tiles 0, tile y is tokens (or pairs) 16y .. 16y + 15;
@@ -24,7 +26,8 @@
 // A kernel includes this after defining QK_ELEMS, W_BLOCK_BYTES, A_BLOCK_BYTES (TWO_TERMS where
 // the blocks have two) and either
 //     vec4 block_terms(uint64_t w_blk, uint64_t a_blk)       (matmul_blocks.glsl's)
-// or TILE_SPLIT_PARTS and matmul_split.glsl's block_isums / block_float_terms.
+// or TILE_SPLIT_PARTS and matmul_split.glsl's block_isums / block_float_terms, or LANE8 and
+// matmul_split.glsl's block_lanes / block_scales (8 parts).
 layout(local_size_x = 64) in;
 
 #include "matmul_push.glsl"
@@ -33,7 +36,20 @@ layout(local_size_x = 64) in;
 #define TILE_ROWS 16u     // gpu_ops.c's GPU_TILE_ROWS
 #define TILE_ROWS_PER 4u  // rows of one invocation
 
-#ifdef TILE_SPLIT_PARTS
+#if defined(LANE8)
+// The block's lanes 0..3 and 4..7 and its min lanes (min lane c: parts 2c and 2c + 1) from all
+// its parts' integer sums (exact: any order), as matmul_split.glsl adds them.
+void tile_block_lanes(uint64_t w_blk, uint64_t a_blk, out ivec4 lo, out ivec4 hi, out ivec4 mins) {
+    lo = ivec4(0);
+    hi = ivec4(0);
+    for (uint c = 0u; c < 4u; c++) {
+        int m_lo, m_hi;
+        lo += block_lanes(w_blk, a_blk, 2u * c, m_lo);
+        hi += block_lanes(w_blk, a_blk, 2u * c + 1u, m_hi);
+        mins[c] = m_lo + m_hi;
+    }
+}
+#elif defined(TILE_SPLIT_PARTS)
 // The block's terms from all its parts' integer sums (exact: any order), as matmul_split.glsl's
 // one invocation forms them.
 vec4 tile_block_terms(uint64_t w_blk, uint64_t a_blk) {
@@ -65,7 +81,7 @@ bool tile_pair(uint y, uint s, out uint pair) {
     return true;
 }
 
-// The output of chains c (rotated nb times): (acc0 + acc1) + (acc2 + acc3).
+// The output of four chains c (rotated nb times): (acc0 + acc1) + (acc2 + acc3).
 float tile_result(vec4 c, uint nb) {
     uint r = (4u - (nb & 3u)) & 3u; // chain j at (j + r) % 4
     precise float lo = c[r] + c[(r + 1u) & 3u];
@@ -84,24 +100,52 @@ void main() {
         return;
     uint n_live = min(TILE_ROWS_PER, p.n_rows - row0), nb = p.n_in / QK_ELEMS;
     uint64_t wrow = mm_w_row(pair, row0), arow = mm_act_row(pair);
+#ifdef LANE8
+    // row m's lanes 0..3 at 3m, lanes 4..7 at 3m + 1, min lanes at 3m + 2 (LANE8_MINS 1: .x)
+    vec4 acc[3u * TILE_ROWS_PER];
+    for (uint m = 0u; m < 3u * TILE_ROWS_PER; m++)
+        acc[m] = vec4(0.0);
+#else
     vec4 acc[TILE_ROWS_PER];
     for (uint m = 0u; m < TILE_ROWS_PER; m++)
         acc[m] = vec4(0.0);
+#endif
     for (uint b = 0u; b < nb; b++) {
         uint64_t a_blk = arow + uint64_t(b) * A_BLOCK_BYTES;
         for (uint m = 0u; m < TILE_ROWS_PER; m++) {
             if (m < n_live) {
-                vec4 f = tile_block_terms(wrow + uint64_t(m) * p.row_bytes +
-                                          uint64_t(b) * W_BLOCK_BYTES, a_blk);
+                uint64_t w_blk = wrow + uint64_t(m) * p.row_bytes + uint64_t(b) * W_BLOCK_BYTES;
+#ifdef LANE8
+                vec2 f = block_scales(w_blk, a_blk);
+                ivec4 lo, hi, mins;
+                tile_block_lanes(w_blk, a_blk, lo, hi, mins);
+                acc[3u * m] = fma_rn4(f.x, vec4(lo), acc[3u * m]);
+                acc[3u * m + 1u] = fma_rn4(f.x, vec4(hi), acc[3u * m + 1u]);
+#if LANE8_MINS == 4
+                acc[3u * m + 2u] = fma_rn4(f.y, vec4(mins), acc[3u * m + 2u]);
+#else
+                int msum = (mins.x + mins.y) + (mins.z + mins.w);
+                acc[3u * m + 2u].x = fma_rn(f.y, float(msum), acc[3u * m + 2u].x);
+#endif
+#else
+                vec4 f = tile_block_terms(w_blk, a_blk);
                 float c = fma_rn(f.x, f.y, acc[m].x);
 #ifdef TWO_TERMS
                 c = fma_rn(f.z, f.w, c);
 #endif
                 acc[m] = vec4(acc[m].yzw, c);
+#endif
             }
         }
     }
-    for (uint m = 0u; m < TILE_ROWS_PER; m++)
-        if (m < n_live)
+    for (uint m = 0u; m < TILE_ROWS_PER; m++) {
+        if (m < n_live) {
+#ifdef LANE8
+            precise vec4 pairs = acc[3u * m] + acc[3u * m + 1u];
+            mm_store(pair, row0 + m, lane8_result(pairs, acc[3u * m + 2u]));
+#else
             mm_store(pair, row0 + m, tile_result(acc[m], nb));
+#endif
+        }
+    }
 }
