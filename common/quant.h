@@ -16,14 +16,14 @@
  * so each SIMD kernel is bit-identical to the scalar reference and logits are the same on every
  * CPU (tests/test_quant_simd.c compares them with memcmp; quant_kernels() re-checks the selected
  * twins at start-up).
- *  - Block-quantized types but q4_K and q5_K (the next item). For block b of the row (in row order) the kernel computes exact
- *    integer sums: isum_b, and for types with a min/offset term a second one, msum_b. Their order
- *    is free (they are integers; no intermediate may saturate or overflow). A fixed float
- *    expression per type gives the block scale d_b (and the second term's factors); four float
- *    accumulators, all +0 at the start, take
+ *  - Block-quantized types but q4_K and q5_K (the next item). For block b of the row (in row
+ *    order) the kernel computes exact integer sums: isum_b, and for types with a min/offset term
+ *    a second one, msum_b. Their order is free (they are integers; no intermediate may saturate
+ *    or overflow). A fixed float expression per type gives the block scale d_b (and the second
+ *    term's factors); four float accumulators, all +0 at the start, take
  *        acc[b % 4] = fmaf(d_b, (float)isum_b, acc[b % 4]);
  *    and, for two-term types, right after it in the same accumulator
- *        acc[b % 4] = fmaf(-dmin_b, (float)msum_b, acc[b % 4]);   (K-quants with mins)
+ *        acc[b % 4] = fmaf(-dmin_b, (float)msum_b, acc[b % 4]);   (q2_K)
  *        acc[b % 4] = fmaf(m_w, s_a, acc[b % 4]);                  (Q4_1, Q5_1: fp16 m and s)
  *    The result is (acc[0] + acc[1]) + (acc[2] + acc[3]). Per type (w: weight block, a:
  *    activation block, fp16() the exact conversion, products in float):
