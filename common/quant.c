@@ -1092,22 +1092,25 @@ static void vec_dot_q5_K_q8_K_ref(int64_t n, float *restrict s, const void *rest
     *s = acc8_total(acc) + msum;
 }
 
+/* q6_K against q8_K (quant.h's lane contract): lane l sums sc * q * y over elements 4l..4l+3 of
+ * every 32 (q the stored code, 0..63, sc its 16 elements' scale), minus 32 * sc * bsum of groups
+ * 2l and 2l + 1 (the codes' offset, taken where ggml's kernel takes it). */
 static void vec_dot_q6_K_q8_K_ref(int64_t n, float *restrict s, const void *restrict w,
                                   const void *restrict a) {
     const struct block_q6_K *x = w;
     const struct block_q8_K *y = a;
-    float acc[4] = {0};
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int isum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int dot = 0;
-            for (int l = 0; l < 16; l++)
-                dot += (q6_K_code(&x[i], 16 * g + l) - 32) * y[i].qs[16 * g + l];
-            isum += x[i].scales[g] * dot;
-        }
-        acc4_fma(acc, i, y[i].d * fp16_to_f32(x[i].d), (float)isum);
+        int el[32] = {0}, lane[8];
+        for (int e = 0; e < QK_K; e++)
+            el[e % 32] += x[i].scales[e / 16] * (q6_K_code(&x[i], e) * y[i].qs[e]);
+        for (int l = 0; l < 8; l++)
+            lane[l] = el[4 * l] + el[4 * l + 1] + el[4 * l + 2] + el[4 * l + 3] -
+                      32 * (x[i].scales[2 * l] * y[i].bsums[2 * l] +
+                            x[i].scales[2 * l + 1] * y[i].bsums[2 * l + 1]);
+        acc8_fma(acc, y[i].d * fp16_to_f32(x[i].d), lane);
     }
-    *s = acc4_total(acc);
+    *s = acc8_total(acc);
 }
 
 /* q2_K: x = d*(sc&15)*q - dmin*(sc>>4) per sub-block of 16. */
