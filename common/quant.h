@@ -16,7 +16,7 @@
  * so each SIMD kernel is bit-identical to the scalar reference and logits are the same on every
  * CPU (tests/test_quant_simd.c compares them with memcmp; quant_kernels() re-checks the selected
  * twins at start-up).
- *  - Block-quantized types but q4_K and q5_K (the next item). For block b of the row (in row
+ *  - Block-quantized types but q4_K, q5_K and q6_K (the next item). For block b of the row (in row
  *    order) the kernel computes exact integer sums: isum_b, and for types with a min/offset term
  *    a second one, msum_b. Their order is free (they are integers; no intermediate may saturate
  *    or overflow). A fixed float expression per type gives the block scale d_b (and the second
@@ -33,20 +33,22 @@
  *        mxfp4                  d = e8m0_half(w.e) * fp16(a.d) isum = sum kv[q_w] * q_a
  *        q2_K                   d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a),
  *                               dmin = a.d * fp16(w.dmin)      msum = sum_sub m * sum(q_a)
- *        q3_K q6_K              d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a)
+ *        q3_K                   d = a.d * fp16(w.d)            isum = sum_sub sc * dot(q_w, q_a)
  *                                                              (signed codes and scales)
  *        iq4_xs                 d = a.d * fp16(w.d)            isum = sum_sub (ls-32) * dot(kv, q_a)
- *  - q4_K and q5_K: ggml's x86 (AVX2) order, which llama.cpp's x86 builds compute. For block b,
- *    d_b = a.d * fp16(w.d) and dmin_b = -(a.d * fp16(w.dmin)); 8 exact integer lane sums, lane l
- *    = sum over the sub-blocks (32 elements, scale sc) of sc * dot(q_w, q_a) over their elements
- *    4l..4l+3; 8 float lane accumulators from +0 take acc[l] = fmaf(d_b, (float)lane_l, acc[l]).
- *    The mins: q4_K has 4 lanes, min lane k = sum over sub-blocks 2k and 2k+1 of m * sum(q_a),
- *    macc[k] = fmaf(dmin_b, (float)mlane_k, macc[k]); q5_K one sum, msum = fmaf(dmin_b,
- *    (float)(sum_sub m * sum(q_a)), msum). The result is ((acc[0] + acc[4]) + (acc[2] +
- *    acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])), plus ((macc[0] + macc[2]) + (macc[1] +
- *    macc[3])) for q4_K or msum for q5_K. (Taken from ggml because the four-accumulator order
- *    lands one ulp off ggml's in half the rows, which flips an activation's Q8_K code now and
- *    then: tests/golden/README.md.)
+ *  - q4_K, q5_K and q6_K: ggml's x86 (AVX2) order, which llama.cpp's x86 builds compute. For
+ *    block b, d_b = a.d * fp16(w.d) (and dmin_b = -(a.d * fp16(w.dmin))); 8 exact integer lane
+ *    sums, lane l = sum of sc * q_w * q_a over elements 4l..4l+3 of every 32 (sc the scale of
+ *    their sub-block of 32, or of 16 for q6_K; q6_K's q_w the stored code 0..63, and its lane l
+ *    less 32 * the sum of sc * bsum over the groups of 16 elements 2l and 2l+1); 8 float lane
+ *    accumulators from +0 take acc[l] = fmaf(d_b, (float)lane_l, acc[l]). The mins: q4_K has 4
+ *    lanes, min lane k = sum over sub-blocks 2k and 2k+1 of m * sum(q_a), macc[k] =
+ *    fmaf(dmin_b, (float)mlane_k, macc[k]); q5_K one sum, msum = fmaf(dmin_b, (float)(sum_sub m *
+ *    sum(q_a)), msum). The result is ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] +
+ *    acc[5]) + (acc[3] + acc[7])), plus ((macc[0] + macc[2]) + (macc[1] + macc[3])) for q4_K or
+ *    msum for q5_K. (Taken from ggml because the four-accumulator order lands one ulp off ggml's
+ *    in half the rows, which flips an activation's Q8_K code now and then:
+ *    tests/golden/README.md.)
  *  - Float types (F32, F16, BF16; each product in f32 of the converted values): 32 lanes; lane l
  *    accumulates elements i = l (mod 32) of the first floor(n/32)*32 with fmaf in element order;
  *    then lane l += lane l+16 (l < 16), l += l+8, l += l+4, l += l+2, l += l+1; then the tail

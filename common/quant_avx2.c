@@ -210,7 +210,7 @@ static ALWAYS_INLINE void q4_K_unpack(const struct block_q4_K *x, struct k_u *u)
         u->q[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
     }
 }
-K_LANE8_TYPE(q4_K, struct block_q4_K, 4)
+K_LANE8_MIN_TYPE(q4_K, struct block_q4_K, 4)
 
 /* q5_K: chunk 2c takes bit 2c of qh[l] as its fifth bit, chunk 2c+1 bit 2c+1. */
 static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u) {
@@ -226,7 +226,7 @@ static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u)
         hb = _mm256_srli_epi16(hb, 2); /* 16-bit shifts by <= 6 keep each byte's low bits */
     }
 }
-K_LANE8_TYPE(q5_K, struct block_q5_K, 1)
+K_LANE8_MIN_TYPE(q5_K, struct block_q5_K, 1)
 
 /* q6_K: codes stored +32. */
 static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u) {
@@ -249,7 +249,7 @@ static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u)
                                _mm256_and_si256(_mm256_srli_epi16(hb, 2), m6));
     }
 }
-K_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
+K_LANE8_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
 
 /* q2_K / q3_K: chunk j = 4h + k holds bits 2k..2k+1 of qs[32h..32h+31]. */
 static ALWAYS_INLINE void k2_codes(const uint8_t *qs, __m256i q[8]) {

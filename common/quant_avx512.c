@@ -320,7 +320,7 @@ static ALWAYS_INLINE void q4_K_unpack(const struct block_q4_K *x, struct k_u *u)
         u->q[j] = q4k_chunk(x->qs + 32 * j);
 }
 
-K_LANE8_TYPE(q4_K, struct block_q4_K, 4)
+K_LANE8_MIN_TYPE(q4_K, struct block_q4_K, 4)
 
 /* q5_K: chunk j needs bit 2j of qh[l] in its low half and bit 2j+1 in its high half: shift the
  * high copy by one, then both by 2 per chunk (16-bit shifts by <= 7 keep bit 0 in its byte). */
@@ -336,7 +336,7 @@ static ALWAYS_INLINE void q5_K_unpack(const struct block_q5_K *x, struct k_u *u)
     }
 }
 
-K_LANE8_TYPE(q5_K, struct block_q5_K, 1)
+K_LANE8_MIN_TYPE(q5_K, struct block_q5_K, 1)
 
 /* q6_K: the 6-bit codes (+32) of weights 64j..64j+63 of half h = j/2 from ql[64h..] (low 4
  * bits) and qh[32h..] (top 2 bits, pairs of bits per 32 weights). */
@@ -357,7 +357,7 @@ static ALWAYS_INLINE void q6_K_unpack(const struct block_q6_K *x, struct k_u *u)
     }
 }
 
-K_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
+K_LANE8_OFFSET_TYPE(q6_K, struct block_q6_K, 5)
 
 /* q2_K / q3_K: chunk j = weights 64j..64j+63 = bits 4(j%2)..+1 (first 32) and 4(j%2)+2..+3 (next
  * 32) of qs[32(j/2)..+31]. */

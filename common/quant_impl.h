@@ -509,8 +509,11 @@ static ALWAYS_INLINE void k_lane8_step(__m256i lanes, __m256i mins, float dy, fl
     }
 }
 
-/* The result: acc8_reduce(acc) + ((m0 + m2) + (m1 + m3)) (q4_K) or + m0 (q5_K). */
+/* The result: acc8_reduce(acc), plus ((m0 + m2) + (m1 + m3)) (q4_K) or m0 (q5_K); q6_K (n_min 0)
+ * has no min term. */
 static ALWAYS_INLINE float k_lane8_result(__m256 acc, __m128 macc, const int n_min) {
+    if (n_min == 0)
+        return acc8_reduce(acc);
     float m = _mm_cvtss_f32(macc);
     if (n_min == 4) {
         const __m128 h = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
@@ -519,22 +522,42 @@ static ALWAYS_INLINE float k_lane8_result(__m256 acc, __m128 macc, const int n_m
     return acc8_reduce(acc) + m;
 }
 
-/* K_LANE8_TYPE(name, WB, n_min): vec_dot, vec_dot4, vec_dot2 and vec_dot_rows4 of q4_K (n_min 4)
- * or q5_K (n_min 1) under the lane contract, from the including file's name_unpack, k_chunks_dot
- * (8 int32 lanes, lane l: elements 4l..4l+3 of every sub-block, times its scale: the contract's
- * lane sums) and k_bsums_dot (lane j: sub-block j's min times its two bsums). A weight block is
- * unpacked, and its d and dmin converted, once for every column. */
-#define K_LANE8_TYPE(name, WB, n_min)                                                             \
+/* The lane contract's types (q4_K, q5_K, q6_K: quant.h) from the including file's name_unpack,
+ * k_chunks_dot (8 int32 lanes, lane l: elements 4l..4l+3 of every 32, times their scale: the
+ * contract's lane sums) and k_bsums_dot (lane j: the scales or mins of elements 32j..32j+31 times
+ * their bsums). K_LANE8_MIN_TYPE(name, WB, n_min): q4_K (4 min lanes) and q5_K (1);
+ * K_LANE8_OFFSET_TYPE(name, WB, shift): q6_K, codes stored + 2^shift, lane l less its bsums lane
+ * << shift. */
+#define K_LANE8_MIN_TYPE(name, WB, n_min)                                                         \
+    static ALWAYS_INLINE void name##_wd(const WB *x, float wd[2]) {                               \
+        wd[0] = _cvtsh_ss(x->d);                                                                  \
+        wd[1] = _cvtsh_ss(x->dmin);                                                               \
+    }                                                                                             \
     static ALWAYS_INLINE void name##_step(const struct k_u *u, const float wd[2],                \
                                           const struct block_q8_K *y, __m256 *acc,                \
                                           __m128 *macc) {                                         \
         k_lane8_step(k_chunks_dot(u, y->qs), k_bsums_dot(u, y), y->d, wd[0], wd[1], n_min, acc,   \
                      macc);                                                                       \
     }                                                                                             \
+    K_LANE8_DRIVER(name, WB, n_min)
+#define K_LANE8_OFFSET_TYPE(name, WB, shift)                                                      \
     static ALWAYS_INLINE void name##_wd(const WB *x, float wd[2]) {                               \
         wd[0] = _cvtsh_ss(x->d);                                                                  \
-        wd[1] = _cvtsh_ss(x->dmin);                                                               \
+        wd[1] = 0.0f;                                                                             \
     }                                                                                             \
+    static ALWAYS_INLINE void name##_step(const struct k_u *u, const float wd[2],                \
+                                          const struct block_q8_K *y, __m256 *acc,                \
+                                          __m128 *macc) {                                         \
+        (void)macc;                                                                               \
+        const __m256i lanes = _mm256_sub_epi32(k_chunks_dot(u, y->qs),                            \
+                                               _mm256_slli_epi32(k_bsums_dot(u, y), shift));      \
+        *acc = _mm256_fmadd_ps(_mm256_set1_ps(y->d * wd[0]), _mm256_cvtepi32_ps(lanes), *acc);    \
+    }                                                                                             \
+    K_LANE8_DRIVER(name, WB, 0)
+/* vec_dot, vec_dot4, vec_dot2 and vec_dot_rows4 from name_wd (the block's d, dmin as floats) and
+ * name_step (one block against one column). A weight block is unpacked, and its d and dmin
+ * converted, once for every column. */
+#define K_LANE8_DRIVER(name, WB, n_min)                                                           \
     static ALWAYS_INLINE void name##_cols(int64_t n, float *restrict s, const void *restrict w,   \
                                           const void *const *a, const int nc) {                   \
         const WB *x = w;                                                                          \
