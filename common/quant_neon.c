@@ -3,15 +3,15 @@
  * iq4_xs. quant_neondot.c compiles this file a second time with the dot-product extension
  * (SDOT), registered as "neondot" where the CPU has it (os_cpu_arm_features), and quant_i8mm.c a
  * third time with SMMLA as well ("i8mm"), where the quantized types also get vec_dot_2xn (two
- * weight rows against two or four activation rows; SMMLA's 2x2 tiles, but SDOT for q4_K and q5_K).
- * Invariant (quant.h's accumulation contract): NEON computes each block's integer sums only
+ * weight rows against two or four activation rows; SMMLA's 2x2 tiles, but SDOT for q4_K, q5_K and
+ * q6_K). Invariant (quant.h's accumulation contract): NEON computes each block's integer sums only
  * (exact: int8 products widened to int16, pairs added into int32, SDOT or SMMLA); every float
- * operation is the reference's own expression, in its order, so the results are its bits. q4_K
- * and q5_K take the contract's 8 integer lane sums per block (lane l: codes 4l..4l+3 of every
- * sub-block, SDOT's own lanes; without SDOT product pairs added in int16, where they fit) and its
- * 8 float lanes in two float32x4_t (vfmaq is fused, as fmaf); SMMLA's 8-code sums do not split
- * into those lanes. The quantized types unpack a weight block once for all the columns of
- * vec_dot2 and vec_dot4 (quant_neon_simd.h's column driver, or K45_TYPE's). */
+ * operation is the reference's own expression, in its order, so the results are its bits. q4_K,
+ * q5_K and q6_K take the contract's 8 integer lane sums per block (lane l: codes 4l..4l+3 of every
+ * 32, SDOT's own lanes; without SDOT product pairs added in int16, where they fit) and its 8 float
+ * lanes in two float32x4_t (vfmaq is fused, as fmaf); SMMLA's 8-code sums do not split into those
+ * lanes. The quantized types unpack a weight block once for all the columns of vec_dot2 and
+ * vec_dot4 (quant_neon_simd.h's column driver, or K45_TYPE's). */
 #include "quant_neon_simd.h"
 
 #if defined(__ARM_FEATURE_MATMUL_INT8)
@@ -207,7 +207,7 @@ Q8_0_TYPE(mxfp4, struct block_mxfp4, mxfp4_codes, D_E8M0)
 Q8_1_TYPE(q4_1, struct block_q4_1, q4_1_codes)
 Q8_1_TYPE(q5_1, struct block_q5_1, q5_1_codes)
 
-/* ==== q2_K, q3_K, q6_K and iq4_xs against Q8_K (four block accumulators) ===================== */
+/* ==== q2_K, q3_K and iq4_xs against Q8_K (four block accumulators) =========================== */
 
 /* d = a.d * fp16(w.d); q2_K adds fmaf(-(a.d * fp16(w.dmin)), msum). */
 #define D_Q8K(x, y) ((y)->d * fp16_to_f32((x)->d))
@@ -279,24 +279,6 @@ static inline void q3_K_decode(const struct block_q3_K *x, struct neon_k16 *k) {
     }
 }
 
-/* q6_K: element 128h + 32k + l has low bits from ql[64h + l + 32(k & 1)] (low nibble for k < 2)
- * and top bits 2k..2k+1 of qh[32h + l]; code - 32, scale scales[e / 16]. */
-static inline void q6_K_decode(const struct block_q6_K *x, struct neon_k16 *k) {
-    for (int h = 0; h < 2; h++)
-        for (int kk = 0; kk < 4; kk++)
-            for (int r = 0; r < 2; r++) {
-                const uint8x16_t ql = vld1q_u8(x->ql + 64 * h + 32 * (kk & 1) + 16 * r);
-                const uint8x16_t qh = vld1q_u8(x->qh + 32 * h + 16 * r);
-                const uint8x16_t lo = kk < 2 ? vandq_u8(ql, vdupq_n_u8(0x0f)) : vshrq_n_u8(ql, 4);
-                const uint8x16_t hi =
-                    vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * kk))), vdupq_n_u8(3));
-                const int g = 8 * h + 2 * kk + r;
-                k->q[g] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))),
-                                   vdupq_n_s8(32));
-                k->sc[g] = x->scales[g];
-            }
-}
-
 /* iq4_xs: sub-block j's 32 table values (groups 2j, 2j + 1) with its 6-bit scale minus 32. */
 static inline void iq4_xs_decode(const struct block_iq4_xs *x, struct neon_k16 *k) {
     const int8x16_t tab = vld1q_s8(quant_iq4nl_values);
@@ -308,17 +290,17 @@ static inline void iq4_xs_decode(const struct block_iq4_xs *x, struct neon_k16 *
 
 K16_MIN_TERM(q2_K, struct block_q2_K, q2_K_decode)
 K16_ONE_TERM(q3_K, struct block_q3_K, q3_K_decode, D_Q8K)
-K16_ONE_TERM(q6_K, struct block_q6_K, q6_K_decode, D_Q8K)
 K16_ONE_TERM(iq4_xs, struct block_iq4_xs, iq4_xs_decode, D_Q8K)
 
-/* ==== q4_K and q5_K against Q8_K: the lane contract (quant.h) ================================= */
+/* ==== q4_K, q5_K and q6_K against Q8_K: the lane contract (quant.h) =========================== */
 
-/* A q4_K or q5_K weight block as the lane contract wants it: q[2sb + h] the codes of elements
- * 16h..16h+15 of sub-block sb (SDOT's lanes of q[2sb + h] are the contract's lanes 4h..4h+3),
- * sc[sb] and mn[sb] the sub-block's 6-bit scale and min, d and dmin the block's fp16 factors. */
+/* A q4_K, q5_K or q6_K weight block as the lane contract wants it: q[g] the codes of group g,
+ * elements 16g..16g+15 (SDOT's lanes of q[g] are the contract's lanes 4(g % 2)..4(g % 2)+3), sc[g]
+ * the group's scale (q4_K's and q5_K's 6-bit sub-block scale, in both of its groups; q6_K's
+ * int8), mn[sb] sub-block sb's min (q4_K, q5_K), d and dmin the block's fp16 factors (q6_K: d). */
 struct neon_k45 {
     int8x16_t q[16];
-    uint8_t sc[8];
+    int8_t sc[16];
     int16x8_t mn;
     float d, dmin;
 };
@@ -338,6 +320,14 @@ static inline void k_scales_mins(const uint8_t scales[K_SCALE_SIZE], uint8_t sc[
     o[3] = (u[2] >> 4 & 0x0f0f0f0f) | ((u[1] >> 6) & 0x03030303) << 4; /* mins 4-7 */
     memcpy(sc, o, 8);
     memcpy(mn, o + 2, 8);
+}
+
+/* k->d and k->dmin from the block's fp16 d and dmin (FCVTL: exact, fp16_to_f32's bits, without
+ * its call). */
+static inline void k45_factors(fp16_t d, fp16_t dmin, struct neon_k45 *k) {
+    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vset_lane_u16(dmin, vdup_n_u16(d), 1)));
+    k->d = vgetq_lane_f32(f, 0);
+    k->dmin = vgetq_lane_f32(f, 1);
 }
 
 /* 32-byte run c of qs holds sub-block 2c (low nibbles) and 2c + 1 (high nibbles); q5_K adds bit
@@ -360,12 +350,12 @@ static inline void q45_K_decode(const uint8_t qs[QK_K / 2], const uint8_t *qh,
             k->q[4 * c + 2 + h] = vreinterpretq_s8_u8(hi);
         }
     }
-    uint8_t mn[8];
-    k_scales_mins(scales, k->sc, mn);
+    uint8_t sc[8], mn[8];
+    k_scales_mins(scales, sc, mn);
+    const uint8x8_t s = vld1_u8(sc); /* 0..63: as int8 */
+    vst1q_s8(k->sc, vreinterpretq_s8_u8(vcombine_u8(vzip1_u8(s, s), vzip2_u8(s, s))));
     k->mn = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(mn)));
-    const float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(vset_lane_u16(dmin, vdup_n_u16(d), 1)));
-    k->d = vgetq_lane_f32(f, 0); /* FCVTL: exact, fp16_to_f32's bits (without its call) */
-    k->dmin = vgetq_lane_f32(f, 1);
+    k45_factors(d, dmin, k);
 }
 
 static inline void q4_K_decode(const struct block_q4_K *x, struct neon_k45 *k) {
@@ -376,12 +366,32 @@ static inline void q5_K_decode(const struct block_q5_K *x, struct neon_k45 *k) {
     q45_K_decode(x->qs, x->qh, x->scales, x->d, x->dmin, k);
 }
 
-/* lane[h] += sub-block sb's lanes 4h..4h+3 against its activation codes y0 (elements 0..15) and
- * y1 (16..31), times its scale. Exact: |lane| <= 8 * 63 * 4 * 31 * 128 < 2^24. */
+/* q6_K: element 128h + 32k + l (group 8h + 2k + l / 16) has low bits from ql[64h + l + 32(k & 1)]
+ * (low nibble for k < 2) and top bits 2k..2k+1 of qh[32h + l]: the stored code, 0..63 (the offset
+ * of 32 is k6_offset_lanes'); group g's scale scales[g]. */
+static inline void q6_K_decode(const struct block_q6_K *x, struct neon_k45 *k) {
+    for (int h = 0; h < 2; h++)
+        for (int kk = 0; kk < 4; kk++)
+            for (int r = 0; r < 2; r++) {
+                const uint8x16_t ql = vld1q_u8(x->ql + 64 * h + 32 * (kk & 1) + 16 * r);
+                const uint8x16_t qh = vld1q_u8(x->qh + 32 * h + 16 * r);
+                const uint8x16_t lo = kk < 2 ? vandq_u8(ql, vdupq_n_u8(0x0f)) : vshrq_n_u8(ql, 4);
+                const uint8x16_t hi =
+                    vandq_u8(vshlq_u8(qh, vdupq_n_s8((int8_t)(-2 * kk))), vdupq_n_u8(3));
+                k->q[8 * h + 2 * kk + r] = vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4)));
+            }
+    vst1q_s8(k->sc, vld1q_s8(x->scales));
+    k45_factors(x->d, 0, k);
+}
+
+/* lane[h] += group 2sb + h's lanes 4h..4h+3 against its activation codes (y0: elements 32sb..
+ * 32sb+15, y1: the next 16), times its scale. Exact: |lane| <= 8 * 63 * 4 * 31 * 128 < 2^24
+ * (q4_K, q5_K), 8 * 128 * 4 * 63 * 128 < 2^25 (q6_K); without SDOT the int16 pairs of products
+ * of codes 0..63 with int8 ones stay within 2 * 63 * 128. */
 NEON_INLINE void k45_sub(int32x4_t lane[2], const struct neon_k45 *k, int sb, int8x16_t y0,
                          int8x16_t y1) {
-    lane[0] = vmlaq_n_s32(lane[0], dot16_lanes(k->q[2 * sb], y0), k->sc[sb]);
-    lane[1] = vmlaq_n_s32(lane[1], dot16_lanes(k->q[2 * sb + 1], y1), k->sc[sb]);
+    lane[0] = vmlaq_n_s32(lane[0], dot16_lanes(k->q[2 * sb], y0), k->sc[2 * sb]);
+    lane[1] = vmlaq_n_s32(lane[1], dot16_lanes(k->q[2 * sb + 1], y1), k->sc[2 * sb + 1]);
 }
 
 /* The block's 8 lane sums of k0 against Q8_K codes y into l0 (lanes 0-3, 4-7), and of k1 into l1
@@ -404,6 +414,17 @@ NEON_INLINE int32x4_t k45_min_lanes(int16x8_t mn, const int16_t bsums[16]) {
     return vpaddq_s32(vmull_s16(vget_low_s16(mn), vget_low_s16(sum)), vmull_high_s16(mn, sum));
 }
 
+/* q6_K's offset in the contract's lanes: off[h] lanes 4h..4h+3, lane l's
+ * 32 * (sc[2l] * bsums[2l] + sc[2l + 1] * bsums[2l + 1]) (exact: |sc * bsum| <= 128 * 16 * 128). */
+NEON_INLINE void k6_offset_lanes(const int8_t sc[16], const int16_t bsums[16], int32x4_t off[2]) {
+    for (int h = 0; h < 2; h++) {
+        const int16x8_t s = vmovl_s8(vld1_s8(sc + 8 * h)), b = vld1q_s16(bsums + 8 * h);
+        const int32x4_t p =
+            vpaddq_s32(vmull_s16(vget_low_s16(s), vget_low_s16(b)), vmull_high_s16(s, b));
+        off[h] = vshlq_n_s32(p, 5);
+    }
+}
+
 /* One output's float state: the 8 lane accumulators (acc[h] holds lanes 4h..4h+3), q4_K's 4 min
  * lanes (macc) or q5_K's one (msum); all +0 at the start. */
 struct k45_acc {
@@ -416,16 +437,26 @@ NEON_INLINE void k45_acc_zero(struct k45_acc *a) {
     a->msum = 0.0f;
 }
 
-/* Block b's float operations for weight block k against activation block y, given its lanes:
- * acc[l] = fmaf(d_b, lane_l, acc[l]) (vfmaq is fused, as fmaf), then the min term into q4_K's 4
- * lanes (min_lanes 4) or q5_K's msum (min_lanes 1). */
+/* Block b's float operations for weight block k against activation block y, given its lanes
+ * (q6_K, min_lanes 0: less k6_offset_lanes): acc[l] = fmaf(d_b, lane_l, acc[l]) (vfmaq is fused,
+ * as fmaf), then the min term into q4_K's 4 lanes (min_lanes 4) or q5_K's msum (min_lanes 1). */
 NEON_INLINE void k45_acc_block(struct k45_acc *a, const struct neon_k45 *k,
                                const struct block_q8_K *y, const int32x4_t lane[2],
                                const int min_lanes) {
-    const float d = y->d * k->d, dmin = -(y->d * k->dmin);
+    const float d = y->d * k->d;
+    int32x4_t l[2] = {lane[0], lane[1]};
+    if (min_lanes == 0) {
+        int32x4_t off[2];
+        k6_offset_lanes(k->sc, y->bsums, off);
+        l[0] = vsubq_s32(l[0], off[0]);
+        l[1] = vsubq_s32(l[1], off[1]);
+    }
+    a->acc[0] = vfmaq_n_f32(a->acc[0], vcvtq_f32_s32(l[0]), d);
+    a->acc[1] = vfmaq_n_f32(a->acc[1], vcvtq_f32_s32(l[1]), d);
+    if (min_lanes == 0)
+        return;
+    const float dmin = -(y->d * k->dmin);
     const int32x4_t mlane = k45_min_lanes(k->mn, y->bsums);
-    a->acc[0] = vfmaq_n_f32(a->acc[0], vcvtq_f32_s32(lane[0]), d);
-    a->acc[1] = vfmaq_n_f32(a->acc[1], vcvtq_f32_s32(lane[1]), d);
     if (min_lanes == 4)
         a->macc = vfmaq_n_f32(a->macc, vcvtq_f32_s32(mlane), dmin);
     else
@@ -433,11 +464,13 @@ NEON_INLINE void k45_acc_block(struct k45_acc *a, const struct neon_k45 *k,
 }
 
 /* ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), plus ((macc0 + macc2) +
- * (macc1 + macc3)) or msum. */
+ * (macc1 + macc3)) (min_lanes 4) or msum (1); nothing more for q6_K (0). */
 NEON_INLINE float k45_total(const struct k45_acc *a, const int min_lanes) {
     const float32x4_t s = vaddq_f32(a->acc[0], a->acc[1]);
     const float32x2_t t = vadd_f32(vget_low_f32(s), vget_high_f32(s));
     const float sum = vget_lane_f32(t, 0) + vget_lane_f32(t, 1);
+    if (min_lanes == 0)
+        return sum;
     if (min_lanes == 1)
         return sum + a->msum;
     const float32x2_t m = vadd_f32(vget_low_f32(a->macc), vget_high_f32(a->macc));
@@ -446,9 +479,9 @@ NEON_INLINE float k45_total(const struct k45_acc *a, const int min_lanes) {
 
 /* name_cols (the column driver: vec_dot, vec_dot2, vec_dot4, vec_dot_rows4) and name_2cols (the
  * two-row vec_dot_2xn of the "i8mm" builds, SDOT too: SMMLA's 8-code sums do not split into the
- * contract's 4-code lanes) of q4_K (MIN_LANES 4) or q5_K (1). Each weight block is decoded once
- * for all its columns (and, in name_2cols, each activation load serves both rows); every output
- * takes exactly vec_dot's float operations. */
+ * contract's 4-code lanes) of q4_K (MIN_LANES 4), q5_K (1) or q6_K (0: no min term). Each weight
+ * block is decoded once for all its columns (and, in name_2cols, each activation load serves both
+ * rows); every output takes exactly vec_dot's float operations. */
 #define K45_TYPE(name, WB, decode, MIN_LANES)                                                     \
     NEON_INLINE void name##_cols(int64_t n, float *restrict s, const void *restrict w,           \
                                  const void *const *a, const int nc) {                            \
@@ -499,6 +532,7 @@ NEON_INLINE float k45_total(const struct k45_acc *a, const int min_lanes) {
 
 K45_TYPE(q4_K, struct block_q4_K, q4_K_decode, 4)
 K45_TYPE(q5_K, struct block_q5_K, q5_K_decode, 1)
+K45_TYPE(q6_K, struct block_q6_K, q6_K_decode, 0)
 
 /* ==== registration ============================================================================ */
 

@@ -39,8 +39,8 @@ NEON_INLINE int32x4_t dot16(int32x4_t acc, int8x16_t a, int8x16_t b) {
 }
 
 /* The products a[j] * b[j] of 16 int8 pairs in SDOT's lanes: lane i sums products 4i..4i+3 (the
- * lanes of q4_K's and q5_K's contract). Without SDOT adjacent products are added in int16 first,
- * exact as long as a holds no -128 (|a[j] * b[j]| <= 16256). */
+ * lanes of q4_K's, q5_K's and q6_K's contract). Without SDOT adjacent products are added in int16
+ * first, exact as long as a holds no -128 (|a[j] * b[j]| <= 16256). */
 NEON_INLINE int32x4_t dot16_lanes(int8x16_t a, int8x16_t b) {
 #if defined(__ARM_FEATURE_DOTPROD)
     return vdotq_s32(vdupq_n_s32(0), a, b);
