@@ -287,9 +287,10 @@ static void check_products(size_t n_cases) {
         {QTYPE_Q4_K, 256, 37, 1},  {QTYPE_Q6_K, 1792, 21, 1}, {QTYPE_Q3_K, 768, 37, 11},
         {QTYPE_Q5_K, 768, 5, 6},   {QTYPE_Q2_K, 1792, 9, 4},  {QTYPE_IQ4_XS, 24576, 3, 1},
         {QTYPE_IQ2_XXS, 768, 37, 11}, {QTYPE_IQ1_M, 1792, 21, 1}, {QTYPE_IQ3_S, 256, 37, 1},
-        /* q4_K's and q5_K's lane chains (quant.h) across rounds: a row of 3 rounds, and rows of
-         * 33 blocks for a group of 4 tokens and a partial one */
-        {QTYPE_Q4_K, 24576, 3, 1}, {QTYPE_Q5_K, 8448, 6, 5},
+        /* q4_K's, q5_K's and q6_K's lane chains (quant.h) across rounds: rows of 3 rounds, and
+         * rows of 33 blocks for a group of 4 tokens and a partial one */
+        {QTYPE_Q4_K, 24576, 3, 1}, {QTYPE_Q5_K, 8448, 6, 5}, {QTYPE_Q6_K, 24576, 3, 1},
+        {QTYPE_Q6_K, 8448, 6, 5},
         {QTYPE_IQ2_XXS, 256, 7, 1}, {QTYPE_IQ2_XXS, 1792, 40, 3}, {QTYPE_IQ2_XXS, 2560, 20, 2},
         {QTYPE_IQ2_XS, 256, 7, 1}, {QTYPE_IQ2_XS, 1792, 40, 3}, {QTYPE_IQ2_XS, 2560, 20, 2},
         {QTYPE_IQ2_S, 256, 7, 1}, {QTYPE_IQ2_S, 1792, 40, 3}, {QTYPE_IQ2_S, 2560, 20, 2},
@@ -1717,13 +1718,13 @@ static void check_matmul_id(struct rowdev *d, enum qtype t, int64_t n_in, int32_
     free(bias);
 }
 
-/* Both drivers (float and blocks), 256-element types (q4_K, q5_K: quant.h's lane contract), and
- * pairs in groups of 8, 4, 2 and 1. */
+/* Both drivers (float and blocks), 256-element types (q4_K, q5_K, q6_K: quant.h's lane
+ * contract), and pairs in groups of 8, 4, 2 and 1. */
 static void rows_matmul_id(struct rowdev *d) {
     static const struct product_case cases[] = {
         {QTYPE_F32, 1000, 33, 7}, {QTYPE_F16, 96, 3, 2},   {QTYPE_Q8_0, 224, 40, 11},
         {QTYPE_Q8_0, 4160, 5, 3}, {QTYPE_MXFP4, 2880, 9, 8}, {QTYPE_Q4_K, 1792, 17, 13},
-        {QTYPE_Q5_K, 2560, 9, 6},
+        {QTYPE_Q5_K, 2560, 9, 6}, {QTYPE_Q6_K, 1792, 9, 6},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         for (int identity = 0; identity < 2; identity++) {
@@ -1746,7 +1747,7 @@ static void rows_matmul_grouped(struct rowdev *d) {
         {{QTYPE_Q4_K, 1792, 17, 47}, PAIRS_UNEVEN}, {{QTYPE_Q8_0, 224, 40, 37}, PAIRS_ONE},
         {{QTYPE_Q6_K, 512, 21, 53}, PAIRS_SPREAD},  {{QTYPE_MXFP4, 2880, 9, 23}, PAIRS_UNEVEN},
         {{QTYPE_Q5_K, 256, 6, 33}, PAIRS_ONE},      {{QTYPE_Q4_K, 512, 9, 11}, PAIRS_UNEVEN},
-        {{QTYPE_Q5_K, 2560, 7, 35}, PAIRS_UNEVEN},
+        {{QTYPE_Q5_K, 2560, 7, 35}, PAIRS_UNEVEN}, {{QTYPE_Q6_K, 2560, 7, 35}, PAIRS_UNEVEN},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         for (int identity = 0; identity < 2; identity++) {

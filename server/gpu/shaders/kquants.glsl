@@ -46,10 +46,11 @@ vec4 k_terms(uint64_t a_blk, float wd, int isum) {
     return vec4(d, float(isum), 0.0, 0.0);
 }
 
-// quant.h's lane contract (q4_K, q5_K: their blocks_*.glsl define LANE8 and LANE8_MINS, 4 or 1,
-// before including this). A block's factors (d, dmin) = (a.d * fp16(w.d), -(a.d * fp16(w.dmin)));
-// lane accumulator l takes fma(d, lane l, acc) of every block in order, min accumulator k
-// fma(dmin, min lane k, acc) (LANE8_MINS 1: the one min accumulator, the block's whole min sum).
+// quant.h's lane contract (q4_K, q5_K, q6_K: their blocks_*.glsl define LANE8 and LANE8_MINS, 4, 1
+// or 0, before including this). A block's factors (d, dmin) = (a.d * fp16(w.d),
+// -(a.d * fp16(w.dmin))); lane accumulator l takes fma(d, lane l, acc) of every block in order,
+// min accumulator k fma(dmin, min lane k, acc) (LANE8_MINS 1: the one min accumulator, the
+// block's whole min sum; LANE8_MINS 0, q6_K: no min accumulators, dmin unused).
 vec2 k_lane_scales(uint64_t a_blk, float wd, float wdmin) {
     float ad = q8k_d(a_blk);
     precise float d = ad * wd;
@@ -59,10 +60,14 @@ vec2 k_lane_scales(uint64_t a_blk, float wd, float wdmin) {
 
 #ifdef LANE8
 // The output from pairs[l] = acc[l] + acc[l + 4] (l < 4) and the min accumulators (LANE8_MINS 1:
-// mins.x alone): ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)), plus
-// ((macc0 + macc2) + (macc1 + macc3)) or msum.
+// mins.x alone; 0: none, mins unread): ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) +
+// (acc3 + acc7)), plus ((macc0 + macc2) + (macc1 + macc3)) or msum (LANE8_MINS 0: nothing added,
+// not even +0, which would turn a -0 into +0).
 float lane8_result(vec4 pairs, vec4 mins) {
     precise float s = (pairs.x + pairs.z) + (pairs.y + pairs.w);
+#if LANE8_MINS == 0
+    return s;
+#else
 #if LANE8_MINS == 4
     precise float m = (mins.x + mins.z) + (mins.y + mins.w);
 #else
@@ -70,5 +75,6 @@ float lane8_result(vec4 pairs, vec4 mins) {
 #endif
     precise float r = s + m;
     return r;
+#endif
 }
 #endif

@@ -7,11 +7,11 @@
 // blocks in order. Two contracts:
 //  - four chains (most types): one invocation forms the block's terms (d, v[, d2, v2]); chain j
 //    (accumulator j) takes blocks j, j + 4, ... from +0; the result (acc0 + acc1) + (acc2 + acc3).
-//  - LANE8 (q4_K, q5_K: kquants.glsl): a block's sums are 8 lane sums and its min sums (part k:
-//    lanes 4h..4h+3, h = k % 2, and min lane k / 2's share), its factors (d, dmin); every chain
-//    takes every block: chain j of an output holds lane accumulators j and j + 4 and min
-//    accumulator j (LANE8_MINS 1: chain 0's is the one min accumulator), all from +0; the result
-//    kquants.glsl's lane8_result.
+//  - LANE8 (q4_K, q5_K, q6_K: kquants.glsl): a block's sums are 8 lane sums and its min sums
+//    (part k: lanes 4h..4h+3, h = k % 2, and min lane k / 2's share), its factors (d, dmin); every
+//    chain takes every block: chain j of an output holds lane accumulators j and j + 4 and min
+//    accumulator j (LANE8_MINS 1: chain 0's is the one min accumulator; 0: none, no min sums
+//    kept), all from +0; the result kquants.glsl's lane8_result.
 //
 // A workgroup of 64 invocations computes SPLIT_ROWS rows for TOK tokens (split_rows, tok_group:
 // gpu_ops.c's rules, the same). Its work is a list of items (output o = rr * TOK + tt, block b),
@@ -32,13 +32,15 @@
 //                                        (d, v, d2, v2) from the whole sums: the block adds
 //                                        fma(d, v, acc) to its chain, then fma(d2, v2, acc) when
 //                                        TWO_TERMS is defined (matmul_blocks.glsl's block_terms)
-// or, with LANE8 and LANE8_MINS (4 or 1),
+// or, with LANE8 and LANE8_MINS (4, 1 or 0),
 //     ivec4 block_lanes(uint64_t w_blk, uint64_t a_blk, uint part, out int msum)
 //                                        part k's sums of lanes 4h..4h+3 (h = k % 2) and its
-//                                        share msum of min lane k / 2 (exact, as above)
+//                                        share msum of min lane k / 2 (exact, as above;
+//                                        LANE8_MINS 0: msum unread)
 //     vec2 block_scales(uint64_t w_blk, uint64_t a_blk)
 //                                        (d, dmin): lane l adds fma(d, lane l, acc), min lane
 //                                        k (or the whole min sum) fma(dmin, min, acc)
+//                                        (LANE8_MINS 0: dmin unread)
 // Rows go on the x and z dimensions of the dispatch (x: at most 65535 each), in groups of
 // SPLIT_ROWS; token groups on y.
 #extension GL_EXT_control_flow_attributes : require
@@ -49,7 +51,10 @@ layout(local_size_x = 64) in;
 #define SPLIT_PARTS 8u
 #define ROUND_BLOCKS 32u
 
-#ifdef LANE8
+#if defined(LANE8) && LANE8_MINS == 0
+#define SPLIT_WORDS 4u      // a part's sums: its 4 lanes
+#define SPLIT_CHAIN_STEP 1u // every chain takes every block
+#elif defined(LANE8)
 #define SPLIT_WORDS 5u      // a part's sums: its 4 lanes, its min
 #define SPLIT_CHAIN_STEP 1u // every chain takes every block
 #else
@@ -65,7 +70,8 @@ shared int split_sums[SPLIT_WORDS * SPLIT_PARTS * PARTS_PAD];
 #ifdef LANE8
 shared vec2 split_scales[ROUND_BLOCKS];      // slot s's (d, dmin)
 shared vec4 split_lanes[4u * ROUND_BLOCKS];  // chain j's floats of slot s at 32 j + s: lanes j,
-                                             // j + 4, min lane j (LANE8_MINS 1: the min sum, j 0)
+                                             // j + 4, min lane j (LANE8_MINS 1: the min sum, j 0;
+                                             // 0: none, .z 0)
 shared float split_chains[128];              // chain j's acc_j + acc_j+4 at 2 j, its min acc next
 #else
 shared vec4 split_terms[ROUND_BLOCKS];
@@ -128,13 +134,15 @@ void split_put_part(uint s, uint k, bool live, uint64_t w_blk, uint64_t a_blk) {
     ivec4 l = block_lanes(w_blk, a_blk, k, m);
     for (uint w = 0u; w < 4u; w++)
         split_sums[split_word(w, k, s)] = live ? l[w] : 0;
+#if LANE8_MINS != 0
     split_sums[split_word(4u, k, s)] = live ? m : 0;
+#endif
 }
 
 // The round's floats from the parts' sums, invocation i's share: for j = 2 (i / 32) and the
 // next, slot s = i % 32's lanes j and j + 4 (word j of its parts 2c, and of its parts 2c + 1,
-// c < 4) and min lane j (parts 2j, 2j + 1; LANE8_MINS 1: all eight parts' for j 0); with i >= 32
-// (the half without the whole min sum) also the slot's factors.
+// c < 4) and min lane j (parts 2j, 2j + 1; LANE8_MINS 1: all eight parts' for j 0; 0: none);
+// with i >= 32 (the half without the whole min sum) also the slot's factors.
 void split_form_terms(uint i, uint c, uint nb, uint tok, uint n_items) {
     uint s = i % ROUND_BLOCKS, j0 = 2u * (i / ROUND_BLOCKS);
     for (uint j = j0; j < j0 + 2u; j++) {
@@ -144,7 +152,7 @@ void split_form_terms(uint i, uint c, uint nb, uint tok, uint n_items) {
         int m = 0;
 #if LANE8_MINS == 4
         m = split_sums[split_word(4u, 2u * j, s)] + split_sums[split_word(4u, 2u * j + 1u, s)];
-#else
+#elif LANE8_MINS == 1
         if (j == 0u)
             for (uint k = 0u; k < SPLIT_PARTS; k++)
                 m += split_sums[split_word(4u, k, s)];
@@ -160,13 +168,16 @@ void split_form_terms(uint i, uint c, uint nb, uint tok, uint n_items) {
     }
 }
 
-// Chain j's accumulators (lanes j, j + 4, min j) after the round's slot s.
+// Chain j's accumulators (lanes j, j + 4, min j; LANE8_MINS 0: .z stays 0) after the round's
+// slot s.
 vec4 split_chain_step(vec4 acc, uint s, uint j) {
     vec2 f = split_scales[s];
     vec4 v = split_lanes[j * ROUND_BLOCKS + s];
     acc.x = fma_rn(f.x, v.x, acc.x);
     acc.y = fma_rn(f.x, v.y, acc.y);
+#if LANE8_MINS != 0
     acc.z = fma_rn(f.y, v.z, acc.z);
+#endif
     return acc;
 }
 

@@ -3,9 +3,9 @@
 // with each output's float steps exactly those of the decode drivers (matmul_blocks.glsl,
 // matmul_split.glsl), so the same bits: a block's terms formed once from its whole exact integer
 // sums, then four chains over the blocks in order (chain j: blocks j, j + 4, ... from +0), the
-// result (acc0 + acc1) + (acc2 + acc3); or, for LANE8's types (q4_K, q5_K: kquants.glsl), 8 lane
-// accumulators and the min accumulators (4 or 1) each taking every block in order, the result
-// lane8_result.
+// result (acc0 + acc1) + (acc2 + acc3); or, for LANE8's types (q4_K, q5_K, q6_K: kquants.glsl), 8
+// lane accumulators and the min accumulators (4, 1 or none) each taking every block in order, the
+// result lane8_result.
 //
 // A workgroup of 64 invocations computes TILE_ROWS (16) rows for TILE_TOK (16) tokens:
 // invocation i takes token slot i % 16 and rows 4 (i / 16) .. 4 (i / 16) + 3, the four outputs'
@@ -37,8 +37,15 @@ layout(local_size_x = 64) in;
 #define TILE_ROWS_PER 4u  // rows of one invocation
 
 #if defined(LANE8)
-// The block's lanes 0..3 and 4..7 and its min lanes (min lane c: parts 2c and 2c + 1) from all
-// its parts' integer sums (exact: any order), as matmul_split.glsl adds them.
+// Accumulators of a row: lanes 0..3, lanes 4..7, and the min lanes' unless LANE8_MINS is 0.
+#if LANE8_MINS == 0
+#define TILE_ROW_ACCS 2u
+#else
+#define TILE_ROW_ACCS 3u
+#endif
+
+// The block's lanes 0..3 and 4..7 and its min lanes (min lane c: parts 2c and 2c + 1; LANE8_MINS
+// 0: unread) from all its parts' integer sums (exact: any order), as matmul_split.glsl adds them.
 void tile_block_lanes(uint64_t w_blk, uint64_t a_blk, out ivec4 lo, out ivec4 hi, out ivec4 mins) {
     lo = ivec4(0);
     hi = ivec4(0);
@@ -101,9 +108,10 @@ void main() {
     uint n_live = min(TILE_ROWS_PER, p.n_rows - row0), nb = p.n_in / QK_ELEMS;
     uint64_t wrow = mm_w_row(pair, row0), arow = mm_act_row(pair);
 #ifdef LANE8
-    // row m's lanes 0..3 at 3m, lanes 4..7 at 3m + 1, min lanes at 3m + 2 (LANE8_MINS 1: .x)
-    vec4 acc[3u * TILE_ROWS_PER];
-    for (uint m = 0u; m < 3u * TILE_ROWS_PER; m++)
+    // row m's lanes 0..3 at 3m, lanes 4..7 at 3m + 1, min lanes at 3m + 2 (LANE8_MINS 1: .x;
+    // 0: none, 2m and 2m + 1 the lanes')
+    vec4 acc[TILE_ROW_ACCS * TILE_ROWS_PER];
+    for (uint m = 0u; m < TILE_ROW_ACCS * TILE_ROWS_PER; m++)
         acc[m] = vec4(0.0);
 #else
     vec4 acc[TILE_ROWS_PER];
@@ -119,11 +127,11 @@ void main() {
                 vec2 f = block_scales(w_blk, a_blk);
                 ivec4 lo, hi, mins;
                 tile_block_lanes(w_blk, a_blk, lo, hi, mins);
-                acc[3u * m] = fma_rn4(f.x, vec4(lo), acc[3u * m]);
-                acc[3u * m + 1u] = fma_rn4(f.x, vec4(hi), acc[3u * m + 1u]);
+                acc[TILE_ROW_ACCS * m] = fma_rn4(f.x, vec4(lo), acc[TILE_ROW_ACCS * m]);
+                acc[TILE_ROW_ACCS * m + 1u] = fma_rn4(f.x, vec4(hi), acc[TILE_ROW_ACCS * m + 1u]);
 #if LANE8_MINS == 4
                 acc[3u * m + 2u] = fma_rn4(f.y, vec4(mins), acc[3u * m + 2u]);
-#else
+#elif LANE8_MINS == 1
                 int msum = (mins.x + mins.y) + (mins.z + mins.w);
                 acc[3u * m + 2u].x = fma_rn(f.y, float(msum), acc[3u * m + 2u].x);
 #endif
@@ -141,8 +149,12 @@ void main() {
     for (uint m = 0u; m < TILE_ROWS_PER; m++) {
         if (m < n_live) {
 #ifdef LANE8
-            precise vec4 pairs = acc[3u * m] + acc[3u * m + 1u];
+            precise vec4 pairs = acc[TILE_ROW_ACCS * m] + acc[TILE_ROW_ACCS * m + 1u];
+#if LANE8_MINS == 0
+            mm_store(pair, row0 + m, lane8_result(pairs, vec4(0.0))); // mins unread
+#else
             mm_store(pair, row0 + m, lane8_result(pairs, acc[3u * m + 2u]));
+#endif
 #else
             mm_store(pair, row0 + m, tile_result(acc[m], nb));
 #endif

@@ -1,7 +1,6 @@
-// matmul_tile_q6_K.comp - Q6_K's product (blocks_q6_K.glsl's terms) on matmul_tile.glsl: prefill
+// matmul_tile_q6_K.comp - Q6_K's product (blocks_q6_K.glsl's lanes) on matmul_tile.glsl: prefill
 // and the experts' grouped pairs.
 #version 450
 #include "common.glsl"
 #include "blocks_q6_K.glsl"
-#define TILE_SPLIT_PARTS 8u
 #include "matmul_tile.glsl"

@@ -4,5 +4,4 @@
 #define INT_DOT
 #include "common.glsl"
 #include "blocks_q6_K.glsl"
-#define TILE_SPLIT_PARTS 8u
 #include "matmul_tile.glsl"
